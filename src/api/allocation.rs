@@ -1,0 +1,69 @@
+use std::collections::BTreeMap;
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::Condition;
+
+/// A consumer's claim on resource providers, as Placement's allocations for one consumer.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "kubeplace.io",
+    derive = "PartialEq",
+    version = "v1alpha1",
+    kind = "Allocation",
+    plural = "allocations",
+    shortname = "alloc",
+    category = "kubeplace",
+    status = "AllocationStatus",
+    doc = "A consumer's allocations: amounts of resource classes claimed from named resource providers.",
+    printcolumn(
+        name = "Consumer",
+        type_ = "string",
+        json_path = ".spec.consumer",
+        description = "The consumer's uuid"
+    ),
+    printcolumn(
+        name = "Applied",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Applied\")].status",
+        description = "Whether every provider and resource class was found"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct AllocationSpec {
+    /// The uuid of the consumer (an instance, a volume, …) holding these resources.
+    pub consumer: String,
+    /// One entry per provider the consumer takes resources from.
+    #[serde(default)]
+    pub allocations: Vec<ProviderAllocation>,
+}
+
+/// The resources taken from one provider.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderAllocation {
+    /// The name of the ResourceProvider.
+    pub provider: String,
+    /// Amount per resource class, e.g. `{VCPU: 2, MEMORY_MB: 2048}`.
+    pub resources: BTreeMap<String, i64>,
+}
+
+/// Whether the allocation is counted against its providers.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AllocationStatus {
+    /// `Applied`: every provider exists and has inventory of every class claimed;
+    /// `False` with reason `ProviderNotFound`, `NoInventory` or `OverCapacity` otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The `metadata.generation` this status was computed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}

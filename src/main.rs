@@ -1,0 +1,3 @@
+fn main() {
+    print!("{}", kubeplace::cli::crds::render().unwrap());
+}
