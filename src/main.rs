@@ -1,3 +1,3 @@
-fn main() {
-    print!("{}", kubeplace::cli::crds::render().unwrap());
+fn main() -> std::process::ExitCode {
+    kubeplace::cli::main()
 }

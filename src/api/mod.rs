@@ -4,6 +4,10 @@
 //! CRDs are generated from. The pure core has its own model types; the
 //! admission and reconcile seams translate between the two.
 
+// kube's derive takes one `printcolumn(...)` per column, which clippy mistakes for
+// repeated attributes.
+#![allow(clippy::duplicated_attributes)]
+
 mod allocation;
 mod conditions;
 mod extra_spec_definition;

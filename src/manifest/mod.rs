@@ -48,36 +48,60 @@ pub struct Document {
 /// the line, and what would be accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DocumentError {
-    #[error("line {line}: the document is not a mapping of fields (found {found})")]
+    #[error("the document is not a mapping of fields (found {found})")]
     NotAMapping { line: u64, found: &'static str },
     #[error(
         "line {line}: field {field} is missing; kubeplace objects have apiVersion: {API_VERSION} and a kind"
     )]
     Missing { field: &'static str, line: u64 },
-    #[error("line {line}: field kind is {kind:?}, which kubeplace does not serve{}; kubeplace's kinds are {}", hint(.suggestion), KINDS.join(", "))]
+    #[error("field kind is {kind:?}, which kubeplace does not serve{}; kubeplace's kinds are {}", hint(.suggestion), KINDS.join(", "))]
     UnknownKind {
         kind: String,
         line: u64,
         suggestion: Option<String>,
     },
-    #[error("line {line}: field apiVersion is {api_version:?}; {kind} is served as {API_VERSION}")]
+    #[error("field apiVersion is {api_version:?}; {kind} is served as {API_VERSION}")]
     UnknownApiVersion {
         api_version: String,
         kind: String,
         line: u64,
     },
-    #[error("line {line}: field metadata.name is {name:?}: {why}")]
+    #[error("field metadata.name is {name:?}: {why}")]
     BadName {
         name: String,
         line: u64,
         why: String,
     },
-    #[error("line {line}: field {path}: {message}")]
+    #[error("field {path}: {message}")]
     Schema {
         path: String,
         line: u64,
         message: String,
     },
+}
+
+impl DocumentError {
+    /// The line the problem is on.
+    pub fn line(&self) -> u64 {
+        match self {
+            DocumentError::NotAMapping { line, .. }
+            | DocumentError::Missing { line, .. }
+            | DocumentError::UnknownKind { line, .. }
+            | DocumentError::UnknownApiVersion { line, .. }
+            | DocumentError::BadName { line, .. }
+            | DocumentError::Schema { line, .. } => *line,
+        }
+    }
+
+    /// The error with where it is: `FILE:LINE: document N: …`.
+    pub fn located(&self, origin: &Origin) -> String {
+        format!(
+            "{}:{}: document {}: {self}",
+            origin.file,
+            self.line(),
+            origin.document
+        )
+    }
 }
 
 fn hint(s: &Option<String>) -> String {
@@ -370,8 +394,9 @@ mod tests {
             "{err:?}"
         );
         assert!(
-            err.to_string()
-                .starts_with("line 6: field spec.vcpus: invalid type: string \"two\""),
+            err.located(&docs[0].origin).starts_with(
+                "f.yaml:6: document 1: field spec.vcpus: invalid type: string \"two\""
+            ),
             "{err}"
         );
     }
@@ -385,8 +410,9 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             err.to_string(),
-            "line 8: field spec.inventories.VCPU: missing field `total`"
+            "field spec.inventories.VCPU: missing field `total`"
         );
+        assert_eq!(err.line(), 8);
     }
 
     #[test]
@@ -406,7 +432,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             api.to_string(),
-            "line 1: field apiVersion is \"kubeplace.io/v1\"; Flavor is served as kubeplace.io/v1alpha1"
+            "field apiVersion is \"kubeplace.io/v1\"; Flavor is served as kubeplace.io/v1alpha1"
         );
         let unnamed = parse_stream("f", &GOOD.replace("  name: m1.small\n", "  labels: {}\n"))
             .unwrap()[0]
@@ -426,7 +452,7 @@ mod tests {
         assert!(
             upper
                 .to_string()
-                .starts_with("line 4: field metadata.name is \"M1\""),
+                .starts_with("field metadata.name is \"M1\""),
             "{upper}"
         );
         let scalar = parse_stream("f", "just text\n").unwrap()[0]

@@ -5,6 +5,7 @@
 
 pub mod inventory;
 pub mod provider_tree;
+pub mod request;
 pub mod resource_class;
 pub mod trait_name;
 
@@ -115,6 +116,21 @@ pub(crate) fn load_list(text: &'static str) -> Vec<&'static str> {
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .collect()
+}
+
+/// The uuid of a provider whose spec gives none: a UUIDv5 of its name, so the same
+/// manifest always yields the same uuid.
+pub fn derived_provider_uuid(name: &str) -> String {
+    let namespace = uuid::Uuid::new_v5(
+        &uuid::Uuid::NAMESPACE_DNS,
+        b"resourceproviders.kubeplace.io",
+    );
+    uuid::Uuid::new_v5(&namespace, name.as_bytes()).to_string()
+}
+
+/// Placement's uuids: 36 characters, hyphenated.
+pub fn is_uuid(s: &str) -> bool {
+    s.len() == 36 && uuid::Uuid::try_parse(s).is_ok()
 }
 
 #[cfg(test)]

@@ -1,0 +1,64 @@
+//! Flavor admission: sizes, the validation mode, and the extra specs under it.
+
+use super::Review;
+use crate::api::{EXTRA_SPEC_VALIDATION_ANNOTATION, Flavor};
+use crate::extra_specs::{ValidationMode, check_extra_specs};
+use crate::store::Store;
+
+/// The flavor's validation mode, or the error for an unknown one.
+pub fn validation_mode(f: &Flavor) -> Result<ValidationMode, String> {
+    match f
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(EXTRA_SPEC_VALIDATION_ANNOTATION))
+    {
+        None => Ok(ValidationMode::default()),
+        Some(v) => v
+            .parse()
+            .map_err(|e| format!("annotation {EXTRA_SPEC_VALIDATION_ANNOTATION}: {e}")),
+    }
+}
+
+pub(super) fn review(f: &Flavor, store: &Store, review: &mut Review) {
+    for (field, value, min) in [
+        ("vcpus", f.spec.vcpus, 1),
+        ("memoryMb", f.spec.memory_mb, 1),
+        ("diskGb", f.spec.disk_gb, 0),
+        ("ephemeralGb", f.spec.ephemeral_gb, 0),
+        ("swapMb", f.spec.swap_mb, 0),
+    ] {
+        if value < min || value > i32::MAX as i64 {
+            review.problem(format!(
+                "spec.{field} is {value}; it must be between {min} and 2147483647"
+            ));
+        }
+    }
+    let mode = match validation_mode(f) {
+        Ok(mode) => mode,
+        Err(e) => {
+            review.problem(e);
+            return;
+        }
+    };
+    let report = check_extra_specs(
+        f.spec
+            .extra_specs
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str())),
+        mode,
+    );
+    for p in report.problems {
+        review.problem(format!("spec.{p}"));
+    }
+    for w in report.warnings {
+        review.warn(w);
+    }
+    for sp in &f.spec.service_profiles {
+        if store.get_cluster("ServiceProfile", sp).is_none() {
+            review.warn(format!(
+                "spec.serviceProfiles: ServiceProfile {sp:?} does not exist yet"
+            ));
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! Admission: one function per kind deciding whether an object may be stored.
+//!
+//! The webhook and `kubeplace apply` both call [`admit`]; it reads the rest of the
+//! cluster only through a [`Store`], never the network.
+
+mod allocation;
+mod extra_spec_definition;
+mod flavor;
+mod image;
+mod provider_config;
+mod resource_provider;
+
+pub use flavor::validation_mode;
+pub use provider_config::{COMPUTE_NODE_ID, identification_key};
+mod service_profile;
+
+use serde::Serialize;
+
+use crate::api::Object;
+use crate::store::Store;
+
+/// What the API server is asked to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    Create,
+    Update,
+    Delete,
+}
+
+/// The answer: allowed or not, why, and warnings for the user either way.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Verdict {
+    pub allowed: bool,
+    pub message: String,
+    pub warnings: Vec<String>,
+}
+
+impl Verdict {
+    /// A rejection with a message and no warnings.
+    pub fn rejected(message: impl Into<String>) -> Verdict {
+        Verdict {
+            allowed: false,
+            message: message.into(),
+            warnings: Vec::new(),
+        }
+    }
+}
+
+/// Problems and warnings gathered while reviewing one object; every problem is reported.
+#[derive(Debug, Default)]
+pub(crate) struct Review {
+    problems: Vec<String>,
+    warnings: Vec<String>,
+}
+
+impl Review {
+    pub(crate) fn problem(&mut self, p: impl Into<String>) {
+        self.problems.push(p.into());
+    }
+
+    pub(crate) fn warn(&mut self, w: impl Into<String>) {
+        self.warnings.push(w.into());
+    }
+
+    fn into_verdict(self, kind: &str, name: &str) -> Verdict {
+        let message = match self.problems.len() {
+            0 => String::new(),
+            1 => format!("{kind} {name:?} is invalid: {}", self.problems[0]),
+            n => format!(
+                "{kind} {name:?} has {n} problems: {}",
+                self.problems.join("; ")
+            ),
+        };
+        Verdict {
+            allowed: message.is_empty(),
+            message,
+            warnings: self.warnings,
+        }
+    }
+}
+
+/// Decides on one request. For `Delete`, `object` is the object being deleted; for
+/// `Update`, `old` is the stored object.
+pub fn admit(
+    operation: Operation,
+    object: &Object,
+    old: Option<&Object>,
+    store: &Store,
+) -> Verdict {
+    let mut review = Review::default();
+    match (operation, object) {
+        (Operation::Delete, Object::ResourceProvider(rp)) => {
+            resource_provider::review_delete(rp, store, &mut review)
+        }
+        (Operation::Delete, _) => {}
+        (_, Object::ResourceProvider(rp)) => {
+            resource_provider::review(rp, old_of(old), store, &mut review)
+        }
+        (_, Object::Allocation(a)) => allocation::review(a, store, &mut review),
+        (_, Object::ProviderConfig(pc)) => provider_config::review(pc, store, &mut review),
+        (_, Object::ExtraSpecDefinition(d)) => extra_spec_definition::review(d, store, &mut review),
+        (_, Object::Flavor(f)) => flavor::review(f, store, &mut review),
+        (_, Object::Image(i)) => image::review(i, &mut review),
+        (_, Object::ServiceProfile(sp)) => service_profile::review(sp, &mut review),
+    }
+    review.into_verdict(object.kind(), object.name())
+}
+
+fn old_of<T: Clone>(old: Option<&Object>) -> Option<T>
+where
+    Object: AsKind<T>,
+{
+    old.and_then(|o| o.as_kind().cloned())
+}
+
+/// Borrowing the typed object out of an [`Object`].
+pub(crate) trait AsKind<T> {
+    fn as_kind(&self) -> Option<&T>;
+}
+
+impl AsKind<crate::api::ResourceProvider> for Object {
+    fn as_kind(&self) -> Option<&crate::api::ResourceProvider> {
+        match self {
+            Object::ResourceProvider(rp) => Some(rp),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,226 @@
+//! `kubeplace apply`: the cluster's admission and reconcile, in memory, over manifest files.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::Output;
+use crate::admission::{Operation, Verdict, admit};
+use crate::manifest::{Document, read_paths};
+use crate::reconcile::reconcile_all;
+use crate::store::{ObjectKey, Store};
+
+/// Reconcile rounds before giving up on a fixed point (statuses depend on specs only, so
+/// two rounds settle in practice).
+const MAX_ROUNDS: usize = 10;
+
+/// One object's outcome.
+#[derive(Debug, Serialize)]
+pub struct Item {
+    pub kind: String,
+    pub name: String,
+    /// `FILE:LINE` of the document.
+    pub source: String,
+    pub admission: Verdict,
+    pub status: Value,
+}
+
+/// Counts of admitted and rejected objects.
+#[derive(Debug, Serialize, Default)]
+pub struct Summary {
+    pub admitted: usize,
+    pub rejected: usize,
+}
+
+/// The whole result, as `-o json` prints it.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub items: Vec<Item>,
+    pub summary: Summary,
+}
+
+/// Applies documents in order to an empty store, as a cluster would, then reconciles.
+pub fn apply_documents(documents: Vec<Document>) -> (Report, Store) {
+    let mut store = Store::default();
+    let mut outcomes = Vec::new();
+    for doc in documents {
+        let source = format!("{}:{}", doc.origin.file, doc.origin.line);
+        let (verdict, key) = match doc.object {
+            Err(e) => (Verdict::rejected(e.located(&doc.origin)), None),
+            Ok(object) => {
+                let key = ObjectKey::of(&object);
+                let old = store.get(&key).cloned();
+                let op = if old.is_some() {
+                    Operation::Update
+                } else {
+                    Operation::Create
+                };
+                let verdict = admit(op, &object, old.as_ref(), &store);
+                if verdict.allowed {
+                    store.apply(object);
+                }
+                (verdict, Some(key))
+            }
+        };
+        outcomes.push((doc.kind, doc.name, source, verdict, key));
+    }
+    reconcile_all(&mut store, MAX_ROUNDS);
+    let mut summary = Summary::default();
+    let items = outcomes
+        .into_iter()
+        .map(|(kind, name, source, admission, key)| {
+            if admission.allowed {
+                summary.admitted += 1;
+            } else {
+                summary.rejected += 1;
+            }
+            let status = match (&key, admission.allowed) {
+                (Some(k), true) => store
+                    .get(k)
+                    .map(|o| o.status_value())
+                    .unwrap_or(Value::Null),
+                _ => Value::Object(Default::default()),
+            };
+            Item {
+                kind,
+                name,
+                source,
+                admission,
+                status,
+            }
+        })
+        .collect();
+    (Report { items, summary }, store)
+}
+
+/// Runs the subcommand; returns the exit code.
+pub fn run(
+    files: &[PathBuf],
+    output: Output,
+    stdin: &mut dyn Read,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> u8 {
+    let documents = match read_paths(files, stdin) {
+        Ok(d) => d,
+        Err(e) => {
+            let _ = writeln!(err, "kubeplace apply: {e}");
+            return 2;
+        }
+    };
+    let (report, _) = apply_documents(documents);
+    let written = match output {
+        Output::Json => serde_json::to_string_pretty(&report)
+            .map(|s| writeln!(out, "{s}"))
+            .map_err(|e| e.to_string()),
+        Output::Yaml => serde_saphyr::to_string(&report)
+            .map(|s| write!(out, "{s}"))
+            .map_err(|e| e.to_string()),
+        Output::Table => Ok(write_table(&report, out)),
+    };
+    match written {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            let _ = writeln!(err, "kubeplace apply: cannot write output: {e}");
+            return 2;
+        }
+        Err(e) => {
+            let _ = writeln!(err, "kubeplace apply: cannot format output: {e}");
+            return 2;
+        }
+    }
+    if report.summary.rejected > 0 { 1 } else { 0 }
+}
+
+fn write_table(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
+    let rows: Vec<[String; 4]> = report
+        .items
+        .iter()
+        .map(|i| {
+            let result = if i.admission.allowed {
+                "admitted"
+            } else {
+                "rejected"
+            };
+            let detail = if i.admission.allowed {
+                status_summary(&i.kind, &i.status)
+            } else {
+                i.admission.message.clone()
+            };
+            [i.kind.clone(), i.name.clone(), result.to_string(), detail]
+        })
+        .collect();
+    let header = [
+        "KIND".to_string(),
+        "NAME".into(),
+        "RESULT".into(),
+        "DETAIL".into(),
+    ];
+    let width = |c: usize| {
+        rows.iter()
+            .map(|r| r[c].len())
+            .chain([header[c].len()])
+            .max()
+            .unwrap_or(0)
+    };
+    let (w0, w1, w2) = (width(0), width(1), width(2));
+    for r in std::iter::once(&header).chain(rows.iter()) {
+        writeln!(out, "{:w0$}  {:w1$}  {:w2$}  {}", r[0], r[1], r[2], r[3])?;
+    }
+    for i in &report.items {
+        for w in &i.admission.warnings {
+            writeln!(out, "Warning: {} {}: {w}", i.kind, i.name)?;
+        }
+    }
+    writeln!(
+        out,
+        "{} admitted, {} rejected",
+        report.summary.admitted, report.summary.rejected
+    )
+}
+
+/// A one-line summary of a status for the table.
+fn status_summary(kind: &str, status: &Value) -> String {
+    let s = |p: &str| {
+        status
+            .pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let conditions: Vec<String> = status
+        .get("conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            format!(
+                "{}={}",
+                c["type"].as_str().unwrap_or(""),
+                c["reason"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    let lead = match kind {
+        "ResourceProvider" => format!("root={}", s("/root")),
+        "Flavor" => s("/request/query"),
+        "Image" => {
+            let traits: Vec<&str> = status["requiredTraits"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            format!("requires [{}]", traits.join(","))
+        }
+        "ProviderConfig" => format!("matched {}", status["matchedProviderCount"]),
+        _ => String::new(),
+    };
+    [lead, conditions.join(" ")]
+        .into_iter()
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("  ")
+}

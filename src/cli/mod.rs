@@ -1,0 +1,69 @@
+//! The `kubeplace` command: one file per subcommand.
+
+pub mod apply;
+pub mod crds;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// kubeplace: OpenStack's scheduling vocabulary (flavors, extra specs, provider trees,
+/// Placement's allocation candidates) as Kubernetes custom resources.
+#[derive(Parser, Debug)]
+#[command(name = "kubeplace", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Output formats.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// A table for people.
+    Table,
+    /// YAML.
+    Yaml,
+    /// JSON.
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run admission and reconcile over manifests with no cluster, and print each object's
+    /// verdict and status. Exit 0 when every object is admitted, 1 when any is rejected,
+    /// 2 when input cannot be read.
+    Apply {
+        /// Files, folders (read recursively, sorted) or `-` for standard input.
+        #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
+        files: Vec<PathBuf>,
+        /// Output format.
+        #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Print every CustomResourceDefinition as YAML.
+    Crds,
+}
+
+/// Runs the command line and returns the process's exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Apply { files, output } => {
+            let stdin = &mut std::io::stdin().lock();
+            let stdout = &mut std::io::stdout().lock();
+            let stderr = &mut std::io::stderr().lock();
+            ExitCode::from(apply::run(&files, output, stdin, stdout, stderr))
+        }
+        Command::Crds => match crds::render() {
+            Ok(yaml) => {
+                print!("{yaml}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("kubeplace crds: {e}");
+                ExitCode::from(2)
+            }
+        },
+    }
+}

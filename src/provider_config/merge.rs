@@ -1,0 +1,279 @@
+//! Merging provider config entries into the providers they identify.
+//!
+//! Explicit uuid or name entries win over `$COMPUTE_NODE`, which applies to every root
+//! provider with the COMPUTE_NODE trait that no explicit entry names. An inventory of a
+//! class the provider already has is a conflict: it is ignored and reported.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::placement::trait_name::COMPUTE_NODE;
+use crate::placement::{Inventory, ProviderIndex};
+
+/// How an entry names its provider.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Identification {
+    Uuid(String),
+    Name(String),
+    /// `$COMPUTE_NODE`: every root with the COMPUTE_NODE trait not otherwise identified.
+    ComputeNode,
+}
+
+impl std::fmt::Display for Identification {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self {
+            Identification::Uuid(u) => write!(f, "uuid {u}"),
+            Identification::Name(n) => write!(f, "name {n}"),
+            Identification::ComputeNode => f.write_str("uuid $COMPUTE_NODE"),
+        }
+    }
+}
+
+/// One provider entry of one config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigEntry {
+    /// The config (ProviderConfig name or file) the entry comes from.
+    pub source: String,
+    /// The entry's position in its config.
+    pub position: usize,
+    pub identification: Identification,
+    pub inventories: BTreeMap<String, Inventory>,
+    pub traits: BTreeSet<String>,
+}
+
+/// A provider's inventories and traits after the merge.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Effective {
+    pub inventories: BTreeMap<String, Inventory>,
+    pub traits: BTreeSet<String>,
+    /// Configs whose entries applied.
+    pub applied: BTreeSet<String>,
+    /// Conflicts that concern this provider.
+    pub conflicts: Vec<String>,
+}
+
+/// What became of one config's entries.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ConfigOutcome {
+    pub matched: BTreeSet<String>,
+    pub unmatched: Vec<String>,
+    pub conflicts: Vec<String>,
+}
+
+/// The merge of every entry into the index.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct MergeResult {
+    /// Only providers that some entry reached; the others keep their own inventories and traits.
+    pub providers: BTreeMap<String, Effective>,
+    pub configs: BTreeMap<String, ConfigOutcome>,
+}
+
+impl MergeResult {
+    /// A provider's effective inventories and traits: its own, plus what configs added.
+    pub fn effective(&self, index: &ProviderIndex, name: &str) -> Effective {
+        let mut e = self.providers.get(name).cloned().unwrap_or_default();
+        if let Some(p) = index.provider(name) {
+            for (class, inv) in &p.inventories {
+                e.inventories.insert(class.clone(), inv.clone());
+            }
+            e.traits.extend(p.traits.iter().cloned());
+        }
+        e
+    }
+}
+
+/// Merges entries (in the order given: configs sorted by name, entries by position) into the index.
+pub fn merge(index: &ProviderIndex, entries: &[ConfigEntry]) -> MergeResult {
+    let mut result = MergeResult::default();
+    // Which entry reached each provider first, to report a provider reached twice.
+    let mut reached_by: BTreeMap<String, String> = BTreeMap::new();
+    let explicit = entries
+        .iter()
+        .filter(|e| e.identification != Identification::ComputeNode);
+    let compute = entries
+        .iter()
+        .filter(|e| e.identification == Identification::ComputeNode);
+    let mut explicitly_named = BTreeSet::new();
+    let mut targets: Vec<(&ConfigEntry, Vec<String>)> = Vec::new();
+    for entry in explicit {
+        let names: Vec<String> = match &entry.identification {
+            Identification::Uuid(u) => index.names_with_uuid(u).cloned().collect(),
+            Identification::Name(n) => index
+                .provider(n)
+                .map(|p| vec![p.name.clone()])
+                .unwrap_or_default(),
+            Identification::ComputeNode => Vec::new(),
+        };
+        explicitly_named.extend(names.iter().cloned());
+        targets.push((entry, names));
+    }
+    for entry in compute {
+        let names = index
+            .providers()
+            .filter(|p| {
+                p.parent.is_none()
+                    && p.traits.contains(COMPUTE_NODE)
+                    && !explicitly_named.contains(&p.name)
+            })
+            .map(|p| p.name.clone())
+            .collect();
+        targets.push((entry, names));
+    }
+    for (entry, names) in targets {
+        let outcome = result.configs.entry(entry.source.clone()).or_default();
+        let here = format!(
+            "{} providers[{}] ({})",
+            entry.source, entry.position, entry.identification
+        );
+        if names.is_empty() && entry.identification != Identification::ComputeNode {
+            outcome.unmatched.push(entry.identification.to_string());
+        }
+        for name in names {
+            if let Some(first) = reached_by.get(&name) {
+                let msg = format!(
+                    "{here} reaches provider {name:?}, already configured by {first}; ignored"
+                );
+                outcome.conflicts.push(msg.clone());
+                result
+                    .providers
+                    .entry(name)
+                    .or_default()
+                    .conflicts
+                    .push(msg);
+                continue;
+            }
+            reached_by.insert(name.clone(), here.clone());
+            let own = index.provider(&name).map(|p| &p.inventories);
+            let effective = result.providers.entry(name.clone()).or_default();
+            let mut applied = false;
+            for (class, inv) in &entry.inventories {
+                if own.is_some_and(|o| o.contains_key(class)) {
+                    let msg = format!(
+                        "{here}: provider {name:?} already has {class} inventory of its own; the config's is ignored"
+                    );
+                    outcome.conflicts.push(msg.clone());
+                    effective.conflicts.push(msg);
+                } else {
+                    effective.inventories.insert(class.clone(), inv.clone());
+                    applied = true;
+                }
+            }
+            if !entry.traits.is_empty() {
+                effective.traits.extend(entry.traits.iter().cloned());
+                applied = true;
+            }
+            if applied {
+                effective.applied.insert(entry.source.clone());
+            }
+            outcome.matched.insert(name);
+        }
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::placement::ProviderRecord;
+
+    fn index() -> ProviderIndex {
+        let mut idx = ProviderIndex::default();
+        for (name, parent, compute) in [
+            ("cn1", None, true),
+            ("cn2", None, true),
+            ("cn1-numa0", Some("cn1"), false),
+        ] {
+            let mut r = ProviderRecord {
+                name: name.into(),
+                uuid: format!("00000000-0000-0000-0000-00000000000{}", name.len()),
+                parent: parent.map(Into::into),
+                ..Default::default()
+            };
+            if compute {
+                r.traits.insert(COMPUTE_NODE.into());
+            }
+            r.inventories
+                .insert("VCPU".into(), Inventory::with_total(8));
+            idx.upsert_provider(r);
+        }
+        idx
+    }
+
+    fn entry(source: &str, id: Identification, class: &str, t: &str) -> ConfigEntry {
+        ConfigEntry {
+            source: source.into(),
+            position: 0,
+            identification: id,
+            inventories: [(class.to_string(), Inventory::with_total(4))].into(),
+            traits: [t.to_string()].into(),
+        }
+    }
+
+    #[test]
+    fn explicit_beats_compute_node() {
+        let idx = index();
+        let r = merge(
+            &idx,
+            &[
+                entry(
+                    "a",
+                    Identification::ComputeNode,
+                    "CUSTOM_LLC",
+                    "CUSTOM_P_STATE",
+                ),
+                entry(
+                    "b",
+                    Identification::Name("cn1".into()),
+                    "CUSTOM_FPGA",
+                    "CUSTOM_GOLD",
+                ),
+            ],
+        );
+        let cn1 = r.effective(&idx, "cn1");
+        assert!(
+            cn1.inventories.contains_key("CUSTOM_FPGA")
+                && !cn1.inventories.contains_key("CUSTOM_LLC")
+        );
+        assert!(cn1.traits.contains("CUSTOM_GOLD") && !cn1.traits.contains("CUSTOM_P_STATE"));
+        let cn2 = r.effective(&idx, "cn2");
+        assert!(cn2.inventories.contains_key("CUSTOM_LLC") && cn2.traits.contains(COMPUTE_NODE));
+        // $COMPUTE_NODE reaches roots only.
+        assert!(!r.providers.contains_key("cn1-numa0"));
+        assert_eq!(r.configs["a"].matched, ["cn2".to_string()].into());
+    }
+
+    #[test]
+    fn conflicts_are_ignored_and_reported() {
+        let idx = index();
+        let r = merge(
+            &idx,
+            &[
+                entry("a", Identification::Name("cn1".into()), "VCPU", "CUSTOM_X"),
+                entry(
+                    "b",
+                    Identification::Uuid("00000000-0000-0000-0000-000000000003".into()),
+                    "CUSTOM_Y",
+                    "CUSTOM_Y",
+                ),
+                entry(
+                    "c",
+                    Identification::Name("gone".into()),
+                    "CUSTOM_Z",
+                    "CUSTOM_Z",
+                ),
+            ],
+        );
+        let cn1 = r.effective(&idx, "cn1");
+        assert_eq!(
+            cn1.inventories["VCPU"].total, 8,
+            "the provider's own inventory stays"
+        );
+        assert!(cn1.traits.contains("CUSTOM_X"));
+        assert!(
+            !cn1.traits.contains("CUSTOM_Y"),
+            "second entry reaching cn1 is ignored"
+        );
+        assert_eq!(r.configs["a"].conflicts.len(), 1);
+        assert!(r.configs["b"].conflicts[0].contains("already configured by a providers[0]"));
+        assert_eq!(r.configs["c"].unmatched, vec!["name gone".to_string()]);
+    }
+}

@@ -1,0 +1,151 @@
+//! Reconcile: pure functions from the store to each object's desired status.
+//!
+//! The controllers and `kubeplace apply` both call [`desired_status`] over a [`World`];
+//! neither computes a status any other way.
+
+mod allocation;
+mod extra_spec_definition;
+mod flavor;
+mod image;
+mod provider_config;
+mod resource_provider;
+mod service_profile;
+
+use crate::api::{Object, ProviderConfig, Status};
+use crate::placement::Inventory;
+use crate::provider_config::{ConfigEntry, Identification, MergeResult, merge};
+use crate::store::{ObjectKey, Store};
+
+pub use image::required_traits;
+
+/// Longest list a status carries; the full count is reported beside it.
+pub const STATUS_LIST_CAP: usize = 50;
+
+/// What every reconcile step reads: the store and the provider config merge over it.
+pub struct World<'a> {
+    pub store: &'a Store,
+    pub merge: MergeResult,
+}
+
+impl<'a> World<'a> {
+    /// Computes the shared views once for a round of reconciles.
+    pub fn new(store: &'a Store) -> World<'a> {
+        let entries = config_entries(store);
+        World {
+            store,
+            merge: merge(store.index(), &entries),
+        }
+    }
+}
+
+/// The status an object should have, given the world.
+pub fn desired_status(object: &Object, world: &World) -> Status {
+    let generation = object.meta().generation;
+    match object {
+        Object::ResourceProvider(rp) => {
+            Status::ResourceProvider(resource_provider::status(rp, world, generation))
+        }
+        Object::Allocation(a) => Status::Allocation(allocation::status(a, world, generation)),
+        Object::ProviderConfig(pc) => {
+            Status::ProviderConfig(provider_config::status(pc, world, generation))
+        }
+        Object::ExtraSpecDefinition(d) => {
+            Status::ExtraSpecDefinition(extra_spec_definition::status(d, generation))
+        }
+        Object::Flavor(f) => Status::Flavor(flavor::status(f, generation)),
+        Object::Image(i) => Status::Image(image::status(i, generation)),
+        Object::ServiceProfile(sp) => {
+            Status::ServiceProfile(service_profile::status(sp, generation))
+        }
+    }
+}
+
+/// Reconciles every object until no status changes (at most `max_rounds` rounds);
+/// returns the number of rounds that changed something.
+pub fn reconcile_all(store: &mut Store, max_rounds: usize) -> usize {
+    for round in 0..max_rounds {
+        let updates: Vec<(ObjectKey, Status)> = {
+            let world = World::new(store);
+            store
+                .keys()
+                .filter_map(|k| store.get(k).map(|o| (k.clone(), desired_status(o, &world))))
+                .collect()
+        };
+        let mut changed = false;
+        for (key, status) in updates {
+            changed |= store.set_status(&key, status);
+        }
+        if !changed {
+            return round;
+        }
+    }
+    max_rounds
+}
+
+/// Every ProviderConfig entry as a core record, configs in name order.
+pub fn config_entries(store: &Store) -> Vec<ConfigEntry> {
+    store
+        .list("ProviderConfig")
+        .filter_map(|o| match o {
+            Object::ProviderConfig(pc) => Some(entries_of(pc)),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
+fn entries_of(pc: &ProviderConfig) -> Vec<ConfigEntry> {
+    let source = pc.metadata.name.clone().unwrap_or_default();
+    pc.spec
+        .providers
+        .iter()
+        .enumerate()
+        .filter_map(|(position, e)| {
+            let identification = match (&e.identification.uuid, &e.identification.name) {
+                (Some(u), None) if u == crate::admission::COMPUTE_NODE_ID => {
+                    Identification::ComputeNode
+                }
+                (Some(u), None) => Identification::Uuid(u.clone()),
+                (None, Some(n)) => Identification::Name(n.clone()),
+                _ => return None,
+            };
+            let d = Inventory::default();
+            let inventories = e
+                .inventories
+                .iter()
+                .flat_map(|i| i.additional.iter())
+                .flat_map(|m| m.iter())
+                .map(|(class, i)| {
+                    (
+                        class.clone(),
+                        Inventory {
+                            total: i.total,
+                            reserved: i.reserved.unwrap_or(d.reserved),
+                            min_unit: i.min_unit.unwrap_or(d.min_unit),
+                            max_unit: i.max_unit.unwrap_or(d.max_unit),
+                            step_size: i.step_size.unwrap_or(d.step_size),
+                            allocation_ratio: i.allocation_ratio.unwrap_or(d.allocation_ratio),
+                        },
+                    )
+                })
+                .collect();
+            let traits = e
+                .traits
+                .iter()
+                .flat_map(|t| t.additional.iter().cloned())
+                .collect();
+            Some(ConfigEntry {
+                source: source.clone(),
+                position,
+                identification,
+                inventories,
+                traits,
+            })
+        })
+        .collect()
+}
+
+/// The first `STATUS_LIST_CAP` items of a list.
+pub(crate) fn capped<T: Clone>(items: impl IntoIterator<Item = T>) -> Vec<T> {
+    items.into_iter().take(STATUS_LIST_CAP).collect()
+}

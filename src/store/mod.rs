@@ -1,0 +1,162 @@
+//! The in-memory object store: what `kubeplace apply` runs against, and what the
+//! operator's watches fill. It keeps the provider index in step with every change, so
+//! admission and reconcile read one consistent view.
+
+mod records;
+
+use std::collections::BTreeMap;
+
+pub use records::{consumer_allocations, inventory, provider_record, provider_uuid};
+
+use crate::api::{Object, Status};
+use crate::placement::ProviderIndex;
+
+/// Where an object lives: kind, namespace (empty for cluster-scoped kinds) and name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectKey {
+    pub kind: &'static str,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ObjectKey {
+    /// The key of an object.
+    pub fn of(object: &Object) -> ObjectKey {
+        ObjectKey {
+            kind: object.kind(),
+            namespace: object.meta().namespace.clone().unwrap_or_default(),
+            name: object.name().to_string(),
+        }
+    }
+
+    /// The key of a cluster-scoped object.
+    pub fn cluster(kind: &'static str, name: &str) -> ObjectKey {
+        ObjectKey {
+            kind,
+            namespace: String::new(),
+            name: name.to_string(),
+        }
+    }
+}
+
+/// Objects by key, plus the provider index built from them.
+#[derive(Debug, Clone, Default)]
+pub struct Store {
+    objects: BTreeMap<ObjectKey, Object>,
+    index: ProviderIndex,
+}
+
+impl Store {
+    /// An object by key.
+    pub fn get(&self, key: &ObjectKey) -> Option<&Object> {
+        self.objects.get(key)
+    }
+
+    /// A cluster-scoped object by kind and name.
+    pub fn get_cluster(&self, kind: &'static str, name: &str) -> Option<&Object> {
+        self.objects.get(&ObjectKey::cluster(kind, name))
+    }
+
+    /// Every object of a kind, in key order.
+    pub fn list(&self, kind: &'static str) -> impl Iterator<Item = &Object> {
+        self.objects
+            .iter()
+            .filter(move |(k, _)| k.kind == kind)
+            .map(|(_, o)| o)
+    }
+
+    /// Every key, in order.
+    pub fn keys(&self) -> impl Iterator<Item = &ObjectKey> {
+        self.objects.keys()
+    }
+
+    /// Number of objects.
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// Whether the store is empty.
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+
+    /// The provider index.
+    pub fn index(&self) -> &ProviderIndex {
+        &self.index
+    }
+
+    /// Creates or updates an object as the API server would on apply: the status is kept,
+    /// and `metadata.generation` starts at 1 and grows when anything but the status changes.
+    pub fn apply(&mut self, mut object: Object) -> Option<Object> {
+        let key = ObjectKey::of(&object);
+        let old = self.objects.get(&key);
+        let generation = match old {
+            None => 1,
+            Some(old) => {
+                let old_gen = old.meta().generation.unwrap_or(1);
+                let mut old_body = old.clone();
+                old_body.meta_mut().generation = None;
+                let mut new_body = object.clone();
+                new_body.meta_mut().generation = None;
+                if let Some(status) = old.status() {
+                    new_body.set_status(status);
+                }
+                if old_body == new_body {
+                    old_gen
+                } else {
+                    old_gen + 1
+                }
+            }
+        };
+        if object.meta().generation.is_none() {
+            object.meta_mut().generation = Some(generation);
+        }
+        if let Some(status) = old.and_then(Object::status) {
+            object.set_status(status);
+        }
+        self.index_object(&object);
+        self.objects.insert(key, object)
+    }
+
+    /// Puts an object in exactly as given (an operator's watch event), keeping the index in step.
+    pub fn put(&mut self, object: Object) -> Option<Object> {
+        self.index_object(&object);
+        self.objects.insert(ObjectKey::of(&object), object)
+    }
+
+    /// Deletes an object.
+    pub fn delete(&mut self, key: &ObjectKey) -> Option<Object> {
+        let old = self.objects.remove(key)?;
+        match &old {
+            Object::ResourceProvider(_) => {
+                self.index.remove_provider(&key.name);
+            }
+            Object::Allocation(_) => {
+                self.index.remove_allocations(&key.name);
+            }
+            _ => {}
+        }
+        Some(old)
+    }
+
+    /// Sets an object's status; returns whether it changed.
+    pub fn set_status(&mut self, key: &ObjectKey, status: Status) -> bool {
+        match self.objects.get_mut(key) {
+            Some(object) if object.status().as_ref() != Some(&status) => {
+                object.set_status(status);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn index_object(&mut self, object: &Object) {
+        match object {
+            Object::ResourceProvider(rp) => self.index.upsert_provider(provider_record(rp)),
+            Object::Allocation(a) => self
+                .index
+                .upsert_allocations(object.name(), consumer_allocations(a)),
+            _ => {}
+        }
+    }
+}
