@@ -15,13 +15,15 @@ fn kubeplace(args: &[&str], stdin: Option<&str>) -> Output {
         .spawn()
         .expect("kubeplace runs");
     let mut pipe = child.stdin.take().expect("stdin");
-    pipe.write_all(stdin.unwrap_or("").as_bytes()).expect("write stdin");
+    pipe.write_all(stdin.unwrap_or("").as_bytes())
+        .expect("write stdin");
     drop(pipe);
     child.wait_with_output().expect("kubeplace finishes")
 }
 
 fn json(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
 }
 
 fn item<'a>(report: &'a Value, kind: &str, name: &str) -> &'a Value {
@@ -38,24 +40,48 @@ fn crds_folder_is_the_output_of_kubeplace_crds() {
     let out = kubeplace(&["crds"], None);
     assert!(out.status.success());
     let printed = String::from_utf8(out.stdout).unwrap();
-    let stored = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/crds/kubeplace.yaml")).unwrap();
-    assert!(printed == stored, "crds/kubeplace.yaml is stale: run `cargo run -- crds > crds/kubeplace.yaml`");
-    for kind in ["ResourceProvider", "Allocation", "ProviderConfig", "ExtraSpecDefinition", "Flavor", "Image", "ServiceProfile"] {
-        assert!(printed.contains(&format!("kind: {kind}\n")), "{kind} CRD missing");
+    let stored =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/crds/kubeplace.yaml"))
+            .unwrap();
+    assert!(
+        printed == stored,
+        "crds/kubeplace.yaml is stale: run `cargo run -- crds > crds/kubeplace.yaml`"
+    );
+    for kind in [
+        "ResourceProvider",
+        "Allocation",
+        "ProviderConfig",
+        "ExtraSpecDefinition",
+        "Flavor",
+        "Image",
+        "ServiceProfile",
+    ] {
+        assert!(
+            printed.contains(&format!("kind: {kind}\n")),
+            "{kind} CRD missing"
+        );
     }
 }
 
 #[test]
 fn example_cloud_is_admitted_with_statuses() {
     let out = kubeplace(&["apply", "-f", "examples/cloud", "-o", "json"], None);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let report = json(&out);
     assert_eq!(report["summary"]["rejected"], 0);
     let items = report["items"].as_array().unwrap();
     assert!(items.len() >= 20);
     for i in items {
         assert_eq!(i["admission"]["allowed"], true, "{i}");
-        assert!(i["status"].as_object().is_some_and(|s| !s.is_empty()), "empty status: {i}");
+        assert!(
+            i["status"].as_object().is_some_and(|s| !s.is_empty()),
+            "empty status: {i}"
+        );
     }
     // Trees: a PF under a NUMA cell under a compute node.
     let pf = &item(&report, "ResourceProvider", "cn1-numa1-pf0")["status"];
@@ -64,48 +90,113 @@ fn example_cloud_is_admitted_with_statuses() {
     // Provider config: cn1 is named explicitly, cn2 and cn3 get the $COMPUTE_NODE entry.
     let cn1 = &item(&report, "ResourceProvider", "cn1")["status"];
     assert_eq!(cn1["effectiveInventories"]["CUSTOM_LLC"]["total"], 44);
-    assert!(cn1["effectiveTraits"].as_array().unwrap().contains(&"CUSTOM_FPGA_LOADED".into()));
+    assert!(
+        cn1["effectiveTraits"]
+            .as_array()
+            .unwrap()
+            .contains(&"CUSTOM_FPGA_LOADED".into())
+    );
     let cn3 = &item(&report, "ResourceProvider", "cn3")["status"];
     assert_eq!(cn3["effectiveInventories"]["CUSTOM_LLC"]["total"], 22);
-    assert_eq!(cn3["appliedProviderConfigs"], serde_json::json!(["compute-defaults"]));
+    assert_eq!(
+        cn3["appliedProviderConfigs"],
+        serde_json::json!(["compute-defaults"])
+    );
     assert!(cn3["effectiveInventories"].get("DISK_GB").is_none());
     let pc = &item(&report, "ProviderConfig", "compute-defaults")["status"];
     assert_eq!(pc["matchedProviderCount"], 3);
     // Usages from the allocation.
     let numa = &item(&report, "ResourceProvider", "cn1-numa0")["status"];
-    assert_eq!(numa["usages"], serde_json::json!({"MEMORY_MB": 4096, "VCPU": 2}));
+    assert_eq!(
+        numa["usages"],
+        serde_json::json!({"MEMORY_MB": 4096, "VCPU": 2})
+    );
     // Flavor requests as Nova builds them.
     let c1 = &item(&report, "Flavor", "c1.avx2")["status"]["request"];
-    assert_eq!(c1["query"], "resources=DISK_GB:40,MEMORY_MB:16384,VCPU:8&required=HW_CPU_X86_AVX2,!CUSTOM_GOLD");
+    assert_eq!(
+        c1["query"],
+        "resources=DISK_GB:40,MEMORY_MB:16384,VCPU:8&required=HW_CPU_X86_AVX2,!CUSTOM_GOLD"
+    );
     let pinned = &item(&report, "Flavor", "n1.sriov-pinned")["status"]["request"];
     assert_eq!(pinned["groupPolicy"], "isolate");
     assert_eq!(pinned["groups"].as_array().unwrap().len(), 3);
     assert_eq!(pinned["groups"][0]["resources"]["PCPU"], 4);
     let image = &item(&report, "Image", "crypto-appliance")["status"];
-    assert_eq!(image["requiredTraits"], serde_json::json!(["CUSTOM_P_STATE_ENABLED", "HW_CPU_X86_AVX512F"]));
+    assert_eq!(
+        image["requiredTraits"],
+        serde_json::json!(["CUSTOM_P_STATE_ENABLED", "HW_CPU_X86_AVX512F"])
+    );
 }
 
 #[test]
 fn every_rejected_example_is_rejected_with_its_reason() {
     let expected = [
-        ("allocation-unknown-provider.yaml", "spec.allocations[0].provider \"ghost-node\" does not exist"),
-        ("allocation-zero-amount.yaml", "spec.consumer \"not-a-uuid\" is not a uuid"),
-        ("extra-spec-definition-min-above-max.yaml", "spec.value.min (64) is greater than spec.value.max (8)"),
-        ("flavor-bad-trait-value.yaml", "spec.extraSpecs[\"trait:HW_CPU_X86_AVX2\"]=\"preferred\": a trait takes required or forbidden"),
-        ("flavor-bad-validation-mode.yaml", "validation mode \"lenient\" is not one of strict, permissive, off"),
+        (
+            "allocation-unknown-provider.yaml",
+            "spec.allocations[0].provider \"ghost-node\" does not exist",
+        ),
+        (
+            "allocation-zero-amount.yaml",
+            "spec.consumer \"not-a-uuid\" is not a uuid",
+        ),
+        (
+            "extra-spec-definition-min-above-max.yaml",
+            "spec.value.min (64) is greater than spec.value.max (8)",
+        ),
+        (
+            "flavor-bad-trait-value.yaml",
+            "spec.extraSpecs[\"trait:HW_CPU_X86_AVX2\"]=\"preferred\": a trait takes required or forbidden",
+        ),
+        (
+            "flavor-bad-validation-mode.yaml",
+            "validation mode \"lenient\" is not one of strict, permissive, off",
+        ),
         ("flavor-key-characters.yaml", "the key has '/'"),
-        ("flavor-negative-resources.yaml", "whole number of 0 or more"),
-        ("flavor-wrong-field-type.yaml", "flavor-wrong-field-type.yaml:7: document 1: field spec.vcpus: invalid type: string \"two\""),
-        ("image-trait-not-required.yaml", "the value must be \"required\""),
-        ("missing-name.yaml", "missing-name.yaml:2: document 1: field metadata.name is \"\": every object needs a name"),
-        ("provider-config-standard-class.yaml", "resource class \"VCPU\" is not CUSTOM_"),
-        ("provider-config-unknown-major.yaml", "schemaVersion \"2.0\" is not supported"),
-        ("provider-own-parent.yaml", "spec.parent \"ouroboros\" names the provider itself"),
-        ("provider-reserved-above-total.yaml", "reserved (8192) is greater than total (4096)"),
-        ("provider-unknown-trait.yaml", "trait \"HW_CPU_X86_AVX3\" is neither a standard trait nor CUSTOM_*"),
+        (
+            "flavor-negative-resources.yaml",
+            "whole number of 0 or more",
+        ),
+        (
+            "flavor-wrong-field-type.yaml",
+            "flavor-wrong-field-type.yaml:7: document 1: field spec.vcpus: invalid type: string \"two\"",
+        ),
+        (
+            "image-trait-not-required.yaml",
+            "the value must be \"required\"",
+        ),
+        (
+            "missing-name.yaml",
+            "missing-name.yaml:2: document 1: field metadata.name is \"\": every object needs a name",
+        ),
+        (
+            "provider-config-standard-class.yaml",
+            "resource class \"VCPU\" is not CUSTOM_",
+        ),
+        (
+            "provider-config-unknown-major.yaml",
+            "schemaVersion \"2.0\" is not supported",
+        ),
+        (
+            "provider-own-parent.yaml",
+            "spec.parent \"ouroboros\" names the provider itself",
+        ),
+        (
+            "provider-reserved-above-total.yaml",
+            "reserved (8192) is greater than total (4096)",
+        ),
+        (
+            "provider-unknown-trait.yaml",
+            "trait \"HW_CPU_X86_AVX3\" is neither a standard trait nor CUSTOM_*",
+        ),
         ("service-profile-no-driver.yaml", "spec.driver is empty"),
-        ("unknown-api-version.yaml", "field apiVersion is \"kubeplace.io/v1\"; Flavor is served as kubeplace.io/v1alpha1"),
-        ("unknown-kind.yaml", "field kind is \"Flavour\", which kubeplace does not serve (did you mean Flavor?)"),
+        (
+            "unknown-api-version.yaml",
+            "field apiVersion is \"kubeplace.io/v1\"; Flavor is served as kubeplace.io/v1alpha1",
+        ),
+        (
+            "unknown-kind.yaml",
+            "field kind is \"Flavour\", which kubeplace does not serve (did you mean Flavor?)",
+        ),
     ];
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/rejected");
     let mut files: Vec<String> = std::fs::read_dir(dir)
@@ -115,7 +206,10 @@ fn every_rejected_example_is_rejected_with_its_reason() {
     files.sort();
     let mut listed: Vec<String> = expected.iter().map(|(f, _)| f.to_string()).collect();
     listed.sort();
-    assert_eq!(files, listed, "every file under examples/rejected has an expected message here");
+    assert_eq!(
+        files, listed,
+        "every file under examples/rejected has an expected message here"
+    );
     for (file, message) in expected {
         let path = format!("examples/rejected/{file}");
         let out = kubeplace(&["apply", "-f", &path, "-o", "json"], None);
@@ -126,7 +220,10 @@ fn every_rejected_example_is_rejected_with_its_reason() {
         let verdict = &items[0]["admission"];
         assert_eq!(verdict["allowed"], false);
         let text = verdict["message"].as_str().unwrap();
-        assert!(text.contains(message), "{file}: {text:?} does not contain {message:?}");
+        assert!(
+            text.contains(message),
+            "{file}: {text:?} does not contain {message:?}"
+        );
     }
     let all = kubeplace(&["apply", "-f", "examples/rejected", "-o", "json"], None);
     assert_eq!(all.status.code(), Some(1));
@@ -137,10 +234,16 @@ fn every_rejected_example_is_rejected_with_its_reason() {
 
 #[test]
 fn unreadable_input_exits_2_with_file_and_line() {
-    let out = kubeplace(&["apply", "-f", "-"], Some("apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nspec: [\n  vcpus: 1\n"));
+    let out = kubeplace(
+        &["apply", "-f", "-"],
+        Some("apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nspec: [\n  vcpus: 1\n"),
+    );
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("kubeplace apply: -: not valid YAML or JSON: line 3"), "{err}");
+    assert!(
+        err.contains("kubeplace apply: -: not valid YAML or JSON: line 3"),
+        "{err}"
+    );
     assert!(out.stdout.is_empty());
     let missing = kubeplace(&["apply", "-f", "no/such/file.yaml"], None);
     assert_eq!(missing.status.code(), Some(2));
@@ -153,22 +256,35 @@ fn stdin_json_and_yaml_output() {
     let out = kubeplace(&["apply", "-f", "-", "-o", "yaml"], Some(flavor));
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("query: resources=MEMORY_MB:64,VCPU:1"), "{text}");
+    assert!(
+        text.contains("query: resources=MEMORY_MB:64,VCPU:1"),
+        "{text}"
+    );
     assert!(text.contains("admitted: 1"), "{text}");
 }
 
 #[test]
 fn a_second_document_for_the_same_object_is_an_update() {
     let v1 = "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata:\n  name: f\nspec:\n  vcpus: 1\n  memoryMb: 64\n";
-    let stream = format!("{v1}---\n{}---\n{}", v1.replace("vcpus: 1", "vcpus: 2"), v1.replace("vcpus: 1", "vcpus: 0"));
+    let stream = format!(
+        "{v1}---\n{}---\n{}",
+        v1.replace("vcpus: 1", "vcpus: 2"),
+        v1.replace("vcpus: 1", "vcpus: 0")
+    );
     let out = kubeplace(&["apply", "-f", "-", "-o", "json"], Some(&stream));
     assert_eq!(out.status.code(), Some(1), "the third document is rejected");
     let report = json(&out);
     let items = report["items"].as_array().unwrap();
-    assert_eq!(items[2]["admission"]["message"], "Flavor \"f\" is invalid: spec.vcpus is 0; it must be between 1 and 2147483647");
+    assert_eq!(
+        items[2]["admission"]["message"],
+        "Flavor \"f\" is invalid: spec.vcpus is 0; it must be between 1 and 2147483647"
+    );
     // The rejected update left the stored object as the second document made it.
     assert_eq!(items[1]["status"]["observedGeneration"], 2);
-    assert_eq!(items[1]["status"]["request"]["query"], "resources=MEMORY_MB:64,VCPU:2");
+    assert_eq!(
+        items[1]["status"]["request"]["query"],
+        "resources=MEMORY_MB:64,VCPU:2"
+    );
 }
 
 #[test]
