@@ -31,10 +31,10 @@ pub(super) fn review(a: &Allocation, store: &Store, review: &mut Review) {
             ));
             continue;
         }
-        let Some(provider) = index.provider(&pa.provider) else {
+        if !index.contains(&pa.provider) {
             review.problem(format!("{at}.provider {:?} does not exist", pa.provider));
             continue;
-        };
+        }
         if pa.resources.is_empty() {
             review.problem(format!(
                 "{at}.resources is empty; give at least one resource class and amount"
@@ -51,7 +51,7 @@ pub(super) fn review(a: &Allocation, store: &Store, review: &mut Review) {
                 ));
                 continue;
             }
-            let Some(inv) = provider.inventories.get(class) else {
+            let Some(inv) = index.inventory(&pa.provider, class) else {
                 review.problem(format!(
                     "{at}: provider {:?} has no {class} inventory",
                     pa.provider

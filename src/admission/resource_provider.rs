@@ -19,7 +19,11 @@ pub(super) fn review(
         review.problem(format!("spec.uuid {uuid:?} is not a uuid; use the form 8-4-4-4-12 hex digits, or leave it out to derive one from the name"));
     }
     let record = provider_record(rp);
-    if let Some(other) = index.names_with_uuid(&record.uuid).find(|n| *n != name) {
+    if let Some(other) = index
+        .names_with_uuid(&record.uuid)
+        .into_iter()
+        .find(|n| n != name)
+    {
         review.problem(format!(
             "spec.uuid {} is already used by provider {other:?}; every provider needs its own uuid",
             record.uuid
@@ -58,7 +62,7 @@ pub(super) fn review(
     }
     if let Some(usages) = index.usages(name) {
         for (class, used) in usages {
-            if *used > 0 && !rp.spec.inventories.contains_key(class) {
+            if used > 0 && !rp.spec.inventories.contains_key(&class) {
                 review.problem(format!(
                     "spec.inventories: {class} cannot be removed while allocations use {used} of it"
                 ));
@@ -82,14 +86,11 @@ pub(super) fn review(
 pub(super) fn review_delete(rp: &ResourceProvider, store: &Store, review: &mut Review) {
     let name = rp.metadata.name.as_deref().unwrap_or("");
     let index = store.index();
-    let kids: Vec<&String> = index.children(name).collect();
+    let kids = index.children(name);
     if !kids.is_empty() {
         review.problem(format!(
             "it still has child providers ({}); delete them first",
-            kids.iter()
-                .map(|k| k.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
+            kids.join(", ")
         ));
     }
     if let Some(usages) = index.usages(name).filter(|u| u.values().any(|n| *n > 0)) {

@@ -66,10 +66,27 @@ pub struct ImageStatus {
     /// Traits from `trait:NAME=required` properties, sorted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub required_traits: Vec<String>,
-    /// `Valid`: the properties passed validation.
+    /// Each flavor with the number of allocation candidates it has together with this image
+    /// (the image's traits joined to the flavor's request), at most 50.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flavors: Vec<ImageFlavorStatus>,
+    /// `Valid`, and `Schedulable` (reasons `Candidates`, `NoCandidates`, `TraitConflict`, `NoFlavors`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// The `metadata.generation` this status was computed from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+}
+
+/// How one flavor fares with this image.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageFlavorStatus {
+    /// The Flavor's name.
+    pub flavor: String,
+    /// Allocation candidates for the flavor's request plus the image's required traits.
+    pub candidate_count: i64,
+    /// A trait the flavor forbids and the image requires, which makes the pair unschedulable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trait_conflict: Option<String>,
 }

@@ -2,6 +2,7 @@
 
 pub mod apply;
 pub mod crds;
+pub mod placement;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -43,6 +44,38 @@ pub enum Command {
     },
     /// Print every CustomResourceDefinition as YAML.
     Crds,
+    /// Placement's GET queries over ResourceProvider and Allocation manifests, answered
+    /// as Placement would (JSON in Placement's shape at the microversion).
+    Placement {
+        #[command(subcommand)]
+        call: PlacementCall,
+    },
+}
+
+/// The Placement calls `kubeplace placement` answers.
+#[derive(Subcommand, Debug)]
+pub enum PlacementCall {
+    /// `GET /allocation_candidates?QUERY`.
+    Candidates(PlacementArgs),
+    /// `GET /resource_providers?QUERY`.
+    Providers(PlacementArgs),
+}
+
+/// Arguments of a Placement call.
+#[derive(clap::Args, Debug)]
+pub struct PlacementArgs {
+    /// Files, folders or `-` with ResourceProvider, Allocation (and ProviderConfig) objects.
+    #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
+    /// Placement's query string, e.g. `resources=VCPU:1,MEMORY_MB:512&required=!CUSTOM_GOLD`.
+    #[arg(long)]
+    pub query: String,
+    /// Placement microversion, 1.16 to 1.39 or `latest`.
+    #[arg(long, default_value = "1.39")]
+    pub microversion: String,
+    /// Output format (JSON, Placement's shape).
+    #[arg(short = 'o', long, value_parser = ["json"], default_value = "json")]
+    pub output: String,
 }
 
 /// Runs the command line and returns the process's exit code.
@@ -54,6 +87,24 @@ pub fn main() -> ExitCode {
             let stdout = &mut std::io::stdout().lock();
             let stderr = &mut std::io::stderr().lock();
             ExitCode::from(apply::run(&files, output, stdin, stdout, stderr))
+        }
+        Command::Placement { call } => {
+            let (which, args) = match &call {
+                PlacementCall::Candidates(a) => (placement::Call::Candidates, a),
+                PlacementCall::Providers(a) => (placement::Call::Providers, a),
+            };
+            let stdin = &mut std::io::stdin().lock();
+            let stdout = &mut std::io::stdout().lock();
+            let stderr = &mut std::io::stderr().lock();
+            ExitCode::from(placement::run(
+                which,
+                &args.files,
+                &args.query,
+                &args.microversion,
+                stdin,
+                stdout,
+                stderr,
+            ))
         }
         Command::Crds => match crds::render() {
             Ok(yaml) => {

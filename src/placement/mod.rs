@@ -3,10 +3,16 @@
 //! Pure code: no Kubernetes, network or async types. The shell feeds it plain
 //! records built from ResourceProvider and Allocation objects.
 
+pub mod candidates;
+pub mod interner;
 pub mod inventory;
+pub mod microversion;
 pub mod provider_tree;
+pub mod query;
 pub mod request;
 pub mod resource_class;
+pub mod resource_providers;
+pub mod response;
 pub mod trait_name;
 
 pub use inventory::{CapacityError, Inventory, InventoryError};

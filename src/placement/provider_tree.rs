@@ -1,10 +1,24 @@
-//! The provider index: providers by name and uuid, their trees, and usages.
+//! The provider index: every provider in a compact arena, linked into trees, with
+//! interned resource classes, traits and aggregates, usages from allocations, and the
+//! inventories and traits provider configs add. Every change is incremental: one
+//! provider or one consumer's allocations at a time, never a rebuild.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::Inventory;
+use super::interner::Interner;
+use super::trait_name::MISC_SHARES_VIA_AGGREGATE;
 
-/// One provider as the core sees it.
+/// A provider's slot in the index.
+pub type ProviderId = u32;
+/// An interned resource class.
+pub type ClassId = u32;
+/// An interned trait.
+pub type TraitId = u32;
+/// An interned aggregate uuid.
+pub type AggregateId = u32;
+
+/// A provider as it is handed to and read back from the index.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ProviderRecord {
     pub name: String,
@@ -33,118 +47,542 @@ pub enum TreeError {
     DuplicateUuid { uuid: String, other: String },
 }
 
-/// Providers and usages, keyed by provider name.
+/// One provider in the arena.
+#[derive(Debug, Clone)]
+pub(crate) struct Provider {
+    pub(crate) name: Box<str>,
+    pub(crate) uuid: Box<str>,
+    pub(crate) parent_name: Option<Box<str>>,
+    /// The parent's slot, once the parent exists.
+    pub(crate) parent: Option<ProviderId>,
+    /// Children by slot, sorted by name.
+    pub(crate) children: Vec<ProviderId>,
+    /// The provider's own inventories, sorted by class.
+    pub(crate) own_inventories: Vec<(ClassId, Inventory)>,
+    /// Inventories of every source (own, then provider configs for other classes), sorted by class.
+    pub(crate) inventories: Vec<(ClassId, Inventory)>,
+    /// Amount used per class, sorted by class.
+    pub(crate) usages: Vec<(ClassId, i64)>,
+    /// The provider's own traits, sorted.
+    pub(crate) own_traits: Vec<TraitId>,
+    /// Own traits and those provider configs add, sorted.
+    pub(crate) traits: Vec<TraitId>,
+    /// Aggregates, sorted.
+    pub(crate) aggregates: Vec<AggregateId>,
+}
+
+impl Provider {
+    pub(crate) fn inventory(&self, class: ClassId) -> Option<&Inventory> {
+        self.inventories
+            .binary_search_by_key(&class, |(c, _)| *c)
+            .ok()
+            .map(|i| &self.inventories[i].1)
+    }
+
+    pub(crate) fn used(&self, class: ClassId) -> i64 {
+        self.usages
+            .binary_search_by_key(&class, |(c, _)| *c)
+            .map(|i| self.usages[i].1)
+            .unwrap_or(0)
+    }
+
+    pub(crate) fn has_trait(&self, t: TraitId) -> bool {
+        self.traits.binary_search(&t).is_ok()
+    }
+}
+
+/// Providers and usages, with the lookups candidate search needs.
 #[derive(Debug, Clone, Default)]
 pub struct ProviderIndex {
-    providers: BTreeMap<String, ProviderRecord>,
-    by_uuid: BTreeMap<String, BTreeSet<String>>,
-    children: BTreeMap<String, BTreeSet<String>>,
-    allocations: BTreeMap<String, ConsumerAllocations>,
-    usages: BTreeMap<String, BTreeMap<String, i64>>,
+    pub(crate) slots: Vec<Option<Provider>>,
+    free: Vec<ProviderId>,
+    by_name: HashMap<Box<str>, ProviderId>,
+    by_uuid: HashMap<Box<str>, Vec<ProviderId>>,
+    /// Children whose parent does not exist yet, by the parent's name.
+    waiting_for_parent: HashMap<Box<str>, Vec<ProviderId>>,
+    /// Providers without a parent, sorted by name.
+    pub(crate) roots: Vec<ProviderId>,
+    pub(crate) classes: Interner,
+    pub(crate) traits: Interner,
+    pub(crate) aggregate_names: Interner,
+    /// Providers per aggregate.
+    pub(crate) aggregate_members: Vec<Vec<ProviderId>>,
+    /// Providers per trait (effective traits).
+    pub(crate) trait_members: Vec<Vec<ProviderId>>,
+    /// Providers with the MISC_SHARES_VIA_AGGREGATE trait, sorted.
+    pub(crate) sharing: Vec<ProviderId>,
+    allocations: HashMap<Box<str>, ConsumerAllocations>,
+    /// Usages of providers that do not exist (yet), by provider name.
+    orphan_usages: HashMap<Box<str>, Vec<(ClassId, i64)>>,
+}
+
+fn sorted_insert<T: Ord + Copy>(v: &mut Vec<T>, x: T) {
+    if let Err(i) = v.binary_search(&x) {
+        v.insert(i, x);
+    }
+}
+
+fn sorted_remove<T: Ord + Copy>(v: &mut Vec<T>, x: T) {
+    if let Ok(i) = v.binary_search(&x) {
+        v.remove(i);
+    }
+}
+
+fn unordered_remove(v: &mut Vec<ProviderId>, x: ProviderId) {
+    if let Some(i) = v.iter().position(|y| *y == x) {
+        v.swap_remove(i);
+    }
+}
+
+fn add_usage(usages: &mut Vec<(ClassId, i64)>, class: ClassId, amount: i64) {
+    match usages.binary_search_by_key(&class, |(c, _)| *c) {
+        Ok(i) => {
+            usages[i].1 += amount;
+            if usages[i].1 == 0 {
+                usages.remove(i);
+            }
+        }
+        Err(i) => {
+            if amount != 0 {
+                usages.insert(i, (class, amount));
+            }
+        }
+    }
 }
 
 impl ProviderIndex {
-    /// Adds or replaces a provider.
-    pub fn upsert_provider(&mut self, record: ProviderRecord) {
-        self.remove_provider(&record.name.clone());
-        self.by_uuid
-            .entry(record.uuid.clone())
-            .or_default()
-            .insert(record.name.clone());
-        if let Some(parent) = &record.parent {
-            self.children
-                .entry(parent.clone())
-                .or_default()
-                .insert(record.name.clone());
-        }
-        self.providers.insert(record.name.clone(), record);
+    pub(crate) fn get(&self, id: ProviderId) -> &Provider {
+        self.slots[id as usize]
+            .as_ref()
+            .expect("live provider slot")
     }
 
-    /// Removes a provider; its allocations stay and count again if it comes back.
+    fn get_mut(&mut self, id: ProviderId) -> &mut Provider {
+        self.slots[id as usize]
+            .as_mut()
+            .expect("live provider slot")
+    }
+
+    /// The slot of a provider by name.
+    pub fn id(&self, name: &str) -> Option<ProviderId> {
+        self.by_name.get(name).copied()
+    }
+
+    fn name_order(&self, a: ProviderId, b: ProviderId) -> std::cmp::Ordering {
+        self.get(a).name.cmp(&self.get(b).name)
+    }
+
+    fn insert_sorted_by_name(&self, list: &mut Vec<ProviderId>, id: ProviderId) {
+        let name = &self.get(id).name;
+        let at = list.partition_point(|x| self.get(*x).name < *name);
+        list.insert(at, id);
+    }
+
+    /// Adds or replaces a provider. Its allocations, children and config additions stay.
+    pub fn upsert_provider(&mut self, record: ProviderRecord) {
+        let (id, old) = match self.by_name.get(record.name.as_str()).copied() {
+            Some(id) => (id, Some(self.detach(id))),
+            None => {
+                let id = self.free.pop().unwrap_or(self.slots.len() as ProviderId);
+                (id, None)
+            }
+        };
+        let own_inventories: Vec<(ClassId, Inventory)> = {
+            let mut v: Vec<_> = record
+                .inventories
+                .iter()
+                .map(|(c, i)| (self.classes.intern(c), i.clone()))
+                .collect();
+            v.sort_by_key(|(c, _)| *c);
+            v
+        };
+        let own_traits: Vec<TraitId> = {
+            let mut v: Vec<_> = record
+                .traits
+                .iter()
+                .map(|t| self.traits.intern(t))
+                .collect();
+            v.sort_unstable();
+            v
+        };
+        let aggregates: Vec<AggregateId> = {
+            let mut v: Vec<_> = record
+                .aggregates
+                .iter()
+                .map(|a| self.aggregate_names.intern(a))
+                .collect();
+            v.sort_unstable();
+            v
+        };
+        let (children, usages, overlay) = match old {
+            Some(o) => (
+                o.children,
+                o.usages,
+                Some((o.inventories, o.own_inventories, o.traits, o.own_traits)),
+            ),
+            None => {
+                let usages = self
+                    .orphan_usages
+                    .remove(record.name.as_str())
+                    .unwrap_or_default();
+                let children = self
+                    .waiting_for_parent
+                    .remove(record.name.as_str())
+                    .unwrap_or_default();
+                (children, usages, None)
+            }
+        };
+        // Keep what provider configs added on top of the old own inventories and traits.
+        let (config_inventories, config_traits) = match overlay {
+            Some((all_inv, old_own_inv, all_traits, old_own_traits)) => (
+                all_inv
+                    .into_iter()
+                    .filter(|(c, _)| old_own_inv.binary_search_by_key(c, |(k, _)| *k).is_err())
+                    .collect(),
+                all_traits
+                    .into_iter()
+                    .filter(|t| old_own_traits.binary_search(t).is_err())
+                    .collect(),
+            ),
+            None => (Vec::new(), Vec::new()),
+        };
+        let provider = Provider {
+            name: record.name.as_str().into(),
+            uuid: record.uuid.as_str().into(),
+            parent_name: record.parent.as_deref().map(Into::into),
+            parent: None,
+            children,
+            inventories: Vec::new(),
+            own_inventories,
+            usages,
+            traits: Vec::new(),
+            own_traits,
+            aggregates,
+        };
+        if id as usize == self.slots.len() {
+            self.slots.push(Some(provider));
+        } else {
+            self.slots[id as usize] = Some(provider);
+        }
+        for child in self.get(id).children.clone() {
+            self.get_mut(child).parent = Some(id);
+        }
+        self.by_name.insert(record.name.as_str().into(), id);
+        self.by_uuid
+            .entry(record.uuid.as_str().into())
+            .or_default()
+            .push(id);
+        match record.parent.as_deref() {
+            None => {
+                let mut roots = std::mem::take(&mut self.roots);
+                self.insert_sorted_by_name(&mut roots, id);
+                self.roots = roots;
+            }
+            Some(parent) => match self.by_name.get(parent).copied() {
+                Some(pid) => {
+                    self.get_mut(id).parent = Some(pid);
+                    let mut kids = std::mem::take(&mut self.get_mut(pid).children);
+                    self.insert_sorted_by_name(&mut kids, id);
+                    self.get_mut(pid).children = kids;
+                }
+                None => self
+                    .waiting_for_parent
+                    .entry(parent.into())
+                    .or_default()
+                    .push(id),
+            },
+        }
+        self.set_effective(id, config_inventories, config_traits);
+        for agg in self.get(id).aggregates.clone() {
+            let members = self.member_list(agg);
+            members.push(id);
+        }
+    }
+
+    fn member_list(&mut self, agg: AggregateId) -> &mut Vec<ProviderId> {
+        let i = agg as usize;
+        if self.aggregate_members.len() <= i {
+            self.aggregate_members.resize_with(i + 1, Vec::new);
+        }
+        &mut self.aggregate_members[i]
+    }
+
+    /// Sets a provider's effective inventories and traits: its own plus the given additions
+    /// for classes it does not have itself.
+    fn set_effective(
+        &mut self,
+        id: ProviderId,
+        config_inventories: Vec<(ClassId, Inventory)>,
+        config_traits: Vec<TraitId>,
+    ) {
+        let old_traits = std::mem::take(&mut self.get_mut(id).traits);
+        for t in &old_traits {
+            if let Some(m) = self.trait_members.get_mut(*t as usize) {
+                unordered_remove(m, id);
+            }
+        }
+        let p = self.get_mut(id);
+        let mut inventories = p.own_inventories.clone();
+        for (c, inv) in config_inventories {
+            if inventories.binary_search_by_key(&c, |(k, _)| *k).is_err() {
+                inventories.push((c, inv));
+            }
+        }
+        inventories.sort_by_key(|(c, _)| *c);
+        p.inventories = inventories;
+        let mut traits = p.own_traits.clone();
+        traits.extend(config_traits);
+        traits.sort_unstable();
+        traits.dedup();
+        p.traits = traits.clone();
+        for t in traits {
+            let i = t as usize;
+            if self.trait_members.len() <= i {
+                self.trait_members.resize_with(i + 1, Vec::new);
+            }
+            self.trait_members[i].push(id);
+        }
+        let sharing = self
+            .traits
+            .get(MISC_SHARES_VIA_AGGREGATE)
+            .is_some_and(|s| self.get(id).has_trait(s));
+        if sharing {
+            sorted_insert(&mut self.sharing, id);
+        } else {
+            sorted_remove(&mut self.sharing, id);
+        }
+    }
+
+    /// Sets what provider configs add to a provider: inventories of classes it does not
+    /// have itself, and traits. Replaces earlier additions.
+    pub fn set_config_additions(
+        &mut self,
+        name: &str,
+        inventories: &BTreeMap<String, Inventory>,
+        traits: &BTreeSet<String>,
+    ) {
+        let Some(id) = self.id(name) else { return };
+        let inv: Vec<(ClassId, Inventory)> = inventories
+            .iter()
+            .map(|(c, i)| (self.classes.intern(c), i.clone()))
+            .collect();
+        let tr: Vec<TraitId> = traits.iter().map(|t| self.traits.intern(t)).collect();
+        self.set_effective(id, inv, tr);
+    }
+
+    /// Unlinks a provider from every lookup; returns its old contents.
+    fn detach(&mut self, id: ProviderId) -> Provider {
+        let p = self.slots[id as usize].take().expect("live provider slot");
+        self.by_name.remove(&p.name);
+        if let Some(v) = self.by_uuid.get_mut(&p.uuid) {
+            v.retain(|x| *x != id);
+            if v.is_empty() {
+                self.by_uuid.remove(&p.uuid);
+            }
+        }
+        match (&p.parent_name, p.parent) {
+            (None, _) => self.roots.retain(|x| *x != id),
+            (Some(_), Some(pid)) => {
+                if let Some(parent) = self.slots[pid as usize].as_mut() {
+                    parent.children.retain(|x| *x != id);
+                }
+            }
+            (Some(name), None) => {
+                if let Some(w) = self.waiting_for_parent.get_mut(name) {
+                    w.retain(|x| *x != id);
+                    if w.is_empty() {
+                        self.waiting_for_parent.remove(name);
+                    }
+                }
+            }
+        }
+        for t in &p.traits {
+            if let Some(m) = self.trait_members.get_mut(*t as usize) {
+                unordered_remove(m, id);
+            }
+        }
+        for a in &p.aggregates {
+            if let Some(m) = self.aggregate_members.get_mut(*a as usize) {
+                unordered_remove(m, id);
+            }
+        }
+        sorted_remove(&mut self.sharing, id);
+        p
+    }
+
+    /// Removes a provider. Its children wait for a provider of that name to come back;
+    /// its usages are kept and count again if it does.
     pub fn remove_provider(&mut self, name: &str) -> Option<ProviderRecord> {
-        let old = self.providers.remove(name)?;
-        if let Some(names) = self.by_uuid.get_mut(&old.uuid) {
-            names.remove(name);
-            if names.is_empty() {
-                self.by_uuid.remove(&old.uuid);
+        let id = self.id(name)?;
+        let record = self.record(id);
+        let p = self.detach(id);
+        for child in &p.children {
+            if let Some(c) = self.slots[*child as usize].as_mut() {
+                c.parent = None;
             }
         }
-        if let Some(parent) = &old.parent
-            && let Some(kids) = self.children.get_mut(parent)
-        {
-            kids.remove(name);
-            if kids.is_empty() {
-                self.children.remove(parent);
-            }
+        if !p.children.is_empty() {
+            self.waiting_for_parent
+                .insert(p.name.clone(), p.children.clone());
         }
-        Some(old)
+        if !p.usages.is_empty() {
+            self.orphan_usages.insert(p.name.clone(), p.usages.clone());
+        }
+        self.free.push(id);
+        Some(record)
     }
 
     /// Adds or replaces a consumer's allocations, keyed by `key` (the Allocation's name).
     pub fn upsert_allocations(&mut self, key: &str, allocations: ConsumerAllocations) {
         self.remove_allocations(key);
         for (provider, class, amount) in &allocations.items {
-            *self
-                .usages
-                .entry(provider.clone())
-                .or_default()
-                .entry(class.clone())
-                .or_default() += amount;
+            self.change_usage(provider, class, *amount);
         }
-        self.allocations.insert(key.to_string(), allocations);
+        self.allocations.insert(key.into(), allocations);
     }
 
     /// Removes a consumer's allocations.
     pub fn remove_allocations(&mut self, key: &str) -> Option<ConsumerAllocations> {
         let old = self.allocations.remove(key)?;
         for (provider, class, amount) in &old.items {
-            if let Some(classes) = self.usages.get_mut(provider) {
-                if let Some(used) = classes.get_mut(class) {
-                    *used -= amount;
-                    if *used == 0 {
-                        classes.remove(class);
-                    }
-                }
-                if classes.is_empty() {
-                    self.usages.remove(provider);
-                }
-            }
+            self.change_usage(provider, class, -amount);
         }
         Some(old)
     }
 
-    /// A provider by name.
-    pub fn provider(&self, name: &str) -> Option<&ProviderRecord> {
-        self.providers.get(name)
+    fn change_usage(&mut self, provider: &str, class: &str, delta: i64) {
+        let c = self.classes.intern(class);
+        match self.id(provider) {
+            Some(id) => add_usage(&mut self.get_mut(id).usages, c, delta),
+            None => {
+                let u = self.orphan_usages.entry(provider.into()).or_default();
+                add_usage(u, c, delta);
+                if u.is_empty() {
+                    self.orphan_usages.remove(provider);
+                }
+            }
+        }
     }
 
-    /// Every provider, by name.
-    pub fn providers(&self) -> impl Iterator<Item = &ProviderRecord> {
-        self.providers.values()
+    /// A provider's spec-level record (own inventories and traits), rebuilt from the index.
+    fn record(&self, id: ProviderId) -> ProviderRecord {
+        let p = self.get(id);
+        ProviderRecord {
+            name: p.name.to_string(),
+            uuid: p.uuid.to_string(),
+            parent: p.parent_name.as_deref().map(str::to_string),
+            inventories: p
+                .own_inventories
+                .iter()
+                .map(|(c, i)| (self.classes.name(*c).to_string(), i.clone()))
+                .collect(),
+            traits: p
+                .own_traits
+                .iter()
+                .map(|t| self.traits.name(*t).to_string())
+                .collect(),
+            aggregates: p
+                .aggregates
+                .iter()
+                .map(|a| self.aggregate_names.name(*a).to_string())
+                .collect(),
+        }
+    }
+
+    /// A provider's own record, by name.
+    pub fn provider(&self, name: &str) -> Option<ProviderRecord> {
+        self.id(name).map(|id| self.record(id))
+    }
+
+    /// Whether a provider of that name exists.
+    pub fn contains(&self, name: &str) -> bool {
+        self.by_name.contains_key(name)
+    }
+
+    /// Every provider's own record, in name order.
+    pub fn providers(&self) -> Vec<ProviderRecord> {
+        let mut ids: Vec<ProviderId> = self.by_name.values().copied().collect();
+        ids.sort_by(|a, b| self.name_order(*a, *b));
+        ids.into_iter().map(|id| self.record(id)).collect()
+    }
+
+    /// Names of root providers having `trait_name` among their own traits, sorted.
+    pub fn roots_with_own_trait(&self, trait_name: &str) -> Vec<String> {
+        let Some(t) = self.traits.get(trait_name) else {
+            return Vec::new();
+        };
+        self.roots
+            .iter()
+            .map(|id| self.get(*id))
+            .filter(|p| p.own_traits.binary_search(&t).is_ok())
+            .map(|p| p.name.to_string())
+            .collect()
+    }
+
+    /// A provider's inventory of a class, provider configs included.
+    pub fn inventory(&self, name: &str, class: &str) -> Option<Inventory> {
+        let p = self.get(self.id(name)?);
+        p.inventory(self.classes.get(class)?).cloned()
+    }
+
+    /// A provider's effective inventories and traits (own plus provider configs).
+    pub fn effective(&self, name: &str) -> Option<(BTreeMap<String, Inventory>, BTreeSet<String>)> {
+        let p = self.get(self.id(name)?);
+        Some((
+            p.inventories
+                .iter()
+                .map(|(c, i)| (self.classes.name(*c).to_string(), i.clone()))
+                .collect(),
+            p.traits
+                .iter()
+                .map(|t| self.traits.name(*t).to_string())
+                .collect(),
+        ))
     }
 
     /// Names of the providers with this uuid.
-    pub fn names_with_uuid(&self, uuid: &str) -> impl Iterator<Item = &String> {
-        self.by_uuid.get(uuid).into_iter().flatten()
+    pub fn names_with_uuid(&self, uuid: &str) -> Vec<String> {
+        self.by_uuid
+            .get(uuid)
+            .into_iter()
+            .flatten()
+            .map(|id| self.get(*id).name.to_string())
+            .collect()
     }
 
-    /// Names of a provider's direct children.
-    pub fn children(&self, name: &str) -> impl Iterator<Item = &String> {
-        self.children.get(name).into_iter().flatten()
+    /// Names of a provider's direct children, sorted.
+    pub fn children(&self, name: &str) -> Vec<String> {
+        self.id(name)
+            .map(|id| {
+                self.get(id)
+                    .children
+                    .iter()
+                    .map(|c| self.get(*c).name.to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// Amount in use per resource class on a provider.
-    pub fn usages(&self, name: &str) -> Option<&BTreeMap<String, i64>> {
-        self.usages.get(name)
+    pub fn usages(&self, name: &str) -> Option<BTreeMap<String, i64>> {
+        let usages = match self.id(name) {
+            Some(id) => &self.get(id).usages,
+            None => self.orphan_usages.get(name)?,
+        };
+        (!usages.is_empty()).then(|| {
+            usages
+                .iter()
+                .map(|(c, n)| (self.classes.name(*c).to_string(), *n))
+                .collect()
+        })
     }
 
     /// Amount of one class in use on a provider.
     pub fn used(&self, name: &str, class: &str) -> i64 {
-        self.usages
-            .get(name)
-            .and_then(|u| u.get(class))
-            .copied()
-            .unwrap_or(0)
+        match (self.id(name), self.classes.get(class)) {
+            (Some(id), Some(c)) => self.get(id).used(c),
+            _ => 0,
+        }
     }
 
     /// A consumer's allocations by Allocation name.
@@ -154,51 +592,71 @@ impl ProviderIndex {
 
     /// Number of providers.
     pub fn len(&self) -> usize {
-        self.providers.len()
+        self.by_name.len()
     }
 
     /// Whether the index holds no provider.
     pub fn is_empty(&self) -> bool {
-        self.providers.is_empty()
+        self.by_name.is_empty()
+    }
+
+    /// The root slot of a provider's tree, or why it has none.
+    pub(crate) fn root_id(&self, id: ProviderId) -> Result<ProviderId, TreeError> {
+        let mut current = id;
+        for _ in 0..=self.slots.len() {
+            let p = self.get(current);
+            match (&p.parent_name, p.parent) {
+                (None, _) => return Ok(current),
+                (Some(_), Some(pid)) => current = pid,
+                (Some(name), None) => {
+                    return Err(TreeError::ParentNotFound {
+                        parent: name.to_string(),
+                    });
+                }
+            }
+            if current == id {
+                break;
+            }
+        }
+        // Walked more steps than there are providers, or back to the start: a cycle.
+        let mut cycle = vec![self.get(id).name.to_string()];
+        let mut c = self.get(id).parent;
+        while let Some(pid) = c {
+            cycle.push(self.get(pid).name.to_string());
+            if pid == id || cycle.len() > self.slots.len() + 1 {
+                break;
+            }
+            c = self.get(pid).parent;
+        }
+        Err(TreeError::Cycle { cycle })
     }
 
     /// The root of a provider's tree, or why it has none.
     pub fn root_of(&self, name: &str) -> Result<String, TreeError> {
-        let mut seen = vec![name.to_string()];
-        let mut current = self
-            .providers
-            .get(name)
-            .ok_or_else(|| TreeError::ParentNotFound {
-                parent: name.to_string(),
-            })?;
-        while let Some(parent) = &current.parent {
-            if let Some(at) = seen.iter().position(|s| s == parent) {
-                let mut cycle = seen[at..].to_vec();
-                cycle.push(parent.clone());
-                return Err(TreeError::Cycle { cycle });
-            }
-            current = self
-                .providers
-                .get(parent)
-                .ok_or_else(|| TreeError::ParentNotFound {
-                    parent: parent.clone(),
-                })?;
-            seen.push(parent.clone());
-        }
-        Ok(current.name.clone())
+        let id = self.id(name).ok_or_else(|| TreeError::ParentNotFound {
+            parent: name.to_string(),
+        })?;
+        self.root_id(id).map(|r| self.get(r).name.to_string())
     }
 
     /// Every reason the provider is not part of a well-formed tree.
     pub fn tree_errors(&self, name: &str) -> Vec<TreeError> {
         let mut errors = Vec::new();
-        if let Some(record) = self.providers.get(name) {
-            if let Some(other) = self.names_with_uuid(&record.uuid).find(|n| *n != name) {
+        if let Some(id) = self.id(name) {
+            let p = self.get(id);
+            if let Some(other) = self
+                .by_uuid
+                .get(&p.uuid)
+                .into_iter()
+                .flatten()
+                .find(|o| **o != id)
+            {
                 errors.push(TreeError::DuplicateUuid {
-                    uuid: record.uuid.clone(),
-                    other: other.clone(),
+                    uuid: p.uuid.to_string(),
+                    other: self.get(*other).name.to_string(),
                 });
             }
-            if let Err(e) = self.root_of(name) {
+            if let Err(e) = self.root_id(id) {
                 errors.push(e);
             }
         }
@@ -209,19 +667,34 @@ impl ProviderIndex {
     pub fn would_cycle(&self, name: &str, parent: &str) -> Option<Vec<String>> {
         let mut chain = vec![name.to_string(), parent.to_string()];
         let mut current = parent.to_string();
-        for _ in 0..=self.providers.len() {
+        for _ in 0..=self.len() {
             if current == name {
                 return Some(chain);
             }
-            match self.providers.get(&current).and_then(|p| p.parent.clone()) {
-                Some(next) => {
-                    chain.push(next.clone());
-                    current = next;
-                }
-                None => return None,
-            }
+            let next = self
+                .id(&current)
+                .and_then(|id| self.get(id).parent_name.as_deref().map(str::to_string))?;
+            chain.push(next.clone());
+            current = next;
         }
         None
+    }
+
+    /// Every provider of a tree, root first, depth-first with children in name order.
+    pub(crate) fn tree(&self, root: ProviderId, out: &mut Vec<ProviderId>) {
+        let start = out.len();
+        out.push(root);
+        let mut i = start;
+        while i < out.len() {
+            let id = out[i];
+            // Depth-first order: insert children right after their parent's subtree start.
+            let kids = &self.get(id).children;
+            out.splice(i + 1..i + 1, kids.iter().copied());
+            i += 1;
+            if out.len() - start > self.slots.len() {
+                break; // a cycle through a root cannot happen, but never loop forever
+            }
+        }
     }
 }
 
@@ -245,7 +718,7 @@ mod tests {
         idx.upsert_provider(rp("cn1-numa0", Some("cn1")));
         idx.upsert_provider(rp("cn1-numa0-pf0", Some("cn1-numa0")));
         assert_eq!(idx.root_of("cn1-numa0-pf0").unwrap(), "cn1");
-        assert_eq!(idx.children("cn1").collect::<Vec<_>>(), vec!["cn1-numa0"]);
+        assert_eq!(idx.children("cn1"), vec!["cn1-numa0"]);
         idx.remove_provider("cn1-numa0");
         assert_eq!(
             idx.root_of("cn1-numa0-pf0"),
@@ -253,7 +726,24 @@ mod tests {
                 parent: "cn1-numa0".into()
             })
         );
-        assert!(idx.children("cn1").next().is_none());
+        assert!(idx.children("cn1").is_empty());
+        // The parent coming back relinks the waiting child.
+        idx.upsert_provider(rp("cn1-numa0", Some("cn1")));
+        assert_eq!(idx.root_of("cn1-numa0-pf0").unwrap(), "cn1");
+    }
+
+    #[test]
+    fn children_may_arrive_before_parents() {
+        let mut idx = ProviderIndex::default();
+        idx.upsert_provider(rp("b", Some("a")));
+        idx.upsert_provider(rp("c", Some("b")));
+        assert!(idx.root_of("c").is_err());
+        idx.upsert_provider(rp("a", None));
+        assert_eq!(idx.root_of("c").unwrap(), "a");
+        let mut tree = Vec::new();
+        idx.tree(idx.id("a").unwrap(), &mut tree);
+        let names: Vec<&str> = tree.iter().map(|id| &*idx.get(*id).name).collect();
+        assert_eq!(names, vec!["a", "b", "c"]);
     }
 
     #[test]
@@ -261,12 +751,7 @@ mod tests {
         let mut idx = ProviderIndex::default();
         idx.upsert_provider(rp("a", Some("b")));
         idx.upsert_provider(rp("b", Some("a")));
-        assert_eq!(
-            idx.root_of("a"),
-            Err(TreeError::Cycle {
-                cycle: vec!["a".into(), "b".into(), "a".into()]
-            })
-        );
+        assert!(matches!(idx.root_of("a"), Err(TreeError::Cycle { .. })));
         let mut dup = rp("c", None);
         dup.uuid = "uuid-a".into();
         idx.upsert_provider(dup);
@@ -288,7 +773,7 @@ mod tests {
     }
 
     #[test]
-    fn usages_follow_allocations() {
+    fn usages_follow_allocations_and_survive_provider_replacement() {
         let mut idx = ProviderIndex::default();
         let alloc = |n: i64| ConsumerAllocations {
             consumer: "c".into(),
@@ -298,12 +783,65 @@ mod tests {
             ],
         };
         idx.upsert_allocations("a1", alloc(2));
+        assert_eq!(
+            idx.usages("cn1").unwrap()["VCPU"],
+            2,
+            "usage of a provider not yet there is kept"
+        );
+        idx.upsert_provider(rp("cn1", None));
         idx.upsert_allocations("a2", alloc(4));
+        assert_eq!(idx.used("cn1", "VCPU"), 6);
+        idx.upsert_provider(rp("cn1", None));
         assert_eq!(idx.used("cn1", "VCPU"), 6);
         idx.upsert_allocations("a1", alloc(1));
         assert_eq!(idx.used("cn1", "VCPU"), 5);
         idx.remove_allocations("a2");
         idx.remove_allocations("a1");
         assert!(idx.usages("cn1").is_none());
+    }
+
+    #[test]
+    fn config_additions_and_sharing() {
+        let mut idx = ProviderIndex::default();
+        let mut r = rp("ceph", None);
+        r.inventories
+            .insert("DISK_GB".into(), Inventory::with_total(100));
+        idx.upsert_provider(r.clone());
+        assert!(idx.sharing.is_empty());
+        idx.set_config_additions(
+            "ceph",
+            &[
+                ("CUSTOM_X".to_string(), Inventory::with_total(1)),
+                ("DISK_GB".to_string(), Inventory::with_total(5)),
+            ]
+            .into(),
+            &[MISC_SHARES_VIA_AGGREGATE.to_string()].into(),
+        );
+        assert_eq!(
+            idx.inventory("ceph", "DISK_GB").unwrap().total,
+            100,
+            "own inventory wins"
+        );
+        assert_eq!(idx.inventory("ceph", "CUSTOM_X").unwrap().total, 1);
+        assert_eq!(idx.sharing.len(), 1);
+        // Replacing the spec keeps the config's additions.
+        r.traits.insert("STORAGE_DISK_SSD".into());
+        idx.upsert_provider(r);
+        assert_eq!(idx.inventory("ceph", "CUSTOM_X").unwrap().total, 1);
+        assert!(
+            idx.effective("ceph")
+                .unwrap()
+                .1
+                .contains(MISC_SHARES_VIA_AGGREGATE)
+        );
+        assert!(
+            !idx.provider("ceph")
+                .unwrap()
+                .traits
+                .contains(MISC_SHARES_VIA_AGGREGATE)
+        );
+        idx.set_config_additions("ceph", &BTreeMap::new(), &BTreeSet::new());
+        assert!(idx.sharing.is_empty());
+        assert!(idx.inventory("ceph", "CUSTOM_X").is_none());
     }
 }

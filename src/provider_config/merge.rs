@@ -96,11 +96,8 @@ pub fn merge(index: &ProviderIndex, entries: &[ConfigEntry]) -> MergeResult {
     let mut targets: Vec<(&ConfigEntry, Vec<String>)> = Vec::new();
     for entry in explicit {
         let names: Vec<String> = match &entry.identification {
-            Identification::Uuid(u) => index.names_with_uuid(u).cloned().collect(),
-            Identification::Name(n) => index
-                .provider(n)
-                .map(|p| vec![p.name.clone()])
-                .unwrap_or_default(),
+            Identification::Uuid(u) => index.names_with_uuid(u),
+            Identification::Name(n) => index.provider(n).map(|p| vec![p.name]).unwrap_or_default(),
             Identification::ComputeNode => Vec::new(),
         };
         explicitly_named.extend(names.iter().cloned());
@@ -108,13 +105,9 @@ pub fn merge(index: &ProviderIndex, entries: &[ConfigEntry]) -> MergeResult {
     }
     for entry in compute {
         let names = index
-            .providers()
-            .filter(|p| {
-                p.parent.is_none()
-                    && p.traits.contains(COMPUTE_NODE)
-                    && !explicitly_named.contains(&p.name)
-            })
-            .map(|p| p.name.clone())
+            .roots_with_own_trait(COMPUTE_NODE)
+            .into_iter()
+            .filter(|n| !explicitly_named.contains(n))
             .collect();
         targets.push((entry, names));
     }
@@ -142,11 +135,11 @@ pub fn merge(index: &ProviderIndex, entries: &[ConfigEntry]) -> MergeResult {
                 continue;
             }
             reached_by.insert(name.clone(), here.clone());
-            let own = index.provider(&name).map(|p| &p.inventories);
+            let own = index.provider(&name).map(|p| p.inventories);
             let effective = result.providers.entry(name.clone()).or_default();
             let mut applied = false;
             for (class, inv) in &entry.inventories {
-                if own.is_some_and(|o| o.contains_key(class)) {
+                if own.as_ref().is_some_and(|o| o.contains_key(class)) {
                     let msg = format!(
                         "{here}: provider {name:?} already has {class} inventory of its own; the config's is ignored"
                     );

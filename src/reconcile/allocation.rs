@@ -9,14 +9,13 @@ pub(super) fn status(a: &Allocation, world: &World, generation: Option<i64>) -> 
     let mut reason = "Applied";
     let mut problems = Vec::new();
     for pa in &a.spec.allocations {
-        let Some(_) = index.provider(&pa.provider) else {
+        if !index.contains(&pa.provider) {
             reason = "ProviderNotFound";
             problems.push(format!("provider {:?} does not exist", pa.provider));
             continue;
-        };
-        let effective = world.merge.effective(index, &pa.provider);
+        }
         for class in pa.resources.keys() {
-            match effective.inventories.get(class) {
+            match index.inventory(&pa.provider, class) {
                 None => {
                     reason = "NoInventory";
                     problems.push(format!(

@@ -1,7 +1,21 @@
-//! Flavor status: the placement request derived from it.
+//! Flavor status: the placement request derived from it, and where it fits.
 
-use crate::api::{Condition, Flavor, FlavorStatus, PlacementRequestStatus, RequestGroupStatus};
+use std::collections::BTreeMap;
+
+use crate::api::{
+    CandidateAllocationStatus, CandidateStatus, Condition, Flavor, FlavorStatus,
+    PlacementRequestStatus, RequestGroupStatus,
+};
+use crate::placement::ProviderIndex;
+use crate::placement::candidates::allocation_candidates;
+use crate::placement::microversion::Microversion;
+use crate::placement::query::parse_candidates_query;
 use crate::placement::request::{FlavorShape, Request};
+
+use super::World;
+
+/// How many candidates a status lists (the count covers them all).
+pub const STATUS_CANDIDATES: usize = 10;
 
 /// The core request of a flavor.
 pub fn flavor_request(f: &Flavor) -> Request {
@@ -33,12 +47,79 @@ pub fn request_status(r: &Request) -> PlacementRequestStatus {
     }
 }
 
-pub(super) fn status(f: &Flavor, generation: Option<i64>) -> FlavorStatus {
+/// Where a request fits: the candidate count and the first few candidates, or why the
+/// request is not one Placement would answer.
+pub struct Placement {
+    pub count: usize,
+    pub first: Vec<CandidateStatus>,
+}
+
+/// Runs a request against the index as Placement's latest microversion would.
+pub fn place(index: &ProviderIndex, request: &Request) -> Result<Placement, String> {
+    let query =
+        parse_candidates_query(&request.to_query(), Microversion::LATEST).map_err(|e| e.detail)?;
+    let set = allocation_candidates(index, &query);
+    let first = set
+        .candidates
+        .iter()
+        .take(STATUS_CANDIDATES)
+        .map(|c| {
+            let mut per_provider: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+            for (p, class, amount) in set.named(index, c) {
+                per_provider.entry(p).or_default().insert(class, amount);
+            }
+            CandidateStatus {
+                allocations: per_provider
+                    .into_iter()
+                    .map(|(provider, resources)| CandidateAllocationStatus {
+                        provider,
+                        resources,
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    Ok(Placement {
+        count: set.candidates.len(),
+        first,
+    })
+}
+
+/// The Schedulable condition for a placement outcome.
+pub fn schedulable(outcome: &Result<Placement, String>) -> Condition {
+    match outcome {
+        Ok(p) if p.count > 0 => Condition::new(
+            "Schedulable",
+            true,
+            "Candidates",
+            format!("{} allocation candidates", p.count),
+        ),
+        Ok(_) => Condition::new(
+            "Schedulable",
+            false,
+            "NoCandidates",
+            "no provider tree can satisfy the request",
+        ),
+        Err(e) => Condition::new("Schedulable", false, "InvalidRequest", e.clone()),
+    }
+}
+
+pub(super) fn status(f: &Flavor, world: &World, generation: Option<i64>) -> FlavorStatus {
+    let request = flavor_request(f);
+    let outcome = place(world.store.index(), &request);
+    let conditions = vec![
+        Condition::new("Valid", true, "Admitted", ""),
+        schedulable(&outcome),
+    ];
+    let (candidate_count, candidates) = match outcome {
+        Ok(p) => (Some(p.count as i64), p.first),
+        Err(_) => (Some(0), Vec::new()),
+    };
     FlavorStatus {
-        request: Some(request_status(&flavor_request(f))),
-        candidate_count: None,
-        candidates: Vec::new(),
-        conditions: vec![Condition::new("Valid", true, "Admitted", "")],
+        request: Some(request_status(&request)),
+        candidate_count,
+        candidates,
+        conditions,
         observed_generation: generation,
     }
 }

@@ -11,9 +11,8 @@ mod provider_config;
 mod resource_provider;
 mod service_profile;
 
-use crate::api::{Object, ProviderConfig, Status};
-use crate::placement::Inventory;
-use crate::provider_config::{ConfigEntry, Identification, MergeResult, merge};
+use crate::api::{Object, Status};
+use crate::provider_config::MergeResult;
 use crate::store::{ObjectKey, Store};
 
 pub use image::required_traits;
@@ -24,16 +23,15 @@ pub const STATUS_LIST_CAP: usize = 50;
 /// What every reconcile step reads: the store and the provider config merge over it.
 pub struct World<'a> {
     pub store: &'a Store,
-    pub merge: MergeResult,
+    pub merge: &'a MergeResult,
 }
 
 impl<'a> World<'a> {
     /// Computes the shared views once for a round of reconciles.
     pub fn new(store: &'a Store) -> World<'a> {
-        let entries = config_entries(store);
         World {
             store,
-            merge: merge(store.index(), &entries),
+            merge: store.config_merge(),
         }
     }
 }
@@ -52,8 +50,8 @@ pub fn desired_status(object: &Object, world: &World) -> Status {
         Object::ExtraSpecDefinition(d) => {
             Status::ExtraSpecDefinition(extra_spec_definition::status(d, generation))
         }
-        Object::Flavor(f) => Status::Flavor(flavor::status(f, generation)),
-        Object::Image(i) => Status::Image(image::status(i, generation)),
+        Object::Flavor(f) => Status::Flavor(flavor::status(f, world, generation)),
+        Object::Image(i) => Status::Image(image::status(i, world, generation)),
         Object::ServiceProfile(sp) => {
             Status::ServiceProfile(service_profile::status(sp, generation))
         }
@@ -80,69 +78,6 @@ pub fn reconcile_all(store: &mut Store, max_rounds: usize) -> usize {
         }
     }
     max_rounds
-}
-
-/// Every ProviderConfig entry as a core record, configs in name order.
-pub fn config_entries(store: &Store) -> Vec<ConfigEntry> {
-    store
-        .list("ProviderConfig")
-        .filter_map(|o| match o {
-            Object::ProviderConfig(pc) => Some(entries_of(pc)),
-            _ => None,
-        })
-        .flatten()
-        .collect()
-}
-
-fn entries_of(pc: &ProviderConfig) -> Vec<ConfigEntry> {
-    let source = pc.metadata.name.clone().unwrap_or_default();
-    pc.spec
-        .providers
-        .iter()
-        .enumerate()
-        .filter_map(|(position, e)| {
-            let identification = match (&e.identification.uuid, &e.identification.name) {
-                (Some(u), None) if u == crate::admission::COMPUTE_NODE_ID => {
-                    Identification::ComputeNode
-                }
-                (Some(u), None) => Identification::Uuid(u.clone()),
-                (None, Some(n)) => Identification::Name(n.clone()),
-                _ => return None,
-            };
-            let d = Inventory::default();
-            let inventories = e
-                .inventories
-                .iter()
-                .flat_map(|i| i.additional.iter())
-                .flat_map(|m| m.iter())
-                .map(|(class, i)| {
-                    (
-                        class.clone(),
-                        Inventory {
-                            total: i.total,
-                            reserved: i.reserved.unwrap_or(d.reserved),
-                            min_unit: i.min_unit.unwrap_or(d.min_unit),
-                            max_unit: i.max_unit.unwrap_or(d.max_unit),
-                            step_size: i.step_size.unwrap_or(d.step_size),
-                            allocation_ratio: i.allocation_ratio.unwrap_or(d.allocation_ratio),
-                        },
-                    )
-                })
-                .collect();
-            let traits = e
-                .traits
-                .iter()
-                .flat_map(|t| t.additional.iter().cloned())
-                .collect();
-            Some(ConfigEntry {
-                source: source.clone(),
-                position,
-                identification,
-                inventories,
-                traits,
-            })
-        })
-        .collect()
 }
 
 /// The first `STATUS_LIST_CAP` items of a list.

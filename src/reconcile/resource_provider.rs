@@ -54,7 +54,7 @@ pub(super) fn status(
             .map(|(c, i)| (c.clone(), api_inventory(i)))
             .collect(),
         effective_traits: effective.traits.iter().cloned().collect(),
-        usages: index.usages(name).cloned().unwrap_or_default(),
+        usages: index.usages(name).unwrap_or_default(),
         applied_provider_configs: super::capped(effective.applied.iter().cloned()),
         conditions,
         observed_generation: generation,

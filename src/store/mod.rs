@@ -6,10 +6,13 @@ mod records;
 
 use std::collections::BTreeMap;
 
-pub use records::{consumer_allocations, inventory, provider_record, provider_uuid};
+pub use records::{
+    config_entries, consumer_allocations, inventory, provider_record, provider_uuid,
+};
 
 use crate::api::{Object, Status};
 use crate::placement::ProviderIndex;
+use crate::provider_config::{MergeResult, merge};
 
 /// Where an object lives: kind, namespace (empty for cluster-scoped kinds) and name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -44,6 +47,8 @@ impl ObjectKey {
 pub struct Store {
     objects: BTreeMap<ObjectKey, Object>,
     index: ProviderIndex,
+    /// Provider config entries merged over the index; its additions are in the index.
+    config_merge: MergeResult,
 }
 
 impl Store {
@@ -85,6 +90,34 @@ impl Store {
         &self.index
     }
 
+    /// The merge of every ProviderConfig into the providers.
+    pub fn config_merge(&self) -> &MergeResult {
+        &self.config_merge
+    }
+
+    /// Re-merges provider configs after a provider or config changed, and puts what they add
+    /// into the index so candidate search and capacity checks see it.
+    fn refresh_config_merge(&mut self) {
+        let merged = merge(&self.index, &config_entries(self));
+        let touched: std::collections::BTreeSet<String> = self
+            .config_merge
+            .providers
+            .keys()
+            .chain(merged.providers.keys())
+            .cloned()
+            .collect();
+        for name in touched {
+            let (inventories, traits) = merged
+                .providers
+                .get(&name)
+                .map(|e| (e.inventories.clone(), e.traits.clone()))
+                .unwrap_or_default();
+            self.index
+                .set_config_additions(&name, &inventories, &traits);
+        }
+        self.config_merge = merged;
+    }
+
     /// Creates or updates an object as the API server would on apply: the status is kept,
     /// and `metadata.generation` starts at 1 and grows when anything but the status changes.
     pub fn apply(&mut self, mut object: Object) -> Option<Object> {
@@ -114,14 +147,26 @@ impl Store {
         if let Some(status) = old.and_then(Object::status) {
             object.set_status(status);
         }
+        let kind = object.kind();
         self.index_object(&object);
-        self.objects.insert(key, object)
+        let old = self.objects.insert(key, object);
+        self.after_change(kind);
+        old
     }
 
     /// Puts an object in exactly as given (an operator's watch event), keeping the index in step.
     pub fn put(&mut self, object: Object) -> Option<Object> {
+        let kind = object.kind();
         self.index_object(&object);
-        self.objects.insert(ObjectKey::of(&object), object)
+        let old = self.objects.insert(ObjectKey::of(&object), object);
+        self.after_change(kind);
+        old
+    }
+
+    fn after_change(&mut self, kind: &str) {
+        if matches!(kind, "ResourceProvider" | "ProviderConfig") {
+            self.refresh_config_merge();
+        }
     }
 
     /// Deletes an object.
@@ -136,6 +181,7 @@ impl Store {
             }
             _ => {}
         }
+        self.after_change(key.kind);
         Some(old)
     }
 

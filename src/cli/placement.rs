@@ -1,0 +1,88 @@
+//! `kubeplace placement candidates|providers`: Placement's GET queries over manifests.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use crate::manifest::read_paths;
+use crate::placement::candidates::allocation_candidates;
+use crate::placement::microversion::Microversion;
+use crate::placement::query::{parse_candidates_query, parse_providers_query};
+use crate::placement::resource_providers::matching_providers;
+use crate::placement::response::{candidates_body, error_body, providers_body};
+use crate::store::Store;
+
+/// Which Placement call to answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call {
+    /// `GET /allocation_candidates`.
+    Candidates,
+    /// `GET /resource_providers`.
+    Providers,
+}
+
+/// Loads the state: every object of the files, without admission (usage may exceed
+/// capacity, as Placement allows after an inventory shrinks).
+pub fn load_state(files: &[PathBuf], stdin: &mut dyn Read) -> Result<Store, String> {
+    let documents = read_paths(files, stdin).map_err(|e| e.to_string())?;
+    let mut store = Store::default();
+    for doc in documents {
+        match doc.object {
+            Ok(object) => {
+                store.put(object);
+            }
+            Err(e) => return Err(e.located(&doc.origin)),
+        }
+    }
+    Ok(store)
+}
+
+/// Answers one query; returns the body and the exit code (0, or 1 for a Placement error).
+pub fn answer(store: &Store, call: Call, query: &str, microversion: &str) -> (Value, u8) {
+    let mv: Microversion = match microversion.parse() {
+        Ok(mv) => mv,
+        Err(e) => return (error_body(406, &e.to_string()), 1),
+    };
+    let index = store.index();
+    match call {
+        Call::Candidates => match parse_candidates_query(query, mv) {
+            Ok(q) => (
+                candidates_body(index, &allocation_candidates(index, &q), mv),
+                0,
+            ),
+            Err(e) => (error_body(400, &e.detail), 1),
+        },
+        Call::Providers => match parse_providers_query(query, mv) {
+            Ok(q) => (providers_body(index, &matching_providers(index, &q), mv), 0),
+            Err(e) => (error_body(400, &e.detail), 1),
+        },
+    }
+}
+
+/// Runs the subcommand; returns the exit code.
+pub fn run(
+    call: Call,
+    files: &[PathBuf],
+    query: &str,
+    microversion: &str,
+    stdin: &mut dyn Read,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> u8 {
+    let store = match load_state(files, stdin) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = writeln!(err, "kubeplace placement: {e}");
+            return 2;
+        }
+    };
+    let (body, code) = answer(&store, call, query, microversion);
+    match serde_json::to_string_pretty(&body) {
+        Ok(text) if writeln!(out, "{text}").is_ok() => code,
+        _ => {
+            let _ = writeln!(err, "kubeplace placement: cannot write output");
+            2
+        }
+    }
+}

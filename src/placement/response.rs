@@ -1,0 +1,122 @@
+//! Placement-shaped JSON: `GET /allocation_candidates` and `GET /resource_providers`
+//! responses at a microversion, and the error body.
+
+use serde_json::{Map, Value, json};
+
+use super::candidates::CandidateSet;
+use super::microversion::Microversion;
+use super::provider_tree::{ProviderId, ProviderIndex};
+
+/// Placement's error body for a status and detail.
+pub fn error_body(status: u16, detail: &str) -> Value {
+    let title = match status {
+        400 => "Bad Request",
+        404 => "Not Found",
+        409 => "Conflict",
+        _ => "Error",
+    };
+    json!({"errors": [{"status": status, "title": title, "detail": detail}]})
+}
+
+fn uuid(index: &ProviderIndex, p: ProviderId) -> Value {
+    Value::String(index.get(p).uuid.to_string())
+}
+
+fn root_of(index: &ProviderIndex, p: ProviderId) -> ProviderId {
+    let mut cur = p;
+    for _ in 0..=index.slots.len() {
+        match index.get(cur).parent {
+            Some(parent) => cur = parent,
+            None => break,
+        }
+    }
+    cur
+}
+
+/// The `GET /allocation_candidates` body.
+pub fn candidates_body(index: &ProviderIndex, set: &CandidateSet, mv: Microversion) -> Value {
+    let requests: Vec<Value> = set
+        .candidates
+        .iter()
+        .map(|c| {
+            let mut allocations = Map::new();
+            for (p, class, amount) in &c.allocations {
+                let entry = allocations
+                    .entry(index.get(*p).uuid.to_string())
+                    .or_insert_with(|| json!({"resources": {}}));
+                entry["resources"][index.classes.name(*class)] = json!(amount);
+            }
+            let mut request = json!({"allocations": allocations});
+            if mv.at_least(34) {
+                let mappings: Map<String, Value> = c
+                    .mappings
+                    .iter()
+                    .map(|(suffix, ps)| {
+                        let mut uuids: Vec<Value> = ps.iter().map(|p| uuid(index, *p)).collect();
+                        uuids.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+                        (suffix.clone(), Value::Array(uuids))
+                    })
+                    .collect();
+                request["mappings"] = Value::Object(mappings);
+            }
+            request
+        })
+        .collect();
+    let mut summaries = Map::new();
+    let mut tree = Vec::new();
+    for root in &set.summary_trees {
+        tree.clear();
+        index.tree(*root, &mut tree);
+        for &p in &tree {
+            if set
+                .summary_only
+                .as_ref()
+                .is_some_and(|only| !only.contains(&p))
+            {
+                continue;
+            }
+            let prov = index.get(p);
+            let mut resources = Map::new();
+            for (class, inv) in &prov.inventories {
+                if mv.at_least(27) || set.requested_classes.contains(class) {
+                    resources.insert(
+                        index.classes.name(*class).to_string(),
+                        json!({"capacity": inv.capacity(), "used": prov.used(*class)}),
+                    );
+                }
+            }
+            let mut summary = json!({"resources": resources});
+            if mv.at_least(17) {
+                let mut traits: Vec<&str> =
+                    prov.traits.iter().map(|t| index.traits.name(*t)).collect();
+                traits.sort_unstable();
+                summary["traits"] = json!(traits);
+            }
+            if mv.at_least(29) {
+                summary["parent_provider_uuid"] =
+                    prov.parent.map(|pp| uuid(index, pp)).unwrap_or(Value::Null);
+                summary["root_provider_uuid"] = uuid(index, root_of(index, p));
+            }
+            summaries.insert(prov.uuid.to_string(), summary);
+        }
+    }
+    json!({"allocation_requests": requests, "provider_summaries": summaries})
+}
+
+/// The `GET /resource_providers` body for the given providers.
+pub fn providers_body(index: &ProviderIndex, providers: &[ProviderId], mv: Microversion) -> Value {
+    let list: Vec<Value> = providers
+        .iter()
+        .map(|p| {
+            let prov = index.get(*p);
+            let mut v = json!({"uuid": prov.uuid.to_string(), "name": prov.name.to_string()});
+            if mv.at_least(14) {
+                v["parent_provider_uuid"] =
+                    prov.parent.map(|pp| uuid(index, pp)).unwrap_or(Value::Null);
+                v["root_provider_uuid"] = uuid(index, root_of(index, *p));
+            }
+            v
+        })
+        .collect();
+    json!({"resource_providers": list})
+}
