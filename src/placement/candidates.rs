@@ -638,3 +638,7 @@ impl CandidateSet {
             .collect()
     }
 }
+
+#[cfg(test)]
+#[path = "candidates_tests.rs"]
+mod tests;

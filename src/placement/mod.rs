@@ -9,6 +9,7 @@ pub mod inventory;
 pub mod microversion;
 pub mod provider_tree;
 pub mod query;
+pub mod rebuild;
 pub mod request;
 pub mod resource_class;
 pub mod resource_providers;
