@@ -117,6 +117,22 @@ fn example_cloud_is_admitted_with_statuses() {
         c1["query"],
         "resources=DISK_GB:40,MEMORY_MB:16384,VCPU:8&required=HW_CPU_X86_AVX2,!CUSTOM_GOLD"
     );
+    // Candidates: AVX2 is a root trait, so it counts only where the root supplies DISK_GB;
+    // cn2's root also carries the forbidden CUSTOM_GOLD, which leaves cn1's four.
+    let c1_status = &item(&report, "Flavor", "c1.avx2")["status"];
+    assert_eq!(c1_status["candidateCount"], 4);
+    assert_eq!(c1_status["conditions"][1]["reason"], "Candidates");
+    assert!(
+        c1_status["candidates"][0]["allocations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["provider"] == "cn1")
+    );
+    assert_eq!(
+        item(&report, "Flavor", "m1.small")["status"]["candidateCount"],
+        20
+    );
     let pinned = &item(&report, "Flavor", "n1.sriov-pinned")["status"]["request"];
     assert_eq!(pinned["groupPolicy"], "isolate");
     assert_eq!(pinned["groups"].as_array().unwrap().len(), 3);

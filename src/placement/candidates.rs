@@ -13,7 +13,7 @@
 //!
 //! Candidates come in a stable order: trees by root name, providers in tree order.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::provider_tree::{AggregateId, ClassId, ProviderId, ProviderIndex, TraitId};
 use super::query::{CandidatesQuery, GroupPolicy, GroupQuery};
@@ -44,51 +44,40 @@ pub struct CandidateSet {
 struct Group {
     suffix: String,
     same_provider: bool,
-    resources: Vec<(Option<ClassId>, i64)>,
+    resources: Vec<(ClassId, i64)>,
+    /// The group can match nothing (an unknown class, trait or tree).
+    impossible: bool,
     required: Vec<Vec<TraitId>>,
-    required_unknown: bool,
     forbidden: Vec<TraitId>,
     member_of: Option<Vec<Vec<AggregateId>>>,
     forbidden_aggregates: Vec<AggregateId>,
-    /// `Some(None)`: in_tree names no provider.
-    in_tree: Option<Option<ProviderId>>,
+    /// The root of the tree `in_tree` names.
+    in_tree_root: Option<ProviderId>,
 }
 
 /// One group's share of a candidate, as Placement's per-group allocation requests.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 struct GroupPart {
     items: Vec<(ProviderId, ClassId, i64)>,
     providers: Vec<ProviderId>,
 }
 
+/// What stays fixed over one query: the index, resolved groups and precomputed links.
 struct Search<'a> {
     index: &'a ProviderIndex,
-    /// Root of each provider slot in a well-formed tree.
-    roots: Vec<Option<ProviderId>>,
+    groups: Vec<Group>,
     /// Anchors allowed by root_required (None: all).
     anchors: Option<HashSet<ProviderId>>,
+    /// Sharing providers by the roots of the trees they serve.
+    sharing_by_anchor: HashMap<ProviderId, Vec<ProviderId>>,
+    granular: usize,
+    isolate: bool,
+    subtree_groups: Vec<Vec<usize>>,
 }
 
 impl<'a> Search<'a> {
-    fn new(index: &'a ProviderIndex) -> Self {
-        let mut roots = vec![None; index.slots.len()];
-        let mut tree = Vec::new();
-        for &r in &index.roots {
-            tree.clear();
-            index.tree(r, &mut tree);
-            for &p in &tree {
-                roots[p as usize] = Some(r);
-            }
-        }
-        Search {
-            index,
-            roots,
-            anchors: None,
-        }
-    }
-
     fn root(&self, p: ProviderId) -> Option<ProviderId> {
-        self.roots[p as usize]
+        self.index.get(p).root
     }
 
     fn fits(&self, p: ProviderId, class: ClassId, amount: i64) -> bool {
@@ -117,66 +106,33 @@ impl<'a> Search<'a> {
         self.anchors.as_ref().is_none_or(|a| a.contains(&root))
     }
 
-    /// Roots of every tree a sharing provider serves: trees with any provider in one of its
-    /// aggregates, its own included.
-    fn sharing_anchors(&self, s: ProviderId) -> Vec<ProviderId> {
-        let mut out = BTreeSet::new();
-        for a in &self.index.get(s).aggregates {
-            for m in self
-                .index
-                .aggregate_members
-                .get(*a as usize)
-                .into_iter()
-                .flatten()
+    /// A numbered group's parts for one anchor: single providers of the tree, or sharing
+    /// providers serving it, with everything the group asks.
+    fn single_provider_parts(
+        &self,
+        g: &Group,
+        anchor: ProviderId,
+        tree: &[ProviderId],
+        out: &mut Vec<GroupPart>,
+    ) {
+        let linked = self
+            .sharing_by_anchor
+            .get(&anchor)
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
+        let candidates = tree
+            .iter()
+            .chain(linked.iter().filter(|s| self.root(**s) != Some(anchor)));
+        for &p in candidates {
+            // Placement ignores in_tree for a group without resources.
+            if let Some(r) = g.in_tree_root
+                && !g.resources.is_empty()
+                && self.root(p) != Some(r)
             {
-                if let Some(r) = self.root(*m) {
-                    out.insert(r);
-                }
+                continue;
             }
-        }
-        out.into_iter().collect()
-    }
-
-    fn is_sharing(&self, p: ProviderId) -> bool {
-        self.index.sharing.binary_search(&p).is_ok()
-    }
-
-    /// Providers in tree order (roots by name, depth-first), restricted to well-formed trees.
-    fn providers_in_order(&self, in_tree: Option<ProviderId>) -> Vec<ProviderId> {
-        let mut out = Vec::new();
-        match in_tree {
-            Some(r) => self.index.tree(r, &mut out),
-            None => {
-                for &r in &self.index.roots {
-                    self.index.tree(r, &mut out);
-                }
-            }
-        }
-        out
-    }
-
-    /// A numbered group's parts, by anchor: single providers with everything the group asks.
-    fn single_provider_parts(&self, g: &Group) -> BTreeMap<ProviderId, Vec<GroupPart>> {
-        let mut by_anchor: BTreeMap<ProviderId, Vec<GroupPart>> = BTreeMap::new();
-        if g.required_unknown || g.resources.iter().any(|(c, _)| c.is_none()) {
-            return by_anchor;
-        }
-        // Placement ignores in_tree for a group without resources.
-        let tree_root = match g.in_tree {
-            Some(_) if g.resources.is_empty() => None,
-            Some(None) => return by_anchor,
-            Some(Some(p)) => match self.root(p) {
-                Some(r) => Some(r),
-                None => return by_anchor,
-            },
-            None => None,
-        };
-        for p in self.providers_in_order(tree_root) {
             let prov = self.index.get(p);
-            let ok = g
-                .resources
-                .iter()
-                .all(|(c, a)| self.fits(p, c.unwrap_or(0), *a))
+            let ok = g.resources.iter().all(|(c, a)| self.fits(p, *c, *a))
                 && g.required
                     .iter()
                     .all(|any| any.iter().any(|t| prov.has_trait(*t)))
@@ -185,137 +141,91 @@ impl<'a> Search<'a> {
                     .as_ref()
                     .is_none_or(|m| self.in_aggregates(p, m))
                 && !self.in_any_aggregate(p, &g.forbidden_aggregates);
-            if !ok {
-                continue;
-            }
-            let Some(root) = self.root(p) else { continue };
-            let part = GroupPart {
-                items: g
-                    .resources
-                    .iter()
-                    .map(|(c, a)| (p, c.unwrap_or(0), *a))
-                    .collect(),
-                providers: vec![p],
-            };
-            if self.anchor_allowed(root) {
-                by_anchor.entry(root).or_default().push(part.clone());
-            }
-            if self.is_sharing(p) {
-                for anchor in self.sharing_anchors(p) {
-                    if anchor != root && self.anchor_allowed(anchor) {
-                        by_anchor.entry(anchor).or_default().push(part.clone());
-                    }
-                }
+            if ok {
+                out.push(GroupPart {
+                    items: g.resources.iter().map(|(c, a)| (p, *c, *a)).collect(),
+                    providers: vec![p],
+                });
             }
         }
-        by_anchor
     }
 
-    /// The unnumbered group's parts, by anchor: one provider per class from the tree or its
-    /// sharing providers, with the traits of the chosen providers judged together.
-    fn spread_parts(&self, g: &Group) -> BTreeMap<ProviderId, Vec<GroupPart>> {
-        let mut by_anchor: BTreeMap<ProviderId, Vec<GroupPart>> = BTreeMap::new();
-        if g.required_unknown
-            || g.resources.iter().any(|(c, _)| c.is_none())
-            || g.member_of
-                .as_ref()
-                .is_some_and(|m| m.iter().any(Vec::is_empty))
-        {
-            return by_anchor;
+    /// The unnumbered group's parts for one anchor: one provider per class from the tree
+    /// or its sharing providers, with the traits of the chosen providers judged together.
+    fn spread_parts(
+        &self,
+        g: &Group,
+        anchor: ProviderId,
+        tree: &[ProviderId],
+        lists: &mut Vec<Vec<ProviderId>>,
+        out: &mut Vec<GroupPart>,
+    ) {
+        if g.in_tree_root.is_some_and(|r| r != anchor) {
+            return;
         }
-        let tree_root = match g.in_tree {
-            Some(None) => return by_anchor,
-            Some(Some(p)) => match self.root(p) {
-                Some(r) => Some(r),
-                None => return by_anchor,
-            },
-            None => None,
-        };
         let in_aggs = |p: ProviderId| {
             g.member_of
                 .as_ref()
                 .is_none_or(|m| self.in_aggregates(p, m))
         };
-        let keep = |p: ProviderId, anchor: ProviderId| {
-            self.anchor_allowed(anchor)
-                && (g.member_of.is_none() || in_aggs(p) || in_aggs(anchor))
+        let keep = |p: ProviderId| {
+            (g.member_of.is_none() || in_aggs(p) || in_aggs(anchor))
                 && !(self.in_any_aggregate(p, &g.forbidden_aggregates)
                     || self.in_any_aggregate(anchor, &g.forbidden_aggregates))
                 && !self.has_forbidden(p, g)
         };
-        // Per class: anchor → providers able to supply it, in tree order.
-        let order = self.providers_in_order(tree_root);
-        let mut per_class: Vec<BTreeMap<ProviderId, Vec<ProviderId>>> = Vec::new();
-        for (c, a) in &g.resources {
-            let class = c.unwrap_or(0);
-            let mut m: BTreeMap<ProviderId, Vec<ProviderId>> = BTreeMap::new();
-            for &p in &order {
-                if self.fits(p, class, *a)
-                    && let Some(root) = self.root(p)
-                    && keep(p, root)
-                {
-                    m.entry(root).or_default().push(p);
-                }
-            }
-            if tree_root.is_none() {
-                for &s in &self.index.sharing {
-                    if self.root(s).is_none() || !self.fits(s, class, *a) {
-                        continue;
-                    }
-                    // Only sharing providers in the requested aggregates share (Placement intersects them).
-                    if g.member_of
-                        .as_ref()
-                        .is_some_and(|mo| !self.in_aggregates(s, mo))
-                    {
-                        continue;
-                    }
-                    for anchor in self.sharing_anchors(s) {
-                        if keep(s, anchor) {
-                            let list = m.entry(anchor).or_default();
-                            if !list.contains(&s) {
-                                list.push(s);
-                            }
-                        }
-                    }
-                }
-            }
-            if m.is_empty() {
-                return BTreeMap::new();
-            }
-            per_class.push(m);
-        }
-        let Some(first) = per_class.first() else {
-            return by_anchor;
+        let linked: &[ProviderId] = match g.in_tree_root {
+            Some(_) => &[],
+            None => self
+                .sharing_by_anchor
+                .get(&anchor)
+                .map(Vec::as_slice)
+                .unwrap_or(&[]),
         };
-        for &anchor in first.keys() {
-            let lists: Option<Vec<&Vec<ProviderId>>> =
-                per_class.iter().map(|m| m.get(&anchor)).collect();
-            let Some(lists) = lists else { continue };
-            let mut parts = Vec::new();
-            product(&lists, |choice| {
-                let traits_ok = g.required.iter().all(|any| {
-                    choice.iter().any(|p| {
-                        let prov = self.index.get(*p);
-                        any.iter().any(|t| prov.has_trait(*t))
-                    })
-                });
-                if traits_ok {
-                    let items: Vec<(ProviderId, ClassId, i64)> = choice
-                        .iter()
-                        .zip(&g.resources)
-                        .map(|(p, (c, a))| (*p, c.unwrap_or(0), *a))
-                        .collect();
-                    let mut providers: Vec<ProviderId> = choice.to_vec();
-                    providers.sort_unstable();
-                    providers.dedup();
-                    parts.push(GroupPart { items, providers });
+        lists.resize_with(g.resources.len(), Vec::new);
+        for (list, (c, a)) in lists.iter_mut().zip(&g.resources) {
+            list.clear();
+            for &p in tree {
+                if self.fits(p, *c, *a) && keep(p) {
+                    list.push(p);
                 }
-            });
-            if !parts.is_empty() {
-                by_anchor.insert(anchor, parts);
+            }
+            for &s in linked {
+                // Only sharing providers in the requested aggregates share.
+                if self.fits(s, *c, *a)
+                    && keep(s)
+                    && g.member_of
+                        .as_ref()
+                        .is_none_or(|m| self.in_aggregates(s, m))
+                    && !list.contains(&s)
+                {
+                    list.push(s);
+                }
+            }
+            if list.is_empty() {
+                return;
             }
         }
-        by_anchor
+        let lists: Vec<&Vec<ProviderId>> = lists.iter().collect();
+        product(&lists, |choice| {
+            let traits_ok = g.required.iter().all(|any| {
+                choice.iter().any(|p| {
+                    let prov = self.index.get(*p);
+                    any.iter().any(|t| prov.has_trait(*t))
+                })
+            });
+            if traits_ok {
+                let items = choice
+                    .iter()
+                    .zip(&g.resources)
+                    .map(|(p, (c, a))| (*p, *c, *a))
+                    .collect();
+                let mut providers: Vec<ProviderId> = choice.to_vec();
+                providers.sort_unstable();
+                providers.dedup();
+                out.push(GroupPart { items, providers });
+            }
+        });
     }
 
     fn ancestors(&self, p: ProviderId) -> Vec<ProviderId> {
@@ -344,6 +254,126 @@ impl<'a> Search<'a> {
             });
         }
         common.is_some_and(|c| c.iter().any(|p| providers.contains(p)))
+    }
+
+    /// Combines one part per group into a candidate, or `None` when the combination breaks
+    /// group policy, same_subtree or capacity.
+    fn combine(&self, parts: &[&GroupPart]) -> Option<Candidate> {
+        if self.isolate {
+            let mut distinct: Vec<ProviderId> = self
+                .groups
+                .iter()
+                .zip(parts)
+                .filter(|(g, _)| g.same_provider)
+                .flat_map(|(_, p)| p.providers.iter().copied())
+                .collect();
+            distinct.sort_unstable();
+            distinct.dedup();
+            if distinct.len() != self.granular {
+                return None;
+            }
+        }
+        for members in &self.subtree_groups {
+            let providers: BTreeSet<ProviderId> = members
+                .iter()
+                .flat_map(|i| parts[*i].providers.iter().copied())
+                .collect();
+            if !self.same_subtree(&providers) {
+                return None;
+            }
+        }
+        let mut sums: Vec<(ProviderId, ClassId, i64)> =
+            parts.iter().flat_map(|p| p.items.iter().copied()).collect();
+        sums.sort_unstable_by_key(|(p, c, _)| (*p, *c));
+        sums.dedup_by(|later, earlier| {
+            if later.0 == earlier.0 && later.1 == earlier.1 {
+                earlier.2 += later.2;
+                true
+            } else {
+                false
+            }
+        });
+        for (p, c, amount) in &sums {
+            let prov = self.index.get(*p);
+            let inv = prov.inventory(*c)?;
+            if prov.used(*c) + amount > inv.capacity() || *amount > inv.max_unit {
+                return None;
+            }
+        }
+        let mut mappings: Vec<(String, Vec<ProviderId>)> = Vec::with_capacity(parts.len());
+        for (g, part) in self.groups.iter().zip(parts) {
+            match mappings.iter_mut().find(|(s, _)| *s == g.suffix) {
+                Some((_, ps)) => ps.extend(part.providers.iter().copied()),
+                None => mappings.push((g.suffix.clone(), part.providers.clone())),
+            }
+        }
+        for (_, ps) in &mut mappings {
+            ps.sort_unstable();
+            ps.dedup();
+        }
+        Some(Candidate {
+            allocations: sums,
+            mappings,
+        })
+    }
+
+    /// Visits every candidate in order; `visit` returns false to stop.
+    fn run(&self, mut visit: impl FnMut(Candidate) -> bool) {
+        if self.groups.iter().any(|g| g.impossible) {
+            return;
+        }
+        let mut tree = Vec::new();
+        let mut parts: Vec<Vec<GroupPart>> = vec![Vec::new(); self.groups.len()];
+        let mut lists = Vec::new();
+        // Candidates made only of sharing providers repeat under every tree those providers
+        // serve; they count once.
+        let mut sharing_seen: HashSet<Candidate> = HashSet::new();
+        'anchors: for &anchor in &self.index.roots {
+            if !self.anchor_allowed(anchor) {
+                continue;
+            }
+            tree.clear();
+            self.index.tree(anchor, &mut tree);
+            for (g, out) in self.groups.iter().zip(parts.iter_mut()) {
+                out.clear();
+                if g.same_provider {
+                    self.single_provider_parts(g, anchor, &tree, out);
+                } else {
+                    self.spread_parts(g, anchor, &tree, &mut lists, out);
+                }
+                if out.is_empty() {
+                    continue 'anchors;
+                }
+            }
+            let mut idx = vec![0usize; parts.len()];
+            loop {
+                let combo: Vec<&GroupPart> = parts.iter().zip(&idx).map(|(l, i)| &l[*i]).collect();
+                if let Some(c) = self.combine(&combo) {
+                    let only_sharing = c
+                        .allocations
+                        .iter()
+                        .all(|(p, _, _)| self.index.sharing.binary_search(p).is_ok());
+                    if (!only_sharing || sharing_seen.insert(c.clone())) && !visit(c) {
+                        return;
+                    }
+                }
+                let mut k = parts.len();
+                let done = loop {
+                    if k == 0 {
+                        break true;
+                    }
+                    k -= 1;
+                    idx[k] += 1;
+                    if idx[k] < parts[k].len() {
+                        break false;
+                    }
+                    idx[k] = 0;
+                };
+                if done {
+                    break;
+                }
+            }
+        }
     }
 }
 
@@ -374,20 +404,17 @@ fn product(lists: &[&Vec<ProviderId>], mut f: impl FnMut(&[ProviderId])) {
 }
 
 fn resolve_group(index: &ProviderIndex, q: &GroupQuery) -> Group {
-    let trait_id = |t: &String| index.traits.get(t);
-    let mut required_unknown = false;
+    let mut impossible = false;
     let required = q
         .required
         .iter()
         .map(|any| {
-            let ids: Vec<TraitId> = any.iter().filter_map(trait_id).collect();
-            if ids.is_empty() {
-                required_unknown = true;
-            }
+            let ids: Vec<TraitId> = any.iter().filter_map(|t| index.traits.get(t)).collect();
+            impossible |= ids.is_empty();
             ids
         })
         .collect();
-    let member_of = (!q.member_of.is_empty()).then(|| {
+    let member_of: Option<Vec<Vec<AggregateId>>> = (!q.member_of.is_empty()).then(|| {
         q.member_of
             .iter()
             .map(|any| {
@@ -397,87 +424,113 @@ fn resolve_group(index: &ProviderIndex, q: &GroupQuery) -> Group {
             })
             .collect()
     });
-    let in_tree = q.in_tree.as_ref().map(|u| {
-        let names = index.names_with_uuid(u);
-        let lower = u.to_ascii_lowercase();
-        let names = if names.is_empty() {
-            index.names_with_uuid(&lower)
-        } else {
-            names
-        };
-        names.first().and_then(|n| index.id(n))
-    });
+    impossible |= member_of
+        .as_ref()
+        .is_some_and(|m| m.iter().any(Vec::is_empty));
+    let resources = q
+        .resources
+        .iter()
+        .filter_map(|(c, a)| match index.classes.get(c) {
+            Some(id) => Some((id, *a)),
+            None => {
+                impossible = true;
+                None
+            }
+        })
+        .collect();
+    let in_tree_root = match &q.in_tree {
+        None => None,
+        Some(u) => {
+            let names = index.names_with_uuid(u);
+            let names = if names.is_empty() {
+                index.names_with_uuid(&u.to_ascii_lowercase())
+            } else {
+                names
+            };
+            match names
+                .first()
+                .and_then(|n| index.id(n))
+                .and_then(|p| index.get(p).root)
+            {
+                Some(r) => Some(r),
+                None => {
+                    // Placement ignores in_tree for a group without resources.
+                    impossible |= !q.resources.is_empty();
+                    None
+                }
+            }
+        }
+    };
     Group {
         suffix: q.suffix.clone(),
         same_provider: q.use_same_provider,
-        resources: q
-            .resources
-            .iter()
-            .map(|(c, a)| (index.classes.get(c), *a))
-            .collect(),
+        resources,
+        impossible,
         required,
-        required_unknown,
-        forbidden: q.forbidden.iter().filter_map(trait_id).collect(),
+        forbidden: q
+            .forbidden
+            .iter()
+            .filter_map(|t| index.traits.get(t))
+            .collect(),
         member_of,
         forbidden_aggregates: q
             .forbidden_aggregates
             .iter()
             .filter_map(|a| index.aggregate_names.get(a))
             .collect(),
-        in_tree,
+        in_tree_root,
     }
 }
 
-/// Runs a query over the index.
-pub fn allocation_candidates(index: &ProviderIndex, query: &CandidatesQuery) -> CandidateSet {
-    let mut search = Search::new(index);
-    let mut result = CandidateSet {
-        requested_classes: query
-            .groups
-            .values()
-            .flat_map(|g| g.resources.keys())
-            .filter_map(|c| index.classes.get(c))
-            .collect(),
-        ..Default::default()
-    };
-    if !query.root_required.is_empty() || !query.root_forbidden.is_empty() {
-        let mut allowed = HashSet::new();
-        'roots: for &r in &index.roots {
-            let p = index.get(r);
-            for t in &query.root_required {
-                if !index.traits.get(t).is_some_and(|id| p.has_trait(id)) {
-                    continue 'roots;
-                }
-            }
-            for t in &query.root_forbidden {
-                if index.traits.get(t).is_some_and(|id| p.has_trait(id)) {
-                    continue 'roots;
-                }
-            }
-            allowed.insert(r);
-        }
-        search.anchors = Some(allowed);
-    }
+fn prepare<'a>(index: &'a ProviderIndex, query: &CandidatesQuery) -> Search<'a> {
     let groups: Vec<Group> = query
         .groups
         .values()
         .map(|g| resolve_group(index, g))
         .collect();
-    let mut per_group: Vec<BTreeMap<ProviderId, Vec<GroupPart>>> = Vec::new();
-    for g in &groups {
-        let parts = if g.same_provider {
-            search.single_provider_parts(g)
-        } else {
-            search.spread_parts(g)
-        };
-        if parts.is_empty() {
-            return result;
+    let anchors =
+        (!query.root_required.is_empty() || !query.root_forbidden.is_empty()).then(|| {
+            index
+                .roots
+                .iter()
+                .copied()
+                .filter(|&r| {
+                    let p = index.get(r);
+                    query
+                        .root_required
+                        .iter()
+                        .all(|t| index.traits.get(t).is_some_and(|id| p.has_trait(id)))
+                        && !query
+                            .root_forbidden
+                            .iter()
+                            .any(|t| index.traits.get(t).is_some_and(|id| p.has_trait(id)))
+                })
+                .collect()
+        });
+    // Each sharing provider serves the trees with any provider in one of its aggregates.
+    let mut sharing_by_anchor: HashMap<ProviderId, Vec<ProviderId>> = HashMap::new();
+    for &s in &index.sharing {
+        if index.get(s).root.is_none() {
+            continue;
         }
-        per_group.push(parts);
+        let mut served = BTreeSet::new();
+        for a in &index.get(s).aggregates {
+            for m in index
+                .aggregate_members
+                .get(*a as usize)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(r) = index.get(*m).root {
+                    served.insert(r);
+                }
+            }
+        }
+        for r in served {
+            sharing_by_anchor.entry(r).or_default().push(s);
+        }
     }
-    let granular = groups.iter().filter(|g| g.same_provider).count();
-    let isolate = query.group_policy == Some(GroupPolicy::Isolate);
-    let subtree_groups: Vec<Vec<usize>> = query
+    let subtree_groups = query
         .same_subtrees
         .iter()
         .map(|set| {
@@ -489,50 +542,74 @@ pub fn allocation_candidates(index: &ProviderIndex, query: &CandidatesQuery) -> 
                 .collect()
         })
         .collect();
-    // Anchors that every group reaches, in root-name order.
-    let mut anchors: Vec<ProviderId> = per_group[0]
-        .keys()
-        .copied()
-        .filter(|a| per_group.iter().all(|m| m.contains_key(a)))
-        .collect();
-    anchors.sort_by(|a, b| index.get(*a).name.cmp(&index.get(*b).name));
-    let mut seen: HashSet<Candidate> = HashSet::new();
-    for anchor in anchors {
-        let lists: Vec<&Vec<GroupPart>> = per_group.iter().map(|m| &m[&anchor]).collect();
-        let mut idx = vec![0usize; lists.len()];
-        loop {
-            let combo: Vec<&GroupPart> = lists.iter().zip(&idx).map(|(l, i)| &l[*i]).collect();
-            if let Some(c) = combine(&search, &groups, &combo, granular, isolate, &subtree_groups)
-                && seen.insert(c.clone())
-            {
+    Search {
+        index,
+        granular: groups.iter().filter(|g| g.same_provider).count(),
+        isolate: query.group_policy == Some(GroupPolicy::Isolate),
+        groups,
+        anchors,
+        sharing_by_anchor,
+        subtree_groups,
+    }
+}
+
+/// Whether a candidate uses at most one provider per tree (all microversions before 1.29 allow).
+fn one_provider_per_tree(index: &ProviderIndex, c: &Candidate) -> bool {
+    let mut providers: Vec<ProviderId> = c.allocations.iter().map(|(p, _, _)| *p).collect();
+    providers.dedup();
+    let mut roots: Vec<Option<ProviderId>> = providers.iter().map(|p| index.get(*p).root).collect();
+    roots.sort_unstable();
+    roots.dedup();
+    providers.len() == roots.len()
+}
+
+/// Counts the candidates of a query without keeping them.
+pub fn count_candidates(index: &ProviderIndex, query: &CandidatesQuery) -> usize {
+    let search = prepare(index, query);
+    let nested = query.microversion.at_least(29);
+    let mut n = 0;
+    search.run(|c| {
+        if nested || one_provider_per_tree(index, &c) {
+            n += 1;
+        }
+        query.limit.is_none_or(|l| n < l)
+    });
+    n
+}
+
+/// Runs a query over the index.
+pub fn allocation_candidates(index: &ProviderIndex, query: &CandidatesQuery) -> CandidateSet {
+    counted_candidates(index, query, usize::MAX).1
+}
+
+/// Counts every candidate (up to the query's limit) and keeps the first `keep` of them.
+pub fn counted_candidates(
+    index: &ProviderIndex,
+    query: &CandidatesQuery,
+    keep: usize,
+) -> (usize, CandidateSet) {
+    let search = prepare(index, query);
+    let nested = query.microversion.at_least(29);
+    let mut result = CandidateSet {
+        requested_classes: query
+            .groups
+            .values()
+            .flat_map(|g| g.resources.keys())
+            .filter_map(|c| index.classes.get(c))
+            .collect(),
+        ..Default::default()
+    };
+    let mut count = 0;
+    search.run(|c| {
+        if nested || one_provider_per_tree(index, &c) {
+            count += 1;
+            if result.candidates.len() < keep {
                 result.candidates.push(c);
             }
-            // Next combination.
-            let mut k = lists.len();
-            let done = loop {
-                if k == 0 {
-                    break true;
-                }
-                k -= 1;
-                idx[k] += 1;
-                if idx[k] < lists[k].len() {
-                    break false;
-                }
-                idx[k] = 0;
-            };
-            if done {
-                break;
-            }
         }
-    }
-    if !query.microversion.at_least(29) {
-        result.candidates.retain(|c| {
-            let providers: BTreeSet<ProviderId> =
-                c.allocations.iter().map(|(p, _, _)| *p).collect();
-            let roots: BTreeSet<Option<ProviderId>> =
-                providers.iter().map(|p| search.root(*p)).collect();
-            providers.len() == roots.len()
-        });
+        query.limit.is_none_or(|l| count < l)
+    });
+    if !nested {
         result.summary_only = Some(
             result
                 .candidates
@@ -541,86 +618,19 @@ pub fn allocation_candidates(index: &ProviderIndex, query: &CandidatesQuery) -> 
                 .collect(),
         );
     }
-    if let Some(limit) = query.limit {
-        result.candidates.truncate(limit);
-        if let Some(only) = &mut result.summary_only {
-            let kept: BTreeSet<ProviderId> = result
-                .candidates
-                .iter()
-                .flat_map(|c| c.allocations.iter().map(|(p, _, _)| *p))
-                .collect();
-            only.retain(|p| kept.contains(p));
-        }
-    }
     let trees: BTreeSet<ProviderId> = result
         .candidates
         .iter()
-        .flat_map(|c| c.allocations.iter().filter_map(|(p, _, _)| search.root(*p)))
+        .flat_map(|c| {
+            c.allocations
+                .iter()
+                .filter_map(|(p, _, _)| index.get(*p).root)
+        })
         .collect();
     let mut trees: Vec<ProviderId> = trees.into_iter().collect();
     trees.sort_by(|a, b| index.get(*a).name.cmp(&index.get(*b).name));
     result.summary_trees = trees;
-    result
-}
-
-/// Combines one part per group into a candidate, or `None` when the combination breaks
-/// group policy, same_subtree or capacity.
-fn combine(
-    search: &Search,
-    groups: &[Group],
-    parts: &[&GroupPart],
-    granular: usize,
-    isolate: bool,
-    subtree_groups: &[Vec<usize>],
-) -> Option<Candidate> {
-    if isolate {
-        let distinct: BTreeSet<ProviderId> = groups
-            .iter()
-            .zip(parts)
-            .filter(|(g, _)| g.same_provider)
-            .flat_map(|(_, p)| p.providers.iter().copied())
-            .collect();
-        if distinct.len() != granular {
-            return None;
-        }
-    }
-    for members in subtree_groups {
-        let providers: BTreeSet<ProviderId> = members
-            .iter()
-            .flat_map(|i| parts[*i].providers.iter().copied())
-            .collect();
-        if !search.same_subtree(&providers) {
-            return None;
-        }
-    }
-    let mut sums: BTreeMap<(ProviderId, ClassId), i64> = BTreeMap::new();
-    for part in parts {
-        for (p, c, a) in &part.items {
-            *sums.entry((*p, *c)).or_default() += a;
-        }
-    }
-    for ((p, c), amount) in &sums {
-        let prov = search.index.get(*p);
-        let inv = prov.inventory(*c)?;
-        if prov.used(*c) + amount > inv.capacity() || *amount > inv.max_unit {
-            return None;
-        }
-    }
-    let mut mappings: Vec<(String, Vec<ProviderId>)> = Vec::new();
-    for (g, part) in groups.iter().zip(parts) {
-        match mappings.iter_mut().find(|(s, _)| *s == g.suffix) {
-            Some((_, ps)) => ps.extend(part.providers.iter().copied()),
-            None => mappings.push((g.suffix.clone(), part.providers.clone())),
-        }
-    }
-    for (_, ps) in &mut mappings {
-        ps.sort_unstable();
-        ps.dedup();
-    }
-    Some(Candidate {
-        allocations: sums.into_iter().map(|((p, c), a)| (p, c, a)).collect(),
-        mappings,
-    })
+    (count, result)
 }
 
 impl CandidateSet {

@@ -55,6 +55,8 @@ pub(crate) struct Provider {
     pub(crate) parent_name: Option<Box<str>>,
     /// The parent's slot, once the parent exists.
     pub(crate) parent: Option<ProviderId>,
+    /// The root's slot, when the provider is in a well-formed tree.
+    pub(crate) root: Option<ProviderId>,
     /// Children by slot, sorted by name.
     pub(crate) children: Vec<ProviderId>,
     /// The provider's own inventories, sorted by class.
@@ -251,6 +253,7 @@ impl ProviderIndex {
             uuid: record.uuid.as_str().into(),
             parent_name: record.parent.as_deref().map(Into::into),
             parent: None,
+            root: None,
             children,
             inventories: Vec::new(),
             own_inventories,
@@ -293,6 +296,7 @@ impl ProviderIndex {
             },
         }
         self.set_effective(id, config_inventories, config_traits);
+        self.relink_roots(id);
         for agg in self.get(id).aggregates.clone() {
             let members = self.member_list(agg);
             members.push(id);
@@ -370,6 +374,22 @@ impl ProviderIndex {
         self.set_effective(id, inv, tr);
     }
 
+    /// Recomputes the cached root of a provider and everything under it.
+    fn relink_roots(&mut self, id: ProviderId) {
+        let root = self.root_id(id).ok();
+        let mut stack = vec![id];
+        let mut visited = 0;
+        while let Some(p) = stack.pop() {
+            visited += 1;
+            if visited > self.slots.len() {
+                break; // a cycle: its members keep no root
+            }
+            let prov = self.get_mut(p);
+            prov.root = root;
+            stack.extend(prov.children.iter().copied());
+        }
+    }
+
     /// Unlinks a provider from every lookup; returns its old contents.
     fn detach(&mut self, id: ProviderId) -> Provider {
         let p = self.slots[id as usize].take().expect("live provider slot");
@@ -420,6 +440,7 @@ impl ProviderIndex {
             if let Some(c) = self.slots[*child as usize].as_mut() {
                 c.parent = None;
             }
+            self.relink_roots(*child);
         }
         if !p.children.is_empty() {
             self.waiting_for_parent

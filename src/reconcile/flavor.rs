@@ -7,7 +7,7 @@ use crate::api::{
     PlacementRequestStatus, RequestGroupStatus,
 };
 use crate::placement::ProviderIndex;
-use crate::placement::candidates::allocation_candidates;
+use crate::placement::candidates::counted_candidates;
 use crate::placement::microversion::Microversion;
 use crate::placement::query::parse_candidates_query;
 use crate::placement::request::{FlavorShape, Request};
@@ -58,11 +58,10 @@ pub struct Placement {
 pub fn place(index: &ProviderIndex, request: &Request) -> Result<Placement, String> {
     let query =
         parse_candidates_query(&request.to_query(), Microversion::LATEST).map_err(|e| e.detail)?;
-    let set = allocation_candidates(index, &query);
+    let (count, set) = counted_candidates(index, &query, STATUS_CANDIDATES);
     let first = set
         .candidates
         .iter()
-        .take(STATUS_CANDIDATES)
         .map(|c| {
             let mut per_provider: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
             for (p, class, amount) in set.named(index, c) {
@@ -79,10 +78,7 @@ pub fn place(index: &ProviderIndex, request: &Request) -> Result<Placement, Stri
             }
         })
         .collect();
-    Ok(Placement {
-        count: set.candidates.len(),
-        first,
-    })
+    Ok(Placement { count, first })
 }
 
 /// The Schedulable condition for a placement outcome.
