@@ -51,12 +51,26 @@ pub struct Effective {
     pub conflicts: Vec<String>,
 }
 
+/// A config inventory for a class the provider already has of its own (the seed's "managed by
+/// the virt driver"): the config's inventory is ignored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InventoryConflict {
+    /// The entry's position in its config.
+    pub position: usize,
+    /// The provider reached.
+    pub provider: String,
+    pub class: String,
+}
+
 /// What became of one config's entries.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ConfigOutcome {
     pub matched: BTreeSet<String>,
     pub unmatched: Vec<String>,
+    /// Every conflict, one sentence each.
     pub conflicts: Vec<String>,
+    /// The inventory conflicts among them, as records.
+    pub inventory_conflicts: Vec<InventoryConflict>,
 }
 
 /// The merge of every entry into the index.
@@ -151,6 +165,11 @@ pub fn merge(index: &ProviderIndex, entries: &[ConfigEntry]) -> MergeResult {
                         "{here}: provider {name:?} already has {class} inventory of its own; the config's is ignored"
                     );
                     outcome.conflicts.push(msg.clone());
+                    outcome.inventory_conflicts.push(InventoryConflict {
+                        position: entry.position,
+                        provider: name.clone(),
+                        class: class.clone(),
+                    });
                     effective.conflicts.push(msg);
                 } else {
                     effective.inventories.insert(class.clone(), inv.clone());
