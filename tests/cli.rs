@@ -174,7 +174,7 @@ fn every_rejected_example_is_rejected_with_its_reason() {
         ),
         (
             "provider-config-unknown-major.yaml",
-            "schemaVersion \"2.0\" is not supported",
+            "spec.meta.schemaVersion: schema version \"2.0\" is not supported",
         ),
         (
             "provider-own-parent.yaml",

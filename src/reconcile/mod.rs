@@ -12,8 +12,7 @@ mod resource_provider;
 mod service_profile;
 
 use crate::api::{Object, ProviderConfig, Status};
-use crate::placement::Inventory;
-use crate::provider_config::{ConfigEntry, Identification, MergeResult, merge};
+use crate::provider_config::{ConfigEntry, MergeResult, merge, spec_entries};
 use crate::store::{ObjectKey, Store};
 
 pub use image::required_traits;
@@ -94,55 +93,10 @@ pub fn config_entries(store: &Store) -> Vec<ConfigEntry> {
         .collect()
 }
 
+/// A ProviderConfig's entries as the provider config core reads them (Nova's rules: entries
+/// with nothing additional are dropped; `name: $COMPUTE_NODE` targets compute nodes).
 fn entries_of(pc: &ProviderConfig) -> Vec<ConfigEntry> {
-    let source = pc.metadata.name.clone().unwrap_or_default();
-    pc.spec
-        .providers
-        .iter()
-        .enumerate()
-        .filter_map(|(position, e)| {
-            let identification = match (&e.identification.uuid, &e.identification.name) {
-                (Some(u), None) if u == crate::admission::COMPUTE_NODE_ID => {
-                    Identification::ComputeNode
-                }
-                (Some(u), None) => Identification::Uuid(u.clone()),
-                (None, Some(n)) => Identification::Name(n.clone()),
-                _ => return None,
-            };
-            let d = Inventory::default();
-            let inventories = e
-                .inventories
-                .iter()
-                .flat_map(|i| i.additional.iter())
-                .flat_map(|m| m.iter())
-                .map(|(class, i)| {
-                    (
-                        class.clone(),
-                        Inventory {
-                            total: i.total,
-                            reserved: i.reserved.unwrap_or(d.reserved),
-                            min_unit: i.min_unit.unwrap_or(d.min_unit),
-                            max_unit: i.max_unit.unwrap_or(d.max_unit),
-                            step_size: i.step_size.unwrap_or(d.step_size),
-                            allocation_ratio: i.allocation_ratio.unwrap_or(d.allocation_ratio),
-                        },
-                    )
-                })
-                .collect();
-            let traits = e
-                .traits
-                .iter()
-                .flat_map(|t| t.additional.iter().cloned())
-                .collect();
-            Some(ConfigEntry {
-                source: source.clone(),
-                position,
-                identification,
-                inventories,
-                traits,
-            })
-        })
-        .collect()
+    spec_entries(&pc.spec, pc.metadata.name.as_deref().unwrap_or(""))
 }
 
 /// The first `STATUS_LIST_CAP` items of a list.
