@@ -2,6 +2,7 @@
 
 pub mod apply;
 pub mod crds;
+pub mod provider_config;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -43,6 +44,12 @@ pub enum Command {
     },
     /// Print every CustomResourceDefinition as YAML.
     Crds,
+    /// Nova's provider config files: validate them as nova-compute loads them, or convert them
+    /// into ProviderConfig manifests.
+    ProviderConfig {
+        #[command(subcommand)]
+        command: provider_config::ProviderConfigCommand,
+    },
 }
 
 /// Runs the command line and returns the process's exit code.
@@ -54,6 +61,11 @@ pub fn main() -> ExitCode {
             let stdout = &mut std::io::stdout().lock();
             let stderr = &mut std::io::stderr().lock();
             ExitCode::from(apply::run(&files, output, stdin, stdout, stderr))
+        }
+        Command::ProviderConfig { command } => {
+            let stdout = &mut std::io::stdout().lock();
+            let stderr = &mut std::io::stderr().lock();
+            ExitCode::from(provider_config::run(&command, stdout, stderr))
         }
         Command::Crds => match crds::render() {
             Ok(yaml) => {
