@@ -185,12 +185,16 @@ fn every_rejected_example_is_rejected_with_its_reason() {
             "missing-name.yaml:2: document 1: field metadata.name is \"\": every object needs a name",
         ),
         (
+            "provider-config-duplicate-identification.yaml",
+            "provider 1 (name cn1): spec.providers[1].identification: \"cn1\" is already identified by spec.providers[0] (name cn1)",
+        ),
+        (
             "provider-config-standard-class.yaml",
             "resource class \"VCPU\" is not CUSTOM_",
         ),
         (
             "provider-config-unknown-major.yaml",
-            "schemaVersion \"2.0\" is not supported",
+            "spec.meta.schemaVersion: schema version \"2.0\" is not supported",
         ),
         (
             "provider-own-parent.yaml",

@@ -3,6 +3,7 @@
 pub mod apply;
 pub mod crds;
 pub mod placement;
+pub mod provider_config;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -49,6 +50,12 @@ pub enum Command {
     Placement {
         #[command(subcommand)]
         call: PlacementCall,
+    },
+    /// Nova's provider config files: validate them as nova-compute loads them, or convert them
+    /// into ProviderConfig manifests.
+    ProviderConfig {
+        #[command(subcommand)]
+        command: provider_config::ProviderConfigCommand,
     },
 }
 
@@ -105,6 +112,11 @@ pub fn main() -> ExitCode {
                 stdout,
                 stderr,
             ))
+        }
+        Command::ProviderConfig { command } => {
+            let stdout = &mut std::io::stdout().lock();
+            let stderr = &mut std::io::stderr().lock();
+            ExitCode::from(provider_config::run(&command, stdout, stderr))
         }
         Command::Crds => match crds::render() {
             Ok(yaml) => {

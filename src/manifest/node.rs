@@ -13,6 +13,9 @@ pub struct Located {
     pub node: Node,
     pub line: u64,
     pub column: u64,
+    /// Byte offset and length of the value's text in the source, when known (for a scalar:
+    /// its text as written, quotes included).
+    pub bytes: Option<(u64, u64)>,
 }
 
 /// A YAML value whose children carry their locations.
@@ -28,10 +31,12 @@ pub enum Node {
 
 impl From<Spanned<Node>> for Located {
     fn from(s: Spanned<Node>) -> Self {
+        let span = s.referenced.span();
         Located {
             node: s.value,
             line: s.referenced.line(),
             column: s.referenced.column(),
+            bytes: span.byte_offset().zip(span.byte_len()),
         }
     }
 }

@@ -3,7 +3,7 @@
 use crate::api::{Allocation, Inventory as ApiInventory, Object, ProviderConfig, ResourceProvider};
 use crate::placement::provider_tree::ConsumerAllocations;
 use crate::placement::{Inventory, ProviderRecord, derived_provider_uuid};
-use crate::provider_config::{ConfigEntry, Identification};
+use crate::provider_config::ConfigEntry;
 
 /// The uuid a provider goes by: its spec's, or one derived from its name.
 pub fn provider_uuid(rp: &ResourceProvider) -> String {
@@ -71,53 +71,8 @@ pub fn config_entries(store: &super::Store) -> Vec<ConfigEntry> {
         .collect()
 }
 
+/// A ProviderConfig's entries as the provider config core reads them (Nova's rules: entries
+/// with nothing additional are dropped; `name: $COMPUTE_NODE` targets compute nodes).
 fn entries_of(pc: &ProviderConfig) -> Vec<ConfigEntry> {
-    let source = pc.metadata.name.clone().unwrap_or_default();
-    pc.spec
-        .providers
-        .iter()
-        .enumerate()
-        .filter_map(|(position, e)| {
-            let identification = match (&e.identification.uuid, &e.identification.name) {
-                (Some(u), None) if u == crate::admission::COMPUTE_NODE_ID => {
-                    Identification::ComputeNode
-                }
-                (Some(u), None) => Identification::Uuid(u.clone()),
-                (None, Some(n)) => Identification::Name(n.clone()),
-                _ => return None,
-            };
-            let d = Inventory::default();
-            let inventories = e
-                .inventories
-                .iter()
-                .flat_map(|i| i.additional.iter())
-                .flat_map(|m| m.iter())
-                .map(|(class, i)| {
-                    (
-                        class.clone(),
-                        Inventory {
-                            total: i.total,
-                            reserved: i.reserved.unwrap_or(d.reserved),
-                            min_unit: i.min_unit.unwrap_or(d.min_unit),
-                            max_unit: i.max_unit.unwrap_or(d.max_unit),
-                            step_size: i.step_size.unwrap_or(d.step_size),
-                            allocation_ratio: i.allocation_ratio.unwrap_or(d.allocation_ratio),
-                        },
-                    )
-                })
-                .collect();
-            let traits = e
-                .traits
-                .iter()
-                .flat_map(|t| t.additional.iter().cloned())
-                .collect();
-            Some(ConfigEntry {
-                source: source.clone(),
-                position,
-                identification,
-                inventories,
-                traits,
-            })
-        })
-        .collect()
+    crate::provider_config::spec_entries(&pc.spec, pc.metadata.name.as_deref().unwrap_or(""))
 }
