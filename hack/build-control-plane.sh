@@ -10,8 +10,9 @@
 # are already there nothing is built. Progress goes to stderr; the last line
 # of stdout is the bin directory:
 #   BIN=$(hack/build-control-plane.sh | tail -1)
-# A cold build takes roughly 15 minutes on 2 cores (see
-# hack/controlplane/README.md). Go's own GOCACHE/GOMODCACHE are used as set.
+# A cold build is 18 CPU-minutes: about 10-15 min wall on 2 idle cores, 30 min
+# on a busy machine (hack/controlplane/README.md). Go's own GOCACHE and
+# GOMODCACHE are used as they are set.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -68,7 +69,7 @@ fi
 
 # Static, path-independent, stripped binaries (as the upstream release builds
 # are); -mod=readonly so a go.mod/go.sum that is out of date fails loudly.
-export CGO_ENABLED=0
+export CGO_ENABLED=0 GOWORK=off
 export GOFLAGS="-trimpath -mod=readonly"
 LDSTRIP="-s -w"
 

@@ -17,13 +17,17 @@ command -v openssl >/dev/null || { echo "smoke-test: openssl is needed" >&2; exi
 T=$(mktemp -d "${TMPDIR:-/tmp}/kubeplace-cp.XXXXXX")
 PIDS=()
 cleanup() {
-  local rc=$?
+  local rc=$? i
+  set +x
   if [[ ${KEEP:-0} == 1 && $rc == 0 ]]; then
     echo "smoke-test: left running: KUBECONFIG=$T/kubeconfig pids ${PIDS[*]}" >&2
     return
   fi
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  # apiserver first: stopping etcd under it makes its shutdown wait ~15s.
+  for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+    kill "${PIDS[i]}" 2>/dev/null || true
+    wait "${PIDS[i]}" 2>/dev/null || true
+  done
   if [[ $rc != 0 ]]; then
     echo "--- etcd.log (tail)" >&2; tail -20 "$T/etcd.log" >&2 || true
     echo "--- kube-apiserver.log (tail)" >&2; tail -40 "$T/kube-apiserver.log" >&2 || true
@@ -80,7 +84,9 @@ start=$SECONDS
   >"$T/etcd.log" 2>&1 &
 PIDS+=($!)
 
-# --- kube-apiserver
+# --- kube-apiserver. --endpoint-reconciler-type=none: the default reconciler
+# tries to publish 127.0.0.1 as the endpoint of Service "kubernetes", which
+# validation rejects (loopback), and logs that error every few seconds.
 "$BIN/kube-apiserver" \
   --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
   --bind-address=127.0.0.1 \
@@ -94,6 +100,7 @@ PIDS+=($!)
   --service-account-signing-key-file="$T/sa.key" \
   --service-cluster-ip-range=10.0.0.0/24 \
   --authorization-mode=RBAC \
+  --endpoint-reconciler-type=none \
   --profiling=false \
   >"$T/kube-apiserver.log" 2>&1 &
 PIDS+=($!)
@@ -125,7 +132,7 @@ set -x
 "$K" api-resources | tail -n +2 | wc -l
 "$K" auth whoami
 "$BIN/helm" version
-"$BIN/etcd" --version | head -1
+"$BIN/etcd" --version
 # helm against the apiserver: a chart from `helm create`, installed and removed
 # (no kube-controller-manager or kubelet run, so nothing becomes ready; no --wait).
 cd "$T" && "$BIN/helm" create smoke >/dev/null

@@ -13,7 +13,9 @@
 //!
 //! Candidates come in a stable order: trees by root name, providers in tree order.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashSet};
+
+use smallvec::{SmallVec, smallvec};
 
 use super::provider_tree::{AggregateId, ClassId, ProviderId, ProviderIndex, TraitId};
 use super::query::{CandidatesQuery, GroupPolicy, GroupQuery};
@@ -58,8 +60,8 @@ struct Group {
 /// One group's share of a candidate, as Placement's per-group allocation requests.
 #[derive(Debug, Clone, Default)]
 struct GroupPart {
-    items: Vec<(ProviderId, ClassId, i64)>,
-    providers: Vec<ProviderId>,
+    items: SmallVec<[(ProviderId, ClassId, i64); 4]>,
+    providers: SmallVec<[ProviderId; 4]>,
 }
 
 /// What stays fixed over one query: the index, resolved groups and precomputed links.
@@ -68,8 +70,8 @@ struct Search<'a> {
     groups: Vec<Group>,
     /// Anchors allowed by root_required (None: all).
     anchors: Option<HashSet<ProviderId>>,
-    /// Sharing providers by the roots of the trees they serve.
-    sharing_by_anchor: HashMap<ProviderId, Vec<ProviderId>>,
+    /// Sharing providers by aggregate.
+    sharing_by_aggregate: Vec<SmallVec<[ProviderId; 2]>>,
     granular: usize,
     isolate: bool,
     subtree_groups: Vec<Vec<usize>>,
@@ -113,13 +115,9 @@ impl<'a> Search<'a> {
         g: &Group,
         anchor: ProviderId,
         tree: &[ProviderId],
+        linked: &[ProviderId],
         out: &mut Vec<GroupPart>,
     ) {
-        let linked = self
-            .sharing_by_anchor
-            .get(&anchor)
-            .map(Vec::as_slice)
-            .unwrap_or(&[]);
         let candidates = tree
             .iter()
             .chain(linked.iter().filter(|s| self.root(**s) != Some(anchor)));
@@ -144,7 +142,7 @@ impl<'a> Search<'a> {
             if ok {
                 out.push(GroupPart {
                     items: g.resources.iter().map(|(c, a)| (p, *c, *a)).collect(),
-                    providers: vec![p],
+                    providers: smallvec![p],
                 });
             }
         }
@@ -157,6 +155,7 @@ impl<'a> Search<'a> {
         g: &Group,
         anchor: ProviderId,
         tree: &[ProviderId],
+        linked: &[ProviderId],
         lists: &mut Vec<Vec<ProviderId>>,
         out: &mut Vec<GroupPart>,
     ) {
@@ -174,13 +173,10 @@ impl<'a> Search<'a> {
                     || self.in_any_aggregate(anchor, &g.forbidden_aggregates))
                 && !self.has_forbidden(p, g)
         };
-        let linked: &[ProviderId] = match g.in_tree_root {
-            Some(_) => &[],
-            None => self
-                .sharing_by_anchor
-                .get(&anchor)
-                .map(Vec::as_slice)
-                .unwrap_or(&[]),
+        let linked: &[ProviderId] = if g.in_tree_root.is_some() {
+            &[]
+        } else {
+            linked
         };
         lists.resize_with(g.resources.len(), Vec::new);
         for (list, (c, a)) in lists.iter_mut().zip(&g.resources) {
@@ -220,7 +216,7 @@ impl<'a> Search<'a> {
                     .zip(&g.resources)
                     .map(|(p, (c, a))| (*p, *c, *a))
                     .collect();
-                let mut providers: Vec<ProviderId> = choice.to_vec();
+                let mut providers: SmallVec<[ProviderId; 4]> = SmallVec::from_slice(choice);
                 providers.sort_unstable();
                 providers.dedup();
                 out.push(GroupPart { items, providers });
@@ -304,7 +300,7 @@ impl<'a> Search<'a> {
         for (g, part) in self.groups.iter().zip(parts) {
             match mappings.iter_mut().find(|(s, _)| *s == g.suffix) {
                 Some((_, ps)) => ps.extend(part.providers.iter().copied()),
-                None => mappings.push((g.suffix.clone(), part.providers.clone())),
+                None => mappings.push((g.suffix.clone(), part.providers.to_vec())),
             }
         }
         for (_, ps) in &mut mappings {
@@ -325,21 +321,42 @@ impl<'a> Search<'a> {
         let mut tree = Vec::new();
         let mut parts: Vec<Vec<GroupPart>> = vec![Vec::new(); self.groups.len()];
         let mut lists = Vec::new();
+        let mut linked: Vec<ProviderId> = Vec::new();
         // Candidates made only of sharing providers repeat under every tree those providers
         // serve; they count once.
         let mut sharing_seen: HashSet<Candidate> = HashSet::new();
-        'anchors: for &anchor in &self.index.roots {
+        'anchors: for &anchor in self.index.roots.values() {
             if !self.anchor_allowed(anchor) {
                 continue;
             }
             tree.clear();
             self.index.tree(anchor, &mut tree);
+            // Sharing providers serve a tree when any of its providers is in one of their aggregates.
+            linked.clear();
+            if !self.sharing_by_aggregate.is_empty() {
+                for &p in &tree {
+                    for a in &self.index.get(p).aggregates {
+                        for &s in self
+                            .sharing_by_aggregate
+                            .get(*a as usize)
+                            .into_iter()
+                            .flatten()
+                        {
+                            if !linked.contains(&s) {
+                                linked.push(s);
+                            }
+                        }
+                    }
+                }
+                linked
+                    .sort_unstable_by(|a, b| self.index.get(*a).name.cmp(&self.index.get(*b).name));
+            }
             for (g, out) in self.groups.iter().zip(parts.iter_mut()) {
                 out.clear();
                 if g.same_provider {
-                    self.single_provider_parts(g, anchor, &tree, out);
+                    self.single_provider_parts(g, anchor, &tree, &linked, out);
                 } else {
-                    self.spread_parts(g, anchor, &tree, &mut lists, out);
+                    self.spread_parts(g, anchor, &tree, &linked, &mut lists, out);
                 }
                 if out.is_empty() {
                     continue 'anchors;
@@ -492,7 +509,7 @@ fn prepare<'a>(index: &'a ProviderIndex, query: &CandidatesQuery) -> Search<'a> 
         (!query.root_required.is_empty() || !query.root_forbidden.is_empty()).then(|| {
             index
                 .roots
-                .iter()
+                .values()
                 .copied()
                 .filter(|&r| {
                     let p = index.get(r);
@@ -507,27 +524,17 @@ fn prepare<'a>(index: &'a ProviderIndex, query: &CandidatesQuery) -> Search<'a> 
                 })
                 .collect()
         });
-    // Each sharing provider serves the trees with any provider in one of its aggregates.
-    let mut sharing_by_anchor: HashMap<ProviderId, Vec<ProviderId>> = HashMap::new();
+    let mut sharing_by_aggregate: Vec<SmallVec<[ProviderId; 2]>> = Vec::new();
     for &s in &index.sharing {
         if index.get(s).root.is_none() {
             continue;
         }
-        let mut served = BTreeSet::new();
         for a in &index.get(s).aggregates {
-            for m in index
-                .aggregate_members
-                .get(*a as usize)
-                .into_iter()
-                .flatten()
-            {
-                if let Some(r) = index.get(*m).root {
-                    served.insert(r);
-                }
+            let a = *a as usize;
+            if sharing_by_aggregate.len() <= a {
+                sharing_by_aggregate.resize_with(a + 1, SmallVec::new);
             }
-        }
-        for r in served {
-            sharing_by_anchor.entry(r).or_default().push(s);
+            sharing_by_aggregate[a].push(s);
         }
     }
     let subtree_groups = query
@@ -548,7 +555,7 @@ fn prepare<'a>(index: &'a ProviderIndex, query: &CandidatesQuery) -> Search<'a> 
         isolate: query.group_policy == Some(GroupPolicy::Isolate),
         groups,
         anchors,
-        sharing_by_anchor,
+        sharing_by_aggregate,
         subtree_groups,
     }
 }

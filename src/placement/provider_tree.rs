@@ -102,8 +102,8 @@ pub struct ProviderIndex {
     by_uuid: HashMap<Box<str>, Vec<ProviderId>>,
     /// Children whose parent does not exist yet, by the parent's name.
     waiting_for_parent: HashMap<Box<str>, Vec<ProviderId>>,
-    /// Providers without a parent, sorted by name.
-    pub(crate) roots: Vec<ProviderId>,
+    /// Providers without a parent, by name.
+    pub(crate) roots: BTreeMap<Box<str>, ProviderId>,
     pub(crate) classes: Interner,
     pub(crate) traits: Interner,
     pub(crate) aggregate_names: Interner,
@@ -277,9 +277,7 @@ impl ProviderIndex {
             .push(id);
         match record.parent.as_deref() {
             None => {
-                let mut roots = std::mem::take(&mut self.roots);
-                self.insert_sorted_by_name(&mut roots, id);
-                self.roots = roots;
+                self.roots.insert(record.name.as_str().into(), id);
             }
             Some(parent) => match self.by_name.get(parent).copied() {
                 Some(pid) => {
@@ -401,7 +399,9 @@ impl ProviderIndex {
             }
         }
         match (&p.parent_name, p.parent) {
-            (None, _) => self.roots.retain(|x| *x != id),
+            (None, _) => {
+                self.roots.remove(&p.name);
+            }
             (Some(_), Some(pid)) => {
                 if let Some(parent) = self.slots[pid as usize].as_mut() {
                     parent.children.retain(|x| *x != id);
@@ -533,7 +533,7 @@ impl ProviderIndex {
             return Vec::new();
         };
         self.roots
-            .iter()
+            .values()
             .map(|id| self.get(*id))
             .filter(|p| p.own_traits.binary_search(&t).is_ok())
             .map(|p| p.name.to_string())

@@ -63,7 +63,7 @@ pub fn matching_providers(index: &ProviderIndex, q: &ProvidersQuery) -> Vec<Prov
             index.tree(root, &mut order);
         }
         None => {
-            for &r in &index.roots {
+            for &r in index.roots.values() {
                 index.tree(r, &mut order);
             }
         }
