@@ -58,7 +58,7 @@ pub struct ProviderConfigSpec {
 pub struct ProviderConfigMeta {
     /// `"$Major.$minor"` as a string, e.g. `"1.0"`. Any 1.x loads; fields a newer minor
     /// adds are ignored with a warning.
-    #[schemars(regex(pattern = r"^1\.[0-9]+$"))]
+    #[schemars(regex(pattern = r"^1\.(0|[1-9][0-9]*)$"))]
     pub schema_version: String,
 }
 

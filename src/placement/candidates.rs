@@ -322,6 +322,7 @@ impl<'a> Search<'a> {
         let mut parts: Vec<Vec<GroupPart>> = vec![Vec::new(); self.groups.len()];
         let mut lists = Vec::new();
         let mut linked: Vec<ProviderId> = Vec::new();
+        let mut idx: Vec<usize> = Vec::new();
         // Candidates made only of sharing providers repeat under every tree those providers
         // serve; they count once.
         let mut sharing_seen: HashSet<Candidate> = HashSet::new();
@@ -362,9 +363,11 @@ impl<'a> Search<'a> {
                     continue 'anchors;
                 }
             }
-            let mut idx = vec![0usize; parts.len()];
+            idx.clear();
+            idx.resize(parts.len(), 0);
             loop {
-                let combo: Vec<&GroupPart> = parts.iter().zip(&idx).map(|(l, i)| &l[*i]).collect();
+                let combo: SmallVec<[&GroupPart; 4]> =
+                    parts.iter().zip(&idx).map(|(l, i)| &l[*i]).collect();
                 if let Some(c) = self.combine(&combo) {
                     let only_sharing = c
                         .allocations

@@ -704,17 +704,13 @@ impl ProviderIndex {
     /// Every provider of a tree, root first, depth-first with children in name order.
     pub(crate) fn tree(&self, root: ProviderId, out: &mut Vec<ProviderId>) {
         let start = out.len();
-        out.push(root);
-        let mut i = start;
-        while i < out.len() {
-            let id = out[i];
-            // Depth-first order: insert children right after their parent's subtree start.
-            let kids = &self.get(id).children;
-            out.splice(i + 1..i + 1, kids.iter().copied());
-            i += 1;
+        let mut stack = vec![root];
+        while let Some(id) = stack.pop() {
+            out.push(id);
             if out.len() - start > self.slots.len() {
-                break; // a cycle through a root cannot happen, but never loop forever
+                break; // never loop forever, whatever the links say
             }
+            stack.extend(self.get(id).children.iter().rev().copied());
         }
     }
 }
