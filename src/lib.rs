@@ -14,3 +14,4 @@ pub mod placement;
 pub mod provider_config;
 pub mod reconcile;
 pub mod store;
+pub mod templates;

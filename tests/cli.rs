@@ -105,11 +105,11 @@ fn example_cloud_is_admitted_with_statuses() {
     assert!(cn3["effectiveInventories"].get("DISK_GB").is_none());
     let pc = &item(&report, "ProviderConfig", "compute-defaults")["status"];
     assert_eq!(pc["matchedProviderCount"], 3);
-    // Usages from the allocation.
+    // Usages: web-1's allocation (2 VCPU, 4096 MB) plus server vault-1's 8 VCPU.
     let numa = &item(&report, "ResourceProvider", "cn1-numa0")["status"];
     assert_eq!(
         numa["usages"],
-        serde_json::json!({"MEMORY_MB": 4096, "VCPU": 2})
+        serde_json::json!({"MEMORY_MB": 4096, "VCPU": 10})
     );
     // Flavor requests as Nova builds them.
     let c1 = &item(&report, "Flavor", "c1.avx2")["status"]["request"];
@@ -137,6 +137,23 @@ fn example_cloud_is_admitted_with_statuses() {
     assert_eq!(pinned["groupPolicy"], "isolate");
     assert_eq!(pinned["groups"].as_array().unwrap().len(), 3);
     assert_eq!(pinned["groups"][0]["resources"]["PCPU"], 4);
+    // Servers: placed in file order, the huge one waits, the conflicting pair is named.
+    let vault = &item(&report, "Server", "vault-1")["status"];
+    assert_eq!(vault["host"], "cn1");
+    assert_eq!(vault["conditions"][0]["reason"], "Scheduled");
+    let lb = &item(&report, "Server", "lb-1")["status"];
+    assert_eq!(
+        lb["renderedMetadata"]["z23_funky_whitelist"],
+        serde_json::json!(["1.2.3.4", "8.8.8.8"])
+    );
+    assert_eq!(
+        item(&report, "Server", "batch-1")["status"]["conditions"][0]["reason"],
+        "NoValidHost"
+    );
+    assert_eq!(
+        item(&report, "Server", "licensed-1")["status"]["conditions"][0]["reason"],
+        "TraitConflict"
+    );
     let image = &item(&report, "Image", "crypto-appliance")["status"];
     assert_eq!(
         image["requiredTraits"],
@@ -207,6 +224,10 @@ fn every_rejected_example_is_rejected_with_its_reason() {
         (
             "provider-unknown-trait.yaml",
             "trait \"HW_CPU_X86_AVX3\" is neither a standard trait nor CUSTOM_*",
+        ),
+        (
+            "server-unknown-flavor.yaml",
+            "spec.flavor: Flavor \"m9.nonexistent\" does not exist",
         ),
         ("service-profile-no-driver.yaml", "spec.driver is empty"),
         (

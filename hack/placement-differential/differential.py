@@ -141,7 +141,7 @@ def gen_scenario(rnd):
     for t in range(n_trees):
         root = "cn%d" % (t + 1)
         depth = rnd.choice([1, 2, 2, 3, 3])
-        aggs = rnd.sample(AGGS, rnd.choice([0, 1, 1, 2]))
+        aggs = rnd.sample(AGGS[:3], rnd.choice([0, 1, 1, 2]))
         root_traits = rnd_traits(2, ["COMPUTE_NODE"] if rnd.random() < 0.8 else [])
         inv = {}
         if depth == 1:
@@ -177,7 +177,7 @@ def gen_scenario(rnd):
                         extra.append(rnd.choice(["CUSTOM_PHYSNET_A", "CUSTOM_PHYSNET_B"]))
                     paggs = [rnd.choice(AGGS)] if rnd.random() < 0.15 else []
                     add(pf, numa, inv, rnd_traits(1, extra), paggs)
-    for s in range(rnd.choice([0, 1, 1, 2, 2, 3])):
+    for s in range(rnd.choice([0, 1, 1, 2, 2, 2, 3])):
         name = "ss%d" % (s + 1)
         inv = {}
         for rc, pr in [("DISK_GB", 0.8), ("CUSTOM_X", 0.25), ("VCPU", 0.1), ("SRIOV_NET_VF", 0.1)]:
@@ -187,7 +187,7 @@ def gen_scenario(rnd):
             inv["DISK_GB"] = gen_inventory(rnd, "DISK_GB")
         traits = ["MISC_SHARES_VIA_AGGREGATE"] + rnd.sample(["STORAGE_DISK_SSD", "CUSTOM_GOLD",
                                                              "CUSTOM_SILVER"], rnd.randint(0, 1))
-        aggs = rnd.sample(AGGS, rnd.choice([0, 1, 1, 1, 2]))
+        aggs = rnd.sample(AGGS[:3], rnd.choice([0, 1, 1, 1, 2]))
         add(name, None, inv, traits, aggs)
 
     # Allocations, some at or above capacity.
@@ -286,12 +286,87 @@ class Facts:
             for it in a["allocations"]:
                 for rc, n in it["resources"].items():
                     used[(it["provider"], rc)] += n
+        self.used = used
         self.invs = collections.defaultdict(list)   # rc -> [(inv, used)]
         for p in self.providers:
             for rc, inv in p["inventories"].items():
                 self.invs[rc].append((inv, used[(p["name"], rc)]))
 
+    def focus(self, rnd):
+        """Picks a tree (or a sharing provider) and what it and its sharing providers offer;
+        queries built from it hit more often."""
+        roots = [p for p in self.providers if not p["parent"]]
+        root = rnd.choice(roots)
+        root_of = scenario_root_of(self.sc)
+        tree = [p for p in self.providers if root_of(p["name"]) == root["name"]]
+        aggs = {a for p in tree for a in p["aggregates"]}
+        shares = [p for p in self.providers if "MISC_SHARES_VIA_AGGREGATE" in p["traits"]
+                  and set(p["aggregates"]) & aggs]
+        members = tree + shares
+        self.focus_classes = sorted({rc for p in members for rc in p["inventories"]})
+        self.focus_traits = sorted({t for p in members for t in p["traits"]})
+        self.focus_members = [p for p in members if p["inventories"]]
+        self.focus_all = members
+
+    def clear_focus(self):
+        self.focus_classes = []
+        self.focus_traits = []
+        self.focus_members = []
+        self.focus_all = []
+
+    def targeted(self, rnd):
+        """A provider of the focus with inventory (or None)."""
+        if getattr(self, "focus_members", None) and rnd.random() < 0.75:
+            return rnd.choice(self.focus_members)
+        return None
+
+    def amount_on(self, rnd, p, rc):
+        inv = p["inventories"][rc]
+        used = self.used[(p["name"], rc)]
+        step = inv.get("stepSize", 1)
+        low = max(inv.get("minUnit", 1), 1)
+        low = low + (-low) % step
+        free = capacity(inv) - used
+        hi = min(free, inv.get("maxUnit", free))
+        hi = hi - hi % step
+        r = rnd.random()
+        if r < 0.5 or hi < low:
+            return low
+        if r < 0.8:
+            return rnd.randrange(low, hi + 1, step) if hi >= low else low
+        return rnd.choice([hi, hi + step, free + 1, inv.get("maxUnit", hi) + 1, low - 1,
+                           low + 1]) or 1
+
+    def group_on(self, rnd, p, mv, n_classes, with_traits):
+        """resources (and maybe a required value) one provider can satisfy."""
+        rcs = rnd.sample(sorted(p["inventories"]), min(n_classes, len(p["inventories"])))
+        res = ",".join("%s:%d" % (rc, max(1, self.amount_on(rnd, p, rc))) for rc in rcs)
+        req = None
+        if with_traits and mv >= 17:
+            toks = []
+            mine = list(p["traits"])
+            others = [t for t in self.traits + ABSENT_STD_TRAITS if t not in mine]
+            for _ in range(rnd.randint(1, 2)):
+                if mine and (rnd.random() < 0.7 or mv < 22 or not others):
+                    t = rnd.choice(mine)
+                    if t not in toks:
+                        toks.append(t)
+                elif others and mv >= 22:
+                    t = rnd.choice(others)
+                    if "!" + t not in toks:
+                        toks.append("!" + t)
+            if mv >= 39 and mine and rnd.random() < 0.25:
+                req = "in:%s,%s" % (rnd.choice(mine), rnd.choice(others or mine))
+            elif toks:
+                req = ",".join(toks)
+        return res, req
+
     def trait(self, rnd):
+        if getattr(self, "focus_traits", None) and rnd.random() < 0.6:
+            return rnd.choice(self.focus_traits)
+        return self._trait(rnd)
+
+    def _trait(self, rnd):
         # Traits that exist in the manifests, plus standard ones (present or not).
         pool = self.traits + STD_TRAITS + ["COMPUTE_NODE", "HW_NUMA_ROOT",
                                            "MISC_SHARES_VIA_AGGREGATE"] + ABSENT_STD_TRAITS[:1]
@@ -303,6 +378,8 @@ class Facts:
         return rnd.choice(pool)
 
     def cls(self, rnd):
+        if getattr(self, "focus_classes", None) and rnd.random() < 0.85:
+            return rnd.choice(self.focus_classes)
         if not self.classes or rnd.random() < 0.04:
             return rnd.choice(ABSENT_STD_CLASSES)
         return rnd.choice(self.classes)
@@ -318,6 +395,11 @@ class Facts:
                 inv.get("maxUnit", cap), inv.get("maxUnit", cap) + 1,
                 free, free + 1, cap, max(1, free // 2)]
         opts = [o for o in opts if 1 <= o < 10 ** 6]
+        if rnd.random() < 0.35:
+            # small amounts that respect min_unit and step_size
+            step = inv.get("stepSize", 1)
+            low = max(inv.get("minUnit", 1), step)
+            return max(1, low - low % step) if low % step else low
         return rnd.choice(opts or [1])
 
     def agg(self, rnd):
@@ -404,8 +486,26 @@ def gen_valid_candidates_query(f, rnd, mv):
         n_gran = rnd.choices([0, 1, 2, 3], [45, 25, 20, 10])[0]
     use_unnumbered = n_gran == 0 or rnd.random() < 0.6
     if use_unnumbered:
-        params.append(("resources", resources_value(f, rnd, rnd.choice([1, 1, 2, 2, 3]))))
-        if mv >= 17 and rnd.random() < 0.5:
+        p = f.targeted(rnd)
+        if p is not None:
+            parts = []
+            reqs = []
+            seen = set()
+            for _ in range(rnd.choice([1, 1, 2, 2, 3])):
+                res, req = f.group_on(rnd, p, mv, 1, rnd.random() < 0.3)
+                if res.split(":")[0] not in seen:
+                    seen.add(res.split(":")[0])
+                    parts.append(res)
+                    if req:
+                        reqs.append(req)
+                p = rnd.choice(f.focus_members)
+            params.append(("resources", ",".join(parts)))
+            if reqs and mv >= 17:
+                params.append(("required", reqs[0]))
+                feats.add("required")
+        else:
+            params.append(("resources", resources_value(f, rnd, rnd.choice([1, 1, 1, 2, 2, 3]))))
+        if mv >= 17 and "required" not in feats and rnd.random() < 0.4:
             for v in required_values(f, rnd, mv):
                 params.append(("required", v))
             feats.add("required")
@@ -424,7 +524,25 @@ def gen_valid_candidates_query(f, rnd, mv):
         if mv >= 36 and has_resourced and rnd.random() < 0.3:
             resourceless.append(s)
             feats.add("resourceless")
+            p = f.targeted(rnd)
+            if p is not None:
+                _, req = f.group_on(rnd, p, mv, 1, True)
+                if req:
+                    params.append(("required" + s, req))
+                    continue
         else:
+            p = f.targeted(rnd)
+            if p is not None:
+                res, req = f.group_on(rnd, p, mv, rnd.choice([1, 1, 2]), rnd.random() < 0.5)
+                params.append(("resources" + s, res))
+                if req:
+                    params.append(("required" + s, req))
+                if mv >= 21 and rnd.random() < 0.15:
+                    for v in member_of_values(f, rnd, mv):
+                        params.append(("member_of" + s, v))
+                if mv >= 31 and rnd.random() < 0.1:
+                    params.append(("in_tree" + s, f.tree_uuid(rnd)))
+                continue
             params.append(("resources" + s, resources_value(f, rnd, rnd.choice([1, 1, 2]))))
         if rnd.random() < (0.8 if s in resourceless else 0.45):
             for v in required_values(f, rnd, mv, allow_multi=False):
@@ -522,7 +640,9 @@ def gen_malformed_candidates_query(f, rnd):
 def gen_providers_query(f, rnd):
     mv = rnd.choice(PROVIDER_MVS)
     params = []
-    kinds = ["resources", "required", "member_of", "in_tree", "name", "uuid", "conflict"]
+    kinds = ["resources", "required", "member_of", "in_tree", "name", "uuid"]
+    if rnd.random() < 0.1:
+        kinds.append("conflict")
     for k in rnd.sample(kinds, rnd.choice([1, 1, 2, 3])):
         if k == "resources":
             params.append(("resources", resources_value(f, rnd, rnd.choice([1, 2]))))
@@ -548,8 +668,12 @@ def gen_queries(sc, rnd, n):
     f = Facts(sc)
     out = []
     for _ in range(n):
+        if rnd.random() < 0.7:
+            f.focus(rnd)
+        else:
+            f.clear_focus()
         r = rnd.random()
-        if r < 0.10:
+        if r < 0.08:
             q, mv = gen_providers_query(f, rnd)
             out.append({"query": q, "microversion": mvs(mv), "path": "resource_providers",
                         "feats": ["providers"]})
@@ -1118,7 +1242,21 @@ def main():
             shutil.rmtree(tmp, ignore_errors=True)
         names = Names(sc)
         bad = [r for r in results if r[2] is not None]
+
+        def count(ans):
+            st, body = ans
+            if st != 200 or not isinstance(body, dict):
+                return None
+            return len(body.get("allocation_requests", body.get("resource_providers", [])))
         with lock:
+            with open(os.path.join(a.out, "results.jsonl"), "a") as fh:
+                for (qi, q, d, pl, kp, unl) in results:
+                    fh.write(json.dumps({"scenario": i, "q": qi, "path": q["path"],
+                                         "mv": q["microversion"], "query": q["query"],
+                                         "feats": q["feats"], "placement": [pl[0], count(pl)],
+                                         "kubeplace": [kp[0], count(kp)],
+                                         "agree": d is None,
+                                         "category": d[0] if d else None}) + "\n")
             stats["scenarios"] += 1
             stats["queries"] += len(results)
             stats["agree"] += len(results) - len(bad)

@@ -9,10 +9,11 @@ mod flavor;
 mod image;
 mod provider_config;
 mod resource_provider;
+mod server;
+mod service_profile;
 
 pub use flavor::validation_mode;
 pub use provider_config::{COMPUTE_NODE_ID, identification_key};
-mod service_profile;
 
 use serde::Serialize;
 
@@ -102,6 +103,13 @@ pub fn admit(
         (_, Object::Flavor(f)) => flavor::review(f, store, &mut review),
         (_, Object::Image(i)) => image::review(i, &mut review),
         (_, Object::ServiceProfile(sp)) => service_profile::review(sp, &mut review),
+        (_, Object::Server(s)) => {
+            let old = match old {
+                Some(Object::Server(o)) => Some(o),
+                _ => None,
+            };
+            server::review(s, old, store, &mut review)
+        }
     }
     review.into_verdict(object.kind(), object.name())
 }

@@ -6,6 +6,9 @@ use super::Review;
 use crate::api::ServiceProfile;
 
 pub(super) fn review(sp: &ServiceProfile, review: &mut Review) {
+    if let Err(e) = crate::templates::check(&sp.spec.metadata) {
+        review.problem(format!("spec.metadata is not a valid template: {e}"));
+    }
     if sp.spec.driver.trim().is_empty() {
         review.problem("spec.driver is empty; name the driver that receives the metadata");
     }

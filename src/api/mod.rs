@@ -16,6 +16,7 @@ mod image;
 mod object;
 mod provider_config;
 mod resource_provider;
+mod server;
 mod service_profile;
 
 pub use allocation::*;
@@ -26,6 +27,7 @@ pub use image::*;
 pub use object::*;
 pub use provider_config::*;
 pub use resource_provider::*;
+pub use server::*;
 pub use service_profile::*;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -51,8 +53,12 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
         Flavor::crd(),
         Image::crd(),
         ServiceProfile::crd(),
+        Server::crd(),
     ]
 }
+
+/// The kinds whose objects live in a namespace.
+pub const NAMESPACED_KINDS: &[&str] = &["Server"];
 
 /// The kinds a manifest may name, in the order `kubeplace crds` prints them.
 pub const KINDS: &[&str] = &[
@@ -63,4 +69,5 @@ pub const KINDS: &[&str] = &[
     "Flavor",
     "Image",
     "ServiceProfile",
+    "Server",
 ];

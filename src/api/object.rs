@@ -88,6 +88,7 @@ kinds! {
     Flavor => FlavorStatus,
     Image => ImageStatus,
     ServiceProfile => ServiceProfileStatus,
+    Server => ServerStatus,
 }
 
 impl Object {

@@ -8,8 +8,10 @@ use serde_json::Value;
 
 use super::Output;
 use crate::admission::{Operation, Verdict, admit};
+use crate::api::Object;
 use crate::manifest::{Document, read_paths};
 use crate::reconcile::reconcile_all;
+use crate::reconcile::scheduler::{allocation_matches, plan};
 use crate::store::{ObjectKey, Store};
 
 /// Reconcile rounds before giving up on a fixed point (statuses depend on specs only, so
@@ -60,6 +62,8 @@ pub fn apply_documents(documents: Vec<Document>) -> (Report, Store) {
                 let verdict = admit(op, &object, old.as_ref(), &store);
                 if verdict.allowed {
                     store.apply(object);
+                    // The scheduler places a server as soon as it is stored.
+                    schedule(&mut store, &key);
                 }
                 (verdict, Some(key))
             }
@@ -93,6 +97,30 @@ pub fn apply_documents(documents: Vec<Document>) -> (Report, Store) {
         })
         .collect();
     (Report { items, summary }, store)
+}
+
+/// Places a server that holds no allocation (or one its flavor no longer matches): the
+/// chosen Allocation goes through admission, as the operator's would.
+pub fn schedule(store: &mut Store, key: &ObjectKey) {
+    let Some(Object::Server(server)) = store.get(key).cloned() else {
+        return;
+    };
+    if allocation_matches(store, &server) == Some(true) {
+        return;
+    }
+    let Ok(allocation) = plan(store, &server) else {
+        return;
+    };
+    let allocation = Object::Allocation(allocation);
+    let old = store.get(&ObjectKey::of(&allocation)).cloned();
+    let op = if old.is_some() {
+        Operation::Update
+    } else {
+        Operation::Create
+    };
+    if admit(op, &allocation, old.as_ref(), store).allowed {
+        store.apply(allocation);
+    }
 }
 
 /// Runs the subcommand; returns the exit code.

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 pub use node::{Located, Node};
 
-use crate::api::{API_VERSION, KINDS, Object};
+use crate::api::{API_VERSION, KINDS, NAMESPACED_KINDS, Object};
 use crate::placement::closest;
 
 /// Where a document was written.
@@ -297,7 +297,15 @@ fn to_object(root: &Located) -> Result<Object, DocumentError> {
             why,
         });
     }
-    match Object::from_value(&kind, root.to_json()) {
+    let mut body = root.to_json();
+    if NAMESPACED_KINDS.contains(&kind.as_str())
+        && let Some(meta) = body.get_mut("metadata").and_then(|m| m.as_object_mut())
+        && !meta.contains_key("namespace")
+    {
+        // kubectl puts an object without a namespace in its context's namespace, "default" here.
+        meta.insert("namespace".into(), "default".into());
+    }
+    match Object::from_value(&kind, body) {
         Some(Ok(object)) => Ok(object),
         Some(Err(e)) => {
             let at = root.locate(e.path.split(['.', '[', ']']).filter(|s| !s.is_empty()));

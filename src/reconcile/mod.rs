@@ -9,6 +9,8 @@ mod flavor;
 mod image;
 mod provider_config;
 mod resource_provider;
+pub mod scheduler;
+mod server;
 mod service_profile;
 
 use crate::api::{Object, Status};
@@ -16,6 +18,7 @@ use crate::provider_config::MergeResult;
 use crate::store::{ObjectKey, Store};
 
 pub use image::required_traits;
+pub use server::chosen_profile;
 
 /// Longest list a status carries; the full count is reported beside it.
 pub const STATUS_LIST_CAP: usize = 50;
@@ -52,6 +55,7 @@ pub fn desired_status(object: &Object, world: &World) -> Status {
         }
         Object::Flavor(f) => Status::Flavor(flavor::status(f, world, generation)),
         Object::Image(i) => Status::Image(image::status(i, world, generation)),
+        Object::Server(s) => Status::Server(server::status(s, world, generation)),
         Object::ServiceProfile(sp) => {
             Status::ServiceProfile(service_profile::status(sp, generation))
         }

@@ -1,0 +1,132 @@
+//! Server status: the allocation it holds, and its service profile's rendered metadata.
+
+use crate::api::{CandidateAllocationStatus, Condition, Object, Server, ServerStatus};
+use crate::templates::{ServerContext, render};
+
+use super::World;
+use super::scheduler::{
+    allocation_matches, allocation_name, consumer_uuid, flavor_and_image, plan,
+};
+
+/// The service profile a server uses: the one it names, else the flavor's first enabled one.
+pub fn chosen_profile(world_store: &crate::store::Store, server: &Server) -> Option<String> {
+    if let Some(p) = &server.spec.service_profile {
+        return Some(p.clone());
+    }
+    let Some(Object::Flavor(f)) = world_store.get_cluster("Flavor", &server.spec.flavor) else {
+        return None;
+    };
+    f.spec
+        .service_profiles
+        .iter()
+        .find(|p| matches!(world_store.get_cluster("ServiceProfile", p), Some(Object::ServiceProfile(sp)) if sp.spec.enabled))
+        .cloned()
+}
+
+pub(super) fn status(server: &Server, world: &World, generation: Option<i64>) -> ServerStatus {
+    let store = world.store;
+    let name = allocation_name(server);
+    let held = match store.get_cluster("Allocation", &name) {
+        Some(Object::Allocation(a)) => Some(a),
+        _ => None,
+    };
+    let mut status = ServerStatus {
+        consumer: Some(consumer_uuid(server)),
+        observed_generation: generation,
+        ..Default::default()
+    };
+    let scheduled = match (held, allocation_matches(store, server)) {
+        (Some(a), Some(true)) => {
+            status.allocation_name = Some(name.clone());
+            status.allocation = a
+                .spec
+                .allocations
+                .iter()
+                .map(|pa| CandidateAllocationStatus {
+                    provider: pa.provider.clone(),
+                    resources: pa.resources.clone(),
+                })
+                .collect();
+            // The host is the tree the server runs in, not a sharing provider it borrows from.
+            let index = store.index();
+            let shares = |p: &str| {
+                index.effective(p).is_some_and(|(_, t)| {
+                    t.contains(crate::placement::trait_name::MISC_SHARES_VIA_AGGREGATE)
+                })
+            };
+            status.host = a
+                .spec
+                .allocations
+                .iter()
+                .filter(|pa| !shares(&pa.provider))
+                .chain(a.spec.allocations.iter())
+                .find_map(|pa| index.root_of(&pa.provider).ok());
+            Condition::new(
+                "Scheduled",
+                true,
+                "Scheduled",
+                format!("holds Allocation {name}"),
+            )
+        }
+        _ => match flavor_and_image(store, server).and_then(|_| plan(store, server).map(|_| ())) {
+            Err(u) => Condition::new("Scheduled", false, u.reason, u.message),
+            Ok(()) => Condition::new(
+                "Scheduled",
+                false,
+                "Pending",
+                "a candidate is available; waiting for the scheduler",
+            ),
+        },
+    };
+    let rendered = match chosen_profile(store, server) {
+        None => None,
+        Some(profile) => Some({
+            status.service_profile = Some(profile.clone());
+            match store.get_cluster("ServiceProfile", &profile) {
+                Some(Object::ServiceProfile(sp)) => {
+                    let context = ServerContext {
+                        name: server.metadata.name.clone().unwrap_or_default(),
+                        namespace: server
+                            .metadata
+                            .namespace
+                            .clone()
+                            .unwrap_or_else(|| "default".into()),
+                        flavor: server.spec.flavor.clone(),
+                        image: server.spec.image.clone(),
+                        meta: server.spec.flavor_meta.clone(),
+                        allocation: status
+                            .allocation
+                            .iter()
+                            .map(|a| (a.provider.clone(), a.resources.clone()))
+                            .collect(),
+                    };
+                    match render(&sp.spec.metadata, &context) {
+                        Ok(doc) => {
+                            status.rendered_metadata = Some(doc);
+                            Condition::new(
+                                "MetadataRendered",
+                                true,
+                                "Rendered",
+                                format!("from ServiceProfile {profile}"),
+                            )
+                        }
+                        Err(e) => Condition::new(
+                            "MetadataRendered",
+                            false,
+                            "RenderFailed",
+                            format!("ServiceProfile {profile}: {e}"),
+                        ),
+                    }
+                }
+                _ => Condition::new(
+                    "MetadataRendered",
+                    false,
+                    "NoServiceProfile",
+                    format!("ServiceProfile {profile:?} does not exist"),
+                ),
+            }
+        }),
+    };
+    status.conditions = std::iter::once(scheduled).chain(rendered).collect();
+    status
+}

@@ -1,0 +1,300 @@
+//! Servers: placement, capacity, rebuild, resize, flavor metadata and templates, through
+//! the same admission and reconcile code `kubeplace apply` and the operator run.
+
+use kubeplace::api::Object;
+use kubeplace::cli::apply::{apply_documents, schedule};
+use kubeplace::manifest::parse_stream;
+use kubeplace::reconcile::reconcile_all;
+use kubeplace::store::{ObjectKey, Store};
+use proptest::prelude::*;
+use serde_json::Value;
+
+fn run(yaml: &str) -> (kubeplace::cli::apply::Report, Store) {
+    apply_documents(parse_stream("test.yaml", yaml).expect("test YAML parses"))
+}
+
+fn node(name: &str, vcpu: i64, traits: &[&str]) -> String {
+    let traits: String = traits.iter().map(|t| format!("\n  - {t}")).collect();
+    format!(
+        "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata:\n  name: {name}\nspec:\n  inventories:\n    VCPU:\n      total: {vcpu}\n    MEMORY_MB:\n      total: 8192\n  traits:\n  - COMPUTE_NODE{traits}\n---\n"
+    )
+}
+
+fn flavor(name: &str, vcpus: i64, extra: &str) -> String {
+    format!(
+        "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata:\n  name: {name}\nspec:\n  vcpus: {vcpus}\n  memoryMb: 512\n{extra}---\n"
+    )
+}
+
+fn image(name: &str, traits: &[&str]) -> String {
+    let props: String = traits
+        .iter()
+        .map(|t| format!("\n    trait:{t}: required"))
+        .collect();
+    let props = if traits.is_empty() {
+        " {}".to_string()
+    } else {
+        props
+    };
+    format!(
+        "apiVersion: kubeplace.io/v1alpha1\nkind: Image\nmetadata:\n  name: {name}\nspec:\n  properties:{props}\n---\n"
+    )
+}
+
+fn server(name: &str, flavor: &str, image: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: kubeplace.io/v1alpha1\nkind: Server\nmetadata:\n  name: {name}\n  namespace: ns\nspec:\n  flavor: {flavor}\n  image: {image}\n{extra}---\n"
+    )
+}
+
+fn server_status(store: &Store, name: &str) -> Value {
+    let key = ObjectKey {
+        kind: "Server",
+        namespace: "ns".into(),
+        name: name.into(),
+    };
+    store.get(&key).expect("server stored").status_value()
+}
+
+fn scheduled(store: &Store, name: &str) -> String {
+    server_status(store, name)["conditions"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn servers_fill_the_cloud_and_the_rest_wait() {
+    let mut yaml =
+        node("cn1", 4, &[]) + &node("cn2", 4, &[]) + &flavor("f2", 2, "") + &image("img", &[]);
+    for i in 0..5 {
+        yaml += &server(&format!("s{i}"), "f2", "img", "");
+    }
+    let (report, store) = run(&yaml);
+    assert_eq!(report.summary.rejected, 0);
+    let reasons: Vec<String> = (0..5)
+        .map(|i| scheduled(&store, &format!("s{i}")))
+        .collect();
+    assert_eq!(
+        reasons,
+        vec![
+            "Scheduled",
+            "Scheduled",
+            "Scheduled",
+            "Scheduled",
+            "NoValidHost"
+        ]
+    );
+    // Spread: the first two servers land on different nodes.
+    assert_ne!(
+        server_status(&store, "s0")["host"],
+        server_status(&store, "s1")["host"]
+    );
+    assert_eq!(store.index().used("cn1", "VCPU"), 4);
+    assert_eq!(store.index().used("cn2", "VCPU"), 4);
+}
+
+#[test]
+fn deleting_an_allocation_frees_capacity_for_a_waiting_server() {
+    let yaml = node("cn1", 2, &[])
+        + &flavor("f2", 2, "")
+        + &image("img", &[])
+        + &server("a", "f2", "img", "")
+        + &server("b", "f2", "img", "");
+    let (_, mut store) = run(&yaml);
+    assert_eq!(scheduled(&store, "b"), "NoValidHost");
+    // What the operator does when server a is deleted: its Allocation goes, then b is retried.
+    store.delete(&ObjectKey::cluster("Allocation", "server.ns.a"));
+    store.delete(&ObjectKey {
+        kind: "Server",
+        namespace: "ns".into(),
+        name: "a".into(),
+    });
+    schedule(
+        &mut store,
+        &ObjectKey {
+            kind: "Server",
+            namespace: "ns".into(),
+            name: "b".into(),
+        },
+    );
+    reconcile_all(&mut store, 5);
+    assert_eq!(scheduled(&store, "b"), "Scheduled");
+    assert_eq!(store.index().used("cn1", "VCPU"), 2);
+}
+
+#[test]
+fn rebuild_keeps_the_allocation_or_is_rejected_naming_the_traits() {
+    let base = node("cn1", 8, &["HW_CPU_X86_AVX2"])
+        + &flavor("f1", 1, "")
+        + &image("plain", &[])
+        + &image("avx", &["HW_CPU_X86_AVX2"])
+        + &image("avx512", &["HW_CPU_X86_AVX512F"])
+        + &server("s", "f1", "plain", "");
+    let ok = base.clone() + &server("s", "f1", "avx", "");
+    let (report, store) = run(&ok);
+    assert!(report.items.last().unwrap().admission.allowed);
+    assert_eq!(scheduled(&store, "s"), "Scheduled");
+    assert_eq!(
+        store.index().used("cn1", "VCPU"),
+        1,
+        "the allocation stays, not doubled"
+    );
+    let bad = base + &server("s", "f1", "avx512", "");
+    let (report, store) = run(&bad);
+    let verdict = &report.items.last().unwrap().admission;
+    assert!(!verdict.allowed);
+    assert!(verdict.message.contains("rebuild rejected: image \"avx512\" requires HW_CPU_X86_AVX512F which the server's providers (cn1) lack"), "{}", verdict.message);
+    // The rejected update left the server as it was.
+    let key = ObjectKey {
+        kind: "Server",
+        namespace: "ns".into(),
+        name: "s".into(),
+    };
+    let Some(Object::Server(s)) = store.get(&key) else {
+        panic!("server kept")
+    };
+    assert_eq!(s.spec.image, "plain");
+}
+
+#[test]
+fn resize_places_the_server_again_without_counting_it_twice() {
+    let yaml = node("cn1", 4, &[])
+        + &flavor("f2", 2, "")
+        + &flavor("f4", 4, "")
+        + &image("img", &[])
+        + &server("s", "f2", "img", "")
+        + &server("s", "f4", "img", "");
+    let (report, store) = run(&yaml);
+    assert_eq!(report.summary.rejected, 0);
+    assert_eq!(scheduled(&store, "s"), "Scheduled");
+    // 4 VCPU fit only because the old 2 are released, not added.
+    assert_eq!(store.index().used("cn1", "VCPU"), 4);
+    assert_eq!(
+        server_status(&store, "s")["allocation"][0]["resources"]["VCPU"],
+        4
+    );
+}
+
+#[test]
+fn image_traits_join_the_flavor_request() {
+    let yaml = node("cn1", 8, &[])
+        + &node("cn2", 8, &["HW_CPU_X86_AVX2"])
+        + &flavor("f1", 1, "")
+        + &image("avx", &["HW_CPU_X86_AVX2"])
+        + &server("s", "f1", "avx", "");
+    let (_, store) = run(&yaml);
+    assert_eq!(server_status(&store, "s")["host"], "cn2");
+}
+
+const PROFILE: &str = "apiVersion: kubeplace.io/v1alpha1\nkind: ServiceProfile\nmetadata:\n  name: lb\nspec:\n  driver: z23\n  allowedMetaKeys: [whitelist]\n  metadata: |\n    protect: true\n    whitelist: {{ meta.whitelist | split(\",\") | map(\"trim\") | list | tojson }}\n---\n";
+
+#[test]
+fn flavor_metadata_keys_are_checked_and_rendered() {
+    let base = node("cn1", 8, &[])
+        + PROFILE
+        + &flavor("lb", 1, "  serviceProfiles: [lb]\n")
+        + &image("img", &[]);
+    let (report, store) = run(&(base.clone()
+        + &server(
+            "ok",
+            "lb",
+            "img",
+            "  flavorMeta:\n    whitelist: \"10.0.0.1, 10.0.0.2\"\n",
+        )));
+    assert_eq!(report.summary.rejected, 0);
+    let status = server_status(&store, "ok");
+    assert_eq!(
+        status["renderedMetadata"],
+        serde_json::json!({"protect": true, "whitelist": ["10.0.0.1", "10.0.0.2"]})
+    );
+    let (report, _) =
+        run(&(base + &server("bad", "lb", "img", "  flavorMeta:\n    blacklist: x\n")));
+    let verdict = &report.items.last().unwrap().admission;
+    assert!(
+        verdict
+            .message
+            .contains("spec.flavorMeta[\"blacklist\"] is not allowed; allowed: whitelist"),
+        "{}",
+        verdict.message
+    );
+}
+
+#[test]
+fn a_failed_render_is_a_condition_not_a_crash() {
+    let profile = PROFILE.replace("meta.whitelist | split", "meta.whitelist.nope | split");
+    let yaml = node("cn1", 8, &[])
+        + &profile
+        + &flavor("lb", 1, "  serviceProfiles: [lb]\n")
+        + &image("img", &[])
+        + &server("s", "lb", "img", "  flavorMeta:\n    whitelist: a\n");
+    let (report, store) = run(&yaml);
+    assert_eq!(report.summary.rejected, 0);
+    let status = server_status(&store, "s");
+    assert_eq!(status["conditions"][1]["reason"], "RenderFailed");
+    assert_eq!(status["conditions"][0]["reason"], "Scheduled");
+}
+
+#[test]
+fn a_template_that_does_not_parse_is_rejected_with_its_line() {
+    let bad = PROFILE.replace("protect: true", "protect: {% if %}");
+    let (report, _) = run(&bad);
+    let verdict = &report.items[0].admission;
+    assert!(!verdict.allowed);
+    assert!(
+        verdict
+            .message
+            .contains("spec.metadata is not a valid template: line 1"),
+        "{}",
+        verdict.message
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+
+    #[test]
+    fn capacity_is_never_oversubscribed(
+        nodes in proptest::collection::vec(1i64..16, 1..5),
+        flavors in proptest::collection::vec(1i64..8, 1..4),
+        servers in proptest::collection::vec((0usize..4, any::<bool>()), 1..30),
+    ) {
+        let mut yaml = String::new();
+        for (i, vcpu) in nodes.iter().enumerate() {
+            yaml += &node(&format!("cn{i}"), *vcpu, if i % 2 == 0 { &["HW_CPU_X86_AVX2"] } else { &[] });
+        }
+        for (i, v) in flavors.iter().enumerate() {
+            yaml += &flavor(&format!("f{i}"), *v, "");
+        }
+        yaml += &image("plain", &[]);
+        yaml += &image("avx", &["HW_CPU_X86_AVX2"]);
+        for (i, (f, avx)) in servers.iter().enumerate() {
+            yaml += &server(&format!("s{i}"), &format!("f{}", f % flavors.len()), if *avx { "avx" } else { "plain" }, "");
+        }
+        let (report, store) = run(&yaml);
+        prop_assert_eq!(report.summary.rejected, 0);
+        let mut placed_vcpus = 0;
+        for (i, _) in nodes.iter().enumerate() {
+            let name = format!("cn{i}");
+            let used = store.index().used(&name, "VCPU");
+            let capacity = store.index().inventory(&name, "VCPU").unwrap().capacity();
+            prop_assert!(used <= capacity, "{} uses {} of {}", name, used, capacity);
+            placed_vcpus += used;
+        }
+        let mut expected = 0;
+        for (i, (f, avx)) in servers.iter().enumerate() {
+            let status = server_status(&store, &format!("s{i}"));
+            let reason = status["conditions"][0]["reason"].as_str().unwrap();
+            prop_assert!(reason == "Scheduled" || reason == "NoValidHost", "{}", reason);
+            if reason == "Scheduled" {
+                expected += flavors[f % flavors.len()];
+                if *avx {
+                    let host = status["host"].as_str().unwrap();
+                    let idx: usize = host[2..].parse().unwrap();
+                    prop_assert!(idx % 2 == 0, "an AVX2 image landed on {}", host);
+                }
+            }
+        }
+        prop_assert_eq!(placed_vcpus, expected);
+    }
+}
