@@ -121,6 +121,33 @@ fn example_cloud_is_admitted_with_statuses() {
     assert_eq!(pinned["groupPolicy"], "isolate");
     assert_eq!(pinned["groups"].as_array().unwrap().len(), 3);
     assert_eq!(pinned["groups"][0]["resources"]["PCPU"], 4);
+    // Strict mode admits every flavor with the cloud's custom definitions; the permissive
+    // flavor is admitted with a warning for its unknown key.
+    let experimental = &item(&report, "Flavor", "x1.experimental")["admission"];
+    assert_eq!(
+        experimental["warnings"],
+        serde_json::json!([
+            "spec.extraSpecs[\"lab:gpu_partition\"]=\"half\": no in-tree or custom definition matches this key; an in-tree extra spec (kubeplace extra-specs docs lists them) or one an ExtraSpecDefinition defines; admitted because the validation mode is permissive"
+        ])
+    );
+    for name in [
+        "m1.small",
+        "m1.large",
+        "c1.avx2",
+        "n1.sriov-pinned",
+        "r1.cache",
+        "lb.ddos",
+    ] {
+        let f = item(&report, "Flavor", name);
+        assert_eq!(f["admission"]["warnings"], serde_json::json!([]), "{name}");
+        assert_eq!(
+            f["status"]["conditions"][0]["reason"], "ExtraSpecsValid",
+            "{name}"
+        );
+    }
+    let esd = &item(&report, "ExtraSpecDefinition", "acme-numa-cache")["status"];
+    assert_eq!(esd["conditions"][1]["type"], "Shadowed");
+    assert_eq!(esd["conditions"][1]["reason"], "NotShadowed");
     let image = &item(&report, "Image", "crypto-appliance")["status"];
     assert_eq!(
         image["requiredTraits"],
@@ -144,17 +171,29 @@ fn every_rejected_example_is_rejected_with_its_reason() {
             "spec.value.min (64) is greater than spec.value.max (8)",
         ),
         (
+            "flavor-bad-enum.yaml",
+            "spec.extraSpecs[\"hw:cpu_policy\"]=\"deddddicated\": \"deddddicated\" is not an accepted value; accepted values (exact, case-sensitive): dedicated, shared, mixed (did you mean \"dedicated\"?)",
+        ),
+        (
             "flavor-bad-trait-value.yaml",
-            "spec.extraSpecs[\"trait:HW_CPU_X86_AVX2\"]=\"preferred\": a trait takes required or forbidden",
+            "spec.extraSpecs[\"trait:HW_CPU_X86_AVX2\"]=\"preferred\": \"preferred\" is not an accepted value; accepted values (exact, case-sensitive): required, forbidden",
         ),
         (
             "flavor-bad-validation-mode.yaml",
             "validation mode \"lenient\" is not one of strict, permissive, off",
         ),
+        (
+            "flavor-int-out-of-range.yaml",
+            "spec.extraSpecs[\"hw:redirected_usb_ports\"]=\"16\": 16 is above the maximum of 15; expected a whole number from 0 to 15",
+        ),
         ("flavor-key-characters.yaml", "the key has '/'"),
         (
             "flavor-negative-resources.yaml",
-            "whole number of 0 or more",
+            "spec.extraSpecs[\"resources:VCPU\"]=\"-1\": -1 is below the minimum of 0",
+        ),
+        (
+            "flavor-typo-key.yaml",
+            "spec.extraSpecs[\"hw:cpu_pollllicy\"]=\"dedicated\": no in-tree or custom definition matches this key; an in-tree extra spec (kubeplace extra-specs docs lists them) or one an ExtraSpecDefinition defines (did you mean \"hw:cpu_policy\"?)",
         ),
         (
             "flavor-wrong-field-type.yaml",

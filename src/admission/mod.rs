@@ -10,6 +10,7 @@ mod image;
 mod provider_config;
 mod resource_provider;
 
+pub use extra_spec_definition::{core_spec, custom_definitions, definition_shadowing};
 pub use flavor::validation_mode;
 pub use provider_config::{COMPUTE_NODE_ID, identification_key};
 mod service_profile;

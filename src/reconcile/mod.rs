@@ -12,6 +12,7 @@ mod resource_provider;
 mod service_profile;
 
 use crate::api::{Object, ProviderConfig, Status};
+use crate::extra_specs::Registry;
 use crate::placement::Inventory;
 use crate::provider_config::{ConfigEntry, Identification, MergeResult, merge};
 use crate::store::{ObjectKey, Store};
@@ -25,6 +26,8 @@ pub const STATUS_LIST_CAP: usize = 50;
 pub struct World<'a> {
     pub store: &'a Store,
     pub merge: MergeResult,
+    /// The ExtraSpecDefinitions in the store, compiled.
+    pub custom_definitions: Registry,
 }
 
 impl<'a> World<'a> {
@@ -34,6 +37,7 @@ impl<'a> World<'a> {
         World {
             store,
             merge: merge(store.index(), &entries),
+            custom_definitions: crate::admission::custom_definitions(store).0,
         }
     }
 }
@@ -52,7 +56,7 @@ pub fn desired_status(object: &Object, world: &World) -> Status {
         Object::ExtraSpecDefinition(d) => {
             Status::ExtraSpecDefinition(extra_spec_definition::status(d, generation))
         }
-        Object::Flavor(f) => Status::Flavor(flavor::status(f, generation)),
+        Object::Flavor(f) => Status::Flavor(flavor::status(f, world, generation)),
         Object::Image(i) => Status::Image(image::status(i, generation)),
         Object::ServiceProfile(sp) => {
             Status::ServiceProfile(service_profile::status(sp, generation))
