@@ -332,3 +332,154 @@ fn output_is_deterministic() {
     let b = kubeplace(&["apply", "-f", "examples/cloud", "-o", "json"], None);
     assert_eq!(a.stdout, b.stdout);
 }
+
+#[test]
+fn the_reference_docs_are_current() {
+    let out = kubeplace(&["extra-specs", "docs"], None);
+    assert!(out.status.success());
+    let printed = String::from_utf8(out.stdout).unwrap();
+    let stored = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/extra-specs-reference.md"
+    ))
+    .unwrap();
+    assert!(
+        printed == stored,
+        "docs/extra-specs-reference.md is stale: run `cargo run -q -- extra-specs docs > docs/extra-specs-reference.md`"
+    );
+    let rst = kubeplace(&["extra-specs", "docs", "--format", "rst"], None);
+    assert!(rst.status.success());
+    assert!(String::from_utf8_lossy(&rst.stdout).contains("``hw:cpu_policy``"));
+    let custom = kubeplace(
+        &[
+            "extra-specs",
+            "docs",
+            "-f",
+            "examples/cloud/40-extra-spec-definitions.yaml",
+        ],
+        None,
+    );
+    let text = String::from_utf8_lossy(&custom.stdout);
+    assert!(text.contains("#### `acme:numa_cache.{node}`"), "{text}");
+    assert!(text.contains("ExtraSpecDefinition `acme-numa-cache`"));
+}
+
+#[test]
+fn metadefs_follow_glances_namespace_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = kubeplace(
+        &[
+            "extra-specs",
+            "metadefs",
+            "-o",
+            dir.path().to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let schema: Value =
+        serde_json::from_str(include_str!("data/glance-metadef-namespace-schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("Glance's schema compiles");
+    let mut files: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(files.len() >= 10, "{files:?}");
+    let mut flavor_props = 0;
+    for path in &files {
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let errors: Vec<String> = validator
+            .iter_errors(&doc)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect();
+        assert!(errors.is_empty(), "{}: {errors:?}", path.display());
+        let assoc = doc["resource_type_associations"].as_array().unwrap();
+        assert!(!assoc.is_empty());
+        for a in assoc {
+            match a["name"].as_str().unwrap() {
+                "OS::Nova::Flavor" => {
+                    flavor_props += doc["properties"].as_object().unwrap().len();
+                    let prefix = a["prefix"].as_str().unwrap_or("");
+                    assert!(prefix.is_empty() || prefix.ends_with(':'), "{prefix}");
+                }
+                "OS::Glance::Image" | "OS::Cinder::Volume" => {
+                    assert!(a["prefix"].as_str().unwrap().ends_with('_'));
+                }
+                other => panic!("unexpected resource type {other}"),
+            }
+        }
+    }
+    // Every literal in-tree key is exported: 525 less the families and patterned keys.
+    assert_eq!(flavor_props, 525 - 378 - 22 - 2 - 11 - 1);
+    let hw: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("kubeplace-hw.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(hw["properties"]["cpu_policy"]["type"], "string");
+}
+
+#[test]
+fn extra_specs_check_reports_each_spec() {
+    let out = kubeplace(
+        &[
+            "extra-specs",
+            "check",
+            "hw:cpu_policy=dedicated",
+            "hw:numa_nodes=0",
+            "acme:x=1",
+            "-o",
+            "json",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let report = json(&out);
+    assert_eq!(report["summary"]["rejected"], 2);
+    assert_eq!(report["items"][0]["status"], "valid");
+    assert_eq!(report["items"][0]["definition"], "hw:cpu_policy");
+    assert_eq!(report["items"][1]["status"], "invalid-value");
+    assert_eq!(report["items"][2]["status"], "unknown-key");
+    let permissive = kubeplace(
+        &[
+            "extra-specs",
+            "check",
+            "--mode",
+            "permissive",
+            "-f",
+            "examples/cloud",
+            "acme:cache_ways=4",
+            "lab:x=1",
+        ],
+        None,
+    );
+    assert_eq!(
+        permissive.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&permissive.stdout)
+    );
+    let pairs = r#"[["hw_disk_bus", "VIRTIO"], ["trait:CUSTOM_GOLD", "required"]]"#;
+    let image = kubeplace(
+        &[
+            "extra-specs",
+            "check",
+            "--image",
+            "--json-input",
+            "-",
+            "-o",
+            "json",
+        ],
+        Some(pairs),
+    );
+    assert_eq!(image.status.code(), Some(1));
+    let report = json(&image);
+    assert_eq!(report["items"][0]["status"], "invalid");
+    assert_eq!(report["items"][1]["status"], "valid");
+    let bad = kubeplace(&["extra-specs", "check", "nokey"], None);
+    assert_eq!(bad.status.code(), Some(2));
+}

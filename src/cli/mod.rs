@@ -2,6 +2,7 @@
 
 pub mod apply;
 pub mod crds;
+pub mod extra_specs;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -43,6 +44,10 @@ pub enum Command {
     },
     /// Print every CustomResourceDefinition as YAML.
     Crds,
+    /// The extra spec registry: reference docs, Glance metadefs, and checks of single
+    /// extra specs or image properties.
+    #[command(subcommand)]
+    ExtraSpecs(extra_specs::ExtraSpecsCommand),
 }
 
 /// Runs the command line and returns the process's exit code.
@@ -54,6 +59,12 @@ pub fn main() -> ExitCode {
             let stdout = &mut std::io::stdout().lock();
             let stderr = &mut std::io::stderr().lock();
             ExitCode::from(apply::run(&files, output, stdin, stdout, stderr))
+        }
+        Command::ExtraSpecs(command) => {
+            let stdin = &mut std::io::stdin().lock();
+            let stdout = &mut std::io::stdout().lock();
+            let stderr = &mut std::io::stderr().lock();
+            ExitCode::from(extra_specs::run(command, stdin, stdout, stderr))
         }
         Command::Crds => match crds::render() {
             Ok(yaml) => {

@@ -6,7 +6,9 @@
 //! and, failing those, the operator's custom ones, and its value is checked.
 
 pub mod definition;
+pub mod docs;
 pub mod image_properties;
+pub mod metadefs;
 mod mode;
 mod placement_keys;
 pub mod registry;
