@@ -9,6 +9,13 @@ use kubeplace::extra_specs::{
     DefinitionSpec, ValidationMode, Validators, ValueSpec, check_extra_specs,
 };
 
+/// The bad specs of the mixed flavor: two typo'd keys and a value below its minimum.
+const BAD: [(&str, &str); 3] = [
+    ("hw:cpu_pollllicy", "dedicated"),
+    ("hw:watchdog_actoin", "reset"),
+    ("hw:serial_port_count", "-1"),
+];
+
 fn flavor() -> Vec<(String, String)> {
     let mut specs: Vec<(String, String)> = [
         ("hw:cpu_policy", "dedicated"),
@@ -64,16 +71,17 @@ fn flavor() -> Vec<(String, String)> {
         ("acme:cache_ways", "4"),
         ("acme:numa_cache.0", "shared"),
         ("acme:numa_cache.1", "dedicated"),
-        ("hw:cpu_policy_typo", "dedicated"),
-        ("hw:numa_nodes_bad", "x"),
+        ("hw:cpu_pollllicy", "dedicated"),
+        ("hw:watchdog_actoin", "reset"),
+        ("hw:serial_port_count", "-1"),
     ]
     .iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
-    let mut i = 0;
+    let mut i = 3;
     while specs.len() < 64 {
-        specs.push((format!("quota:disk_write_iops_sec{i}"), "100".into()));
-        specs.push((format!("trait{i}:HW_NIC_SRIOV"), "required".into()));
+        specs.push((format!("trait{i}:HW_NIC_SRIOV_TRUSTED"), "required".into()));
+        specs.push((format!("resources{i}:SRIOV_NET_VF"), "1".into()));
         i += 1;
     }
     specs.truncate(64);
@@ -106,6 +114,12 @@ fn bench(c: &mut Criterion) {
     let validators = Validators::with_custom(&custom);
     let specs = flavor();
     assert_eq!(specs.len(), 64);
+    let report = check_extra_specs(
+        specs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        ValidationMode::Strict,
+        &validators,
+    );
+    assert_eq!(report.problems.len(), BAD.len(), "{:?}", report.problems);
     // Warm the in-tree registry outside the measurement.
     let _ = Registry::in_tree();
     let mut group = c.benchmark_group("extra_specs");
@@ -114,6 +128,24 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             let report = check_extra_specs(
                 specs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+                ValidationMode::Strict,
+                black_box(&validators),
+            );
+            black_box(report)
+        })
+    });
+    // The same flavor without its three bad specs (two unknown keys, one bad value), so the
+    // cost of the suggestions computed for rejections shows separately.
+    let valid: Vec<(String, String)> = specs
+        .iter()
+        .filter(|(k, v)| !BAD.contains(&(k.as_str(), v.as_str())))
+        .cloned()
+        .collect();
+    group.throughput(Throughput::Elements(valid.len() as u64));
+    group.bench_function(format!("flavor_of_{}_valid_specs", valid.len()), |b| {
+        b.iter(|| {
+            let report = check_extra_specs(
+                valid.iter().map(|(k, v)| (k.as_str(), v.as_str())),
                 ValidationMode::Strict,
                 black_box(&validators),
             );

@@ -313,7 +313,7 @@ def differential_images(binary):
             why = "Unicode digits"
         elif n and "_" in value and value.replace("_", "").strip().lstrip("+-").isdigit():
             why = "underscores in integers"
-        elif n and key == "vmware_adaptertype" and value == "IDE":
+        elif not n and key == "vmware_adaptertype" and value == "IDE":
             why = "vmware_adaptertype: Nova lower-cases only the SCSI models"
         if why:
             documented[why] = documented.get(why, 0) + 1

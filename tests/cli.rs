@@ -127,7 +127,7 @@ fn example_cloud_is_admitted_with_statuses() {
     assert_eq!(
         experimental["warnings"],
         serde_json::json!([
-            "spec.extraSpecs[\"lab:gpu_partition\"]=\"half\": no in-tree or custom definition matches this key; an in-tree extra spec (kubeplace extra-specs docs lists them) or one an ExtraSpecDefinition defines; admitted because the validation mode is permissive"
+            "spec.extraSpecs[\"lab:gpu_partition\"]=\"half\": no in-tree or custom definition matches this key; use an in-tree key (kubeplace extra-specs docs lists them) or define this one with an ExtraSpecDefinition; admitted because the validation mode is permissive"
         ])
     );
     for name in [
@@ -193,7 +193,7 @@ fn every_rejected_example_is_rejected_with_its_reason() {
         ),
         (
             "flavor-typo-key.yaml",
-            "spec.extraSpecs[\"hw:cpu_pollllicy\"]=\"dedicated\": no in-tree or custom definition matches this key; an in-tree extra spec (kubeplace extra-specs docs lists them) or one an ExtraSpecDefinition defines (did you mean \"hw:cpu_policy\"?)",
+            "spec.extraSpecs[\"hw:cpu_pollllicy\"]=\"dedicated\": no in-tree or custom definition matches this key; use an in-tree key (kubeplace extra-specs docs lists them) or define this one with an ExtraSpecDefinition (did you mean \"hw:cpu_policy\"?)",
         ),
         (
             "flavor-wrong-field-type.yaml",
@@ -482,4 +482,44 @@ fn extra_specs_check_reports_each_spec() {
     assert_eq!(report["items"][1]["status"], "valid");
     let bad = kubeplace(&["extra-specs", "check", "nokey"], None);
     assert_eq!(bad.status.code(), Some(2));
+}
+
+#[test]
+fn custom_definitions_change_the_next_admission_and_report_shadowing() {
+    let flavor = |name: &str| {
+        format!(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata:\n  name: {name}\nspec:\n  vcpus: 1\n  memoryMb: 64\n  extraSpecs:\n    acme:turbo: \"on\"\n"
+        )
+    };
+    let definition = "apiVersion: kubeplace.io/v1alpha1\nkind: ExtraSpecDefinition\nmetadata:\n  name: acme-turbo\nspec:\n  key: acme:turbo\n  description: Turbo mode.\n  value:\n    type: boolean\n";
+    let shadowed = "apiVersion: kubeplace.io/v1alpha1\nkind: ExtraSpecDefinition\nmetadata:\n  name: my-realtime\nspec:\n  key: hw:cpu_realtime\n  description: Mine.\n  value:\n    type: string\n    enum: [always]\n";
+    let stream = format!(
+        "{}---\n{definition}---\n{}---\n{shadowed}",
+        flavor("before"),
+        flavor("after")
+    );
+    let out = kubeplace(&["apply", "-f", "-", "-o", "json"], Some(&stream));
+    let report = json(&out);
+    let before = &item(&report, "Flavor", "before")["admission"];
+    assert_eq!(before["allowed"], false);
+    assert!(before["message"].as_str().unwrap().contains("acme:turbo"));
+    assert_eq!(
+        item(&report, "Flavor", "after")["admission"]["allowed"],
+        true
+    );
+    let mine = item(&report, "ExtraSpecDefinition", "my-realtime");
+    assert_eq!(mine["admission"]["allowed"], true);
+    assert!(
+        mine["admission"]["warnings"][0].as_str().unwrap().contains(
+            "shadowed: the in-tree definition hw:cpu_realtime covers every key it matches"
+        ),
+        "{mine}"
+    );
+    let conditions = &mine["status"]["conditions"];
+    assert_eq!(conditions[0]["type"], "Valid");
+    assert_eq!(conditions[0]["status"], "False");
+    assert_eq!(conditions[0]["reason"], "Shadowed");
+    assert_eq!(conditions[1]["type"], "Shadowed");
+    assert_eq!(conditions[1]["status"], "True");
+    assert_eq!(conditions[1]["reason"], "ShadowedByInTree");
 }

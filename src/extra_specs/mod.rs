@@ -146,7 +146,64 @@ pub struct SpecOutcome {
     pub warning: Option<String>,
 }
 
-/// Checks one extra spec against the validators (mode aside).
+/// The verdict on one extra spec, borrowing the definition; the valid path allocates
+/// nothing.
+enum Judgement<'v> {
+    Unchecked,
+    Valid(&'v Definition),
+    Deprecated(&'v Definition, String),
+    InvalidValue(&'v Definition, SpecProblem),
+    UnknownKey(SpecProblem),
+    BadSyntax(SpecProblem),
+}
+
+fn judge<'v>(
+    key: &str,
+    value: &str,
+    validators: &Validators<'v>,
+    mode: ValidationMode,
+) -> Judgement<'v> {
+    let problem = |why: String, accepted: Option<String>, suggestion: Option<String>| SpecProblem {
+        key: key.to_string(),
+        value: value.to_string(),
+        why,
+        accepted,
+        suggestion,
+    };
+    if let Err(e) = check_key_syntax(key).and_then(|()| check_value_length(value)) {
+        return Judgement::BadSyntax(problem(e.to_string(), None, None));
+    }
+    if mode == ValidationMode::Off {
+        return Judgement::Unchecked;
+    }
+    let Some(def) = validators.find(key) else {
+        return Judgement::UnknownKey(problem(
+            unknown_key_reason(key),
+            Some("use an in-tree key (kubeplace extra-specs docs lists them) or define this one with an ExtraSpecDefinition".into()),
+            validators.suggest(key),
+        ));
+    };
+    if let Err(v) = def.value.check(value) {
+        return Judgement::InvalidValue(def, problem(v.why, Some(v.accepted), v.suggestion));
+    }
+    match &def.support {
+        Support::Deprecated { replacement } => Judgement::Deprecated(
+            def,
+            match replacement {
+                Some(r) => format!("extraSpecs[{key:?}] is deprecated; use {r} instead"),
+                None => format!("extraSpecs[{key:?}] is deprecated"),
+            },
+        ),
+        _ => Judgement::Valid(def),
+    }
+}
+
+fn permissive_warning(p: &SpecProblem) -> String {
+    format!("{p}; admitted because the validation mode is permissive")
+}
+
+/// Checks one extra spec against the validators under a mode, with everything the
+/// `check` command prints.
 pub fn check_spec(
     key: &str,
     value: &str,
@@ -163,57 +220,47 @@ pub fn check_spec(
         problem: None,
         warning: None,
     };
-    let problem = |why: String, accepted: Option<String>, suggestion: Option<String>| SpecProblem {
-        key: key.to_string(),
-        value: value.to_string(),
-        why,
-        accepted,
-        suggestion,
-    };
-    let schema = check_key_syntax(key).and_then(|()| check_value_length(value));
-    if let Err(e) = schema {
-        outcome.status = Status::BadSyntax;
-        outcome.problem = Some(problem(e.to_string(), None, None));
-        return outcome;
-    }
-    if mode == ValidationMode::Off {
-        outcome.status = Status::Unchecked;
-        return outcome;
-    }
-    outcome.in_tree_namespace = validators.in_tree.knows_namespace_of(key);
-    let Some(def) = validators.find(key) else {
-        outcome.status = Status::UnknownKey;
-        let suggestion = validators.suggest(key);
-        let why = unknown_key_reason(key);
-        let p = problem(
-            why,
-            Some("an in-tree extra spec (kubeplace extra-specs docs lists them) or one an ExtraSpecDefinition defines".into()),
-            suggestion,
-        );
-        if mode == ValidationMode::Permissive {
-            outcome.warning = Some(format!(
-                "{p}; admitted because the validation mode is permissive"
-            ));
+    let judgement = judge(key, value, validators, mode);
+    let def = match &judgement {
+        Judgement::Valid(d) | Judgement::Deprecated(d, _) | Judgement::InvalidValue(d, _) => {
+            Some(*d)
         }
-        outcome.problem = Some(p);
-        return outcome;
+        _ => None,
     };
-    outcome.definition = Some(def.key.clone());
-    outcome.origin = Some(match &def.origin {
-        Origin::InTree => "in-tree".to_string(),
-        Origin::Custom(name) => name.clone(),
-    });
-    if let Err(v) = def.value.check(value) {
-        outcome.status = Status::InvalidValue;
-        outcome.problem = Some(problem(v.why, Some(v.accepted), v.suggestion));
-        return outcome;
-    }
-    if let Support::Deprecated { replacement } = &def.support {
-        outcome.status = Status::Deprecated;
-        outcome.warning = Some(match replacement {
-            Some(r) => format!("extraSpecs[{key:?}] is deprecated; use {r} instead"),
-            None => format!("extraSpecs[{key:?}] is deprecated"),
+    if let Some(def) = def {
+        outcome.in_tree_namespace = match def.origin {
+            Origin::InTree => !def.namespace.is_empty(),
+            Origin::Custom(_) => validators.in_tree.knows_namespace_of(key),
+        };
+        outcome.definition = Some(def.key.clone());
+        outcome.origin = Some(match &def.origin {
+            Origin::InTree => "in-tree".to_string(),
+            Origin::Custom(name) => name.clone(),
         });
+    }
+    match judgement {
+        Judgement::Unchecked => outcome.status = Status::Unchecked,
+        Judgement::Valid(_) => {}
+        Judgement::Deprecated(_, w) => {
+            outcome.status = Status::Deprecated;
+            outcome.warning = Some(w);
+        }
+        Judgement::InvalidValue(_, p) => {
+            outcome.status = Status::InvalidValue;
+            outcome.problem = Some(p);
+        }
+        Judgement::BadSyntax(p) => {
+            outcome.status = Status::BadSyntax;
+            outcome.problem = Some(p);
+        }
+        Judgement::UnknownKey(p) => {
+            outcome.status = Status::UnknownKey;
+            outcome.in_tree_namespace = validators.in_tree.knows_namespace_of(key);
+            if mode == ValidationMode::Permissive {
+                outcome.warning = Some(permissive_warning(&p));
+            }
+            outcome.problem = Some(p);
+        }
     }
     outcome
 }
@@ -251,14 +298,13 @@ pub fn check_extra_specs<'a>(
 ) -> SpecReport {
     let mut report = SpecReport::default();
     for (key, value) in specs {
-        let outcome = check_spec(key, value, validators, mode);
-        match outcome.status {
-            Status::Valid | Status::Unchecked => {}
-            Status::Deprecated => report.warnings.extend(outcome.warning),
-            Status::InvalidValue | Status::BadSyntax => report.problems.extend(outcome.problem),
-            Status::UnknownKey => match mode {
-                ValidationMode::Permissive => report.warnings.extend(outcome.warning),
-                _ => report.problems.extend(outcome.problem),
+        match judge(key, value, validators, mode) {
+            Judgement::Valid(_) | Judgement::Unchecked => {}
+            Judgement::Deprecated(_, w) => report.warnings.push(w),
+            Judgement::InvalidValue(_, p) | Judgement::BadSyntax(p) => report.problems.push(p),
+            Judgement::UnknownKey(p) => match mode {
+                ValidationMode::Permissive => report.warnings.push(permissive_warning(&p)),
+                _ => report.problems.push(p),
             },
         }
     }

@@ -97,7 +97,7 @@ fn a_rejection_lists_every_bad_spec_with_reasons_and_suggestions() {
     let text: Vec<String> = report.problems.iter().map(ToString::to_string).collect();
     assert_eq!(
         text[0],
-        "extraSpecs[\"hw:cpu_pollllicy\"]=\"dedicated\": no in-tree or custom definition matches this key; an in-tree extra spec (kubeplace extra-specs docs lists them) or one an ExtraSpecDefinition defines (did you mean \"hw:cpu_policy\"?)"
+        "extraSpecs[\"hw:cpu_pollllicy\"]=\"dedicated\": no in-tree or custom definition matches this key; use an in-tree key (kubeplace extra-specs docs lists them) or define this one with an ExtraSpecDefinition (did you mean \"hw:cpu_policy\"?)"
     );
     assert_eq!(
         text[1],

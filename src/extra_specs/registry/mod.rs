@@ -20,7 +20,7 @@ mod resources;
 mod traits;
 mod vmware;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
 
 use super::definition::{Definition, DefinitionSpec, Origin, ValueSpec, namespace_of};
@@ -105,6 +105,8 @@ pub struct Registry {
     wildcard: Vec<usize>,
     resources: Family,
     traits: Family,
+    /// Every namespace with a definition.
+    namespaces: HashSet<String>,
 }
 
 /// A definition that failed to compile: its source name and every problem.
@@ -158,6 +160,9 @@ impl Registry {
 
     fn insert(&mut self, def: Definition, families: bool) {
         let i = self.defs.len();
+        if !def.namespace.is_empty() {
+            self.namespaces.insert(def.namespace.clone());
+        }
         let family = if families {
             match def.namespace.as_str() {
                 "resources" => Some(&mut self.resources),
@@ -254,10 +259,7 @@ impl Registry {
         };
         self.family_of(ns)
             .is_some_and(|f| !f.members.is_empty() || f.custom.is_some())
-            || self
-                .defs
-                .iter()
-                .any(|d| d.namespace == ns && !d.namespace.is_empty())
+            || self.namespaces.contains(ns)
     }
 
     /// A known key close to `key`, for "did you mean".
@@ -269,8 +271,17 @@ impl Registry {
             let names: Vec<&str> = family.members.keys().map(String::as_str).collect();
             return closest(rest, names.iter()).map(|n| format!("{ns}:{n}"));
         }
-        let keys: Vec<&str> = self.literal.keys().map(String::as_str).collect();
-        closest(key, keys.iter())
+        // A typo is most often in the name: look in the key's own namespace first.
+        let same_ns: Vec<&str> = self
+            .literal
+            .keys()
+            .map(String::as_str)
+            .filter(|k| namespace_of(k) == ns)
+            .collect();
+        closest(key, same_ns.iter()).or_else(|| {
+            let keys: Vec<&str> = self.literal.keys().map(String::as_str).collect();
+            closest(key, keys.iter())
+        })
     }
 }
 
