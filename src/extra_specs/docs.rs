@@ -80,6 +80,7 @@ impl Writer {
 
     fn item(&mut self, label: &str, text: &str) {
         let text = self.inline(text);
+        let label = self.inline(label);
         match self.format {
             Format::Markdown => {
                 let _ = writeln!(self.out, "- **{label}:** {text}");
@@ -105,8 +106,9 @@ impl Writer {
                     if c == '`' {
                         s.push_str("``");
                         open = !open;
-                    } else if c == '*' && !open {
-                        s.push_str("\\*");
+                    } else if (c == '*' || c == '_' || c == '|') && !open {
+                        s.push('\\');
+                        s.push(c);
                     } else {
                         s.push(c);
                     }
@@ -131,7 +133,7 @@ fn describe(w: &mut Writer, d: &Definition, heading_level: usize) {
     w.item("Value", &format!("{} ({})", value, d.value.type_name()));
     for p in &d.params {
         w.item(
-            &format!("Parameter {}", code(&format!("{{{}}}", p.name))),
+            &format!("Parameter {{{}}}", p.name),
             &format!("{}; matches {}", p.description, code(&p.pattern)),
         );
     }
@@ -227,7 +229,7 @@ pub fn render(format: Format, custom: &Registry) -> String {
     w.heading(2, "Image properties");
     w.para("Glance image properties that Nova reads. Glance stores any property; kubeplace rejects a bad value of one of these, warns about a near miss of one, and warns about the older names. `trait:NAME` takes only the value `required`.");
     for p in image_properties() {
-        w.heading(4, &w.inline(&code(p.name)));
+        w.heading(3, &w.inline(&code(p.name)));
         w.para(p.description);
         w.item(
             "Value",
@@ -277,7 +279,7 @@ fn family(w: &mut Writer, ns: &str, defs: &[&Definition]) {
         );
         for p in &first.params {
             w.item(
-                &format!("Parameter {}", code(&format!("{{{}}}", p.name))),
+                &format!("Parameter {{{}}}", p.name),
                 &format!("{}; matches {}", p.description, code(&p.pattern)),
             );
         }
@@ -285,7 +287,8 @@ fn family(w: &mut Writer, ns: &str, defs: &[&Definition]) {
             .iter()
             .map(|d| code(d.key.split_once(':').map_or("", |(_, n)| n)))
             .collect();
-        w.item("Names", &names.join(", "));
+        // One name a line (indented under the item) keeps lines short enough for RST tools.
+        w.item("Names", &names.join(",\n  "));
         w.end_list();
     }
     for d in custom {
@@ -305,7 +308,7 @@ mod tests {
         assert!(md.contains("deprecated; use `hw:hide_hypervisor_id` instead"));
         assert!(md.contains("#### `trait{group}:{name}`"));
         assert!(md.contains("`HW_CPU_X86_AVX2`"));
-        assert!(md.contains("#### `hw_numa_cpus.{num}`"));
+        assert!(md.contains("### `hw_numa_cpus.{num}`"));
         assert!(md.contains("- **Works with:** `hw:numa_nodes`"));
     }
 
