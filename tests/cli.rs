@@ -200,6 +200,10 @@ fn every_rejected_example_is_rejected_with_its_reason() {
             "flavor-wrong-field-type.yaml:7: document 1: field spec.vcpus: invalid type: string \"two\"",
         ),
         (
+            "image-bad-property.yaml",
+            "spec.properties[\"hw_disk_bus\"]=\"VIRTIO\": \"VIRTIO\" is not an accepted value; accepted values (exact, case-sensitive): fdc, ide, sata, scsi, usb, virtio, xen, lxc, uml (did you mean \"virtio\"?)",
+        ),
+        (
             "image-trait-not-required.yaml",
             "the value must be \"required\"",
         ),
