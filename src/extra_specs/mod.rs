@@ -101,9 +101,11 @@ impl<'a> Validators<'a> {
 
     /// A known key close to `key`.
     pub fn suggest(&self, key: &str) -> Option<String> {
-        self.in_tree
-            .suggest(key)
-            .or_else(|| self.custom.suggest(key))
+        let distance = |s: &String| crate::placement::edit_distance(key, s);
+        match (self.in_tree.suggest(key), self.custom.suggest(key)) {
+            (Some(a), Some(b)) if distance(&b) < distance(&a) => Some(b),
+            (a, b) => a.or(b),
+        }
     }
 }
 

@@ -187,6 +187,10 @@ fn custom_definitions_have_lower_precedence() {
             "old".to_string(),
             DefinitionSpec::new("acme:old", "d", boolean()).deprecated(Some("acme:new")),
         ),
+        (
+            "widget".to_string(),
+            DefinitionSpec::new("hw:acme_widget", "d", boolean()),
+        ),
     ]);
     assert!(rejected.is_empty());
     let v = Validators::with_custom(&custom);
@@ -219,6 +223,15 @@ fn custom_definitions_have_lower_precedence() {
             .suggestion
             .as_deref(),
         Some("acme:cache_ways")
+    );
+    // A near miss of a custom key beats a farther in-tree one.
+    assert_eq!(
+        status("hw:acme_widgets", "1")
+            .problem
+            .unwrap()
+            .suggestion
+            .as_deref(),
+        Some("hw:acme_widget")
     );
     // Without the custom definitions the same keys are unknown.
     let bare = check_spec(
