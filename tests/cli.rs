@@ -154,6 +154,33 @@ fn example_cloud_is_admitted_with_statuses() {
         item(&report, "Server", "licensed-1")["status"]["conditions"][0]["reason"],
         "TraitConflict"
     );
+    // Strict mode admits every flavor with the cloud's custom definitions; the permissive
+    // flavor is admitted with a warning for its unknown key.
+    let experimental = &item(&report, "Flavor", "x1.experimental")["admission"];
+    assert_eq!(
+        experimental["warnings"],
+        serde_json::json!([
+            "spec.extraSpecs[\"lab:gpu_partition\"]=\"half\": no in-tree or custom definition matches this key; use an in-tree key (kubeplace extra-specs docs lists them) or define this one with an ExtraSpecDefinition; admitted because the validation mode is permissive"
+        ])
+    );
+    for name in [
+        "m1.small",
+        "m1.large",
+        "c1.avx2",
+        "n1.sriov-pinned",
+        "r1.cache",
+        "lb.ddos",
+    ] {
+        let f = item(&report, "Flavor", name);
+        assert_eq!(f["admission"]["warnings"], serde_json::json!([]), "{name}");
+        assert_eq!(
+            f["status"]["conditions"][0]["reason"], "ExtraSpecsValid",
+            "{name}"
+        );
+    }
+    let esd = &item(&report, "ExtraSpecDefinition", "acme-numa-cache")["status"];
+    assert_eq!(esd["conditions"][1]["type"], "Shadowed");
+    assert_eq!(esd["conditions"][1]["reason"], "NotShadowed");
     let image = &item(&report, "Image", "crypto-appliance")["status"];
     assert_eq!(
         image["requiredTraits"],
@@ -177,21 +204,37 @@ fn every_rejected_example_is_rejected_with_its_reason() {
             "spec.value.min (64) is greater than spec.value.max (8)",
         ),
         (
+            "flavor-bad-enum.yaml",
+            "spec.extraSpecs[\"hw:cpu_policy\"]=\"deddddicated\": \"deddddicated\" is not an accepted value; accepted values (exact, case-sensitive): dedicated, shared, mixed (did you mean \"dedicated\"?)",
+        ),
+        (
             "flavor-bad-trait-value.yaml",
-            "spec.extraSpecs[\"trait:HW_CPU_X86_AVX2\"]=\"preferred\": a trait takes required or forbidden",
+            "spec.extraSpecs[\"trait:HW_CPU_X86_AVX2\"]=\"preferred\": \"preferred\" is not an accepted value; accepted values (exact, case-sensitive): required, forbidden",
         ),
         (
             "flavor-bad-validation-mode.yaml",
             "validation mode \"lenient\" is not one of strict, permissive, off",
         ),
+        (
+            "flavor-int-out-of-range.yaml",
+            "spec.extraSpecs[\"hw:redirected_usb_ports\"]=\"16\": 16 is above the maximum of 15; expected a whole number from 0 to 15",
+        ),
         ("flavor-key-characters.yaml", "the key has '/'"),
         (
             "flavor-negative-resources.yaml",
-            "whole number of 0 or more",
+            "spec.extraSpecs[\"resources:VCPU\"]=\"-1\": -1 is below the minimum of 0",
+        ),
+        (
+            "flavor-typo-key.yaml",
+            "spec.extraSpecs[\"hw:cpu_pollllicy\"]=\"dedicated\": no in-tree or custom definition matches this key; use an in-tree key (kubeplace extra-specs docs lists them) or define this one with an ExtraSpecDefinition (did you mean \"hw:cpu_policy\"?)",
         ),
         (
             "flavor-wrong-field-type.yaml",
             "flavor-wrong-field-type.yaml:7: document 1: field spec.vcpus: invalid type: string \"two\"",
+        ),
+        (
+            "image-bad-property.yaml",
+            "spec.properties[\"hw_disk_bus\"]=\"VIRTIO\": \"VIRTIO\" is not an accepted value; accepted values (exact, case-sensitive): fdc, ide, sata, scsi, usb, virtio, xen, lxc, uml (did you mean \"virtio\"?)",
         ),
         (
             "image-trait-not-required.yaml",
@@ -333,4 +376,195 @@ fn output_is_deterministic() {
     let a = kubeplace(&["apply", "-f", "examples/cloud", "-o", "json"], None);
     let b = kubeplace(&["apply", "-f", "examples/cloud", "-o", "json"], None);
     assert_eq!(a.stdout, b.stdout);
+}
+
+#[test]
+fn the_reference_docs_are_current() {
+    let out = kubeplace(&["extra-specs", "docs"], None);
+    assert!(out.status.success());
+    let printed = String::from_utf8(out.stdout).unwrap();
+    let stored = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/extra-specs-reference.md"
+    ))
+    .unwrap();
+    assert!(
+        printed == stored,
+        "docs/extra-specs-reference.md is stale: run `cargo run -q -- extra-specs docs > docs/extra-specs-reference.md`"
+    );
+    let rst = kubeplace(&["extra-specs", "docs", "--format", "rst"], None);
+    assert!(rst.status.success());
+    assert!(String::from_utf8_lossy(&rst.stdout).contains("``hw:cpu_policy``"));
+    let custom = kubeplace(
+        &[
+            "extra-specs",
+            "docs",
+            "-f",
+            "examples/cloud/40-extra-spec-definitions.yaml",
+        ],
+        None,
+    );
+    let text = String::from_utf8_lossy(&custom.stdout);
+    assert!(text.contains("#### `acme:numa_cache.{node}`"), "{text}");
+    assert!(text.contains("ExtraSpecDefinition `acme-numa-cache`"));
+}
+
+#[test]
+fn metadefs_follow_glances_namespace_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = kubeplace(
+        &[
+            "extra-specs",
+            "metadefs",
+            "-o",
+            dir.path().to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let schema: Value =
+        serde_json::from_str(include_str!("data/glance-metadef-namespace-schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("Glance's schema compiles");
+    let mut files: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(files.len() >= 10, "{files:?}");
+    let mut flavor_props = 0;
+    for path in &files {
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let errors: Vec<String> = validator
+            .iter_errors(&doc)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect();
+        assert!(errors.is_empty(), "{}: {errors:?}", path.display());
+        let assoc = doc["resource_type_associations"].as_array().unwrap();
+        assert!(!assoc.is_empty());
+        for a in assoc {
+            match a["name"].as_str().unwrap() {
+                "OS::Nova::Flavor" => {
+                    flavor_props += doc["properties"].as_object().unwrap().len();
+                    let prefix = a["prefix"].as_str().unwrap_or("");
+                    assert!(prefix.is_empty() || prefix.ends_with(':'), "{prefix}");
+                }
+                "OS::Glance::Image" | "OS::Cinder::Volume" => {
+                    assert!(a["prefix"].as_str().unwrap().ends_with('_'));
+                }
+                other => panic!("unexpected resource type {other}"),
+            }
+        }
+    }
+    // Every literal in-tree key is exported: 525 less the families and patterned keys.
+    assert_eq!(flavor_props, 525 - 378 - 22 - 2 - 11 - 1);
+    let hw: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("kubeplace-hw.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(hw["properties"]["cpu_policy"]["type"], "string");
+}
+
+#[test]
+fn extra_specs_check_reports_each_spec() {
+    let out = kubeplace(
+        &[
+            "extra-specs",
+            "check",
+            "hw:cpu_policy=dedicated",
+            "hw:numa_nodes=0",
+            "acme:x=1",
+            "-o",
+            "json",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let report = json(&out);
+    assert_eq!(report["summary"]["rejected"], 2);
+    assert_eq!(report["items"][0]["status"], "valid");
+    assert_eq!(report["items"][0]["definition"], "hw:cpu_policy");
+    assert_eq!(report["items"][1]["status"], "invalid-value");
+    assert_eq!(report["items"][2]["status"], "unknown-key");
+    let permissive = kubeplace(
+        &[
+            "extra-specs",
+            "check",
+            "--mode",
+            "permissive",
+            "-f",
+            "examples/cloud",
+            "acme:cache_ways=4",
+            "lab:x=1",
+        ],
+        None,
+    );
+    assert_eq!(
+        permissive.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&permissive.stdout)
+    );
+    let pairs = r#"[["hw_disk_bus", "VIRTIO"], ["trait:CUSTOM_GOLD", "required"]]"#;
+    let image = kubeplace(
+        &[
+            "extra-specs",
+            "check",
+            "--image",
+            "--json-input",
+            "-",
+            "-o",
+            "json",
+        ],
+        Some(pairs),
+    );
+    assert_eq!(image.status.code(), Some(1));
+    let report = json(&image);
+    assert_eq!(report["items"][0]["status"], "invalid");
+    assert_eq!(report["items"][1]["status"], "valid");
+    let bad = kubeplace(&["extra-specs", "check", "nokey"], None);
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+#[test]
+fn custom_definitions_change_the_next_admission_and_report_shadowing() {
+    let flavor = |name: &str| {
+        format!(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata:\n  name: {name}\nspec:\n  vcpus: 1\n  memoryMb: 64\n  extraSpecs:\n    acme:turbo: \"on\"\n"
+        )
+    };
+    let definition = "apiVersion: kubeplace.io/v1alpha1\nkind: ExtraSpecDefinition\nmetadata:\n  name: acme-turbo\nspec:\n  key: acme:turbo\n  description: Turbo mode.\n  value:\n    type: boolean\n";
+    let shadowed = "apiVersion: kubeplace.io/v1alpha1\nkind: ExtraSpecDefinition\nmetadata:\n  name: my-realtime\nspec:\n  key: hw:cpu_realtime\n  description: Mine.\n  value:\n    type: string\n    enum: [always]\n";
+    let stream = format!(
+        "{}---\n{definition}---\n{}---\n{shadowed}",
+        flavor("before"),
+        flavor("after")
+    );
+    let out = kubeplace(&["apply", "-f", "-", "-o", "json"], Some(&stream));
+    let report = json(&out);
+    let before = &item(&report, "Flavor", "before")["admission"];
+    assert_eq!(before["allowed"], false);
+    assert!(before["message"].as_str().unwrap().contains("acme:turbo"));
+    assert_eq!(
+        item(&report, "Flavor", "after")["admission"]["allowed"],
+        true
+    );
+    let mine = item(&report, "ExtraSpecDefinition", "my-realtime");
+    assert_eq!(mine["admission"]["allowed"], true);
+    assert!(
+        mine["admission"]["warnings"][0].as_str().unwrap().contains(
+            "shadowed: the in-tree definition hw:cpu_realtime covers every key it matches"
+        ),
+        "{mine}"
+    );
+    let conditions = &mine["status"]["conditions"];
+    assert_eq!(conditions[0]["type"], "Valid");
+    assert_eq!(conditions[0]["status"], "False");
+    assert_eq!(conditions[0]["reason"], "Shadowed");
+    assert_eq!(conditions[1]["type"], "Shadowed");
+    assert_eq!(conditions[1]["status"], "True");
+    assert_eq!(conditions[1]["reason"], "ShadowedByInTree");
 }

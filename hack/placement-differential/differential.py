@@ -1025,7 +1025,69 @@ class LivePlacement:
         with self.o.CachedSchemaCheck():
             self.o.load_into_placement(self.client, model)
 
-    def query(self, q):
+    # Triage: two defects of Placement 16.0.0 found by this test can be patched out of the
+    # in-process Placement to see whether a disagreement is explained by them.
+    #  A "arr-mutation": RequestWideSearchContext.copy_arr_if_needed copies a shared
+    #    AllocationRequestResource only when group_policy == 'none'; with no policy or
+    #    'isolate', _consolidate_allocation_requests adds amounts *in place* into objects
+    #    other candidates share. Patch: copy whenever the class is in multi_group_rcs.
+    #  B "anchor-collapse": _alloc_candidates_multiple_providers gathers per-anchor requests
+    #    in a set, and AllocationRequest.__eq__/__hash__ ignore the anchor, so a request of
+    #    the unnumbered group served only by sharing providers survives for one anchor
+    #    (first in set order). Patch: equality includes the anchor while groups are built;
+    #    the merged result is de-duplicated by content as before.
+    def set_patches(self, fix_a=False, fix_b=False):
+        import copy as copy_mod
+        from placement.objects import allocation_candidate as ac
+        from placement.objects import research_context as rc
+        if not hasattr(self, "_orig"):
+            self._orig = {"copy": rc.RequestWideSearchContext.copy_arr_if_needed,
+                          "eq": ac.AllocationRequest.__eq__,
+                          "hash": ac.AllocationRequest.__hash__,
+                          "merge": ac._merge_candidates}
+        o = self._orig
+        if fix_a:
+            def copy_arr_if_needed(ctx, arr):
+                if arr.resource_class in ctx.multi_group_rcs:
+                    return copy_mod.copy(arr)
+                return arr
+            rc.RequestWideSearchContext.copy_arr_if_needed = copy_arr_if_needed
+        else:
+            rc.RequestWideSearchContext.copy_arr_if_needed = o["copy"]
+        if fix_b:
+            def eq(a, b):
+                return o["eq"](a, b) and a.anchor_root_provider_uuid == b.anchor_root_provider_uuid
+
+            def hsh(a):
+                return hash((o["hash"](a), a.anchor_root_provider_uuid))
+
+            def merge(candidates, rw_ctx):
+                areqs, psums = o["merge"](candidates, rw_ctx)
+                seen, out = set(), []
+                for a in areqs:
+                    key = (frozenset((r.resource_provider.id, r.resource_class, r.amount)
+                                     for r in a.resource_requests),
+                           frozenset((k, frozenset(v)) for k, v in a.mappings.items()))
+                    if key not in seen:
+                        seen.add(key)
+                        out.append(a)
+                return out, psums
+            ac.AllocationRequest.__eq__ = eq
+            ac.AllocationRequest.__hash__ = hsh
+            ac._merge_candidates = merge
+        else:
+            ac.AllocationRequest.__eq__ = o["eq"]
+            ac.AllocationRequest.__hash__ = o["hash"]
+            ac._merge_candidates = o["merge"]
+
+    def query(self, q, fix_a=False, fix_b=False):
+        self.set_patches(fix_a, fix_b)
+        try:
+            return self._query(q)
+        finally:
+            self.set_patches(False, False)
+
+    def _query(self, q):
         st, raw = self.client.request("GET", "/" + q["path"], None, q["microversion"],
                                       query=q["query"])
         try:
@@ -1033,6 +1095,30 @@ class LivePlacement:
         except ValueError:
             body = raw.decode(errors="replace")
         return st, body
+
+
+TRIAGE_MODES = [("A", True, False), ("B", False, True), ("A+B", True, True)]
+
+
+def triage(live, sc, q, kp, names, root_of):
+    """With Placement loaded with sc: which patched Placement (if any) agrees with kubeplace.
+    Returns (label, stock-live-agrees-with-fresh-oracle-category or None)."""
+    def answers(fix_a, fix_b):
+        pl = live.query(q, fix_a, fix_b)
+        unl = None
+        if query_limit(q["query"]) is not None:
+            unl = live.query(dict(q, query=strip_limit(q["query"])), fix_a, fix_b)
+        return pl, unl
+    pl, unl = answers(False, False)
+    stock = compare(q, pl, kp, unl, names, root_of)
+    if stock is None:
+        return "stock-live-agrees", None
+    for label, fa, fb in TRIAGE_MODES:
+        pl, unl = answers(fa, fb)
+        if compare(q, pl, kp, unl, names, root_of) is None:
+            return {"A": "placement-bug-A-arr-mutation", "B": "placement-bug-B-anchor-collapse",
+                    "A+B": "placement-bugs-A+B"}[label], stock[0]
+    return "unexplained", stock[0]
 
 
 def custom_names_in_query(query):
@@ -1102,24 +1188,27 @@ class Minimizer:
                 uq = dict(q, query=strip_limit(q["query"]))
                 answers[(q["path"], q["microversion"], uq["query"])] = self.live.query(uq)
             (_, _, d, pl, kp, unl), = check_scenario(sc, [q], self.kubeplace, tmp, answers)
-            return d, pl, kp, unl
+            label = None
+            if d is not None:
+                label, _ = triage(self.live, sc, q, kp, Names(sc), scenario_root_of(sc))
+            return d, pl, kp, unl, label
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    def fails(self, sc, q, category):
+    def fails(self, sc, q, category, label):
         if time.time() > self.deadline:
             return False
         if not invariant_ok(sc, q) or not sc["providers"]:
             return False
         self.attempts += 1
         try:
-            d, _, _, _ = self.evaluate(sc, q)
+            d, _, _, _, got = self.evaluate(sc, q)
         except Exception as e:   # a reduced manifest Placement refuses: not a reduction
             print("  (attempt failed: %s)" % str(e)[:200], file=sys.stderr)
             return False
-        return d is not None and d[0] == category
+        return d is not None and d[0] == category and got == label
 
-    def minimize(self, sc, q, category):
+    def minimize(self, sc, q, category, label):
         sc = json.loads(json.dumps(sc))
         q = dict(q)
         progress = True
@@ -1128,14 +1217,14 @@ class Minimizer:
             # whole allocation objects
             for a in list(sc["allocations"]):
                 t = dict(sc, allocations=[x for x in sc["allocations"] if x is not a])
-                if self.fails(t, q, category):
+                if self.fails(t, q, category, label):
                     sc, progress = t, True
             # providers with their subtrees, roots first
             for p in sorted(sc["providers"], key=lambda p: p["parent"] is not None):
                 if p["name"] not in {x["name"] for x in sc["providers"]}:
                     continue
                 t = remove_subtree(sc, p["name"])
-                if self.fails(t, q, category):
+                if self.fails(t, q, category, label):
                     sc, progress = t, True
             # query parameters
             params = q["query"].split("&")
@@ -1145,7 +1234,7 @@ class Minimizer:
                 if i >= len(params):
                     break
                 tq = dict(q, query="&".join(params[:i] + params[i + 1:]))
-                if self.fails(sc, tq, category):
+                if self.fails(sc, tq, category, label):
                     q, params, progress = tq, tq["query"].split("&"), True
             # traits, aggregates, inventories, inventory fields, allocation entries
             for pi in range(len(sc["providers"])):
@@ -1153,13 +1242,13 @@ class Minimizer:
                     for v in list(sc["providers"][pi][field]):
                         t = json.loads(json.dumps(sc))
                         t["providers"][pi][field].remove(v)
-                        if self.fails(t, q, category):
+                        if self.fails(t, q, category, label):
                             sc, progress = t, True
                 for rc in list(sc["providers"][pi]["inventories"]):
                     t = json.loads(json.dumps(sc))
                     del t["providers"][pi]["inventories"][rc]
                     t = prune_allocations(t)
-                    if self.fails(t, q, category):
+                    if self.fails(t, q, category, label):
                         sc, progress = t, True
                         continue
                     for k in list(sc["providers"][pi]["inventories"][rc]):
@@ -1167,12 +1256,12 @@ class Minimizer:
                             continue
                         t = json.loads(json.dumps(sc))
                         del t["providers"][pi]["inventories"][rc][k]
-                        if self.fails(t, q, category):
+                        if self.fails(t, q, category, label):
                             sc, progress = t, True
                 if sc["providers"][pi].get("uuid"):
                     t = json.loads(json.dumps(sc))
                     del t["providers"][pi]["uuid"]
-                    if self.fails(t, q, category):
+                    if self.fails(t, q, category, label):
                         sc, progress = t, True
         return sc, q
 
@@ -1212,6 +1301,10 @@ def main():
     ap.add_argument("--minimize-budget", type=float, default=600,
                     help="seconds for all minimization")
     ap.add_argument("--first-scenario", type=int, default=0)
+    ap.add_argument("--triage", type=int, default=1,
+                    help="1: re-ask each disagreement of an in-process Placement, stock and "
+                         "with two Placement defects patched out (see LivePlacement)")
+    ap.add_argument("--triage-budget", type=float, default=300)
     a = ap.parse_args()
     if not os.path.exists(a.kubeplace):
         sys.exit("differential: %s not found (cargo build --release --bin kubeplace)" % a.kubeplace)
@@ -1282,7 +1375,7 @@ def main():
                 if unl is not None:
                     rec["placement_without_limit"] = answer_view(unl, q, names)
                 write_json(os.path.join(a.out, "s%04d-q%02d.json" % (i, qi)), rec)
-                failures.append((rec, sc, q))
+                failures.append((rec, sc, q, kp))
         print("scenario %d: %d providers, %d queries, %d disagree (%s)"
               % (i, len(sc["providers"]), len(results), len(bad),
                  ", ".join(sorted({r[2][0] for r in bad}))), flush=True)
@@ -1292,65 +1385,102 @@ def main():
         list(ex.map(one, ids))
     t_run = time.time() - t0
 
-    # Minimize disagreements of distinct kinds (category + query features).
+    live = None
+    by_label = collections.Counter()
+    if failures and (a.triage or a.minimize):
+        live = LivePlacement()
+    # Triage every disagreement on an in-process Placement, stock and patched.
+    if failures and a.triage:
+        t1 = time.time()
+        by_scenario = collections.defaultdict(list)
+        for f in failures:
+            by_scenario[f[0]["scenario"]].append(f)
+        for i in sorted(by_scenario):
+            if time.time() - t1 > a.triage_budget:
+                break
+            sc = by_scenario[i][0][1]
+            tmp = tempfile.mkdtemp(prefix="pdiff-triage-")
+            try:
+                mpath = os.path.join(tmp, "manifest.yaml")
+                with open(mpath, "w") as fh:
+                    fh.write(manifest_yaml(sc))
+                live.load(mpath)
+                for rec, _, q, kp in by_scenario[i]:
+                    label, stock_cat = triage(live, sc, q, kp, Names(sc), scenario_root_of(sc))
+                    rec["triage"] = label
+                    if stock_cat is not None and stock_cat != rec["category"]:
+                        rec["triage_note"] = "in-process stock Placement: %s" % stock_cat
+                    write_json(os.path.join(a.out, "s%04d-q%02d.json"
+                                            % (rec["scenario"], rec["query_index"])), rec)
+            except Exception as e:
+                print("triage of scenario %d failed: %s" % (i, e), flush=True)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+    for rec, _, _, _ in failures:
+        by_label["%s / %s" % (rec["category"], rec.get("triage", "not-triaged"))] += 1
+
+    # Minimize disagreements of distinct kinds: (category, triage) first, then with the
+    # query's features.
     minimized = []
     if a.minimize and failures:
         seen = set()
+        picked = set()
         picks = []
-        # one per category first, then one per (category, features)
-        for rec, sc, q in sorted(failures, key=lambda f: len(f[1]["providers"])):
-            if rec["category"] not in seen:
-                seen.add(rec["category"])
-                picks.append((rec, sc, q))
-        for rec, sc, q in sorted(failures, key=lambda f: len(f[1]["providers"])):
-            k = (rec["category"], tuple(rec["feats"]))
-            if k not in seen:
-                seen.add(k)
-                picks.append((rec, sc, q))
+        ordered = sorted(failures, key=lambda f: (len(f[1]["providers"]), len(f[2]["query"])))
+        for keyf in (lambda r: (r["category"], r.get("triage")),
+                     lambda r: (r["category"], r.get("triage"), tuple(r["feats"]))):
+            for rec, sc, q, kp in ordered:
+                k = keyf(rec)
+                ident = (rec["scenario"], rec["query_index"])
+                if k not in seen and ident not in picked:
+                    seen.add(k)
+                    picked.add(ident)
+                    picks.append((rec, sc, q))
         picks = picks[:a.minimize]
-        live = LivePlacement()
         mz = Minimizer(a.kubeplace, live, a.minimize_budget)
-        try:
-            for n, (rec, sc, q) in enumerate(picks):
-                t1 = time.time()
-                msc, mq = mz.minimize(sc, q, rec["category"])
-                d = os.path.join(a.out, "min-%02d-%s" % (n, rec["category"].replace(":", "-")))
-                os.makedirs(d)
-                mpath = os.path.join(d, "manifest.yaml")
-                with open(mpath, "w") as fh:
-                    fh.write(manifest_yaml(msc))
-                # Re-check with a fresh oracle.py run (the reference oracle).
-                tmp = tempfile.mkdtemp(prefix="pdiff-verify-")
-                try:
-                    (_, _, dd, pl, kp, unl), = check_scenario(msc, [mq], a.kubeplace, tmp)
-                finally:
-                    shutil.rmtree(tmp, ignore_errors=True)
-                names = Names(msc)
-                out = {"from": "s%04d-q%02d.json" % (rec["scenario"], rec["query_index"]),
-                       "category": rec["category"], "query": mq["query"],
-                       "microversion": mq["microversion"], "path": mq["path"],
-                       "original_query": q["query"],
-                       "verified_with_fresh_oracle": dd is not None and dd[0] == rec["category"],
-                       "difference": dd[1] if dd else None,
-                       "placement": answer_view(pl, mq, names),
-                       "kubeplace": answer_view(kp, mq, names),
-                       "providers": len(msc["providers"]),
-                       "repro": repro_commands(os.path.relpath(mpath, REPO), mq)}
-                if unl is not None:
-                    out["placement_without_limit"] = answer_view(unl, mq, names)
-                write_json(os.path.join(d, "failure.json"), out)
-                minimized.append(out)
-                print("minimized %s (%s): %d -> %d providers, query %r, verified=%s, %.0f s"
-                      % (os.path.basename(d), rec["category"], len(sc["providers"]),
-                         len(msc["providers"]), mq["query"], out["verified_with_fresh_oracle"],
-                         time.time() - t1), flush=True)
-        finally:
-            live.close()
+        for n, (rec, sc, q) in enumerate(picks):
+            t1 = time.time()
+            label = rec.get("triage")
+            msc, mq = mz.minimize(sc, q, rec["category"], label)
+            d = os.path.join(a.out, "min-%02d-%s-%s" % (n, rec["category"].replace(":", "-"),
+                                                        label or "untriaged"))
+            os.makedirs(d)
+            mpath = os.path.join(d, "manifest.yaml")
+            with open(mpath, "w") as fh:
+                fh.write(manifest_yaml(msc))
+            # Re-check with a fresh oracle.py run (the reference oracle).
+            tmp = tempfile.mkdtemp(prefix="pdiff-verify-")
+            try:
+                (_, _, dd, pl, kp, unl), = check_scenario(msc, [mq], a.kubeplace, tmp)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+            names = Names(msc)
+            out = {"from": "s%04d-q%02d.json" % (rec["scenario"], rec["query_index"]),
+                   "category": rec["category"], "triage": label, "query": mq["query"],
+                   "microversion": mq["microversion"], "path": mq["path"],
+                   "original_query": q["query"],
+                   "verified_with_fresh_oracle": dd is not None and dd[0] == rec["category"],
+                   "difference": dd[1] if dd else None,
+                   "placement": answer_view(pl, mq, names),
+                   "kubeplace": answer_view(kp, mq, names),
+                   "providers": len(msc["providers"]),
+                   "repro": repro_commands(os.path.relpath(mpath, REPO), mq)}
+            if unl is not None:
+                out["placement_without_limit"] = answer_view(unl, mq, names)
+            write_json(os.path.join(d, "failure.json"), out)
+            minimized.append(out)
+            print("minimized %s: %d -> %d providers, query %r, verified=%s, %.0f s"
+                  % (os.path.basename(d), len(sc["providers"]), len(msc["providers"]),
+                     mq["query"], out["verified_with_fresh_oracle"], time.time() - t1),
+                  flush=True)
+    if live is not None:
+        live.close()
 
     summary = {"seed": a.seed, "scenarios": stats["scenarios"], "queries": stats["queries"],
                "agree": stats["agree"], "disagree": stats["disagree"],
                "agreement_percent": round(100.0 * stats["agree"] / max(1, stats["queries"]), 2),
                "by_category": dict(sorted(by_cat.items())),
+               "by_category_and_triage": dict(sorted(by_label.items())),
                "providers": stats["providers"],
                "placement_status_200": stats["status200"],
                "placement_status_400": stats["status400"],
@@ -1363,6 +1493,8 @@ def main():
           % (stats["scenarios"], stats["queries"], stats["agree"], stats["disagree"],
              summary["agreement_percent"],
              ", ".join("%s=%d" % kv for kv in sorted(by_cat.items())) or "none"), flush=True)
+    for k, n in sorted(by_label.items()):
+        print("  %-70s %d" % (k, n))
 
 
 if __name__ == "__main__":

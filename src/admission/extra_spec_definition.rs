@@ -3,9 +3,69 @@
 use std::collections::BTreeSet;
 
 use super::Review;
-use crate::api::{ExtraSpecDefinition, ExtraSpecValueType, Object};
-use crate::extra_specs::check_key_syntax;
+use crate::api::{ExtraSpecDefinition, ExtraSpecValueType, Object, SupportStatus};
+use crate::extra_specs::definition::{DefinitionSpec, Param, Support, ValueSpec};
+use crate::extra_specs::registry::{Registry, Rejected};
+use crate::extra_specs::shadow::{Shadowing, shadowing};
+use crate::extra_specs::{Origin, check_key_syntax};
 use crate::store::Store;
+
+/// The core definition an ExtraSpecDefinition describes.
+pub fn core_spec(d: &ExtraSpecDefinition) -> DefinitionSpec {
+    let s = &d.spec;
+    let v = &s.value;
+    DefinitionSpec {
+        key: s.key.clone(),
+        description: s.description.clone(),
+        support: match s.support_status {
+            SupportStatus::Supported => Support::Supported,
+            SupportStatus::Experimental => Support::Experimental,
+            SupportStatus::Deprecated => Support::Deprecated {
+                replacement: s.replacement.clone(),
+            },
+        },
+        value: match v.type_ {
+            ExtraSpecValueType::Boolean => ValueSpec::Bool,
+            ExtraSpecValueType::Integer => ValueSpec::Int {
+                min: v.min,
+                max: v.max,
+            },
+            ExtraSpecValueType::String => match (&v.pattern, v.enum_.is_empty()) {
+                (Some(p), _) => ValueSpec::Pattern(p.clone()),
+                (None, false) => ValueSpec::Enum(v.enum_.clone()),
+                (None, true) => ValueSpec::String,
+            },
+        },
+        value_description: v.description.clone(),
+        params: s
+            .parameters
+            .iter()
+            .map(|p| Param {
+                name: p.name.clone(),
+                pattern: p.pattern.clone(),
+                description: p.description.clone().unwrap_or_default(),
+            })
+            .collect(),
+        virt_drivers: s.virt_drivers.clone(),
+        depends_on: s.depends_on.clone(),
+    }
+}
+
+/// The custom definitions in the store, in name order, compiled; those that do not
+/// compile (admission keeps them out, but a cluster may hold older ones) are returned apart.
+pub fn custom_definitions(store: &Store) -> (Registry, Vec<Rejected>) {
+    Registry::custom(store.list("ExtraSpecDefinition").filter_map(|o| match o {
+        Object::ExtraSpecDefinition(d) => Some((o.name().to_string(), core_spec(d))),
+        _ => None,
+    }))
+}
+
+/// How in-tree definitions shadow a custom one, if it compiles.
+pub fn definition_shadowing(d: &ExtraSpecDefinition) -> Result<Shadowing, Vec<String>> {
+    let name = d.metadata.name.clone().unwrap_or_default();
+    let def = core_spec(d).compile(Origin::Custom(name))?;
+    Ok(shadowing(&def, Registry::in_tree()))
+}
 
 /// The `{name}` placeholders of a key pattern, in order, or why the braces do not pair up.
 pub fn placeholders(key: &str) -> Result<Vec<String>, String> {
@@ -88,6 +148,20 @@ pub(super) fn review(d: &ExtraSpecDefinition, store: &Store, review: &mut Review
     }
     if v.type_ != ExtraSpecValueType::String && (v.pattern.is_some() || !v.enum_.is_empty()) {
         review.problem("spec.value.pattern and enum apply only to type string");
+    }
+    if v.pattern.is_some() && !v.enum_.is_empty() {
+        review.problem("spec.value.pattern and enum are alternatives; give one or the other");
+    }
+    match definition_shadowing(d) {
+        Ok(Shadowing::Full { by, .. }) => review.warn(format!(
+            "spec.key {:?} is shadowed: the in-tree definition {by} covers every key it matches, so this definition never applies",
+            spec.key
+        )),
+        Ok(Shadowing::Partial { example, by }) => review.warn(format!(
+            "spec.key {:?} is partly shadowed: some keys it matches, such as {example}, are covered by the in-tree definition {by}, which applies to them",
+            spec.key
+        )),
+        Ok(Shadowing::None) | Err(_) => {}
     }
     for other in store.list("ExtraSpecDefinition") {
         if let Object::ExtraSpecDefinition(o) = other

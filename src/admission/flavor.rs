@@ -2,7 +2,7 @@
 
 use super::Review;
 use crate::api::{EXTRA_SPEC_VALIDATION_ANNOTATION, Flavor};
-use crate::extra_specs::{ValidationMode, check_extra_specs};
+use crate::extra_specs::{ValidationMode, Validators, check_extra_specs};
 use crate::store::Store;
 
 /// The flavor's validation mode, or the error for an unknown one.
@@ -41,18 +41,20 @@ pub(super) fn review(f: &Flavor, store: &Store, review: &mut Review) {
             return;
         }
     };
+    let (custom, _) = super::extra_spec_definition::custom_definitions(store);
     let report = check_extra_specs(
         f.spec
             .extra_specs
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str())),
         mode,
+        &Validators::with_custom(&custom),
     );
     for p in report.problems {
         review.problem(format!("spec.{p}"));
     }
     for w in report.warnings {
-        review.warn(w);
+        review.warn(format!("spec.{w}"));
     }
     for sp in &f.spec.service_profiles {
         if store.get_cluster("ServiceProfile", sp).is_none() {

@@ -1,21 +1,22 @@
-//! Image admission: `trait:` properties take only `required` and a valid trait name.
+//! Image admission: Nova's image properties with their types, and `trait:` properties,
+//! which take only `required` and a valid trait name.
 
 use super::Review;
 use crate::api::Image;
-use crate::placement::check_trait;
+use crate::extra_specs::image_properties::check_image_properties;
 
 pub(super) fn review(image: &Image, review: &mut Review) {
-    for (key, value) in &image.spec.properties {
-        let Some(name) = key.strip_prefix("trait:") else {
-            continue;
-        };
-        if let Err(e) = check_trait(name) {
-            review.problem(format!("spec.properties[{key:?}]: {e}"));
-        }
-        if value != "required" {
-            review.problem(format!(
-                "spec.properties[{key:?}] is {value:?}; an image can only require a trait, so the value must be \"required\""
-            ));
-        }
+    let (problems, warnings) = check_image_properties(
+        image
+            .spec
+            .properties
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str())),
+    );
+    for p in problems {
+        review.problem(format!("spec.{p}"));
+    }
+    for w in warnings {
+        review.warn(format!("spec.{w}"));
     }
 }

@@ -12,6 +12,7 @@ mod resource_provider;
 mod server;
 mod service_profile;
 
+pub use extra_spec_definition::{core_spec, custom_definitions, definition_shadowing};
 pub use flavor::validation_mode;
 pub use provider_config::{COMPUTE_NODE_ID, identification_key};
 

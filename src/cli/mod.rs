@@ -2,6 +2,7 @@
 
 pub mod apply;
 pub mod crds;
+pub mod extra_specs;
 pub mod placement;
 pub mod provider_config;
 
@@ -57,6 +58,10 @@ pub enum Command {
         #[command(subcommand)]
         command: provider_config::ProviderConfigCommand,
     },
+    /// The extra spec registry: reference docs, Glance metadefs, and checks of single
+    /// extra specs or image properties.
+    #[command(subcommand)]
+    ExtraSpecs(extra_specs::ExtraSpecsCommand),
 }
 
 /// The Placement calls `kubeplace placement` answers.
@@ -117,6 +122,12 @@ pub fn main() -> ExitCode {
             let stdout = &mut std::io::stdout().lock();
             let stderr = &mut std::io::stderr().lock();
             ExitCode::from(provider_config::run(&command, stdout, stderr))
+        }
+        Command::ExtraSpecs(command) => {
+            let stdin = &mut std::io::stdin().lock();
+            let stdout = &mut std::io::stdout().lock();
+            let stderr = &mut std::io::stderr().lock();
+            ExitCode::from(extra_specs::run(command, stdin, stdout, stderr))
         }
         Command::Crds => match crds::render() {
             Ok(yaml) => {

@@ -42,9 +42,8 @@ pub fn parse_placement_key(key: &str, value: &str) -> Option<Result<PlacementKey
     Some(parse_group(group).and_then(|group| match namespace {
         "resources" => {
             check_resource_class(rest).map_err(|e| e.to_string())?;
-            let amount: i64 = value
-                .parse()
-                .ok()
+            let amount: i64 = super::value::parse_int(value)
+                .and_then(|n| i64::try_from(n.0).ok())
                 .filter(|n| *n >= 0)
                 .ok_or_else(|| format!("the amount must be a whole number of 0 or more (0 removes the class); got {value:?}"))?;
             Ok(PlacementKey::Resources { group, class: rest.to_string(), amount })

@@ -96,6 +96,8 @@ pub fn closest<'a>(
     let limit = (name.len() / 3).max(2);
     candidates
         .into_iter()
+        // The distance is at least the difference in length: skip the hopeless ones.
+        .filter(|c| c.len().abs_diff(name.len()) <= limit)
         .map(|c| (edit_distance(name, c), *c))
         .filter(|(d, _)| *d <= limit)
         .min()

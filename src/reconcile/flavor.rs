@@ -6,13 +6,14 @@ use crate::api::{
     CandidateAllocationStatus, CandidateStatus, Condition, Flavor, FlavorStatus,
     PlacementRequestStatus, RequestGroupStatus,
 };
+use crate::extra_specs::{Validators, check_extra_specs};
 use crate::placement::ProviderIndex;
 use crate::placement::candidates::counted_candidates;
 use crate::placement::microversion::Microversion;
 use crate::placement::query::parse_candidates_query;
 use crate::placement::request::{FlavorShape, Request};
 
-use super::World;
+use super::{World, capped};
 
 /// How many candidates a status lists (the count covers them all).
 pub const STATUS_CANDIDATES: usize = 10;
@@ -100,13 +101,43 @@ pub fn schedulable(outcome: &Result<Placement, String>) -> Condition {
     }
 }
 
+/// The Valid condition: the extra specs checked again against the definitions now in the
+/// store, since adding or deleting an ExtraSpecDefinition can change the verdict.
+fn valid_condition(f: &Flavor, world: &World) -> Condition {
+    let mode = match crate::admission::validation_mode(f) {
+        Ok(m) => m,
+        Err(e) => return Condition::new("Valid", false, "InvalidValidationMode", e),
+    };
+    let report = check_extra_specs(
+        f.spec
+            .extra_specs
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str())),
+        mode,
+        &Validators::with_custom(&world.custom_definitions),
+    );
+    if report.problems.is_empty() {
+        Condition::new(
+            "Valid",
+            true,
+            "ExtraSpecsValid",
+            capped(report.warnings).join("; "),
+        )
+    } else {
+        let problems: Vec<String> = report.problems.iter().map(ToString::to_string).collect();
+        Condition::new(
+            "Valid",
+            false,
+            "ExtraSpecsInvalid",
+            capped(problems).join("; "),
+        )
+    }
+}
+
 pub(super) fn status(f: &Flavor, world: &World, generation: Option<i64>) -> FlavorStatus {
     let request = flavor_request(f);
     let outcome = place(world.store.index(), &request);
-    let conditions = vec![
-        Condition::new("Valid", true, "Admitted", ""),
-        schedulable(&outcome),
-    ];
+    let conditions = vec![valid_condition(f, world), schedulable(&outcome)];
     let (candidate_count, candidates) = match outcome {
         Ok(p) => (Some(p.count as i64), p.first),
         Err(_) => (Some(0), Vec::new()),

@@ -14,6 +14,7 @@ mod server;
 mod service_profile;
 
 use crate::api::{Object, Status};
+use crate::extra_specs::Registry;
 use crate::provider_config::MergeResult;
 use crate::store::{ObjectKey, Store};
 
@@ -27,6 +28,8 @@ pub const STATUS_LIST_CAP: usize = 50;
 pub struct World<'a> {
     pub store: &'a Store,
     pub merge: &'a MergeResult,
+    /// The ExtraSpecDefinitions in the store, compiled.
+    pub custom_definitions: Registry,
 }
 
 impl<'a> World<'a> {
@@ -35,6 +38,7 @@ impl<'a> World<'a> {
         World {
             store,
             merge: store.config_merge(),
+            custom_definitions: crate::admission::custom_definitions(store).0,
         }
     }
 }

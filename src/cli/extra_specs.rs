@@ -1,0 +1,358 @@
+//! `kubeplace extra-specs`: reference docs, Glance metadefs, and checking extra specs or
+//! image properties from the command line.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use clap::{Subcommand, ValueEnum};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::Output;
+use crate::admission::custom_definitions;
+use crate::api::Object;
+use crate::extra_specs::docs::{self, Format};
+use crate::extra_specs::image_properties::check_image_property;
+use crate::extra_specs::metadefs::metadef_files;
+use crate::extra_specs::registry::{Registry, Rejected};
+use crate::extra_specs::{Status, Support, ValidationMode, Validators, ValueType, check_spec};
+use crate::manifest::read_paths;
+use crate::store::Store;
+
+/// Documentation formats.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DocFormat {
+    /// Markdown.
+    Md,
+    /// reStructuredText.
+    Rst,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ExtraSpecsCommand {
+    /// Print reference documentation of every extra spec and image property, grouped by
+    /// namespace, with parameters, values, deprecations and documented dependencies.
+    Docs {
+        #[arg(long, value_enum, default_value_t = DocFormat::Md)]
+        format: DocFormat,
+        /// Manifests whose ExtraSpecDefinitions are documented too.
+        #[arg(short = 'f', long = "filename")]
+        files: Vec<PathBuf>,
+    },
+    /// Write Glance metadata-definition namespace files (JSON) into DIR.
+    Metadefs {
+        /// The directory to write into (created if missing).
+        #[arg(short = 'o', long = "output-dir")]
+        dir: PathBuf,
+    },
+    /// Check extra specs given as KEY=VALUE (or image properties with --image) and print
+    /// each verdict. Exit 0 when nothing is rejected, 1 otherwise, 2 on bad input.
+    Check {
+        /// KEY=VALUE pairs.
+        specs: Vec<String>,
+        /// Validation mode: strict, permissive or off.
+        #[arg(long, default_value = "strict")]
+        mode: String,
+        /// Manifests whose ExtraSpecDefinitions are used as custom definitions.
+        #[arg(short = 'f', long = "filename")]
+        files: Vec<PathBuf>,
+        /// A JSON file (`-` for standard input) holding a list of [KEY, VALUE] pairs, checked
+        /// after the pairs on the command line.
+        #[arg(long = "json-input")]
+        json_input: Option<PathBuf>,
+        /// Check Glance image properties instead of flavor extra specs.
+        #[arg(long)]
+        image: bool,
+        /// Output format.
+        #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Print the facts of the in-tree registry (keys, types, bounds, enums, patterns,
+    /// parameters, support status) as JSON, for comparison with Nova's.
+    #[command(hide = true)]
+    Facts,
+}
+
+fn custom_from_files(
+    files: &[PathBuf],
+    stdin: &mut dyn Read,
+) -> Result<(Registry, Vec<Rejected>), String> {
+    if files.is_empty() {
+        return Ok((Registry::default(), Vec::new()));
+    }
+    let docs = read_paths(files, stdin).map_err(|e| e.to_string())?;
+    let mut store = Store::default();
+    for d in docs {
+        if let Ok(o @ Object::ExtraSpecDefinition(_)) = d.object {
+            store.apply(o);
+        }
+    }
+    Ok(custom_definitions(&store))
+}
+
+fn read_pairs(path: &Path, stdin: &mut dyn Read) -> Result<Vec<(String, String)>, String> {
+    let mut text = String::new();
+    if path.as_os_str() == "-" {
+        stdin
+            .read_to_string(&mut text)
+            .map_err(|e| format!("-: {e}"))?;
+    } else {
+        text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    serde_json::from_str(&text).map_err(|e| {
+        format!(
+            "{}: expected a JSON list of [KEY, VALUE] pairs: {e}",
+            path.display()
+        )
+    })
+}
+
+/// Runs the subcommand; returns the exit code.
+pub fn run(
+    command: ExtraSpecsCommand,
+    stdin: &mut dyn Read,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> u8 {
+    match command {
+        ExtraSpecsCommand::Docs { format, files } => {
+            let custom = match custom_from_files(&files, stdin) {
+                Ok((r, _)) => r,
+                Err(e) => {
+                    let _ = writeln!(err, "kubeplace extra-specs docs: {e}");
+                    return 2;
+                }
+            };
+            let format = match format {
+                DocFormat::Md => Format::Markdown,
+                DocFormat::Rst => Format::Rst,
+            };
+            let _ = write!(out, "{}", docs::render(format, &custom));
+            0
+        }
+        ExtraSpecsCommand::Metadefs { dir } => {
+            if let Err(e) = std::fs::create_dir_all(&dir) {
+                let _ = writeln!(
+                    err,
+                    "kubeplace extra-specs metadefs: {}: {e}",
+                    dir.display()
+                );
+                return 2;
+            }
+            for file in metadef_files() {
+                let path = dir.join(&file.file_name);
+                let text = serde_json::to_string_pretty(&file.namespace)
+                    .expect("JSON values serialise")
+                    + "\n";
+                if let Err(e) = std::fs::write(&path, text) {
+                    let _ = writeln!(
+                        err,
+                        "kubeplace extra-specs metadefs: {}: {e}",
+                        path.display()
+                    );
+                    return 2;
+                }
+                let props = file.namespace["properties"]
+                    .as_object()
+                    .map_or(0, |p| p.len());
+                let _ = writeln!(out, "{} ({props} properties)", path.display());
+            }
+            0
+        }
+        ExtraSpecsCommand::Check {
+            specs,
+            mode,
+            files,
+            json_input,
+            image,
+            output,
+        } => check(
+            specs,
+            &mode,
+            &files,
+            json_input.as_deref(),
+            image,
+            output,
+            stdin,
+            out,
+            err,
+        ),
+        ExtraSpecsCommand::Facts => {
+            let _ = writeln!(
+                out,
+                "{}",
+                serde_json::to_string_pretty(&facts()).expect("JSON")
+            );
+            0
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct CheckReport<T> {
+    items: Vec<T>,
+    summary: Value,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check(
+    specs: Vec<String>,
+    mode: &str,
+    files: &[PathBuf],
+    json_input: Option<&Path>,
+    image: bool,
+    output: Output,
+    stdin: &mut dyn Read,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> u8 {
+    let fail = |err: &mut dyn Write, e: String| {
+        let _ = writeln!(err, "kubeplace extra-specs check: {e}");
+        2
+    };
+    let mode: ValidationMode = match mode.parse() {
+        Ok(m) => m,
+        Err(e) => return fail(err, format!("--mode: {e}")),
+    };
+    let mut pairs = Vec::new();
+    for s in specs {
+        match s.split_once('=') {
+            Some((k, v)) => pairs.push((k.to_string(), v.to_string())),
+            None => return fail(err, format!("{s:?} is not KEY=VALUE")),
+        }
+    }
+    if let Some(path) = json_input {
+        match read_pairs(path, stdin) {
+            Ok(more) => pairs.extend(more),
+            Err(e) => return fail(err, e),
+        }
+    }
+    let (custom, rejected) = match custom_from_files(files, stdin) {
+        Ok(c) => c,
+        Err(e) => return fail(err, e),
+    };
+    for r in rejected {
+        let _ = writeln!(
+            err,
+            "Warning: ExtraSpecDefinition {:?} is not usable: {}",
+            r.name,
+            r.problems.join("; ")
+        );
+    }
+    let validators = Validators::with_custom(&custom);
+    let mut rows: Vec<(String, String, String, String)> = Vec::new();
+    let mut rejected_count = 0;
+    let mut warning_count = 0;
+    let json_items: Vec<Value> = if image {
+        pairs
+            .iter()
+            .map(|(k, v)| {
+                let o = check_image_property(k, v);
+                if o.problem.is_some() {
+                    rejected_count += 1;
+                }
+                if o.warning.is_some() {
+                    warning_count += 1;
+                }
+                let detail = o.problem.clone().or(o.warning.clone()).unwrap_or_default();
+                rows.push((k.clone(), v.clone(), o.status.to_string(), detail));
+                serde_json::to_value(&o).expect("JSON")
+            })
+            .collect()
+    } else {
+        pairs
+            .iter()
+            .map(|(k, v)| {
+                let o = check_spec(k, v, &validators, mode);
+                let rejects = match o.status {
+                    Status::InvalidValue | Status::BadSyntax => true,
+                    Status::UnknownKey => mode == ValidationMode::Strict,
+                    _ => false,
+                };
+                if rejects {
+                    rejected_count += 1;
+                } else if o.warning.is_some() {
+                    warning_count += 1;
+                }
+                let detail = if rejects {
+                    o.problem
+                        .as_ref()
+                        .map(ToString::to_string)
+                        .unwrap_or_default()
+                } else {
+                    o.warning.clone().unwrap_or_default()
+                };
+                let status = serde_json::to_value(o.status).expect("JSON");
+                rows.push((
+                    k.clone(),
+                    v.clone(),
+                    status.as_str().unwrap_or("").to_string(),
+                    detail,
+                ));
+                let mut item = serde_json::to_value(&o).expect("JSON");
+                item["rejected"] = json!(rejects);
+                item
+            })
+            .collect()
+    };
+    let report = CheckReport {
+        summary: json!({"checked": json_items.len(), "rejected": rejected_count, "warnings": warning_count}),
+        items: json_items,
+    };
+    let written = match output {
+        Output::Json => writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&report).expect("JSON")
+        ),
+        Output::Yaml => write!(
+            out,
+            "{}",
+            serde_saphyr::to_string(&report).unwrap_or_default()
+        ),
+        Output::Table => (|| {
+            for (k, v, s, d) in &rows {
+                writeln!(out, "{k}={v}  {s}  {d}")?;
+            }
+            writeln!(
+                out,
+                "{} checked, {rejected_count} rejected, {warning_count} warnings",
+                rows.len()
+            )
+        })(),
+    };
+    if let Err(e) = written {
+        return fail(err, format!("cannot write output: {e}"));
+    }
+    u8::from(rejected_count > 0)
+}
+
+fn facts() -> Value {
+    let defs: Vec<Value> = Registry::in_tree()
+        .definitions()
+        .iter()
+        .map(|d| {
+            let mut v = json!({
+                "key": d.key,
+                "namespace": d.namespace,
+                "type": d.value.type_name(),
+                "deprecated": matches!(d.support, Support::Deprecated { .. }),
+                "params": d.params.iter().map(|p| json!({"name": p.name, "pattern": p.pattern})).collect::<Vec<_>>(),
+            });
+            match &d.value {
+                ValueType::Enum(m) => v["enum"] = json!(m),
+                ValueType::Pattern(p) => v["pattern"] = json!(p.source()),
+                ValueType::Int { min, max } => {
+                    v["min"] = json!(min);
+                    v["max"] = json!(max);
+                }
+                ValueType::String | ValueType::Bool => {}
+            }
+            if let Support::Deprecated { replacement } = &d.support {
+                v["replacement"] = json!(replacement);
+            }
+            v
+        })
+        .collect();
+    json!({"definitions": defs})
+}
