@@ -88,6 +88,10 @@ pub struct PlacementArgs {
     /// Output format (JSON, Placement's shape).
     #[arg(short = 'o', long, value_parser = ["json"], default_value = "json")]
     pub output: String,
+    /// Answer the query this many times after loading and print the median and fastest
+    /// time in milliseconds to standard error (for speed comparisons).
+    #[arg(long, hide = true, default_value_t = 0)]
+    pub time_repeat: usize,
 }
 
 /// Runs the command line and returns the process's exit code.
@@ -113,6 +117,7 @@ pub fn main() -> ExitCode {
                 &args.files,
                 &args.query,
                 &args.microversion,
+                args.time_repeat,
                 stdin,
                 stdout,
                 stderr,

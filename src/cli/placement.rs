@@ -66,6 +66,7 @@ pub fn run(
     files: &[PathBuf],
     query: &str,
     microversion: &str,
+    time_repeat: usize,
     stdin: &mut dyn Read,
     out: &mut dyn Write,
     err: &mut dyn Write,
@@ -77,6 +78,17 @@ pub fn run(
             return 2;
         }
     };
+    if time_repeat > 0 {
+        let mut times: Vec<f64> = (0..time_repeat)
+            .map(|_| {
+                let started = std::time::Instant::now();
+                std::hint::black_box(answer(&store, call, query, microversion));
+                started.elapsed().as_secs_f64() * 1e3
+            })
+            .collect();
+        times.sort_by(f64::total_cmp);
+        let _ = writeln!(err, "{{\"ms\": {:.3}, \"ms_min\": {:.3}}}", times[times.len() / 2], times[0]);
+    }
     let (body, code) = answer(&store, call, query, microversion);
     match serde_json::to_string_pretty(&body) {
         Ok(text) if writeln!(out, "{text}").is_ok() => code,
