@@ -87,7 +87,12 @@ pub fn run(
             })
             .collect();
         times.sort_by(f64::total_cmp);
-        let _ = writeln!(err, "{{\"ms\": {:.3}, \"ms_min\": {:.3}}}", times[times.len() / 2], times[0]);
+        let _ = writeln!(
+            err,
+            "{{\"ms\": {:.3}, \"ms_min\": {:.3}}}",
+            times[times.len() / 2],
+            times[0]
+        );
     }
     let (body, code) = answer(&store, call, query, microversion);
     match serde_json::to_string_pretty(&body) {
