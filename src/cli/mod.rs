@@ -112,16 +112,7 @@ pub fn main() -> ExitCode {
             let stdin = &mut std::io::stdin().lock();
             let stdout = &mut std::io::stdout().lock();
             let stderr = &mut std::io::stderr().lock();
-            ExitCode::from(placement::run(
-                which,
-                &args.files,
-                &args.query,
-                &args.microversion,
-                args.time_repeat,
-                stdin,
-                stdout,
-                stderr,
-            ))
+            ExitCode::from(placement::run(which, args, stdin, stdout, stderr))
         }
         Command::ProviderConfig { command } => {
             let stdout = &mut std::io::stdout().lock();

@@ -63,14 +63,17 @@ pub fn answer(store: &Store, call: Call, query: &str, microversion: &str) -> (Va
 /// Runs the subcommand; returns the exit code.
 pub fn run(
     call: Call,
-    files: &[PathBuf],
-    query: &str,
-    microversion: &str,
-    time_repeat: usize,
+    args: &super::PlacementArgs,
     stdin: &mut dyn Read,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> u8 {
+    let (files, query, microversion, time_repeat) = (
+        &args.files,
+        args.query.as_str(),
+        args.microversion.as_str(),
+        args.time_repeat,
+    );
     let store = match load_state(files, stdin) {
         Ok(s) => s,
         Err(e) => {
