@@ -118,6 +118,11 @@ impl<'a> Search<'a> {
         linked: &[ProviderId],
         out: &mut Vec<GroupPart>,
     ) {
+        // Placement finds no provider for a group without resources unless a required trait
+        // or an aggregate narrows it down (a forbidden trait alone does not).
+        if g.resources.is_empty() && g.required.is_empty() && g.member_of.is_none() {
+            return;
+        }
         let candidates = tree
             .iter()
             .chain(linked.iter().filter(|s| self.root(**s) != Some(anchor)));

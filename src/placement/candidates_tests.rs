@@ -464,3 +464,17 @@ fn broken_trees_are_left_out() {
         .collect();
     assert!(trees.is_empty());
 }
+
+#[test]
+fn a_group_without_resources_needs_a_required_trait_or_aggregate() {
+    let c = Cloud::new().rp("cn1", None, &[("VCPU", 4)], &["HW_NUMA_ROOT"], &[]);
+    assert_eq!(
+        c.ask("resources_A=VCPU:1&required_B=HW_NUMA_ROOT&same_subtree=_A,_B&group_policy=none")
+            .len(),
+        1
+    );
+    assert!(
+        c.ask("resources_A=VCPU:1&required_B=!CUSTOM_X&same_subtree=_A,_B&group_policy=none")
+            .is_empty()
+    );
+}

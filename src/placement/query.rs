@@ -557,17 +557,8 @@ pub fn parse_providers_query(query: &str, mv: Microversion) -> Result<ProvidersQ
             _ => apply_group_param(&mut parsed.filters, key, key, &values, mv)?,
         }
     }
-    let g = &parsed.filters;
-    if let Some(any) = g
-        .required
-        .iter()
-        .find(|any| any.iter().all(|t| g.forbidden.contains(t)))
-    {
-        return Err(bad(format!(
-            "traits both required and forbidden in required: {}",
-            any.iter().cloned().collect::<Vec<_>>().join(", ")
-        )));
-    }
+    // Unlike allocation candidates, a trait both required and forbidden is no error here:
+    // Placement simply finds no provider.
     Ok(parsed)
 }
 
@@ -711,5 +702,6 @@ mod tests {
         assert!(q.filters.forbidden.contains("CUSTOM_GOLD"));
         assert!(parse_providers_query("required=CUSTOM_A", Microversion(17)).is_err());
         assert!(parse_providers_query("limit=1", MV).is_err());
+        assert!(parse_providers_query("required=CUSTOM_A,!CUSTOM_A", MV).is_ok());
     }
 }
