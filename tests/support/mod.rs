@@ -132,13 +132,17 @@ fn spawn_registered(mut cmd: Command, what: &str) -> u32 {
 }
 
 /// Starts the watchdog: `sh` waiting on a pipe from this process; at end of
-/// file (this process is gone) it kills `pids`.
-fn start_watchdog(pids: &[u32]) {
+/// file (this process is gone) it kills `pids` and removes `dir`.
+fn start_watchdog(pids: &[u32], dir: &Path) {
     let mut reaper = reaper();
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
-        .arg(r#"read -r _ || true; kill -9 "$@" 2>/dev/null; exit 0"#)
+        .arg(
+            r#"read -r _ || true; dir=$1; shift; kill -9 "$@" 2>/dev/null
+               sleep 1; rm -rf "$dir"; exit 0"#,
+        )
         .arg("kubeplace-e2e-watchdog")
+        .arg(dir)
         .args(pids.iter().map(u32::to_string))
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
@@ -284,7 +288,7 @@ impl ControlPlane {
             .stdout(log("kube-apiserver.log"))
             .stderr(log("kube-apiserver.log"));
         let api_pid = spawn_registered(api, "kube-apiserver");
-        start_watchdog(&[api_pid, etcd_pid]);
+        start_watchdog(&[api_pid, etcd_pid], &dir);
 
         let server = format!("https://127.0.0.1:{api_port}");
         let kubeconfig = dir.join("kubeconfig");
