@@ -250,6 +250,16 @@ fn helm_template_is_accepted_by_the_api_server() {
     }
     assert!(!with_cm.contains("caBundle"), "{with_cm}");
     assert!(!with_cm.contains("kind: Secret"), "{with_cm}");
+
+    // One replica: no PodDisruptionBudget (it would only block drains).
+    let single = cp.helm(&[
+        "template",
+        "kubeplace",
+        "charts/kubeplace",
+        "--set",
+        "replicaCount=1",
+    ]);
+    assert!(!single.ok().contains("kind: PodDisruptionBudget"));
 }
 
 #[test]
@@ -395,6 +405,57 @@ fn helm_install_creates_the_objects_and_uninstall_removes_them() {
     ] {
         assert!(args.contains(arg), "no {arg}: {args}");
     }
+
+    // An upgrade keeps the generated CA and certificate (the webhook would
+    // otherwise distrust running replicas) and applies the new values.
+    let upgraded = cp.helm(&[
+        "upgrade",
+        release,
+        "charts/kubeplace",
+        "--namespace",
+        ns,
+        "--set",
+        "replicaCount=3",
+        "--set",
+        "leaderElection.enabled=false",
+    ]);
+    assert!(
+        upgraded.ok().contains("STATUS: deployed"),
+        "{}",
+        upgraded.stdout
+    );
+    let after = cp.kubectl(&[
+        "get",
+        "-n",
+        ns,
+        "secret/kubeplace-e2e-webhook-tls",
+        "-o",
+        "jsonpath={.data.ca\\.crt}",
+    ]);
+    assert_eq!(after.ok(), ca.stdout, "the upgrade replaced the CA");
+    let bundle = cp.kubectl(&[
+        "get",
+        "validatingwebhookconfiguration",
+        "kubeplace-e2e",
+        "-o",
+        "jsonpath={.webhooks[0].clientConfig.caBundle}",
+    ]);
+    assert_eq!(
+        bundle.ok(),
+        ca.stdout.trim(),
+        "the upgrade changed the caBundle"
+    );
+    let args = cp.kubectl(&[
+        "get",
+        "-n",
+        ns,
+        "deployment/kubeplace-e2e",
+        "-o",
+        "jsonpath={.spec.replicas} {.spec.template.spec.containers[0].args}",
+    ]);
+    let args = args.ok();
+    assert!(args.starts_with("3 "), "{args}");
+    assert!(args.contains("--leader-elect=false"), "{args}");
 
     // While the release's webhook has no backend, failurePolicy Fail refuses
     // kubeplace objects: the API server calls the webhook.
