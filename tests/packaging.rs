@@ -5,6 +5,9 @@ use serde_json::Value;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
+const REFRESH: &str = "cargo run -- crds | tee crds/kubeplace.yaml manifests/01-crds.yaml \
+                       charts/kubeplace/crds/kubeplace.yaml >/dev/null";
+
 fn read(path: &str) -> String {
     std::fs::read_to_string(format!("{ROOT}/{path}")).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
@@ -17,7 +20,7 @@ fn yaml(text: &str) -> Value {
 fn manifests_crds_are_a_copy_of_crds() {
     assert!(
         read("manifests/01-crds.yaml") == read("crds/kubeplace.yaml"),
-        "manifests/01-crds.yaml is stale: cp crds/kubeplace.yaml manifests/01-crds.yaml"
+        "manifests/01-crds.yaml is stale: {REFRESH}"
     );
 }
 
@@ -25,7 +28,7 @@ fn manifests_crds_are_a_copy_of_crds() {
 fn chart_crds_are_a_copy_of_crds() {
     assert!(
         read("charts/kubeplace/crds/kubeplace.yaml") == read("crds/kubeplace.yaml"),
-        "charts/kubeplace/crds/kubeplace.yaml is stale: cp crds/kubeplace.yaml charts/kubeplace/crds/"
+        "charts/kubeplace/crds/kubeplace.yaml is stale: {REFRESH}"
     );
 }
 
