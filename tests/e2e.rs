@@ -136,6 +136,46 @@ fn kubectl_get_flavors_shows_the_printer_columns() {
 }
 
 #[test]
+fn kubectl_watch_shows_flavors_as_they_are_created() {
+    let _objects = objects_lock();
+    let cp = crds_installed();
+    let mut cmd = std::process::Command::new(cp.bin.join("kubectl"));
+    cmd.args(["get", "flavors", "--watch", "--output-watch-events"]);
+    let watch = cp.spawn(cmd, "kubectl-watch-flavors");
+    cp.kubectl_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata:\n  name: e2e.watched\n\
+         spec:\n  vcpus: 2\n  memoryMb: 4096\n  diskGb: 40\n",
+    )
+    .ok();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !watch.output().contains("e2e.watched") {
+        assert!(watch.running(), "kubectl exited: {}", watch.output());
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no watch event: {}",
+            watch.output()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let event = watch
+        .output()
+        .lines()
+        .find(|l| l.contains("e2e.watched"))
+        .unwrap()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect::<Vec<_>>();
+    assert_eq!(&event[..5], ["ADDED", "e2e.watched", "2", "4096", "40"]);
+    assert!(
+        watch.stop(std::time::Duration::from_secs(10)),
+        "kubectl ignored SIGTERM"
+    );
+    assert!(!watch.running());
+    cp.kubectl(&["delete", "flavor", "e2e.watched"]).ok();
+}
+
+#[test]
 fn cel_rules_reject_bad_objects_with_their_message() {
     let _objects = objects_lock();
     let cp = crds_installed();

@@ -131,19 +131,43 @@ fn spawn_registered(mut cmd: Command, what: &str) -> u32 {
     pid
 }
 
+/// The file in the control plane's directory listing the pids the watchdog
+/// kills.
+const PIDS_FILE: &str = "pids";
+
+fn record_pid(dir: &Path, pid: u32) {
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(PIDS_FILE))
+        .expect("the pids file");
+    writeln!(file, "{pid}").expect("record a pid");
+}
+
+fn unrecord_pid(dir: &Path, pid: u32) {
+    let path = dir.join(PIDS_FILE);
+    let kept: String = std::fs::read_to_string(&path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.trim() != pid.to_string())
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let _ = std::fs::write(path, kept);
+}
+
 /// Starts the watchdog: `sh` waiting on a pipe from this process; at end of
-/// file (this process is gone) it kills `pids` and removes `dir`.
-fn start_watchdog(pids: &[u32], dir: &Path) {
+/// file (this process is gone) it kills every pid in `dir/pids` and removes
+/// `dir`.
+fn start_watchdog(dir: &Path) {
     let mut reaper = reaper();
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
         .arg(
-            r#"read -r _ || true; dir=$1; shift; kill -9 "$@" 2>/dev/null
-               sleep 1; rm -rf "$dir"; exit 0"#,
+            r#"read -r _ || true; kill -9 $(cat "$1/pids") 2>/dev/null
+               sleep 1; rm -rf "$1"; exit 0"#,
         )
         .arg("kubeplace-e2e-watchdog")
         .arg(dir)
-        .args(pids.iter().map(u32::to_string))
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
@@ -288,7 +312,9 @@ impl ControlPlane {
             .stdout(log("kube-apiserver.log"))
             .stderr(log("kube-apiserver.log"));
         let api_pid = spawn_registered(api, "kube-apiserver");
-        start_watchdog(&[api_pid, etcd_pid], &dir);
+        record_pid(&dir, api_pid);
+        record_pid(&dir, etcd_pid);
+        start_watchdog(&dir);
 
         let server = format!("https://127.0.0.1:{api_port}");
         let kubeconfig = dir.join("kubeconfig");
@@ -366,6 +392,22 @@ impl ControlPlane {
             .env("HELM_DATA_HOME", self.dir.join("helm/data"))
             .stdin(Stdio::null());
         cmd
+    }
+
+    /// Starts a long-running process for a test (such as `kubeplace run
+    /// --kubeconfig …`), with `KUBECONFIG` set and its output in
+    /// `<dir>/<name>.log`. It is killed when the tests end, like the control
+    /// plane, unless stopped before.
+    pub fn spawn(&self, mut cmd: Command, name: &str) -> Process {
+        let log = self.dir.join(format!("{name}.log"));
+        let file = std::fs::File::create(&log).expect("a log file");
+        cmd.env("KUBECONFIG", &self.kubeconfig)
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("log file"))
+            .stderr(file);
+        let pid = spawn_registered(cmd, name);
+        record_pid(&self.dir, pid);
+        Process { pid, log }
     }
 
     /// Runs kubectl against the control plane.
@@ -478,5 +520,79 @@ impl Run {
             self.command, self.stdout
         );
         &self.stderr
+    }
+}
+
+/// A process started by [`ControlPlane::spawn`].
+pub struct Process {
+    pub pid: u32,
+    pub log: PathBuf,
+}
+
+impl Process {
+    /// Whether it still runs.
+    pub fn running(&self) -> bool {
+        let mut reaper = reaper();
+        let children = &mut reaper.as_mut().expect("reaper").children;
+        children
+            .iter_mut()
+            .any(|c| c.id() == self.pid && matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// Sends SIGTERM and waits up to `grace` for it to exit, then kills it.
+    /// Returns whether it exited on its own within `grace`.
+    pub fn stop(&self, grace: Duration) -> bool {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.pid.to_string()])
+            .status();
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if !self.running() {
+                self.forget();
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        self.kill();
+        false
+    }
+
+    /// Kills it at once (SIGKILL), as a crash would.
+    pub fn kill(&self) {
+        let child = {
+            let mut reaper = reaper();
+            let children = &mut reaper.as_mut().expect("reaper").children;
+            children
+                .iter()
+                .position(|c| c.id() == self.pid)
+                .map(|i| children.remove(i))
+        };
+        if let Some(mut child) = child {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self.unrecord();
+    }
+
+    fn unrecord(&self) {
+        if let Some(dir) = self.log.parent() {
+            unrecord_pid(dir, self.pid);
+        }
+    }
+
+    /// Its output so far.
+    pub fn output(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn forget(&self) {
+        let mut reaper = reaper();
+        let children = &mut reaper.as_mut().expect("reaper").children;
+        if let Some(i) = children.iter().position(|c| c.id() == self.pid) {
+            let mut child = children.remove(i);
+            let _ = child.wait();
+        }
+        drop(reaper);
+        self.unrecord();
     }
 }
