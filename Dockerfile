@@ -1,0 +1,24 @@
+# syntax=docker/dockerfile:1
+# The kubeplace operator image: `kubeplace run` in a distroless image, as a
+# non-root user. Build from the repository root:
+#   docker build -t kubeplace:0.1.0 .
+
+FROM docker.io/library/rust:1.95-bookworm AS build
+WORKDIR /src
+COPY Cargo.toml Cargo.lock ./
+COPY src ./src
+COPY benches ./benches
+COPY schemas ./schemas
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    --mount=type=cache,target=/src/target \
+    cargo build --release --locked --bin kubeplace \
+ && cp target/release/kubeplace /kubeplace
+
+# glibc and libgcc, nothing else: no shell, no package manager.
+FROM gcr.io/distroless/cc-debian12:nonroot
+COPY --from=build /kubeplace /usr/local/bin/kubeplace
+# 65532 is distroless's `nonroot`; the Deployment also sets runAsNonRoot.
+USER 65532:65532
+EXPOSE 8443 8080
+ENTRYPOINT ["/usr/local/bin/kubeplace"]
+CMD ["run"]

@@ -1,0 +1,532 @@
+//! End to end against a real kube-apiserver (tests/support): what a user sees
+//! from `kubectl` and `helm` with kubeplace's CRDs, chart and manifests.
+//!
+//! The control plane is built on first use when it is missing (see
+//! hack/controlplane/README.md) and started once for all tests here.
+
+mod support;
+
+use std::sync::Once;
+
+use support::{ControlPlane, ROOT, cluster, exclusive_lock, objects_lock};
+
+/// Every CRD in crds/kubeplace.yaml, by name.
+const CRDS: [&str; 8] = [
+    "resourceproviders.kubeplace.io",
+    "allocations.kubeplace.io",
+    "providerconfigs.kubeplace.io",
+    "extraspecdefinitions.kubeplace.io",
+    "flavors.kubeplace.io",
+    "images.kubeplace.io",
+    "serviceprofiles.kubeplace.io",
+    "servers.kubeplace.io",
+];
+
+static CRDS_APPLIED: Once = Once::new();
+
+/// `kubectl apply -f crds/` and wait until every CRD is Established.
+fn crds_installed() -> &'static ControlPlane {
+    let cp = cluster();
+    CRDS_APPLIED.call_once(|| {
+        let out = cp.kubectl(&["apply", "-f", "crds/"]);
+        let applied = out.ok();
+        for crd in CRDS {
+            assert!(
+                applied.contains(&format!(
+                    "customresourcedefinition.apiextensions.k8s.io/{crd}"
+                )),
+                "kubectl apply did not mention {crd}:\n{applied}"
+            );
+        }
+        let mut args = vec!["wait", "--for", "condition=established", "--timeout=60s"];
+        let names: Vec<String> = CRDS.iter().map(|c| format!("crd/{c}")).collect();
+        args.extend(names.iter().map(String::as_str));
+        let waited = cp.kubectl(&args);
+        for crd in CRDS {
+            assert!(
+                waited.ok().contains(&format!("{crd} condition met")),
+                "{crd} is not Established:\n{}",
+                waited.stdout
+            );
+        }
+    });
+    cp
+}
+
+#[test]
+fn crds_apply_and_become_established() {
+    let _objects = objects_lock();
+    let cp = crds_installed();
+    let listed = cp.kubectl(&["get", "crds", "-o", "name"]);
+    for crd in CRDS {
+        assert!(
+            listed.ok().contains(crd),
+            "{crd} missing:\n{}",
+            listed.stdout
+        );
+    }
+    // Every kind answers a list, cluster-scoped or (Server) namespaced.
+    let resources = cp.kubectl(&["api-resources", "--api-group=kubeplace.io", "--no-headers"]);
+    let resources = resources.ok();
+    assert_eq!(resources.lines().count(), CRDS.len(), "{resources}");
+    let server = resources
+        .lines()
+        .find(|l| l.starts_with("servers "))
+        .expect("servers");
+    assert!(server.contains(" true "), "Server is namespaced: {server}");
+}
+
+#[test]
+fn kubectl_explain_documents_the_fields() {
+    let _objects = objects_lock();
+    let cp = crds_installed();
+    // Discovery can lag the Established condition by a moment.
+    let mut explained = cp.kubectl(&["explain", "flavor.spec.extraSpecs"]);
+    for _ in 0..20 {
+        if explained.success {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        explained = cp.kubectl(&["explain", "flavor.spec.extraSpecs"]);
+    }
+    let text = explained.ok();
+    assert!(text.contains("KIND:       Flavor"), "{text}");
+    assert!(
+        text.contains("FIELD: extraSpecs <map[string]string>"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Extra specs, key to value"),
+        "no description:\n{text}"
+    );
+    let provider = cp.kubectl(&["explain", "resourceprovider.spec.inventories"]);
+    assert!(
+        provider.ok().contains("DESCRIPTION:"),
+        "{}",
+        provider.stdout
+    );
+}
+
+#[test]
+fn kubectl_get_flavors_shows_the_printer_columns() {
+    let _objects = objects_lock();
+    let cp = crds_installed();
+    cp.kubectl_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata:\n  name: e2e.columns\n\
+         spec:\n  vcpus: 4\n  memoryMb: 8192\n  diskGb: 80\n",
+    )
+    .ok();
+    let table = cp.kubectl(&["get", "flavors", "e2e.columns"]);
+    let table = table.ok();
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAME", "VCPUS", "RAM", "DISK", "CANDIDATES", "VALID", "AGE"],
+        "{table}"
+    );
+    let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(&row[..4], ["e2e.columns", "4", "8192", "80"], "{table}");
+
+    // The wide view adds the Schedulable reason; the short name works.
+    let wide = cp.kubectl(&["get", "flv", "e2e.columns", "-o", "wide"]);
+    assert!(wide.ok().contains("SCHEDULABLE"), "{}", wide.stdout);
+    cp.kubectl(&["delete", "flavor", "e2e.columns"]).ok();
+}
+
+#[test]
+fn kubectl_watch_shows_flavors_as_they_are_created() {
+    let _objects = objects_lock();
+    let cp = crds_installed();
+    let mut cmd = std::process::Command::new(cp.bin.join("kubectl"));
+    cmd.args(["get", "flavors", "--watch", "--output-watch-events"]);
+    let watch = cp.spawn(cmd, "kubectl-watch-flavors");
+    cp.kubectl_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata:\n  name: e2e.watched\n\
+         spec:\n  vcpus: 2\n  memoryMb: 4096\n  diskGb: 40\n",
+    )
+    .ok();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !watch.output().contains("e2e.watched") {
+        assert!(watch.running(), "kubectl exited: {}", watch.output());
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no watch event: {}",
+            watch.output()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let event = watch
+        .output()
+        .lines()
+        .find(|l| l.contains("e2e.watched"))
+        .unwrap()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect::<Vec<_>>();
+    assert_eq!(&event[..5], ["ADDED", "e2e.watched", "2", "4096", "40"]);
+    assert!(
+        watch.stop(std::time::Duration::from_secs(10)),
+        "kubectl ignored SIGTERM"
+    );
+    assert!(!watch.running());
+    cp.kubectl(&["delete", "flavor", "e2e.watched"]).ok();
+}
+
+#[test]
+fn cel_rules_reject_bad_objects_with_their_message() {
+    let _objects = objects_lock();
+    let cp = crds_installed();
+    let cases = [
+        (
+            "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata:\n  name: e2e-overreserved\n\
+             spec:\n  inventories:\n    MEMORY_MB:\n      total: 4096\n      reserved: 8192\n",
+            "reserved must not exceed total",
+        ),
+        (
+            "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata:\n  name: e2e-units\n\
+             spec:\n  inventories:\n    VCPU:\n      total: 8\n      minUnit: 4\n      maxUnit: 2\n",
+            "minUnit must not exceed maxUnit",
+        ),
+        (
+            "apiVersion: kubeplace.io/v1alpha1\nkind: ProviderConfig\nmetadata:\n  name: e2e-both\n\
+             spec:\n  meta:\n    schemaVersion: \"1.0\"\n  providers:\n  - identification:\n\
+             \x20     name: cn1\n      uuid: 5c8ed9b0-7a1f-4a3e-9a59-3f4c1f6e2b11\n",
+            "set exactly one of uuid or name",
+        ),
+    ];
+    for (manifest, message) in cases {
+        let out = cp.kubectl_stdin(&["apply", "-f", "-"], manifest);
+        let stderr = out.fails();
+        assert!(
+            stderr.contains("is invalid") && stderr.contains(message),
+            "expected the API server to refuse with {message:?}:\n{stderr}"
+        );
+    }
+    // The same object within the rules is stored.
+    cp.kubectl_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata:\n  name: e2e-fine\n\
+         spec:\n  inventories:\n    MEMORY_MB:\n      total: 8192\n      reserved: 512\n",
+    )
+    .ok();
+    cp.kubectl(&["delete", "resourceprovider", "e2e-fine"]).ok();
+}
+
+#[test]
+fn helm_lint_passes() {
+    let cp = cluster();
+    for set in ["certManager.enabled=false", "certManager.enabled=true"] {
+        let out = cp.helm(&["lint", "--strict", "charts/kubeplace", "--set", set]);
+        assert!(
+            out.ok().contains("0 chart(s) failed"),
+            "{}\n{}",
+            out.stdout,
+            out.stderr
+        );
+    }
+    // values.schema.json is enforced: a wrong type is refused.
+    let bad = cp.helm(&["lint", "charts/kubeplace", "--set", "logFormat=xml"]);
+    let bad = format!("{}{}", bad.stdout, bad.fails());
+    assert!(bad.contains("logFormat"), "{bad}");
+}
+
+#[test]
+fn helm_template_is_accepted_by_the_api_server() {
+    let _objects = objects_lock();
+    let cp = crds_installed();
+    let rendered = cp.helm(&[
+        "template",
+        "kubeplace",
+        "charts/kubeplace",
+        "--namespace",
+        "default",
+    ]);
+    let rendered = rendered.ok().to_string();
+    let applied = cp.kubectl_stdin(&["apply", "--dry-run=server", "-f", "-"], &rendered);
+    let applied = applied.ok();
+    for object in [
+        "serviceaccount/kubeplace",
+        "clusterrole.rbac.authorization.k8s.io/kubeplace",
+        "clusterrolebinding.rbac.authorization.k8s.io/kubeplace",
+        "role.rbac.authorization.k8s.io/kubeplace",
+        "rolebinding.rbac.authorization.k8s.io/kubeplace",
+        "secret/kubeplace-webhook-tls",
+        "service/kubeplace-webhook",
+        "service/kubeplace-metrics",
+        "deployment.apps/kubeplace",
+        "poddisruptionbudget.policy/kubeplace",
+        "validatingwebhookconfiguration.admissionregistration.k8s.io/kubeplace",
+    ] {
+        assert!(
+            applied.contains(&format!("{object} created (server dry run)")),
+            "{object} not accepted:\n{applied}"
+        );
+    }
+
+    // With cert-manager, the chart asks it for the certificate and the CA.
+    let with_cm = cp.helm(&[
+        "template",
+        "kubeplace",
+        "charts/kubeplace",
+        "--namespace",
+        "kubeplace-system",
+        "--set",
+        "certManager.enabled=true",
+        "--set",
+        "metrics.serviceMonitor.enabled=true",
+    ]);
+    let with_cm = with_cm.ok();
+    for expected in [
+        "kind: Certificate",
+        "kind: Issuer",
+        "kind: ServiceMonitor",
+        "cert-manager.io/inject-ca-from: kubeplace-system/kubeplace-webhook",
+        "secretName: kubeplace-webhook-tls",
+    ] {
+        assert!(with_cm.contains(expected), "no {expected:?}:\n{with_cm}");
+    }
+    assert!(!with_cm.contains("caBundle"), "{with_cm}");
+    assert!(!with_cm.contains("kind: Secret"), "{with_cm}");
+
+    // One replica: no PodDisruptionBudget (it would only block drains).
+    let single = cp.helm(&[
+        "template",
+        "kubeplace",
+        "charts/kubeplace",
+        "--set",
+        "replicaCount=1",
+    ]);
+    assert!(!single.ok().contains("kind: PodDisruptionBudget"));
+}
+
+#[test]
+fn manifests_are_accepted_by_the_api_server() {
+    let _objects = objects_lock();
+    let cp = crds_installed();
+    // The namespace for real (namespaced objects need it even in a dry run),
+    // everything else as a server-side dry run. 20-certificate.yaml needs
+    // cert-manager's CRDs, which this API server does not have.
+    cp.kubectl(&["apply", "-f", "manifests/00-namespace.yaml"])
+        .ok();
+    let mut files: Vec<String> = std::fs::read_dir(format!("{ROOT}/manifests"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|f| f.ends_with(".yaml") && f != "20-certificate.yaml")
+        .collect();
+    files.sort();
+    let mut args = vec!["apply", "--dry-run=server"];
+    let paths: Vec<String> = files.iter().map(|f| format!("manifests/{f}")).collect();
+    for p in &paths {
+        args.extend(["-f", p.as_str()]);
+    }
+    let applied = cp.kubectl(&args);
+    let applied = applied.ok();
+    for object in [
+        "serviceaccount/kubeplace",
+        "clusterrole.rbac.authorization.k8s.io/kubeplace",
+        "role.rbac.authorization.k8s.io/kubeplace",
+        "deployment.apps/kubeplace",
+        "service/kubeplace-webhook",
+        "service/kubeplace-metrics",
+        "poddisruptionbudget.policy/kubeplace",
+        "validatingwebhookconfiguration.admissionregistration.k8s.io/kubeplace",
+    ] {
+        assert!(
+            applied.contains(&format!("{object} created (server dry run)")),
+            "{object} not accepted:\n{applied}"
+        );
+    }
+}
+
+#[test]
+fn helm_install_creates_the_objects_and_uninstall_removes_them() {
+    // The release registers a webhook with failurePolicy Fail whose backend
+    // cannot run here (no kubelet): no other test may create kubeplace
+    // objects meanwhile.
+    let _exclusive = exclusive_lock();
+    let cp = cluster();
+    let (release, ns) = ("kubeplace-e2e", "kubeplace-e2e");
+    let installed = cp.helm(&[
+        "install",
+        release,
+        "charts/kubeplace",
+        "--namespace",
+        ns,
+        "--create-namespace",
+    ]);
+    assert!(
+        installed.ok().contains("STATUS: deployed"),
+        "{}",
+        installed.stdout
+    );
+    assert!(
+        installed
+            .stdout
+            .contains("kubeplace 0.1.0 is installed in namespace kubeplace-e2e"),
+        "NOTES.txt not shown:\n{}",
+        installed.stdout
+    );
+
+    let namespaced = [
+        "deployment/kubeplace-e2e",
+        "service/kubeplace-e2e-webhook",
+        "service/kubeplace-e2e-metrics",
+        "serviceaccount/kubeplace-e2e",
+        "role/kubeplace-e2e",
+        "rolebinding/kubeplace-e2e",
+        "poddisruptionbudget/kubeplace-e2e",
+        "secret/kubeplace-e2e-webhook-tls",
+    ];
+    let cluster_scoped = [
+        "clusterrole/kubeplace-e2e",
+        "clusterrolebinding/kubeplace-e2e",
+        "validatingwebhookconfiguration/kubeplace-e2e",
+    ];
+    for object in namespaced {
+        cp.kubectl(&["get", "-n", ns, object]).ok();
+    }
+    for object in cluster_scoped {
+        cp.kubectl(&["get", object]).ok();
+    }
+    for crd in CRDS {
+        cp.kubectl(&["get", "crd", crd]).ok();
+    }
+
+    // The webhook points at the Service, trusts the generated CA, and the
+    // Deployment runs `kubeplace run` with the mounted certificate.
+    let webhook = cp.kubectl(&[
+        "get",
+        "validatingwebhookconfiguration",
+        "kubeplace-e2e",
+        "-o",
+        "jsonpath={range .webhooks[*]}{.name} {.failurePolicy} {.clientConfig.service.name} \
+         {.clientConfig.service.path} {.clientConfig.caBundle}{\"\\n\"}{end}",
+    ]);
+    let webhook = webhook.ok();
+    assert_eq!(webhook.lines().count(), CRDS.len(), "{webhook}");
+    for line in webhook.lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        let plural = f[0].trim_end_matches(".kubeplace.io");
+        assert_eq!(f[1], "Fail", "{line}");
+        assert_eq!(f[2], "kubeplace-e2e-webhook", "{line}");
+        assert_eq!(f[3], format!("/validate/{plural}"), "{line}");
+        assert!(f[4].len() > 100, "no caBundle: {line}");
+    }
+    let ca = cp.kubectl(&[
+        "get",
+        "-n",
+        ns,
+        "secret/kubeplace-e2e-webhook-tls",
+        "-o",
+        "jsonpath={.data.ca\\.crt}",
+    ]);
+    assert!(
+        webhook.contains(ca.ok().trim()),
+        "caBundle is not the Secret's CA"
+    );
+    let args = cp.kubectl(&[
+        "get",
+        "-n",
+        ns,
+        "deployment/kubeplace-e2e",
+        "-o",
+        "jsonpath={.spec.replicas} {.spec.template.spec.containers[0].args}",
+    ]);
+    let args = args.ok();
+    assert!(args.starts_with("2 "), "{args}");
+    for arg in [
+        "\"run\"",
+        "--tls-cert-file=/tls/tls.crt",
+        "--tls-key-file=/tls/tls.key",
+        "--leader-elect=true",
+    ] {
+        assert!(args.contains(arg), "no {arg}: {args}");
+    }
+
+    // An upgrade keeps the generated CA and certificate (the webhook would
+    // otherwise distrust running replicas) and applies the new values.
+    let upgraded = cp.helm(&[
+        "upgrade",
+        release,
+        "charts/kubeplace",
+        "--namespace",
+        ns,
+        "--set",
+        "replicaCount=3",
+        "--set",
+        "leaderElection.enabled=false",
+    ]);
+    assert!(
+        upgraded.ok().contains("STATUS: deployed"),
+        "{}",
+        upgraded.stdout
+    );
+    let after = cp.kubectl(&[
+        "get",
+        "-n",
+        ns,
+        "secret/kubeplace-e2e-webhook-tls",
+        "-o",
+        "jsonpath={.data.ca\\.crt}",
+    ]);
+    assert_eq!(after.ok(), ca.stdout, "the upgrade replaced the CA");
+    let bundle = cp.kubectl(&[
+        "get",
+        "validatingwebhookconfiguration",
+        "kubeplace-e2e",
+        "-o",
+        "jsonpath={.webhooks[0].clientConfig.caBundle}",
+    ]);
+    assert_eq!(
+        bundle.ok(),
+        ca.stdout.trim(),
+        "the upgrade changed the caBundle"
+    );
+    let args = cp.kubectl(&[
+        "get",
+        "-n",
+        ns,
+        "deployment/kubeplace-e2e",
+        "-o",
+        "jsonpath={.spec.replicas} {.spec.template.spec.containers[0].args}",
+    ]);
+    let args = args.ok();
+    assert!(args.starts_with("3 "), "{args}");
+    assert!(args.contains("--leader-elect=false"), "{args}");
+
+    // While the release's webhook has no backend, failurePolicy Fail refuses
+    // kubeplace objects: the API server calls the webhook.
+    let refused = cp.kubectl_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata:\n  name: e2e.refused\n\
+         spec:\n  vcpus: 1\n  memoryMb: 512\n  diskGb: 1\n",
+    );
+    let refused = refused.fails();
+    assert!(
+        refused.contains("failed calling webhook \"flavors.kubeplace.io\""),
+        "{refused}"
+    );
+
+    let uninstalled = cp.helm(&["uninstall", release, "--namespace", ns]);
+    assert!(
+        uninstalled.ok().contains("uninstalled"),
+        "{}",
+        uninstalled.stdout
+    );
+    for object in namespaced {
+        let gone = cp.kubectl(&["get", "-n", ns, object]);
+        assert!(gone.fails().contains("NotFound"), "{object} is still there");
+    }
+    for object in cluster_scoped {
+        let gone = cp.kubectl(&["get", object]);
+        assert!(gone.fails().contains("NotFound"), "{object} is still there");
+    }
+    // Helm never deletes CRDs from a chart's crds/ (that would delete every
+    // kubeplace object); they stay.
+    for crd in CRDS {
+        cp.kubectl(&["get", "crd", crd]).ok();
+    }
+}

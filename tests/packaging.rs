@@ -1,0 +1,165 @@
+//! The install artefacts stay in step with the code: CRD copies, chart values
+//! and their schema, webhook coverage of every kind.
+
+use serde_json::Value;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+const REFRESH: &str = "cargo run -- crds | tee crds/kubeplace.yaml manifests/01-crds.yaml \
+                       charts/kubeplace/crds/kubeplace.yaml >/dev/null";
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(format!("{ROOT}/{path}")).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn yaml(text: &str) -> Value {
+    serde_saphyr::from_str(text).expect("YAML")
+}
+
+#[test]
+fn manifests_crds_are_a_copy_of_crds() {
+    assert!(
+        read("manifests/01-crds.yaml") == read("crds/kubeplace.yaml"),
+        "manifests/01-crds.yaml is stale: {REFRESH}"
+    );
+}
+
+#[test]
+fn chart_crds_are_a_copy_of_crds() {
+    assert!(
+        read("charts/kubeplace/crds/kubeplace.yaml") == read("crds/kubeplace.yaml"),
+        "charts/kubeplace/crds/kubeplace.yaml is stale: {REFRESH}"
+    );
+}
+
+fn values_validator() -> jsonschema::Validator {
+    let schema: Value =
+        serde_json::from_str(&read("charts/kubeplace/values.schema.json")).expect("schema JSON");
+    jsonschema::validator_for(&schema).expect("a valid JSON schema")
+}
+
+#[test]
+fn chart_values_validate_against_their_schema() {
+    let validator = values_validator();
+    let values = yaml(&read("charts/kubeplace/values.yaml"));
+    let errors: Vec<String> = validator
+        .iter_errors(&values)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "values.yaml: {errors:#?}");
+}
+
+#[test]
+fn chart_values_schema_refuses_mistakes() {
+    let validator = values_validator();
+    let good = yaml(&read("charts/kubeplace/values.yaml"));
+    let mistakes: [(&str, Value); 5] = [
+        ("/replicaCount", serde_json::json!("two")),
+        ("/logFormat", serde_json::json!("xml")),
+        ("/webhook/failurePolicy", serde_json::json!("Sometimes")),
+        ("/leaderElection/enabled", serde_json::json!("yes")),
+        ("/replicas", serde_json::json!(2)),
+    ];
+    for (pointer, value) in mistakes {
+        let mut values = good.clone();
+        let (parent, key) = pointer.rsplit_once('/').unwrap();
+        values
+            .pointer_mut(parent)
+            .and_then(Value::as_object_mut)
+            .unwrap_or_else(|| panic!("{parent}"))
+            .insert(key.to_string(), value);
+        assert!(
+            !validator.is_valid(&values),
+            "the schema accepts {pointer} = {}",
+            values.pointer(pointer).unwrap()
+        );
+    }
+}
+
+#[test]
+fn chart_app_version_is_the_crate_version() {
+    let chart = yaml(&read("charts/kubeplace/Chart.yaml"));
+    assert_eq!(chart["appVersion"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(chart["name"], "kubeplace");
+}
+
+/// (plural, scope) of every CRD in crds/.
+fn crd_kinds() -> Vec<(String, String)> {
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&read("crds/kubeplace.yaml")).unwrap();
+    docs.iter()
+        .map(|d| {
+            (
+                d["spec"]["names"]["plural"].as_str().unwrap().to_string(),
+                d["spec"]["scope"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn manifest_webhook_covers_every_kind() {
+    let webhook = yaml(&read("manifests/50-webhook.yaml"));
+    assert_eq!(
+        webhook["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+        "kubeplace-system/kubeplace-webhook"
+    );
+    let hooks = webhook["webhooks"].as_array().unwrap();
+    let kinds = crd_kinds();
+    assert_eq!(hooks.len(), kinds.len());
+    for (plural, scope) in kinds {
+        let hook = hooks
+            .iter()
+            .find(|h| h["name"] == format!("{plural}.kubeplace.io"))
+            .unwrap_or_else(|| panic!("no webhook for {plural}"));
+        assert_eq!(hook["failurePolicy"], "Fail");
+        assert_eq!(hook["clientConfig"]["service"]["name"], "kubeplace-webhook");
+        assert_eq!(
+            hook["clientConfig"]["service"]["path"],
+            format!("/validate/{plural}")
+        );
+        assert_eq!(hook["rules"][0]["resources"][0], plural.as_str());
+        assert_eq!(hook["rules"][0]["scope"], scope.as_str());
+    }
+    // The certificate the annotation names is the one the Deployment mounts.
+    let cert: Vec<Value> =
+        serde_saphyr::from_multiple(&read("manifests/20-certificate.yaml")).unwrap();
+    let cert = cert.iter().find(|d| d["kind"] == "Certificate").unwrap();
+    assert_eq!(cert["metadata"]["name"], "kubeplace-webhook");
+    assert_eq!(cert["spec"]["secretName"], "kubeplace-webhook-tls");
+    let deployment = yaml(&read("manifests/30-deployment.yaml"));
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"],
+        "kubeplace-webhook-tls"
+    );
+}
+
+#[test]
+fn manifest_rbac_covers_every_kind() {
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&read("manifests/10-rbac.yaml")).unwrap();
+    let role = docs.iter().find(|d| d["kind"] == "ClusterRole").unwrap();
+    let watched = &role["rules"][0];
+    assert_eq!(
+        watched["verbs"],
+        serde_json::json!(["get", "list", "watch"])
+    );
+    for (plural, _) in crd_kinds() {
+        assert!(
+            watched["resources"]
+                .as_array()
+                .unwrap()
+                .contains(&Value::from(plural.clone())),
+            "the ClusterRole does not watch {plural}"
+        );
+        assert!(
+            role["rules"][1]["resources"]
+                .as_array()
+                .unwrap()
+                .contains(&Value::from(format!("{plural}/status"))),
+            "the ClusterRole cannot write {plural}/status"
+        );
+    }
+    // Least privilege: no wildcards, no secrets.
+    let text = read("manifests/10-rbac.yaml");
+    assert!(!text.contains('*'), "wildcard in RBAC");
+    assert!(!text.contains("secrets"), "RBAC grants secrets");
+}

@@ -1,0 +1,598 @@
+//! A real Kubernetes control plane for end-to-end tests.
+//!
+//! [`cluster`] builds (once, cached under `~/.cache/kubeplace` by
+//! `hack/build-control-plane.sh`) and starts etcd and kube-apiserver on
+//! 127.0.0.1 with free ports, certificates and service-account keys made by
+//! openssl, and an admin kubeconfig in a temporary directory. One control
+//! plane serves every test of the test binary.
+//!
+//! Nothing outlives the test run: the processes are killed and the directory
+//! removed by an `atexit` handler (libtest's exit, whether tests passed or
+//! failed), and a small watchdog process kills them when the test process dies
+//! any other way (a signal, an abort), because its stdin — a pipe from the test
+//! process — then reaches end of file.
+
+#![allow(dead_code)]
+
+use std::ffi::c_int;
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard, Once, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
+
+/// The repository root.
+pub const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// What `cluster()` waits for at most before giving up on `/readyz`.
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
+
+// ---------------------------------------------------------------------------
+// The binaries
+
+static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+
+/// The directory with kube-apiserver, etcd, kubectl and helm, built by
+/// `hack/build-control-plane.sh` when they are missing (a cold build takes
+/// 10–30 minutes; later runs find them in the cache at once).
+pub fn bin_dir() -> &'static Path {
+    match BIN.get_or_init(build_binaries) {
+        Ok(dir) => dir,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn build_binaries() -> Result<PathBuf, String> {
+    let start = Instant::now();
+    let script = format!("{ROOT}/hack/build-control-plane.sh");
+    let out = Command::new(&script)
+        .current_dir(ROOT)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run {script}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("{script} failed ({})", out.status));
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let dir = PathBuf::from(stdout.lines().last().unwrap_or("").trim());
+    for b in ["etcd", "kube-apiserver", "kubectl", "helm"] {
+        if !dir.join(b).is_file() {
+            return Err(format!("{script} printed {dir:?}, which has no {b}"));
+        }
+    }
+    eprintln!(
+        "control plane binaries in {} ({:.1?})",
+        dir.display(),
+        start.elapsed()
+    );
+    Ok(dir)
+}
+
+// ---------------------------------------------------------------------------
+// Cleanup at exit
+
+#[derive(Default)]
+struct Reaper {
+    /// Started processes, killed in reverse order (apiserver before etcd:
+    /// the other way round the apiserver's shutdown waits for etcd).
+    children: Vec<Child>,
+    /// The watchdog's stdin; closing it (at exit or death) wakes the watchdog.
+    watchdog_stdin: Option<ChildStdin>,
+    dirs: Vec<PathBuf>,
+}
+
+static REAPER: Mutex<Option<Reaper>> = Mutex::new(None);
+static REGISTER_ATEXIT: Once = Once::new();
+
+unsafe extern "C" {
+    fn atexit(callback: extern "C" fn()) -> c_int;
+}
+
+extern "C" fn reap_at_exit() {
+    reap();
+}
+
+fn reaper() -> MutexGuard<'static, Option<Reaper>> {
+    REGISTER_ATEXIT.call_once(|| {
+        // SAFETY: registers a plain function with the C runtime; `reap`
+        // never unwinds (it only logs failures).
+        let rc = unsafe { atexit(reap_at_exit) };
+        assert_eq!(rc, 0, "atexit failed");
+    });
+    let mut guard = REAPER.lock().unwrap_or_else(|e| e.into_inner());
+    guard.get_or_insert_with(Reaper::default);
+    guard
+}
+
+/// Kills every started process and removes the temporary directories.
+fn reap() {
+    let Some(mut reaper) = REAPER.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+        return;
+    };
+    while let Some(mut child) = reaper.children.pop() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    drop(reaper.watchdog_stdin.take());
+    for dir in reaper.dirs.drain(..) {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+fn spawn_registered(mut cmd: Command, what: &str) -> u32 {
+    let mut reaper = reaper();
+    let child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+    let pid = child.id();
+    reaper.as_mut().expect("reaper").children.push(child);
+    pid
+}
+
+/// The file in the control plane's directory listing the pids the watchdog
+/// kills.
+const PIDS_FILE: &str = "pids";
+
+fn record_pid(dir: &Path, pid: u32) {
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(PIDS_FILE))
+        .expect("the pids file");
+    writeln!(file, "{pid}").expect("record a pid");
+}
+
+fn unrecord_pid(dir: &Path, pid: u32) {
+    let path = dir.join(PIDS_FILE);
+    let kept: String = std::fs::read_to_string(&path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.trim() != pid.to_string())
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let _ = std::fs::write(path, kept);
+}
+
+/// Starts the watchdog: `sh` waiting on a pipe from this process; at end of
+/// file (this process is gone) it kills every pid in `dir/pids` and removes
+/// `dir`.
+fn start_watchdog(dir: &Path) {
+    let mut reaper = reaper();
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(
+            r#"read -r _ || true; kill -9 $(cat "$1/pids") 2>/dev/null
+               sleep 1; rm -rf "$1"; exit 0"#,
+        )
+        .arg("kubeplace-e2e-watchdog")
+        .arg(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().expect("start the watchdog");
+    let r = reaper.as_mut().expect("reaper");
+    r.watchdog_stdin = child.stdin.take();
+    r.children.push(child);
+}
+
+/// Whether every registered process still runs; else which one exited.
+fn exited_process() -> Option<String> {
+    let mut reaper = reaper();
+    for child in &mut reaper.as_mut().expect("reaper").children {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(format!("pid {} exited ({status})", child.id()));
+        }
+    }
+    None
+}
+
+// ---------------------------------------------------------------------------
+// The control plane
+
+/// A running etcd + kube-apiserver and the tools to talk to them.
+pub struct ControlPlane {
+    pub bin: PathBuf,
+    pub dir: PathBuf,
+    pub kubeconfig: PathBuf,
+    pub server: String,
+}
+
+static CLUSTER: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
+
+/// The shared control plane, started on first use.
+pub fn cluster() -> &'static ControlPlane {
+    let cp = CLUSTER.get_or_init(|| {
+        let bin = bin_dir().to_path_buf();
+        std::panic::catch_unwind(|| ControlPlane::start(bin)).map_err(|p| {
+            p.downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "the control plane did not start".into())
+        })
+    });
+    match cp {
+        Ok(cp) => cp,
+        Err(e) => panic!("control plane: {e}"),
+    }
+}
+
+/// Tests that create kubeplace objects hold this for reading; a test that
+/// installs cluster-wide admission webhooks (whose backends do not run here)
+/// holds it for writing, so the two never overlap.
+static WEBHOOKS: RwLock<()> = RwLock::new(());
+
+pub fn objects_lock() -> RwLockReadGuard<'static, ()> {
+    WEBHOOKS.read().unwrap_or_else(|e| e.into_inner())
+}
+
+pub fn exclusive_lock() -> RwLockWriteGuard<'static, ()> {
+    WEBHOOKS.write().unwrap_or_else(|e| e.into_inner())
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port on 127.0.0.1")
+        .port()
+}
+
+fn run_ok(cmd: &mut Command) {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+impl ControlPlane {
+    fn start(bin: PathBuf) -> ControlPlane {
+        let started = Instant::now();
+        let dir = tempfile::Builder::new()
+            .prefix("kubeplace-e2e.")
+            .tempdir()
+            .expect("a temporary directory")
+            .keep();
+        reaper().as_mut().expect("reaper").dirs.push(dir.clone());
+
+        make_certificates(&dir);
+
+        let etcd_port = free_port();
+        let peer_port = free_port();
+        let api_port = free_port();
+        let log = |name: &str| std::fs::File::create(dir.join(name)).expect("a log file");
+
+        let mut etcd = Command::new(bin.join("etcd"));
+        let client = format!("http://127.0.0.1:{etcd_port}");
+        let peer = format!("http://127.0.0.1:{peer_port}");
+        etcd.arg("--name=kubeplace-test")
+            .arg(format!("--data-dir={}", dir.join("etcd-data").display()))
+            .arg(format!("--listen-client-urls={client}"))
+            .arg(format!("--advertise-client-urls={client}"))
+            .arg(format!("--listen-peer-urls={peer}"))
+            .arg(format!("--initial-advertise-peer-urls={peer}"))
+            .arg(format!("--initial-cluster=kubeplace-test={peer}"))
+            .arg("--unsafe-no-fsync")
+            .arg("--log-level=warn")
+            .stdin(Stdio::null())
+            .stdout(log("etcd.log"))
+            .stderr(log("etcd.log"));
+        let etcd_pid = spawn_registered(etcd, "etcd");
+
+        let p = |name: &str| dir.join(name).display().to_string();
+        let mut api = Command::new(bin.join("kube-apiserver"));
+        api.arg(format!("--etcd-servers={client}"))
+            .arg("--bind-address=127.0.0.1")
+            .arg("--advertise-address=127.0.0.1")
+            .arg(format!("--secure-port={api_port}"))
+            .arg(format!("--tls-cert-file={}", p("apiserver.crt")))
+            .arg(format!("--tls-private-key-file={}", p("apiserver.key")))
+            .arg(format!("--client-ca-file={}", p("ca.crt")))
+            .arg("--service-account-issuer=https://kubernetes.default.svc.cluster.local")
+            .arg(format!("--service-account-key-file={}", p("sa.pub")))
+            .arg(format!(
+                "--service-account-signing-key-file={}",
+                p("sa.key")
+            ))
+            .arg("--service-cluster-ip-range=10.0.0.0/24")
+            .arg("--authorization-mode=RBAC")
+            .arg("--endpoint-reconciler-type=none")
+            .arg("--profiling=false")
+            .stdin(Stdio::null())
+            .stdout(log("kube-apiserver.log"))
+            .stderr(log("kube-apiserver.log"));
+        let api_pid = spawn_registered(api, "kube-apiserver");
+        record_pid(&dir, api_pid);
+        record_pid(&dir, etcd_pid);
+        start_watchdog(&dir);
+
+        let server = format!("https://127.0.0.1:{api_port}");
+        let kubeconfig = dir.join("kubeconfig");
+        let cp = ControlPlane {
+            bin,
+            dir: dir.clone(),
+            kubeconfig,
+            server: server.clone(),
+        };
+        for args in [
+            vec![
+                "config".to_string(),
+                "set-cluster".into(),
+                "kubeplace-test".into(),
+                format!("--server={server}"),
+                format!("--certificate-authority={}", p("ca.crt")),
+                "--embed-certs".into(),
+            ],
+            vec![
+                "config".into(),
+                "set-credentials".into(),
+                "kubeplace-admin".into(),
+                format!("--client-certificate={}", p("admin.crt")),
+                format!("--client-key={}", p("admin.key")),
+                "--embed-certs".into(),
+            ],
+            vec![
+                "config".into(),
+                "set-context".into(),
+                "kubeplace-test".into(),
+                "--cluster=kubeplace-test".into(),
+                "--user=kubeplace-admin".into(),
+            ],
+            vec![
+                "config".into(),
+                "use-context".into(),
+                "kubeplace-test".into(),
+            ],
+        ] {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            cp.kubectl(&args).ok();
+        }
+
+        loop {
+            if cp.kubectl(&["get", "--raw", "/readyz"]).success {
+                break;
+            }
+            let failure = exited_process().or_else(|| {
+                (started.elapsed() > READY_TIMEOUT)
+                    .then(|| format!("not ready after {READY_TIMEOUT:?}"))
+            });
+            if let Some(failure) = failure {
+                panic!(
+                    "kube-apiserver at {server}: {failure}\n--- etcd.log\n{}\n--- kube-apiserver.log\n{}",
+                    tail(&dir.join("etcd.log"), 20),
+                    tail(&dir.join("kube-apiserver.log"), 40)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        eprintln!(
+            "kube-apiserver ready at {server} after {:.1?} (kubeconfig {})",
+            started.elapsed(),
+            cp.kubeconfig.display()
+        );
+        cp
+    }
+
+    fn command(&self, tool: &str) -> Command {
+        let mut cmd = Command::new(self.bin.join(tool));
+        cmd.current_dir(ROOT)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("HELM_CACHE_HOME", self.dir.join("helm/cache"))
+            .env("HELM_CONFIG_HOME", self.dir.join("helm/config"))
+            .env("HELM_DATA_HOME", self.dir.join("helm/data"))
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// Starts a long-running process for a test (such as `kubeplace run
+    /// --kubeconfig …`), with `KUBECONFIG` set and its output in
+    /// `<dir>/<name>.log`. It is killed when the tests end, like the control
+    /// plane, unless stopped before.
+    pub fn spawn(&self, mut cmd: Command, name: &str) -> Process {
+        let log = self.dir.join(format!("{name}.log"));
+        let file = std::fs::File::create(&log).expect("a log file");
+        cmd.env("KUBECONFIG", &self.kubeconfig)
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("log file"))
+            .stderr(file);
+        let pid = spawn_registered(cmd, name);
+        record_pid(&self.dir, pid);
+        Process { pid, log }
+    }
+
+    /// Runs kubectl against the control plane.
+    pub fn kubectl(&self, args: &[&str]) -> Run {
+        Run::of(self.command("kubectl").args(args), None)
+    }
+
+    /// Runs kubectl with `input` on its standard input.
+    pub fn kubectl_stdin(&self, args: &[&str], input: &str) -> Run {
+        Run::of(self.command("kubectl").args(args), Some(input))
+    }
+
+    /// Runs helm against the control plane.
+    pub fn helm(&self, args: &[&str]) -> Run {
+        Run::of(self.command("helm").args(args), None)
+    }
+}
+
+fn make_certificates(dir: &Path) {
+    let openssl = |args: &[&str]| {
+        run_ok(
+            Command::new("openssl")
+                .args(args)
+                .current_dir(dir)
+                .stdin(Stdio::null()),
+        )
+    };
+    std::fs::write(
+        dir.join("apiserver.ext"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,\
+         DNS:kubernetes.default.svc,IP:10.0.0.1\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("admin.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+    #[rustfmt::skip]
+    let steps: [&[&str]; 7] = [
+        &["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+          "-subj", "/CN=kubeplace-test-ca", "-keyout", "ca.key", "-out", "ca.crt"],
+        &["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=kube-apiserver",
+          "-keyout", "apiserver.key", "-out", "apiserver.csr"],
+        &["x509", "-req", "-in", "apiserver.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+          "-CAcreateserial", "-days", "2", "-extfile", "apiserver.ext", "-out", "apiserver.crt"],
+        // O=system:masters is bound to cluster-admin by RBAC's bootstrap policy.
+        &["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/O=system:masters/CN=kubeplace-admin",
+          "-keyout", "admin.key", "-out", "admin.csr"],
+        &["x509", "-req", "-in", "admin.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+          "-CAcreateserial", "-days", "2", "-extfile", "admin.ext", "-out", "admin.crt"],
+        &["genrsa", "-out", "sa.key", "2048"],
+        &["rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub"],
+    ];
+    for step in steps {
+        openssl(step);
+    }
+}
+
+/// A finished kubectl or helm invocation.
+pub struct Run {
+    pub command: String,
+    pub success: bool,
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    fn of(cmd: &mut Command, input: Option<&str>) -> Run {
+        let command = format!("{cmd:?}");
+        let output: Output = match input {
+            None => cmd.output(),
+            Some(input) => {
+                cmd.stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped());
+                let mut child = cmd
+                    .spawn()
+                    .unwrap_or_else(|e| panic!("cannot run {command}: {e}"));
+                let mut stdin = child.stdin.take().expect("stdin");
+                stdin.write_all(input.as_bytes()).expect("write stdin");
+                drop(stdin);
+                child.wait_with_output()
+            }
+        }
+        .unwrap_or_else(|e| panic!("cannot run {command}: {e}"));
+        Run {
+            command,
+            success: output.status.success(),
+            code: output.status.code(),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+
+    /// Asserts success and returns standard output.
+    #[track_caller]
+    pub fn ok(&self) -> &str {
+        assert!(
+            self.success,
+            "{} failed ({:?})\n--- stdout\n{}\n--- stderr\n{}",
+            self.command, self.code, self.stdout, self.stderr
+        );
+        &self.stdout
+    }
+
+    /// Asserts failure and returns standard error.
+    #[track_caller]
+    pub fn fails(&self) -> &str {
+        assert!(
+            !self.success,
+            "{} succeeded but should have failed\n--- stdout\n{}",
+            self.command, self.stdout
+        );
+        &self.stderr
+    }
+}
+
+/// A process started by [`ControlPlane::spawn`].
+pub struct Process {
+    pub pid: u32,
+    pub log: PathBuf,
+}
+
+impl Process {
+    /// Whether it still runs.
+    pub fn running(&self) -> bool {
+        let mut reaper = reaper();
+        let children = &mut reaper.as_mut().expect("reaper").children;
+        children
+            .iter_mut()
+            .any(|c| c.id() == self.pid && matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// Sends SIGTERM and waits up to `grace` for it to exit, then kills it.
+    /// Returns whether it exited on its own within `grace`.
+    pub fn stop(&self, grace: Duration) -> bool {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.pid.to_string()])
+            .status();
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if !self.running() {
+                self.forget();
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        self.kill();
+        false
+    }
+
+    /// Kills it at once (SIGKILL), as a crash would.
+    pub fn kill(&self) {
+        let child = {
+            let mut reaper = reaper();
+            let children = &mut reaper.as_mut().expect("reaper").children;
+            children
+                .iter()
+                .position(|c| c.id() == self.pid)
+                .map(|i| children.remove(i))
+        };
+        if let Some(mut child) = child {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self.unrecord();
+    }
+
+    fn unrecord(&self) {
+        if let Some(dir) = self.log.parent() {
+            unrecord_pid(dir, self.pid);
+        }
+    }
+
+    /// Its output so far.
+    pub fn output(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn forget(&self) {
+        let mut reaper = reaper();
+        let children = &mut reaper.as_mut().expect("reaper").children;
+        if let Some(i) = children.iter().position(|c| c.id() == self.pid) {
+            let mut child = children.remove(i);
+            let _ = child.wait();
+        }
+        drop(reaper);
+        self.unrecord();
+    }
+}
