@@ -4,6 +4,7 @@ pub mod apply;
 pub mod crds;
 pub mod placement;
 pub mod provider_config;
+pub mod run;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -45,6 +46,10 @@ pub enum Command {
     },
     /// Print every CustomResourceDefinition as YAML.
     Crds,
+    /// Run the operator: watches and status controllers, the admission webhook (HTTPS), and
+    /// health, readiness and metrics endpoints, against the cluster of the kubeconfig or the
+    /// in-cluster service account.
+    Run(Box<run::RunArgs>),
     /// Placement's GET queries over ResourceProvider and Allocation manifests, answered
     /// as Placement would (JSON in Placement's shape at the microversion).
     Placement {
@@ -118,6 +123,7 @@ pub fn main() -> ExitCode {
             let stderr = &mut std::io::stderr().lock();
             ExitCode::from(provider_config::run(&command, stdout, stderr))
         }
+        Command::Run(args) => run::main(*args),
         Command::Crds => match crds::render() {
             Ok(yaml) => {
                 print!("{yaml}");
