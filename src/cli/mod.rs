@@ -5,6 +5,7 @@ pub mod crds;
 pub mod extra_specs;
 pub mod placement;
 pub mod provider_config;
+pub mod run;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -46,6 +47,10 @@ pub enum Command {
     },
     /// Print every CustomResourceDefinition as YAML.
     Crds,
+    /// Run the operator: watches and status controllers, the admission webhook (HTTPS), and
+    /// health, readiness and metrics endpoints, against the cluster of the kubeconfig or the
+    /// in-cluster service account.
+    Run(Box<run::RunArgs>),
     /// Placement's GET queries over ResourceProvider and Allocation manifests, answered
     /// as Placement would (JSON in Placement's shape at the microversion).
     Placement {
@@ -125,6 +130,7 @@ pub fn main() -> ExitCode {
             let stderr = &mut std::io::stderr().lock();
             ExitCode::from(extra_specs::run(command, stdin, stdout, stderr))
         }
+        Command::Run(args) => run::main(*args),
         Command::Crds => match crds::render() {
             Ok(yaml) => {
                 print!("{yaml}");

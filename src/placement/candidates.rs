@@ -615,23 +615,25 @@ pub fn counted_candidates(
         ..Default::default()
     };
     let mut count = 0;
+    // Below 1.29 Placement summarises every provider any candidate uses (in the kept trees),
+    // so the search runs to the end even with a limit.
+    let mut used_by_any: BTreeSet<ProviderId> = BTreeSet::new();
+    let limit = query.limit.unwrap_or(usize::MAX);
     search.run(|c| {
         if nested || one_provider_per_tree(index, &c) {
             count += 1;
-            if result.candidates.len() < keep {
+            if !nested {
+                used_by_any.extend(c.allocations.iter().map(|(p, _, _)| *p));
+            }
+            if result.candidates.len() < keep.min(limit) {
                 result.candidates.push(c);
             }
         }
-        query.limit.is_none_or(|l| count < l)
+        !nested || count < limit
     });
+    count = count.min(limit);
     if !nested {
-        result.summary_only = Some(
-            result
-                .candidates
-                .iter()
-                .flat_map(|c| c.allocations.iter().map(|(p, _, _)| *p))
-                .collect(),
-        );
+        result.summary_only = Some(used_by_any);
     }
     let trees: BTreeSet<ProviderId> = result
         .candidates

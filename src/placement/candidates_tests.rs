@@ -478,3 +478,18 @@ fn a_group_without_resources_needs_a_required_trait_or_aggregate() {
             .is_empty()
     );
 }
+
+#[test]
+fn before_1_29_summaries_cover_every_used_provider_of_the_kept_trees() {
+    let c = Cloud::new()
+        .rp("cn1", None, &[], &[], &[])
+        .rp("cn1-numa0", Some("cn1"), &[("VCPU", 2)], &[], &[])
+        .rp("cn1-numa1", Some("cn1"), &[("VCPU", 16)], &[], &[]);
+    let set = c.set("resources=VCPU:1&limit=1", 28);
+    assert_eq!(set.candidates.len(), 1);
+    assert_eq!(
+        set.summary_only.unwrap().len(),
+        2,
+        "both cells were used by some candidate"
+    );
+}

@@ -42,6 +42,15 @@ impl ObjectKey {
     }
 }
 
+/// One change to the store, for [`Store::apply_changes`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    /// Put an object in exactly as given.
+    Put(Box<Object>),
+    /// Delete an object.
+    Delete(ObjectKey),
+}
+
 /// Objects by key, plus the provider index built from them.
 #[derive(Debug, Clone, Default)]
 pub struct Store {
@@ -164,13 +173,19 @@ impl Store {
     }
 
     fn after_change(&mut self, kind: &str) {
-        if matches!(kind, "ResourceProvider" | "ProviderConfig") {
+        if changes_merge(kind) {
             self.refresh_config_merge();
         }
     }
 
     /// Deletes an object.
     pub fn delete(&mut self, key: &ObjectKey) -> Option<Object> {
+        let old = self.remove_unmerged(key)?;
+        self.after_change(key.kind);
+        Some(old)
+    }
+
+    fn remove_unmerged(&mut self, key: &ObjectKey) -> Option<Object> {
         let old = self.objects.remove(key)?;
         match &old {
             Object::ResourceProvider(_) => {
@@ -181,8 +196,31 @@ impl Store {
             }
             _ => {}
         }
-        self.after_change(key.kind);
         Some(old)
+    }
+
+    /// Applies changes in order, as [`Store::put`] and [`Store::delete`] would, but merges
+    /// provider configs once at the end: a burst of watch events, or a relist of thousands of
+    /// providers, costs one merge instead of one per provider.
+    pub fn apply_changes(&mut self, changes: impl IntoIterator<Item = Change>) {
+        let mut remerge = false;
+        for change in changes {
+            match change {
+                Change::Put(object) => {
+                    remerge |= changes_merge(object.kind());
+                    self.index_object(&object);
+                    self.objects.insert(ObjectKey::of(&object), *object);
+                }
+                Change::Delete(key) => {
+                    if self.remove_unmerged(&key).is_some() {
+                        remerge |= changes_merge(key.kind);
+                    }
+                }
+            }
+        }
+        if remerge {
+            self.refresh_config_merge();
+        }
     }
 
     /// Sets an object's status; returns whether it changed.
@@ -204,5 +242,58 @@ impl Store {
                 .upsert_allocations(object.name(), consumer_allocations(a)),
             _ => {}
         }
+    }
+}
+
+/// Whether a change of this kind changes the provider config merge.
+fn changes_merge(kind: &str) -> bool {
+    matches!(kind, "ResourceProvider" | "ProviderConfig")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cloud() -> Vec<Object> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/cloud");
+        crate::manifest::read_paths(&[dir], &mut std::io::empty())
+            .unwrap()
+            .into_iter()
+            .map(|d| d.object.unwrap())
+            .collect()
+    }
+
+    /// What the seams read: objects, the merge, and each provider as the index has it.
+    fn view(s: &Store) -> (Vec<Object>, MergeResult, Vec<String>) {
+        let providers = s
+            .list("ResourceProvider")
+            .map(|o| format!("{:?}", s.index().provider(o.name())))
+            .collect();
+        (
+            s.keys().filter_map(|k| s.get(k)).cloned().collect(),
+            s.config_merge().clone(),
+            providers,
+        )
+    }
+
+    #[test]
+    fn a_batch_of_changes_leaves_the_store_as_one_by_one_changes_do() {
+        let objects = cloud();
+        let gone = ObjectKey::cluster("ResourceProvider", "cn3-numa1");
+        let mut one_by_one = Store::default();
+        for o in objects.clone() {
+            one_by_one.put(o);
+        }
+        one_by_one.delete(&gone);
+        let mut batched = Store::default();
+        // Providers before the config and after it, and a delete: order is kept.
+        batched.apply_changes(
+            objects
+                .into_iter()
+                .map(|o| Change::Put(Box::new(o)))
+                .chain([Change::Delete(gone)]),
+        );
+        assert_eq!(view(&batched), view(&one_by_one));
+        assert!(!batched.config_merge().providers.is_empty());
     }
 }

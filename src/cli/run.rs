@@ -1,0 +1,406 @@
+//! `kubeplace run`: the operator. Watches every kubeplace kind into one in-memory store,
+//! serves the admission webhook from it, and, while it holds the leader lease, writes the
+//! statuses the reconcile seam computes.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{ArgAction, ValueEnum};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn};
+
+use crate::controllers::health::{self, Health};
+use crate::controllers::kinds::api_resources;
+use crate::controllers::lease::{Elector, LeaseSettings};
+use crate::controllers::metrics::Metrics;
+use crate::controllers::reconciler::{Pacing, Reconciler, recorder};
+use crate::controllers::trigger::Trigger;
+use crate::controllers::watch::{self as kind_watches, SharedStore, Synced, kind_watch};
+use crate::webhook::{Webhook, certs, config, server};
+
+/// Log formats.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    /// One line per event for people.
+    Text,
+    /// One JSON object per event for log collectors.
+    Json,
+}
+
+/// Flags of `kubeplace run`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Kubeconfig file to reach the API server. Without it: $KUBECONFIG, then
+    /// ~/.kube/config, then the in-cluster service account.
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Namespace kubeplace runs in; the leader Lease lives here.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "kubeplace-system")]
+    pub namespace: String,
+    /// Address of the admission webhook's HTTPS server.
+    #[arg(long, value_name = "ADDR:PORT", default_value = "0.0.0.0:8443")]
+    pub webhook_addr: SocketAddr,
+    /// Address of the plain-HTTP server for /healthz, /readyz and /metrics.
+    #[arg(long, value_name = "ADDR:PORT", default_value = "0.0.0.0:8080")]
+    pub metrics_addr: SocketAddr,
+    /// The webhook's serving certificate (PEM, chain first); re-read when it changes.
+    /// Use with --tls-key-file, e.g. from cert-manager.
+    #[arg(
+        long,
+        value_name = "PATH",
+        requires = "tls_key_file",
+        conflicts_with = "self_signed"
+    )]
+    pub tls_cert_file: Option<PathBuf>,
+    /// The private key of --tls-cert-file (PEM); re-read when it changes.
+    #[arg(long, value_name = "PATH", requires = "tls_cert_file")]
+    pub tls_key_file: Option<PathBuf>,
+    /// Generate a CA and a serving certificate for --webhook-host at start, and create or
+    /// update the ValidatingWebhookConfiguration to call https://HOST:PORT/validate/<plural>
+    /// with that CA. For running outside a cluster.
+    #[arg(long, requires = "webhook_host")]
+    pub self_signed: bool,
+    /// The IP address or DNS name the API server reaches the webhook at (with --self-signed).
+    #[arg(long, value_name = "HOST")]
+    pub webhook_host: Option<String>,
+    /// Name of the ValidatingWebhookConfiguration --self-signed manages.
+    #[arg(long, value_name = "NAME", default_value = "kubeplace")]
+    pub webhook_config_name: String,
+    /// Elect a leader on a Lease so that only one replica writes status
+    /// (--leader-elect=false: this replica always writes).
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = ArgAction::Set,
+          num_args = 0..=1, default_missing_value = "true")]
+    pub leader_elect: bool,
+    /// Name of the leader Lease in --namespace.
+    #[arg(long, value_name = "NAME", default_value = "kubeplace-leader")]
+    pub lease_name: String,
+    /// Log format (the level is set by RUST_LOG, default info).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+fn init_logging(format: LogFormat) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .try_init(),
+    };
+}
+
+/// Runs the operator until SIGTERM or Ctrl-C; the process's exit code.
+pub fn main(args: RunArgs) -> ExitCode {
+    init_logging(args.log_format);
+    // The one TLS crypto provider in the build; kube's client uses it too.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    if args.tls_cert_file.is_none() && !args.self_signed {
+        eprintln!(
+            "kubeplace run: the webhook needs a certificate: give --tls-cert-file and --tls-key-file, or --self-signed --webhook-host HOST"
+        );
+        return ExitCode::from(2);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("kubeplace run: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            error!("{e}");
+            eprintln!("kubeplace run: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn client(args: &RunArgs) -> Result<Client, String> {
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig = Kubeconfig::read_from(path)
+                .map_err(|e| format!("--kubeconfig {}: {e}", path.display()))?;
+            Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .map_err(|e| format!("--kubeconfig {}: {e}", path.display()))?
+        }
+        None => Config::infer()
+            .await
+            .map_err(|e| format!("no kubeconfig and not in a cluster: {e}"))?,
+    };
+    Client::try_from(config).map_err(|e| format!("cannot build the API client: {e}"))
+}
+
+/// This replica's name in the Lease: the pod (or host) name, the process and start time.
+fn identity() -> String {
+    let host = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+        })
+        .unwrap_or_else(|| "kubeplace".into());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    format!("{host}_{}_{nanos:08x}", std::process::id())
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+async fn bind(addr: SocketAddr, what: &str) -> Result<TcpListener, String> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr} for {what}: {e}"))
+}
+
+async fn run(args: RunArgs) -> Result<(), String> {
+    let client = client(&args).await?;
+    let identity = identity();
+    let cancel = CancellationToken::new();
+    let metrics = Arc::new(Metrics::new());
+    let store = SharedStore::default();
+    let trigger = Arc::new(Trigger::default());
+    let resources = api_resources();
+    let (synced, ready) = Synced::new(resources.len());
+
+    // The serving certificate.
+    let (resolver, ca_pem) = match (&args.tls_cert_file, &args.tls_key_file) {
+        (Some(cert), Some(key)) => {
+            let loaded = certs::load_files(cert, key).map_err(|e| e.to_string())?;
+            let resolver = certs::CertResolver::new(loaded);
+            tokio::spawn(certs::reload_on_change(
+                resolver.clone(),
+                cert.clone(),
+                key.clone(),
+                Duration::from_secs(5),
+                cancel.clone(),
+            ));
+            (resolver, None)
+        }
+        _ => {
+            let host = args.webhook_host.clone().unwrap_or_default();
+            let generated = certs::self_signed(&host).map_err(|e| e.to_string())?;
+            let resolver =
+                certs::CertResolver::new(generated.certified_key().map_err(|e| e.to_string())?);
+            (resolver, Some(generated.ca_pem))
+        }
+    };
+    let tls = TlsAcceptor::from(certs::server_config(resolver).map_err(|e| e.to_string())?);
+
+    // Servers first, so the webhook answers as soon as it is registered.
+    let webhook_listener = bind(args.webhook_addr, "the webhook").await?;
+    let webhook_port = webhook_listener
+        .local_addr()
+        .map_err(|e| e.to_string())?
+        .port();
+    let metrics_listener = bind(args.metrics_addr, "health and metrics").await?;
+    let webhook = Arc::new(Webhook::new(store.clone(), ready.clone(), metrics.clone()));
+    tokio::spawn(server::serve(
+        webhook_listener,
+        Some(tls),
+        move |req| server::handle(webhook.clone(), req),
+        cancel.clone(),
+    ));
+    let health = Health {
+        metrics: metrics.clone(),
+        ready: ready.clone(),
+        synced: synced.clone(),
+    };
+    tokio::spawn(server::serve(
+        metrics_listener,
+        None,
+        move |req| health::handle(health.clone(), req),
+        cancel.clone(),
+    ));
+
+    // Watches: every replica keeps the whole store.
+    let mut watches = Vec::new();
+    for resource in resources {
+        if let Some(state) = kind_watch(&resource, &store, &trigger, &synced, &metrics) {
+            watches.push(tokio::spawn(kind_watches::run(
+                client.clone(),
+                resource,
+                state,
+            )));
+        }
+    }
+
+    if let Some(ca) = &ca_pem {
+        let host = args.webhook_host.as_deref().unwrap_or_default();
+        let url = config::base_url(host, webhook_port);
+        let configuration = config::webhook_configuration(&args.webhook_config_name, &url, ca);
+        config::apply(client.clone(), &configuration)
+            .await
+            .map_err(|e| {
+                format!(
+                    "cannot create or update ValidatingWebhookConfiguration {:?}: {e}",
+                    args.webhook_config_name
+                )
+            })?;
+        info!(name = %args.webhook_config_name, url = %url, "registered the webhook with a self-signed CA");
+    }
+
+    // Leadership.
+    let (always, leader) = watch::channel(!args.leader_elect);
+    let mut elector_task = None;
+    let leader = if args.leader_elect {
+        let (elector, rx) = Elector::new(
+            client.clone(),
+            LeaseSettings::new(&args.lease_name, &args.namespace, &identity),
+        );
+        elector_task = Some(tokio::spawn(elector.run(cancel.clone())));
+        rx
+    } else {
+        leader
+    };
+    {
+        let mut leader = leader.clone();
+        let metrics = metrics.clone();
+        tokio::spawn(async move {
+            loop {
+                metrics.leader.set(i64::from(*leader.borrow_and_update()));
+                if leader.changed().await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+
+    let reconciler = Reconciler {
+        client: client.clone(),
+        store: store.clone(),
+        trigger: trigger.clone(),
+        leader,
+        ready: ready.clone(),
+        metrics: metrics.clone(),
+        recorder: recorder(client.clone(), &identity),
+        pacing: Pacing::default(),
+    };
+    let reconciling = tokio::spawn(reconciler.run(cancel.clone()));
+
+    info!(
+        identity = %identity,
+        webhook = %args.webhook_addr,
+        metrics = %args.metrics_addr,
+        leader_elect = args.leader_elect,
+        "kubeplace is running"
+    );
+    shutdown_signal().await;
+    info!("shutting down");
+    cancel.cancel();
+    if let Some(task) = elector_task
+        && tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .is_err()
+    {
+        warn!("the leader lease was not released in time");
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(5), reconciling).await;
+    for w in watches {
+        w.abort();
+    }
+    drop(always);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command};
+
+    fn parse(args: &[&str]) -> super::RunArgs {
+        let mut argv = vec!["kubeplace", "run"];
+        argv.extend_from_slice(args);
+        match Cli::try_parse_from(argv).unwrap().command {
+            Command::Run(a) => *a,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn defaults_and_the_leader_elect_forms() {
+        let a = parse(&["--self-signed", "--webhook-host", "127.0.0.1"]);
+        assert!(a.leader_elect);
+        assert_eq!(a.webhook_addr.to_string(), "0.0.0.0:8443");
+        assert_eq!(a.metrics_addr.to_string(), "0.0.0.0:8080");
+        assert_eq!(a.lease_name, "kubeplace-leader");
+        assert_eq!(a.webhook_config_name, "kubeplace");
+        assert!(
+            !parse(&[
+                "--leader-elect=false",
+                "--self-signed",
+                "--webhook-host",
+                "h"
+            ])
+            .leader_elect
+        );
+        assert!(parse(&["--leader-elect", "--self-signed", "--webhook-host", "h"]).leader_elect);
+    }
+
+    #[test]
+    fn self_signed_needs_a_host_and_excludes_files() {
+        let bad = |args: &[&str]| {
+            let mut argv = vec!["kubeplace", "run"];
+            argv.extend_from_slice(args);
+            Cli::try_parse_from(argv).is_err()
+        };
+        assert!(bad(&["--self-signed"]));
+        assert!(bad(&["--tls-cert-file", "c.pem"]));
+        assert!(bad(&[
+            "--self-signed",
+            "--webhook-host",
+            "h",
+            "--tls-cert-file",
+            "c",
+            "--tls-key-file",
+            "k"
+        ]));
+        assert!(!bad(&["--tls-cert-file", "c", "--tls-key-file", "k"]));
+    }
+}

@@ -1,0 +1,490 @@
+//! Leader election on a `coordination.k8s.io/v1` Lease, as client-go does it: the holder
+//! renews the lease every retry period; another replica takes it over when the holder
+//! leaves it empty or its record has not changed for a lease duration (judged by the
+//! replica's own clock, so clocks need not agree); a leader that cannot renew within the
+//! renew deadline steps down; a leader that shuts down releases the lease.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::Client;
+use kube::api::{Api, PostParams};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+/// How the lease is held.
+#[derive(Debug, Clone)]
+pub struct LeaseSettings {
+    pub name: String,
+    pub namespace: String,
+    /// This replica's name in `holderIdentity`.
+    pub identity: String,
+    /// How long a lease that is not renewed stays held.
+    pub lease_duration: Duration,
+    /// How long a leader keeps leading while renewals fail.
+    pub renew_deadline: Duration,
+    /// How often the lease is renewed or tried.
+    pub retry_period: Duration,
+}
+
+impl LeaseSettings {
+    /// client-go's defaults: 15 s lease, 10 s renew deadline, 2 s retry period.
+    pub fn new(name: &str, namespace: &str, identity: &str) -> LeaseSettings {
+        LeaseSettings {
+            name: name.to_string(),
+            namespace: namespace.to_string(),
+            identity: identity.to_string(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+}
+
+/// What to do with the lease as it is now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// There is no lease: create it, held by us.
+    Create,
+    /// We hold it: renew it.
+    Renew,
+    /// It is free or expired: take it.
+    Acquire,
+    /// Someone else holds it.
+    Follow { holder: String },
+}
+
+/// The holder of a lease; an empty identity is no holder.
+pub fn holder(spec: &LeaseSpec) -> Option<&str> {
+    spec.holder_identity.as_deref().filter(|h| !h.is_empty())
+}
+
+/// Decides on a lease as read; `expired` says whether its record has gone unchanged for
+/// longer than its duration.
+pub fn decide(spec: Option<&LeaseSpec>, identity: &str, expired: bool) -> Action {
+    let Some(spec) = spec else {
+        return Action::Create;
+    };
+    match holder(spec) {
+        Some(h) if h == identity => Action::Renew,
+        None => Action::Acquire,
+        Some(_) if expired => Action::Acquire,
+        Some(h) => Action::Follow {
+            holder: h.to_string(),
+        },
+    }
+}
+
+/// The last lease record seen and when it was first seen, by this replica's clock.
+#[derive(Debug, Default, Clone)]
+pub struct Observed {
+    record: Option<(Option<String>, Option<MicroTime>)>,
+    since: Option<Instant>,
+}
+
+impl Observed {
+    /// Records what was read at `now`; returns whether the record has not changed for
+    /// longer than the lease's duration (`default` when the lease names none).
+    pub fn expired(&mut self, spec: &LeaseSpec, now: Instant, default: Duration) -> bool {
+        let record = (spec.holder_identity.clone(), spec.renew_time.clone());
+        if self.record.as_ref() != Some(&record) {
+            self.record = Some(record);
+            self.since = Some(now);
+        }
+        let duration = spec
+            .lease_duration_seconds
+            .and_then(|s| u64::try_from(s).ok())
+            .map(Duration::from_secs)
+            .unwrap_or(default);
+        self.since
+            .is_some_and(|since| now.saturating_duration_since(since) > duration)
+    }
+}
+
+/// Runs for one replica: tries, renews and releases the lease, and publishes whether this
+/// replica leads.
+pub struct Elector {
+    api: Api<Lease>,
+    settings: LeaseSettings,
+    observed: Observed,
+    last_renewed: Option<Instant>,
+    leader: watch::Sender<bool>,
+}
+
+fn conflict_or_exists(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.is_conflict() || s.is_already_exists())
+}
+
+impl Elector {
+    /// An elector and the receiver that says whether this replica leads.
+    pub fn new(client: Client, settings: LeaseSettings) -> (Elector, watch::Receiver<bool>) {
+        let (leader, rx) = watch::channel(false);
+        let elector = Elector {
+            api: Api::namespaced(client, &settings.namespace),
+            settings,
+            observed: Observed::default(),
+            last_renewed: None,
+            leader,
+        };
+        (elector, rx)
+    }
+
+    fn seconds(&self) -> i32 {
+        i32::try_from(self.settings.lease_duration.as_secs()).unwrap_or(i32::MAX)
+    }
+
+    /// One round: reads the lease and creates, renews, takes or follows it. Returns
+    /// whether this replica holds the lease afterwards. A write that loses a race (409) is
+    /// a follow, not an error.
+    pub async fn try_acquire_or_renew(&mut self) -> Result<bool, kube::Error> {
+        let me = self.settings.identity.clone();
+        let now = MicroTime(jiff::Timestamp::now());
+        let current = self.api.get_opt(&self.settings.name).await?;
+        let expired = current
+            .as_ref()
+            .and_then(|l| l.spec.as_ref())
+            .is_some_and(|s| {
+                self.observed
+                    .expired(s, Instant::now(), self.settings.lease_duration)
+            });
+        let spec = current.as_ref().map(|l| l.spec.clone().unwrap_or_default());
+        let result = match decide(spec.as_ref(), &me, expired) {
+            Action::Follow { .. } => return Ok(false),
+            Action::Create => {
+                let lease = Lease {
+                    metadata: ObjectMeta {
+                        name: Some(self.settings.name.clone()),
+                        namespace: Some(self.settings.namespace.clone()),
+                        ..Default::default()
+                    },
+                    spec: Some(LeaseSpec {
+                        holder_identity: Some(me.clone()),
+                        lease_duration_seconds: Some(self.seconds()),
+                        acquire_time: Some(now.clone()),
+                        renew_time: Some(now),
+                        lease_transitions: Some(0),
+                        ..Default::default()
+                    }),
+                };
+                self.api.create(&PostParams::default(), &lease).await
+            }
+            action @ (Action::Renew | Action::Acquire) => {
+                let mut lease = current.unwrap_or_default();
+                let mut spec = spec.unwrap_or_default();
+                if action == Action::Acquire {
+                    spec.holder_identity = Some(me.clone());
+                    spec.acquire_time = Some(now.clone());
+                    spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+                }
+                spec.lease_duration_seconds = Some(self.seconds());
+                spec.renew_time = Some(now);
+                lease.spec = Some(spec);
+                self.api
+                    .replace(&self.settings.name, &PostParams::default(), &lease)
+                    .await
+            }
+        };
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) if conflict_or_exists(&e) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Releases the lease if this replica holds it: no holder, a one-second duration.
+    pub async fn release(&mut self) -> Result<(), kube::Error> {
+        self.leader.send_replace(false);
+        let Some(mut lease) = self.api.get_opt(&self.settings.name).await? else {
+            return Ok(());
+        };
+        let mut spec = lease.spec.clone().unwrap_or_default();
+        if holder(&spec) != Some(self.settings.identity.as_str()) {
+            return Ok(());
+        }
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        spec.renew_time = Some(MicroTime(jiff::Timestamp::now()));
+        lease.spec = Some(spec);
+        match self
+            .api
+            .replace(&self.settings.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if conflict_or_exists(&e) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn set_leader(&self, leading: bool) {
+        // Only a change wakes the receivers: a renewal is not news.
+        if self
+            .leader
+            .send_if_modified(|l| std::mem::replace(l, leading) != leading)
+        {
+            if leading {
+                info!(lease = %self.settings.name, identity = %self.settings.identity, "became the leader");
+            } else {
+                info!(lease = %self.settings.name, identity = %self.settings.identity, "stopped leading");
+            }
+        }
+    }
+
+    /// Holds the lease while it can until `cancel`, then releases it.
+    pub async fn run(mut self, cancel: CancellationToken) {
+        loop {
+            match self.try_acquire_or_renew().await {
+                Ok(true) => {
+                    self.last_renewed = Some(Instant::now());
+                    self.set_leader(true);
+                }
+                Ok(false) => self.set_leader(false),
+                Err(e) => {
+                    warn!(error = %e, lease = %self.settings.name, "cannot read or renew the leader lease");
+                    let overdue = self
+                        .last_renewed
+                        .is_none_or(|t| t.elapsed() > self.settings.renew_deadline);
+                    if overdue {
+                        self.set_leader(false);
+                    }
+                }
+            }
+            tokio::select! {
+                _ = cancel.cancelled() => break,
+                _ = tokio::time::sleep(self.settings.retry_period) => {}
+            }
+        }
+        let leading = *self.leader.borrow();
+        if leading {
+            match self.release().await {
+                Ok(()) => info!(lease = %self.settings.name, "released the leader lease"),
+                Err(e) => warn!(error = %e, "cannot release the leader lease"),
+            }
+        }
+        self.leader.send_replace(false);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http::{Method, Request, Response, StatusCode};
+    use kube::client::Body;
+    use serde_json::{Value, json};
+    use tower_test::mock;
+
+    use super::*;
+
+    fn spec(holder: Option<&str>) -> LeaseSpec {
+        LeaseSpec {
+            holder_identity: holder.map(str::to_string),
+            lease_duration_seconds: Some(15),
+            renew_time: Some(MicroTime(jiff::Timestamp::UNIX_EPOCH)),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn decides_on_each_kind_of_lease() {
+        assert_eq!(decide(None, "me", false), Action::Create);
+        assert_eq!(decide(Some(&spec(Some("me"))), "me", true), Action::Renew);
+        assert_eq!(decide(Some(&spec(None)), "me", false), Action::Acquire);
+        assert_eq!(decide(Some(&spec(Some(""))), "me", false), Action::Acquire);
+        assert_eq!(
+            decide(Some(&spec(Some("other"))), "me", false),
+            Action::Follow {
+                holder: "other".into()
+            }
+        );
+        assert_eq!(
+            decide(Some(&spec(Some("other"))), "me", true),
+            Action::Acquire
+        );
+    }
+
+    #[test]
+    fn expiry_is_judged_by_how_long_the_record_stays_the_same() {
+        let mut observed = Observed::default();
+        let t0 = Instant::now();
+        let held = spec(Some("other"));
+        let default = Duration::from_secs(99);
+        assert!(!observed.expired(&held, t0, default));
+        assert!(!observed.expired(&held, t0 + Duration::from_secs(15), default));
+        assert!(observed.expired(&held, t0 + Duration::from_secs(16), default));
+        // A renewal restarts the clock.
+        let mut renewed = held.clone();
+        renewed.renew_time = Some(MicroTime(jiff::Timestamp::from_second(60).unwrap()));
+        assert!(!observed.expired(&renewed, t0 + Duration::from_secs(17), default));
+        assert!(observed.expired(&renewed, t0 + Duration::from_secs(33), default));
+    }
+
+    type Handle = mock::Handle<Request<Body>, Response<Body>>;
+
+    async fn expect(
+        handle: &mut Handle,
+        method: Method,
+        path: &str,
+        code: u16,
+        reply: Value,
+    ) -> Value {
+        let (request, send) = handle.next_request().await.expect("a request");
+        assert_eq!(request.method(), method);
+        assert_eq!(request.uri().path(), path);
+        let body = request.into_body().collect_bytes().await.unwrap();
+        let sent: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        send.send_response(
+            Response::builder()
+                .status(StatusCode::from_u16(code).unwrap())
+                .body(Body::from(serde_json::to_vec(&reply).unwrap()))
+                .unwrap(),
+        );
+        sent
+    }
+
+    async fn assert_no_request(handle: &mut Handle) {
+        let next = tokio::time::timeout(Duration::from_millis(200), handle.next_request()).await;
+        assert!(matches!(next, Err(_) | Ok(None)), "an unexpected request");
+    }
+
+    const PATH: &str =
+        "/apis/coordination.k8s.io/v1/namespaces/kubeplace-system/leases/kubeplace-leader";
+    const COLLECTION: &str = "/apis/coordination.k8s.io/v1/namespaces/kubeplace-system/leases";
+
+    fn not_found() -> Value {
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404, "message": "not found"})
+    }
+
+    fn conflict() -> Value {
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409, "message": "the object has been modified"})
+    }
+
+    fn lease(holder: Option<&str>, transitions: i32) -> Value {
+        json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "kubeplace-leader", "namespace": "kubeplace-system", "resourceVersion": "41"},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15,
+                     "renewTime": "2026-01-01T00:00:00.000000Z", "leaseTransitions": transitions},
+        })
+    }
+
+    fn elector() -> (Elector, watch::Receiver<bool>, Handle) {
+        let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
+        let client = Client::new(service, "default");
+        let (e, rx) = Elector::new(
+            client,
+            LeaseSettings::new("kubeplace-leader", "kubeplace-system", "me"),
+        );
+        (e, rx, handle)
+    }
+
+    #[tokio::test]
+    async fn creates_a_missing_lease_and_holds_it() {
+        let (mut e, _rx, mut handle) = elector();
+        let api = tokio::spawn(async move {
+            expect(&mut handle, Method::GET, PATH, 404, not_found()).await;
+            let sent = expect(
+                &mut handle,
+                Method::POST,
+                COLLECTION,
+                201,
+                lease(Some("me"), 0),
+            )
+            .await;
+            assert_eq!(sent["spec"]["holderIdentity"], "me");
+            assert_eq!(sent["spec"]["leaseDurationSeconds"], 15);
+            assert!(sent["spec"]["renewTime"].is_string());
+        });
+        assert!(e.try_acquire_or_renew().await.unwrap());
+        api.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn follows_a_lease_someone_else_holds_and_writes_nothing() {
+        let (mut e, _rx, mut handle) = elector();
+        let api = tokio::spawn(async move {
+            expect(&mut handle, Method::GET, PATH, 200, lease(Some("other"), 3)).await;
+            handle
+        });
+        assert!(!e.try_acquire_or_renew().await.unwrap());
+        let mut handle = api.await.unwrap();
+        // No write followed the read.
+        assert_no_request(&mut handle).await;
+        drop(e);
+    }
+
+    #[tokio::test]
+    async fn takes_a_released_lease_and_counts_the_transition() {
+        let (mut e, _rx, mut handle) = elector();
+        let api = tokio::spawn(async move {
+            expect(&mut handle, Method::GET, PATH, 200, lease(None, 3)).await;
+            let sent = expect(&mut handle, Method::PUT, PATH, 200, lease(Some("me"), 4)).await;
+            assert_eq!(sent["spec"]["holderIdentity"], "me");
+            assert_eq!(sent["spec"]["leaseTransitions"], 4);
+            assert_eq!(
+                sent["metadata"]["resourceVersion"], "41",
+                "optimistic concurrency"
+            );
+            assert!(sent["spec"]["acquireTime"].is_string());
+        });
+        assert!(e.try_acquire_or_renew().await.unwrap());
+        api.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn renews_its_own_lease_and_loses_a_race_quietly() {
+        let (mut e, _rx, mut handle) = elector();
+        let api = tokio::spawn(async move {
+            expect(&mut handle, Method::GET, PATH, 200, lease(Some("me"), 1)).await;
+            let sent = expect(&mut handle, Method::PUT, PATH, 200, lease(Some("me"), 1)).await;
+            assert_eq!(sent["spec"]["holderIdentity"], "me");
+            assert_eq!(
+                sent["spec"]["leaseTransitions"], 1,
+                "a renewal is no transition"
+            );
+            assert_ne!(sent["spec"]["renewTime"], "2026-01-01T00:00:00.000000Z");
+            // Next round another replica wrote first: 409, so we do not lead.
+            expect(&mut handle, Method::GET, PATH, 200, lease(None, 1)).await;
+            expect(&mut handle, Method::PUT, PATH, 409, conflict()).await;
+        });
+        assert!(e.try_acquire_or_renew().await.unwrap());
+        assert!(!e.try_acquire_or_renew().await.unwrap());
+        api.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn release_empties_the_holder() {
+        let (mut e, rx, mut handle) = elector();
+        let api = tokio::spawn(async move {
+            expect(&mut handle, Method::GET, PATH, 200, lease(Some("me"), 2)).await;
+            let sent = expect(&mut handle, Method::PUT, PATH, 200, lease(None, 2)).await;
+            assert!(sent["spec"].get("holderIdentity").is_none(), "{sent}");
+            assert_eq!(sent["spec"]["leaseDurationSeconds"], 1);
+            // Someone else's lease is left alone.
+            expect(&mut handle, Method::GET, PATH, 200, lease(Some("other"), 3)).await;
+            handle
+        });
+        e.release().await.unwrap();
+        assert!(!*rx.borrow());
+        e.release().await.unwrap();
+        let mut handle = api.await.unwrap();
+        assert_no_request(&mut handle).await;
+        drop(e);
+    }
+
+    #[tokio::test]
+    async fn run_leads_then_releases_on_cancel() {
+        let (e, mut rx, mut handle) = elector();
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(e.run(cancel.clone()));
+        expect(&mut handle, Method::GET, PATH, 200, lease(Some("me"), 0)).await;
+        expect(&mut handle, Method::PUT, PATH, 200, lease(Some("me"), 0)).await;
+        rx.wait_for(|l| *l).await.unwrap();
+        cancel.cancel();
+        expect(&mut handle, Method::GET, PATH, 200, lease(Some("me"), 0)).await;
+        let sent = expect(&mut handle, Method::PUT, PATH, 200, lease(None, 0)).await;
+        assert!(sent["spec"].get("holderIdentity").is_none());
+        task.await.unwrap();
+        assert!(!*rx.borrow());
+    }
+}

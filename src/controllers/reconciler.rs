@@ -1,0 +1,372 @@
+//! The reconcile loop: while this replica leads and the store is synced, each settled
+//! batch of changes becomes one pass that computes desired statuses and writes those that
+//! changed.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Client;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use super::metrics::{Metrics, kind_label};
+use super::status::{self, StatusWrite};
+use super::trigger::{Pending, Trigger};
+use super::watch::SharedStore;
+use crate::api::API_VERSION;
+use crate::store::ObjectKey;
+
+/// How the loop paces itself.
+#[derive(Debug, Clone)]
+pub struct Pacing {
+    /// Quiet time after the last change before a pass starts.
+    pub quiet: Duration,
+    /// Longest a change waits while changes keep coming.
+    pub max_delay: Duration,
+    /// Status writes in flight at once.
+    pub concurrency: usize,
+    /// A failed write is tried again after this long.
+    pub retry_after: Duration,
+    /// Every object is reconciled at least this often.
+    pub resync: Duration,
+}
+
+impl Default for Pacing {
+    fn default() -> Self {
+        Pacing {
+            quiet: Duration::from_millis(300),
+            max_delay: Duration::from_secs(5),
+            concurrency: 8,
+            retry_after: Duration::from_secs(5),
+            resync: Duration::from_secs(600),
+        }
+    }
+}
+
+/// The status writer's loop and what it needs.
+pub struct Reconciler {
+    pub client: Client,
+    pub store: SharedStore,
+    pub trigger: Arc<Trigger>,
+    pub leader: watch::Receiver<bool>,
+    pub ready: watch::Receiver<bool>,
+    pub metrics: Arc<Metrics>,
+    pub recorder: Recorder,
+    pub pacing: Pacing,
+}
+
+/// Longest Event note the API server takes.
+const NOTE_MAX: usize = 1024;
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max - 3;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &s[..end])
+}
+
+/// The Event recorder kubeplace reports as.
+pub fn recorder(client: Client, identity: &str) -> Recorder {
+    Recorder::new(
+        client,
+        Reporter {
+            controller: "kubeplace".into(),
+            instance: Some(identity.to_string()),
+        },
+    )
+}
+
+impl Reconciler {
+    async fn wait_until_leading_and_ready(&mut self) -> bool {
+        self.ready.wait_for(|r| *r).await.is_ok() && self.leader.wait_for(|l| *l).await.is_ok()
+    }
+
+    /// Runs until `cancel`.
+    pub async fn run(mut self, cancel: CancellationToken) {
+        let mut leader = self.leader.clone();
+        let trigger = self.trigger.clone();
+        let resync = self.pacing.resync;
+        // A new leader, and the periodic resync, reconcile everything.
+        let watcher = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(resync);
+            tick.tick().await;
+            loop {
+                tokio::select! {
+                    changed = leader.changed() => {
+                        if changed.is_err() { break; }
+                        if *leader.borrow() { trigger.full(); }
+                    }
+                    _ = tick.tick() => trigger.full(),
+                }
+            }
+        });
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => break,
+                ok = self.wait_until_leading_and_ready() => if !ok { break },
+            }
+            let pending = tokio::select! {
+                _ = cancel.cancelled() => break,
+                p = self.trigger.settle(self.pacing.quiet, self.pacing.max_delay) => p,
+            };
+            if !*self.leader.borrow() {
+                self.trigger.requeue(pending);
+                continue;
+            }
+            self.pass(pending).await;
+        }
+        watcher.abort();
+    }
+
+    /// One pass: plans over a snapshot of the store (so the watches and the webhook are not
+    /// held up while statuses are computed), then writes.
+    pub async fn pass(&self, pending: Pending) {
+        let started = Instant::now();
+        let now = status::now_rfc3339();
+        let (checked, writes) = {
+            let store = self.store.read().unwrap_or_else(|e| e.into_inner()).clone();
+            let keys: Vec<ObjectKey> = if pending.full {
+                let mut counts: BTreeMap<&str, i64> =
+                    crate::api::KINDS.iter().map(|k| (*k, 0)).collect();
+                for k in store.keys() {
+                    *counts.entry(k.kind).or_default() += 1;
+                }
+                for (kind, n) in counts {
+                    self.metrics
+                        .index_objects
+                        .get_or_create(&kind_label(kind))
+                        .set(n);
+                }
+                store.keys().cloned().collect()
+            } else {
+                pending.keys.into_iter().collect()
+            };
+            let writes = status::plan(&store, &keys, &now, Some(&self.metrics));
+            (keys.len(), writes)
+        };
+        let planned = started.elapsed();
+        let total = writes.len();
+        let results: Vec<(StatusWrite, Result<(), kube::Error>)> = futures::stream::iter(writes)
+            .map(|w| async move {
+                let r = status::write(&self.client, &w).await;
+                (w, r)
+            })
+            .buffer_unordered(self.pacing.concurrency.max(1))
+            .collect()
+            .await;
+        let mut failed = 0;
+        for (w, result) in results {
+            match result {
+                Ok(()) => {
+                    self.metrics
+                        .status_writes
+                        .get_or_create(&kind_label(w.key.kind))
+                        .inc();
+                    self.store
+                        .write()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .set_status(&w.key, w.status.clone());
+                    self.publish(&w).await;
+                }
+                Err(kube::Error::Api(s)) if s.is_not_found() => {
+                    debug!(kind = w.key.kind, name = %w.key.name, "gone before its status was written");
+                }
+                Err(e) => {
+                    failed += 1;
+                    warn!(kind = w.key.kind, name = %w.key.name, error = %e, "cannot write status; will retry");
+                    self.metrics
+                        .reconcile_errors
+                        .get_or_create(&kind_label(w.key.kind))
+                        .inc();
+                    let trigger = self.trigger.clone();
+                    let after = self.pacing.retry_after;
+                    tokio::spawn(async move {
+                        tokio::time::sleep(after).await;
+                        trigger.key(w.key);
+                    });
+                }
+            }
+        }
+        let took = started.elapsed();
+        self.metrics.pass_duration.observe(took.as_secs_f64());
+        if total > 0 {
+            info!(
+                full = pending.full,
+                checked,
+                written = total - failed,
+                failed,
+                plan_ms = planned.as_millis() as u64,
+                took_ms = took.as_millis() as u64,
+                "reconciled"
+            );
+        } else {
+            debug!(
+                full = pending.full,
+                checked,
+                took_ms = took.as_millis() as u64,
+                "reconciled; every status is current"
+            );
+        }
+    }
+
+    /// A Warning Event for each condition that turned False.
+    async fn publish(&self, w: &StatusWrite) {
+        if w.turned_false.is_empty() {
+            return;
+        }
+        let reference = ObjectReference {
+            api_version: Some(API_VERSION.to_string()),
+            kind: Some(w.key.kind.to_string()),
+            name: Some(w.key.name.clone()),
+            uid: w.uid.clone(),
+            ..Default::default()
+        };
+        for c in &w.turned_false {
+            let note = if c.message.is_empty() {
+                format!("{} is False", c.type_)
+            } else {
+                format!("{}: {}", c.type_, c.message)
+            };
+            let event = Event {
+                type_: EventType::Warning,
+                reason: c.reason.clone(),
+                note: Some(truncate(&note, NOTE_MAX)),
+                action: "Reconcile".into(),
+                secondary: None,
+            };
+            if let Err(e) = self.recorder.publish(&event, &reference).await {
+                debug!(error = %e, kind = w.key.kind, name = %w.key.name, "cannot publish an Event");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use http::{Method, Request, Response};
+    use kube::client::Body;
+    use serde_json::{Value, json};
+    use tower_test::mock;
+
+    use super::*;
+    use crate::api::{Flavor, FlavorSpec, Object};
+
+    fn flavor(name: &str) -> Object {
+        let mut f = Flavor::new(
+            name,
+            FlavorSpec {
+                vcpus: 1,
+                memory_mb: 512,
+                disk_gb: 1,
+                ephemeral_gb: 0,
+                swap_mb: 0,
+                description: None,
+                is_public: true,
+                extra_specs: BTreeMap::new(),
+                service_profiles: vec![],
+            },
+        );
+        f.metadata.generation = Some(1);
+        f.metadata.uid = Some(format!("uid-{name}"));
+        Object::Flavor(f)
+    }
+
+    /// A pass writes the one status that changed, records an Event for its new False
+    /// condition, keeps the written status in the store, and the next pass writes nothing.
+    #[tokio::test]
+    async fn a_pass_writes_only_what_changed() {
+        let (service, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
+        let client = Client::new(service, "default");
+        let store = SharedStore::default();
+        {
+            let mut s = store.write().unwrap();
+            s.put(flavor("current"));
+            s.put(flavor("stale"));
+            // "current" already has the status the seam computes.
+            let key = ObjectKey::cluster("Flavor", "current");
+            let writes = status::plan(&s, [&key], "2026-01-01T00:00:00Z", None);
+            s.set_status(&key, writes[0].status.clone());
+        }
+        let (_leader_tx, leader) = watch::channel(true);
+        let (_ready_tx, ready) = watch::channel(true);
+        let reconciler = Reconciler {
+            client: client.clone(),
+            store: store.clone(),
+            trigger: Arc::new(Trigger::default()),
+            leader,
+            ready,
+            metrics: Arc::new(Metrics::new()),
+            recorder: recorder(client, "test"),
+            pacing: Pacing::default(),
+        };
+        let api = tokio::spawn(async move {
+            let mut seen = Vec::new();
+            for _ in 0..2 {
+                let (request, send) = handle.next_request().await.expect("a request");
+                let (method, path) = (request.method().clone(), request.uri().path().to_string());
+                let body: Value =
+                    serde_json::from_slice(&request.into_body().collect_bytes().await.unwrap())
+                        .unwrap();
+                let reply = if method == Method::PATCH {
+                    assert_eq!(path, "/apis/kubeplace.io/v1alpha1/flavors/stale/status");
+                    json!({"apiVersion": "kubeplace.io/v1alpha1", "kind": "Flavor",
+                           "metadata": {"name": "stale"}, "spec": {"vcpus": 1, "memoryMb": 512},
+                           "status": body["status"]})
+                } else {
+                    assert_eq!(method, Method::POST);
+                    assert_eq!(path, "/apis/events.k8s.io/v1/namespaces/default/events");
+                    assert_eq!(body["reason"], "NoCandidates");
+                    assert_eq!(body["type"], "Warning");
+                    assert_eq!(body["regarding"]["name"], "stale");
+                    body.clone()
+                };
+                seen.push(method);
+                send.send_response(
+                    Response::builder()
+                        .body(Body::from(serde_json::to_vec(&reply).unwrap()))
+                        .unwrap(),
+                );
+            }
+            let next =
+                tokio::time::timeout(Duration::from_millis(200), handle.next_request()).await;
+            assert!(matches!(next, Err(_) | Ok(None)), "nothing else is written");
+            seen
+        });
+        reconciler
+            .pass(Pending {
+                full: true,
+                ..Default::default()
+            })
+            .await;
+        // Statuses now match: a second pass sends nothing.
+        reconciler
+            .pass(Pending {
+                full: true,
+                ..Default::default()
+            })
+            .await;
+        assert_eq!(api.await.unwrap(), [Method::PATCH, Method::POST]);
+        let s = store.read().unwrap();
+        let stale = s.get(&ObjectKey::cluster("Flavor", "stale")).unwrap();
+        assert!(stale.status().is_some());
+    }
+
+    #[test]
+    fn truncates_on_a_char_boundary() {
+        assert_eq!(truncate("short", 10), "short");
+        let s = "é".repeat(600);
+        let t = truncate(&s, 1024);
+        assert!(t.len() <= 1024 && t.ends_with("..."));
+    }
+}

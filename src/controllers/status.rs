@@ -1,0 +1,333 @@
+//! The status writer: desired statuses from the reconcile seam, stamped with
+//! `observedGeneration` and `lastTransitionTime`, written with server-side apply only
+//! where they differ from what the API server holds.
+
+use std::time::Instant;
+
+use kube::Client;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use super::kinds;
+use super::metrics::{Metrics, kind_label};
+use crate::api::{Condition, Object, Status, find_condition};
+use crate::reconcile::{World, desired_status};
+use crate::store::{ObjectKey, Store};
+
+/// The field manager of every status kubeplace writes.
+pub const FIELD_MANAGER: &str = "kubeplace";
+
+/// One status to write.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusWrite {
+    pub key: ObjectKey,
+    /// `metadata.uid`, for Events about the object.
+    pub uid: Option<String>,
+    /// The status, stamped.
+    pub status: Status,
+    /// The status as JSON, as it is sent.
+    pub json: Value,
+    /// Conditions that turned `False` (or changed reason while `False`) in this write.
+    pub turned_false: Vec<Condition>,
+}
+
+/// The conditions of any status.
+pub fn conditions(status: &Status) -> &[Condition] {
+    match status {
+        Status::ResourceProvider(s) => &s.conditions,
+        Status::Allocation(s) => &s.conditions,
+        Status::ProviderConfig(s) => &s.conditions,
+        Status::ExtraSpecDefinition(s) => &s.conditions,
+        Status::Flavor(s) => &s.conditions,
+        Status::Image(s) => &s.conditions,
+        Status::ServiceProfile(s) => &s.conditions,
+        Status::Server(s) => &s.conditions,
+    }
+}
+
+fn conditions_mut(status: &mut Status) -> &mut Vec<Condition> {
+    match status {
+        Status::ResourceProvider(s) => &mut s.conditions,
+        Status::Allocation(s) => &mut s.conditions,
+        Status::ProviderConfig(s) => &mut s.conditions,
+        Status::ExtraSpecDefinition(s) => &mut s.conditions,
+        Status::Flavor(s) => &mut s.conditions,
+        Status::Image(s) => &mut s.conditions,
+        Status::ServiceProfile(s) => &mut s.conditions,
+        Status::Server(s) => &mut s.conditions,
+    }
+}
+
+/// Now, to the second, in RFC 3339 (`2026-01-02T03:04:05Z`), as Kubernetes writes times.
+pub fn now_rfc3339() -> String {
+    jiff::Timestamp::from_second(jiff::Timestamp::now().as_second())
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}
+
+/// Stamps a desired status: each condition gets the object's generation as
+/// `observedGeneration`, and keeps the current condition's `lastTransitionTime` when its
+/// status is unchanged, or gets `now` when it changed or is new.
+pub fn stamp(desired: &mut Status, current: Option<&Status>, generation: Option<i64>, now: &str) {
+    let before = current.map(conditions).unwrap_or_default();
+    for c in conditions_mut(desired) {
+        c.observed_generation = generation;
+        c.last_transition_time = match find_condition(before, &c.type_) {
+            Some(old) if old.status == c.status => old
+                .last_transition_time
+                .clone()
+                .or_else(|| Some(now.to_string())),
+            _ => Some(now.to_string()),
+        };
+    }
+}
+
+/// The conditions of `desired` that are `False` and were not `False` with the same reason before.
+fn turned_false(desired: &Status, current: Option<&Status>) -> Vec<Condition> {
+    let before = current.map(conditions).unwrap_or_default();
+    conditions(desired)
+        .iter()
+        .filter(|c| c.status == "False")
+        .filter(|c| {
+            find_condition(before, &c.type_)
+                .is_none_or(|old| old.status != "False" || old.reason != c.reason)
+        })
+        .cloned()
+        .collect()
+}
+
+/// The writes a pass makes over `keys`: each object's desired status from
+/// [`desired_status`], stamped, where it differs from the stored status. Objects no
+/// longer in the store are skipped.
+pub fn plan<'a>(
+    store: &Store,
+    keys: impl IntoIterator<Item = &'a ObjectKey>,
+    now: &str,
+    metrics: Option<&Metrics>,
+) -> Vec<StatusWrite> {
+    let world = World::new(store);
+    let mut writes = Vec::new();
+    for key in keys {
+        let Some(object) = store.get(key) else {
+            continue;
+        };
+        let started = Instant::now();
+        let mut desired = desired_status(object, &world);
+        if let Some(m) = metrics {
+            let took = started.elapsed().as_secs_f64();
+            let label = kind_label(key.kind);
+            m.reconciles.get_or_create(&label).inc();
+            m.reconcile_duration.get_or_create(&label).observe(took);
+            if matches!(object, Object::Flavor(_) | Object::Image(_)) {
+                m.candidate_search_duration
+                    .get_or_create(&label)
+                    .observe(took);
+            }
+        }
+        let current = object.status();
+        stamp(
+            &mut desired,
+            current.as_ref(),
+            object.meta().generation,
+            now,
+        );
+        if current.as_ref() == Some(&desired) {
+            continue;
+        }
+        let mut with_status = object.clone();
+        with_status.set_status(desired.clone());
+        writes.push(StatusWrite {
+            key: key.clone(),
+            uid: object.meta().uid.clone(),
+            turned_false: turned_false(&desired, current.as_ref()),
+            json: with_status.status_value(),
+            status: desired,
+        });
+    }
+    writes
+}
+
+/// Writes one status with server-side apply to the status subresource, under
+/// [`FIELD_MANAGER`], forcing ownership of every status field.
+pub async fn write(client: &Client, w: &StatusWrite) -> Result<(), kube::Error> {
+    let Some(ar) = kinds::by_kind(w.key.kind) else {
+        return Ok(());
+    };
+    let api: Api<DynamicObject> = if w.key.namespace.is_empty() {
+        Api::all_with(client.clone(), &ar)
+    } else {
+        Api::namespaced_with(client.clone(), &w.key.namespace, &ar)
+    };
+    let body = json!({
+        "apiVersion": ar.api_version,
+        "kind": ar.kind,
+        "status": w.json,
+    });
+    api.patch_status(
+        &w.key.name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&body),
+    )
+    .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use http::{Method, Request, Response};
+    use kube::client::Body;
+    use tower_test::mock;
+
+    use super::*;
+    use crate::api::{Flavor, FlavorSpec};
+
+    fn flavor(name: &str, generation: i64, vcpus: i64) -> Object {
+        let mut f = Flavor::new(
+            name,
+            FlavorSpec {
+                vcpus,
+                memory_mb: 512,
+                disk_gb: 1,
+                ephemeral_gb: 0,
+                swap_mb: 0,
+                description: None,
+                is_public: true,
+                extra_specs: BTreeMap::new(),
+                service_profiles: vec![],
+            },
+        );
+        f.metadata.generation = Some(generation);
+        f.metadata.uid = Some(format!("uid-{name}"));
+        Object::Flavor(f)
+    }
+
+    fn store_with(objects: Vec<Object>) -> Store {
+        let mut store = Store::default();
+        for o in objects {
+            store.put(o);
+        }
+        store
+    }
+
+    fn keys(store: &Store) -> Vec<ObjectKey> {
+        store.keys().cloned().collect()
+    }
+
+    #[test]
+    fn plans_a_write_stamped_with_generation_and_time() {
+        let store = store_with(vec![flavor("m1.tiny", 3, 1)]);
+        let writes = plan(&store, &keys(&store), "2026-01-02T03:04:05Z", None);
+        assert_eq!(writes.len(), 1);
+        let w = &writes[0];
+        assert_eq!(w.json["observedGeneration"], 3);
+        for c in w.json["conditions"].as_array().unwrap() {
+            assert_eq!(c["lastTransitionTime"], "2026-01-02T03:04:05Z");
+            assert_eq!(c["observedGeneration"], 3);
+        }
+        // No provider: the flavor is not schedulable, which is a new False condition.
+        assert_eq!(w.turned_false.len(), 1);
+        assert_eq!(w.turned_false[0].reason, "NoCandidates");
+    }
+
+    #[test]
+    fn skips_a_status_that_is_already_there_and_keeps_timestamps() {
+        let mut store = store_with(vec![flavor("m1.tiny", 1, 1)]);
+        let first = plan(&store, &keys(&store), "2026-01-02T03:04:05Z", None);
+        for w in &first {
+            store.set_status(&w.key, w.status.clone());
+        }
+        // Later, nothing changed: nothing to write, whatever the clock says.
+        assert_eq!(
+            plan(&store, &keys(&store), "2026-01-02T09:00:00Z", None),
+            vec![]
+        );
+        // A spec change that keeps every condition's status keeps its timestamp.
+        let mut bigger = flavor("m1.tiny", 2, 2);
+        bigger.set_status(first[0].status.clone());
+        store.put(bigger);
+        let second = plan(&store, &keys(&store), "2026-01-02T10:00:00Z", None);
+        assert_eq!(second.len(), 1);
+        let c = &second[0].json["conditions"][0];
+        assert_eq!(c["lastTransitionTime"], "2026-01-02T03:04:05Z");
+        assert_eq!(c["observedGeneration"], 2);
+        assert_eq!(second[0].json["observedGeneration"], 2);
+        assert!(second[0].turned_false.is_empty());
+    }
+
+    #[test]
+    fn a_condition_that_changes_status_gets_a_new_timestamp() {
+        let mut desired = Status::Flavor(crate::api::FlavorStatus {
+            conditions: vec![Condition::new("Schedulable", true, "Candidates", "")],
+            ..Default::default()
+        });
+        let mut old = Condition::new("Schedulable", false, "NoCandidates", "");
+        old.last_transition_time = Some("2020-01-01T00:00:00Z".into());
+        let current = Status::Flavor(crate::api::FlavorStatus {
+            conditions: vec![old],
+            ..Default::default()
+        });
+        stamp(
+            &mut desired,
+            Some(&current),
+            Some(7),
+            "2026-05-05T05:05:05Z",
+        );
+        let c = &conditions(&desired)[0];
+        assert_eq!(
+            c.last_transition_time.as_deref(),
+            Some("2026-05-05T05:05:05Z")
+        );
+        assert_eq!(c.observed_generation, Some(7));
+    }
+
+    #[test]
+    fn now_is_rfc3339_to_the_second() {
+        let now = now_rfc3339();
+        assert_eq!(now.len(), 20, "{now}");
+        assert!(now.ends_with('Z'));
+    }
+
+    /// The write goes to the status subresource as a forced server-side apply by kubeplace.
+    #[tokio::test]
+    async fn writes_with_server_side_apply_to_the_status_subresource() {
+        let (service, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
+        let client = Client::new(service, "default");
+        let store = store_with(vec![flavor("m1.tiny", 4, 1)]);
+        let writes = plan(&store, &keys(&store), "2026-01-02T03:04:05Z", None);
+        let server = tokio::spawn(async move {
+            let (request, send) = handle.next_request().await.expect("a request");
+            assert_eq!(request.method(), Method::PATCH);
+            assert_eq!(
+                request.uri().path(),
+                "/apis/kubeplace.io/v1alpha1/flavors/m1.tiny/status"
+            );
+            let query = request.uri().query().unwrap_or_default().to_string();
+            assert!(query.contains("fieldManager=kubeplace"), "{query}");
+            assert!(query.contains("force=true"), "{query}");
+            assert_eq!(
+                request.headers()["content-type"],
+                "application/apply-patch+yaml"
+            );
+            let body = request.into_body().collect_bytes().await.unwrap();
+            let body: Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(body["apiVersion"], "kubeplace.io/v1alpha1");
+            assert_eq!(body["kind"], "Flavor");
+            assert_eq!(body["status"]["observedGeneration"], 4);
+            assert!(body.get("spec").is_none(), "only the status is applied");
+            let reply = json!({
+                "apiVersion": "kubeplace.io/v1alpha1", "kind": "Flavor",
+                "metadata": {"name": "m1.tiny"}, "spec": {"vcpus": 1, "memoryMb": 512},
+                "status": body["status"],
+            });
+            send.send_response(
+                Response::builder()
+                    .body(Body::from(serde_json::to_vec(&reply).unwrap()))
+                    .unwrap(),
+            );
+        });
+        write(&client, &writes[0]).await.unwrap();
+        server.await.unwrap();
+    }
+}

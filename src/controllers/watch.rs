@@ -1,0 +1,366 @@
+//! Watches that keep the shared [`Store`] in step with the API server, one per kind.
+//!
+//! Objects are watched untyped and read as their kind one by one, so an object that does
+//! not fit its kind's schema is logged and skipped and the watch goes on.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, RwLock};
+
+use futures::StreamExt;
+use kube::Client;
+use kube::api::{Api, DynamicObject};
+use kube::core::ApiResource;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use serde_json::Value;
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+use super::kinds::static_kind;
+use super::metrics::{Metrics, kind_label};
+use super::trigger::Trigger;
+use crate::api::Object;
+use crate::store::{Change, ObjectKey, Store};
+
+/// The store every part of the operator reads: the watches write it, the webhook and the
+/// reconciler read it.
+pub type SharedStore = Arc<RwLock<Store>>;
+
+/// Which kinds have their initial list in the store; ready when all have.
+pub struct Synced {
+    kinds: Mutex<BTreeSet<String>>,
+    expected: usize,
+    ready: watch::Sender<bool>,
+}
+
+impl Synced {
+    /// Waits for `expected` kinds.
+    pub fn new(expected: usize) -> (Arc<Synced>, watch::Receiver<bool>) {
+        let (ready, rx) = watch::channel(expected == 0);
+        (
+            Arc::new(Synced {
+                kinds: Mutex::new(BTreeSet::new()),
+                expected,
+                ready,
+            }),
+            rx,
+        )
+    }
+
+    /// Marks a kind as listed.
+    pub fn mark(&self, kind: &str) {
+        let mut kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
+        if kinds.insert(kind.to_string()) && kinds.len() >= self.expected {
+            info!(
+                kinds = kinds.len(),
+                "every kind is listed; the store is synced"
+            );
+            self.ready.send_replace(true);
+        }
+    }
+
+    /// The kinds not listed yet, of `all`.
+    pub fn pending<'a>(&self, all: &[&'a str]) -> Vec<&'a str> {
+        let kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
+        all.iter()
+            .copied()
+            .filter(|k| !kinds.contains(*k))
+            .collect()
+    }
+}
+
+/// Reads a watched object as its kind.
+pub fn to_object(kind: &str, object: &DynamicObject) -> Result<Object, String> {
+    let value = serde_json::to_value(object).map_err(|e| e.to_string())?;
+    match Object::from_value(kind, value) {
+        Some(Ok(o)) => Ok(o),
+        Some(Err(e)) => Err(format!("field {}: {}", e.path, e.message)),
+        None => Err(format!("{kind} is not a kubeplace kind")),
+    }
+}
+
+/// What an object is, leaving out what only the API server's bookkeeping and the status
+/// writer change: a change here can change other objects' statuses.
+fn body(o: &Object) -> Value {
+    let mut v = o.to_value();
+    if let Some(map) = v.as_object_mut() {
+        map.remove("status");
+        if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("resourceVersion");
+            meta.remove("managedFields");
+        }
+    }
+    v
+}
+
+/// One kind's watch state: the events of a (re)list are buffered and swapped in at once.
+pub struct KindWatch {
+    kind: &'static str,
+    relist: Option<Vec<Object>>,
+    store: SharedStore,
+    trigger: Arc<Trigger>,
+    synced: Arc<Synced>,
+    metrics: Arc<Metrics>,
+}
+
+impl KindWatch {
+    pub fn new(
+        kind: &'static str,
+        store: SharedStore,
+        trigger: Arc<Trigger>,
+        synced: Arc<Synced>,
+        metrics: Arc<Metrics>,
+    ) -> KindWatch {
+        KindWatch {
+            kind,
+            relist: None,
+            store,
+            trigger,
+            synced,
+            metrics,
+        }
+    }
+
+    fn read(&self, object: &DynamicObject) -> Option<Object> {
+        match to_object(self.kind, object) {
+            Ok(o) => Some(o),
+            Err(e) => {
+                warn!(kind = self.kind, name = object.metadata.name.as_deref().unwrap_or(""), error = %e, "skipping an object that does not fit its kind");
+                self.metrics
+                    .watch_skipped
+                    .get_or_create(&kind_label(self.kind))
+                    .inc();
+                None
+            }
+        }
+    }
+
+    fn store(&self) -> std::sync::RwLockWriteGuard<'_, Store> {
+        self.store.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether `object` differs from the stored version in its status alone.
+    fn only_status_changed(&self, object: &Object) -> bool {
+        let store = self.store.read().unwrap_or_else(|e| e.into_inner());
+        store
+            .get(&ObjectKey::of(object))
+            .is_some_and(|old| body(old) == body(object))
+    }
+
+    fn flush(&self, changes: &mut Vec<Change>) {
+        if !changes.is_empty() {
+            self.store().apply_changes(std::mem::take(changes));
+        }
+    }
+
+    /// Applies one watch event to the store.
+    pub fn handle(&mut self, event: Event<DynamicObject>) {
+        self.handle_batch([event]);
+    }
+
+    /// Applies watch events to the store, in order, as one change of the store (one lock,
+    /// one provider config merge). Asks for a full reconcile when what an object is
+    /// changed, or only for the objects whose status alone changed.
+    pub fn handle_batch(&mut self, events: impl IntoIterator<Item = Event<DynamicObject>>) {
+        let mut changes = Vec::new();
+        let mut full = false;
+        let mut status_only = Vec::new();
+        let mut listed_now = false;
+        for event in events {
+            match event {
+                Event::Apply(o) => {
+                    self.metrics.watch_event(self.kind, "apply");
+                    if let Some(object) = self.read(&o) {
+                        debug!(kind = self.kind, name = object.name(), "applied");
+                        if self.only_status_changed(&object) {
+                            status_only.push(ObjectKey::of(&object));
+                        } else {
+                            full = true;
+                        }
+                        changes.push(Change::Put(Box::new(object)));
+                    }
+                }
+                Event::Delete(o) => {
+                    self.metrics.watch_event(self.kind, "delete");
+                    let key = ObjectKey {
+                        kind: self.kind,
+                        namespace: o.metadata.namespace.clone().unwrap_or_default(),
+                        name: o.metadata.name.clone().unwrap_or_default(),
+                    };
+                    debug!(kind = self.kind, name = %key.name, "deleted");
+                    full = true;
+                    changes.push(Change::Delete(key));
+                }
+                Event::Init => {
+                    self.metrics.watch_event(self.kind, "relist");
+                    self.relist = Some(Vec::new());
+                }
+                Event::InitApply(o) => {
+                    if let Some(object) = self.read(&o) {
+                        self.relist.get_or_insert_with(Vec::new).push(object);
+                    }
+                }
+                Event::InitDone => {
+                    self.flush(&mut changes);
+                    let listed = self.relist.take().unwrap_or_default();
+                    let keep: BTreeSet<ObjectKey> = listed.iter().map(ObjectKey::of).collect();
+                    let mut store = self.store();
+                    let gone: Vec<Change> = store
+                        .keys()
+                        .filter(|k| k.kind == self.kind && !keep.contains(*k))
+                        .cloned()
+                        .map(Change::Delete)
+                        .collect();
+                    let (count, removed) = (listed.len(), gone.len());
+                    store.apply_changes(
+                        gone.into_iter()
+                            .chain(listed.into_iter().map(|o| Change::Put(Box::new(o)))),
+                    );
+                    drop(store);
+                    info!(kind = self.kind, objects = count, removed, "listed");
+                    full = true;
+                    listed_now = true;
+                }
+            }
+        }
+        self.flush(&mut changes);
+        if full {
+            self.trigger.full();
+        } else {
+            for key in status_only {
+                self.trigger.key(key);
+            }
+        }
+        if listed_now {
+            self.synced.mark(self.kind);
+        }
+    }
+}
+
+/// Most watch events applied to the store at once.
+const BATCH: usize = 1024;
+
+/// Watches one kind until the stream ends (it does not: errors are retried with backoff).
+pub async fn run(client: Client, resource: ApiResource, mut state: KindWatch) {
+    let api: Api<DynamicObject> = Api::all_with(client, &resource);
+    let events = watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    let mut batches = events.ready_chunks(BATCH);
+    while let Some(batch) = batches.next().await {
+        let mut ok = Vec::with_capacity(batch.len());
+        for event in batch {
+            match event {
+                Ok(event) => ok.push(event),
+                Err(e) => warn!(kind = %resource.kind, error = %e, "watch failed; retrying"),
+            }
+        }
+        state.handle_batch(ok);
+    }
+}
+
+/// A watch for a kind of [`crate::api::KINDS`]; `None` for any other.
+pub fn kind_watch(
+    resource: &ApiResource,
+    store: &SharedStore,
+    trigger: &Arc<Trigger>,
+    synced: &Arc<Synced>,
+    metrics: &Arc<Metrics>,
+) -> Option<KindWatch> {
+    Some(KindWatch::new(
+        static_kind(&resource.kind)?,
+        store.clone(),
+        trigger.clone(),
+        synced.clone(),
+        metrics.clone(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn dynamic(v: Value) -> DynamicObject {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn provider(name: &str, vcpu: i64) -> DynamicObject {
+        dynamic(json!({
+            "apiVersion": "kubeplace.io/v1alpha1", "kind": "ResourceProvider",
+            "metadata": {"name": name, "resourceVersion": "1", "generation": 1},
+            "spec": {"inventories": {"VCPU": {"total": vcpu}}},
+        }))
+    }
+
+    fn setup() -> (KindWatch, SharedStore, Arc<Trigger>, watch::Receiver<bool>) {
+        let store = SharedStore::default();
+        let trigger = Arc::new(Trigger::default());
+        let (synced, ready) = Synced::new(1);
+        let w = KindWatch::new(
+            "ResourceProvider",
+            store.clone(),
+            trigger.clone(),
+            synced,
+            Arc::new(Metrics::new()),
+        );
+        (w, store, trigger, ready)
+    }
+
+    #[test]
+    fn a_bad_object_is_skipped_and_the_rest_is_kept() {
+        let (mut w, store, _trigger, ready) = setup();
+        w.handle(Event::Init);
+        w.handle(Event::InitApply(provider("cn1", 8)));
+        w.handle(Event::InitApply(dynamic(json!({
+            "apiVersion": "kubeplace.io/v1alpha1", "kind": "ResourceProvider",
+            "metadata": {"name": "broken"}, "spec": {"inventories": {"VCPU": {"total": "many"}}},
+        }))));
+        w.handle(Event::InitApply(provider("cn2", 4)));
+        assert!(!*ready.borrow());
+        w.handle(Event::InitDone);
+        assert!(*ready.borrow());
+        let names: Vec<String> = store
+            .read()
+            .unwrap()
+            .keys()
+            .map(|k| k.name.clone())
+            .collect();
+        assert_eq!(names, ["cn1", "cn2"]);
+        w.handle(Event::Apply(dynamic(json!({"apiVersion": "kubeplace.io/v1alpha1", "kind": "ResourceProvider", "metadata": {"name": "cn3"}, "spec": 7}))));
+        w.handle(Event::Apply(provider("cn3", 2)));
+        assert_eq!(store.read().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn a_relist_replaces_the_kind_and_drops_what_is_gone() {
+        let (mut w, store, _trigger, _ready) = setup();
+        w.handle(Event::Apply(provider("cn1", 8)));
+        w.handle(Event::Apply(provider("cn2", 8)));
+        w.handle(Event::Init);
+        w.handle(Event::InitApply(provider("cn2", 16)));
+        w.handle(Event::InitDone);
+        let s = store.read().unwrap();
+        assert_eq!(s.len(), 1);
+        assert_eq!(s.index().inventory("cn2", "VCPU").unwrap().total, 16);
+    }
+
+    #[test]
+    fn status_only_changes_ask_for_that_object_alone() {
+        let (mut w, _store, trigger, _ready) = setup();
+        w.handle(Event::Apply(provider("cn1", 8)));
+        assert!(trigger.take().full);
+        let mut with_status = provider("cn1", 8);
+        with_status.metadata.resource_version = Some("2".into());
+        with_status.data["status"] = json!({"root": "cn1"});
+        w.handle(Event::Apply(with_status));
+        let pending = trigger.take();
+        assert!(!pending.full);
+        assert_eq!(pending.keys.len(), 1);
+        w.handle(Event::Apply(provider("cn1", 9)));
+        assert!(trigger.take().full);
+        w.handle(Event::Delete(provider("cn1", 9)));
+        assert!(trigger.take().full);
+    }
+}

@@ -1,0 +1,150 @@
+//! The ValidatingWebhookConfiguration that sends kubeplace's kinds to the webhook: one
+//! webhook per kind, by URL, for `kubeplace run --self-signed` outside a cluster.
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::admissionregistration::v1::{
+    RuleWithOperations, ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams};
+
+use crate::api::{GROUP, VERSION};
+use crate::controllers::kinds::api_resources;
+use crate::controllers::status::FIELD_MANAGER;
+
+/// `https://HOST:PORT`, with an IPv6 address in brackets.
+pub fn base_url(host: &str, port: u16) -> String {
+    if host.parse::<std::net::Ipv6Addr>().is_ok() {
+        format!("https://[{host}]:{port}")
+    } else {
+        format!("https://{host}:{port}")
+    }
+}
+
+/// The operations reviewed for a plural: creation and update, and deletion of providers
+/// (a provider still in use must not go).
+pub fn operations(plural: &str) -> Vec<String> {
+    let mut ops = vec!["CREATE".to_string(), "UPDATE".to_string()];
+    if plural == "resourceproviders" {
+        ops.push("DELETE".into());
+    }
+    ops
+}
+
+/// The configuration: a webhook `<plural>.kubeplace.io` at `<base_url>/validate/<plural>`
+/// for each kind, trusting `ca_bundle_pem`; failurePolicy Fail, no side effects,
+/// AdmissionReview v1, matchPolicy Equivalent, 10 s timeout.
+pub fn webhook_configuration(
+    name: &str,
+    base_url: &str,
+    ca_bundle_pem: &str,
+) -> ValidatingWebhookConfiguration {
+    let webhooks = api_resources()
+        .into_iter()
+        .map(|r| ValidatingWebhook {
+            name: format!("{}.{GROUP}", r.plural),
+            client_config: WebhookClientConfig {
+                url: Some(format!("{base_url}/validate/{}", r.plural)),
+                ca_bundle: Some(ByteString(ca_bundle_pem.as_bytes().to_vec())),
+                service: None,
+            },
+            rules: Some(vec![RuleWithOperations {
+                api_groups: Some(vec![GROUP.into()]),
+                api_versions: Some(vec![VERSION.into()]),
+                operations: Some(operations(&r.plural)),
+                resources: Some(vec![r.plural.clone()]),
+                scope: Some(
+                    if crate::api::NAMESPACED_KINDS.contains(&r.kind.as_str()) {
+                        "Namespaced"
+                    } else {
+                        "Cluster"
+                    }
+                    .into(),
+                ),
+            }]),
+            failure_policy: Some("Fail".into()),
+            side_effects: "None".into(),
+            admission_review_versions: vec!["v1".into()],
+            match_policy: Some("Equivalent".into()),
+            timeout_seconds: Some(10),
+            ..Default::default()
+        })
+        .collect();
+    ValidatingWebhookConfiguration {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            labels: Some(
+                [(
+                    "app.kubernetes.io/managed-by".to_string(),
+                    "kubeplace".to_string(),
+                )]
+                .into(),
+            ),
+            ..Default::default()
+        },
+        webhooks: Some(webhooks),
+    }
+}
+
+/// Creates the configuration or brings it to `config` (server-side apply, forced).
+pub async fn apply(
+    client: Client,
+    config: &ValidatingWebhookConfiguration,
+) -> Result<(), kube::Error> {
+    let api: Api<ValidatingWebhookConfiguration> = Api::all(client);
+    let name = config.metadata.name.clone().unwrap_or_default();
+    let mut body = serde_json::to_value(config).unwrap_or_default();
+    body["apiVersion"] = "admissionregistration.k8s.io/v1".into();
+    body["kind"] = "ValidatingWebhookConfiguration".into();
+    api.patch(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&body),
+    )
+    .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_webhook_per_kind_by_url() {
+        let c = webhook_configuration("kubeplace", &base_url("127.0.0.1", 8443), "PEM");
+        let v = serde_json::to_value(&c).unwrap();
+        let hooks = v["webhooks"].as_array().unwrap();
+        assert_eq!(hooks.len(), crate::api::KINDS.len());
+        let flavors = hooks
+            .iter()
+            .find(|h| h["name"] == "flavors.kubeplace.io")
+            .unwrap();
+        assert_eq!(
+            flavors["clientConfig"]["url"],
+            "https://127.0.0.1:8443/validate/flavors"
+        );
+        assert_eq!(
+            flavors["clientConfig"]["caBundle"], "UEVN",
+            "base64 of the PEM"
+        );
+        assert_eq!(flavors["failurePolicy"], "Fail");
+        assert_eq!(flavors["sideEffects"], "None");
+        assert_eq!(flavors["matchPolicy"], "Equivalent");
+        assert_eq!(flavors["timeoutSeconds"], 10);
+        assert_eq!(flavors["admissionReviewVersions"][0], "v1");
+        assert_eq!(
+            flavors["rules"][0]["operations"],
+            serde_json::json!(["CREATE", "UPDATE"])
+        );
+        let rps = hooks
+            .iter()
+            .find(|h| h["name"] == "resourceproviders.kubeplace.io")
+            .unwrap();
+        assert_eq!(
+            rps["rules"][0]["operations"],
+            serde_json::json!(["CREATE", "UPDATE", "DELETE"])
+        );
+        assert_eq!(base_url("::1", 9443), "https://[::1]:9443");
+    }
+}

@@ -1,0 +1,245 @@
+//! The validating admission webhook: AdmissionReview v1 in and out, one path per kind
+//! (`/validate/<plural>`), answered by [`crate::admission::admit`] over the operator's
+//! shared store.
+
+pub mod certs;
+pub mod config;
+pub mod server;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube::core::DynamicObject;
+use kube::core::admission::{self as k8s, AdmissionRequest, AdmissionResponse, AdmissionReview};
+use tokio::sync::watch;
+
+use crate::admission::{Operation, Verdict, admit};
+use crate::api::{API_VERSION, GROUP, Object};
+use crate::controllers::kinds;
+use crate::controllers::metrics::Metrics;
+use crate::controllers::watch::{SharedStore, to_object};
+
+/// The largest request body read (the API server's own limit on objects is 3 MiB).
+pub const MAX_BODY: usize = 3 * 1024 * 1024;
+
+/// How long one request may take, reading included; the webhook configuration gives the
+/// API server 10 s.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(9);
+
+/// The `apiVersion` of the AdmissionReviews served.
+pub const ADMISSION_API_VERSION: &str = "admission.k8s.io/v1";
+
+/// The webhook's state: the store it answers from and whether it is synced.
+pub struct Webhook {
+    store: SharedStore,
+    ready: watch::Receiver<bool>,
+    metrics: Arc<Metrics>,
+    /// How long a request waits for the store's initial sync before it is refused.
+    pub sync_wait: Duration,
+    /// How long to wait before reviewing a denial again (see [`Webhook::review`]).
+    pub recheck_after: Duration,
+}
+
+/// An answer and how to count it.
+struct Answer {
+    kind: String,
+    verdict: &'static str,
+    response: AdmissionResponse,
+}
+
+/// A response for a request that cannot be read; `uid` when it could be found.
+pub fn invalid(message: impl Into<String>, uid: Option<String>) -> AdmissionResponse {
+    let mut r = AdmissionResponse::invalid(message.into());
+    r.result.code = 400;
+    r.result.reason = "BadRequest".into();
+    if let Some(uid) = uid {
+        r.uid = uid;
+    }
+    r
+}
+
+/// A policy denial: code 403, which kubectl prints as
+/// `admission webhook "…" denied the request: <message>`.
+fn denied(response: AdmissionResponse, message: impl Into<String>) -> AdmissionResponse {
+    let mut r = response.deny(message.into());
+    r.result.status = Some(kube::core::response::StatusSummary::Failure);
+    r.result.code = 403;
+    r.result.reason = "Forbidden".into();
+    r
+}
+
+impl Webhook {
+    pub fn new(store: SharedStore, ready: watch::Receiver<bool>, metrics: Arc<Metrics>) -> Webhook {
+        Webhook {
+            store,
+            ready,
+            metrics,
+            sync_wait: Duration::from_secs(5),
+            recheck_after: Duration::from_millis(250),
+        }
+    }
+
+    /// The operator's metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    fn admit_now(&self, op: Operation, object: &Object, old: Option<&Object>) -> Verdict {
+        let store = self.store.read().unwrap_or_else(|e| e.into_inner());
+        admit(op, object, old, &store)
+    }
+
+    /// Reviews one request body sent to `/validate/<plural>`. Never fails: whatever cannot
+    /// be read is denied with a message saying why.
+    ///
+    /// The store follows the API server through watches, a few milliseconds behind. A
+    /// denial is therefore reviewed once more after [`Webhook::recheck_after`], so an
+    /// object that refers to one created just before it (an Allocation right after its
+    /// provider) is judged against a store that has caught up.
+    pub async fn review(&self, plural: &str, body: &[u8]) -> AdmissionReview<DynamicObject> {
+        let started = Instant::now();
+        let answer = self.answer(plural, body).await;
+        self.metrics
+            .admission(&answer.kind, answer.verdict, started.elapsed());
+        let mut review = answer.response.into_review();
+        // The API server expects the version it sent; only v1 is served.
+        review.types.api_version = ADMISSION_API_VERSION.into();
+        review
+    }
+
+    async fn answer(&self, plural: &str, body: &[u8]) -> Answer {
+        let kind = kinds::by_plural(plural)
+            .map(|r| r.kind)
+            .unwrap_or_else(|| plural.to_string());
+        let invalid_answer = |message: String, uid: Option<String>| Answer {
+            kind: kind.clone(),
+            verdict: "invalid",
+            response: invalid(message, uid),
+        };
+        let Some(resource) = kinds::by_plural(plural) else {
+            return invalid_answer(
+                format!("kubeplace serves no kind at /validate/{plural}"),
+                None,
+            );
+        };
+        let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(body) {
+            Ok(r) => r,
+            Err(e) => {
+                // Echo the uid if there is one, so the API server can match the answer.
+                let uid = serde_json::from_slice::<serde_json::Value>(body)
+                    .ok()
+                    .and_then(|v| v.pointer("/request/uid")?.as_str().map(str::to_string));
+                return invalid_answer(
+                    format!("the request body is not an AdmissionReview: {e}"),
+                    uid,
+                );
+            }
+        };
+        let uid = review.request.as_ref().map(|r| r.uid.clone());
+        if review.types.api_version != ADMISSION_API_VERSION
+            || review.types.kind != "AdmissionReview"
+        {
+            return invalid_answer(
+                format!(
+                    "expected apiVersion {ADMISSION_API_VERSION}, kind AdmissionReview; got apiVersion {:?}, kind {:?}",
+                    review.types.api_version, review.types.kind
+                ),
+                uid,
+            );
+        }
+        let request: AdmissionRequest<DynamicObject> = match review.try_into() {
+            Ok(r) => r,
+            Err(_) => return invalid_answer("the AdmissionReview has no request".into(), None),
+        };
+        let response = AdmissionResponse::from(&request);
+        let deny = |message: String| Answer {
+            kind: kind.clone(),
+            verdict: "denied",
+            response: denied(response.clone(), message),
+        };
+        if request.kind.group != GROUP || request.kind.kind != resource.kind {
+            return deny(format!(
+                "this webhook reviews {}.{GROUP}; the request is for {:?} in group {:?}",
+                resource.kind, request.kind.kind, request.kind.group
+            ));
+        }
+        let op = match request.operation {
+            k8s::Operation::Create => Operation::Create,
+            k8s::Operation::Update => Operation::Update,
+            k8s::Operation::Delete => Operation::Delete,
+            k8s::Operation::Connect => {
+                return Answer {
+                    kind,
+                    verdict: "allowed",
+                    response,
+                };
+            }
+        };
+        let sent = if op == Operation::Delete {
+            request.old_object.as_ref()
+        } else {
+            request.object.as_ref()
+        };
+        let Some(sent) = sent else {
+            return deny(format!(
+                "the {:?} request carries no object to review",
+                request.operation
+            ));
+        };
+        let name = sent
+            .metadata
+            .name
+            .clone()
+            .unwrap_or_else(|| request.name.clone());
+        if let Some(types) = &sent.types
+            && types.api_version != API_VERSION
+        {
+            return deny(format!(
+                "{} {name:?}: apiVersion is {:?}; kubeplace serves {API_VERSION}",
+                resource.kind, types.api_version
+            ));
+        }
+        if let Err(why) = crate::manifest::check_object_name(&name) {
+            return deny(format!("{} {name:?}: metadata.name: {why}", resource.kind));
+        }
+        let object = match to_object(&resource.kind, sent) {
+            Ok(o) => o,
+            Err(e) => return deny(format!("{} {name:?} is invalid: {e}", resource.kind)),
+        };
+        let old = match op {
+            Operation::Update => request
+                .old_object
+                .as_ref()
+                .and_then(|o| to_object(&resource.kind, o).ok()),
+            _ => None,
+        };
+        let mut ready = self.ready.clone();
+        let synced = tokio::time::timeout(self.sync_wait, ready.wait_for(|r| *r))
+            .await
+            .is_ok_and(|r| r.is_ok());
+        if !synced {
+            return deny(
+                "kubeplace is starting and has not listed every object yet; try again in a few seconds"
+                    .into(),
+            );
+        }
+        let mut verdict = self.admit_now(op, &object, old.as_ref());
+        if !verdict.allowed && !self.recheck_after.is_zero() {
+            tokio::time::sleep(self.recheck_after).await;
+            verdict = self.admit_now(op, &object, old.as_ref());
+        }
+        let mut answer = if verdict.allowed {
+            Answer {
+                kind,
+                verdict: "allowed",
+                response,
+            }
+        } else {
+            deny(verdict.message)
+        };
+        if !verdict.warnings.is_empty() {
+            answer.response.warnings = Some(verdict.warnings);
+        }
+        answer
+    }
+}
