@@ -1236,6 +1236,18 @@ class Minimizer:
                 tq = dict(q, query="&".join(params[:i] + params[i + 1:]))
                 if self.fails(sc, tq, category, label):
                     q, params, progress = tq, tq["query"].split("&"), True
+            # pairs of parameters (e.g. a resourceless group and its same_subtree)
+            if not progress and 2 < len(params) <= 8:
+                done = False
+                for i in range(len(params)):
+                    for j in range(i + 1, len(params)):
+                        rest = [x for k, x in enumerate(params) if k not in (i, j)]
+                        tq = dict(q, query="&".join(rest))
+                        if self.fails(sc, tq, category, label):
+                            q, params, progress, done = tq, rest, True, True
+                            break
+                    if done:
+                        break
             # traits, aggregates, inventories, inventory fields, allocation entries
             for pi in range(len(sc["providers"])):
                 for field in ("traits", "aggregates"):
