@@ -530,3 +530,175 @@ fn helm_install_creates_the_objects_and_uninstall_removes_them() {
         cp.kubectl(&["get", "crd", crd]).ok();
     }
 }
+
+/// Polls `kubectl get … -o jsonpath=…` until it prints `want` (60 s at most).
+fn eventually(cp: &ControlPlane, args: &[&str], want: &str) -> String {
+    let mut last = String::new();
+    for _ in 0..120 {
+        let out = cp.kubectl(args);
+        last = format!("{}{}", out.stdout, out.stderr);
+        if out.success && out.stdout.trim() == want {
+            return last;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    panic!("kubectl {args:?} never printed {want:?}; last: {last}");
+}
+
+#[test]
+fn the_operator_admits_the_cloud_denies_bad_objects_and_writes_status() {
+    let _exclusive = exclusive_lock();
+    let cp = crds_installed();
+    let webhook_port = support::free_port();
+    let metrics_port = support::free_port();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kubeplace"));
+    cmd.current_dir(ROOT).args([
+        "run",
+        "--kubeconfig",
+        cp.kubeconfig.to_str().unwrap(),
+        "--self-signed",
+        "--webhook-host",
+        "127.0.0.1",
+        "--webhook-addr",
+        &format!("127.0.0.1:{webhook_port}"),
+        "--metrics-addr",
+        &format!("127.0.0.1:{metrics_port}"),
+        "--leader-elect=false",
+        "--namespace",
+        "default",
+    ]);
+    let operator = cp.spawn(cmd, "kubeplace-run");
+    // Ready: the webhook configuration is registered and the stores are synced.
+    eventually(
+        cp,
+        &[
+            "get",
+            "validatingwebhookconfiguration",
+            "kubeplace",
+            "-o",
+            "jsonpath={.metadata.name}",
+        ],
+        "kubeplace",
+    );
+    let ready = (0..120).any(|_| {
+        let ok = std::net::TcpStream::connect(("127.0.0.1", metrics_port)).is_ok_and(|mut s| {
+            use std::io::{Read, Write};
+            let _ = s.write_all(b"GET /readyz HTTP/1.0\r\nHost: localhost\r\n\r\n");
+            let mut reply = String::new();
+            let _ = s.read_to_string(&mut reply);
+            reply.starts_with("HTTP/1.1 200") || reply.starts_with("HTTP/1.0 200")
+        });
+        if !ok {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
+        ok
+    });
+    assert!(
+        ready,
+        "the operator never became ready:\n{}",
+        operator.output()
+    );
+    for ns in ["shop", "security", "research"] {
+        let _ = cp.kubectl(&["create", "namespace", ns]);
+    }
+    // The example cloud is admitted; the permissive flavor prints kubectl's Warning line.
+    let applied = cp.kubectl(&["apply", "-f", "examples/cloud/"]);
+    applied.ok();
+    assert!(
+        applied
+            .stderr
+            .contains("Warning: spec.extraSpecs[\"lab:gpu_partition\"]"),
+        "no warning for the permissive flavor:\n{}",
+        applied.stderr
+    );
+    // A rejected example is denied by kubeplace's webhook with its message.
+    let denied = cp.kubectl(&[
+        "apply",
+        "-f",
+        "examples/rejected/flavor-bad-trait-value.yaml",
+    ]);
+    let text = denied.fails().to_string() + &denied.stderr;
+    assert!(
+        text.contains("admission webhook \"flavors.kubeplace.io\" denied the request"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\"preferred\" is not an accepted value"),
+        "{text}"
+    );
+    // Status converges to what `kubeplace apply` computes offline.
+    eventually(
+        cp,
+        &[
+            "get",
+            "flavor",
+            "c1.avx2",
+            "-o",
+            "jsonpath={.status.candidateCount}",
+        ],
+        "4",
+    );
+    eventually(
+        cp,
+        &[
+            "get",
+            "resourceprovider",
+            "cn1-numa1-pf0",
+            "-o",
+            "jsonpath={.status.root}",
+        ],
+        "cn1",
+    );
+    let table = cp.kubectl(&["get", "flavors"]);
+    assert!(table.ok().contains("c1.avx2"), "{}", table.stdout);
+    // Adding a provider with the forbidden trait changes nothing; a plain one adds candidates.
+    let gold = "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata:\n  name: cn9\nspec:\n  inventories:\n    VCPU: {total: 64}\n    MEMORY_MB: {total: 65536}\n    DISK_GB: {total: 1000}\n  traits: [COMPUTE_NODE, HW_CPU_X86_AVX2, CUSTOM_GOLD]\n";
+    cp.kubectl_stdin(&["apply", "-f", "-"], gold).ok();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    eventually(
+        cp,
+        &[
+            "get",
+            "flavor",
+            "c1.avx2",
+            "-o",
+            "jsonpath={.status.candidateCount}",
+        ],
+        "4",
+    );
+    cp.kubectl_stdin(
+        &["apply", "-f", "-"],
+        &gold.replace("cn9", "cn8").replace(", CUSTOM_GOLD", ""),
+    )
+    .ok();
+    eventually(
+        cp,
+        &[
+            "get",
+            "flavor",
+            "c1.avx2",
+            "-o",
+            "jsonpath={.status.candidateCount}",
+        ],
+        "5",
+    );
+    cp.kubectl(&["delete", "resourceprovider", "cn8"]).ok();
+    eventually(
+        cp,
+        &[
+            "get",
+            "flavor",
+            "c1.avx2",
+            "-o",
+            "jsonpath={.status.candidateCount}",
+        ],
+        "4",
+    );
+    // Leave the cluster as the other tests expect it: no webhook without a backend.
+    assert!(
+        operator.stop(std::time::Duration::from_secs(10)),
+        "the operator did not stop on SIGTERM"
+    );
+    cp.kubectl(&["delete", "validatingwebhookconfiguration", "kubeplace"])
+        .ok();
+}

@@ -231,7 +231,7 @@ pub fn exclusive_lock() -> RwLockWriteGuard<'static, ()> {
     WEBHOOKS.write().unwrap_or_else(|e| e.into_inner())
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port on 127.0.0.1")
