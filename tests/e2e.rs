@@ -649,6 +649,44 @@ fn the_operator_admits_the_cloud_denies_bad_objects_and_writes_status() {
         ],
         "cn1",
     );
+    // The leader places servers: each gets an Allocation and a host; the huge one waits.
+    eventually(
+        cp,
+        &[
+            "get",
+            "server",
+            "vault-1",
+            "-n",
+            "security",
+            "-o",
+            "jsonpath={.status.host}",
+        ],
+        "cn1",
+    );
+    eventually(
+        cp,
+        &[
+            "get",
+            "allocation",
+            "server.security.vault-1",
+            "-o",
+            "jsonpath={.spec.allocations[0].provider}",
+        ],
+        "cn1",
+    );
+    eventually(
+        cp,
+        &[
+            "get",
+            "server",
+            "batch-1",
+            "-n",
+            "research",
+            "-o",
+            "jsonpath={.status.conditions[0].reason}",
+        ],
+        "NoValidHost",
+    );
     let table = cp.kubectl(&["get", "flavors"]);
     assert!(table.ok().contains("c1.avx2"), "{}", table.stdout);
     // Adding a provider with the forbidden trait changes nothing; a plain one adds candidates.

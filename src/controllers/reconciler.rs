@@ -132,8 +132,11 @@ impl Reconciler {
     pub async fn pass(&self, pending: Pending) {
         let started = Instant::now();
         let now = status::now_rfc3339();
-        let (checked, writes) = {
-            let store = self.store.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let (checked, writes, placements) = {
+            let mut store = self.store.read().unwrap_or_else(|e| e.into_inner()).clone();
+            // The leader places waiting servers one at a time over its own view; the
+            // Allocation webhook still guards capacity against anything else.
+            let placements = crate::reconcile::scheduler::schedule_pending(&mut store);
             let keys: Vec<ObjectKey> = if pending.full {
                 let mut counts: BTreeMap<&str, i64> =
                     crate::api::KINDS.iter().map(|k| (*k, 0)).collect();
@@ -151,8 +154,22 @@ impl Reconciler {
                 pending.keys.into_iter().collect()
             };
             let writes = status::plan(&store, &keys, &now, Some(&self.metrics));
-            (keys.len(), writes)
+            (keys.len(), writes, placements)
         };
+        for allocation in placements {
+            let name = allocation.metadata.name.clone().unwrap_or_default();
+            let api: kube::Api<crate::api::Allocation> = kube::Api::all(self.client.clone());
+            let params = kube::api::PatchParams::apply(status::FIELD_MANAGER).force();
+            match api
+                .patch(&name, &params, &kube::api::Patch::Apply(&allocation))
+                .await
+            {
+                Ok(_) => info!(allocation = %name, "placed a server"),
+                Err(e) => {
+                    warn!(allocation = %name, error = %e, "cannot write a server's allocation; will retry")
+                }
+            }
+        }
         let planned = started.elapsed();
         let total = writes.len();
         let results: Vec<(StatusWrite, Result<(), kube::Error>)> = futures::stream::iter(writes)

@@ -198,3 +198,48 @@ pub fn allocation_matches(store: &Store, server: &Server) -> Option<bool> {
     }
     Some(wanted == held)
 }
+
+/// Places every server that holds no allocation (or one its flavor no longer matches), one
+/// at a time in creation order, each seeing the ones placed before it. Each chosen
+/// Allocation is put in the store and returned, for the caller to write. Allocations that
+/// admission would refuse (capacity changed under the decision) are skipped; the server is
+/// tried again on the next pass.
+pub fn schedule_pending(store: &mut Store) -> Vec<Allocation> {
+    let mut servers: Vec<Server> = store
+        .list("Server")
+        .filter_map(|o| match o {
+            Object::Server(s) => Some(s.clone()),
+            _ => None,
+        })
+        .collect();
+    servers.sort_by(|a, b| {
+        let created = |s: &Server| s.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        created(a)
+            .cmp(&created(b))
+            .then_with(|| allocation_name(a).cmp(&allocation_name(b)))
+    });
+    let mut placed = Vec::new();
+    for server in servers {
+        if server.metadata.deletion_timestamp.is_some()
+            || allocation_matches(store, &server) == Some(true)
+        {
+            continue;
+        }
+        let Ok(allocation) = plan(store, &server) else {
+            continue;
+        };
+        let object = Object::Allocation(allocation.clone());
+        let key = crate::store::ObjectKey::of(&object);
+        let old = store.get(&key).cloned();
+        let op = if old.is_some() {
+            crate::admission::Operation::Update
+        } else {
+            crate::admission::Operation::Create
+        };
+        if crate::admission::admit(op, &object, old.as_ref(), store).allowed {
+            store.apply(object);
+            placed.push(allocation);
+        }
+    }
+    placed
+}
