@@ -172,16 +172,27 @@ impl Reconciler {
         }
         let planned = started.elapsed();
         let total = writes.len();
-        let results: Vec<(StatusWrite, Result<(), kube::Error>)> = futures::stream::iter(writes)
-            .map(|w| async move {
-                let r = status::write(&self.client, &w).await;
-                (w, r)
-            })
-            .buffer_unordered(self.pacing.concurrency.max(1))
-            .collect()
-            .await;
+        // A replica that stops leading mid-pass stops writing; the next leader starts with a
+        // full pass.
+        let results: Vec<(StatusWrite, Option<Result<(), kube::Error>>)> =
+            futures::stream::iter(writes)
+                .map(|w| async move {
+                    if !*self.leader.borrow() {
+                        return (w, None);
+                    }
+                    let r = status::write(&self.client, &w).await;
+                    (w, Some(r))
+                })
+                .buffer_unordered(self.pacing.concurrency.max(1))
+                .collect()
+                .await;
         let mut failed = 0;
+        let mut skipped = 0;
         for (w, result) in results {
+            let Some(result) = result else {
+                skipped += 1;
+                continue;
+            };
             match result {
                 Ok(()) => {
                     self.metrics
@@ -219,8 +230,9 @@ impl Reconciler {
             info!(
                 full = pending.full,
                 checked,
-                written = total - failed,
+                written = total - failed - skipped,
                 failed,
+                skipped,
                 plan_ms = planned.as_millis() as u64,
                 took_ms = took.as_millis() as u64,
                 "reconciled"
@@ -385,5 +397,40 @@ mod tests {
         let s = "é".repeat(600);
         let t = truncate(&s, 1024);
         assert!(t.len() <= 1024 && t.ends_with("..."));
+    }
+
+    #[tokio::test]
+    async fn a_replica_that_does_not_lead_writes_nothing() {
+        let (service, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
+        let client = Client::new(service, "default");
+        let store = SharedStore::default();
+        store.write().unwrap().put(flavor("stale"));
+        let (_leader_tx, leader) = watch::channel(false);
+        let (_ready_tx, ready) = watch::channel(true);
+        let reconciler = Reconciler {
+            client: client.clone(),
+            store: store.clone(),
+            trigger: Arc::new(Trigger::default()),
+            leader,
+            ready,
+            metrics: Arc::new(Metrics::new()),
+            recorder: recorder(client, "test"),
+            pacing: Pacing::default(),
+        };
+        reconciler
+            .pass(Pending {
+                full: true,
+                ..Default::default()
+            })
+            .await;
+        let next = tokio::time::timeout(Duration::from_millis(100), handle.next_request()).await;
+        assert!(matches!(next, Err(_) | Ok(None)), "a follower wrote");
+        let s = store.read().unwrap();
+        assert!(
+            s.get(&ObjectKey::cluster("Flavor", "stale"))
+                .unwrap()
+                .status()
+                .is_none()
+        );
     }
 }
