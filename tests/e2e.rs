@@ -626,6 +626,24 @@ fn the_operator_admits_the_cloud_denies_bad_objects_and_writes_status() {
         text.contains("\"preferred\" is not an accepted value"),
         "{text}"
     );
+    // The rejection is also a Warning Event on the object.
+    let evented = (0..60).any(|_| {
+        let out = cp.kubectl(&[
+            "get",
+            "events",
+            "-A",
+            "--field-selector",
+            "reason=Rejected",
+            "-o",
+            "jsonpath={.items[*].involvedObject.name}",
+        ]);
+        let found = out.success && out.stdout.contains("c1.preferred-avx");
+        if !found {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
+        found
+    });
+    assert!(evented, "no Rejected event for c1.preferred-avx");
     // Status converges to what `kubeplace apply` computes offline.
     eventually(
         cp,

@@ -239,7 +239,9 @@ async fn run(args: RunArgs) -> Result<(), String> {
         .map_err(|e| e.to_string())?
         .port();
     let metrics_listener = bind(args.metrics_addr, "health and metrics").await?;
-    let webhook = Arc::new(Webhook::new(store.clone(), ready.clone(), metrics.clone()));
+    let mut webhook = Webhook::new(store.clone(), ready.clone(), metrics.clone());
+    webhook.events = Some(recorder(client.clone(), &identity));
+    let webhook = Arc::new(webhook);
     tokio::spawn(server::serve(
         webhook_listener,
         Some(tls),

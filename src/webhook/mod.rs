@@ -38,6 +38,8 @@ pub struct Webhook {
     pub sync_wait: Duration,
     /// How long to wait before reviewing a denial again (see [`Webhook::review`]).
     pub recheck_after: Duration,
+    /// Where a Warning Event goes for each object kubeplace's admission rejects.
+    pub events: Option<kube::runtime::events::Recorder>,
 }
 
 /// An answer and how to count it.
@@ -76,6 +78,7 @@ impl Webhook {
             metrics,
             sync_wait: Duration::from_secs(5),
             recheck_after: Duration::from_millis(250),
+            events: None,
         }
     }
 
@@ -105,6 +108,30 @@ impl Webhook {
         // The API server expects the version it sent; only v1 is served.
         review.types.api_version = ADMISSION_API_VERSION.into();
         review
+    }
+
+    /// Publishes a Warning Event `Rejected` about the object, without holding up the answer.
+    fn report_rejection(&self, object: &crate::api::Object, message: &str) {
+        let Some(recorder) = self.events.clone() else {
+            return;
+        };
+        let reference = k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some(API_VERSION.to_string()),
+            kind: Some(object.kind().to_string()),
+            name: Some(object.name().to_string()),
+            namespace: object.meta().namespace.clone(),
+            ..Default::default()
+        };
+        let event = kube::runtime::events::Event {
+            type_: kube::runtime::events::EventType::Warning,
+            reason: "Rejected".into(),
+            note: Some(message.chars().take(1000).collect()),
+            action: "Admit".into(),
+            secondary: None,
+        };
+        tokio::spawn(async move {
+            let _ = recorder.publish(&event, &reference).await;
+        });
     }
 
     async fn answer(&self, plural: &str, body: &[u8]) -> Answer {
@@ -235,6 +262,7 @@ impl Webhook {
                 response,
             }
         } else {
+            self.report_rejection(&object, &verdict.message);
             deny(verdict.message)
         };
         if !verdict.warnings.is_empty() {
