@@ -626,6 +626,29 @@ fn the_operator_admits_the_cloud_denies_bad_objects_and_writes_status() {
         text.contains("\"preferred\" is not an accepted value"),
         "{text}"
     );
+    // Every rejected example is refused through kubectl: by kubeplace's webhook, or by the
+    // API server's own schema and CEL rules before the webhook is asked.
+    let mut by_webhook = 0;
+    for entry in std::fs::read_dir(std::path::Path::new(ROOT).join("examples/rejected")).unwrap() {
+        let path = entry.unwrap().path();
+        let out = cp.kubectl(&["apply", "-f", path.to_str().unwrap()]);
+        let text = out.fails().to_string() + &out.stderr;
+        assert!(
+            !text.trim().is_empty(),
+            "{path:?} was refused without a message"
+        );
+        if text.contains("denied the request") {
+            by_webhook += 1;
+            assert!(
+                text.contains(".kubeplace.io\" denied the request: "),
+                "{path:?}: {text}"
+            );
+        }
+    }
+    assert!(
+        by_webhook >= 12,
+        "only {by_webhook} rejections came from kubeplace's webhook"
+    );
     // The rejection is also a Warning Event on the object.
     let evented = (0..60).any(|_| {
         let out = cp.kubectl(&[
@@ -750,6 +773,35 @@ fn the_operator_admits_the_cloud_denies_bad_objects_and_writes_status() {
         ],
         "4",
     );
+    // A restart changes no status: what was computed is computed again, nothing is lost.
+    let statuses = |cp: &ControlPlane| {
+        let out = cp.kubectl(&["get", "flavors,images,resourceproviders,providerconfigs", "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.candidateCount}/{.status.conditions[*].reason}/{.status.usages}{\"\\n\"}{end}"]);
+        out.ok().to_string()
+    };
+    let before = statuses(cp);
+    assert!(
+        operator.stop(std::time::Duration::from_secs(10)),
+        "the operator did not stop on SIGTERM"
+    );
+    let mut again = std::process::Command::new(env!("CARGO_BIN_EXE_kubeplace"));
+    again.current_dir(ROOT).args([
+        "run",
+        "--kubeconfig",
+        cp.kubeconfig.to_str().unwrap(),
+        "--self-signed",
+        "--webhook-host",
+        "127.0.0.1",
+        "--webhook-addr",
+        &format!("127.0.0.1:{webhook_port}"),
+        "--metrics-addr",
+        &format!("127.0.0.1:{metrics_port}"),
+        "--leader-elect=false",
+        "--namespace",
+        "default",
+    ]);
+    let operator = cp.spawn(again, "kubeplace-run-2");
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    assert_eq!(statuses(cp), before, "statuses changed across a restart");
     // Leave the cluster as the other tests expect it: no webhook without a backend.
     assert!(
         operator.stop(std::time::Duration::from_secs(10)),
