@@ -11,7 +11,7 @@ use crate::admission::{Operation, Verdict, admit};
 use crate::api::Object;
 use crate::manifest::{Document, read_paths};
 use crate::reconcile::reconcile_all;
-use crate::reconcile::scheduler::{allocation_matches, plan};
+use crate::reconcile::scheduler::place;
 use crate::store::{ObjectKey, Store};
 
 /// Reconcile rounds before giving up on a fixed point (statuses depend on specs only, so
@@ -102,24 +102,8 @@ pub fn apply_documents(documents: Vec<Document>) -> (Report, Store) {
 /// Places a server that holds no allocation (or one its flavor no longer matches): the
 /// chosen Allocation goes through admission, as the operator's would.
 pub fn schedule(store: &mut Store, key: &ObjectKey) {
-    let Some(Object::Server(server)) = store.get(key).cloned() else {
-        return;
-    };
-    if allocation_matches(store, &server) == Some(true) {
-        return;
-    }
-    let Ok(allocation) = plan(store, &server) else {
-        return;
-    };
-    let allocation = Object::Allocation(allocation);
-    let old = store.get(&ObjectKey::of(&allocation)).cloned();
-    let op = if old.is_some() {
-        Operation::Update
-    } else {
-        Operation::Create
-    };
-    if admit(op, &allocation, old.as_ref(), store).allowed {
-        store.apply(allocation);
+    if let Some(Object::Server(server)) = store.get(key).cloned() {
+        place(store, &server);
     }
 }
 

@@ -580,16 +580,7 @@ fn one_provider_per_tree(index: &ProviderIndex, c: &Candidate) -> bool {
 
 /// Counts the candidates of a query without keeping them.
 pub fn count_candidates(index: &ProviderIndex, query: &CandidatesQuery) -> usize {
-    let search = prepare(index, query);
-    let nested = query.microversion.at_least(29);
-    let mut n = 0;
-    search.run(|c| {
-        if nested || one_provider_per_tree(index, &c) {
-            n += 1;
-        }
-        query.limit.is_none_or(|l| n < l)
-    });
-    n
+    counted_candidates(index, query, 0).0
 }
 
 /// Runs a query over the index.

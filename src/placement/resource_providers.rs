@@ -50,16 +50,9 @@ pub fn matching_providers(index: &ProviderIndex, q: &ProvidersQuery) -> Vec<Prov
             let Some(p) = index.names_with_uuid(u).first().and_then(|n| index.id(n)) else {
                 return Vec::new();
             };
-            let mut root = p;
-            for _ in 0..=index.slots.len() {
-                match index.get(root).parent {
-                    Some(parent) => root = parent,
-                    None => break,
-                }
-            }
-            if index.get(root).parent_name.is_some() {
+            let Some(root) = index.get(p).root else {
                 return Vec::new();
-            }
+            };
             index.tree(root, &mut order);
         }
         None => {

@@ -22,15 +22,9 @@ fn uuid(index: &ProviderIndex, p: ProviderId) -> Value {
     Value::String(index.get(p).uuid.to_string())
 }
 
+/// The root of a provider in a well-formed tree (the index keeps it).
 fn root_of(index: &ProviderIndex, p: ProviderId) -> ProviderId {
-    let mut cur = p;
-    for _ in 0..=index.slots.len() {
-        match index.get(cur).parent {
-            Some(parent) => cur = parent,
-            None => break,
-        }
-    }
-    cur
+    index.get(p).root.unwrap_or(p)
 }
 
 /// The `GET /allocation_candidates` body.

@@ -218,28 +218,33 @@ pub fn schedule_pending(store: &mut Store) -> Vec<Allocation> {
             .cmp(&created(b))
             .then_with(|| allocation_name(a).cmp(&allocation_name(b)))
     });
-    let mut placed = Vec::new();
-    for server in servers {
-        if server.metadata.deletion_timestamp.is_some()
-            || allocation_matches(store, &server) == Some(true)
-        {
-            continue;
-        }
-        let Ok(allocation) = plan(store, &server) else {
-            continue;
-        };
-        let object = Object::Allocation(allocation.clone());
-        let key = crate::store::ObjectKey::of(&object);
-        let old = store.get(&key).cloned();
-        let op = if old.is_some() {
-            crate::admission::Operation::Update
-        } else {
-            crate::admission::Operation::Create
-        };
-        if crate::admission::admit(op, &object, old.as_ref(), store).allowed {
-            store.apply(object);
-            placed.push(allocation);
-        }
+    servers
+        .iter()
+        .filter_map(|server| place(store, server))
+        .collect()
+}
+
+/// Places one server that holds no allocation (or one its flavor no longer matches): the
+/// chosen Allocation goes through admission, as any Allocation does, and into the store.
+/// Returns it, or `None` when the server needs nothing, fits nowhere, or admission refused.
+pub fn place(store: &mut Store, server: &Server) -> Option<Allocation> {
+    if server.metadata.deletion_timestamp.is_some()
+        || allocation_matches(store, server) == Some(true)
+    {
+        return None;
     }
-    placed
+    let allocation = plan(store, server).ok()?;
+    let object = Object::Allocation(allocation.clone());
+    let key = crate::store::ObjectKey::of(&object);
+    let old = store.get(&key).cloned();
+    let op = if old.is_some() {
+        crate::admission::Operation::Update
+    } else {
+        crate::admission::Operation::Create
+    };
+    if !crate::admission::admit(op, &object, old.as_ref(), store).allowed {
+        return None;
+    }
+    store.apply(object);
+    Some(allocation)
 }
