@@ -11,7 +11,7 @@ use crate::placement::microversion::Microversion;
 use crate::placement::query::{parse_candidates_query, parse_providers_query};
 use crate::placement::resource_providers::matching_providers;
 use crate::placement::response::{candidates_body, error_body, providers_body};
-use crate::store::Store;
+use crate::store::{Change, Store};
 
 /// Which Placement call to answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,15 +26,17 @@ pub enum Call {
 /// capacity, as Placement allows after an inventory shrinks).
 pub fn load_state(files: &[PathBuf], stdin: &mut dyn Read) -> Result<Store, String> {
     let documents = read_paths(files, stdin).map_err(|e| e.to_string())?;
+    // One provider config merge for the whole state, not one per object.
+    let changes = documents
+        .into_iter()
+        .map(|doc| {
+            doc.object
+                .map(|o| Change::Put(Box::new(o)))
+                .map_err(|e| e.located(&doc.origin))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let mut store = Store::default();
-    for doc in documents {
-        match doc.object {
-            Ok(object) => {
-                store.put(object);
-            }
-            Err(e) => return Err(e.located(&doc.origin)),
-        }
-    }
+    store.apply_changes(changes);
     Ok(store)
 }
 
