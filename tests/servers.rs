@@ -1,10 +1,11 @@
 //! Servers: placement, capacity, rebuild, resize, flavor metadata and templates, through
 //! the same admission and reconcile code `kubeplace apply` and the operator run.
 
+use kubeplace::admission::{Operation, admit};
 use kubeplace::api::Object;
-use kubeplace::cli::apply::{apply_documents, schedule};
+use kubeplace::cli::apply::apply_documents;
 use kubeplace::manifest::parse_stream;
-use kubeplace::reconcile::reconcile_all;
+use kubeplace::reconcile::{reconcile_all, release, scheduler};
 use kubeplace::store::{ObjectKey, Store};
 use proptest::prelude::*;
 use serde_json::Value;
@@ -95,7 +96,7 @@ fn servers_fill_the_cloud_and_the_rest_wait() {
 }
 
 #[test]
-fn deleting_an_allocation_frees_capacity_for_a_waiting_server() {
+fn deleting_a_server_frees_its_capacity_for_a_waiting_server() {
     let yaml = node("cn1", 2, &[])
         + &flavor("f2", 2, "")
         + &image("img", &[])
@@ -103,24 +104,84 @@ fn deleting_an_allocation_frees_capacity_for_a_waiting_server() {
         + &server("b", "f2", "img", "");
     let (_, mut store) = run(&yaml);
     assert_eq!(scheduled(&store, "b"), "NoValidHost");
-    // What the operator does when server a is deleted: its Allocation goes, then b is retried.
-    store.delete(&ObjectKey::cluster("Allocation", "server.ns.a"));
-    store.delete(&ObjectKey {
+    // What the leader does when `kubectl delete server a` sets its deletion timestamp.
+    let key_a = ObjectKey {
         kind: "Server",
         namespace: "ns".into(),
         name: "a".into(),
-    });
-    schedule(
-        &mut store,
-        &ObjectKey {
-            kind: "Server",
-            namespace: "ns".into(),
-            name: "b".into(),
-        },
+    };
+    let Some(Object::Server(mut a)) = store.get(&key_a).cloned() else {
+        panic!("server a stored")
+    };
+    a.metadata.finalizers = Some(vec![release::ALLOCATION_FINALIZER.to_string()]);
+    a.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        "2026-11-22T00:00:00Z".parse().unwrap(),
+    ));
+    store.put(Object::Server(a));
+    let releases = release::releases(&store);
+    assert_eq!(releases.delete_allocations, vec!["server.ns.a".to_string()]);
+    assert_eq!(releases.remove_finalizer.len(), 1);
+    assert_eq!(
+        releases
+            .add_finalizer
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>(),
+        vec!["b"],
+        "the live server gets the finalizer"
     );
+    release::forget_allocations(&mut store, &releases);
+    assert_eq!(store.index().used("cn1", "VCPU"), 0);
+    // The waiting server is placed in the same pass, and a is not placed again.
+    let placed = scheduler::schedule_pending(&mut store);
+    let names: Vec<&str> = placed
+        .iter()
+        .map(|a| a.metadata.name.as_deref().unwrap())
+        .collect();
+    assert_eq!(names, vec!["server.ns.b"]);
     reconcile_all(&mut store, 5);
     assert_eq!(scheduled(&store, "b"), "Scheduled");
     assert_eq!(store.index().used("cn1", "VCPU"), 2);
+}
+
+#[test]
+fn a_server_can_lose_its_finalizer_after_its_flavor_is_gone() {
+    let yaml = node("cn1", 2, &[]) + &flavor("f2", 2, "") + &image("img", &[]);
+    let (_, mut store) = run(&(yaml + &server("a", "f2", "img", "")));
+    store.delete(&ObjectKey::cluster("Flavor", "f2"));
+    let key = ObjectKey {
+        kind: "Server",
+        namespace: "ns".into(),
+        name: "a".into(),
+    };
+    let old = store.get(&key).cloned().unwrap();
+    let Object::Server(mut changed) = old.clone() else {
+        panic!("a server")
+    };
+    changed.metadata.finalizers = Some(vec![release::ALLOCATION_FINALIZER.to_string()]);
+    let verdict = admit(
+        Operation::Update,
+        &Object::Server(changed.clone()),
+        Some(&old),
+        &store,
+    );
+    assert!(verdict.allowed, "{}", verdict.message);
+    // A change of the spec is judged as ever.
+    changed.spec.image = "other".into();
+    let verdict = admit(
+        Operation::Update,
+        &Object::Server(changed),
+        Some(&old),
+        &store,
+    );
+    assert!(!verdict.allowed);
+    assert!(
+        verdict
+            .message
+            .contains("spec.flavor: Flavor \"f2\" does not exist"),
+        "{}",
+        verdict.message
+    );
 }
 
 #[test]

@@ -89,6 +89,19 @@ pub fn admit(
     old: Option<&Object>,
     store: &Store,
 ) -> Verdict {
+    // A change that leaves the spec alone (labels, annotations, finalizers) is not judged
+    // again: objects admitted once stay editable, and a finalizer can always be removed.
+    if operation == Operation::Update
+        && let Some(old) = old
+        && old.kind() == object.kind()
+        && old.to_value().get("spec") == object.to_value().get("spec")
+    {
+        return Verdict {
+            allowed: true,
+            message: String::new(),
+            warnings: Vec::new(),
+        };
+    }
     let mut review = Review::default();
     match (operation, object) {
         (Operation::Delete, Object::ResourceProvider(rp)) => {

@@ -4,6 +4,7 @@
 //! Every replica watches and keeps its store, for the webhook; only the leader writes
 //! status.
 
+pub mod finalizer;
 pub mod health;
 pub mod kinds;
 pub mod lease;

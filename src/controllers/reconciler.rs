@@ -132,8 +132,12 @@ impl Reconciler {
     pub async fn pass(&self, pending: Pending) {
         let started = Instant::now();
         let now = status::now_rfc3339();
-        let (checked, writes, placements) = {
+        let (checked, writes, placements, releases) = {
             let mut store = self.store.read().unwrap_or_else(|e| e.into_inner()).clone();
+            // Deleted servers give their capacity back first, so that waiting servers can
+            // use it in this same pass.
+            let releases = crate::reconcile::release::releases(&store);
+            crate::reconcile::release::forget_allocations(&mut store, &releases);
             // The leader places waiting servers one at a time over its own view; the
             // Allocation webhook still guards capacity against anything else.
             let placements = crate::reconcile::scheduler::schedule_pending(&mut store);
@@ -154,8 +158,11 @@ impl Reconciler {
                 pending.keys.into_iter().collect()
             };
             let writes = status::plan(&store, &keys, &now, Some(&self.metrics));
-            (keys.len(), writes, placements)
+            (keys.len(), writes, placements, releases)
         };
+        if !releases.is_empty() {
+            super::finalizer::release(&self.client, &releases).await;
+        }
         for allocation in placements {
             let name = allocation.metadata.name.clone().unwrap_or_default();
             let api: kube::Api<crate::api::Allocation> = kube::Api::all(self.client.clone());

@@ -8,6 +8,7 @@ mod extra_spec_definition;
 mod flavor;
 mod image;
 mod provider_config;
+pub mod release;
 mod resource_provider;
 pub mod scheduler;
 mod server;

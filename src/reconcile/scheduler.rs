@@ -153,7 +153,7 @@ pub fn plan(store: &Store, server: &Server) -> Result<Allocation, Unplaceable> {
     allocation.metadata.labels = Some(
         [
             (
-                "kubeplace.io/server-namespace".to_string(),
+                super::release::SERVER_NAMESPACE_LABEL.to_string(),
                 server
                     .metadata
                     .namespace
@@ -161,7 +161,7 @@ pub fn plan(store: &Store, server: &Server) -> Result<Allocation, Unplaceable> {
                     .unwrap_or_else(|| "default".into()),
             ),
             (
-                "kubeplace.io/server-name".to_string(),
+                super::release::SERVER_NAME_LABEL.to_string(),
                 server.metadata.name.clone().unwrap_or_default(),
             ),
         ]

@@ -4,9 +4,15 @@
 //! The control plane is built on first use when it is missing (see
 //! hack/controlplane/README.md) and started once for all tests here.
 
+#[path = "../support/mod.rs"]
 mod support;
 
+mod failover;
+mod provider_config;
+mod servers;
+
 use std::sync::Once;
+use std::time::Duration;
 
 use support::{ControlPlane, ROOT, cluster, exclusive_lock, objects_lock};
 
@@ -545,59 +551,156 @@ fn eventually(cp: &ControlPlane, args: &[&str], want: &str) -> String {
     panic!("kubectl {args:?} never printed {want:?}; last: {last}");
 }
 
+/// `kubeplace run` out of cluster against the test control plane, with its own webhook
+/// configuration (`--self-signed`) and ports.
+pub struct Operator {
+    pub process: support::Process,
+    pub metrics_port: u16,
+    args: Vec<String>,
+    webhook_config: String,
+}
+
+impl Operator {
+    /// Starts it and waits until its webhook is registered and it reports ready.
+    pub fn start(cp: &ControlPlane, name: &str, extra: &[&str]) -> Operator {
+        Operator::start_named(cp, name, "kubeplace", extra)
+    }
+
+    /// As [`Operator::start`], with the webhook configuration named `webhook_config`.
+    pub fn start_named(
+        cp: &ControlPlane,
+        name: &str,
+        webhook_config: &str,
+        extra: &[&str],
+    ) -> Operator {
+        let webhook_port = support::free_port();
+        let metrics_port = support::free_port();
+        let mut args: Vec<String> = [
+            "run",
+            "--kubeconfig",
+            cp.kubeconfig.to_str().unwrap(),
+            "--self-signed",
+            "--webhook-host",
+            "127.0.0.1",
+            "--webhook-config-name",
+            webhook_config,
+            "--namespace",
+            "default",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.push(format!("--webhook-addr=127.0.0.1:{webhook_port}"));
+        args.push(format!("--metrics-addr=127.0.0.1:{metrics_port}"));
+        args.extend(extra.iter().map(|s| s.to_string()));
+        Operator::launch(cp, name, args, metrics_port, webhook_config)
+    }
+
+    fn launch(
+        cp: &ControlPlane,
+        name: &str,
+        args: Vec<String>,
+        metrics_port: u16,
+        webhook_config: &str,
+    ) -> Operator {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kubeplace"));
+        cmd.current_dir(ROOT).args(&args);
+        let process = cp.spawn(cmd, name);
+        let operator = Operator {
+            process,
+            metrics_port,
+            args,
+            webhook_config: webhook_config.to_string(),
+        };
+        eventually(
+            cp,
+            &[
+                "get",
+                "validatingwebhookconfiguration",
+                webhook_config,
+                "-o",
+                "jsonpath={.metadata.name}",
+            ],
+            webhook_config,
+        );
+        let ready = (0..120).any(|_| {
+            let ok = operator
+                .http_get("/readyz")
+                .is_some_and(|r| r.starts_with("HTTP/1.1 200") || r.starts_with("HTTP/1.0 200"));
+            if !ok {
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            ok
+        });
+        assert!(
+            ready,
+            "the operator never became ready:\n{}",
+            operator.process.output()
+        );
+        operator
+    }
+
+    /// The ValidatingWebhookConfiguration it registered.
+    pub fn webhook_config(&self) -> &str {
+        &self.webhook_config
+    }
+
+    /// The reply to a plain HTTP GET on the metrics address, headers included.
+    pub fn http_get(&self, path: &str) -> Option<String> {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.metrics_port)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
+            .ok()?;
+        let mut reply = String::new();
+        s.read_to_string(&mut reply).ok()?;
+        Some(reply)
+    }
+
+    /// The value of one metric line (`name{labels}`), or `None` when it is not exported.
+    pub fn metric(&self, series: &str) -> Option<f64> {
+        let text = self.http_get("/metrics")?;
+        text.lines().find_map(|l| {
+            l.strip_prefix(series)?
+                .strip_prefix(' ')?
+                .trim()
+                .parse()
+                .ok()
+        })
+    }
+
+    /// Stops it (SIGTERM) and starts it again with the same arguments and ports.
+    pub fn restart(self, cp: &ControlPlane, name: &str) -> Operator {
+        assert!(
+            self.process.stop(Duration::from_secs(10)),
+            "the operator did not stop on SIGTERM"
+        );
+        Operator::launch(cp, name, self.args, self.metrics_port, &self.webhook_config)
+    }
+
+    /// Stops it and removes its webhook configuration, so that no webhook is left without
+    /// a backend for the other tests.
+    pub fn stop_and_unregister(self, cp: &ControlPlane) {
+        assert!(
+            self.process.stop(Duration::from_secs(10)),
+            "the operator did not stop on SIGTERM:\n{}",
+            self.process.output()
+        );
+        cp.kubectl(&[
+            "delete",
+            "validatingwebhookconfiguration",
+            &self.webhook_config,
+            "--ignore-not-found",
+        ])
+        .ok();
+    }
+}
+
 #[test]
 fn the_operator_admits_the_cloud_denies_bad_objects_and_writes_status() {
     let _exclusive = exclusive_lock();
     let cp = crds_installed();
-    let webhook_port = support::free_port();
-    let metrics_port = support::free_port();
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kubeplace"));
-    cmd.current_dir(ROOT).args([
-        "run",
-        "--kubeconfig",
-        cp.kubeconfig.to_str().unwrap(),
-        "--self-signed",
-        "--webhook-host",
-        "127.0.0.1",
-        "--webhook-addr",
-        &format!("127.0.0.1:{webhook_port}"),
-        "--metrics-addr",
-        &format!("127.0.0.1:{metrics_port}"),
-        "--leader-elect=false",
-        "--namespace",
-        "default",
-    ]);
-    let operator = cp.spawn(cmd, "kubeplace-run");
-    // Ready: the webhook configuration is registered and the stores are synced.
-    eventually(
-        cp,
-        &[
-            "get",
-            "validatingwebhookconfiguration",
-            "kubeplace",
-            "-o",
-            "jsonpath={.metadata.name}",
-        ],
-        "kubeplace",
-    );
-    let ready = (0..120).any(|_| {
-        let ok = std::net::TcpStream::connect(("127.0.0.1", metrics_port)).is_ok_and(|mut s| {
-            use std::io::{Read, Write};
-            let _ = s.write_all(b"GET /readyz HTTP/1.0\r\nHost: localhost\r\n\r\n");
-            let mut reply = String::new();
-            let _ = s.read_to_string(&mut reply);
-            reply.starts_with("HTTP/1.1 200") || reply.starts_with("HTTP/1.0 200")
-        });
-        if !ok {
-            std::thread::sleep(std::time::Duration::from_millis(500));
-        }
-        ok
-    });
-    assert!(
-        ready,
-        "the operator never became ready:\n{}",
-        operator.output()
-    );
+    let operator = Operator::start(cp, "kubeplace-run", &["--leader-elect=false"]);
     for ns in ["shop", "security", "research"] {
         let _ = cp.kubectl(&["create", "namespace", ns]);
     }
@@ -779,34 +882,9 @@ fn the_operator_admits_the_cloud_denies_bad_objects_and_writes_status() {
         out.ok().to_string()
     };
     let before = statuses(cp);
-    assert!(
-        operator.stop(std::time::Duration::from_secs(10)),
-        "the operator did not stop on SIGTERM"
-    );
-    let mut again = std::process::Command::new(env!("CARGO_BIN_EXE_kubeplace"));
-    again.current_dir(ROOT).args([
-        "run",
-        "--kubeconfig",
-        cp.kubeconfig.to_str().unwrap(),
-        "--self-signed",
-        "--webhook-host",
-        "127.0.0.1",
-        "--webhook-addr",
-        &format!("127.0.0.1:{webhook_port}"),
-        "--metrics-addr",
-        &format!("127.0.0.1:{metrics_port}"),
-        "--leader-elect=false",
-        "--namespace",
-        "default",
-    ]);
-    let operator = cp.spawn(again, "kubeplace-run-2");
+    let operator = operator.restart(cp, "kubeplace-run-2");
     std::thread::sleep(std::time::Duration::from_secs(5));
     assert_eq!(statuses(cp), before, "statuses changed across a restart");
     // Leave the cluster as the other tests expect it: no webhook without a backend.
-    assert!(
-        operator.stop(std::time::Duration::from_secs(10)),
-        "the operator did not stop on SIGTERM"
-    );
-    cp.kubectl(&["delete", "validatingwebhookconfiguration", "kubeplace"])
-        .ok();
+    operator.stop_and_unregister(cp);
 }
