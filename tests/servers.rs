@@ -219,6 +219,28 @@ fn rebuild_keeps_the_allocation_or_is_rejected_naming_the_traits() {
 }
 
 #[test]
+fn an_image_that_comes_to_require_a_missing_trait_marks_the_server_rebuild_rejected() {
+    let yaml = node("cn1", 4, &[])
+        + &flavor("f1", 1, "")
+        + &image("img", &[])
+        + &server("s", "f1", "img", "");
+    let (_, store) = run(&yaml);
+    assert_eq!(scheduled(&store, "s"), "Scheduled");
+    // The image is edited after the server landed: no rebuild was ever checked.
+    let (report, store) = run(&(yaml + &image("img", &["CUSTOM_FPGA"])));
+    assert_eq!(report.summary.rejected, 0);
+    let status = server_status(&store, "s");
+    assert_eq!(status["conditions"][0]["reason"], "RebuildRejected");
+    assert_eq!(status["conditions"][0]["status"], "False");
+    assert_eq!(
+        status["conditions"][0]["message"],
+        "image \"img\" requires CUSTOM_FPGA which the providers of Allocation server.ns.s lack; the server keeps that allocation"
+    );
+    assert_eq!(status["host"], "cn1", "the allocation is kept");
+    assert_eq!(store.index().used("cn1", "VCPU"), 1);
+}
+
+#[test]
 fn resize_places_the_server_again_without_counting_it_twice() {
     let yaml = node("cn1", 4, &[])
         + &flavor("f2", 2, "")

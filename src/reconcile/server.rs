@@ -1,6 +1,7 @@
 //! Server status: the allocation it holds, and its service profile's rendered metadata.
 
 use crate::api::{CandidateAllocationStatus, Condition, Object, Server, ServerStatus};
+use crate::placement::rebuild::missing_traits;
 use crate::templates::{ServerContext, render};
 
 use super::World;
@@ -61,12 +62,39 @@ pub(super) fn status(server: &Server, world: &World, generation: Option<i64>) ->
                 .filter(|pa| !shares(&pa.provider))
                 .chain(a.spec.allocations.iter())
                 .find_map(|pa| index.root_of(&pa.provider).ok());
-            Condition::new(
-                "Scheduled",
-                true,
-                "Scheduled",
-                format!("holds Allocation {name}"),
-            )
+            // The image may have changed under the allocation without the webhook's
+            // pre-flight check (an Image edited to require more, or a write that bypassed
+            // admission): the server keeps its allocation, and the condition says so.
+            let missing = match store.get_cluster("Image", &server.spec.image) {
+                Some(Object::Image(image)) => {
+                    let required = super::required_traits(image);
+                    missing_traits(
+                        index,
+                        a.spec.allocations.iter().map(|pa| pa.provider.as_str()),
+                        required.iter().map(String::as_str),
+                    )
+                }
+                _ => Vec::new(),
+            };
+            if missing.is_empty() {
+                Condition::new(
+                    "Scheduled",
+                    true,
+                    "Scheduled",
+                    format!("holds Allocation {name}"),
+                )
+            } else {
+                Condition::new(
+                    "Scheduled",
+                    false,
+                    "RebuildRejected",
+                    format!(
+                        "image {:?} requires {} which the providers of Allocation {name} lack; the server keeps that allocation",
+                        server.spec.image,
+                        missing.join(", ")
+                    ),
+                )
+            }
         }
         _ => match flavor_and_image(store, server).and_then(|_| plan(store, server).map(|_| ())) {
             Err(u) => Condition::new("Scheduled", false, u.reason, u.message),
