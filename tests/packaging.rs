@@ -163,3 +163,106 @@ fn manifest_rbac_covers_every_kind() {
     assert!(!text.contains('*'), "wildcard in RBAC");
     assert!(!text.contains("secrets"), "RBAC grants secrets");
 }
+
+/// The sources `COPY` brings into the image's build stage.
+fn dockerfile_copies() -> Vec<String> {
+    read("Dockerfile")
+        .lines()
+        .filter_map(|l| l.strip_prefix("COPY "))
+        .filter(|l| !l.starts_with("--from"))
+        .flat_map(|l| {
+            let mut parts: Vec<&str> = l.split_whitespace().collect();
+            parts.pop(); // the destination
+            parts
+                .into_iter()
+                .map(|p| p.trim_end_matches('/').to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn dockerfile_copies_everything_the_release_build_reads() {
+    let copied = dockerfile_copies();
+    let in_image = |path: &str| {
+        copied
+            .iter()
+            .any(|c| path == c || path.starts_with(&format!("{c}/")))
+    };
+    for needed in ["Cargo.toml", "Cargo.lock", "src/main.rs", "src/lib.rs"] {
+        assert!(in_image(needed), "the Dockerfile does not copy {needed}");
+    }
+    // Cargo reads every declared target when it loads the manifest.
+    for bench in bench_names(&read("Cargo.toml")) {
+        let path = format!("benches/{bench}.rs");
+        assert!(in_image(&path), "the Dockerfile does not copy {path}");
+    }
+    // Every file the code embeds at compile time.
+    let include = regex::Regex::new(r#"include_(?:str|bytes)!\("([^"]+)"\)"#).unwrap();
+    let mut embedded = 0;
+    let mut stack = vec![std::path::PathBuf::from(ROOT).join("src")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            for cap in include.captures_iter(&text) {
+                let target = path.parent().unwrap().join(&cap[1]);
+                let target = target
+                    .canonicalize()
+                    .unwrap_or_else(|e| panic!("{}: {}: {e}", path.display(), &cap[1]));
+                let relative = target
+                    .strip_prefix(ROOT)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                assert!(
+                    in_image(&relative),
+                    "{} embeds {relative}, which the Dockerfile does not copy",
+                    path.display()
+                );
+                embedded += 1;
+            }
+        }
+    }
+    assert!(embedded >= 3, "found only {embedded} embedded files");
+    // Nothing the build needs is kept out of the context.
+    for ignored in read(".dockerignore").lines().map(str::trim) {
+        let ignored = ignored.trim_end_matches('/');
+        assert!(
+            ignored.is_empty() || !copied.iter().any(|c| c == ignored),
+            ".dockerignore drops {ignored}, which the Dockerfile copies"
+        );
+    }
+}
+
+#[test]
+fn the_image_runs_as_non_root_from_distroless() {
+    let dockerfile = read("Dockerfile");
+    let last_from = dockerfile
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("FROM "))
+        .unwrap();
+    assert!(last_from.contains("distroless"), "{last_from}");
+    assert!(
+        dockerfile.lines().any(|l| l.trim() == "USER 65532:65532"),
+        "the image does not switch to a non-root user"
+    );
+}
+
+/// The names of Cargo.toml's `[[bench]]` targets.
+fn bench_names(cargo_toml: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_bench = false;
+    for line in cargo_toml.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_bench = line == "[[bench]]";
+        } else if in_bench && let Some(name) = line.strip_prefix("name = ") {
+            out.push(name.trim_matches('"').to_string());
+        }
+    }
+    out
+}
