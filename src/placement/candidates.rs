@@ -13,6 +13,7 @@
 //!
 //! Candidates come in a stable order: trees by root name, providers in tree order.
 
+use std::cell::Cell;
 use std::collections::{BTreeSet, HashSet};
 
 use smallvec::{SmallVec, smallvec};
@@ -159,6 +160,8 @@ struct Search<'a> {
     /// Trees walked in name order before pruning: with a limit, the first trees often
     /// give enough candidates, and pruning would cost more than it saves.
     walk_before_pruning: usize,
+    /// The query's limit, when it stops the search (1.29+).
+    limit: Option<usize>,
 }
 
 /// A candidate the search found, before it is built: its summed allocations and the
@@ -566,8 +569,8 @@ impl<'a> Search<'a> {
     /// Only needs every candidate has are used, so no candidate is lost: each group with
     /// resources needs a provider of each class (and, unnumbered, one with each required
     /// trait set) in the tree or shared with it. Needs that look at more providers than
-    /// there are trees are left to the tree walk.
-    fn possible_anchors(&self) -> Option<SlotSet> {
+    /// there are trees, or more than `max_cost`, are left to the tree walk.
+    fn possible_anchors(&self, max_cost: usize) -> Option<SlotSet> {
         let mut needs: Vec<Need> = Vec::new();
         for g in &self.groups {
             if g.resources.is_empty() {
@@ -606,7 +609,7 @@ impl<'a> Search<'a> {
             }));
         }
         // Below a thousand providers a posting costs microseconds, whatever the trees.
-        let budget = self.index.roots.len().max(1024);
+        let budget = self.index.roots.len().max(1024).min(max_cost);
         let mut needs: Vec<(usize, Need)> = needs
             .into_iter()
             .map(|n| (self.need_cost(&n), n))
@@ -643,6 +646,11 @@ impl<'a> Search<'a> {
         if self.groups.iter().any(|g| g.impossible) || self.root_required.is_none() {
             return;
         }
+        let found = Cell::new(0usize);
+        let mut visit = |f: &Found| {
+            found.set(found.get() + 1);
+            visit(f)
+        };
         let mut scratch = Scratch {
             parts: vec![Vec::new(); self.groups.len()],
             ..Default::default()
@@ -665,7 +673,14 @@ impl<'a> Search<'a> {
             .checked_sub(1)
             .and_then(|i| roots.keys().nth(i))
             .map(|k| &**k);
-        match self.possible_anchors() {
+        // The limit still wants `limit - found` candidates: at the rate seen so far, that
+        // many trees more. Pruning pays only when its postings cost less than walking
+        // them (a tree costs about eight posting checks).
+        let max_cost = match (self.limit, found.get()) {
+            (Some(limit), n) if n > 0 => limit.saturating_sub(n).saturating_mul(early) / n * 8,
+            _ => usize::MAX,
+        };
+        match self.possible_anchors(max_cost) {
             None => {
                 for &anchor in roots.values().skip(early) {
                     if !self.visit_anchor(anchor, &mut scratch, &mut visit) {
@@ -945,6 +960,7 @@ fn prepare<'a>(index: &'a ProviderIndex, query: &CandidatesQuery) -> Search<'a> 
         subtree_groups,
         prune: true,
         walk_before_pruning: if limited { 32 } else { 0 },
+        limit: query.limit.filter(|_| limited),
     }
 }
 
