@@ -140,7 +140,7 @@ fn build(records: &[ProviderRecord]) -> ProviderIndex {
     idx
 }
 
-const QUERIES: [(&str, &str); 4] = [
+const QUERIES: [(&str, &str); 6] = [
     ("plain", "resources=VCPU:1,MEMORY_MB:512,DISK_GB:10"),
     (
         "required-forbidden",
@@ -154,7 +154,28 @@ const QUERIES: [(&str, &str); 4] = [
         "isolate-two-groups",
         "resources=VCPU:1&resources1=SRIOV_NET_VF:1&resources2=SRIOV_NET_VF:1&group_policy=isolate",
     ),
+    // CUSTOM_GOLD is on a tenth of the compute nodes, which supply no VCPU or MEMORY_MB:
+    // no candidate, and the trees that could give one are few.
+    (
+        "rare-forbidden",
+        "resources=VCPU:1,MEMORY_MB:512&required=CUSTOM_GOLD,!HW_CPU_X86_AVX2",
+    ),
+    // The same with DISK_GB, which the gold compute nodes (i % 5 == 3) supply.
+    (
+        "rare-forbidden-disk",
+        "resources=VCPU:1,MEMORY_MB:512,DISK_GB:10&required=CUSTOM_GOLD,!HW_CPU_X86_AVX2",
+    ),
 ];
+
+/// Limits to run each query with: none, 50, and for required-forbidden also 1000
+/// (Nova's default max_placement_results).
+fn limits(name: &str) -> Vec<Option<usize>> {
+    let mut v = vec![None, Some(50)];
+    if name == "required-forbidden" {
+        v.push(Some(1000));
+    }
+    v
+}
 
 fn sizes() -> Vec<(usize, &'static str)> {
     vec![(1_000, "1k"), (10_000, "10k"), (100_000, "100k")]
@@ -180,13 +201,21 @@ fn main() {
             group.bench_function("build-index", |b| b.iter(|| black_box(build(&records))));
         }
         for (name, q) in QUERIES {
-            for limit in [None, Some(50)] {
+            let unlimited = parse_candidates_query(q, Microversion::LATEST).expect("valid query");
+            eprintln!(
+                "{label} {name}: {} candidates",
+                count_candidates(&index, &unlimited)
+            );
+            for limit in limits(name) {
                 let qs = match limit {
                     Some(l) => format!("{q}&limit={l}"),
                     None => q.to_string(),
                 };
                 let query = parse_candidates_query(&qs, Microversion::LATEST).expect("valid query");
-                let id = format!("{name}{}", if limit.is_some() { "/limit=50" } else { "" });
+                let id = match limit {
+                    Some(l) => format!("{name}/limit={l}"),
+                    None => name.to_string(),
+                };
                 group.bench_with_input(BenchmarkId::new("candidates", &id), &query, |b, q| {
                     b.iter(|| black_box(allocation_candidates(&index, q).candidates.len()))
                 });

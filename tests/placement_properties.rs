@@ -1,9 +1,12 @@
 //! Properties of candidate search on random clouds and queries: whatever the engine
-//! returns obeys Placement's rules, and unrelated providers never take candidates away.
+//! returns obeys Placement's rules, unrelated providers never take candidates away, and
+//! skipping trees or only counting never changes the answer.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kubeplace::placement::candidates::allocation_candidates;
+use kubeplace::placement::candidates::{
+    allocation_candidates, count_candidates, counted_candidates, counted_candidates_walking,
+};
 use kubeplace::placement::microversion::Microversion;
 use kubeplace::placement::provider_tree::{ConsumerAllocations, ProviderRecord};
 use kubeplace::placement::query::parse_candidates_query;
@@ -280,5 +283,239 @@ proptest! {
         more.push(extra);
         let after: BTreeSet<String> = check(&more, &build(&more), &q, &qs).into_iter().collect();
         prop_assert!(before.is_subset(&after), "lost: {:?}", before.difference(&after).collect::<Vec<_>>());
+    }
+}
+
+// Pruned search against the full walk, on clouds with sharing providers and aggregates.
+
+const AGGS: [&str; 3] = [
+    "00000000-0000-4000-8000-000000000001",
+    "00000000-0000-4000-8000-000000000002",
+    "00000000-0000-4000-8000-000000000003",
+];
+const SHARES: &str = "MISC_SHARES_VIA_AGGREGATE";
+
+#[derive(Debug, Clone)]
+struct SharedNode {
+    node: Node,
+    aggregates: Vec<usize>,
+    shares: bool,
+}
+
+fn shared_cloud() -> impl Strategy<Value = Vec<SharedNode>> {
+    (1usize..16).prop_flat_map(|n| {
+        (0..n)
+            .map(|i| {
+                (
+                    node(i),
+                    proptest::collection::vec(0..AGGS.len(), 0..3),
+                    proptest::bool::weighted(0.25),
+                )
+                    .prop_map(|(node, aggregates, shares)| SharedNode {
+                        node,
+                        aggregates,
+                        shares,
+                    })
+            })
+            .collect::<Vec<_>>()
+    })
+}
+
+fn build_shared(nodes: &[SharedNode]) -> ProviderIndex {
+    let plain: Vec<Node> = nodes.iter().map(|n| n.node.clone()).collect();
+    let mut idx = build(&plain);
+    for (i, n) in nodes.iter().enumerate() {
+        let mut r = idx.provider(&name(i)).unwrap();
+        r.aggregates = n.aggregates.iter().map(|a| AGGS[*a].to_string()).collect();
+        if n.shares {
+            r.traits.insert(SHARES.to_string());
+        }
+        idx.upsert_provider(r);
+    }
+    idx
+}
+
+/// One request group: resources, required and forbidden traits, aggregates.
+#[derive(Debug, Clone)]
+struct GroupSpec {
+    resources: Vec<(usize, i64)>,
+    required: Option<usize>,
+    any_of: Option<(usize, usize)>,
+    forbidden: Option<usize>,
+    member_of: Option<usize>,
+    forbidden_aggregate: Option<usize>,
+    in_tree: Option<usize>,
+}
+
+fn group_spec(resourceless: bool) -> impl Strategy<Value = GroupSpec> {
+    (
+        proptest::collection::vec((0..CLASSES.len(), 1i64..3), usize::from(!resourceless)..3),
+        proptest::option::weighted(0.3, 0..TRAITS.len()),
+        proptest::option::weighted(0.15, (0..TRAITS.len(), 0..TRAITS.len())),
+        proptest::option::weighted(0.3, 0..TRAITS.len()),
+        proptest::option::weighted(0.2, 0..AGGS.len()),
+        proptest::option::weighted(0.1, 0..AGGS.len()),
+        proptest::option::weighted(0.1, 0usize..16),
+    )
+        .prop_map(
+            |(resources, required, any_of, forbidden, member_of, forbidden_aggregate, in_tree)| {
+                GroupSpec {
+                    resources,
+                    required,
+                    any_of,
+                    forbidden,
+                    member_of,
+                    forbidden_aggregate,
+                    in_tree,
+                }
+            },
+        )
+}
+
+#[derive(Debug, Clone)]
+struct SharedQuery {
+    microversion: u16,
+    unnumbered: GroupSpec,
+    granular: Vec<GroupSpec>,
+    isolate: bool,
+    root_required: Option<(usize, bool)>,
+    same_subtree: bool,
+    limit: Option<usize>,
+}
+
+fn shared_query() -> impl Strategy<Value = SharedQuery> {
+    (
+        prop_oneof![Just(28u16), Just(29), Just(36), Just(39)],
+        group_spec(false),
+        proptest::collection::vec(group_spec(true), 0..3),
+        any::<bool>(),
+        proptest::option::weighted(0.35, (0..TRAITS.len(), any::<bool>())),
+        proptest::bool::weighted(0.2),
+        proptest::option::of(1usize..6),
+    )
+        .prop_map(
+            |(microversion, unnumbered, granular, isolate, root_required, same_subtree, limit)| {
+                SharedQuery {
+                    microversion,
+                    unnumbered,
+                    granular,
+                    isolate,
+                    root_required,
+                    same_subtree,
+                    limit,
+                }
+            },
+        )
+}
+
+/// The query at its microversion: only parameters that microversion accepts, so that most
+/// generated queries reach the search.
+fn shared_query_string(q: &SharedQuery, nodes: &[SharedNode]) -> String {
+    let mv = q.microversion;
+    let subtree = q.same_subtree && q.granular.len() >= 2 && mv >= 36;
+    let mut parts = Vec::new();
+    let mut group = |suffix: &str, g: &GroupSpec, may_be_resourceless: bool| {
+        let resources: BTreeMap<&str, i64> = if g.resources.is_empty() && !may_be_resourceless {
+            [("VCPU", 1)].into()
+        } else {
+            g.resources.iter().map(|(c, a)| (CLASSES[*c], *a)).collect()
+        };
+        if !resources.is_empty() {
+            let r: Vec<String> = resources.iter().map(|(c, a)| format!("{c}:{a}")).collect();
+            parts.push(format!("resources{suffix}={}", r.join(",")));
+        }
+        let any_of = g.any_of.filter(|_| mv >= 39);
+        let req: BTreeSet<&str> = g.required.iter().map(|t| TRAITS[*t]).collect();
+        let forbidden: BTreeSet<&str> = g
+            .forbidden
+            .iter()
+            .map(|t| TRAITS[*t])
+            .filter(|t| !req.contains(t))
+            .filter(|t| any_of.is_none_or(|(a, b)| *t != TRAITS[a] && *t != TRAITS[b]))
+            .collect();
+        let traits: Vec<String> = req
+            .iter()
+            .map(|t| t.to_string())
+            .chain(forbidden.iter().map(|t| format!("!{t}")))
+            .collect();
+        if !traits.is_empty() {
+            parts.push(format!("required{suffix}={}", traits.join(",")));
+        }
+        if let Some((a, b)) = any_of {
+            parts.push(format!("required{suffix}=in:{},{}", TRAITS[a], TRAITS[b]));
+        }
+        if let Some(a) = g.member_of {
+            parts.push(format!("member_of{suffix}={}", AGGS[a]));
+        }
+        if let Some(a) = g
+            .forbidden_aggregate
+            .filter(|_| mv >= 32 && g.member_of.is_none())
+        {
+            parts.push(format!("member_of{suffix}=!{}", AGGS[a]));
+        }
+        if let Some(n) = g.in_tree.filter(|n| *n < nodes.len() && mv >= 31) {
+            parts.push(format!(
+                "in_tree{suffix}={}",
+                kubeplace::placement::derived_provider_uuid(&name(n))
+            ));
+        }
+    };
+    group("", &q.unnumbered, false);
+    for (i, g) in q.granular.iter().enumerate() {
+        group(&(i + 1).to_string(), g, subtree && i < 2);
+    }
+    if !q.granular.is_empty() {
+        parts.push(format!(
+            "group_policy={}",
+            if q.isolate { "isolate" } else { "none" }
+        ));
+    }
+    if let Some((t, forbid)) = q.root_required.filter(|_| mv >= 35) {
+        parts.push(format!(
+            "root_required={}{}",
+            if forbid { "!" } else { "" },
+            TRAITS[t]
+        ));
+    }
+    if subtree {
+        parts.push("same_subtree=1,2".to_string());
+    }
+    if let Some(l) = q.limit {
+        parts.push(format!("limit={l}"));
+    }
+    parts.join("&")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn pruned_search_and_counting_equal_the_full_walk(
+        nodes in shared_cloud(),
+        q in shared_query(),
+        walk_first in 0usize..3,
+    ) {
+        let idx = build_shared(&nodes);
+        let qs = shared_query_string(&q, &nodes);
+        // Some combinations are refused at some microversions; those have no search to check.
+        let Ok(parsed) = parse_candidates_query(&qs, Microversion(q.microversion)) else {
+            return Ok(());
+        };
+        let (full_count, full) = counted_candidates_walking(&idx, &parsed, usize::MAX, false, 0);
+        prop_assert_eq!(full_count, full.candidates.len());
+        let (count, pruned) = counted_candidates_walking(&idx, &parsed, usize::MAX, true, walk_first);
+        prop_assert_eq!(count, full_count);
+        prop_assert_eq!(&pruned.candidates, &full.candidates, "{}", qs);
+        prop_assert_eq!(&pruned.summary_trees, &full.summary_trees);
+        prop_assert_eq!(&pruned.summary_only, &full.summary_only);
+        let default = allocation_candidates(&idx, &parsed);
+        prop_assert_eq!(&default.candidates, &full.candidates);
+        prop_assert_eq!(count_candidates(&idx, &parsed), full_count, "{}", qs);
+        for keep in [0, 1, 2] {
+            let (count, kept) = counted_candidates(&idx, &parsed, keep);
+            prop_assert_eq!(count, full_count);
+            let first = &full.candidates[..keep.min(full.candidates.len())];
+            prop_assert_eq!(kept.candidates.as_slice(), first);
+        }
     }
 }

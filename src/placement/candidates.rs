@@ -13,6 +13,7 @@
 //!
 //! Candidates come in a stable order: trees by root name, providers in tree order.
 
+use std::cell::Cell;
 use std::collections::{BTreeSet, HashSet};
 
 use smallvec::{SmallVec, smallvec};
@@ -64,17 +65,148 @@ struct GroupPart {
     providers: SmallVec<[ProviderId; 4]>,
 }
 
+/// Roots as one bit per provider slot: the trees that may anchor a candidate.
+struct SlotSet {
+    words: Vec<u64>,
+}
+
+impl SlotSet {
+    fn new(slots: usize) -> Self {
+        SlotSet {
+            words: vec![0; slots.div_ceil(64)],
+        }
+    }
+
+    fn insert(&mut self, id: ProviderId) {
+        let i = id as usize;
+        self.words[i / 64] |= 1 << (i % 64);
+    }
+
+    fn contains(&self, id: ProviderId) -> bool {
+        let i = id as usize;
+        self.words
+            .get(i / 64)
+            .is_some_and(|w| w & (1 << (i % 64)) != 0)
+    }
+
+    fn intersect(&mut self, other: &SlotSet) {
+        for (a, b) in self.words.iter_mut().zip(&other.words) {
+            *a &= b;
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.words.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    fn ids(&self) -> impl Iterator<Item = ProviderId> + '_ {
+        self.words.iter().enumerate().flat_map(|(i, &w)| {
+            let mut w = w;
+            std::iter::from_fn(move || {
+                (w != 0).then(|| {
+                    let bit = w.trailing_zeros() as usize;
+                    w &= w - 1;
+                    (i * 64 + bit) as ProviderId
+                })
+            })
+        })
+    }
+}
+
+/// Where the providers a group needs are listed: an inventory of a class, or one of a
+/// set of traits.
+#[derive(Clone, Copy)]
+enum Posting<'q> {
+    Class(ClassId),
+    AnyTrait(&'q [TraitId]),
+}
+
+/// What a provider from a posting must pass to count for an anchor.
+#[derive(Clone, Copy)]
+enum NeedKind {
+    /// A numbered group: the provider satisfies the whole group alone.
+    Single,
+    /// The unnumbered group: the provider can take this amount of this class.
+    SpreadClass(ClassId, i64),
+    /// The unnumbered group: the provider has a required trait and can take one of the
+    /// group's classes (traits count only on providers that supply resources).
+    SpreadTrait,
+    /// root_required: the provider is a root with the trait.
+    Root,
+}
+
+/// One thing every candidate under an anchor needs: a provider from a posting, in the
+/// anchor's tree or, when it shares, linked to the tree through an aggregate.
+struct Need<'q> {
+    group: Option<&'q Group>,
+    posting: Posting<'q>,
+    kind: NeedKind,
+}
+
 /// What stays fixed over one query: the index, resolved groups and precomputed links.
 struct Search<'a> {
     index: &'a ProviderIndex,
     groups: Vec<Group>,
-    /// Anchors allowed by root_required (None: all).
-    anchors: Option<HashSet<ProviderId>>,
+    /// root_required and root_forbidden, interned; `None` when a required one is unknown.
+    root_required: Option<Vec<TraitId>>,
+    root_forbidden: Vec<TraitId>,
     /// Sharing providers by aggregate.
     sharing_by_aggregate: Vec<SmallVec<[ProviderId; 2]>>,
     granular: usize,
     isolate: bool,
     subtree_groups: Vec<Vec<usize>>,
+    /// Whether to skip trees that cannot serve every group before walking them.
+    prune: bool,
+    /// Trees walked in name order before pruning: with a limit, the first trees often
+    /// give enough candidates, and pruning would cost more than it saves.
+    walk_before_pruning: usize,
+    /// The query's limit, when it stops the search (1.29+).
+    limit: Option<usize>,
+}
+
+/// A candidate the search found, before it is built: its summed allocations and the
+/// group parts it combines. Counting needs only this; kept candidates are built from it.
+struct Found<'s> {
+    /// (provider, class, amount), sorted by provider then class.
+    allocations: &'s [(ProviderId, ClassId, i64)],
+    groups: &'s [Group],
+    parts: &'s [&'s GroupPart],
+}
+
+impl Found<'_> {
+    fn candidate(&self) -> Candidate {
+        let mut mappings: Vec<(String, Vec<ProviderId>)> = Vec::with_capacity(self.parts.len());
+        for (g, part) in self.groups.iter().zip(self.parts) {
+            match mappings.iter_mut().find(|(s, _)| *s == g.suffix) {
+                Some((_, ps)) => ps.extend(part.providers.iter().copied()),
+                None => mappings.push((g.suffix.clone(), part.providers.to_vec())),
+            }
+        }
+        for (_, ps) in &mut mappings {
+            ps.sort_unstable();
+            ps.dedup();
+        }
+        Candidate {
+            allocations: self.allocations.to_vec(),
+            mappings,
+        }
+    }
+}
+
+/// Buffers reused from tree to tree.
+#[derive(Default)]
+struct Scratch {
+    tree: Vec<ProviderId>,
+    stack: Vec<ProviderId>,
+    linked: Vec<ProviderId>,
+    parts: Vec<Vec<GroupPart>>,
+    lists: Vec<Vec<ProviderId>>,
+    keep: Vec<bool>,
+    idx: Vec<usize>,
+    sums: Vec<(ProviderId, ClassId, i64)>,
+    /// Candidates made only of sharing providers repeat under every tree those providers
+    /// serve; they count once.
+    sharing_seen: HashSet<Candidate>,
 }
 
 impl<'a> Search<'a> {
@@ -105,7 +237,25 @@ impl<'a> Search<'a> {
     }
 
     fn anchor_allowed(&self, root: ProviderId) -> bool {
-        self.anchors.as_ref().is_none_or(|a| a.contains(&root))
+        let p = self.index.get(root);
+        self.root_required
+            .as_ref()
+            .is_some_and(|req| req.iter().all(|t| p.has_trait(*t)))
+            && !self.root_forbidden.iter().any(|t| p.has_trait(*t))
+    }
+
+    /// Whether one provider satisfies everything a numbered group asks of it.
+    fn single_ok(&self, g: &Group, p: ProviderId) -> bool {
+        let prov = self.index.get(p);
+        g.resources.iter().all(|(c, a)| self.fits(p, *c, *a))
+            && g.required
+                .iter()
+                .all(|any| any.iter().any(|t| prov.has_trait(*t)))
+            && !self.has_forbidden(p, g)
+            && g.member_of
+                .as_ref()
+                .is_none_or(|m| self.in_aggregates(p, m))
+            && !self.in_any_aggregate(p, &g.forbidden_aggregates)
     }
 
     /// A numbered group's parts for one anchor: single providers of the tree, or sharing
@@ -134,17 +284,7 @@ impl<'a> Search<'a> {
             {
                 continue;
             }
-            let prov = self.index.get(p);
-            let ok = g.resources.iter().all(|(c, a)| self.fits(p, *c, *a))
-                && g.required
-                    .iter()
-                    .all(|any| any.iter().any(|t| prov.has_trait(*t)))
-                && !self.has_forbidden(p, g)
-                && g.member_of
-                    .as_ref()
-                    .is_none_or(|m| self.in_aggregates(p, m))
-                && !self.in_any_aggregate(p, &g.forbidden_aggregates);
-            if ok {
+            if self.single_ok(g, p) {
                 out.push(GroupPart {
                     items: g.resources.iter().map(|(c, a)| (p, *c, *a)).collect(),
                     providers: smallvec![p],
@@ -155,6 +295,7 @@ impl<'a> Search<'a> {
 
     /// The unnumbered group's parts for one anchor: one provider per class from the tree
     /// or its sharing providers, with the traits of the chosen providers judged together.
+    #[allow(clippy::too_many_arguments)]
     fn spread_parts(
         &self,
         g: &Group,
@@ -162,6 +303,7 @@ impl<'a> Search<'a> {
         tree: &[ProviderId],
         linked: &[ProviderId],
         lists: &mut Vec<Vec<ProviderId>>,
+        keep: &mut Vec<bool>,
         out: &mut Vec<GroupPart>,
     ) {
         if g.in_tree_root.is_some_and(|r| r != anchor) {
@@ -172,10 +314,12 @@ impl<'a> Search<'a> {
                 .as_ref()
                 .is_none_or(|m| self.in_aggregates(p, m))
         };
-        let keep = |p: ProviderId| {
-            (g.member_of.is_none() || in_aggs(p) || in_aggs(anchor))
-                && !(self.in_any_aggregate(p, &g.forbidden_aggregates)
-                    || self.in_any_aggregate(anchor, &g.forbidden_aggregates))
+        let anchor_in_aggs = g.member_of.is_none() || in_aggs(anchor);
+        let anchor_forbidden = self.in_any_aggregate(anchor, &g.forbidden_aggregates);
+        let keep_one = |p: ProviderId| {
+            (anchor_in_aggs || in_aggs(p))
+                && !anchor_forbidden
+                && !self.in_any_aggregate(p, &g.forbidden_aggregates)
                 && !self.has_forbidden(p, g)
         };
         let linked: &[ProviderId] = if g.in_tree_root.is_some() {
@@ -183,23 +327,22 @@ impl<'a> Search<'a> {
         } else {
             linked
         };
+        // Judged once per provider, not once per class.
+        keep.clear();
+        keep.extend(tree.iter().map(|&p| keep_one(p)));
+        // Only sharing providers in the requested aggregates share.
+        keep.extend(linked.iter().map(|&s| keep_one(s) && in_aggs(s)));
+        let (keep_tree, keep_linked) = keep.split_at(tree.len());
         lists.resize_with(g.resources.len(), Vec::new);
         for (list, (c, a)) in lists.iter_mut().zip(&g.resources) {
             list.clear();
-            for &p in tree {
-                if self.fits(p, *c, *a) && keep(p) {
+            for (&p, &k) in tree.iter().zip(keep_tree) {
+                if k && self.fits(p, *c, *a) {
                     list.push(p);
                 }
             }
-            for &s in linked {
-                // Only sharing providers in the requested aggregates share.
-                if self.fits(s, *c, *a)
-                    && keep(s)
-                    && g.member_of
-                        .as_ref()
-                        .is_none_or(|m| self.in_aggregates(s, m))
-                    && !list.contains(&s)
-                {
+            for (&s, &k) in linked.iter().zip(keep_linked) {
+                if k && self.fits(s, *c, *a) && !list.contains(&s) {
                     list.push(s);
                 }
             }
@@ -207,8 +350,7 @@ impl<'a> Search<'a> {
                 return;
             }
         }
-        let lists: Vec<&Vec<ProviderId>> = lists.iter().collect();
-        product(&lists, |choice| {
+        product(&lists[..g.resources.len()], |choice| {
             let traits_ok = g.required.iter().all(|any| {
                 choice.iter().any(|p| {
                     let prov = self.index.get(*p);
@@ -257,11 +399,11 @@ impl<'a> Search<'a> {
         common.is_some_and(|c| c.iter().any(|p| providers.contains(p)))
     }
 
-    /// Combines one part per group into a candidate, or `None` when the combination breaks
-    /// group policy, same_subtree or capacity.
-    fn combine(&self, parts: &[&GroupPart]) -> Option<Candidate> {
+    /// Combines one part per group into summed allocations in `sums`; false when the
+    /// combination breaks group policy, same_subtree or capacity.
+    fn combine(&self, parts: &[&GroupPart], sums: &mut Vec<(ProviderId, ClassId, i64)>) -> bool {
         if self.isolate {
-            let mut distinct: Vec<ProviderId> = self
+            let mut distinct: SmallVec<[ProviderId; 8]> = self
                 .groups
                 .iter()
                 .zip(parts)
@@ -271,7 +413,7 @@ impl<'a> Search<'a> {
             distinct.sort_unstable();
             distinct.dedup();
             if distinct.len() != self.granular {
-                return None;
+                return false;
             }
         }
         for members in &self.subtree_groups {
@@ -280,135 +422,392 @@ impl<'a> Search<'a> {
                 .flat_map(|i| parts[*i].providers.iter().copied())
                 .collect();
             if !self.same_subtree(&providers) {
-                return None;
+                return false;
             }
         }
-        let mut sums: Vec<(ProviderId, ClassId, i64)> =
-            parts.iter().flat_map(|p| p.items.iter().copied()).collect();
+        sums.clear();
+        sums.extend(parts.iter().flat_map(|p| p.items.iter().copied()));
         sums.sort_unstable_by_key(|(p, c, _)| (*p, *c));
+        let mut summed = false;
         sums.dedup_by(|later, earlier| {
             if later.0 == earlier.0 && later.1 == earlier.1 {
                 earlier.2 += later.2;
+                summed = true;
                 true
             } else {
                 false
             }
         });
-        for (p, c, amount) in &sums {
-            let prov = self.index.get(*p);
-            let inv = prov.inventory(*c)?;
-            if prov.used(*c) + amount > inv.capacity() || *amount > inv.max_unit {
-                return None;
+        // Every single amount already fits its provider (the parts check it); only sums
+        // need checking again.
+        if summed {
+            for (p, c, amount) in sums.iter() {
+                let prov = self.index.get(*p);
+                let Some(inv) = prov.inventory(*c) else {
+                    return false;
+                };
+                if prov.used(*c) + amount > inv.capacity() || *amount > inv.max_unit {
+                    return false;
+                }
             }
         }
-        let mut mappings: Vec<(String, Vec<ProviderId>)> = Vec::with_capacity(parts.len());
-        for (g, part) in self.groups.iter().zip(parts) {
-            match mappings.iter_mut().find(|(s, _)| *s == g.suffix) {
-                Some((_, ps)) => ps.extend(part.providers.iter().copied()),
-                None => mappings.push((g.suffix.clone(), part.providers.to_vec())),
+        true
+    }
+
+    /// Whether a provider from a posting counts for some anchor, and if so, whether it
+    /// also counts for the trees linked to it (when it is a sharing provider).
+    fn need_admits(&self, need: &Need, p: ProviderId) -> Option<bool> {
+        let spread_ok = |g: &Group| {
+            !self.has_forbidden(p, g) && !self.in_any_aggregate(p, &g.forbidden_aggregates)
+        };
+        // Sharing providers serve other trees only outside in_tree and inside member_of.
+        let spread_shares = |g: &Group| {
+            g.in_tree_root.is_none()
+                && g.member_of
+                    .as_ref()
+                    .is_none_or(|m| self.in_aggregates(p, m))
+        };
+        match (need.kind, need.group) {
+            (NeedKind::Single, Some(g)) => self.single_ok(g, p).then_some(true),
+            (NeedKind::SpreadClass(c, a), Some(g)) => {
+                (self.fits(p, c, a) && spread_ok(g)).then(|| spread_shares(g))
+            }
+            (NeedKind::SpreadTrait, Some(g)) => {
+                (g.resources.iter().any(|(c, a)| self.fits(p, *c, *a)) && spread_ok(g))
+                    .then(|| spread_shares(g))
+            }
+            (NeedKind::Root, _) => (self.root(p) == Some(p)).then_some(false),
+            _ => Some(true),
+        }
+    }
+
+    fn posting_lists<'p>(&'p self, posting: Posting<'p>) -> impl Iterator<Item = &'p [ProviderId]> {
+        let (class, traits): (Option<ClassId>, &[TraitId]) = match posting {
+            Posting::Class(c) => (Some(c), &[]),
+            Posting::AnyTrait(ts) => (None, ts),
+        };
+        let members = |lists: &'p [Vec<ProviderId>], i: u32| -> &'p [ProviderId] {
+            lists.get(i as usize).map_or(&[], Vec::as_slice)
+        };
+        class
+            .map(|c| members(&self.index.class_members, c))
+            .into_iter()
+            .chain(
+                traits
+                    .iter()
+                    .map(move |t| members(&self.index.trait_members, *t)),
+            )
+    }
+
+    fn posting_has(&self, posting: Posting, p: ProviderId) -> bool {
+        let prov = self.index.get(p);
+        match posting {
+            Posting::Class(c) => prov.inventory(c).is_some(),
+            Posting::AnyTrait(ts) => ts.iter().any(|t| prov.has_trait(*t)),
+        }
+    }
+
+    /// Providers a need looks at: the posting lists, and the members of the aggregates of
+    /// the sharing providers in them.
+    fn need_cost(&self, need: &Need) -> usize {
+        let listed: usize = self.posting_lists(need.posting).map(<[_]>::len).sum();
+        let shared: usize = if matches!(need.kind, NeedKind::Root) {
+            0
+        } else {
+            self.index
+                .sharing
+                .iter()
+                .filter(|s| self.root(**s).is_some() && self.posting_has(need.posting, **s))
+                .flat_map(|s| &self.index.get(*s).aggregates)
+                .map(|a| {
+                    self.index
+                        .aggregate_members
+                        .get(*a as usize)
+                        .map_or(0, Vec::len)
+                })
+                .sum()
+        };
+        listed + shared
+    }
+
+    /// The roots under which a need can be met.
+    fn need_anchors(&self, need: &Need) -> SlotSet {
+        let mut set = SlotSet::new(self.index.slots.len());
+        let mut shared_aggregates: Vec<AggregateId> = Vec::new();
+        for list in self.posting_lists(need.posting) {
+            for &p in list {
+                let Some(root) = self.root(p) else { continue };
+                let Some(shares) = self.need_admits(need, p) else {
+                    continue;
+                };
+                set.insert(root);
+                if shares && self.index.sharing.binary_search(&p).is_ok() {
+                    shared_aggregates.extend(&self.index.get(p).aggregates);
+                }
             }
         }
-        for (_, ps) in &mut mappings {
-            ps.sort_unstable();
-            ps.dedup();
+        shared_aggregates.sort_unstable();
+        shared_aggregates.dedup();
+        // A sharing provider serves every tree with a provider in one of its aggregates.
+        for a in shared_aggregates {
+            for &q in self
+                .index
+                .aggregate_members
+                .get(a as usize)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(r) = self.root(q) {
+                    set.insert(r);
+                }
+            }
         }
-        Some(Candidate {
-            allocations: sums,
-            mappings,
-        })
+        set
+    }
+
+    /// The roots that may anchor a candidate, or `None` when nothing cheap narrows them.
+    /// Only needs every candidate has are used, so no candidate is lost: each group with
+    /// resources needs a provider of each class (and, unnumbered, one with each required
+    /// trait set) in the tree or shared with it. Needs that look at more providers than
+    /// there are trees, or more than `max_cost`, are left to the tree walk.
+    fn possible_anchors(&self, max_cost: usize) -> Option<SlotSet> {
+        let mut needs: Vec<Need> = Vec::new();
+        for g in &self.groups {
+            if g.resources.is_empty() {
+                continue;
+            }
+            let classes = g.resources.iter().map(|(c, _)| Posting::Class(*c));
+            let traits = g.required.iter().map(|any| Posting::AnyTrait(any));
+            if g.same_provider {
+                // One provider has it all: the shortest posting finds them all.
+                let shortest = classes
+                    .chain(traits)
+                    .min_by_key(|p| self.posting_lists(*p).map(<[_]>::len).sum::<usize>());
+                needs.extend(shortest.map(|posting| Need {
+                    group: Some(g),
+                    posting,
+                    kind: NeedKind::Single,
+                }));
+            } else {
+                needs.extend(g.resources.iter().map(|(c, a)| Need {
+                    group: Some(g),
+                    posting: Posting::Class(*c),
+                    kind: NeedKind::SpreadClass(*c, *a),
+                }));
+                needs.extend(traits.map(|posting| Need {
+                    group: Some(g),
+                    posting,
+                    kind: NeedKind::SpreadTrait,
+                }));
+            }
+        }
+        if let Some(required) = &self.root_required {
+            needs.extend(required.iter().map(|t| Need {
+                group: None,
+                posting: Posting::AnyTrait(std::slice::from_ref(t)),
+                kind: NeedKind::Root,
+            }));
+        }
+        // Below a thousand providers a posting costs microseconds, whatever the trees.
+        let budget = self.index.roots.len().max(1024).min(max_cost);
+        let mut needs: Vec<(usize, Need)> = needs
+            .into_iter()
+            .map(|n| (self.need_cost(&n), n))
+            .filter(|(cost, _)| *cost <= budget)
+            .collect();
+        needs.sort_by_key(|(cost, _)| *cost);
+        let mut anchors: Option<SlotSet> = None;
+        for (_, need) in &needs {
+            let set = self.need_anchors(need);
+            match &mut anchors {
+                None => anchors = Some(set),
+                Some(a) => a.intersect(&set),
+            }
+            if anchors.as_ref().is_some_and(|a| a.len() == 0) {
+                break;
+            }
+        }
+        // The unnumbered group with in_tree is served in that tree only.
+        for g in self.groups.iter().filter(|g| !g.same_provider) {
+            if let Some(r) = g.in_tree_root {
+                let mut only = SlotSet::new(self.index.slots.len());
+                only.insert(r);
+                match &mut anchors {
+                    None => anchors = Some(only),
+                    Some(a) => a.intersect(&only),
+                }
+            }
+        }
+        anchors
     }
 
     /// Visits every candidate in order; `visit` returns false to stop.
-    fn run(&self, mut visit: impl FnMut(Candidate) -> bool) {
-        if self.groups.iter().any(|g| g.impossible) {
+    fn run(&self, mut visit: impl FnMut(&Found) -> bool) {
+        if self.groups.iter().any(|g| g.impossible) || self.root_required.is_none() {
             return;
         }
-        let mut tree = Vec::new();
-        let mut parts: Vec<Vec<GroupPart>> = vec![Vec::new(); self.groups.len()];
-        let mut lists = Vec::new();
-        let mut linked: Vec<ProviderId> = Vec::new();
-        let mut idx: Vec<usize> = Vec::new();
-        // Candidates made only of sharing providers repeat under every tree those providers
-        // serve; they count once.
-        let mut sharing_seen: HashSet<Candidate> = HashSet::new();
-        'anchors: for &anchor in self.index.roots.values() {
-            if !self.anchor_allowed(anchor) {
-                continue;
+        let found = Cell::new(0usize);
+        let mut visit = |f: &Found| {
+            found.set(found.get() + 1);
+            visit(f)
+        };
+        let mut scratch = Scratch {
+            parts: vec![Vec::new(); self.groups.len()],
+            ..Default::default()
+        };
+        let roots = &self.index.roots;
+        let early = if self.prune {
+            self.walk_before_pruning.min(roots.len())
+        } else {
+            roots.len()
+        };
+        for &anchor in roots.values().take(early) {
+            if !self.visit_anchor(anchor, &mut scratch, &mut visit) {
+                return;
             }
-            tree.clear();
-            self.index.tree(anchor, &mut tree);
-            // Sharing providers serve a tree when any of its providers is in one of their aggregates.
-            linked.clear();
-            if !self.sharing_by_aggregate.is_empty() {
-                for &p in &tree {
-                    for a in &self.index.get(p).aggregates {
-                        for &s in self
-                            .sharing_by_aggregate
-                            .get(*a as usize)
-                            .into_iter()
-                            .flatten()
-                        {
-                            if !linked.contains(&s) {
-                                linked.push(s);
-                            }
-                        }
-                    }
-                }
-                linked
-                    .sort_unstable_by(|a, b| self.index.get(*a).name.cmp(&self.index.get(*b).name));
-            }
-            for (g, out) in self.groups.iter().zip(parts.iter_mut()) {
-                out.clear();
-                if g.same_provider {
-                    self.single_provider_parts(g, anchor, &tree, &linked, out);
-                } else {
-                    self.spread_parts(g, anchor, &tree, &linked, &mut lists, out);
-                }
-                if out.is_empty() {
-                    continue 'anchors;
-                }
-            }
-            idx.clear();
-            idx.resize(parts.len(), 0);
-            loop {
-                let combo: SmallVec<[&GroupPart; 4]> =
-                    parts.iter().zip(&idx).map(|(l, i)| &l[*i]).collect();
-                if let Some(c) = self.combine(&combo) {
-                    let only_sharing = c
-                        .allocations
-                        .iter()
-                        .all(|(p, _, _)| self.index.sharing.binary_search(p).is_ok());
-                    if (!only_sharing || sharing_seen.insert(c.clone())) && !visit(c) {
+        }
+        if early == roots.len() {
+            return;
+        }
+        let last_walked: Option<&str> = early
+            .checked_sub(1)
+            .and_then(|i| roots.keys().nth(i))
+            .map(|k| &**k);
+        // The limit still wants `limit - found` candidates: at the rate seen so far, that
+        // many trees more. Pruning pays only when its postings cost less than walking
+        // them (a tree costs about eight posting checks).
+        let max_cost = match (self.limit, found.get()) {
+            (Some(limit), n) if n > 0 => limit.saturating_sub(n).saturating_mul(early) / n * 8,
+            _ => usize::MAX,
+        };
+        match self.possible_anchors(max_cost) {
+            None => {
+                for &anchor in roots.values().skip(early) {
+                    if !self.visit_anchor(anchor, &mut scratch, &mut visit) {
                         return;
                     }
                 }
-                let mut k = parts.len();
-                let done = loop {
-                    if k == 0 {
-                        break true;
+            }
+            // Few trees left: sorting them by name beats scanning every root.
+            Some(set) if set.len() * 16 < roots.len() => {
+                let mut left: Vec<ProviderId> = set
+                    .ids()
+                    .filter(|r| last_walked.is_none_or(|l| *self.index.get(*r).name > *l))
+                    .collect();
+                left.sort_unstable_by(|a, b| self.index.get(*a).name.cmp(&self.index.get(*b).name));
+                for anchor in left {
+                    if !self.visit_anchor(anchor, &mut scratch, &mut visit) {
+                        return;
                     }
-                    k -= 1;
-                    idx[k] += 1;
-                    if idx[k] < parts[k].len() {
-                        break false;
-                    }
-                    idx[k] = 0;
-                };
-                if done {
-                    break;
                 }
+            }
+            Some(set) => {
+                for &anchor in roots.values().skip(early) {
+                    if set.contains(anchor) && !self.visit_anchor(anchor, &mut scratch, &mut visit)
+                    {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Visits the candidates of one tree; false when `visit` asks to stop.
+    fn visit_anchor(
+        &self,
+        anchor: ProviderId,
+        s: &mut Scratch,
+        visit: &mut impl FnMut(&Found) -> bool,
+    ) -> bool {
+        if !self.anchor_allowed(anchor) {
+            return true;
+        }
+        s.tree.clear();
+        self.index.tree_with(anchor, &mut s.tree, &mut s.stack);
+        // Sharing providers serve a tree when any of its providers is in one of their aggregates.
+        s.linked.clear();
+        if !self.sharing_by_aggregate.is_empty() {
+            for &p in &s.tree {
+                for a in &self.index.get(p).aggregates {
+                    for &sp in self
+                        .sharing_by_aggregate
+                        .get(*a as usize)
+                        .into_iter()
+                        .flatten()
+                    {
+                        if !s.linked.contains(&sp) {
+                            s.linked.push(sp);
+                        }
+                    }
+                }
+            }
+            s.linked
+                .sort_unstable_by(|a, b| self.index.get(*a).name.cmp(&self.index.get(*b).name));
+        }
+        for (g, out) in self.groups.iter().zip(s.parts.iter_mut()) {
+            out.clear();
+            if g.same_provider {
+                self.single_provider_parts(g, anchor, &s.tree, &s.linked, out);
+            } else {
+                self.spread_parts(
+                    g,
+                    anchor,
+                    &s.tree,
+                    &s.linked,
+                    &mut s.lists,
+                    &mut s.keep,
+                    out,
+                );
+            }
+            if out.is_empty() {
+                return true;
+            }
+        }
+        s.idx.clear();
+        s.idx.resize(s.parts.len(), 0);
+        loop {
+            let combo: SmallVec<[&GroupPart; 4]> =
+                s.parts.iter().zip(&s.idx).map(|(l, i)| &l[*i]).collect();
+            if self.combine(&combo, &mut s.sums) {
+                let found = Found {
+                    allocations: &s.sums,
+                    groups: &self.groups,
+                    parts: &combo,
+                };
+                let only_sharing = s
+                    .sums
+                    .iter()
+                    .all(|(p, _, _)| self.index.sharing.binary_search(p).is_ok());
+                if (!only_sharing || s.sharing_seen.insert(found.candidate())) && !visit(&found) {
+                    return false;
+                }
+            }
+            let mut k = s.parts.len();
+            let done = loop {
+                if k == 0 {
+                    break true;
+                }
+                k -= 1;
+                s.idx[k] += 1;
+                if s.idx[k] < s.parts[k].len() {
+                    break false;
+                }
+                s.idx[k] = 0;
+            };
+            if done {
+                return true;
             }
         }
     }
 }
 
 /// Calls `f` with every combination of one item from each list, in order.
-fn product(lists: &[&Vec<ProviderId>], mut f: impl FnMut(&[ProviderId])) {
+fn product(lists: &[Vec<ProviderId>], mut f: impl FnMut(&[ProviderId])) {
     if lists.iter().any(|l| l.is_empty()) {
         return;
     }
-    let mut idx = vec![0usize; lists.len()];
-    let mut choice: Vec<ProviderId> = lists.iter().map(|l| l[0]).collect();
+    let mut idx: SmallVec<[usize; 8]> = smallvec![0; lists.len()];
+    let mut choice: SmallVec<[ProviderId; 8]> = lists.iter().map(|l| l[0]).collect();
     loop {
         f(&choice);
         let mut k = lists.len();
@@ -513,25 +912,16 @@ fn prepare<'a>(index: &'a ProviderIndex, query: &CandidatesQuery) -> Search<'a> 
         .values()
         .map(|g| resolve_group(index, g))
         .collect();
-    let anchors =
-        (!query.root_required.is_empty() || !query.root_forbidden.is_empty()).then(|| {
-            index
-                .roots
-                .values()
-                .copied()
-                .filter(|&r| {
-                    let p = index.get(r);
-                    query
-                        .root_required
-                        .iter()
-                        .all(|t| index.traits.get(t).is_some_and(|id| p.has_trait(id)))
-                        && !query
-                            .root_forbidden
-                            .iter()
-                            .any(|t| index.traits.get(t).is_some_and(|id| p.has_trait(id)))
-                })
-                .collect()
-        });
+    let root_required = query
+        .root_required
+        .iter()
+        .map(|t| index.traits.get(t))
+        .collect();
+    let root_forbidden = query
+        .root_forbidden
+        .iter()
+        .filter_map(|t| index.traits.get(t))
+        .collect();
     let mut sharing_by_aggregate: Vec<SmallVec<[ProviderId; 2]>> = Vec::new();
     for &s in &index.sharing {
         if index.get(s).root.is_none() {
@@ -557,22 +947,33 @@ fn prepare<'a>(index: &'a ProviderIndex, query: &CandidatesQuery) -> Search<'a> 
                 .collect()
         })
         .collect();
+    // Below 1.29 the search runs to the end whatever the limit (see counted_candidates).
+    let limited = query.limit.is_some() && query.microversion.at_least(29);
     Search {
         index,
         granular: groups.iter().filter(|g| g.same_provider).count(),
         isolate: query.group_policy == Some(GroupPolicy::Isolate),
         groups,
-        anchors,
+        root_required,
+        root_forbidden,
         sharing_by_aggregate,
         subtree_groups,
+        prune: true,
+        walk_before_pruning: if limited { 32 } else { 0 },
+        limit: query.limit.filter(|_| limited),
     }
 }
 
-/// Whether a candidate uses at most one provider per tree (all microversions before 1.29 allow).
-fn one_provider_per_tree(index: &ProviderIndex, c: &Candidate) -> bool {
-    let mut providers: Vec<ProviderId> = c.allocations.iter().map(|(p, _, _)| *p).collect();
+/// Whether a candidate's allocations use at most one provider per tree (all microversions
+/// before 1.29 allow).
+fn one_provider_per_tree(
+    index: &ProviderIndex,
+    allocations: &[(ProviderId, ClassId, i64)],
+) -> bool {
+    let mut providers: SmallVec<[ProviderId; 8]> = allocations.iter().map(|(p, _, _)| *p).collect();
     providers.dedup();
-    let mut roots: Vec<Option<ProviderId>> = providers.iter().map(|p| index.get(*p).root).collect();
+    let mut roots: SmallVec<[Option<ProviderId>; 8]> =
+        providers.iter().map(|p| index.get(*p).root).collect();
     roots.sort_unstable();
     roots.dedup();
     providers.len() == roots.len()
@@ -588,13 +989,38 @@ pub fn allocation_candidates(index: &ProviderIndex, query: &CandidatesQuery) -> 
     counted_candidates(index, query, usize::MAX).1
 }
 
+/// [`counted_candidates`] with the tree walk chosen: with `prune`, trees that cannot serve
+/// every group are skipped once the first `walk_before_pruning` trees are walked. Tests and
+/// benchmarks compare it with walking every tree.
+#[doc(hidden)]
+pub fn counted_candidates_walking(
+    index: &ProviderIndex,
+    query: &CandidatesQuery,
+    keep: usize,
+    prune: bool,
+    walk_before_pruning: usize,
+) -> (usize, CandidateSet) {
+    let mut search = prepare(index, query);
+    search.prune = prune;
+    search.walk_before_pruning = walk_before_pruning;
+    search_candidates(index, query, &search, keep)
+}
+
 /// Counts every candidate (up to the query's limit) and keeps the first `keep` of them.
 pub fn counted_candidates(
     index: &ProviderIndex,
     query: &CandidatesQuery,
     keep: usize,
 ) -> (usize, CandidateSet) {
-    let search = prepare(index, query);
+    search_candidates(index, query, &prepare(index, query), keep)
+}
+
+fn search_candidates(
+    index: &ProviderIndex,
+    query: &CandidatesQuery,
+    search: &Search,
+    keep: usize,
+) -> (usize, CandidateSet) {
     let nested = query.microversion.at_least(29);
     let mut result = CandidateSet {
         requested_classes: query
@@ -610,14 +1036,14 @@ pub fn counted_candidates(
     // so the search runs to the end even with a limit.
     let mut used_by_any: BTreeSet<ProviderId> = BTreeSet::new();
     let limit = query.limit.unwrap_or(usize::MAX);
-    search.run(|c| {
-        if nested || one_provider_per_tree(index, &c) {
+    search.run(|found| {
+        if nested || one_provider_per_tree(index, found.allocations) {
             count += 1;
             if !nested {
-                used_by_any.extend(c.allocations.iter().map(|(p, _, _)| *p));
+                used_by_any.extend(found.allocations.iter().map(|(p, _, _)| *p));
             }
             if result.candidates.len() < keep.min(limit) {
-                result.candidates.push(c);
+                result.candidates.push(found.candidate());
             }
         }
         !nested || count < limit

@@ -493,3 +493,64 @@ fn before_1_29_summaries_cover_every_used_provider_of_the_kept_trees() {
         "both cells were used by some candidate"
     );
 }
+
+#[test]
+fn pruning_keeps_every_tree_that_can_serve() {
+    // Six trees, traits on roots and cells, one sharing DISK_GB pool linked through a cell's
+    // aggregate of one tree and a root's aggregate of another.
+    let mut c = Cloud::new();
+    for (i, cn) in ["cn1", "cn2", "cn3", "cn4", "cn5", "cn6"]
+        .iter()
+        .enumerate()
+    {
+        let traits: &[&str] = if i % 2 == 0 { &["CUSTOM_GOLD"] } else { &[] };
+        c = numa_node(c, cn, traits);
+    }
+    let c = c
+        .rp(
+            "pool",
+            None,
+            &[("DISK_GB", 1000)],
+            &["MISC_SHARES_VIA_AGGREGATE"],
+            &[AGG],
+        )
+        .rp(
+            "cn2-numa1",
+            Some("cn2"),
+            &[("VCPU", 4), ("SRIOV_NET_VF", 2)],
+            &["CUSTOM_GOLD"],
+            &[AGG],
+        )
+        .rp("cn5", None, &[], &["CUSTOM_GOLD"], &[AGG])
+        .rp("cn5-numa0", Some("cn5"), &[("PCPU", 2)], &[], &[]);
+    let queries = [
+        ("resources=VCPU:1&required=CUSTOM_GOLD", 39),
+        ("resources=VCPU:1,DISK_GB:10&required=CUSTOM_GOLD", 39),
+        ("resources=VCPU:1,DISK_GB:10&required=!CUSTOM_GOLD", 39),
+        ("resources=DISK_GB:10&root_required=CUSTOM_GOLD", 39),
+        ("resources=PCPU:1&root_required=CUSTOM_GOLD", 39),
+        (&format!("resources=VCPU:1,DISK_GB:10&member_of={AGG}"), 39),
+        (
+            "resources=VCPU:1&resources1=SRIOV_NET_VF:1&required1=CUSTOM_GOLD",
+            39,
+        ),
+        (
+            "resources=MEMORY_MB:1&resources1=DISK_GB:5&group_policy=isolate",
+            39,
+        ),
+        ("resources=VCPU:1,DISK_GB:10&limit=2", 39),
+        ("resources=VCPU:1,DISK_GB:10", 28),
+    ];
+    for (q, mv) in queries {
+        let query = parse_candidates_query(q, Microversion(mv)).unwrap();
+        let (all_count, all) = counted_candidates_walking(&c.0, &query, usize::MAX, false, 0);
+        assert!(all_count > 0, "{q} has candidates");
+        for walk_first in [0, 1, 3] {
+            let (count, pruned) =
+                counted_candidates_walking(&c.0, &query, usize::MAX, true, walk_first);
+            assert_eq!(count, all_count, "{q}");
+            assert_eq!(pruned.candidates, all.candidates, "{q}");
+            assert_eq!(pruned.summary_only, all.summary_only, "{q}");
+        }
+    }
+}

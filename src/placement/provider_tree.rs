@@ -5,6 +5,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use smallvec::SmallVec;
+
 use super::Inventory;
 use super::interner::Interner;
 use super::trait_name::MISC_SHARES_VIA_AGGREGATE;
@@ -111,6 +113,8 @@ pub struct ProviderIndex {
     pub(crate) aggregate_members: Vec<Vec<ProviderId>>,
     /// Providers per trait (effective traits).
     pub(crate) trait_members: Vec<Vec<ProviderId>>,
+    /// Providers per resource class they have an inventory of (effective inventories).
+    pub(crate) class_members: Vec<Vec<ProviderId>>,
     /// Providers with the MISC_SHARES_VIA_AGGREGATE trait, sorted.
     pub(crate) sharing: Vec<ProviderId>,
     allocations: HashMap<Box<str>, ConsumerAllocations>,
@@ -323,6 +327,12 @@ impl ProviderIndex {
                 unordered_remove(m, id);
             }
         }
+        let old_inventories = std::mem::take(&mut self.get_mut(id).inventories);
+        for (c, _) in &old_inventories {
+            if let Some(m) = self.class_members.get_mut(*c as usize) {
+                unordered_remove(m, id);
+            }
+        }
         let p = self.get_mut(id);
         let mut inventories = p.own_inventories.clone();
         for (c, inv) in config_inventories {
@@ -331,6 +341,7 @@ impl ProviderIndex {
             }
         }
         inventories.sort_by_key(|(c, _)| *c);
+        let classes: SmallVec<[ClassId; 8]> = inventories.iter().map(|(c, _)| *c).collect();
         p.inventories = inventories;
         let mut traits = p.own_traits.clone();
         traits.extend(config_traits);
@@ -343,6 +354,13 @@ impl ProviderIndex {
                 self.trait_members.resize_with(i + 1, Vec::new);
             }
             self.trait_members[i].push(id);
+        }
+        for c in classes {
+            let i = c as usize;
+            if self.class_members.len() <= i {
+                self.class_members.resize_with(i + 1, Vec::new);
+            }
+            self.class_members[i].push(id);
         }
         let sharing = self
             .traits
@@ -418,6 +436,11 @@ impl ProviderIndex {
         }
         for t in &p.traits {
             if let Some(m) = self.trait_members.get_mut(*t as usize) {
+                unordered_remove(m, id);
+            }
+        }
+        for (c, _) in &p.inventories {
+            if let Some(m) = self.class_members.get_mut(*c as usize) {
                 unordered_remove(m, id);
             }
         }
@@ -703,8 +726,19 @@ impl ProviderIndex {
 
     /// Every provider of a tree, root first, depth-first with children in name order.
     pub(crate) fn tree(&self, root: ProviderId, out: &mut Vec<ProviderId>) {
+        self.tree_with(root, out, &mut Vec::new());
+    }
+
+    /// [`Self::tree`] with a caller's stack, so walking many trees allocates once.
+    pub(crate) fn tree_with(
+        &self,
+        root: ProviderId,
+        out: &mut Vec<ProviderId>,
+        stack: &mut Vec<ProviderId>,
+    ) {
         let start = out.len();
-        let mut stack = vec![root];
+        stack.clear();
+        stack.push(root);
         while let Some(id) = stack.pop() {
             out.push(id);
             if out.len() - start > self.slots.len() {
@@ -815,6 +849,112 @@ mod tests {
         idx.remove_allocations("a2");
         idx.remove_allocations("a1");
         assert!(idx.usages("cn1").is_none());
+    }
+
+    /// Checks every posting list against one computed from scratch over the live slots.
+    fn assert_posting_lists_fresh(idx: &ProviderIndex) {
+        fn sorted(lists: &[Vec<ProviderId>]) -> Vec<Vec<ProviderId>> {
+            let mut out: Vec<Vec<ProviderId>> = lists
+                .iter()
+                .map(|l| {
+                    let mut l = l.clone();
+                    l.sort_unstable();
+                    l
+                })
+                .collect();
+            while out.last().is_some_and(Vec::is_empty) {
+                out.pop();
+            }
+            out
+        }
+        let mut classes: Vec<Vec<ProviderId>> = Vec::new();
+        let mut traits: Vec<Vec<ProviderId>> = Vec::new();
+        let mut aggregates: Vec<Vec<ProviderId>> = Vec::new();
+        let push = |lists: &mut Vec<Vec<ProviderId>>, key: u32, id: ProviderId| {
+            if lists.len() <= key as usize {
+                lists.resize_with(key as usize + 1, Vec::new);
+            }
+            lists[key as usize].push(id);
+        };
+        for (id, p) in idx.slots.iter().enumerate() {
+            let Some(p) = p else { continue };
+            let id = id as ProviderId;
+            for (c, _) in &p.inventories {
+                push(&mut classes, *c, id);
+            }
+            for t in &p.traits {
+                push(&mut traits, *t, id);
+            }
+            for a in &p.aggregates {
+                push(&mut aggregates, *a, id);
+            }
+        }
+        assert_eq!(
+            sorted(&idx.class_members),
+            sorted(&classes),
+            "class_members"
+        );
+        assert_eq!(sorted(&idx.trait_members), sorted(&traits), "trait_members");
+        assert_eq!(
+            sorted(&idx.aggregate_members),
+            sorted(&aggregates),
+            "aggregate_members"
+        );
+    }
+
+    #[test]
+    fn posting_lists_follow_every_change() {
+        let mut idx = ProviderIndex::default();
+        let with = |name: &str, parent: Option<&str>, classes: &[&str], traits: &[&str]| {
+            let mut r = rp(name, parent);
+            for c in classes {
+                r.inventories
+                    .insert(c.to_string(), Inventory::with_total(8));
+            }
+            r.traits = traits.iter().map(|t| t.to_string()).collect();
+            r.aggregates = ["agg-1".to_string()].into();
+            r
+        };
+        idx.upsert_provider(with("cn1", None, &["DISK_GB"], &["COMPUTE_NODE"]));
+        idx.upsert_provider(with("cn1-numa0", Some("cn1"), &["VCPU", "MEMORY_MB"], &[]));
+        idx.upsert_provider(with("cn2", None, &["VCPU"], &["HW_CPU_X86_AVX2"]));
+        assert_posting_lists_fresh(&idx);
+        // Replacing a provider changes its classes and traits.
+        idx.upsert_provider(with("cn2", None, &["PCPU", "DISK_GB"], &["CUSTOM_GOLD"]));
+        assert_posting_lists_fresh(&idx);
+        // Config additions add classes the provider lacks, then are replaced and removed.
+        idx.set_config_additions(
+            "cn1",
+            &[
+                ("CUSTOM_X".to_string(), Inventory::with_total(1)),
+                ("DISK_GB".to_string(), Inventory::with_total(5)),
+            ]
+            .into(),
+            &["CUSTOM_Y".to_string()].into(),
+        );
+        assert_posting_lists_fresh(&idx);
+        idx.upsert_provider(with("cn1", None, &["VCPU"], &[]));
+        assert_posting_lists_fresh(&idx);
+        idx.set_config_additions(
+            "cn1",
+            &[("CUSTOM_Z".to_string(), Inventory::with_total(1))].into(),
+            &BTreeSet::new(),
+        );
+        assert_posting_lists_fresh(&idx);
+        idx.set_config_additions("cn1", &BTreeMap::new(), &BTreeSet::new());
+        assert_posting_lists_fresh(&idx);
+        // Deleting frees a slot; the next provider reuses it with other classes.
+        let freed = idx.id("cn1-numa0").unwrap();
+        idx.remove_provider("cn1-numa0");
+        assert_posting_lists_fresh(&idx);
+        idx.upsert_provider(with("cn3", None, &["SRIOV_NET_VF"], &["HW_NIC_SRIOV"]));
+        assert_eq!(idx.id("cn3"), Some(freed), "the freed slot is reused");
+        assert_posting_lists_fresh(&idx);
+        idx.remove_provider("cn1");
+        idx.remove_provider("cn2");
+        idx.remove_provider("cn3");
+        assert_posting_lists_fresh(&idx);
+        assert!(idx.class_members.iter().all(Vec::is_empty));
     }
 
     #[test]
