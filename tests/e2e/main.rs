@@ -9,6 +9,7 @@ mod support;
 
 mod failover;
 mod provider_config;
+mod rbac;
 mod servers;
 
 use std::sync::Once;
