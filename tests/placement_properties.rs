@@ -340,7 +340,8 @@ fn build_shared(nodes: &[SharedNode]) -> ProviderIndex {
 struct GroupSpec {
     resources: Vec<(usize, i64)>,
     required: Option<usize>,
-    any_of: Option<(usize, usize)>,
+    /// Required any-of sets (`in:`), 1.39+.
+    any_of: Vec<Vec<usize>>,
     forbidden: Option<usize>,
     member_of: Option<usize>,
     forbidden_aggregate: Option<usize>,
@@ -351,7 +352,10 @@ fn group_spec(resourceless: bool) -> impl Strategy<Value = GroupSpec> {
     (
         proptest::collection::vec((0..CLASSES.len(), 1i64..3), usize::from(!resourceless)..3),
         proptest::option::weighted(0.3, 0..TRAITS.len()),
-        proptest::option::weighted(0.15, (0..TRAITS.len(), 0..TRAITS.len())),
+        prop_oneof![
+            3 => Just(Vec::new()),
+            1 => proptest::collection::vec(proptest::collection::vec(0..TRAITS.len(), 1..4), 1..4),
+        ],
         proptest::option::weighted(0.3, 0..TRAITS.len()),
         proptest::option::weighted(0.2, 0..AGGS.len()),
         proptest::option::weighted(0.1, 0..AGGS.len()),
@@ -385,9 +389,13 @@ struct SharedQuery {
 
 fn shared_query() -> impl Strategy<Value = SharedQuery> {
     (
-        prop_oneof![Just(28u16), Just(29), Just(36), Just(39)],
+        prop_oneof![Just(28u16), Just(29), Just(36), Just(39), 28u16..40],
         group_spec(false),
-        proptest::collection::vec(group_spec(true), 0..3),
+        // Often the unnumbered group alone, which is counted in closed form.
+        prop_oneof![
+            Just(Vec::new()),
+            proptest::collection::vec(group_spec(true), 1..3),
+        ],
         any::<bool>(),
         proptest::option::weighted(0.35, (0..TRAITS.len(), any::<bool>())),
         proptest::bool::weighted(0.2),
@@ -424,14 +432,21 @@ fn shared_query_string(q: &SharedQuery, nodes: &[SharedNode]) -> String {
             let r: Vec<String> = resources.iter().map(|(c, a)| format!("{c}:{a}")).collect();
             parts.push(format!("resources{suffix}={}", r.join(",")));
         }
-        let any_of = g.any_of.filter(|_| mv >= 39);
+        let any_of: Vec<BTreeSet<&str>> = if mv >= 39 {
+            g.any_of
+                .iter()
+                .map(|set| set.iter().map(|t| TRAITS[*t]).collect())
+                .collect()
+        } else {
+            Vec::new()
+        };
         let req: BTreeSet<&str> = g.required.iter().map(|t| TRAITS[*t]).collect();
         let forbidden: BTreeSet<&str> = g
             .forbidden
             .iter()
             .map(|t| TRAITS[*t])
             .filter(|t| !req.contains(t))
-            .filter(|t| any_of.is_none_or(|(a, b)| *t != TRAITS[a] && *t != TRAITS[b]))
+            .filter(|t| any_of.iter().all(|set| !set.contains(t)))
             .collect();
         let traits: Vec<String> = req
             .iter()
@@ -441,8 +456,9 @@ fn shared_query_string(q: &SharedQuery, nodes: &[SharedNode]) -> String {
         if !traits.is_empty() {
             parts.push(format!("required{suffix}={}", traits.join(",")));
         }
-        if let Some((a, b)) = any_of {
-            parts.push(format!("required{suffix}=in:{},{}", TRAITS[a], TRAITS[b]));
+        for set in &any_of {
+            let names: Vec<&str> = set.iter().copied().collect();
+            parts.push(format!("required{suffix}=in:{}", names.join(",")));
         }
         if let Some(a) = g.member_of {
             parts.push(format!("member_of{suffix}={}", AGGS[a]));
@@ -501,9 +517,11 @@ proptest! {
         let Ok(parsed) = parse_candidates_query(&qs, Microversion(q.microversion)) else {
             return Ok(());
         };
-        let (full_count, full) = counted_candidates_walking(&idx, &parsed, usize::MAX, false, 0);
+        let (full_count, full) =
+            counted_candidates_walking(&idx, &parsed, usize::MAX, false, 0, false);
         prop_assert_eq!(full_count, full.candidates.len());
-        let (count, pruned) = counted_candidates_walking(&idx, &parsed, usize::MAX, true, walk_first);
+        let (count, pruned) =
+            counted_candidates_walking(&idx, &parsed, usize::MAX, true, walk_first, false);
         prop_assert_eq!(count, full_count);
         prop_assert_eq!(&pruned.candidates, &full.candidates, "{}", qs);
         prop_assert_eq!(&pruned.summary_trees, &full.summary_trees);
@@ -516,6 +534,74 @@ proptest! {
             prop_assert_eq!(count, full_count);
             let first = &full.candidates[..keep.min(full.candidates.len())];
             prop_assert_eq!(kept.candidates.as_slice(), first);
+        }
+        // Counting trees in closed form, with or without skipping trees, against walking
+        // every combination.
+        for (prune, walk_first) in [(false, 0), (true, walk_first)] {
+            for keep in [0, 1, 3] {
+                let (count, kept) =
+                    counted_candidates_walking(&idx, &parsed, keep, prune, walk_first, true);
+                prop_assert_eq!(count, full_count, "{} keep={} prune={}", qs, keep, prune);
+                let first = &full.candidates[..keep.min(full.candidates.len())];
+                prop_assert_eq!(kept.candidates.as_slice(), first, "{}", qs);
+                let (plain_count, _) =
+                    counted_candidates_walking(&idx, &parsed, keep, prune, walk_first, false);
+                prop_assert_eq!(plain_count, full_count, "{}", qs);
+            }
+        }
+    }
+}
+
+/// The unnumbered group alone at 1.29+, with up to five required sets (four `in:` sets and
+/// a required trait): the queries whose trees are counted in closed form.
+fn unnumbered_query() -> impl Strategy<Value = SharedQuery> {
+    (
+        prop_oneof![Just(39u16), 29u16..40],
+        group_spec(false),
+        proptest::collection::vec(proptest::collection::vec(0..TRAITS.len(), 1..4), 0..5),
+        proptest::option::weighted(0.3, (0..TRAITS.len(), any::<bool>())),
+        proptest::option::weighted(0.3, 1usize..50),
+    )
+        .prop_map(
+            |(microversion, mut unnumbered, any_of, root_required, limit)| {
+                unnumbered.any_of = any_of;
+                SharedQuery {
+                    microversion,
+                    unnumbered,
+                    granular: Vec::new(),
+                    isolate: false,
+                    root_required,
+                    same_subtree: false,
+                    limit,
+                }
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn closed_form_count_equals_walking_every_combination(
+        nodes in shared_cloud(),
+        q in unnumbered_query(),
+        walk_first in 0usize..3,
+    ) {
+        let idx = build_shared(&nodes);
+        let qs = shared_query_string(&q, &nodes);
+        let Ok(parsed) = parse_candidates_query(&qs, Microversion(q.microversion)) else {
+            return Ok(());
+        };
+        let (full_count, full) =
+            counted_candidates_walking(&idx, &parsed, usize::MAX, false, 0, false);
+        for prune in [false, true] {
+            for keep in [0, 1] {
+                let (count, kept) =
+                    counted_candidates_walking(&idx, &parsed, keep, prune, walk_first, true);
+                prop_assert_eq!(count, full_count, "{} keep={} prune={}", qs, keep, prune);
+                let first = &full.candidates[..keep.min(full.candidates.len())];
+                prop_assert_eq!(kept.candidates.as_slice(), first, "{}", qs);
+            }
         }
     }
 }

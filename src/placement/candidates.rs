@@ -13,13 +13,15 @@
 //!
 //! Candidates come in a stable order: trees by root name, providers in tree order.
 
-use std::cell::Cell;
 use std::collections::{BTreeSet, HashSet};
 
 use smallvec::{SmallVec, smallvec};
 
 use super::provider_tree::{AggregateId, ClassId, ProviderId, ProviderIndex, TraitId};
 use super::query::{CandidatesQuery, GroupPolicy, GroupQuery};
+
+/// Required any-of sets up to which a tree's candidates are counted in closed form.
+const MAX_CLOSED_FORM_SETS: usize = 8;
 
 /// One candidate: amounts per provider and class, and which providers serve each group.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -162,6 +164,9 @@ struct Search<'a> {
     walk_before_pruning: usize,
     /// The query's limit, when it stops the search (1.29+).
     limit: Option<usize>,
+    /// Whether trees whose candidates the caller only counts are counted in closed form
+    /// where that is exact.
+    closed_form: bool,
 }
 
 /// A candidate the search found, before it is built: its summed allocations and the
@@ -190,6 +195,38 @@ impl Found<'_> {
             allocations: self.allocations.to_vec(),
             mappings,
         }
+    }
+}
+
+/// What the search reports candidates to.
+trait Visit {
+    /// Whether each candidate is needed (to keep or judge it), not only how many there are.
+    fn wants_each(&self) -> bool;
+    /// One candidate; false to stop the search.
+    fn one(&mut self, found: &Found) -> bool;
+    /// `n` candidates of one tree, counted without building them; false to stop.
+    fn many(&mut self, n: usize) -> bool;
+}
+
+/// Counts what passes through to `inner`, for the limit's pruning estimate.
+struct Tally<'v, V> {
+    inner: &'v mut V,
+    found: usize,
+}
+
+impl<V: Visit> Visit for Tally<'_, V> {
+    fn wants_each(&self) -> bool {
+        self.inner.wants_each()
+    }
+
+    fn one(&mut self, found: &Found) -> bool {
+        self.found += 1;
+        self.inner.one(found)
+    }
+
+    fn many(&mut self, n: usize) -> bool {
+        self.found += n;
+        self.inner.many(n)
     }
 }
 
@@ -293,10 +330,10 @@ impl<'a> Search<'a> {
         }
     }
 
-    /// The unnumbered group's parts for one anchor: one provider per class from the tree
-    /// or its sharing providers, with the traits of the chosen providers judged together.
-    #[allow(clippy::too_many_arguments)]
-    fn spread_parts(
+    /// The unnumbered group's providers for one anchor, one list per requested class: the
+    /// providers of the tree or its sharing providers that can take the class's amount and
+    /// pass the group's forbidden traits and aggregates. False when some list is empty.
+    fn spread_lists(
         &self,
         g: &Group,
         anchor: ProviderId,
@@ -304,10 +341,9 @@ impl<'a> Search<'a> {
         linked: &[ProviderId],
         lists: &mut Vec<Vec<ProviderId>>,
         keep: &mut Vec<bool>,
-        out: &mut Vec<GroupPart>,
-    ) {
+    ) -> bool {
         if g.in_tree_root.is_some_and(|r| r != anchor) {
-            return;
+            return false;
         }
         let in_aggs = |p: ProviderId| {
             g.member_of
@@ -347,9 +383,15 @@ impl<'a> Search<'a> {
                 }
             }
             if list.is_empty() {
-                return;
+                return false;
             }
         }
+        true
+    }
+
+    /// The unnumbered group's parts for one anchor: one provider per class from the tree
+    /// or its sharing providers, with the traits of the chosen providers judged together.
+    fn spread_parts(&self, g: &Group, lists: &[Vec<ProviderId>], out: &mut Vec<GroupPart>) {
         product(&lists[..g.resources.len()], |choice| {
             let traits_ok = g.required.iter().all(|any| {
                 choice.iter().any(|p| {
@@ -369,6 +411,61 @@ impl<'a> Search<'a> {
                 out.push(GroupPart { items, providers });
             }
         });
+    }
+
+    /// How many candidates the unnumbered group alone makes from its lists, without
+    /// enumerating them; `None` where the count would not be exact.
+    ///
+    /// A candidate is one provider per class; the classes are distinct, so no amounts are
+    /// summed and each provider already fits its amount. What remains is that every
+    /// required any-of set has a trait on some chosen provider. By inclusion–exclusion over
+    /// the sets S that go uncovered, the count is Σ_S (-1)^|S| Π_class (providers in the
+    /// class's list with no trait of any set in S).
+    fn spread_count(&self, g: &Group, lists: &[Vec<ProviderId>]) -> Option<usize> {
+        let k = g.required.len();
+        // 2^k products: beyond a few sets the walk is cheaper.
+        if k > MAX_CLOSED_FORM_SETS {
+            return None;
+        }
+        // Candidates made only of sharing providers count once across trees: where one is
+        // possible, the walk deduplicates them.
+        let sharing = |p: &ProviderId| self.index.sharing.binary_search(p).is_ok();
+        if lists.iter().all(|l| l.iter().any(sharing)) {
+            return None;
+        }
+        // Bit i: the provider has a trait of required set i.
+        let mut masks: SmallVec<[SmallVec<[u16; 8]>; 4]> = SmallVec::new();
+        for list in lists {
+            masks.push(
+                list.iter()
+                    .map(|&p| {
+                        let prov = self.index.get(p);
+                        g.required
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, any)| any.iter().any(|t| prov.has_trait(*t)))
+                            .fold(0u16, |m, (i, _)| m | (1 << i))
+                    })
+                    .collect(),
+            );
+        }
+        let mut total: i128 = 0;
+        for uncovered in 0u16..(1 << k) {
+            let mut product: i128 = 1;
+            for list in &masks {
+                let n = list.iter().filter(|m| *m & uncovered == 0).count() as i128;
+                product = product.checked_mul(n)?;
+                if product == 0 {
+                    break;
+                }
+            }
+            if uncovered.count_ones() % 2 == 0 {
+                total = total.checked_add(product)?;
+            } else {
+                total = total.checked_sub(product)?;
+            }
+        }
+        usize::try_from(total).ok()
     }
 
     fn ancestors(&self, p: ProviderId) -> Vec<ProviderId> {
@@ -642,14 +739,13 @@ impl<'a> Search<'a> {
     }
 
     /// Visits every candidate in order; `visit` returns false to stop.
-    fn run(&self, mut visit: impl FnMut(&Found) -> bool) {
+    fn run(&self, visit: &mut impl Visit) {
         if self.groups.iter().any(|g| g.impossible) || self.root_required.is_none() {
             return;
         }
-        let found = Cell::new(0usize);
-        let mut visit = |f: &Found| {
-            found.set(found.get() + 1);
-            visit(f)
+        let mut visit = Tally {
+            inner: visit,
+            found: 0,
         };
         let mut scratch = Scratch {
             parts: vec![Vec::new(); self.groups.len()],
@@ -676,7 +772,7 @@ impl<'a> Search<'a> {
         // The limit still wants `limit - found` candidates: at the rate seen so far, that
         // many trees more. Pruning pays only when its postings cost less than walking
         // them (a tree costs about eight posting checks).
-        let max_cost = match (self.limit, found.get()) {
+        let max_cost = match (self.limit, visit.found) {
             (Some(limit), n) if n > 0 => limit.saturating_sub(n).saturating_mul(early) / n * 8,
             _ => usize::MAX,
         };
@@ -713,12 +809,7 @@ impl<'a> Search<'a> {
     }
 
     /// Visits the candidates of one tree; false when `visit` asks to stop.
-    fn visit_anchor(
-        &self,
-        anchor: ProviderId,
-        s: &mut Scratch,
-        visit: &mut impl FnMut(&Found) -> bool,
-    ) -> bool {
+    fn visit_anchor(&self, anchor: ProviderId, s: &mut Scratch, visit: &mut impl Visit) -> bool {
         if !self.anchor_allowed(anchor) {
             return true;
         }
@@ -744,20 +835,26 @@ impl<'a> Search<'a> {
             s.linked
                 .sort_unstable_by(|a, b| self.index.get(*a).name.cmp(&self.index.get(*b).name));
         }
+        // The unnumbered group alone (1.29+, where the caller only counts): its candidates
+        // are the combinations of its lists, counted without walking them.
+        let alone = self.closed_form
+            && self.groups.len() == 1
+            && !self.groups[0].same_provider
+            && !self.groups[0].resources.is_empty()
+            && self.subtree_groups.iter().all(Vec::is_empty)
+            && !visit.wants_each();
         for (g, out) in self.groups.iter().zip(s.parts.iter_mut()) {
             out.clear();
             if g.same_provider {
                 self.single_provider_parts(g, anchor, &s.tree, &s.linked, out);
             } else {
-                self.spread_parts(
-                    g,
-                    anchor,
-                    &s.tree,
-                    &s.linked,
-                    &mut s.lists,
-                    &mut s.keep,
-                    out,
-                );
+                if !self.spread_lists(g, anchor, &s.tree, &s.linked, &mut s.lists, &mut s.keep) {
+                    return true;
+                }
+                if alone && let Some(n) = self.spread_count(g, &s.lists[..g.resources.len()]) {
+                    return n == 0 || visit.many(n);
+                }
+                self.spread_parts(g, &s.lists, out);
             }
             if out.is_empty() {
                 return true;
@@ -778,7 +875,8 @@ impl<'a> Search<'a> {
                     .sums
                     .iter()
                     .all(|(p, _, _)| self.index.sharing.binary_search(p).is_ok());
-                if (!only_sharing || s.sharing_seen.insert(found.candidate())) && !visit(&found) {
+                if (!only_sharing || s.sharing_seen.insert(found.candidate())) && !visit.one(&found)
+                {
                     return false;
                 }
             }
@@ -961,6 +1059,7 @@ fn prepare<'a>(index: &'a ProviderIndex, query: &CandidatesQuery) -> Search<'a> 
         prune: true,
         walk_before_pruning: if limited { 32 } else { 0 },
         limit: query.limit.filter(|_| limited),
+        closed_form: true,
     }
 }
 
@@ -990,8 +1089,10 @@ pub fn allocation_candidates(index: &ProviderIndex, query: &CandidatesQuery) -> 
 }
 
 /// [`counted_candidates`] with the tree walk chosen: with `prune`, trees that cannot serve
-/// every group are skipped once the first `walk_before_pruning` trees are walked. Tests and
-/// benchmarks compare it with walking every tree.
+/// every group are skipped once the first `walk_before_pruning` trees are walked; with
+/// `closed_form`, trees whose candidates are only counted are counted without walking their
+/// combinations where that is exact. Tests and benchmarks compare it with walking every
+/// tree and every combination.
 #[doc(hidden)]
 pub fn counted_candidates_walking(
     index: &ProviderIndex,
@@ -999,10 +1100,12 @@ pub fn counted_candidates_walking(
     keep: usize,
     prune: bool,
     walk_before_pruning: usize,
+    closed_form: bool,
 ) -> (usize, CandidateSet) {
     let mut search = prepare(index, query);
     search.prune = prune;
     search.walk_before_pruning = walk_before_pruning;
+    search.closed_form = closed_form;
     search_candidates(index, query, &search, keep)
 }
 
@@ -1013,6 +1116,43 @@ pub fn counted_candidates(
     keep: usize,
 ) -> (usize, CandidateSet) {
     search_candidates(index, query, &prepare(index, query), keep)
+}
+
+/// Counts the candidates the search reports, keeps the first few, and below 1.29 keeps
+/// only those with one provider per tree and notes every provider they use.
+struct Gather<'i, 'r> {
+    index: &'i ProviderIndex,
+    nested: bool,
+    count: usize,
+    used_by_any: BTreeSet<ProviderId>,
+    keep: usize,
+    limit: usize,
+    result: &'r mut CandidateSet,
+}
+
+impl Visit for Gather<'_, '_> {
+    fn wants_each(&self) -> bool {
+        !self.nested || self.result.candidates.len() < self.keep
+    }
+
+    fn one(&mut self, found: &Found) -> bool {
+        if self.nested || one_provider_per_tree(self.index, found.allocations) {
+            self.count += 1;
+            if !self.nested {
+                self.used_by_any
+                    .extend(found.allocations.iter().map(|(p, _, _)| *p));
+            }
+            if self.result.candidates.len() < self.keep {
+                self.result.candidates.push(found.candidate());
+            }
+        }
+        !self.nested || self.count < self.limit
+    }
+
+    fn many(&mut self, n: usize) -> bool {
+        self.count += n;
+        self.count < self.limit
+    }
 }
 
 fn search_candidates(
@@ -1031,24 +1171,20 @@ fn search_candidates(
             .collect(),
         ..Default::default()
     };
-    let mut count = 0;
     // Below 1.29 Placement summarises every provider any candidate uses (in the kept trees),
     // so the search runs to the end even with a limit.
-    let mut used_by_any: BTreeSet<ProviderId> = BTreeSet::new();
-    let limit = query.limit.unwrap_or(usize::MAX);
-    search.run(|found| {
-        if nested || one_provider_per_tree(index, found.allocations) {
-            count += 1;
-            if !nested {
-                used_by_any.extend(found.allocations.iter().map(|(p, _, _)| *p));
-            }
-            if result.candidates.len() < keep.min(limit) {
-                result.candidates.push(found.candidate());
-            }
-        }
-        !nested || count < limit
-    });
-    count = count.min(limit);
+    let mut gather = Gather {
+        index,
+        nested,
+        count: 0,
+        used_by_any: BTreeSet::new(),
+        keep: keep.min(query.limit.unwrap_or(usize::MAX)),
+        limit: query.limit.unwrap_or(usize::MAX),
+        result: &mut result,
+    };
+    search.run(&mut gather);
+    let count = gather.count.min(gather.limit);
+    let used_by_any = std::mem::take(&mut gather.used_by_any);
     if !nested {
         result.summary_only = Some(used_by_any);
     }
