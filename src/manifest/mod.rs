@@ -180,13 +180,31 @@ pub fn files_under(path: &Path) -> Result<Vec<PathBuf>, ReadError> {
     Ok(files)
 }
 
+/// Parser limits that grow with the input. The parser's defaults (1,024 documents, 250,000
+/// nodes) refuse a cloud of a few thousand providers in one file; a document or a node takes
+/// at least a few bytes of input, so limits proportional to its length admit any real file.
+/// The limits on aliases and anchors, which are what let a small file expand into a huge
+/// one, stay as they are.
+fn options_for(text: &str) -> serde_saphyr::Options {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_documents = budget.max_documents.max(text.len() / 3 + 1);
+    budget.max_nodes = budget.max_nodes.max(text.len());
+    budget.max_events = budget.max_events.max(text.len().saturating_mul(2));
+    budget.max_total_scalar_bytes = budget.max_total_scalar_bytes.max(text.len());
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget);
+    options
+}
+
 /// Parses one file's text: every document becomes a [`Document`]; empty documents are skipped;
 /// `kind: List` is expanded into its items.
 pub fn parse_stream(file: &str, text: &str) -> Result<Vec<Document>, ReadError> {
     let roots: Vec<serde_saphyr::Spanned<Node>> =
-        serde_saphyr::from_multiple(text).map_err(|e| ReadError::Syntax {
-            path: file.to_string(),
-            message: first_line(&e.to_string()),
+        serde_saphyr::from_multiple_with_options(text, options_for(text)).map_err(|e| {
+            ReadError::Syntax {
+                path: file.to_string(),
+                message: first_line(&e.to_string()),
+            }
         })?;
     let mut out = Vec::new();
     for (i, root) in roots.into_iter().enumerate() {
@@ -372,6 +390,38 @@ mod tests {
         assert_eq!(docs[1].origin.line, 12);
         assert_eq!(docs[1].name, "m1.large");
         assert!(docs.iter().all(|d| d.object.is_ok()));
+    }
+
+    #[test]
+    fn a_large_cloud_in_one_file_is_read() {
+        // 1,100 documents (the parser's default allows 1,024) ...
+        let provider = |i: usize| {
+            format!(
+                "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata:\n  name: cn{i}\nspec:\n  inventories:\n    VCPU: {{total: 8}}\n"
+            )
+        };
+        let stream: Vec<String> = (0..1_100).map(provider).collect();
+        let docs = parse_stream("cloud.yaml", &stream.join("---\n")).unwrap();
+        assert_eq!(docs.len(), 1_100);
+        assert!(docs.iter().all(|d| d.object.is_ok()));
+        // ... and a document of 300,000 nodes (the default allows 250,000).
+        let traits = vec!["COMPUTE_NODE"; 300_000].join(",");
+        let big = format!(
+            r#"{{"apiVersion":"kubeplace.io/v1alpha1","kind":"ResourceProvider","metadata":{{"name":"big"}},"spec":{{"traits":[{traits}]}}}}"#
+        );
+        let docs = parse_stream("big.json", &big).unwrap();
+        assert!(docs[0].object.is_ok());
+    }
+
+    #[test]
+    fn an_alias_bomb_is_still_refused() {
+        let mut yaml = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..12 {
+            let prev = format!("*a{}", i - 1);
+            yaml += &format!("a{i}: &a{i} [{}]\n", [prev.as_str(); 10].join(", "));
+        }
+        let err = parse_stream("bomb.yaml", &yaml).unwrap_err();
+        assert!(matches!(err, ReadError::Syntax { .. }), "{err}");
     }
 
     #[test]
