@@ -6,10 +6,15 @@ database, loads kubeplace manifests (ResourceProvider and Allocation objects)
 into it through Placement's REST API, and then either keeps serving it or runs
 GET queries against it and prints one JSON line per query.
 
-    oracle.py serve -f MANIFEST... [--port P] [--keep]
+    oracle.py serve -f MANIFEST... [--port P] [--keep | --state-dir DIR]
     oracle.py query -f MANIFEST... --query 'resources=VCPU:1&required=!CUSTOM_X' \
         [--query ...] [--queries-file FILE] [--microversion 1.39] \
-        [--path allocation_candidates|resource_providers] [--time --repeat N]
+        [--path allocation_candidates|resource_providers] [--time --repeat N] \
+        [--state-dir DIR]
+
+With --state-dir the database is kept in DIR together with the sha256 of each
+manifest it was loaded from; a later run with byte-identical manifests (and the
+same Placement version) reuses it and skips db sync and loading.
 
 It needs a Python with openstack-placement installed (PyYAML comes with it).
 When the running interpreter lacks it, the script re-executes itself with
@@ -20,6 +25,8 @@ Python's set order. See README.md next to this file.
 
 import argparse
 import collections
+import fcntl
+import hashlib
 import http.client
 import importlib.util
 import io
@@ -36,6 +43,7 @@ import threading
 import time
 import urllib.parse
 import uuid
+from importlib import metadata
 
 DEFAULT_VENV = os.environ.get("PLACEMENT_VENV", "/root/scratch/venv")
 DEFAULT_MICROVERSION = "1.39"
@@ -182,10 +190,13 @@ class Model:
 
 def load_manifests(paths):
     import yaml
+    # libyaml's safe loader when PyYAML has it: the same documents, several times faster
+    # (a 13 MB manifest takes minutes with the pure-Python one).
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     model = Model()
     for path in paths:
         with open(path) as f:
-            for doc in yaml.safe_load_all(f):
+            for doc in yaml.load_all(f, Loader=loader):
                 model.add_document(doc, path)
     return model
 
@@ -380,7 +391,7 @@ class CachedSchemaCheck:
         self.module.validate = self.orig
 
 
-def load_into_placement(client, model):
+def load_into_placement(client, model, progress_every=0):
     import os_resource_classes
     import os_traits
 
@@ -428,7 +439,12 @@ def load_into_placement(client, model):
 
     # 2. Providers, parents first, with inventories, traits and aggregates.
     gens = {}
-    for p in providers:
+    t0 = time.perf_counter()
+    for i, p in enumerate(providers, 1):
+        if progress_every and i % progress_every == 0:
+            dt = time.perf_counter() - t0
+            log("%d/%d providers in %.0f s (about %.0f s to go)"
+                % (i, len(providers), dt, dt / i * (len(providers) - i)))
         body = {"name": p["name"], "uuid": p["uuid"]}
         if p["parent"]:
             body["parent_provider_uuid"] = by_name[p["parent"]]["uuid"]
@@ -484,25 +500,95 @@ def load_into_placement(client, model):
 # Commands
 
 
+STATE_FILE = "loaded.json"
+
+
+def file_sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 class Oracle:
     def __init__(self, args):
         self.args = args
-        self.tmp = tempfile.mkdtemp(prefix="placement-oracle-", dir=args.tmpdir)
         self.httpd = None
+        self.lock = None
+        self.state_dir = getattr(args, "state_dir", None)
+        self.reused = None   # the state record when an existing database is reused
+        if self.state_dir:
+            self.tmp = os.path.abspath(self.state_dir)
+            os.makedirs(self.tmp, exist_ok=True)
+            self.lock = open(os.path.join(self.tmp, "lock"), "w")
+            try:
+                fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                raise OracleError("state dir %s is in use by another oracle" % self.tmp)
+        else:
+            self.tmp = tempfile.mkdtemp(prefix="placement-oracle-", dir=args.tmpdir)
 
     def close(self):
         if self.httpd is not None:
             self.httpd.shutdown()
             self.httpd.server_close()
-        if self.args.keep:
+        if self.state_dir:
+            log("state kept in %s" % self.tmp)
+            self.lock.close()
+        elif self.args.keep:
             log("kept %s" % self.tmp)
         else:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
+    def state_key(self):
+        """What a kept database must have been loaded from to be reused."""
+        return {"manifests": [{"file": os.path.basename(f), "sha256": file_sha256(f)}
+                              for f in self.args.file],
+                "placement": metadata.version("openstack-placement")}
+
+    def check_state(self):
+        """With --state-dir: reuse the database when it was loaded from the same
+        manifests, else remove it (and its record) so that it is loaded again."""
+        self.key = self.state_key()
+        record_path = os.path.join(self.tmp, STATE_FILE)
+        db = os.path.join(self.tmp, "placement.sqlite")
+        record = None
+        if os.path.exists(record_path):
+            with open(record_path) as f:
+                record = json.load(f)
+        if record is not None and os.path.exists(db):
+            if ([m["sha256"] for m in record["manifests"]] == [m["sha256"] for m in self.key["manifests"]]
+                    and record["placement"] == self.key["placement"]):
+                self.reused = record
+                log("reusing the database in %s (loaded %s: %d providers, %d consumers in %.0f s)"
+                    % (self.tmp, record["loaded_at"], record["providers"], record["consumers"],
+                       record["seconds"]))
+                return
+            log("the database in %s was loaded from other manifests or another Placement; "
+                "loading again" % self.tmp)
+        for name in (STATE_FILE, "placement.sqlite", "placement.log"):
+            try:
+                os.remove(os.path.join(self.tmp, name))
+            except FileNotFoundError:
+                pass
+
+    def save_state(self):
+        record = dict(self.key, loaded_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                      **{k: v for k, v in self.load_stats.items() if k != "uuids"})
+        path = os.path.join(self.tmp, STATE_FILE)
+        with open(path + ".new", "w") as f:
+            json.dump(record, f, indent=1)
+            f.write("\n")
+        os.replace(path + ".new", path)
+
     def start(self, serve_http):
         t0 = time.perf_counter()
+        if self.state_dir:
+            self.check_state()
         conf = write_config(self.tmp, self.args.debug)
-        db_sync(self.tmp, conf)
+        if self.reused is None:
+            db_sync(self.tmp, conf)
         app = load_app(self.tmp)
         t1 = time.perf_counter()
         log("placement ready in %.2f s (config dir %s)" % (t1 - t0, self.tmp))
@@ -520,16 +606,26 @@ class Oracle:
                 self.base = "http://127.0.0.1:%d" % port
             self.client = HttpClient(self.base)
 
-    def load(self):
+    def load(self, want_uuids=True):
+        if self.reused is not None:
+            # The database already holds these manifests; read them only for the uuids.
+            self.load_stats = {k: self.reused[k] for k in
+                               ("providers", "consumers", "seconds", "cpu_seconds", "requests")}
+            if want_uuids:
+                model = load_manifests(self.args.file)
+                self.load_stats["uuids"] = {p["name"]: p["uuid"] for p in model.providers.values()}
+            self.load_stats["reused"] = True
+            return
         model = load_manifests(self.args.file)
         for kind, n in sorted(model.ignored.items()):
             log("ignored %d %s document(s)" % (n, kind))
         t0, c0 = time.perf_counter(), time.process_time()
+        every = 2000 if len(model.providers) >= 10000 else 0
         if self.args.stock_load:
-            nprov, ncons = load_into_placement(self.client, model)
+            nprov, ncons = load_into_placement(self.client, model, every)
         else:
             with CachedSchemaCheck():
-                nprov, ncons = load_into_placement(self.client, model)
+                nprov, ncons = load_into_placement(self.client, model, every)
         dt, cpu = time.perf_counter() - t0, time.process_time() - c0
         log("loaded %d providers and %d consumers in %.2f s (%.2f s CPU) with %d requests "
             "(%.1f ms/provider, %.1f ms/request, transport %s)"
@@ -540,6 +636,8 @@ class Oracle:
                            "cpu_seconds": round(cpu, 3),
                            "requests": self.client.requests,
                            "uuids": {p["name"]: p["uuid"] for p in model.providers.values()}}
+        if self.state_dir:
+            self.save_state()
 
 
 def read_queries(args):
@@ -567,7 +665,7 @@ def cmd_query(args):
     oracle = Oracle(args)
     try:
         oracle.start(serve_http=False)
-        oracle.load()
+        oracle.load(want_uuids=args.load_stats)
         if args.load_stats:
             print(json.dumps({"load": oracle.load_stats}), flush=True)
         for q in read_queries(args):
@@ -606,7 +704,7 @@ def cmd_serve(args):
     signal.signal(signal.SIGTERM, stop)
     try:
         oracle.start(serve_http=True)
-        oracle.load()
+        oracle.load(want_uuids=False)
         print(oracle.base, flush=True)
         while True:
             time.sleep(3600)
@@ -749,6 +847,11 @@ def main():
         p.add_argument("--tmpdir", default=None,
                        help="where to create the config/sqlite dir (default: $TMPDIR or /tmp)")
         p.add_argument("--keep", action="store_true", help="keep the config dir, sqlite db and log")
+        if files:
+            p.add_argument("--state-dir", default=None,
+                           help="keep the config, sqlite db and log in this directory with the "
+                                "sha256 of each manifest; when it already holds a database "
+                                "loaded from byte-identical manifests, skip db sync and loading")
         p.add_argument("--debug", action="store_true", help="debug logging in placement.log")
         p.add_argument("--stock-load", action="store_true",
                        help="load without the jsonschema schema-check cache (slower, same result)")
