@@ -751,13 +751,14 @@ impl<'a> Search<'a> {
             parts: vec![Vec::new(); self.groups.len()],
             ..Default::default()
         };
-        let roots = &self.index.roots;
+        let order = self.index.root_order();
+        let roots = &order.roots;
         let early = if self.prune {
             self.walk_before_pruning.min(roots.len())
         } else {
             roots.len()
         };
-        for &anchor in roots.values().take(early) {
+        for &anchor in &roots[..early] {
             if !self.visit_anchor(anchor, &mut scratch, &mut visit) {
                 return;
             }
@@ -765,10 +766,6 @@ impl<'a> Search<'a> {
         if early == roots.len() {
             return;
         }
-        let last_walked: Option<&str> = early
-            .checked_sub(1)
-            .and_then(|i| roots.keys().nth(i))
-            .map(|k| &**k);
         // The limit still wants `limit - found` candidates: at the rate seen so far, that
         // many trees more. Pruning pays only when its postings cost less than walking
         // them (a tree costs about eight posting checks).
@@ -778,19 +775,20 @@ impl<'a> Search<'a> {
         };
         match self.possible_anchors(max_cost) {
             None => {
-                for &anchor in roots.values().skip(early) {
+                for &anchor in &roots[early..] {
                     if !self.visit_anchor(anchor, &mut scratch, &mut visit) {
                         return;
                     }
                 }
             }
-            // Few trees left: sorting them by name beats scanning every root.
+            // Few trees left: sorting them by rank beats scanning every root.
             Some(set) if set.len() * 16 < roots.len() => {
+                let rank = |r: ProviderId| order.rank[r as usize];
                 let mut left: Vec<ProviderId> = set
                     .ids()
-                    .filter(|r| last_walked.is_none_or(|l| *self.index.get(*r).name > *l))
+                    .filter(|&r| rank(r) != u32::MAX && rank(r) as usize >= early)
                     .collect();
-                left.sort_unstable_by(|a, b| self.index.get(*a).name.cmp(&self.index.get(*b).name));
+                left.sort_unstable_by_key(|&r| rank(r));
                 for anchor in left {
                     if !self.visit_anchor(anchor, &mut scratch, &mut visit) {
                         return;
@@ -798,7 +796,7 @@ impl<'a> Search<'a> {
                 }
             }
             Some(set) => {
-                for &anchor in roots.values().skip(early) {
+                for &anchor in &roots[early..] {
                     if set.contains(anchor) && !self.visit_anchor(anchor, &mut scratch, &mut visit)
                     {
                         return;

@@ -1,9 +1,11 @@
 //! The provider index: every provider in a compact arena, linked into trees, with
 //! interned resource classes, traits and aggregates, usages from allocations, and the
 //! inventories and traits provider configs add. Every change is incremental: one
-//! provider or one consumer's allocations at a time, never a rebuild.
+//! provider or one consumer's allocations at a time, never a rebuild. Only the list of
+//! roots in name order is rebuilt, on the first search after the roots change.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::OnceLock;
 
 use smallvec::SmallVec;
 
@@ -49,6 +51,9 @@ pub enum TreeError {
     DuplicateUuid { uuid: String, other: String },
 }
 
+/// A provider's children.
+pub(crate) type Children = SmallVec<[ProviderId; 4]>;
+
 /// One provider in the arena.
 #[derive(Debug, Clone)]
 pub(crate) struct Provider {
@@ -59,8 +64,9 @@ pub(crate) struct Provider {
     pub(crate) parent: Option<ProviderId>,
     /// The root's slot, when the provider is in a well-formed tree.
     pub(crate) root: Option<ProviderId>,
-    /// Children by slot, sorted by name.
-    pub(crate) children: Vec<ProviderId>,
+    /// Children by slot, sorted by name; inline for a few, so walking a tree reads no
+    /// other allocation.
+    pub(crate) children: Children,
     /// The provider's own inventories, sorted by class.
     pub(crate) own_inventories: Vec<(ClassId, Inventory)>,
     /// Inventories of every source (own, then provider configs for other classes), sorted by class.
@@ -69,10 +75,11 @@ pub(crate) struct Provider {
     pub(crate) usages: Vec<(ClassId, i64)>,
     /// The provider's own traits, sorted.
     pub(crate) own_traits: Vec<TraitId>,
-    /// Own traits and those provider configs add, sorted.
-    pub(crate) traits: Vec<TraitId>,
+    /// Own traits and those provider configs add, sorted; inline for a few, like
+    /// `aggregates`, since the search reads them for every provider it looks at.
+    pub(crate) traits: SmallVec<[TraitId; 4]>,
     /// Aggregates, sorted.
-    pub(crate) aggregates: Vec<AggregateId>,
+    pub(crate) aggregates: SmallVec<[AggregateId; 4]>,
 }
 
 impl Provider {
@@ -95,6 +102,14 @@ impl Provider {
     }
 }
 
+/// The roots in name order, and each slot's position in it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RootOrder {
+    pub(crate) roots: Vec<ProviderId>,
+    /// By slot; `u32::MAX` for a slot that is not a root.
+    pub(crate) rank: Vec<u32>,
+}
+
 /// Providers and usages, with the lookups candidate search needs.
 #[derive(Debug, Clone, Default)]
 pub struct ProviderIndex {
@@ -106,6 +121,9 @@ pub struct ProviderIndex {
     waiting_for_parent: HashMap<Box<str>, Vec<ProviderId>>,
     /// Providers without a parent, by name.
     pub(crate) roots: BTreeMap<Box<str>, ProviderId>,
+    /// `roots` as a list and a rank per slot, built on first use after the roots change:
+    /// walking a list beats walking the map's nodes, and ranks compare without names.
+    root_order: OnceLock<RootOrder>,
     pub(crate) classes: Interner,
     pub(crate) traits: Interner,
     pub(crate) aggregate_names: Interner,
@@ -157,6 +175,18 @@ fn add_usage(usages: &mut Vec<(ClassId, i64)>, class: ClassId, amount: i64) {
 }
 
 impl ProviderIndex {
+    /// The roots in name order, with their ranks.
+    pub(crate) fn root_order(&self) -> &RootOrder {
+        self.root_order.get_or_init(|| {
+            let roots: Vec<ProviderId> = self.roots.values().copied().collect();
+            let mut rank = vec![u32::MAX; self.slots.len()];
+            for (i, &r) in roots.iter().enumerate() {
+                rank[r as usize] = i as u32;
+            }
+            RootOrder { roots, rank }
+        })
+    }
+
     pub(crate) fn get(&self, id: ProviderId) -> &Provider {
         self.slots[id as usize]
             .as_ref()
@@ -178,7 +208,7 @@ impl ProviderIndex {
         self.get(a).name.cmp(&self.get(b).name)
     }
 
-    fn insert_sorted_by_name(&self, list: &mut Vec<ProviderId>, id: ProviderId) {
+    fn insert_sorted_by_name(&self, list: &mut Children, id: ProviderId) {
         let name = &self.get(id).name;
         let at = list.partition_point(|x| self.get(*x).name < *name);
         list.insert(at, id);
@@ -234,6 +264,7 @@ impl ProviderIndex {
                 let children = self
                     .waiting_for_parent
                     .remove(record.name.as_str())
+                    .map(Children::from_vec)
                     .unwrap_or_default();
                 (children, usages, None)
             }
@@ -262,9 +293,9 @@ impl ProviderIndex {
             inventories: Vec::new(),
             own_inventories,
             usages,
-            traits: Vec::new(),
+            traits: SmallVec::new(),
             own_traits,
-            aggregates,
+            aggregates: aggregates.into(),
         };
         if id as usize == self.slots.len() {
             self.slots.push(Some(provider));
@@ -282,6 +313,7 @@ impl ProviderIndex {
         match record.parent.as_deref() {
             None => {
                 self.roots.insert(record.name.as_str().into(), id);
+                self.root_order = OnceLock::new();
             }
             Some(parent) => match self.by_name.get(parent).copied() {
                 Some(pid) => {
@@ -343,7 +375,7 @@ impl ProviderIndex {
         inventories.sort_by_key(|(c, _)| *c);
         let classes: SmallVec<[ClassId; 8]> = inventories.iter().map(|(c, _)| *c).collect();
         p.inventories = inventories;
-        let mut traits = p.own_traits.clone();
+        let mut traits: SmallVec<[TraitId; 4]> = p.own_traits.iter().copied().collect();
         traits.extend(config_traits);
         traits.sort_unstable();
         traits.dedup();
@@ -419,6 +451,7 @@ impl ProviderIndex {
         match (&p.parent_name, p.parent) {
             (None, _) => {
                 self.roots.remove(&p.name);
+                self.root_order = OnceLock::new();
             }
             (Some(_), Some(pid)) => {
                 if let Some(parent) = self.slots[pid as usize].as_mut() {
@@ -467,7 +500,7 @@ impl ProviderIndex {
         }
         if !p.children.is_empty() {
             self.waiting_for_parent
-                .insert(p.name.clone(), p.children.clone());
+                .insert(p.name.clone(), p.children.to_vec());
         }
         if !p.usages.is_empty() {
             self.orphan_usages.insert(p.name.clone(), p.usages.clone());
