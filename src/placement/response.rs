@@ -38,9 +38,12 @@ pub fn candidates_body(index: &ProviderIndex, set: &CandidateSet, mv: Microversi
                 let entry = allocations
                     .entry(index.get(*p).uuid.to_string())
                     .or_insert_with(|| json!({"resources": {}}));
-                entry["resources"][index.classes.name(*class)] = json!(amount);
+                entry["resources"][index.classes.name(*class)] = Value::from(*amount);
             }
-            let mut request = json!({"allocations": allocations});
+            // Values are moved into place: `json!` with a variable would copy it by
+            // serialising it, which costs more than the search on large answers.
+            let mut request = Map::new();
+            request.insert("allocations".into(), Value::Object(allocations));
             if mv.at_least(34) {
                 let mappings: Map<String, Value> = c
                     .mappings
@@ -51,9 +54,9 @@ pub fn candidates_body(index: &ProviderIndex, set: &CandidateSet, mv: Microversi
                         (suffix.clone(), Value::Array(uuids))
                     })
                     .collect();
-                request["mappings"] = Value::Object(mappings);
+                request.insert("mappings".into(), Value::Object(mappings));
             }
-            request
+            Value::Object(request)
         })
         .collect();
     let mut summaries = Map::new();
@@ -73,28 +76,37 @@ pub fn candidates_body(index: &ProviderIndex, set: &CandidateSet, mv: Microversi
             let mut resources = Map::new();
             for (class, inv) in &prov.inventories {
                 if mv.at_least(27) || set.requested_classes.contains(class) {
-                    resources.insert(
-                        index.classes.name(*class).to_string(),
-                        json!({"capacity": inv.capacity(), "used": prov.used(*class)}),
-                    );
+                    let mut usage = Map::new();
+                    usage.insert("capacity".into(), Value::from(inv.capacity()));
+                    usage.insert("used".into(), Value::from(prov.used(*class)));
+                    resources.insert(index.classes.name(*class).to_string(), Value::Object(usage));
                 }
             }
-            let mut summary = json!({"resources": resources});
+            let mut summary = Map::new();
+            summary.insert("resources".into(), Value::Object(resources));
             if mv.at_least(17) {
                 let mut traits: Vec<&str> =
                     prov.traits.iter().map(|t| index.traits.name(*t)).collect();
                 traits.sort_unstable();
-                summary["traits"] = json!(traits);
+                summary.insert(
+                    "traits".into(),
+                    Value::Array(traits.into_iter().map(Value::from).collect()),
+                );
             }
             if mv.at_least(29) {
-                summary["parent_provider_uuid"] =
-                    prov.parent.map(|pp| uuid(index, pp)).unwrap_or(Value::Null);
-                summary["root_provider_uuid"] = uuid(index, root_of(index, p));
+                summary.insert(
+                    "parent_provider_uuid".into(),
+                    prov.parent.map(|pp| uuid(index, pp)).unwrap_or(Value::Null),
+                );
+                summary.insert("root_provider_uuid".into(), uuid(index, root_of(index, p)));
             }
-            summaries.insert(prov.uuid.to_string(), summary);
+            summaries.insert(prov.uuid.to_string(), Value::Object(summary));
         }
     }
-    json!({"allocation_requests": requests, "provider_summaries": summaries})
+    let mut body = Map::new();
+    body.insert("allocation_requests".into(), Value::Array(requests));
+    body.insert("provider_summaries".into(), Value::Object(summaries));
+    Value::Object(body)
 }
 
 /// The `GET /resource_providers` body for the given providers.
@@ -112,5 +124,7 @@ pub fn providers_body(index: &ProviderIndex, providers: &[ProviderId], mv: Micro
             v
         })
         .collect();
-    json!({"resource_providers": list})
+    let mut body = Map::new();
+    body.insert("resource_providers".into(), Value::Array(list));
+    Value::Object(body)
 }
