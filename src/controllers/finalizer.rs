@@ -92,8 +92,7 @@ pub async fn release(client: &Client, releases: &Releases) {
     }
     for who in &releases.remove_finalizer {
         // The finalizer stays until the allocation is really gone.
-        let allocation = format!("server.{}.{}", who.namespace, who.name);
-        if failed.contains(&allocation.as_str()) {
+        if failed.contains(&who.allocation_name().as_str()) {
             continue;
         }
         if let Err(e) = remove_finalizer(client, who).await {

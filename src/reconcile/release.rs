@@ -11,8 +11,6 @@
 use crate::api::{Allocation, Object, Server};
 use crate::store::{ObjectKey, Store};
 
-use super::scheduler::allocation_name;
-
 /// The finalizer that holds a Server until its Allocation is deleted.
 pub const ALLOCATION_FINALIZER: &str = "kubeplace.io/allocation";
 
@@ -20,25 +18,9 @@ pub const ALLOCATION_FINALIZER: &str = "kubeplace.io/allocation";
 pub const SERVER_NAMESPACE_LABEL: &str = "kubeplace.io/server-namespace";
 pub const SERVER_NAME_LABEL: &str = "kubeplace.io/server-name";
 
-/// A Server by namespace and name.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct ServerRef {
-    pub namespace: String,
-    pub name: String,
-}
+pub use super::scheduler::ServerRef;
 
 impl ServerRef {
-    fn of(server: &Server) -> ServerRef {
-        ServerRef {
-            namespace: server
-                .metadata
-                .namespace
-                .clone()
-                .unwrap_or_else(|| "default".into()),
-            name: server.metadata.name.clone().unwrap_or_default(),
-        }
-    }
-
     fn key(&self) -> ObjectKey {
         ObjectKey {
             kind: "Server",
@@ -83,8 +65,8 @@ pub fn allocation_server(allocation: &Allocation) -> Option<ServerRef> {
         namespace: labels.get(SERVER_NAMESPACE_LABEL)?.clone(),
         name: labels.get(SERVER_NAME_LABEL)?.clone(),
     };
-    let expected = format!("server.{}.{}", server.namespace, server.name);
-    (allocation.metadata.name.as_deref() == Some(expected.as_str())).then_some(server)
+    (allocation.metadata.name.as_deref() == Some(server.allocation_name().as_str()))
+        .then_some(server)
 }
 
 /// What to do now, from the store alone.
@@ -101,7 +83,7 @@ pub fn releases(store: &Store) -> Releases {
             }
             continue;
         }
-        let allocation = allocation_name(server);
+        let allocation = who.allocation_name();
         if store.get_cluster("Allocation", &allocation).is_some() {
             out.delete_allocations.push(allocation);
         }

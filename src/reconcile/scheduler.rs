@@ -27,22 +27,41 @@ pub struct Unplaceable {
     pub message: String,
 }
 
+/// A Server by namespace and name (a server without a namespace is in `default`): the one
+/// place its Allocation name and consumer uuid are derived from.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ServerRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ServerRef {
+    pub fn of(server: &Server) -> ServerRef {
+        ServerRef {
+            namespace: server
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into()),
+            name: server.metadata.name.clone().unwrap_or_default(),
+        }
+    }
+
+    /// The name of the Allocation that holds the server's resources.
+    pub fn allocation_name(&self) -> String {
+        format!("server.{}.{}", self.namespace, self.name)
+    }
+}
+
 /// The name of the Allocation that holds a server's resources.
 pub fn allocation_name(server: &Server) -> String {
-    format!(
-        "server.{}.{}",
-        server.metadata.namespace.as_deref().unwrap_or("default"),
-        server.metadata.name.as_deref().unwrap_or("")
-    )
+    ServerRef::of(server).allocation_name()
 }
 
 /// The consumer uuid of a server: stable for its namespace and name.
 pub fn consumer_uuid(server: &Server) -> String {
-    derived_provider_uuid(&format!(
-        "server:{}/{}",
-        server.metadata.namespace.as_deref().unwrap_or("default"),
-        server.metadata.name.as_deref().unwrap_or("")
-    ))
+    let who = ServerRef::of(server);
+    derived_provider_uuid(&format!("server:{}/{}", who.namespace, who.name))
 }
 
 /// The server's flavor and image, or why one is missing.
@@ -150,20 +169,14 @@ pub fn plan(store: &Store, server: &Server) -> Result<Allocation, Unplaceable> {
                 .collect(),
         },
     );
+    let who = ServerRef::of(server);
     allocation.metadata.labels = Some(
         [
             (
                 super::release::SERVER_NAMESPACE_LABEL.to_string(),
-                server
-                    .metadata
-                    .namespace
-                    .clone()
-                    .unwrap_or_else(|| "default".into()),
+                who.namespace,
             ),
-            (
-                super::release::SERVER_NAME_LABEL.to_string(),
-                server.metadata.name.clone().unwrap_or_default(),
-            ),
+            (super::release::SERVER_NAME_LABEL.to_string(), who.name),
         ]
         .into(),
     );

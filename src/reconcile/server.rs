@@ -112,13 +112,10 @@ pub(super) fn status(server: &Server, world: &World, generation: Option<i64>) ->
             status.service_profile = Some(profile.clone());
             match store.get_cluster("ServiceProfile", &profile) {
                 Some(Object::ServiceProfile(sp)) => {
+                    let who = super::scheduler::ServerRef::of(server);
                     let context = ServerContext {
-                        name: server.metadata.name.clone().unwrap_or_default(),
-                        namespace: server
-                            .metadata
-                            .namespace
-                            .clone()
-                            .unwrap_or_else(|| "default".into()),
+                        name: who.name,
+                        namespace: who.namespace,
                         flavor: server.spec.flavor.clone(),
                         image: server.spec.image.clone(),
                         meta: server.spec.flavor_meta.clone(),
