@@ -91,11 +91,7 @@ pub fn admit(
 ) -> Verdict {
     // A change that leaves the spec alone (labels, annotations, finalizers) is not judged
     // again: objects admitted once stay editable, and a finalizer can always be removed.
-    if operation == Operation::Update
-        && let Some(old) = old
-        && old.kind() == object.kind()
-        && old.to_value().get("spec") == object.to_value().get("spec")
-    {
+    if operation == Operation::Update && old.is_some_and(|old| old.same_spec(object)) {
         return Verdict {
             allowed: true,
             message: String::new(),

@@ -59,6 +59,14 @@ macro_rules! kinds {
             }
 
             /// The current status, if any, as JSON.
+            /// Whether both are of one kind with equal specs.
+            pub fn same_spec(&self, other: &Object) -> bool {
+                match (self, other) {
+                    $((Object::$kind(a), Object::$kind(b)) => a.spec == b.spec,)*
+                    _ => false,
+                }
+            }
+
             pub fn status_value(&self) -> Value {
                 match self { $(Object::$kind(o) => serde_json::to_value(&o.status),)* }
                     .unwrap_or(Value::Null)
