@@ -3,8 +3,6 @@
 //! it on deletion and records a rejection as an Event. No kubelet runs pods here, so this
 //! is how the install's least-privilege rules are proven enough.
 
-use std::process::Command;
-
 use super::support::{self, exclusive_lock};
 use super::{ControlPlane, Operator, crds_installed, eventually};
 
@@ -77,43 +75,6 @@ fn token_kubeconfig(cp: &ControlPlane, token: &str) -> std::path::PathBuf {
     path
 }
 
-/// A webhook configuration for flavors only, calling the operator by URL with `ca`.
-fn flavor_webhook(port: u16, ca_pem: &str) -> String {
-    let mut b64 = Command::new("base64")
-        .arg("-w0")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("base64");
-    use std::io::Write;
-    b64.stdin
-        .take()
-        .unwrap()
-        .write_all(ca_pem.as_bytes())
-        .unwrap();
-    let ca = String::from_utf8(b64.wait_with_output().unwrap().stdout).unwrap();
-    format!(
-        r#"apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingWebhookConfiguration
-metadata:
-  name: kubeplace-rbac
-webhooks:
-- name: flavors.kubeplace.io
-  admissionReviewVersions: [v1]
-  sideEffects: None
-  failurePolicy: Fail
-  clientConfig:
-    url: https://127.0.0.1:{port}/validate/flavors
-    caBundle: {ca}
-  rules:
-  - apiGroups: [kubeplace.io]
-    apiVersions: ["*"]
-    operations: [CREATE, UPDATE]
-    resources: [flavors]
-"#
-    )
-}
-
 #[test]
 fn the_operator_needs_nothing_beyond_the_manifests_rbac() {
     let _exclusive = exclusive_lock();
@@ -157,9 +118,21 @@ fn the_operator_needs_nothing_beyond_the_manifests_rbac() {
     std::fs::write(&key, &certs.key_pem).unwrap();
     let webhook_port = support::free_port();
     let metrics_port = support::free_port();
+    // The webhook configuration `--self-signed` registers, with the files' CA, for flavors
+    // only: a Server applied in one stream with its Flavor could otherwise reach the
+    // webhook before the watch has brought the Flavor in.
+    let mut config = kubeplace::webhook::config::webhook_configuration(
+        "kubeplace-rbac",
+        &kubeplace::webhook::config::base_url("127.0.0.1", webhook_port),
+        &certs.ca_pem,
+    );
+    config
+        .webhooks
+        .get_or_insert_with(Vec::new)
+        .retain(|w| w.name == "flavors.kubeplace.io");
     cp.kubectl_stdin(
         &["apply", "-f", "-"],
-        &flavor_webhook(webhook_port, &certs.ca_pem),
+        &serde_json::to_string(&config).unwrap(),
     )
     .ok();
     let args: Vec<String> = vec![
