@@ -17,6 +17,7 @@ use std::collections::{BTreeSet, HashSet};
 
 use smallvec::{SmallVec, smallvec};
 
+use super::packed_tree::PackedTree;
 use super::provider_tree::{AggregateId, ClassId, ProviderId, ProviderIndex, TraitId};
 use super::query::{CandidatesQuery, GroupPolicy, GroupQuery};
 
@@ -238,12 +239,96 @@ struct Scratch {
     linked: Vec<ProviderId>,
     parts: Vec<Vec<GroupPart>>,
     lists: Vec<Vec<ProviderId>>,
+    /// Per list, each provider's required-set mask (closed-form counting).
+    masks: Vec<Vec<u16>>,
     keep: Vec<bool>,
     idx: Vec<usize>,
     sums: Vec<(ProviderId, ClassId, i64)>,
     /// Candidates made only of sharing providers repeat under every tree those providers
     /// serve; they count once.
     sharing_seen: HashSet<Candidate>,
+}
+
+/// Whether sorted `aggregates` meet every any-of set.
+fn in_every_set(aggregates: &[AggregateId], sets: &[Vec<AggregateId>]) -> bool {
+    sets.iter()
+        .all(|any| any.iter().any(|a| aggregates.binary_search(a).is_ok()))
+}
+
+/// Whether sorted `aggregates` hold any of `wanted`.
+fn in_any(aggregates: &[AggregateId], wanted: &[AggregateId]) -> bool {
+    wanted.iter().any(|a| aggregates.binary_search(a).is_ok())
+}
+
+/// Whether sorted `traits` hold any of `wanted`.
+fn has_any(traits: &[TraitId], wanted: &[TraitId]) -> bool {
+    wanted.iter().any(|t| traits.binary_search(t).is_ok())
+}
+
+/// Bit i set: `traits` hold a trait of the group's required any-of set i.
+fn required_mask(g: &Group, traits: &[TraitId]) -> u16 {
+    g.required
+        .iter()
+        .enumerate()
+        .filter(|(_, any)| has_any(traits, any))
+        .fold(0u16, |m, (i, _)| m | (1 << i))
+}
+
+/// Where the unnumbered group stands with a tree's root: whether the root is in the
+/// group's aggregates, and whether it is in a forbidden one.
+#[derive(Clone, Copy)]
+struct SpreadAnchor {
+    in_aggregates: bool,
+    forbidden: bool,
+}
+
+impl SpreadAnchor {
+    fn new(g: &Group, root_aggregates: &[AggregateId]) -> Self {
+        SpreadAnchor {
+            in_aggregates: g
+                .member_of
+                .as_ref()
+                .is_none_or(|m| in_every_set(root_aggregates, m)),
+            forbidden: in_any(root_aggregates, &g.forbidden_aggregates),
+        }
+    }
+
+    /// Whether the unnumbered group may take resources from a provider of the tree with
+    /// these traits and aggregates. A sharing provider must also be in the group's
+    /// aggregates itself.
+    fn keeps(&self, g: &Group, traits: &[TraitId], aggregates: &[AggregateId]) -> bool {
+        (self.in_aggregates
+            || g.member_of
+                .as_ref()
+                .is_none_or(|m| in_every_set(aggregates, m)))
+            && !self.forbidden
+            && !in_any(aggregates, &g.forbidden_aggregates)
+            && !has_any(traits, &g.forbidden)
+    }
+}
+
+/// How many ways there are to pick one provider from each list such that every required
+/// set is covered, given each provider's [`required_mask`]: by inclusion–exclusion over the
+/// sets S left uncovered, Σ_S (-1)^|S| Π_list (providers with no trait of any set in S).
+/// `None` on overflow.
+fn covered_choices(sets: usize, masks: &[Vec<u16>]) -> Option<usize> {
+    let mut total: i128 = 0;
+    for uncovered in 0u16..(1 << sets) {
+        let mut product: i128 = 1;
+        for list in masks {
+            let n = list.iter().filter(|m| *m & uncovered == 0).count() as i128;
+            product = product.checked_mul(n)?;
+            if product == 0 {
+                break;
+            }
+        }
+        if uncovered.count_ones() % 2 == 0 {
+            total = total.checked_add(product)?;
+        } else {
+            total = total.checked_sub(product)?;
+        }
+    }
+    usize::try_from(total).ok()
 }
 
 impl<'a> Search<'a> {
@@ -258,27 +343,23 @@ impl<'a> Search<'a> {
     }
 
     fn has_forbidden(&self, p: ProviderId, g: &Group) -> bool {
-        let prov = self.index.get(p);
-        g.forbidden.iter().any(|t| prov.has_trait(*t))
+        has_any(&self.index.get(p).traits, &g.forbidden)
     }
 
     fn in_aggregates(&self, p: ProviderId, sets: &[Vec<AggregateId>]) -> bool {
-        let aggs = &self.index.get(p).aggregates;
-        sets.iter()
-            .all(|any| any.iter().any(|a| aggs.binary_search(a).is_ok()))
+        in_every_set(&self.index.get(p).aggregates, sets)
     }
 
     fn in_any_aggregate(&self, p: ProviderId, aggs: &[AggregateId]) -> bool {
-        let mine = &self.index.get(p).aggregates;
-        aggs.iter().any(|a| mine.binary_search(a).is_ok())
+        in_any(&self.index.get(p).aggregates, aggs)
     }
 
-    fn anchor_allowed(&self, root: ProviderId) -> bool {
-        let p = self.index.get(root);
+    /// Whether root_required and root_forbidden accept a root with these traits.
+    fn anchor_allowed(&self, root_traits: &[TraitId]) -> bool {
         self.root_required
             .as_ref()
-            .is_some_and(|req| req.iter().all(|t| p.has_trait(*t)))
-            && !self.root_forbidden.iter().any(|t| p.has_trait(*t))
+            .is_some_and(|req| req.iter().all(|t| root_traits.binary_search(t).is_ok()))
+            && !has_any(root_traits, &self.root_forbidden)
     }
 
     /// Whether one provider satisfies everything a numbered group asks of it.
@@ -350,13 +431,10 @@ impl<'a> Search<'a> {
                 .as_ref()
                 .is_none_or(|m| self.in_aggregates(p, m))
         };
-        let anchor_in_aggs = g.member_of.is_none() || in_aggs(anchor);
-        let anchor_forbidden = self.in_any_aggregate(anchor, &g.forbidden_aggregates);
+        let spread = SpreadAnchor::new(g, &self.index.get(anchor).aggregates);
         let keep_one = |p: ProviderId| {
-            (anchor_in_aggs || in_aggs(p))
-                && !anchor_forbidden
-                && !self.in_any_aggregate(p, &g.forbidden_aggregates)
-                && !self.has_forbidden(p, g)
+            let prov = self.index.get(p);
+            spread.keeps(g, &prov.traits, &prov.aggregates)
         };
         let linked: &[ProviderId] = if g.in_tree_root.is_some() {
             &[]
@@ -418,13 +496,15 @@ impl<'a> Search<'a> {
     ///
     /// A candidate is one provider per class; the classes are distinct, so no amounts are
     /// summed and each provider already fits its amount. What remains is that every
-    /// required any-of set has a trait on some chosen provider. By inclusion–exclusion over
-    /// the sets S that go uncovered, the count is Σ_S (-1)^|S| Π_class (providers in the
-    /// class's list with no trait of any set in S).
-    fn spread_count(&self, g: &Group, lists: &[Vec<ProviderId>]) -> Option<usize> {
-        let k = g.required.len();
+    /// required any-of set has a trait on some chosen provider ([`covered_choices`]).
+    fn spread_count(
+        &self,
+        g: &Group,
+        lists: &[Vec<ProviderId>],
+        masks: &mut Vec<Vec<u16>>,
+    ) -> Option<usize> {
         // 2^k products: beyond a few sets the walk is cheaper.
-        if k > MAX_CLOSED_FORM_SETS {
+        if g.required.len() > MAX_CLOSED_FORM_SETS {
             return None;
         }
         // Candidates made only of sharing providers count once across trees: where one is
@@ -433,39 +513,85 @@ impl<'a> Search<'a> {
         if lists.iter().all(|l| l.iter().any(sharing)) {
             return None;
         }
-        // Bit i: the provider has a trait of required set i.
-        let mut masks: SmallVec<[SmallVec<[u16; 8]>; 4]> = SmallVec::new();
-        for list in lists {
-            masks.push(
+        masks.resize_with(lists.len(), Vec::new);
+        for (list, m) in lists.iter().zip(masks.iter_mut()) {
+            m.clear();
+            m.extend(
                 list.iter()
-                    .map(|&p| {
-                        let prov = self.index.get(p);
-                        g.required
-                            .iter()
-                            .enumerate()
-                            .filter(|(_, any)| any.iter().any(|t| prov.has_trait(*t)))
-                            .fold(0u16, |m, (i, _)| m | (1 << i))
-                    })
-                    .collect(),
+                    .map(|&p| required_mask(g, &self.index.get(p).traits)),
             );
         }
-        let mut total: i128 = 0;
-        for uncovered in 0u16..(1 << k) {
-            let mut product: i128 = 1;
-            for list in &masks {
-                let n = list.iter().filter(|m| *m & uncovered == 0).count() as i128;
-                product = product.checked_mul(n)?;
-                if product == 0 {
-                    break;
+        covered_choices(g.required.len(), &masks[..lists.len()])
+    }
+
+    /// [`Self::spread_lists`] and [`Self::spread_count`] in one pass over a packed tree,
+    /// reading only the pack and the (few, often read) sharing providers linked to it.
+    fn packed_spread_count(
+        &self,
+        g: &Group,
+        anchor: ProviderId,
+        tree: &PackedTree,
+        linked: &[ProviderId],
+        masks: &mut Vec<Vec<u16>>,
+    ) -> Option<usize> {
+        if g.required.len() > MAX_CLOSED_FORM_SETS {
+            return None;
+        }
+        if g.in_tree_root.is_some_and(|r| r != anchor) {
+            return Some(0);
+        }
+        let spread = SpreadAnchor::new(g, tree.aggregates(0));
+        let n = g.resources.len();
+        masks.resize_with(n, Vec::new);
+        for m in masks.iter_mut() {
+            m.clear();
+        }
+        let mut sharing: SmallVec<[bool; 8]> = smallvec![false; n];
+        for i in 0..tree.len() {
+            let traits = tree.traits(i);
+            if !spread.keeps(g, traits, tree.aggregates(i)) {
+                continue;
+            }
+            let mask = required_mask(g, traits);
+            for (j, (c, a)) in g.resources.iter().enumerate() {
+                if tree.fits(i, *c, *a) {
+                    masks[j].push(mask);
+                    sharing[j] =
+                        sharing[j] || self.index.sharing.binary_search(&tree.id(i)).is_ok();
                 }
             }
-            if uncovered.count_ones() % 2 == 0 {
-                total = total.checked_add(product)?;
-            } else {
-                total = total.checked_sub(product)?;
+        }
+        // Sharing providers serve the group outside in_tree; one in the tree itself was
+        // judged above.
+        if g.in_tree_root.is_none() {
+            for &s in linked {
+                if self.root(s) == Some(anchor) {
+                    continue;
+                }
+                let prov = self.index.get(s);
+                if !(spread.keeps(g, &prov.traits, &prov.aggregates)
+                    && g.member_of
+                        .as_ref()
+                        .is_none_or(|m| in_every_set(&prov.aggregates, m)))
+                {
+                    continue;
+                }
+                let mask = required_mask(g, &prov.traits);
+                for (j, (c, a)) in g.resources.iter().enumerate() {
+                    if self.fits(s, *c, *a) {
+                        masks[j].push(mask);
+                        sharing[j] = true;
+                    }
+                }
             }
         }
-        usize::try_from(total).ok()
+        if masks[..n].iter().any(Vec::is_empty) {
+            return Some(0);
+        }
+        if sharing.iter().all(|s| *s) {
+            return None;
+        }
+        covered_choices(g.required.len(), &masks[..n])
     }
 
     fn ancestors(&self, p: ProviderId) -> Vec<ProviderId> {
@@ -808,27 +934,41 @@ impl<'a> Search<'a> {
 
     /// Visits the candidates of one tree; false when `visit` asks to stop.
     fn visit_anchor(&self, anchor: ProviderId, s: &mut Scratch, visit: &mut impl Visit) -> bool {
-        if !self.anchor_allowed(anchor) {
+        // Every root has a pack; reading the providers instead gives the same answers.
+        let pack = self.index.packed(anchor);
+        let root_traits: &[TraitId] = match pack {
+            Some(t) => t.traits(0),
+            None => &self.index.get(anchor).traits,
+        };
+        if !self.anchor_allowed(root_traits) {
             return true;
         }
         s.tree.clear();
-        self.index.tree_with(anchor, &mut s.tree, &mut s.stack);
+        if pack.is_none() {
+            self.index.tree_with(anchor, &mut s.tree, &mut s.stack);
+        }
         // Sharing providers serve a tree when any of its providers is in one of their aggregates.
         s.linked.clear();
         if !self.sharing_by_aggregate.is_empty() {
-            for &p in &s.tree {
-                for a in &self.index.get(p).aggregates {
-                    for &sp in self
-                        .sharing_by_aggregate
-                        .get(*a as usize)
-                        .into_iter()
-                        .flatten()
-                    {
-                        if !s.linked.contains(&sp) {
-                            s.linked.push(sp);
-                        }
+            let linked = &mut s.linked;
+            let mut link = |a: &AggregateId| {
+                for &sp in self
+                    .sharing_by_aggregate
+                    .get(*a as usize)
+                    .into_iter()
+                    .flatten()
+                {
+                    if !linked.contains(&sp) {
+                        linked.push(sp);
                     }
                 }
+            };
+            match pack {
+                Some(t) => (0..t.len()).for_each(|i| t.aggregates(i).iter().for_each(&mut link)),
+                None => s
+                    .tree
+                    .iter()
+                    .for_each(|p| self.index.get(*p).aggregates.iter().for_each(&mut link)),
             }
             s.linked
                 .sort_unstable_by(|a, b| self.index.get(*a).name.cmp(&self.index.get(*b).name));
@@ -841,6 +981,16 @@ impl<'a> Search<'a> {
             && !self.groups[0].resources.is_empty()
             && self.subtree_groups.iter().all(Vec::is_empty)
             && !visit.wants_each();
+        if alone
+            && let Some(t) = pack
+            && let Some(n) =
+                self.packed_spread_count(&self.groups[0], anchor, t, &s.linked, &mut s.masks)
+        {
+            return n == 0 || visit.many(n);
+        }
+        if let Some(t) = pack {
+            s.tree.extend(t.ids());
+        }
         for (g, out) in self.groups.iter().zip(s.parts.iter_mut()) {
             out.clear();
             if g.same_provider {
@@ -849,7 +999,10 @@ impl<'a> Search<'a> {
                 if !self.spread_lists(g, anchor, &s.tree, &s.linked, &mut s.lists, &mut s.keep) {
                     return true;
                 }
-                if alone && let Some(n) = self.spread_count(g, &s.lists[..g.resources.len()]) {
+                if alone
+                    && let Some(n) =
+                        self.spread_count(g, &s.lists[..g.resources.len()], &mut s.masks)
+                {
                     return n == 0 || visit.many(n);
                 }
                 self.spread_parts(g, &s.lists, out);

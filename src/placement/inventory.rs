@@ -111,7 +111,8 @@ impl Inventory {
     }
 
     fn capacity_f64(&self) -> f64 {
-        (self.total - self.reserved) as f64 * self.allocation_ratio
+        // In i128: state read without admission may hold totals that overflow i64.
+        (self.total as i128 - self.reserved as i128) as f64 * self.allocation_ratio
     }
 
     /// Whether `amount` more fits on top of `used`. Capacity is compared as a float, as
@@ -129,21 +130,28 @@ impl Inventory {
                 max_unit: self.max_unit,
             });
         }
-        if amount % self.step_size != 0 {
+        // A step of zero (possible in state read without admission) admits nothing.
+        if amount.checked_rem(self.step_size) != Some(0) {
             return Err(CapacityError::NotAStep {
                 amount,
                 step_size: self.step_size,
             });
         }
-        let would_use = used.saturating_add(amount);
-        if would_use as f64 > self.capacity_f64() {
+        if !self.fits_capacity(used, amount) {
             return Err(CapacityError::OverCapacity {
                 amount,
-                would_use,
+                would_use: used.saturating_add(amount),
                 capacity: self.capacity(),
             });
         }
         Ok(())
+    }
+
+    /// Whether `amount` more stays within capacity on top of `used`, the unit rules aside.
+    // Written as "not above": a capacity that is not a number refuses nothing.
+    #[allow(clippy::neg_cmp_op_on_partial_ord)]
+    pub fn fits_capacity(&self, used: i64, amount: i64) -> bool {
+        !(used.saturating_add(amount) as f64 > self.capacity_f64())
     }
 }
 

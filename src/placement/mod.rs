@@ -7,6 +7,7 @@ pub mod candidates;
 pub mod interner;
 pub mod inventory;
 pub mod microversion;
+pub(crate) mod packed_tree;
 pub mod provider_tree;
 pub mod query;
 pub mod rebuild;

@@ -11,6 +11,7 @@ use smallvec::SmallVec;
 
 use super::Inventory;
 use super::interner::Interner;
+use super::packed_tree::PackedTree;
 use super::trait_name::MISC_SHARES_VIA_AGGREGATE;
 
 /// A provider's slot in the index.
@@ -135,6 +136,8 @@ pub struct ProviderIndex {
     pub(crate) class_members: Vec<Vec<ProviderId>>,
     /// Providers with the MISC_SHARES_VIA_AGGREGATE trait, sorted.
     pub(crate) sharing: Vec<ProviderId>,
+    /// Each root's tree, packed for the search; by slot, `None` for other slots.
+    packed: Vec<Option<PackedTree>>,
     allocations: HashMap<Box<str>, ConsumerAllocations>,
     /// Usages of providers that do not exist (yet), by provider name.
     orphan_usages: HashMap<Box<str>, Vec<(ClassId, i64)>>,
@@ -187,6 +190,43 @@ impl ProviderIndex {
         })
     }
 
+    /// A root's packed tree.
+    pub(crate) fn packed(&self, root: ProviderId) -> Option<&PackedTree> {
+        self.packed.get(root as usize)?.as_ref()
+    }
+
+    /// Packs a slot's tree again if it holds a root, and drops its pack otherwise.
+    fn repack(&mut self, slot: ProviderId) {
+        let pack = match self.slots.get(slot as usize) {
+            Some(Some(p)) if p.parent_name.is_none() => {
+                let mut tree = Vec::new();
+                self.tree(slot, &mut tree);
+                Some(PackedTree::pack(
+                    tree.into_iter().map(|id| (id, self.get(id))),
+                ))
+            }
+            _ => None,
+        };
+        let i = slot as usize;
+        if pack.is_some() && self.packed.len() <= i {
+            self.packed.resize_with(i + 1, || None);
+        }
+        if let Some(p) = self.packed.get_mut(i) {
+            *p = pack;
+        }
+    }
+
+    /// Packs again the trees a change touched: slots that were or became roots of it.
+    fn repack_all(&mut self, slots: impl IntoIterator<Item = Option<ProviderId>>) {
+        let mut done: SmallVec<[ProviderId; 4]> = SmallVec::new();
+        for s in slots.into_iter().flatten() {
+            if !done.contains(&s) {
+                done.push(s);
+                self.repack(s);
+            }
+        }
+    }
+
     pub(crate) fn get(&self, id: ProviderId) -> &Provider {
         self.slots[id as usize]
             .as_ref()
@@ -216,6 +256,10 @@ impl ProviderIndex {
 
     /// Adds or replaces a provider. Its allocations, children and config additions stay.
     pub fn upsert_provider(&mut self, record: ProviderRecord) {
+        let old_root = self
+            .by_name
+            .get(record.name.as_str())
+            .and_then(|id| self.get(*id).root);
         let (id, old) = match self.by_name.get(record.name.as_str()).copied() {
             Some(id) => (id, Some(self.detach(id))),
             None => {
@@ -252,7 +296,9 @@ impl ProviderIndex {
         };
         let (children, usages, overlay) = match old {
             Some(o) => (
-                o.children,
+                // A provider that named itself its parent was its own child; it is linked
+                // again below from the new record.
+                o.children.into_iter().filter(|c| *c != id).collect(),
                 o.usages,
                 Some((o.inventories, o.own_inventories, o.traits, o.own_traits)),
             ),
@@ -335,6 +381,8 @@ impl ProviderIndex {
             let members = self.member_list(agg);
             members.push(id);
         }
+        let new_root = self.get(id).root;
+        self.repack_all([Some(id), old_root, new_root]);
     }
 
     fn member_list(&mut self, agg: AggregateId) -> &mut Vec<ProviderId> {
@@ -368,7 +416,11 @@ impl ProviderIndex {
         let p = self.get_mut(id);
         let mut inventories = p.own_inventories.clone();
         for (c, inv) in config_inventories {
-            if inventories.binary_search_by_key(&c, |(k, _)| *k).is_err() {
+            // Looked up among the provider's own (sorted), not the list being grown.
+            if p.own_inventories
+                .binary_search_by_key(&c, |(k, _)| *k)
+                .is_err()
+            {
                 inventories.push((c, inv));
             }
         }
@@ -420,6 +472,7 @@ impl ProviderIndex {
             .collect();
         let tr: Vec<TraitId> = traits.iter().map(|t| self.traits.intern(t)).collect();
         self.set_effective(id, inv, tr);
+        self.repack_all([self.get(id).root]);
     }
 
     /// Recomputes the cached root of a provider and everything under it.
@@ -491,7 +544,10 @@ impl ProviderIndex {
     pub fn remove_provider(&mut self, name: &str) -> Option<ProviderRecord> {
         let id = self.id(name)?;
         let record = self.record(id);
-        let p = self.detach(id);
+        let old_root = self.get(id).root;
+        let mut p = self.detach(id);
+        // A provider that named itself its parent is gone with itself.
+        p.children.retain(|c| *c != id);
         for child in &p.children {
             if let Some(c) = self.slots[*child as usize].as_mut() {
                 c.parent = None;
@@ -506,6 +562,7 @@ impl ProviderIndex {
             self.orphan_usages.insert(p.name.clone(), p.usages.clone());
         }
         self.free.push(id);
+        self.repack_all([Some(id), old_root]);
         Some(record)
     }
 
@@ -530,7 +587,17 @@ impl ProviderIndex {
     fn change_usage(&mut self, provider: &str, class: &str, delta: i64) {
         let c = self.classes.intern(class);
         match self.id(provider) {
-            Some(id) => add_usage(&mut self.get_mut(id).usages, c, delta),
+            Some(id) => {
+                add_usage(&mut self.get_mut(id).usages, c, delta);
+                if let Some(root) = self.get(id).root
+                    && let Some(Some(pack)) = self.packed.get_mut(root as usize)
+                {
+                    let provider = self.slots[id as usize]
+                        .as_ref()
+                        .expect("live provider slot");
+                    pack.set_usage(id, c, provider);
+                }
+            }
             None => {
                 let u = self.orphan_usages.entry(provider.into()).or_default();
                 add_usage(u, c, delta);
@@ -933,6 +1000,136 @@ mod tests {
             sorted(&aggregates),
             "aggregate_members"
         );
+        assert_packs_fresh(idx);
+    }
+
+    /// Checks every root's packed tree against one packed from scratch, and that no other
+    /// slot has one.
+    fn assert_packs_fresh(idx: &ProviderIndex) {
+        for (slot, p) in idx.slots.iter().enumerate() {
+            let slot = slot as ProviderId;
+            match p {
+                Some(p) if p.parent_name.is_none() => {
+                    let mut tree = Vec::new();
+                    idx.tree(slot, &mut tree);
+                    let fresh = PackedTree::pack(tree.into_iter().map(|id| (id, idx.get(id))));
+                    assert_eq!(idx.packed(slot), Some(&fresh), "pack of root {}", p.name);
+                }
+                _ => assert!(idx.packed(slot).is_none(), "slot {slot} is no root"),
+            }
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    enum Change {
+        Upsert {
+            name: usize,
+            parent: Option<usize>,
+            classes: Vec<usize>,
+            traits: Vec<usize>,
+        },
+        Remove(usize),
+        Allocate {
+            key: usize,
+            provider: usize,
+            class: usize,
+            amount: i64,
+        },
+        Free(usize),
+        Configure {
+            name: usize,
+            classes: Vec<usize>,
+            traits: Vec<usize>,
+        },
+    }
+
+    const CLASSES: [&str; 3] = ["VCPU", "MEMORY_MB", "DISK_GB"];
+    const TRAITS: [&str; 3] = ["CUSTOM_A", "CUSTOM_B", "MISC_SHARES_VIA_AGGREGATE"];
+
+    fn change() -> impl proptest::strategy::Strategy<Value = Change> {
+        use proptest::prelude::*;
+        let subset = |n: usize| proptest::collection::vec(0..n, 0..3);
+        prop_oneof![
+            4 => (0usize..6, proptest::option::of(0usize..6), subset(3), subset(3)).prop_map(
+                |(name, parent, classes, traits)| Change::Upsert { name, parent, classes, traits }
+            ),
+            1 => (0usize..6).prop_map(Change::Remove),
+            3 => (0usize..4, 0usize..6, 0usize..3, 1i64..6).prop_map(
+                |(key, provider, class, amount)| Change::Allocate { key, provider, class, amount }
+            ),
+            1 => (0usize..4).prop_map(Change::Free),
+            1 => (0usize..6, subset(3), subset(3)).prop_map(
+                |(name, classes, traits)| Change::Configure { name, classes, traits }
+            ),
+        ]
+    }
+
+    fn apply(idx: &mut ProviderIndex, change: Change) {
+        let name = |i: usize| format!("rp{i}");
+        match change {
+            Change::Upsert {
+                name: n,
+                parent,
+                classes,
+                traits,
+            } => {
+                let mut r = rp(&name(n), parent.map(name).as_deref());
+                for c in classes {
+                    r.inventories
+                        .insert(CLASSES[c].to_string(), Inventory::with_total(8));
+                }
+                r.traits = traits.iter().map(|t| TRAITS[*t].to_string()).collect();
+                r.aggregates = [format!("agg-{}", n % 2)].into();
+                idx.upsert_provider(r);
+            }
+            Change::Remove(n) => {
+                idx.remove_provider(&name(n));
+            }
+            Change::Allocate {
+                key,
+                provider,
+                class,
+                amount,
+            } => idx.upsert_allocations(
+                &format!("a{key}"),
+                ConsumerAllocations {
+                    consumer: format!("c{key}"),
+                    items: vec![(name(provider), CLASSES[class].to_string(), amount)],
+                },
+            ),
+            Change::Free(key) => {
+                idx.remove_allocations(&format!("a{key}"));
+            }
+            Change::Configure {
+                name: n,
+                classes,
+                traits,
+            } => idx.set_config_additions(
+                &name(n),
+                &classes
+                    .iter()
+                    .map(|c| (CLASSES[*c].to_string(), Inventory::with_total(3)))
+                    .collect(),
+                &traits.iter().map(|t| TRAITS[*t].to_string()).collect(),
+            ),
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+
+        /// Whatever happens to providers, parents, configs and allocations (cycles and
+        /// missing parents included), every lookup equals one built from scratch.
+        #[test]
+        fn lookups_follow_any_sequence_of_changes(
+            changes in proptest::collection::vec(change(), 1..40)
+        ) {
+            let mut idx = ProviderIndex::default();
+            for c in changes {
+                apply(&mut idx, c);
+                assert_posting_lists_fresh(&idx);
+            }
+        }
     }
 
     #[test]
