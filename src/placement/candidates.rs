@@ -18,7 +18,7 @@ use std::collections::{BTreeSet, HashSet};
 use smallvec::{SmallVec, smallvec};
 
 use super::packed_tree::PackedTree;
-use super::provider_tree::{AggregateId, ClassId, ProviderId, ProviderIndex, TraitId};
+use super::provider_tree::{AggregateId, ClassId, Provider, ProviderId, ProviderIndex, TraitId};
 use super::query::{CandidatesQuery, GroupPolicy, GroupQuery};
 
 /// Required any-of sets up to which a tree's candidates are counted in closed form.
@@ -155,6 +155,9 @@ struct Search<'a> {
     root_forbidden: Vec<TraitId>,
     /// Sharing providers by aggregate.
     sharing_by_aggregate: Vec<SmallVec<[ProviderId; 2]>>,
+    /// Per sharing provider (as in the index's list), how the unnumbered group may use it
+    /// when it is linked to a tree; `None` when it may not.
+    spread_sharing: Vec<Option<SharedFacts>>,
     granular: usize,
     isolate: bool,
     subtree_groups: Vec<Vec<usize>>,
@@ -331,27 +334,87 @@ fn covered_choices(sets: usize, masks: &[Vec<u16>]) -> Option<usize> {
     usize::try_from(total).ok()
 }
 
+/// What the unnumbered group makes of a sharing provider linked to a tree: the same for
+/// every tree, so judged once per query.
+struct SharedFacts {
+    root: ProviderId,
+    /// [`required_mask`] of its traits.
+    mask: u16,
+    /// Per requested class, whether its amount fits.
+    fits: SmallVec<[bool; 4]>,
+}
+
+impl SharedFacts {
+    /// Whether and how a tree's unnumbered group may take resources from a linked sharing
+    /// provider. (A tree whose root is in a forbidden aggregate gets nothing at all; the
+    /// tree's own judgement, [`SpreadAnchor`], says so.)
+    fn judge(g: &Group, prov: &Provider) -> Option<SharedFacts> {
+        let kept = g
+            .member_of
+            .as_ref()
+            .is_none_or(|m| in_every_set(&prov.aggregates, m))
+            && !in_any(&prov.aggregates, &g.forbidden_aggregates)
+            && !has_any(&prov.traits, &g.forbidden);
+        kept.then(|| SharedFacts {
+            root: prov.root.unwrap_or(ProviderId::MAX),
+            mask: required_mask(g, &prov.traits),
+            fits: g.resources.iter().map(|(c, a)| prov.fits(*c, *a)).collect(),
+        })
+    }
+}
+
+/// What the search reads of one provider: from its tree's pack, or from the provider.
+#[derive(Clone, Copy)]
+enum Facts<'f> {
+    Packed(PackedTree<'f>, usize),
+    Index(&'f Provider),
+}
+
+impl<'f> Facts<'f> {
+    fn traits(&self) -> &'f [TraitId] {
+        match self {
+            Facts::Packed(t, i) => t.traits(*i),
+            Facts::Index(p) => &p.traits,
+        }
+    }
+
+    fn aggregates(&self) -> &'f [AggregateId] {
+        match self {
+            Facts::Packed(t, i) => t.aggregates(*i),
+            Facts::Index(p) => &p.aggregates,
+        }
+    }
+
+    fn fits(&self, class: ClassId, amount: i64) -> bool {
+        match self {
+            Facts::Packed(t, i) => t.fits(*i, class, amount),
+            Facts::Index(p) => p.fits(class, amount),
+        }
+    }
+}
+
+/// Whether one provider satisfies everything a numbered group asks of it.
+fn single_ok(g: &Group, f: Facts) -> bool {
+    g.resources.iter().all(|(c, a)| f.fits(*c, *a))
+        && g.required.iter().all(|any| has_any(f.traits(), any))
+        && !has_any(f.traits(), &g.forbidden)
+        && g.member_of
+            .as_ref()
+            .is_none_or(|m| in_every_set(f.aggregates(), m))
+        && !in_any(f.aggregates(), &g.forbidden_aggregates)
+}
+
 impl<'a> Search<'a> {
     fn root(&self, p: ProviderId) -> Option<ProviderId> {
         self.index.get(p).root
     }
 
     fn fits(&self, p: ProviderId, class: ClassId, amount: i64) -> bool {
-        let prov = self.index.get(p);
-        prov.inventory(class)
-            .is_some_and(|inv| inv.admits(prov.used(class), amount).is_ok())
-    }
-
-    fn has_forbidden(&self, p: ProviderId, g: &Group) -> bool {
-        has_any(&self.index.get(p).traits, &g.forbidden)
+        self.index.get(p).fits(class, amount)
     }
 
     fn in_aggregates(&self, p: ProviderId, sets: &[Vec<AggregateId>]) -> bool {
         in_every_set(&self.index.get(p).aggregates, sets)
-    }
-
-    fn in_any_aggregate(&self, p: ProviderId, aggs: &[AggregateId]) -> bool {
-        in_any(&self.index.get(p).aggregates, aggs)
     }
 
     /// Whether root_required and root_forbidden accept a root with these traits.
@@ -362,18 +425,15 @@ impl<'a> Search<'a> {
             && !has_any(root_traits, &self.root_forbidden)
     }
 
-    /// Whether one provider satisfies everything a numbered group asks of it.
-    fn single_ok(&self, g: &Group, p: ProviderId) -> bool {
+    /// A provider's root and facts. A root's come from its tree's pack, which the visit
+    /// of the tree reads next; others' from the provider itself (finding a provider inside
+    /// its tree's pack costs more memory reads than its own allocations).
+    fn facts(&self, p: ProviderId) -> Option<(ProviderId, Facts<'a>)> {
+        if let Some(tree) = self.index.packed(p) {
+            return Some((p, Facts::Packed(tree, 0)));
+        }
         let prov = self.index.get(p);
-        g.resources.iter().all(|(c, a)| self.fits(p, *c, *a))
-            && g.required
-                .iter()
-                .all(|any| any.iter().any(|t| prov.has_trait(*t)))
-            && !self.has_forbidden(p, g)
-            && g.member_of
-                .as_ref()
-                .is_none_or(|m| self.in_aggregates(p, m))
-            && !self.in_any_aggregate(p, &g.forbidden_aggregates)
+        Some((prov.root?, Facts::Index(prov)))
     }
 
     /// A numbered group's parts for one anchor: single providers of the tree, or sharing
@@ -382,7 +442,7 @@ impl<'a> Search<'a> {
         &self,
         g: &Group,
         anchor: ProviderId,
-        tree: &[ProviderId],
+        (tree, pack): (&[ProviderId], Option<PackedTree>),
         linked: &[ProviderId],
         out: &mut Vec<GroupPart>,
     ) {
@@ -391,18 +451,27 @@ impl<'a> Search<'a> {
         if g.resources.is_empty() && g.required.is_empty() && g.member_of.is_none() {
             return;
         }
-        let candidates = tree
+        // The tree's providers are read from its pack (in the same order) when it has one.
+        let in_tree = tree.iter().enumerate().map(|(i, &p)| {
+            let facts = match pack {
+                Some(t) => Facts::Packed(t, i),
+                None => Facts::Index(self.index.get(p)),
+            };
+            (p, Some(anchor), facts)
+        });
+        let shared = linked
             .iter()
-            .chain(linked.iter().filter(|s| self.root(**s) != Some(anchor)));
-        for &p in candidates {
+            .filter(|s| self.root(**s) != Some(anchor))
+            .map(|&s| (s, self.root(s), Facts::Index(self.index.get(s))));
+        for (p, root, facts) in in_tree.chain(shared) {
             // Placement ignores in_tree for a group without resources.
             if let Some(r) = g.in_tree_root
                 && !g.resources.is_empty()
-                && self.root(p) != Some(r)
+                && root != Some(r)
             {
                 continue;
             }
-            if self.single_ok(g, p) {
+            if single_ok(g, facts) {
                 out.push(GroupPart {
                     items: g.resources.iter().map(|(c, a)| (p, *c, *a)).collect(),
                     providers: smallvec![p],
@@ -530,7 +599,7 @@ impl<'a> Search<'a> {
         &self,
         g: &Group,
         anchor: ProviderId,
-        tree: &PackedTree,
+        tree: PackedTree,
         linked: &[ProviderId],
         masks: &mut Vec<Vec<u16>>,
     ) -> Option<usize> {
@@ -541,6 +610,10 @@ impl<'a> Search<'a> {
             return Some(0);
         }
         let spread = SpreadAnchor::new(g, tree.aggregates(0));
+        // A root in a forbidden aggregate keeps the group off the whole tree.
+        if spread.forbidden {
+            return Some(0);
+        }
         let n = g.resources.len();
         masks.resize_with(n, Vec::new);
         for m in masks.iter_mut() {
@@ -553,33 +626,26 @@ impl<'a> Search<'a> {
                 continue;
             }
             let mask = required_mask(g, traits);
-            for (j, (c, a)) in g.resources.iter().enumerate() {
-                if tree.fits(i, *c, *a) {
-                    masks[j].push(mask);
-                    sharing[j] =
-                        sharing[j] || self.index.sharing.binary_search(&tree.id(i)).is_ok();
-                }
-            }
+            let shares = self.index.sharing.binary_search(&tree.id(i)).is_ok();
+            tree.each_fit(i, &g.resources, |j| {
+                masks[j].push(mask);
+                sharing[j] |= shares;
+            });
         }
         // Sharing providers serve the group outside in_tree; one in the tree itself was
         // judged above.
         if g.in_tree_root.is_none() {
             for &s in linked {
-                if self.root(s) == Some(anchor) {
+                let k = self.index.sharing.binary_search(&s).ok();
+                let Some(shared) = k.and_then(|k| self.spread_sharing[k].as_ref()) else {
+                    continue;
+                };
+                if shared.root == anchor {
                     continue;
                 }
-                let prov = self.index.get(s);
-                if !(spread.keeps(g, &prov.traits, &prov.aggregates)
-                    && g.member_of
-                        .as_ref()
-                        .is_none_or(|m| in_every_set(&prov.aggregates, m)))
-                {
-                    continue;
-                }
-                let mask = required_mask(g, &prov.traits);
-                for (j, (c, a)) in g.resources.iter().enumerate() {
-                    if self.fits(s, *c, *a) {
-                        masks[j].push(mask);
+                for (j, fits) in shared.fits.iter().enumerate() {
+                    if *fits {
+                        masks[j].push(shared.mask);
                         sharing[j] = true;
                     }
                 }
@@ -679,27 +745,26 @@ impl<'a> Search<'a> {
 
     /// Whether a provider from a posting counts for some anchor, and if so, whether it
     /// also counts for the trees linked to it (when it is a sharing provider).
-    fn need_admits(&self, need: &Need, p: ProviderId) -> Option<bool> {
+    fn need_admits(&self, need: &Need, p: ProviderId, root: ProviderId, f: Facts) -> Option<bool> {
         let spread_ok = |g: &Group| {
-            !self.has_forbidden(p, g) && !self.in_any_aggregate(p, &g.forbidden_aggregates)
+            !has_any(f.traits(), &g.forbidden) && !in_any(f.aggregates(), &g.forbidden_aggregates)
         };
         // Sharing providers serve other trees only outside in_tree and inside member_of.
         let spread_shares = |g: &Group| {
             g.in_tree_root.is_none()
                 && g.member_of
                     .as_ref()
-                    .is_none_or(|m| self.in_aggregates(p, m))
+                    .is_none_or(|m| in_every_set(f.aggregates(), m))
         };
         match (need.kind, need.group) {
-            (NeedKind::Single, Some(g)) => self.single_ok(g, p).then_some(true),
+            (NeedKind::Single, Some(g)) => single_ok(g, f).then_some(true),
             (NeedKind::SpreadClass(c, a), Some(g)) => {
-                (self.fits(p, c, a) && spread_ok(g)).then(|| spread_shares(g))
+                (f.fits(c, a) && spread_ok(g)).then(|| spread_shares(g))
             }
-            (NeedKind::SpreadTrait, Some(g)) => {
-                (g.resources.iter().any(|(c, a)| self.fits(p, *c, *a)) && spread_ok(g))
-                    .then(|| spread_shares(g))
-            }
-            (NeedKind::Root, _) => (self.root(p) == Some(p)).then_some(false),
+            (NeedKind::SpreadTrait, Some(g)) => (g.resources.iter().any(|(c, a)| f.fits(*c, *a))
+                && spread_ok(g))
+            .then(|| spread_shares(g)),
+            (NeedKind::Root, _) => (root == p).then_some(false),
             _ => Some(true),
         }
     }
@@ -759,13 +824,15 @@ impl<'a> Search<'a> {
         let mut shared_aggregates: Vec<AggregateId> = Vec::new();
         for list in self.posting_lists(need.posting) {
             for &p in list {
-                let Some(root) = self.root(p) else { continue };
-                let Some(shares) = self.need_admits(need, p) else {
+                let Some((root, facts)) = self.facts(p) else {
+                    continue;
+                };
+                let Some(shares) = self.need_admits(need, p, root, facts) else {
                     continue;
                 };
                 set.insert(root);
                 if shares && self.index.sharing.binary_search(&p).is_ok() {
-                    shared_aggregates.extend(&self.index.get(p).aggregates);
+                    shared_aggregates.extend(facts.aggregates());
                 }
             }
         }
@@ -970,8 +1037,6 @@ impl<'a> Search<'a> {
                     .iter()
                     .for_each(|p| self.index.get(*p).aggregates.iter().for_each(&mut link)),
             }
-            s.linked
-                .sort_unstable_by(|a, b| self.index.get(*a).name.cmp(&self.index.get(*b).name));
         }
         // The unnumbered group alone (1.29+, where the caller only counts): its candidates
         // are the combinations of its lists, counted without walking them.
@@ -991,10 +1056,13 @@ impl<'a> Search<'a> {
         if let Some(t) = pack {
             s.tree.extend(t.ids());
         }
+        // Candidates list linked sharing providers by name.
+        s.linked
+            .sort_unstable_by(|a, b| self.index.get(*a).name.cmp(&self.index.get(*b).name));
         for (g, out) in self.groups.iter().zip(s.parts.iter_mut()) {
             out.clear();
             if g.same_provider {
-                self.single_provider_parts(g, anchor, &s.tree, &s.linked, out);
+                self.single_provider_parts(g, anchor, (&s.tree, pack), &s.linked, out);
             } else {
                 if !self.spread_lists(g, anchor, &s.tree, &s.linked, &mut s.lists, &mut s.keep) {
                     return true;
@@ -1184,6 +1252,14 @@ fn prepare<'a>(index: &'a ProviderIndex, query: &CandidatesQuery) -> Search<'a> 
             sharing_by_aggregate[a].push(s);
         }
     }
+    let spread_sharing = match groups.iter().find(|g| !g.same_provider) {
+        Some(g) => index
+            .sharing
+            .iter()
+            .map(|s| SharedFacts::judge(g, index.get(*s)))
+            .collect(),
+        None => Vec::new(),
+    };
     let subtree_groups = query
         .same_subtrees
         .iter()
@@ -1206,6 +1282,7 @@ fn prepare<'a>(index: &'a ProviderIndex, query: &CandidatesQuery) -> Search<'a> 
         root_required,
         root_forbidden,
         sharing_by_aggregate,
+        spread_sharing,
         subtree_groups,
         prune: true,
         walk_before_pruning: if limited { 32 } else { 0 },

@@ -4,8 +4,9 @@
 //! aggregates and whether an amount of a class fits. Read from the providers themselves
 //! that is several scattered allocations per provider, and over a hundred thousand trees
 //! the search waits on memory more than it computes. A packed tree keeps those facts for a
-//! whole tree in three flat arrays; the index keeps it current as providers, provider
-//! configs and usages change.
+//! whole tree in one run of 32-bit words, and every tree's run lives in one arena, laid out
+//! in root-name order (the order the search visits trees in) each time it is compacted.
+//! The index keeps the packs current as providers, provider configs and usages change.
 
 use super::inventory::Inventory;
 use super::provider_tree::{AggregateId, ClassId, Provider, ProviderId, TraitId};
@@ -20,6 +21,8 @@ pub(crate) struct PackedFit {
     /// The largest amount that fits: the lesser of maxUnit and what capacity leaves.
     max: i64,
     step: i64,
+    /// The inventory's minUnit and stepSize are both 1.
+    unit_rules_default: bool,
 }
 
 impl PackedFit {
@@ -35,6 +38,7 @@ impl PackedFit {
             min,
             max,
             step: inventory.step_size,
+            unit_rules_default: inventory.min_unit == 1 && inventory.step_size == 1,
         }
     }
 
@@ -68,132 +72,293 @@ fn headroom(inventory: &Inventory, used: i64) -> Option<i64> {
     Some(lo as i64)
 }
 
-impl PackedFit {
-    /// Words a fit takes in a packed tree.
-    const WORDS: usize = 7;
+/// Set on a fit's class word when the fit takes [`LONG_FIT`] words: a minUnit or stepSize
+/// other than 1. Others take [`SHORT_FIT`] words: the class and the largest amount.
+const LONG: u32 = 1 << 31;
+const SHORT_FIT: usize = 3;
+const LONG_FIT: usize = 7;
 
-    fn write(&self, out: &mut [u32]) {
-        out[0] = self.class;
-        for (k, v) in [self.min, self.max, self.step].into_iter().enumerate() {
-            out[1 + 2 * k] = v as u32;
-            out[2 + 2 * k] = (v >> 32) as u32;
+impl PackedFit {
+    /// Whether the fit takes [`SHORT_FIT`] words. Decided by the inventory alone, so a
+    /// change of usage never changes a fit's size and it can be rewritten in place.
+    fn is_short(&self) -> bool {
+        self.unit_rules_default
+    }
+
+    fn write(&self, out: &mut Vec<u32>) {
+        let halves = |v: i64| [v as u32, (v >> 32) as u32];
+        if self.is_short() {
+            // Nothing fits: a largest amount of 0 under a minUnit of 1.
+            let max = if self.min == i64::MAX { 0 } else { self.max };
+            out.push(self.class);
+            out.extend(halves(max));
+        } else {
+            out.push(self.class | LONG);
+            for v in [self.min, self.max, self.step] {
+                out.extend(halves(v));
+            }
         }
     }
 
-    fn read(words: &[u32]) -> Self {
-        let int = |k: usize| (words[1 + 2 * k] as u64 | (words[2 + 2 * k] as u64) << 32) as i64;
-        PackedFit {
-            class: words[0],
-            min: int(0),
-            max: int(1),
-            step: int(2),
+    /// Reads a fit written at the start of `words`, and how many words it took.
+    fn read(words: &[u32]) -> (Self, usize) {
+        let int = |k: usize| (words[k] as u64 | (words[k + 1] as u64) << 32) as i64;
+        if words[0] & LONG == 0 {
+            let fit = PackedFit {
+                class: words[0],
+                min: 1,
+                max: int(1),
+                step: 1,
+                unit_rules_default: true,
+            };
+            (fit, SHORT_FIT)
+        } else {
+            let fit = PackedFit {
+                class: words[0] & !LONG,
+                min: int(1),
+                max: int(3),
+                step: int(5),
+                unit_rules_default: false,
+            };
+            (fit, LONG_FIT)
         }
     }
 }
 
-/// One tree's providers in walk order (root first, depth first, children by name), with
-/// their effective traits, aggregates and fits, in a single allocation of 32-bit words so
-/// that reading a tree touches one run of memory:
+/// Builds one tree's pack from its providers in walk order (root first, depth first,
+/// children by name). The words, relative to the pack's start:
 ///
 /// - word 0: the number of providers, n;
 /// - n entries of 4 words: slot, and where the provider's traits, aggregates and fits end
 ///   (each starts where the previous provider's ended, the first right after the entries);
 /// - every provider's sorted traits, then its sorted aggregates;
-/// - every provider's fits, sorted by class, [`PackedFit::WORDS`] words each.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct PackedTree(Box<[u32]>);
-
-impl PackedTree {
-    /// Packs providers given in walk order.
-    pub(crate) fn pack<'p>(
-        providers: impl IntoIterator<Item = (ProviderId, &'p Provider)>,
-    ) -> Self {
-        let providers: Vec<(ProviderId, &Provider)> = providers.into_iter().collect();
-        let n = providers.len();
-        let mut words = vec![0u32; 1 + 4 * n];
-        words[0] = n as u32;
-        for (i, (id, p)) in providers.iter().enumerate() {
-            words.extend(p.traits.iter().copied());
-            let traits_end = words.len() as u32;
-            words.extend(p.aggregates.iter().copied());
-            words[1 + 4 * i] = *id;
-            words[2 + 4 * i] = traits_end;
-            words[3 + 4 * i] = words.len() as u32;
-        }
-        for (i, (_, p)) in providers.iter().enumerate() {
-            for (c, inv) in &p.inventories {
-                let at = words.len();
-                words.resize(at + PackedFit::WORDS, 0);
-                PackedFit::new(*c, inv, p.used(*c)).write(&mut words[at..]);
-            }
-            words[4 + 4 * i] = words.len() as u32;
-        }
-        PackedTree(words.into())
+/// - every provider's fits, sorted by class.
+pub(crate) fn pack<'p>(
+    providers: impl IntoIterator<Item = (ProviderId, &'p Provider)>,
+) -> Vec<u32> {
+    let providers: Vec<(ProviderId, &Provider)> = providers.into_iter().collect();
+    let n = providers.len();
+    let mut words = vec![0u32; 1 + 4 * n];
+    words[0] = n as u32;
+    for (i, (id, p)) in providers.iter().enumerate() {
+        words.extend(p.traits.iter().copied());
+        let traits_end = words.len() as u32;
+        words.extend(p.aggregates.iter().copied());
+        words[1 + 4 * i] = *id;
+        words[2 + 4 * i] = traits_end;
+        words[3 + 4 * i] = words.len() as u32;
     }
+    for (i, (_, p)) in providers.iter().enumerate() {
+        for (c, inv) in &p.inventories {
+            PackedFit::new(*c, inv, p.used(*c)).write(&mut words);
+        }
+        words[4 + 4 * i] = words.len() as u32;
+    }
+    words
+}
 
+/// One tree's pack, read where it lies (see [`pack`] for its words).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct PackedTree<'a>(&'a [u32]);
+
+impl<'a> PackedTree<'a> {
     pub(crate) fn len(&self) -> usize {
         self.0[0] as usize
     }
 
+    /// The pack's words, exactly.
+    pub(crate) fn words(&self) -> &'a [u32] {
+        let n = self.len();
+        &self.0[..self.0[4 * n] as usize]
+    }
+
     /// The providers' slots in walk order.
-    pub(crate) fn ids(&self) -> impl Iterator<Item = ProviderId> + '_ {
-        (0..self.len()).map(|i| self.id(i))
+    pub(crate) fn ids(&self) -> impl Iterator<Item = ProviderId> + 'a {
+        let words = self.0;
+        (0..self.len()).map(move |i| words[1 + 4 * i])
     }
 
     pub(crate) fn id(&self, i: usize) -> ProviderId {
         self.0[1 + 4 * i]
     }
 
-    /// Where the `i`th provider's words begin and its fits begin.
+    /// Where the `i`th provider's traits begin and its fits begin.
     fn starts(&self, i: usize) -> (usize, usize) {
         match i.checked_sub(1) {
             Some(j) => (self.0[3 + 4 * j] as usize, self.0[4 + 4 * j] as usize),
             None => {
                 let n = self.len();
-                let words = 1 + 4 * n;
-                let fits = if n == 0 {
-                    words
-                } else {
-                    self.0[3 + 4 * (n - 1)] as usize
-                };
-                (words, fits)
+                (1 + 4 * n, self.0[3 + 4 * (n - 1)] as usize)
             }
         }
     }
 
     /// The `i`th provider's effective traits, sorted.
-    pub(crate) fn traits(&self, i: usize) -> &[TraitId] {
+    pub(crate) fn traits(&self, i: usize) -> &'a [TraitId] {
         let (start, _) = self.starts(i);
         &self.0[start..self.0[2 + 4 * i] as usize]
     }
 
     /// The `i`th provider's aggregates, sorted.
-    pub(crate) fn aggregates(&self, i: usize) -> &[AggregateId] {
+    pub(crate) fn aggregates(&self, i: usize) -> &'a [AggregateId] {
         &self.0[self.0[2 + 4 * i] as usize..self.0[3 + 4 * i] as usize]
     }
 
-    /// Where the `i`th provider's fit of `class` begins.
+    /// Where the `i`th provider's fit of `class` begins, relative to the pack.
     fn fit_at(&self, i: usize, class: ClassId) -> Option<usize> {
-        let (_, start) = self.starts(i);
-        (start..self.0[4 + 4 * i] as usize)
-            .step_by(PackedFit::WORDS)
-            .find(|at| self.0[*at] == class)
+        let mut at = self.starts(i).1;
+        let end = self.0[4 + 4 * i] as usize;
+        while at < end {
+            let word = self.0[at];
+            if word & !LONG == class {
+                return Some(at);
+            }
+            at += if word & LONG == 0 {
+                SHORT_FIT
+            } else {
+                LONG_FIT
+            };
+        }
+        None
+    }
+
+    /// Calls `f(j)` for each requested `(class, amount)` at `j` that fits on the `i`th
+    /// provider, reading its fits once.
+    pub(crate) fn each_fit(
+        &self,
+        i: usize,
+        requested: &[(ClassId, i64)],
+        mut f: impl FnMut(usize),
+    ) {
+        let mut at = self.starts(i).1;
+        let end = self.0[4 + 4 * i] as usize;
+        while at < end {
+            let (fit, len) = PackedFit::read(&self.0[at..]);
+            for (j, (c, a)) in requested.iter().enumerate() {
+                if *c == fit.class && fit.fits(*a) {
+                    f(j);
+                }
+            }
+            at += len;
+        }
     }
 
     /// Whether `amount` of `class` fits on the `i`th provider.
     pub(crate) fn fits(&self, i: usize, class: ClassId, amount: i64) -> bool {
         self.fit_at(i, class)
-            .is_some_and(|at| PackedFit::read(&self.0[at..]).fits(amount))
+            .is_some_and(|at| PackedFit::read(&self.0[at..]).0.fits(amount))
+    }
+}
+
+/// Every root's pack in one arena.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PackedTrees {
+    words: Vec<u32>,
+    /// By slot: where the slot's pack starts, `u32::MAX` for a slot that is not a root.
+    start: Vec<u32>,
+    /// Words of packs replaced since the last compaction.
+    garbage: usize,
+}
+
+const NO_PACK: u32 = u32::MAX;
+
+impl PackedTrees {
+    /// A root's pack.
+    pub(crate) fn get(&self, root: ProviderId) -> Option<PackedTree<'_>> {
+        match self.start.get(root as usize) {
+            Some(&start) if start != NO_PACK => Some(PackedTree(&self.words[start as usize..])),
+            _ => None,
+        }
     }
 
-    /// Follows a change of a provider's usage of one class.
-    pub(crate) fn set_usage(&mut self, id: ProviderId, class: ClassId, provider: &Provider) {
-        let Some(i) = (0..self.len()).find(|i| self.id(*i) == id) else {
+    /// Sets or drops a slot's pack. When replaced packs make up most of the arena it is
+    /// compacted, laying packs out in `order` (the roots in name order).
+    pub(crate) fn set(
+        &mut self,
+        slot: ProviderId,
+        pack: Option<Vec<u32>>,
+        order: impl FnOnce() -> Vec<ProviderId>,
+    ) {
+        let i = slot as usize;
+        if self.start.len() <= i {
+            if pack.is_none() {
+                return;
+            }
+            self.start.resize(i + 1, NO_PACK);
+        }
+        let old = self
+            .get(slot)
+            .map(|t| (self.start[i] as usize, t.words().len()));
+        match (old, pack) {
+            (None, None) => {}
+            (Some((_, len)), None) => {
+                self.start[i] = NO_PACK;
+                self.garbage += len;
+            }
+            // Same size: written over the old one, so the arena keeps its order.
+            (Some((at, len)), Some(words)) if len == words.len() => {
+                self.words[at..at + len].copy_from_slice(&words);
+            }
+            (old, Some(words)) => {
+                if let Some((_, len)) = old {
+                    self.garbage += len;
+                }
+                self.start[i] = self.words.len() as u32;
+                self.words.extend_from_slice(&words);
+            }
+        }
+        if self.garbage > 1024 && self.garbage * 2 > self.words.len() {
+            self.compact(order());
+        }
+    }
+
+    /// Whether packs lie in `order` with nothing between them (as after a compaction), and
+    /// how many words replaced packs hold.
+    #[cfg(test)]
+    pub(crate) fn layout(&self, order: &[ProviderId]) -> (bool, usize) {
+        let mut at = 0;
+        let mut in_order = true;
+        for root in order {
+            if let Some(t) = self.get(*root) {
+                in_order &= self.start[*root as usize] as usize == at;
+                at += t.words().len();
+            }
+        }
+        (in_order && at == self.words.len(), self.garbage)
+    }
+
+    fn compact(&mut self, order: Vec<ProviderId>) {
+        let mut words = Vec::with_capacity(self.words.len() - self.garbage);
+        for root in order {
+            if let Some(t) = self.get(root) {
+                let at = words.len() as u32;
+                words.extend_from_slice(t.words());
+                self.start[root as usize] = at;
+            }
+        }
+        self.words = words;
+        self.garbage = 0;
+    }
+
+    /// Follows a change of a provider's usage of one class, in place.
+    pub(crate) fn set_usage(
+        &mut self,
+        root: ProviderId,
+        id: ProviderId,
+        class: ClassId,
+        provider: &Provider,
+    ) {
+        let Some(tree) = self.get(root) else { return };
+        let Some(i) = (0..tree.len()).find(|i| tree.id(*i) == id) else {
             return;
         };
-        if let (Some(at), Some(inv)) = (self.fit_at(i, class), provider.inventory(class)) {
-            PackedFit::new(class, inv, provider.used(class)).write(&mut self.0[at..]);
-        }
+        let (Some(at), Some(inv)) = (tree.fit_at(i, class), provider.inventory(class)) else {
+            return;
+        };
+        let mut words = Vec::with_capacity(LONG_FIT);
+        PackedFit::new(class, inv, provider.used(class)).write(&mut words);
+        let at = self.start[root as usize] as usize + at;
+        self.words[at..at + words.len()].copy_from_slice(&words);
     }
 }
 
@@ -260,11 +425,14 @@ mod tests {
             amounts in proptest::collection::vec(amount(), 1..16),
         ) {
             let fit = PackedFit::new(0, &inv, used);
-            let mut words = [0u32; PackedFit::WORDS];
+            let mut words = Vec::new();
             fit.write(&mut words);
-            prop_assert_eq!(PackedFit::read(&words), fit);
+            let (read, len) = PackedFit::read(&words);
+            prop_assert_eq!(len, words.len());
             for a in amounts {
-                prop_assert_eq!(fit.fits(a), inv.admits(used, a).is_ok(), "amount {}", a);
+                let admitted = inv.admits(used, a).is_ok();
+                prop_assert_eq!(fit.fits(a), admitted, "amount {}", a);
+                prop_assert_eq!(read.fits(a), admitted, "amount {} read back", a);
             }
         }
     }

@@ -11,7 +11,7 @@ use smallvec::SmallVec;
 
 use super::Inventory;
 use super::interner::Interner;
-use super::packed_tree::PackedTree;
+use super::packed_tree::{PackedTree, PackedTrees, pack};
 use super::trait_name::MISC_SHARES_VIA_AGGREGATE;
 
 /// A provider's slot in the index.
@@ -98,6 +98,12 @@ impl Provider {
             .unwrap_or(0)
     }
 
+    /// Whether `amount` more of `class` fits here.
+    pub(crate) fn fits(&self, class: ClassId, amount: i64) -> bool {
+        self.inventory(class)
+            .is_some_and(|inv| inv.admits(self.used(class), amount).is_ok())
+    }
+
     pub(crate) fn has_trait(&self, t: TraitId) -> bool {
         self.traits.binary_search(&t).is_ok()
     }
@@ -136,8 +142,8 @@ pub struct ProviderIndex {
     pub(crate) class_members: Vec<Vec<ProviderId>>,
     /// Providers with the MISC_SHARES_VIA_AGGREGATE trait, sorted.
     pub(crate) sharing: Vec<ProviderId>,
-    /// Each root's tree, packed for the search; by slot, `None` for other slots.
-    packed: Vec<Option<PackedTree>>,
+    /// Each root's tree, packed for the search.
+    packed: PackedTrees,
     allocations: HashMap<Box<str>, ConsumerAllocations>,
     /// Usages of providers that do not exist (yet), by provider name.
     orphan_usages: HashMap<Box<str>, Vec<(ClassId, i64)>>,
@@ -191,29 +197,23 @@ impl ProviderIndex {
     }
 
     /// A root's packed tree.
-    pub(crate) fn packed(&self, root: ProviderId) -> Option<&PackedTree> {
-        self.packed.get(root as usize)?.as_ref()
+    pub(crate) fn packed(&self, root: ProviderId) -> Option<PackedTree<'_>> {
+        self.packed.get(root)
     }
 
     /// Packs a slot's tree again if it holds a root, and drops its pack otherwise.
     fn repack(&mut self, slot: ProviderId) {
-        let pack = match self.slots.get(slot as usize) {
+        let words = match self.slots.get(slot as usize) {
             Some(Some(p)) if p.parent_name.is_none() => {
                 let mut tree = Vec::new();
                 self.tree(slot, &mut tree);
-                Some(PackedTree::pack(
-                    tree.into_iter().map(|id| (id, self.get(id))),
-                ))
+                Some(pack(tree.into_iter().map(|id| (id, self.get(id)))))
             }
             _ => None,
         };
-        let i = slot as usize;
-        if pack.is_some() && self.packed.len() <= i {
-            self.packed.resize_with(i + 1, || None);
-        }
-        if let Some(p) = self.packed.get_mut(i) {
-            *p = pack;
-        }
+        let roots = &self.roots;
+        self.packed
+            .set(slot, words, || roots.values().copied().collect());
     }
 
     /// Packs again the trees a change touched: slots that were or became roots of it.
@@ -589,13 +589,11 @@ impl ProviderIndex {
         match self.id(provider) {
             Some(id) => {
                 add_usage(&mut self.get_mut(id).usages, c, delta);
-                if let Some(root) = self.get(id).root
-                    && let Some(Some(pack)) = self.packed.get_mut(root as usize)
-                {
+                if let Some(root) = self.get(id).root {
                     let provider = self.slots[id as usize]
                         .as_ref()
                         .expect("live provider slot");
-                    pack.set_usage(id, c, provider);
+                    self.packed.set_usage(root, id, c, provider);
                 }
             }
             None => {
@@ -1012,12 +1010,71 @@ mod tests {
                 Some(p) if p.parent_name.is_none() => {
                     let mut tree = Vec::new();
                     idx.tree(slot, &mut tree);
-                    let fresh = PackedTree::pack(tree.into_iter().map(|id| (id, idx.get(id))));
-                    assert_eq!(idx.packed(slot), Some(&fresh), "pack of root {}", p.name);
+                    let fresh = pack(tree.into_iter().map(|id| (id, idx.get(id))));
+                    assert_eq!(
+                        idx.packed(slot).map(|t| t.words()),
+                        Some(&fresh[..]),
+                        "pack of root {}",
+                        p.name
+                    );
                 }
                 _ => assert!(idx.packed(slot).is_none(), "slot {slot} is no root"),
             }
         }
+    }
+
+    #[test]
+    fn packs_are_compacted_in_root_name_order() {
+        let mut idx = ProviderIndex::default();
+        let with_traits = |name: &str, parent: Option<&str>, traits: usize| {
+            let mut r = rp(name, parent);
+            r.inventories
+                .insert("VCPU".to_string(), Inventory::with_total(8));
+            r.traits = (0..traits).map(|t| format!("CUSTOM_T{t}")).collect();
+            r
+        };
+        // Trees arrive in reverse name order, a provider at a time: every arrival replaces
+        // its tree's pack, so replaced packs pile up and the arena is compacted.
+        for i in (0..300).rev() {
+            let root = format!("cn{i:03}");
+            idx.upsert_provider(with_traits(&root, None, 1));
+            idx.upsert_provider(with_traits(&format!("{root}-numa0"), Some(&root), 0));
+            idx.upsert_provider(with_traits(&format!("{root}-numa1"), Some(&root), 0));
+        }
+        assert_packs_fresh(&idx);
+        let order: Vec<ProviderId> = idx.roots.values().copied().collect();
+        let (_, garbage) = idx.packed.layout(&order);
+        let live: usize = order
+            .iter()
+            .map(|r| idx.packed(*r).unwrap().words().len())
+            .sum();
+        assert!(
+            garbage <= live.max(1024),
+            "garbage {garbage} beside {live} live words"
+        );
+        // Changing every tree's size leaves the arena compacted at some point in name order.
+        let mut compacted_in_order = false;
+        for i in 0..300 {
+            idx.upsert_provider(with_traits(&format!("cn{i:03}"), None, 3));
+            let (in_order, garbage) = idx.packed.layout(&order);
+            compacted_in_order |= in_order && garbage == 0;
+        }
+        assert!(
+            compacted_in_order,
+            "no compaction laid packs out in name order"
+        );
+        assert_packs_fresh(&idx);
+        // Usage changes rewrite fits in place.
+        let (in_order_before, garbage_before) = idx.packed.layout(&order);
+        idx.upsert_allocations(
+            "a",
+            ConsumerAllocations {
+                consumer: "c".into(),
+                items: vec![("cn007-numa1".into(), "VCPU".into(), 3)],
+            },
+        );
+        assert_eq!(idx.packed.layout(&order), (in_order_before, garbage_before));
+        assert_packs_fresh(&idx);
     }
 
     #[derive(Debug, Clone)]
