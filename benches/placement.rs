@@ -167,11 +167,11 @@ const QUERIES: [(&str, &str); 6] = [
     ),
 ];
 
-/// Limits to run each query with: none, 50, and for required-forbidden also 1000
-/// (Nova's default max_placement_results).
+/// Limits to run each query with: none, 50, and for the forbidden-trait queries with
+/// candidates or none also 1000 (Nova's default max_placement_results).
 fn limits(name: &str) -> Vec<Option<usize>> {
     let mut v = vec![None, Some(50)];
-    if name == "required-forbidden" {
+    if name == "required-forbidden" || name == "rare-forbidden-disk" {
         v.push(Some(1000));
     }
     v

@@ -130,9 +130,10 @@ impl PackedFit {
 ///
 /// - word 0: the number of providers, n;
 /// - n entries of 4 words: slot, and where the provider's traits, aggregates and fits end
-///   (each starts where the previous provider's ended, the first right after the entries);
-/// - every provider's sorted traits, then its sorted aggregates;
-/// - every provider's fits, sorted by class.
+///   (each starts where the previous provider's ended);
+/// - every provider's fits, sorted by class, right after the entries, so that the root's
+///   (which pruning reads alone) share the entries' first words;
+/// - every provider's sorted traits, then its sorted aggregates.
 pub(crate) fn pack<'p>(
     providers: impl IntoIterator<Item = (ProviderId, &'p Provider)>,
 ) -> Vec<u32> {
@@ -141,18 +142,17 @@ pub(crate) fn pack<'p>(
     let mut words = vec![0u32; 1 + 4 * n];
     words[0] = n as u32;
     for (i, (id, p)) in providers.iter().enumerate() {
-        words.extend(p.traits.iter().copied());
-        let traits_end = words.len() as u32;
-        words.extend(p.aggregates.iter().copied());
-        words[1 + 4 * i] = *id;
-        words[2 + 4 * i] = traits_end;
-        words[3 + 4 * i] = words.len() as u32;
-    }
-    for (i, (_, p)) in providers.iter().enumerate() {
         for (c, inv) in &p.inventories {
             PackedFit::new(*c, inv, p.used(*c)).write(&mut words);
         }
+        words[1 + 4 * i] = *id;
         words[4 + 4 * i] = words.len() as u32;
+    }
+    for (i, (_, p)) in providers.iter().enumerate() {
+        words.extend(p.traits.iter().copied());
+        words[2 + 4 * i] = words.len() as u32;
+        words.extend(p.aggregates.iter().copied());
+        words[3 + 4 * i] = words.len() as u32;
     }
     words
 }
@@ -169,7 +169,7 @@ impl<'a> PackedTree<'a> {
     /// The pack's words, exactly.
     pub(crate) fn words(&self) -> &'a [u32] {
         let n = self.len();
-        &self.0[..self.0[4 * n] as usize]
+        &self.0[..self.0[3 + 4 * (n - 1)] as usize]
     }
 
     /// The providers' slots in walk order.
@@ -188,7 +188,7 @@ impl<'a> PackedTree<'a> {
             Some(j) => (self.0[3 + 4 * j] as usize, self.0[4 + 4 * j] as usize),
             None => {
                 let n = self.len();
-                (1 + 4 * n, self.0[3 + 4 * (n - 1)] as usize)
+                (self.0[4 + 4 * (n - 1)] as usize, 1 + 4 * n)
             }
         }
     }
