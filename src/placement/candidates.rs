@@ -238,7 +238,6 @@ impl<V: Visit> Visit for Tally<'_, V> {
 #[derive(Default)]
 struct Scratch {
     tree: Vec<ProviderId>,
-    stack: Vec<ProviderId>,
     linked: Vec<ProviderId>,
     parts: Vec<Vec<GroupPart>>,
     lists: Vec<Vec<ProviderId>>,
@@ -413,8 +412,10 @@ impl<'a> Search<'a> {
         self.index.get(p).fits(class, amount)
     }
 
-    fn in_aggregates(&self, p: ProviderId, sets: &[Vec<AggregateId>]) -> bool {
-        in_every_set(&self.index.get(p).aggregates, sets)
+    /// How the unnumbered group may use a linked sharing provider; `None` when it may not.
+    fn shared_facts(&self, s: ProviderId) -> Option<&SharedFacts> {
+        let k = self.index.sharing.binary_search(&s).ok()?;
+        self.spread_sharing[k].as_ref()
     }
 
     /// Whether root_required and root_forbidden accept a root with these traits.
@@ -442,7 +443,7 @@ impl<'a> Search<'a> {
         &self,
         g: &Group,
         anchor: ProviderId,
-        (tree, pack): (&[ProviderId], Option<PackedTree>),
+        (tree, pack): (&[ProviderId], PackedTree),
         linked: &[ProviderId],
         out: &mut Vec<GroupPart>,
     ) {
@@ -451,14 +452,11 @@ impl<'a> Search<'a> {
         if g.resources.is_empty() && g.required.is_empty() && g.member_of.is_none() {
             return;
         }
-        // The tree's providers are read from its pack (in the same order) when it has one.
-        let in_tree = tree.iter().enumerate().map(|(i, &p)| {
-            let facts = match pack {
-                Some(t) => Facts::Packed(t, i),
-                None => Facts::Index(self.index.get(p)),
-            };
-            (p, Some(anchor), facts)
-        });
+        // The tree's providers are read from its pack, which lists them in the same order.
+        let in_tree = tree
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| (p, Some(anchor), Facts::Packed(pack, i)));
         let shared = linked
             .iter()
             .filter(|s| self.root(**s) != Some(anchor))
@@ -495,17 +493,14 @@ impl<'a> Search<'a> {
         if g.in_tree_root.is_some_and(|r| r != anchor) {
             return false;
         }
-        let in_aggs = |p: ProviderId| {
-            g.member_of
-                .as_ref()
-                .is_none_or(|m| self.in_aggregates(p, m))
-        };
         let spread = SpreadAnchor::new(g, &self.index.get(anchor).aggregates);
         let keep_one = |p: ProviderId| {
             let prov = self.index.get(p);
             spread.keeps(g, &prov.traits, &prov.aggregates)
         };
-        let linked: &[ProviderId] = if g.in_tree_root.is_some() {
+        // Sharing providers serve the group outside in_tree, and none when the root is in a
+        // forbidden aggregate.
+        let linked: &[ProviderId] = if g.in_tree_root.is_some() || spread.forbidden {
             &[]
         } else {
             linked
@@ -513,19 +508,16 @@ impl<'a> Search<'a> {
         // Judged once per provider, not once per class.
         keep.clear();
         keep.extend(tree.iter().map(|&p| keep_one(p)));
-        // Only sharing providers in the requested aggregates share.
-        keep.extend(linked.iter().map(|&s| keep_one(s) && in_aggs(s)));
-        let (keep_tree, keep_linked) = keep.split_at(tree.len());
         lists.resize_with(g.resources.len(), Vec::new);
-        for (list, (c, a)) in lists.iter_mut().zip(&g.resources) {
+        for (j, (list, (c, a))) in lists.iter_mut().zip(&g.resources).enumerate() {
             list.clear();
-            for (&p, &k) in tree.iter().zip(keep_tree) {
+            for (&p, &k) in tree.iter().zip(keep.iter()) {
                 if k && self.fits(p, *c, *a) {
                     list.push(p);
                 }
             }
-            for (&s, &k) in linked.iter().zip(keep_linked) {
-                if k && self.fits(s, *c, *a) && !list.contains(&s) {
+            for &s in linked {
+                if self.shared_facts(s).is_some_and(|f| f.fits[j]) && !list.contains(&s) {
                     list.push(s);
                 }
             }
@@ -636,8 +628,7 @@ impl<'a> Search<'a> {
         // judged above.
         if g.in_tree_root.is_none() {
             for &s in linked {
-                let k = self.index.sharing.binary_search(&s).ok();
-                let Some(shared) = k.and_then(|k| self.spread_sharing[k].as_ref()) else {
+                let Some(shared) = self.shared_facts(s) else {
                     continue;
                 };
                 if shared.root == anchor {
@@ -1001,41 +992,24 @@ impl<'a> Search<'a> {
 
     /// Visits the candidates of one tree; false when `visit` asks to stop.
     fn visit_anchor(&self, anchor: ProviderId, s: &mut Scratch, visit: &mut impl Visit) -> bool {
-        // Every root has a pack; reading the providers instead gives the same answers.
-        let pack = self.index.packed(anchor);
-        let root_traits: &[TraitId] = match pack {
-            Some(t) => t.traits(0),
-            None => &self.index.get(anchor).traits,
-        };
-        if !self.anchor_allowed(root_traits) {
+        let pack = self.index.root_pack(anchor);
+        if !self.anchor_allowed(pack.traits(0)) {
             return true;
-        }
-        s.tree.clear();
-        if pack.is_none() {
-            self.index.tree_with(anchor, &mut s.tree, &mut s.stack);
         }
         // Sharing providers serve a tree when any of its providers is in one of their aggregates.
         s.linked.clear();
-        if !self.sharing_by_aggregate.is_empty() {
-            let linked = &mut s.linked;
-            let mut link = |a: &AggregateId| {
+        for i in 0..pack.len() {
+            for a in pack.aggregates(i) {
                 for &sp in self
                     .sharing_by_aggregate
                     .get(*a as usize)
                     .into_iter()
                     .flatten()
                 {
-                    if !linked.contains(&sp) {
-                        linked.push(sp);
+                    if !s.linked.contains(&sp) {
+                        s.linked.push(sp);
                     }
                 }
-            };
-            match pack {
-                Some(t) => (0..t.len()).for_each(|i| t.aggregates(i).iter().for_each(&mut link)),
-                None => s
-                    .tree
-                    .iter()
-                    .for_each(|p| self.index.get(*p).aggregates.iter().for_each(&mut link)),
             }
         }
         // The unnumbered group alone (1.29+, where the caller only counts): its candidates
@@ -1047,15 +1021,13 @@ impl<'a> Search<'a> {
             && self.subtree_groups.iter().all(Vec::is_empty)
             && !visit.wants_each();
         if alone
-            && let Some(t) = pack
             && let Some(n) =
-                self.packed_spread_count(&self.groups[0], anchor, t, &s.linked, &mut s.masks)
+                self.packed_spread_count(&self.groups[0], anchor, pack, &s.linked, &mut s.masks)
         {
             return n == 0 || visit.many(n);
         }
-        if let Some(t) = pack {
-            s.tree.extend(t.ids());
-        }
+        s.tree.clear();
+        s.tree.extend(pack.ids());
         // Candidates list linked sharing providers by name.
         s.linked
             .sort_unstable_by(|a, b| self.index.get(*a).name.cmp(&self.index.get(*b).name));

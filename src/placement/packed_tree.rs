@@ -21,8 +21,10 @@ pub(crate) struct PackedFit {
     /// The largest amount that fits: the lesser of maxUnit and what capacity leaves.
     max: i64,
     step: i64,
-    /// The inventory's minUnit and stepSize are both 1.
-    unit_rules_default: bool,
+    /// The fit takes [`SHORT_FIT`] words (the inventory's minUnit and stepSize are both
+    /// one). Decided by the inventory alone, so a change of usage never changes a fit's
+    /// size and it can be rewritten in place.
+    short: bool,
 }
 
 impl PackedFit {
@@ -38,7 +40,7 @@ impl PackedFit {
             min,
             max,
             step: inventory.step_size,
-            unit_rules_default: inventory.min_unit == 1 && inventory.step_size == 1,
+            short: inventory.min_unit == 1 && inventory.step_size == 1,
         }
     }
 
@@ -79,15 +81,9 @@ const SHORT_FIT: usize = 3;
 const LONG_FIT: usize = 7;
 
 impl PackedFit {
-    /// Whether the fit takes [`SHORT_FIT`] words. Decided by the inventory alone, so a
-    /// change of usage never changes a fit's size and it can be rewritten in place.
-    fn is_short(&self) -> bool {
-        self.unit_rules_default
-    }
-
     fn write(&self, out: &mut Vec<u32>) {
         let halves = |v: i64| [v as u32, (v >> 32) as u32];
-        if self.is_short() {
+        if self.short {
             // Nothing fits: a largest amount of 0 under a minUnit of 1.
             let max = if self.min == i64::MAX { 0 } else { self.max };
             out.push(self.class);
@@ -109,7 +105,7 @@ impl PackedFit {
                 min: 1,
                 max: int(1),
                 step: 1,
-                unit_rules_default: true,
+                short: true,
             };
             (fit, SHORT_FIT)
         } else {
@@ -118,7 +114,7 @@ impl PackedFit {
                 min: int(1),
                 max: int(3),
                 step: int(5),
-                unit_rules_default: false,
+                short: false,
             };
             (fit, LONG_FIT)
         }
@@ -204,22 +200,19 @@ impl<'a> PackedTree<'a> {
         &self.0[self.0[2 + 4 * i] as usize..self.0[3 + 4 * i] as usize]
     }
 
-    /// Where the `i`th provider's fit of `class` begins, relative to the pack.
-    fn fit_at(&self, i: usize, class: ClassId) -> Option<usize> {
+    /// The `i`th provider's fits, each with where it begins relative to the pack.
+    fn fits_of(&self, i: usize) -> impl Iterator<Item = (usize, PackedFit)> + 'a {
+        let words = self.0;
         let mut at = self.starts(i).1;
-        let end = self.0[4 + 4 * i] as usize;
-        while at < end {
-            let word = self.0[at];
-            if word & !LONG == class {
-                return Some(at);
-            }
-            at += if word & LONG == 0 {
-                SHORT_FIT
-            } else {
-                LONG_FIT
-            };
-        }
-        None
+        let end = words[4 + 4 * i] as usize;
+        std::iter::from_fn(move || {
+            (at < end).then(|| {
+                let (fit, len) = PackedFit::read(&words[at..]);
+                let here = at;
+                at += len;
+                (here, fit)
+            })
+        })
     }
 
     /// Calls `f(j)` for each requested `(class, amount)` at `j` that fits on the `i`th
@@ -230,23 +223,20 @@ impl<'a> PackedTree<'a> {
         requested: &[(ClassId, i64)],
         mut f: impl FnMut(usize),
     ) {
-        let mut at = self.starts(i).1;
-        let end = self.0[4 + 4 * i] as usize;
-        while at < end {
-            let (fit, len) = PackedFit::read(&self.0[at..]);
+        for (_, fit) in self.fits_of(i) {
             for (j, (c, a)) in requested.iter().enumerate() {
                 if *c == fit.class && fit.fits(*a) {
                     f(j);
                 }
             }
-            at += len;
         }
     }
 
     /// Whether `amount` of `class` fits on the `i`th provider.
     pub(crate) fn fits(&self, i: usize, class: ClassId, amount: i64) -> bool {
-        self.fit_at(i, class)
-            .is_some_and(|at| PackedFit::read(&self.0[at..]).0.fits(amount))
+        self.fits_of(i)
+            .find(|(_, fit)| fit.class == class)
+            .is_some_and(|(_, fit)| fit.fits(amount))
     }
 }
 
@@ -352,7 +342,8 @@ impl PackedTrees {
         let Some(i) = (0..tree.len()).find(|i| tree.id(*i) == id) else {
             return;
         };
-        let (Some(at), Some(inv)) = (tree.fit_at(i, class), provider.inventory(class)) else {
+        let at = tree.fits_of(i).find(|(_, fit)| fit.class == class);
+        let (Some((at, _)), Some(inv)) = (at, provider.inventory(class)) else {
             return;
         };
         let mut words = Vec::with_capacity(LONG_FIT);

@@ -196,19 +196,27 @@ impl ProviderIndex {
         })
     }
 
-    /// A root's packed tree.
-    pub(crate) fn packed(&self, root: ProviderId) -> Option<PackedTree<'_>> {
-        self.packed.get(root)
+    /// A slot's packed tree, when the slot holds a root.
+    pub(crate) fn packed(&self, slot: ProviderId) -> Option<PackedTree<'_>> {
+        self.packed.get(slot)
+    }
+
+    /// A root's packed tree; every root has one.
+    pub(crate) fn root_pack(&self, root: ProviderId) -> PackedTree<'_> {
+        self.packed(root).expect("every root has a pack")
+    }
+
+    /// A root's tree packed from its providers.
+    fn pack_tree(&self, root: ProviderId) -> Vec<u32> {
+        let mut tree = Vec::new();
+        self.tree(root, &mut tree);
+        pack(tree.into_iter().map(|id| (id, self.get(id))))
     }
 
     /// Packs a slot's tree again if it holds a root, and drops its pack otherwise.
     fn repack(&mut self, slot: ProviderId) {
         let words = match self.slots.get(slot as usize) {
-            Some(Some(p)) if p.parent_name.is_none() => {
-                let mut tree = Vec::new();
-                self.tree(slot, &mut tree);
-                Some(pack(tree.into_iter().map(|id| (id, self.get(id)))))
-            }
+            Some(Some(p)) if p.parent_name.is_none() => Some(self.pack_tree(slot)),
             _ => None,
         };
         let roots = &self.roots;
@@ -256,11 +264,9 @@ impl ProviderIndex {
 
     /// Adds or replaces a provider. Its allocations, children and config additions stay.
     pub fn upsert_provider(&mut self, record: ProviderRecord) {
-        let old_root = self
-            .by_name
-            .get(record.name.as_str())
-            .and_then(|id| self.get(*id).root);
-        let (id, old) = match self.by_name.get(record.name.as_str()).copied() {
+        let existing = self.by_name.get(record.name.as_str()).copied();
+        let old_root = existing.and_then(|id| self.get(id).root);
+        let (id, old) = match existing {
             Some(id) => (id, Some(self.detach(id))),
             None => {
                 let id = self.free.pop().unwrap_or(self.slots.len() as ProviderId);
@@ -824,19 +830,8 @@ impl ProviderIndex {
 
     /// Every provider of a tree, root first, depth-first with children in name order.
     pub(crate) fn tree(&self, root: ProviderId, out: &mut Vec<ProviderId>) {
-        self.tree_with(root, out, &mut Vec::new());
-    }
-
-    /// [`Self::tree`] with a caller's stack, so walking many trees allocates once.
-    pub(crate) fn tree_with(
-        &self,
-        root: ProviderId,
-        out: &mut Vec<ProviderId>,
-        stack: &mut Vec<ProviderId>,
-    ) {
         let start = out.len();
-        stack.clear();
-        stack.push(root);
+        let mut stack = vec![root];
         while let Some(id) = stack.pop() {
             out.push(id);
             if out.len() - start > self.slots.len() {
@@ -1008,12 +1003,9 @@ mod tests {
             let slot = slot as ProviderId;
             match p {
                 Some(p) if p.parent_name.is_none() => {
-                    let mut tree = Vec::new();
-                    idx.tree(slot, &mut tree);
-                    let fresh = pack(tree.into_iter().map(|id| (id, idx.get(id))));
                     assert_eq!(
                         idx.packed(slot).map(|t| t.words()),
-                        Some(&fresh[..]),
+                        Some(&idx.pack_tree(slot)[..]),
                         "pack of root {}",
                         p.name
                     );
