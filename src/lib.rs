@@ -1,19 +1,16 @@
-//! kubeplace: OpenStack's scheduling vocabulary as Kubernetes custom resources.
+//! The `kubeplace` command: the CLI, and the operator around kubeplace's policy
+//! (controllers, admission webhook).
 //!
-//! The pure core (`extra_specs`, `placement`, `provider_config`) holds the semantics and
-//! has no Kubernetes, network or async code. The seam (`admission`, `reconcile`) turns
-//! objects in a `store` into verdicts and statuses. The shell (`api`, `manifest`, `cli`,
-//! and the operator's `webhook` and `controllers`) speaks Kubernetes and files.
+//! The semantics live below: `kubeplace-core` (pure rules), `kubeplace-api` (the custom
+//! resource types) and `kubeplace-policy` (admission, statuses, claims over a store).
+//! docs/architecture.md draws the map.
 
-pub mod admission;
-pub mod api;
+#![forbid(unsafe_code)]
+#![deny(rust_2018_idioms)]
+
+pub mod cache;
 pub mod cli;
 pub mod controllers;
-pub mod extra_specs;
-pub mod manifest;
-pub mod placement;
-pub mod provider_config;
-pub mod reconcile;
-pub mod store;
-pub mod templates;
+pub mod health;
+pub mod metrics;
 pub mod webhook;

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use kubeplace::provider_config::{Identification, check_text};
+use kubeplace_core::provider_config::{Identification, check_text};
 use serde_json::Value;
 
 const HEAD: &str = "meta:\n  schema_version: '1.0'\nproviders:\n";

@@ -1,12 +1,13 @@
 //! Servers: placement, capacity, rebuild, resize, flavor metadata and templates, through
 //! the same admission and reconcile code `kubeplace apply` and the operator run.
 
-use kubeplace::admission::{Operation, admit};
-use kubeplace::api::Object;
 use kubeplace::cli::apply::apply_documents;
-use kubeplace::manifest::parse_stream;
-use kubeplace::reconcile::{reconcile_all, release, scheduler};
-use kubeplace::store::{ObjectKey, Store};
+use kubeplace_api::manifest::parse_stream;
+use kubeplace_api::{Kind, Object};
+use kubeplace_policy::admission::{Operation, admit};
+use kubeplace_policy::scheduling::{self as scheduler, release};
+use kubeplace_policy::status::reconcile_all;
+use kubeplace_policy::store::{ObjectKey, Store};
 use proptest::prelude::*;
 use serde_json::Value;
 
@@ -50,7 +51,7 @@ fn server(name: &str, flavor: &str, image: &str, extra: &str) -> String {
 
 fn server_status(store: &Store, name: &str) -> Value {
     let key = ObjectKey {
-        kind: "Server",
+        kind: Kind::Server,
         namespace: "ns".into(),
         name: name.into(),
     };
@@ -106,7 +107,7 @@ fn deleting_a_server_frees_its_capacity_for_a_waiting_server() {
     assert_eq!(scheduled(&store, "b"), "NoValidHost");
     // What the leader does when `kubectl delete server a` sets its deletion timestamp.
     let key_a = ObjectKey {
-        kind: "Server",
+        kind: Kind::Server,
         namespace: "ns".into(),
         name: "a".into(),
     };
@@ -148,9 +149,9 @@ fn deleting_a_server_frees_its_capacity_for_a_waiting_server() {
 fn a_server_can_lose_its_finalizer_after_its_flavor_is_gone() {
     let yaml = node("cn1", 2, &[]) + &flavor("f2", 2, "") + &image("img", &[]);
     let (_, mut store) = run(&(yaml + &server("a", "f2", "img", "")));
-    store.delete(&ObjectKey::cluster("Flavor", "f2"));
+    store.delete(&ObjectKey::cluster(Kind::Flavor, "f2"));
     let key = ObjectKey {
-        kind: "Server",
+        kind: Kind::Server,
         namespace: "ns".into(),
         name: "a".into(),
     };
@@ -208,7 +209,7 @@ fn rebuild_keeps_the_allocation_or_is_rejected_naming_the_traits() {
     assert!(verdict.message.contains("rebuild rejected: image \"avx512\" requires HW_CPU_X86_AVX512F which the server's providers (cn1) lack"), "{}", verdict.message);
     // The rejected update left the server as it was.
     let key = ObjectKey {
-        kind: "Server",
+        kind: Kind::Server,
         namespace: "ns".into(),
         name: "s".into(),
     };

@@ -12,15 +12,14 @@ use http::{Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::Frame;
 use hyper_util::rt::TokioIo;
-use kubeplace::admission::{Operation, admit};
-use kubeplace::api::Object;
+use kubeplace::cache::SharedStore;
 use kubeplace::cli::apply::apply_documents;
-use kubeplace::controllers::kinds;
-use kubeplace::controllers::metrics::Metrics;
-use kubeplace::controllers::watch::SharedStore;
-use kubeplace::manifest::read_paths;
-use kubeplace::store::Store;
+use kubeplace::metrics::Metrics;
 use kubeplace::webhook::{Webhook, certs, server};
+use kubeplace_api::manifest::read_paths;
+use kubeplace_api::{Kind, Object};
+use kubeplace_policy::admission::{Operation, admit};
+use kubeplace_policy::store::Store;
 use rustls::pki_types::ServerName;
 use rustls::pki_types::pem::PemObject;
 use serde_json::{Value, json};
@@ -154,9 +153,9 @@ impl TestServer {
 
     async fn review(&self, op: &str, object: &Value, old: Option<&Value>) -> Value {
         let kind = object["kind"].as_str().unwrap_or("");
-        let plural = kinds::by_kind(kind)
-            .map(|r| r.plural)
-            .unwrap_or("flavors".into());
+        let plural = Kind::from_name(kind)
+            .map(|k| k.plural())
+            .unwrap_or("flavors");
         let body = review(op, object, old);
         let response = self.post(&plural, serde_json::to_vec(&body).unwrap()).await;
         assert_eq!(response["uid"], body["request"]["uid"], "the uid is echoed");
@@ -172,7 +171,9 @@ fn review(op: &str, object: &Value, old: Option<&Value>) -> Value {
         .unwrap_or("")
         .split_once('/')
         .unwrap_or(("", ""));
-    let plural = kinds::by_kind(kind).map(|r| r.plural).unwrap_or_default();
+    let plural = Kind::from_name(kind)
+        .map(|k| k.plural())
+        .unwrap_or_default();
     let name = json!(object["metadata"]["name"].as_str().unwrap_or(""));
     let (object, old) = match op {
         "DELETE" => (Value::Null, Some(object)),
@@ -201,7 +202,7 @@ fn review(op: &str, object: &Value, old: Option<&Value>) -> Value {
 /// Every document of the files under `dir`, as JSON, in `kubeplace apply` order.
 fn documents(dir: &str) -> Vec<(String, Value)> {
     let mut out = Vec::new();
-    for file in kubeplace::manifest::files_under(&Path::new(ROOT).join(dir)).unwrap() {
+    for file in kubeplace_api::manifest::files_under(&Path::new(ROOT).join(dir)).unwrap() {
         let text = std::fs::read_to_string(&file).unwrap();
         let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
         for d in docs.into_iter().filter(|d| !d.is_null()) {
@@ -241,7 +242,7 @@ async fn every_example_is_admitted_in_the_order_kubectl_applies_them() {
         kinds_seen.insert(doc["kind"].as_str().unwrap().to_string());
         // What the watch does once the API server stored it.
         let kind = doc["kind"].as_str().unwrap();
-        let object = Object::from_value(kind, doc.clone()).unwrap().unwrap();
+        let object = Object::from_value(Kind::from_name(kind).unwrap(), doc.clone()).unwrap();
         server.store.write().unwrap().apply(object);
         // Applying the same manifest again is an UPDATE with the stored object as old.
         let again = server.review("UPDATE", &doc, Some(&doc)).await;
@@ -249,7 +250,7 @@ async fn every_example_is_admitted_in_the_order_kubectl_applies_them() {
     }
     assert_eq!(
         kinds_seen.len(),
-        kubeplace::api::KINDS.len(),
+        Kind::ALL.len(),
         "every kind: {kinds_seen:?}"
     );
 }
@@ -271,7 +272,8 @@ async fn every_rejected_example_is_denied_with_kubeplaces_message() {
         // `kubeplace apply` prints it.
         let kind = doc["kind"].as_str().unwrap_or("");
         if doc["apiVersion"] == "kubeplace.io/v1alpha1"
-            && let Some(Ok(object)) = Object::from_value(kind, doc.clone())
+            && let Some(kind) = Kind::from_name(kind)
+            && let Ok(object) = Object::from_value(kind, doc.clone())
             && !object.name().is_empty()
         {
             let verdict = admit(Operation::Create, &object, None, &store);
@@ -345,10 +347,10 @@ async fn warnings_pass_through_on_an_allowed_object() {
 async fn deletion_and_updates_see_the_rest_of_the_cluster() {
     let store = cloud();
     let server = start(store.clone(), true).await;
-    let value = |kind: &'static str, name: &str| store.get_cluster(kind, name).unwrap().to_value();
+    let value = |kind: Kind, name: &str| store.get_cluster(kind, name).unwrap().to_value();
     // cn1-numa0 holds web-1's allocation: it cannot be deleted.
     let in_use = server
-        .review("DELETE", &value("ResourceProvider", "cn1-numa0"), None)
+        .review("DELETE", &value(Kind::ResourceProvider, "cn1-numa0"), None)
         .await;
     assert!(!allowed(&in_use), "{in_use}");
     assert!(
@@ -359,14 +361,14 @@ async fn deletion_and_updates_see_the_rest_of_the_cluster() {
     // A provider nothing uses can go.
     let unused = json!({"apiVersion": "kubeplace.io/v1alpha1", "kind": "ResourceProvider",
                         "metadata": {"name": "spare"}, "spec": {}});
-    server.store.write().unwrap().apply(
-        Object::from_value("ResourceProvider", unused.clone())
-            .unwrap()
-            .unwrap(),
-    );
+    server
+        .store
+        .write()
+        .unwrap()
+        .apply(Object::from_value(Kind::ResourceProvider, unused.clone()).unwrap());
     assert!(allowed(&server.review("DELETE", &unused, None).await));
     // Re-parenting a child is refused (Placement allows it only from no parent).
-    let old = value("ResourceProvider", "cn1-numa0");
+    let old = value(Kind::ResourceProvider, "cn1-numa0");
     let mut moved = old.clone();
     moved["spec"]["parent"] = json!("cn2");
     let r = server.review("UPDATE", &moved, Some(&old)).await;

@@ -7,12 +7,12 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::Output;
-use crate::admission::{Operation, Verdict, admit};
-use crate::api::Object;
-use crate::manifest::{Document, read_paths};
-use crate::reconcile::reconcile_all;
-use crate::reconcile::scheduler::place;
-use crate::store::{ObjectKey, Store};
+use kubeplace_api::Object;
+use kubeplace_api::manifest::{Document, read_paths};
+use kubeplace_policy::admission::{Operation, Verdict, admit};
+use kubeplace_policy::scheduling::place;
+use kubeplace_policy::status::reconcile_all;
+use kubeplace_policy::store::{ObjectKey, Store};
 
 /// Reconcile rounds before giving up on a fixed point (statuses depend on specs only, so
 /// two rounds settle in practice).

@@ -1,6 +1,6 @@
 //! `kubeplace crds`: every CustomResourceDefinition as one YAML stream.
 
-use crate::api::all_crds;
+use kubeplace_api::all_crds;
 
 /// The YAML that `kubeplace crds` prints and `crds/` holds.
 pub fn render() -> Result<String, serde_saphyr::ser_error::Error> {

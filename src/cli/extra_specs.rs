@@ -9,15 +9,17 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::Output;
-use crate::admission::custom_definitions;
-use crate::api::Object;
-use crate::extra_specs::docs::{self, Format};
-use crate::extra_specs::image_properties::check_image_property;
-use crate::extra_specs::metadefs::metadef_files;
-use crate::extra_specs::registry::{Registry, Rejected};
-use crate::extra_specs::{Status, Support, ValidationMode, Validators, ValueType, check_spec};
-use crate::manifest::read_paths;
-use crate::store::Store;
+use kubeplace_api::Object;
+use kubeplace_api::manifest::read_paths;
+use kubeplace_core::extra_specs::docs::{self, Format};
+use kubeplace_core::extra_specs::image_properties::check_image_property;
+use kubeplace_core::extra_specs::metadefs::metadef_files;
+use kubeplace_core::extra_specs::registry::{Registry, Rejected};
+use kubeplace_core::extra_specs::{
+    Status, Support, ValidationMode, Validators, ValueType, check_spec,
+};
+use kubeplace_policy::store::Store;
+use kubeplace_policy::translate::custom_definitions;
 
 /// Documentation formats.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

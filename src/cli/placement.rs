@@ -5,13 +5,13 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::manifest::read_paths;
-use crate::placement::candidates::allocation_candidates;
-use crate::placement::microversion::Microversion;
-use crate::placement::query::{parse_candidates_query, parse_providers_query};
-use crate::placement::resource_providers::matching_providers;
-use crate::placement::response::{candidates_body, error_body, providers_body};
-use crate::store::{Change, Store};
+use kubeplace_api::manifest::read_paths;
+use kubeplace_core::placement::candidates::allocation_candidates;
+use kubeplace_core::placement::microversion::Microversion;
+use kubeplace_core::placement::query::{parse_candidates_query, parse_providers_query};
+use kubeplace_core::placement::resource_providers::matching_providers;
+use kubeplace_core::placement::response::{candidates_body, error_body, providers_body};
+use kubeplace_policy::store::{Change, Store};
 
 /// Which Placement call to answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

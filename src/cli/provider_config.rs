@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 use clap::Subcommand;
 
 use super::Output;
-use crate::api::ProviderConfig;
-use crate::provider_config::directory::{Report, Verdict, validate_paths};
-use crate::provider_config::file::{check_parsed, file_value_to_spec, parse_text};
+use kubeplace_api::ProviderConfig;
+use kubeplace_core::provider_config::directory::{Report, Verdict, validate_paths};
+use kubeplace_core::provider_config::file::{check_parsed, parse_text};
+use kubeplace_policy::translate::provider_config::file_value_to_spec;
 
 #[derive(Subcommand, Debug)]
 pub enum ProviderConfigCommand {

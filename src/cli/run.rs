@@ -17,14 +17,15 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
-use crate::controllers::health::{self, Health};
-use crate::controllers::kinds::api_resources;
+use crate::cache::SharedStore;
 use crate::controllers::lease::{Elector, LeaseSettings};
-use crate::controllers::metrics::Metrics;
 use crate::controllers::reconciler::{Pacing, Reconciler, recorder};
 use crate::controllers::trigger::Trigger;
-use crate::controllers::watch::{self as kind_watches, SharedStore, Synced, kind_watch};
+use crate::controllers::watch::{self as kind_watches, Synced, kind_watch};
+use crate::health::{self, Health};
+use crate::metrics::Metrics;
 use crate::webhook::{Webhook, certs, config, server};
+use kubeplace_api::Kind;
 
 /// Log formats.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -205,7 +206,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
     let metrics = Arc::new(Metrics::new());
     let store = SharedStore::default();
     let trigger = Arc::new(Trigger::default());
-    let resources = api_resources();
+    let resources = Kind::ALL.map(Kind::api_resource);
     let (synced, ready) = Synced::new(resources.len());
 
     // The serving certificate.

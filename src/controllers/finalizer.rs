@@ -1,14 +1,15 @@
 //! The writes that release a deleted server's allocation: the finalizer on every Server,
 //! the Allocation deleted, then the finalizer removed. What to do is decided by
-//! [`crate::reconcile::release::releases`]; this only talks to the API server.
+//! [`kubeplace_policy::scheduling::release::releases`]; this only talks to the API server.
 
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::json;
 use tracing::{info, warn};
 
-use crate::api::{API_VERSION, Allocation, Server};
-use crate::reconcile::release::{ALLOCATION_FINALIZER, Releases, ServerRef};
+use kubeplace_api::ServerRef;
+use kubeplace_api::{API_VERSION, Allocation, Server};
+use kubeplace_policy::scheduling::release::{ALLOCATION_FINALIZER, Releases};
 
 /// The field manager that owns kubeplace's finalizer on Servers (and only that).
 pub const FINALIZER_MANAGER: &str = "kubeplace-finalizer";

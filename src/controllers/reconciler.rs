@@ -14,12 +14,12 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::metrics::{Metrics, kind_label};
 use super::status::{self, StatusWrite};
 use super::trigger::{Pending, Trigger};
-use super::watch::SharedStore;
-use crate::api::API_VERSION;
-use crate::store::ObjectKey;
+use crate::cache::SharedStore;
+use crate::metrics::{Metrics, kind_label};
+use kubeplace_api::API_VERSION;
+use kubeplace_policy::store::ObjectKey;
 
 /// How the loop paces itself.
 #[derive(Debug, Clone)]
@@ -136,14 +136,14 @@ impl Reconciler {
             let mut store = self.store.read().unwrap_or_else(|e| e.into_inner()).clone();
             // Deleted servers give their capacity back first, so that waiting servers can
             // use it in this same pass.
-            let releases = crate::reconcile::release::releases(&store);
-            crate::reconcile::release::forget_allocations(&mut store, &releases);
+            let releases = kubeplace_policy::scheduling::release::releases(&store);
+            kubeplace_policy::scheduling::release::forget_allocations(&mut store, &releases);
             // The leader places waiting servers one at a time over its own view; the
             // Allocation webhook still guards capacity against anything else.
-            let placements = crate::reconcile::scheduler::schedule_pending(&mut store);
+            let placements = kubeplace_policy::scheduling::schedule_pending(&mut store);
             let keys: Vec<ObjectKey> = if pending.full {
-                let mut counts: BTreeMap<&str, i64> =
-                    crate::api::KINDS.iter().map(|k| (*k, 0)).collect();
+                let mut counts: BTreeMap<kubeplace_api::Kind, i64> =
+                    kubeplace_api::Kind::ALL.iter().map(|k| (*k, 0)).collect();
                 for k in store.keys() {
                     *counts.entry(k.kind).or_default() += 1;
                 }
@@ -165,7 +165,7 @@ impl Reconciler {
         }
         for allocation in placements {
             let name = allocation.metadata.name.clone().unwrap_or_default();
-            let api: kube::Api<crate::api::Allocation> = kube::Api::all(self.client.clone());
+            let api: kube::Api<kubeplace_api::Allocation> = kube::Api::all(self.client.clone());
             let params = kube::api::PatchParams::apply(status::FIELD_MANAGER).force();
             match api
                 .patch(&name, &params, &kube::api::Patch::Apply(&allocation))
@@ -213,11 +213,11 @@ impl Reconciler {
                     self.publish(&w).await;
                 }
                 Err(kube::Error::Api(s)) if s.is_not_found() => {
-                    debug!(kind = w.key.kind, name = %w.key.name, "gone before its status was written");
+                    debug!(kind = %w.key.kind, name = %w.key.name, "gone before its status was written");
                 }
                 Err(e) => {
                     failed += 1;
-                    warn!(kind = w.key.kind, name = %w.key.name, error = %e, "cannot write status; will retry");
+                    warn!(kind = %w.key.kind, name = %w.key.name, error = %e, "cannot write status; will retry");
                     self.metrics
                         .reconcile_errors
                         .get_or_create(&kind_label(w.key.kind))
@@ -280,7 +280,7 @@ impl Reconciler {
                 secondary: None,
             };
             if let Err(e) = self.recorder.publish(&event, &reference).await {
-                debug!(error = %e, kind = w.key.kind, name = %w.key.name, "cannot publish an Event");
+                debug!(error = %e, kind = %w.key.kind, name = %w.key.name, "cannot publish an Event");
             }
         }
     }
@@ -288,6 +288,7 @@ impl Reconciler {
 
 #[cfg(test)]
 mod tests {
+    use kubeplace_api::Kind;
     use std::collections::BTreeMap;
 
     use http::{Method, Request, Response};
@@ -296,7 +297,7 @@ mod tests {
     use tower_test::mock;
 
     use super::*;
-    use crate::api::{Flavor, FlavorSpec, Object};
+    use kubeplace_api::{Flavor, FlavorSpec, Object};
 
     fn flavor(name: &str) -> Object {
         let mut f = Flavor::new(
@@ -330,7 +331,7 @@ mod tests {
             s.put(flavor("current"));
             s.put(flavor("stale"));
             // "current" already has the status the seam computes.
-            let key = ObjectKey::cluster("Flavor", "current");
+            let key = ObjectKey::cluster(Kind::Flavor, "current");
             let writes = status::plan(&s, [&key], "2026-01-01T00:00:00Z", None);
             s.set_status(&key, writes[0].status.clone());
         }
@@ -394,7 +395,7 @@ mod tests {
             .await;
         assert_eq!(api.await.unwrap(), [Method::PATCH, Method::POST]);
         let s = store.read().unwrap();
-        let stale = s.get(&ObjectKey::cluster("Flavor", "stale")).unwrap();
+        let stale = s.get(&ObjectKey::cluster(Kind::Flavor, "stale")).unwrap();
         assert!(stale.status().is_some());
     }
 
@@ -434,7 +435,7 @@ mod tests {
         assert!(matches!(next, Err(_) | Ok(None)), "a follower wrote");
         let s = store.read().unwrap();
         assert!(
-            s.get(&ObjectKey::cluster("Flavor", "stale"))
+            s.get(&ObjectKey::cluster(Kind::Flavor, "stale"))
                 .unwrap()
                 .status()
                 .is_none()

@@ -8,11 +8,10 @@ use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::kinds;
-use super::metrics::{Metrics, kind_label};
-use crate::api::{Condition, Object, Status, find_condition};
-use crate::reconcile::{World, desired_status};
-use crate::store::{ObjectKey, Store};
+use crate::metrics::{Metrics, kind_label};
+use kubeplace_api::{Condition, Object, Status, find_condition};
+use kubeplace_policy::status::{World, desired_status};
+use kubeplace_policy::store::{ObjectKey, Store};
 
 /// The field manager of every status kubeplace writes.
 pub const FIELD_MANAGER: &str = "kubeplace";
@@ -150,9 +149,7 @@ pub fn plan<'a>(
 /// Writes one status with server-side apply to the status subresource, under
 /// [`FIELD_MANAGER`], forcing ownership of every status field.
 pub async fn write(client: &Client, w: &StatusWrite) -> Result<(), kube::Error> {
-    let Some(ar) = kinds::by_kind(w.key.kind) else {
-        return Ok(());
-    };
+    let ar = w.key.kind.api_resource();
     let api: Api<DynamicObject> = if w.key.namespace.is_empty() {
         Api::all_with(client.clone(), &ar)
     } else {
@@ -181,7 +178,7 @@ mod tests {
     use tower_test::mock;
 
     use super::*;
-    use crate::api::{Flavor, FlavorSpec};
+    use kubeplace_api::{Flavor, FlavorSpec};
 
     fn flavor(name: &str, generation: i64, vcpus: i64) -> Object {
         let mut f = Flavor::new(
@@ -258,13 +255,13 @@ mod tests {
 
     #[test]
     fn a_condition_that_changes_status_gets_a_new_timestamp() {
-        let mut desired = Status::Flavor(crate::api::FlavorStatus {
+        let mut desired = Status::Flavor(kubeplace_api::FlavorStatus {
             conditions: vec![Condition::new("Schedulable", true, "Candidates", "")],
             ..Default::default()
         });
         let mut old = Condition::new("Schedulable", false, "NoCandidates", "");
         old.last_transition_time = Some("2020-01-01T00:00:00Z".into());
-        let current = Status::Flavor(crate::api::FlavorStatus {
+        let current = Status::Flavor(kubeplace_api::FlavorStatus {
             conditions: vec![old],
             ..Default::default()
         });

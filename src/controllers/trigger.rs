@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::store::ObjectKey;
+use kubeplace_policy::store::ObjectKey;
 
 /// The objects to reconcile: every object, or a few by key.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -97,12 +97,13 @@ impl Trigger {
 
 #[cfg(test)]
 mod tests {
+    use kubeplace_api::Kind;
     use std::sync::Arc;
 
     use super::*;
 
     fn key(n: &str) -> ObjectKey {
-        ObjectKey::cluster("Flavor", n)
+        ObjectKey::cluster(Kind::Flavor, n)
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! not fit its kind's schema is logged and skipped and the watch goes on.
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use kube::Client;
@@ -16,19 +16,16 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
-use super::kinds::static_kind;
-use super::metrics::{Metrics, kind_label};
 use super::trigger::Trigger;
-use crate::api::Object;
-use crate::store::{Change, ObjectKey, Store};
-
-/// The store every part of the operator reads: the watches write it, the webhook and the
-/// reconciler read it.
-pub type SharedStore = Arc<RwLock<Store>>;
+use crate::cache::{SharedStore, to_object};
+use crate::metrics::{Metrics, kind_label};
+use kubeplace_api::Kind;
+use kubeplace_api::Object;
+use kubeplace_policy::store::{Change, ObjectKey, Store};
 
 /// Which kinds have their initial list in the store; ready when all have.
 pub struct Synced {
-    kinds: Mutex<BTreeSet<String>>,
+    kinds: Mutex<BTreeSet<Kind>>,
     expected: usize,
     ready: watch::Sender<bool>,
 }
@@ -48,9 +45,9 @@ impl Synced {
     }
 
     /// Marks a kind as listed.
-    pub fn mark(&self, kind: &str) {
+    pub fn mark(&self, kind: Kind) {
         let mut kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
-        if kinds.insert(kind.to_string()) && kinds.len() >= self.expected {
+        if kinds.insert(kind) && kinds.len() >= self.expected {
             info!(
                 kinds = kinds.len(),
                 "every kind is listed; the store is synced"
@@ -60,22 +57,9 @@ impl Synced {
     }
 
     /// The kinds not listed yet, of `all`.
-    pub fn pending<'a>(&self, all: &[&'a str]) -> Vec<&'a str> {
+    pub fn pending(&self, all: &[Kind]) -> Vec<Kind> {
         let kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
-        all.iter()
-            .copied()
-            .filter(|k| !kinds.contains(*k))
-            .collect()
-    }
-}
-
-/// Reads a watched object as its kind.
-pub fn to_object(kind: &str, object: &DynamicObject) -> Result<Object, String> {
-    let value = serde_json::to_value(object).map_err(|e| e.to_string())?;
-    match Object::from_value(kind, value) {
-        Some(Ok(o)) => Ok(o),
-        Some(Err(e)) => Err(format!("field {}: {}", e.path, e.message)),
-        None => Err(format!("{kind} is not a kubeplace kind")),
+        all.iter().copied().filter(|k| !kinds.contains(k)).collect()
     }
 }
 
@@ -95,7 +79,7 @@ fn body(o: &Object) -> Value {
 
 /// One kind's watch state: the events of a (re)list are buffered and swapped in at once.
 pub struct KindWatch {
-    kind: &'static str,
+    kind: Kind,
     relist: Option<Vec<Object>>,
     store: SharedStore,
     trigger: Arc<Trigger>,
@@ -105,7 +89,7 @@ pub struct KindWatch {
 
 impl KindWatch {
     pub fn new(
-        kind: &'static str,
+        kind: Kind,
         store: SharedStore,
         trigger: Arc<Trigger>,
         synced: Arc<Synced>,
@@ -125,7 +109,7 @@ impl KindWatch {
         match to_object(self.kind, object) {
             Ok(o) => Some(o),
             Err(e) => {
-                warn!(kind = self.kind, name = object.metadata.name.as_deref().unwrap_or(""), error = %e, "skipping an object that does not fit its kind");
+                warn!(kind = %self.kind, name = object.metadata.name.as_deref().unwrap_or(""), error = %e, "skipping an object that does not fit its kind");
                 self.metrics
                     .watch_skipped
                     .get_or_create(&kind_label(self.kind))
@@ -171,7 +155,7 @@ impl KindWatch {
                 Event::Apply(o) => {
                     self.metrics.watch_event(self.kind, "apply");
                     if let Some(object) = self.read(&o) {
-                        debug!(kind = self.kind, name = object.name(), "applied");
+                        debug!(kind = %self.kind, name = object.name(), "applied");
                         if self.only_status_changed(&object) {
                             status_only.push(ObjectKey::of(&object));
                         } else {
@@ -187,7 +171,7 @@ impl KindWatch {
                         namespace: o.metadata.namespace.clone().unwrap_or_default(),
                         name: o.metadata.name.clone().unwrap_or_default(),
                     };
-                    debug!(kind = self.kind, name = %key.name, "deleted");
+                    debug!(kind = %self.kind, name = %key.name, "deleted");
                     full = true;
                     changes.push(Change::Delete(key));
                 }
@@ -217,7 +201,7 @@ impl KindWatch {
                             .chain(listed.into_iter().map(|o| Change::Put(Box::new(o)))),
                     );
                     drop(store);
-                    info!(kind = self.kind, objects = count, removed, "listed");
+                    info!(kind = %self.kind, objects = count, removed, "listed");
                     full = true;
                     listed_now = true;
                 }
@@ -259,7 +243,7 @@ pub async fn run(client: Client, resource: ApiResource, mut state: KindWatch) {
     }
 }
 
-/// A watch for a kind of [`crate::api::KINDS`]; `None` for any other.
+/// A watch for a kubeplace kind; `None` for any other resource.
 pub fn kind_watch(
     resource: &ApiResource,
     store: &SharedStore,
@@ -268,7 +252,7 @@ pub fn kind_watch(
     metrics: &Arc<Metrics>,
 ) -> Option<KindWatch> {
     Some(KindWatch::new(
-        static_kind(&resource.kind)?,
+        Kind::from_name(&resource.kind)?,
         store.clone(),
         trigger.clone(),
         synced.clone(),
@@ -299,7 +283,7 @@ mod tests {
         let trigger = Arc::new(Trigger::default());
         let (synced, ready) = Synced::new(1);
         let w = KindWatch::new(
-            "ResourceProvider",
+            Kind::ResourceProvider,
             store.clone(),
             trigger.clone(),
             synced,

@@ -9,9 +9,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 
-use crate::api::{GROUP, VERSION};
-use crate::controllers::kinds::api_resources;
 use crate::controllers::status::FIELD_MANAGER;
+use kubeplace_api::Kind;
+use kubeplace_api::{GROUP, VERSION};
 
 /// `https://HOST:PORT`, with an IPv6 address in brackets.
 pub fn base_url(host: &str, port: u16) -> String {
@@ -40,9 +40,10 @@ pub fn webhook_configuration(
     base_url: &str,
     ca_bundle_pem: &str,
 ) -> ValidatingWebhookConfiguration {
-    let webhooks = api_resources()
+    let webhooks = Kind::ALL
         .into_iter()
-        .map(|r| ValidatingWebhook {
+        .map(|kind| (kind, kind.api_resource()))
+        .map(|(kind, r)| ValidatingWebhook {
             name: format!("{}.{GROUP}", r.plural),
             client_config: WebhookClientConfig {
                 url: Some(format!("{base_url}/validate/{}", r.plural)),
@@ -55,7 +56,7 @@ pub fn webhook_configuration(
                 operations: Some(operations(&r.plural)),
                 resources: Some(vec![r.plural.clone()]),
                 scope: Some(
-                    if crate::api::NAMESPACED_KINDS.contains(&r.kind.as_str()) {
+                    if kind.is_namespaced() {
                         "Namespaced"
                     } else {
                         "Cluster"
@@ -115,7 +116,7 @@ mod tests {
         let c = webhook_configuration("kubeplace", &base_url("127.0.0.1", 8443), "PEM");
         let v = serde_json::to_value(&c).unwrap();
         let hooks = v["webhooks"].as_array().unwrap();
-        assert_eq!(hooks.len(), crate::api::KINDS.len());
+        assert_eq!(hooks.len(), Kind::ALL.len());
         let flavors = hooks
             .iter()
             .find(|h| h["name"] == "flavors.kubeplace.io")

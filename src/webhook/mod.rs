@@ -1,5 +1,5 @@
 //! The validating admission webhook: AdmissionReview v1 in and out, one path per kind
-//! (`/validate/<plural>`), answered by [`crate::admission::admit`] over the operator's
+//! (`/validate/<plural>`), answered by [`kubeplace_policy::admission::admit`] over the operator's
 //! shared store.
 
 pub mod certs;
@@ -13,11 +13,10 @@ use kube::core::DynamicObject;
 use kube::core::admission::{self as k8s, AdmissionRequest, AdmissionResponse, AdmissionReview};
 use tokio::sync::watch;
 
-use crate::admission::{Operation, Verdict, admit};
-use crate::api::{API_VERSION, GROUP, Object};
-use crate::controllers::kinds;
-use crate::controllers::metrics::Metrics;
-use crate::controllers::watch::{SharedStore, to_object};
+use crate::cache::{SharedStore, to_object};
+use crate::metrics::Metrics;
+use kubeplace_api::{API_VERSION, GROUP, Kind, Object};
+use kubeplace_policy::admission::{Operation, Verdict, admit};
 
 /// The largest request body read (the API server's own limit on objects is 3 MiB).
 pub const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -111,7 +110,7 @@ impl Webhook {
     }
 
     /// Publishes a Warning Event `Rejected` about the object, without holding up the answer.
-    fn report_rejection(&self, object: &crate::api::Object, message: &str) {
+    fn report_rejection(&self, object: &kubeplace_api::Object, message: &str) {
         let Some(recorder) = self.events.clone() else {
             return;
         };
@@ -135,15 +134,15 @@ impl Webhook {
     }
 
     async fn answer(&self, plural: &str, body: &[u8]) -> Answer {
-        let kind = kinds::by_plural(plural)
-            .map(|r| r.kind)
+        let kind = Kind::from_plural(plural)
+            .map(|k| k.as_str().to_string())
             .unwrap_or_else(|| plural.to_string());
         let invalid_answer = |message: String, uid: Option<String>| Answer {
             kind: kind.clone(),
             verdict: "invalid",
             response: invalid(message, uid),
         };
-        let Some(resource) = kinds::by_plural(plural) else {
+        let Some(resource) = Kind::from_plural(plural) else {
             return invalid_answer(
                 format!("kubeplace serves no kind at /validate/{plural}"),
                 None,
@@ -184,10 +183,10 @@ impl Webhook {
             verdict: "denied",
             response: denied(response.clone(), message),
         };
-        if request.kind.group != GROUP || request.kind.kind != resource.kind {
+        if request.kind.group != GROUP || request.kind.kind != resource.as_str() {
             return deny(format!(
                 "this webhook reviews {}.{GROUP}; the request is for {:?} in group {:?}",
-                resource.kind, request.kind.kind, request.kind.group
+                resource, request.kind.kind, request.kind.group
             ));
         }
         let op = match request.operation {
@@ -223,21 +222,21 @@ impl Webhook {
         {
             return deny(format!(
                 "{} {name:?}: apiVersion is {:?}; kubeplace serves {API_VERSION}",
-                resource.kind, types.api_version
+                resource, types.api_version
             ));
         }
-        if let Err(why) = crate::manifest::check_object_name(&name) {
-            return deny(format!("{} {name:?}: metadata.name: {why}", resource.kind));
+        if let Err(why) = kubeplace_api::manifest::check_object_name(&name) {
+            return deny(format!("{} {name:?}: metadata.name: {why}", resource));
         }
-        let object = match to_object(&resource.kind, sent) {
+        let object = match to_object(resource, sent) {
             Ok(o) => o,
-            Err(e) => return deny(format!("{} {name:?} is invalid: {e}", resource.kind)),
+            Err(e) => return deny(format!("{} {name:?} is invalid: {e}", resource)),
         };
         let old = match op {
             Operation::Update => request
                 .old_object
                 .as_ref()
-                .and_then(|o| to_object(&resource.kind, o).ok()),
+                .and_then(|o| to_object(resource, o).ok()),
             _ => None,
         };
         let mut ready = self.ready.clone();

@@ -140,7 +140,7 @@ pub async fn handle(webhook: Arc<Webhook>, request: Request<Incoming>) -> Reply 
             "kubeplace's webhook serves /validate/<plural>\n",
         );
     };
-    let Some(resource) = crate::controllers::kinds::by_plural(&plural) else {
+    let Some(resource) = kubeplace_api::Kind::from_plural(&plural) else {
         return text(
             StatusCode::NOT_FOUND,
             format!("kubeplace serves no kind at /validate/{plural}\n"),
@@ -152,7 +152,7 @@ pub async fn handle(webhook: Arc<Webhook>, request: Request<Incoming>) -> Reply 
     let refuse = |message: String| {
         webhook
             .metrics()
-            .admission(&resource.kind, "invalid", Duration::ZERO);
+            .admission(resource.as_str(), "invalid", Duration::ZERO);
         let mut review = invalid(message, None).into_review();
         review.types.api_version = super::ADMISSION_API_VERSION.into();
         review_reply(&review)

@@ -1,0 +1,535 @@
+//! Reading manifests: files, folders and standard input, multi-document YAML or JSON,
+//! into kubeplace objects that remember which file, document and line they came from.
+
+use std::fmt;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+pub use kubeplace_core::yaml::{Located, Node};
+
+use crate::{API_VERSION, Kind, Object};
+use kubeplace_core::placement::closest;
+
+/// Where a document was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    /// The file's path as given, or `-` for standard input.
+    pub file: String,
+    /// 1-based position of the document in its file.
+    pub document: usize,
+    /// 1-based line the document starts at.
+    pub line: u64,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{} (document {})",
+            self.file, self.line, self.document
+        )
+    }
+}
+
+/// One document of a manifest: the object it holds, or why it holds none.
+#[derive(Debug, Clone)]
+pub struct Document {
+    pub origin: Origin,
+    /// `kind` as written, empty when absent.
+    pub kind: String,
+    /// `metadata.name` as written, empty when absent.
+    pub name: String,
+    pub object: Result<Object, DocumentError>,
+}
+
+/// Why a well-formed YAML document is not a kubeplace object. Each names the field,
+/// the line, and what would be accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DocumentError {
+    #[error("the document is not a mapping of fields (found {found})")]
+    NotAMapping { line: u64, found: &'static str },
+    #[error(
+        "line {line}: field {field} is missing; kubeplace objects have apiVersion: {API_VERSION} and a kind"
+    )]
+    Missing { field: &'static str, line: u64 },
+    #[error("field kind is {kind:?}, which kubeplace does not serve{}; kubeplace's kinds are {}", hint(.suggestion), kind_names().join(", "))]
+    UnknownKind {
+        kind: String,
+        line: u64,
+        suggestion: Option<String>,
+    },
+    #[error("field apiVersion is {api_version:?}; {kind} is served as {API_VERSION}")]
+    UnknownApiVersion {
+        api_version: String,
+        kind: String,
+        line: u64,
+    },
+    #[error("field metadata.name is {name:?}: {why}")]
+    BadName {
+        name: String,
+        line: u64,
+        why: String,
+    },
+    #[error("field {path}: {message}")]
+    Schema {
+        path: String,
+        line: u64,
+        message: String,
+    },
+}
+
+impl DocumentError {
+    /// The line the problem is on.
+    pub fn line(&self) -> u64 {
+        match self {
+            DocumentError::NotAMapping { line, .. }
+            | DocumentError::Missing { line, .. }
+            | DocumentError::UnknownKind { line, .. }
+            | DocumentError::UnknownApiVersion { line, .. }
+            | DocumentError::BadName { line, .. }
+            | DocumentError::Schema { line, .. } => *line,
+        }
+    }
+
+    /// The error with where it is: `FILE:LINE: document N: …`.
+    pub fn located(&self, origin: &Origin) -> String {
+        format!(
+            "{}:{}: document {}: {self}",
+            origin.file,
+            self.line(),
+            origin.document
+        )
+    }
+}
+
+fn hint(s: &Option<String>) -> String {
+    s.as_ref()
+        .map(|s| format!(" (did you mean {s}?)"))
+        .unwrap_or_default()
+}
+
+/// Why the input could not be read at all (exit code 2).
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: not valid YAML or JSON: {message}")]
+    Syntax { path: String, message: String },
+}
+
+/// Reads every path in order: `-` is standard input, a folder is read recursively in
+/// sorted order (`*.yaml`, `*.yml`, `*.json`), a file is read whatever its name.
+pub fn read_paths(paths: &[PathBuf], stdin: &mut dyn Read) -> Result<Vec<Document>, ReadError> {
+    let mut documents = Vec::new();
+    for path in paths {
+        if path.as_os_str() == "-" {
+            let mut text = String::new();
+            stdin
+                .read_to_string(&mut text)
+                .map_err(|source| ReadError::Io {
+                    path: "-".into(),
+                    source,
+                })?;
+            documents.extend(parse_stream("-", &text)?);
+            continue;
+        }
+        for file in files_under(path)? {
+            let shown = file.display().to_string();
+            let text = std::fs::read_to_string(&file).map_err(|source| ReadError::Io {
+                path: shown.clone(),
+                source,
+            })?;
+            documents.extend(parse_stream(&shown, &text)?);
+        }
+    }
+    Ok(documents)
+}
+
+/// The manifest files under a path, sorted; the path itself when it is a file.
+pub fn files_under(path: &Path) -> Result<Vec<PathBuf>, ReadError> {
+    let io = |source| ReadError::Io {
+        path: path.display().to_string(),
+        source,
+    };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if !meta.is_dir() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
+        .map_err(io)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()
+        .map_err(io)?;
+    entries.sort();
+    let mut files = Vec::new();
+    for entry in entries {
+        if entry.is_dir() {
+            files.extend(files_under(&entry)?);
+        } else if matches!(
+            entry.extension().and_then(|e| e.to_str()),
+            Some("yaml" | "yml" | "json")
+        ) {
+            files.push(entry);
+        }
+    }
+    Ok(files)
+}
+
+/// Parser limits that grow with the input. The parser's defaults (1,024 documents, 250,000
+/// nodes) refuse a cloud of a few thousand providers in one file; a document or a node takes
+/// at least a few bytes of input, so limits proportional to its length admit any real file.
+/// The limits on aliases and anchors, which are what let a small file expand into a huge
+/// one, stay as they are.
+fn options_for(text: &str) -> serde_saphyr::Options {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_documents = budget.max_documents.max(text.len() / 3 + 1);
+    budget.max_nodes = budget.max_nodes.max(text.len());
+    budget.max_events = budget.max_events.max(text.len().saturating_mul(2));
+    budget.max_total_scalar_bytes = budget.max_total_scalar_bytes.max(text.len());
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget);
+    options
+}
+
+/// Parses one file's text: every document becomes a [`Document`]; empty documents are skipped;
+/// `kind: List` is expanded into its items.
+pub fn parse_stream(file: &str, text: &str) -> Result<Vec<Document>, ReadError> {
+    let roots: Vec<serde_saphyr::Spanned<Node>> =
+        serde_saphyr::from_multiple_with_options(text, options_for(text)).map_err(|e| {
+            ReadError::Syntax {
+                path: file.to_string(),
+                message: first_line(&e.to_string()),
+            }
+        })?;
+    let mut out = Vec::new();
+    for (i, root) in roots.into_iter().enumerate() {
+        let root = Located::from(root);
+        if matches!(root.node, Node::Null) {
+            continue;
+        }
+        let origin = |line| Origin {
+            file: file.to_string(),
+            document: i + 1,
+            line,
+        };
+        if root
+            .get("kind")
+            .and_then(|k| k.to_json().as_str().map(str::to_string))
+            .as_deref()
+            == Some("List")
+            && let Some(Located {
+                node: Node::Seq(items),
+                ..
+            }) = root.get("items")
+        {
+            for item in items {
+                out.push(document(origin(item.line), item));
+            }
+            continue;
+        }
+        out.push(document(origin(root.line), &root));
+    }
+    Ok(out)
+}
+
+fn first_line(s: &str) -> String {
+    s.lines()
+        .next()
+        .unwrap_or("")
+        .trim_start_matches("error: ")
+        .to_string()
+}
+
+fn document(origin: Origin, root: &Located) -> Document {
+    let text = |key: &str| {
+        root.get(key)
+            .and_then(|v| v.to_json().as_str().map(str::to_string))
+    };
+    let kind = text("kind").unwrap_or_default();
+    let name = root
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(|n| n.to_json().as_str().map(str::to_string))
+        .unwrap_or_default();
+    let object = to_object(root);
+    Document {
+        origin,
+        kind,
+        name,
+        object,
+    }
+}
+
+fn to_object(root: &Located) -> Result<Object, DocumentError> {
+    let line = root.line;
+    if !matches!(root.node, Node::Map(_)) {
+        let found = match root.node {
+            Node::Seq(_) => "a list",
+            _ => "a single value",
+        };
+        return Err(DocumentError::NotAMapping { line, found });
+    }
+    let field = |key: &'static str| -> Result<(String, u64), DocumentError> {
+        let v = root
+            .get(key)
+            .ok_or(DocumentError::Missing { field: key, line })?;
+        match &v.node {
+            Node::String(s) if !s.is_empty() => Ok((s.clone(), v.line)),
+            _ => Err(DocumentError::Schema {
+                path: key.into(),
+                line: v.line,
+                message: "must be a non-empty string".into(),
+            }),
+        }
+    };
+    let (kind, kind_line) = field("kind")?;
+    let (api_version, api_line) = field("apiVersion")?;
+    let Some(typed_kind) = Kind::from_name(&kind) else {
+        return Err(DocumentError::UnknownKind {
+            suggestion: closest(&kind, &kind_names()),
+            kind,
+            line: kind_line,
+        });
+    };
+    if api_version != API_VERSION {
+        return Err(DocumentError::UnknownApiVersion {
+            api_version,
+            kind,
+            line: api_line,
+        });
+    }
+    let name_node = root.get("metadata").and_then(|m| m.get("name"));
+    let name = name_node
+        .and_then(|n| n.to_json().as_str().map(str::to_string))
+        .unwrap_or_default();
+    let name_line = name_node.map_or(line, |n| n.line);
+    if let Err(why) = check_object_name(&name) {
+        return Err(DocumentError::BadName {
+            name,
+            line: name_line,
+            why,
+        });
+    }
+    let mut body = root.to_json();
+    if typed_kind.is_namespaced()
+        && let Some(meta) = body.get_mut("metadata").and_then(|m| m.as_object_mut())
+        && !meta.contains_key("namespace")
+    {
+        // kubectl puts an object without a namespace in its context's namespace, "default" here.
+        meta.insert("namespace".into(), "default".into());
+    }
+    Object::from_value(typed_kind, body).map_err(|e| {
+        let at = root.locate(e.path.split(['.', '[', ']']).filter(|s| !s.is_empty()));
+        DocumentError::Schema {
+            path: e.path,
+            line: at.line,
+            message: e.message,
+        }
+    })
+}
+
+/// The names of kubeplace's kinds, in the order `kubeplace crds` prints them.
+fn kind_names() -> Vec<&'static str> {
+    Kind::ALL.iter().map(|k| k.as_str()).collect()
+}
+
+/// Kubernetes' rule for object names: a DNS subdomain (RFC 1123).
+pub fn check_object_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("every object needs a name; set metadata.name".into());
+    }
+    if name.len() > 253 {
+        return Err(format!(
+            "it is {} characters long; at most 253 are allowed",
+            name.len()
+        ));
+    }
+    let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.';
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    if !name.chars().all(ok_char) || !name.starts_with(alnum) || !name.ends_with(alnum) {
+        return Err("names use lowercase letters, digits, '-' and '.', and start and end with a letter or digit".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata:\n  name: m1.small\nspec:\n  vcpus: 1\n  memoryMb: 512\n";
+
+    #[test]
+    fn reads_multi_document_streams_with_lines() {
+        let text = format!(
+            "---\n{GOOD}---\n# nothing here\n---\n{}",
+            GOOD.replace("m1.small", "m1.large")
+        );
+        let docs = parse_stream("f.yaml", &text).unwrap();
+        assert_eq!(docs.len(), 2);
+        assert_eq!(
+            docs[0].origin,
+            Origin {
+                file: "f.yaml".into(),
+                document: 1,
+                line: 2
+            }
+        );
+        assert_eq!(docs[1].origin.line, 12);
+        assert_eq!(docs[1].name, "m1.large");
+        assert!(docs.iter().all(|d| d.object.is_ok()));
+    }
+
+    #[test]
+    fn a_large_cloud_in_one_file_is_read() {
+        // 1,100 documents (the parser's default allows 1,024) ...
+        let provider = |i: usize| {
+            format!(
+                "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata:\n  name: cn{i}\nspec:\n  inventories:\n    VCPU: {{total: 8}}\n"
+            )
+        };
+        let stream: Vec<String> = (0..1_100).map(provider).collect();
+        let docs = parse_stream("cloud.yaml", &stream.join("---\n")).unwrap();
+        assert_eq!(docs.len(), 1_100);
+        assert!(docs.iter().all(|d| d.object.is_ok()));
+        // ... and a document of 300,000 nodes (the default allows 250,000).
+        let traits = vec!["COMPUTE_NODE"; 300_000].join(",");
+        let big = format!(
+            r#"{{"apiVersion":"kubeplace.io/v1alpha1","kind":"ResourceProvider","metadata":{{"name":"big"}},"spec":{{"traits":[{traits}]}}}}"#
+        );
+        let docs = parse_stream("big.json", &big).unwrap();
+        assert!(docs[0].object.is_ok());
+    }
+
+    #[test]
+    fn an_alias_bomb_is_still_refused() {
+        let mut yaml = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..12 {
+            let prev = format!("*a{}", i - 1);
+            yaml += &format!("a{i}: &a{i} [{}]\n", [prev.as_str(); 10].join(", "));
+        }
+        let err = parse_stream("bomb.yaml", &yaml).unwrap_err();
+        assert!(matches!(err, ReadError::Syntax { .. }), "{err}");
+    }
+
+    #[test]
+    fn reads_json() {
+        let json = r#"{"apiVersion":"kubeplace.io/v1alpha1","kind":"Image","metadata":{"name":"cirros"},"spec":{"properties":{"hw_rng_model":"virtio"}}}"#;
+        let docs = parse_stream("i.json", json).unwrap();
+        assert_eq!(docs[0].kind, "Image");
+        assert!(docs[0].object.is_ok());
+    }
+
+    #[test]
+    fn syntax_errors_are_read_errors_with_a_line() {
+        let err = parse_stream("bad.yaml", "kind: Flavor\nspec: [\n  vcpus: 2\n").unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.starts_with("bad.yaml: not valid YAML or JSON: line 2"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn wrong_field_type_names_path_and_line() {
+        let text = GOOD.replace("vcpus: 1", "vcpus: two");
+        let docs = parse_stream("f.yaml", &text).unwrap();
+        let err = docs[0].object.clone().unwrap_err();
+        assert!(
+            matches!(&err, DocumentError::Schema { path, line: 6, .. } if path == "spec.vcpus"),
+            "{err:?}"
+        );
+        assert!(
+            err.located(&docs[0].origin).starts_with(
+                "f.yaml:6: document 1: field spec.vcpus: invalid type: string \"two\""
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn missing_required_field_points_at_its_parent() {
+        let text = "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata:\n  name: cn1\nspec:\n  inventories:\n    VCPU:\n      reserved: 1\n";
+        let err = parse_stream("f.yaml", text).unwrap()[0]
+            .object
+            .clone()
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "field spec.inventories.VCPU: missing field `total`"
+        );
+        assert_eq!(err.line(), 8);
+    }
+
+    #[test]
+    fn unknown_kind_api_version_and_names() {
+        let kind = parse_stream("f", &GOOD.replace("kind: Flavor", "kind: Flavour")).unwrap()[0]
+            .object
+            .clone()
+            .unwrap_err();
+        assert!(
+            kind.to_string()
+                .contains("\"Flavour\", which kubeplace does not serve (did you mean Flavor?)"),
+            "{kind}"
+        );
+        let api = parse_stream("f", &GOOD.replace("v1alpha1", "v1")).unwrap()[0]
+            .object
+            .clone()
+            .unwrap_err();
+        assert_eq!(
+            api.to_string(),
+            "field apiVersion is \"kubeplace.io/v1\"; Flavor is served as kubeplace.io/v1alpha1"
+        );
+        let unnamed = parse_stream("f", &GOOD.replace("  name: m1.small\n", "  labels: {}\n"))
+            .unwrap()[0]
+            .object
+            .clone()
+            .unwrap_err();
+        assert!(
+            unnamed
+                .to_string()
+                .contains("metadata.name is \"\": every object needs a name"),
+            "{unnamed}"
+        );
+        let upper = parse_stream("f", &GOOD.replace("m1.small", "M1")).unwrap()[0]
+            .object
+            .clone()
+            .unwrap_err();
+        assert!(
+            upper
+                .to_string()
+                .starts_with("field metadata.name is \"M1\""),
+            "{upper}"
+        );
+        let scalar = parse_stream("f", "just text\n").unwrap()[0]
+            .object
+            .clone()
+            .unwrap_err();
+        assert!(matches!(scalar, DocumentError::NotAMapping { .. }));
+        let missing = parse_stream("f", "kind: Flavor\n").unwrap()[0]
+            .object
+            .clone()
+            .unwrap_err();
+        assert!(matches!(
+            missing,
+            DocumentError::Missing {
+                field: "apiVersion",
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn lists_are_expanded() {
+        let list = format!(
+            "apiVersion: v1\nkind: List\nitems:\n- {}\n",
+            GOOD.trim_end().replace('\n', "\n  ")
+        );
+        let docs = parse_stream("l.yaml", &list).unwrap();
+        assert_eq!(docs.len(), 1);
+        assert_eq!(docs[0].origin.line, 4);
+        assert!(docs[0].object.is_ok(), "{:?}", docs[0].object);
+    }
+}

@@ -1,0 +1,232 @@
+//! Candidate search on generated clouds of 1k, 10k and 100k compute-node trees: index
+//! build time and memory per provider, and query times.
+//!
+//! Each tree is a compute node (COMPUTE_NODE, some with local DISK_GB, AVX2 on half,
+//! CUSTOM_GOLD on a tenth) with two NUMA cells (VCPU, PCPU, MEMORY_MB) and one or two SR-IOV
+//! physical functions; ten sharing DISK_GB pools serve the trees through ten aggregates.
+//!
+//! Run: `cargo bench --bench placement` (add `-- 10k` to pick sizes).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::hint::black_box;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use criterion::{BenchmarkId, Criterion};
+use kubeplace_core::placement::candidates::{allocation_candidates, count_candidates};
+use kubeplace_core::placement::microversion::Microversion;
+use kubeplace_core::placement::provider_tree::ProviderRecord;
+use kubeplace_core::placement::query::parse_candidates_query;
+use kubeplace_core::placement::{Inventory, ProviderIndex};
+
+/// Counts live heap bytes, to report the index's memory per provider.
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size, Ordering::Relaxed);
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+fn agg(i: usize) -> String {
+    format!("00000000-0000-4000-8000-{:012}", i % 10)
+}
+
+fn inv(total: i64, ratio: f64) -> Inventory {
+    Inventory {
+        allocation_ratio: ratio,
+        ..Inventory::with_total(total)
+    }
+}
+
+/// Every provider record of a cloud of `trees` compute nodes.
+pub fn cloud(trees: usize) -> Vec<ProviderRecord> {
+    let mut out = Vec::with_capacity(trees * 5 + 10);
+    for s in 0..10 {
+        out.push(ProviderRecord {
+            name: format!("pool-{s}"),
+            uuid: kubeplace_core::placement::derived_provider_uuid(&format!("pool-{s}")),
+            inventories: [("DISK_GB".to_string(), inv(100_000, 1.0))].into(),
+            traits: [
+                "MISC_SHARES_VIA_AGGREGATE".to_string(),
+                "STORAGE_DISK_SSD".to_string(),
+            ]
+            .into(),
+            aggregates: [agg(s)].into(),
+            ..Default::default()
+        });
+    }
+    for i in 0..trees {
+        let cn = format!("cn{i:06}");
+        let mut traits = vec!["COMPUTE_NODE".to_string()];
+        if i % 2 == 0 {
+            traits.push("HW_CPU_X86_AVX2".into());
+        }
+        if i % 10 == 3 {
+            traits.push("CUSTOM_GOLD".into());
+        }
+        if i % 3 == 0 {
+            traits.push("CUSTOM_A".into());
+        }
+        if i % 3 == 1 {
+            traits.push("CUSTOM_B".into());
+        }
+        let mut inventories = std::collections::BTreeMap::new();
+        if i % 5 != 0 {
+            inventories.insert("DISK_GB".to_string(), inv(2_000, 1.0));
+        }
+        out.push(ProviderRecord {
+            name: cn.clone(),
+            uuid: kubeplace_core::placement::derived_provider_uuid(&cn),
+            inventories,
+            traits: traits.into_iter().collect(),
+            aggregates: [agg(i)].into(),
+            ..Default::default()
+        });
+        for cell in 0..2 {
+            let numa = format!("{cn}-numa{cell}");
+            out.push(ProviderRecord {
+                name: numa.clone(),
+                uuid: kubeplace_core::placement::derived_provider_uuid(&numa),
+                parent: Some(cn.clone()),
+                inventories: [
+                    ("VCPU".to_string(), inv(32, 4.0)),
+                    ("PCPU".to_string(), inv(16, 1.0)),
+                    ("MEMORY_MB".to_string(), inv(131_072, 1.5)),
+                ]
+                .into(),
+                ..Default::default()
+            });
+            if cell == 0 || i % 2 == 1 {
+                let pf = format!("{numa}-pf0");
+                out.push(ProviderRecord {
+                    name: pf.clone(),
+                    uuid: kubeplace_core::placement::derived_provider_uuid(&pf),
+                    parent: Some(numa),
+                    inventories: [("SRIOV_NET_VF".to_string(), inv(8, 1.0))].into(),
+                    traits: [
+                        "HW_NIC_SRIOV".to_string(),
+                        format!("CUSTOM_PHYSNET_{}", i % 4),
+                    ]
+                    .into(),
+                    ..Default::default()
+                });
+            }
+        }
+    }
+    out
+}
+
+fn build(records: &[ProviderRecord]) -> ProviderIndex {
+    let mut idx = ProviderIndex::default();
+    for r in records {
+        idx.upsert_provider(r.clone());
+    }
+    idx
+}
+
+const QUERIES: [(&str, &str); 6] = [
+    ("plain", "resources=VCPU:1,MEMORY_MB:512,DISK_GB:10"),
+    (
+        "required-forbidden",
+        "resources=VCPU:1,MEMORY_MB:512&required=HW_CPU_X86_AVX2,!CUSTOM_GOLD",
+    ),
+    (
+        "any-of",
+        "resources=VCPU:1,MEMORY_MB:512&required=in:CUSTOM_A,CUSTOM_B",
+    ),
+    (
+        "isolate-two-groups",
+        "resources=VCPU:1&resources1=SRIOV_NET_VF:1&resources2=SRIOV_NET_VF:1&group_policy=isolate",
+    ),
+    // CUSTOM_GOLD is on a tenth of the compute nodes, which supply no VCPU or MEMORY_MB:
+    // no candidate, and the trees that could give one are few.
+    (
+        "rare-forbidden",
+        "resources=VCPU:1,MEMORY_MB:512&required=CUSTOM_GOLD,!HW_CPU_X86_AVX2",
+    ),
+    // The same with DISK_GB, which the gold compute nodes (i % 5 == 3) supply.
+    (
+        "rare-forbidden-disk",
+        "resources=VCPU:1,MEMORY_MB:512,DISK_GB:10&required=CUSTOM_GOLD,!HW_CPU_X86_AVX2",
+    ),
+];
+
+/// Limits to run each query with: none, 50, and for the forbidden-trait queries with
+/// candidates or none also 1000 (Nova's default max_placement_results).
+fn limits(name: &str) -> Vec<Option<usize>> {
+    let mut v = vec![None, Some(50)];
+    if name == "required-forbidden" || name == "rare-forbidden-disk" {
+        v.push(Some(1000));
+    }
+    v
+}
+
+fn sizes() -> Vec<(usize, &'static str)> {
+    vec![(1_000, "1k"), (10_000, "10k"), (100_000, "100k")]
+}
+
+fn main() {
+    let mut c = Criterion::default().sample_size(10).configure_from_args();
+    for (trees, label) in sizes() {
+        let records = cloud(trees);
+        let before = LIVE.load(Ordering::Relaxed);
+        let started = Instant::now();
+        let index = build(&records);
+        let build_time = started.elapsed();
+        let bytes = LIVE.load(Ordering::Relaxed) - before;
+        eprintln!(
+            "{label}: {} providers, index built in {:.1} ms, {} bytes per provider",
+            index.len(),
+            build_time.as_secs_f64() * 1e3,
+            bytes / index.len()
+        );
+        let mut group = c.benchmark_group(format!("placement/{label}"));
+        if trees <= 10_000 {
+            group.bench_function("build-index", |b| b.iter(|| black_box(build(&records))));
+        }
+        for (name, q) in QUERIES {
+            let unlimited = parse_candidates_query(q, Microversion::LATEST).expect("valid query");
+            eprintln!(
+                "{label} {name}: {} candidates",
+                count_candidates(&index, &unlimited)
+            );
+            for limit in limits(name) {
+                let qs = match limit {
+                    Some(l) => format!("{q}&limit={l}"),
+                    None => q.to_string(),
+                };
+                let query = parse_candidates_query(&qs, Microversion::LATEST).expect("valid query");
+                let id = match limit {
+                    Some(l) => format!("{name}/limit={l}"),
+                    None => name.to_string(),
+                };
+                group.bench_with_input(BenchmarkId::new("candidates", &id), &query, |b, q| {
+                    b.iter(|| black_box(allocation_candidates(&index, q).candidates.len()))
+                });
+                if limit.is_none() {
+                    group.bench_with_input(BenchmarkId::new("count", &id), &query, |b, q| {
+                        b.iter(|| black_box(count_candidates(&index, q)))
+                    });
+                }
+            }
+        }
+        group.finish();
+    }
+    c.final_summary();
+}

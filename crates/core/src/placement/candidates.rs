@@ -1,0 +1,1430 @@
+//! Allocation candidate search: Placement's `GET /allocation_candidates` over the index.
+//!
+//! The rules are Placement's (16.x):
+//! - The unnumbered group may spread over the providers of one tree and the sharing
+//!   providers linked to it; its required and forbidden traits are judged on the providers
+//!   that supply resources in each candidate, together. `member_of` accepts a provider when
+//!   it or the tree it serves is in the aggregates.
+//! - A numbered group is satisfied by one provider, whose own traits and aggregates count.
+//! - Groups are combined per tree ("anchor"); amounts landing on one provider are summed and
+//!   must fit its capacity and max unit; `isolate` keeps numbered groups on distinct providers.
+//! - `root_required` looks at the root's traits; `same_subtree` needs the providers of the
+//!   named groups under one of them.
+//!
+//! Candidates come in a stable order: trees by root name, providers in tree order.
+
+use std::collections::{BTreeSet, HashSet};
+
+use smallvec::{SmallVec, smallvec};
+
+use super::packed_tree::PackedTree;
+use super::provider_tree::{AggregateId, ClassId, Provider, ProviderId, ProviderIndex, TraitId};
+use super::query::{CandidatesQuery, GroupPolicy, GroupQuery};
+
+/// Required any-of sets up to which a tree's candidates are counted in closed form.
+const MAX_CLOSED_FORM_SETS: usize = 8;
+
+/// One candidate: amounts per provider and class, and which providers serve each group.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Candidate {
+    /// (provider, class, amount), sorted by provider then class.
+    pub allocations: Vec<(ProviderId, ClassId, i64)>,
+    /// Group suffix → providers serving it, sorted.
+    pub mappings: Vec<(String, Vec<ProviderId>)>,
+}
+
+/// The whole answer, before it is shaped into JSON.
+#[derive(Debug, Clone, Default)]
+pub struct CandidateSet {
+    pub candidates: Vec<Candidate>,
+    /// Trees (roots) whose providers are summarised.
+    pub summary_trees: Vec<ProviderId>,
+    /// When set (microversions before 1.29), only these providers are summarised.
+    pub summary_only: Option<BTreeSet<ProviderId>>,
+    /// Resource classes the request names (summaries before 1.27 show only these).
+    pub requested_classes: BTreeSet<ClassId>,
+}
+
+/// One group's request in interned form. `None` in a filter means "names something the
+/// index has never seen", which no provider can satisfy.
+struct Group {
+    suffix: String,
+    same_provider: bool,
+    resources: Vec<(ClassId, i64)>,
+    /// The group can match nothing (an unknown class, trait or tree).
+    impossible: bool,
+    required: Vec<Vec<TraitId>>,
+    forbidden: Vec<TraitId>,
+    member_of: Option<Vec<Vec<AggregateId>>>,
+    forbidden_aggregates: Vec<AggregateId>,
+    /// The root of the tree `in_tree` names.
+    in_tree_root: Option<ProviderId>,
+}
+
+/// One group's share of a candidate, as Placement's per-group allocation requests.
+#[derive(Debug, Clone, Default)]
+struct GroupPart {
+    items: SmallVec<[(ProviderId, ClassId, i64); 4]>,
+    providers: SmallVec<[ProviderId; 4]>,
+}
+
+/// Roots as one bit per provider slot: the trees that may anchor a candidate.
+struct SlotSet {
+    words: Vec<u64>,
+}
+
+impl SlotSet {
+    fn new(slots: usize) -> Self {
+        SlotSet {
+            words: vec![0; slots.div_ceil(64)],
+        }
+    }
+
+    fn insert(&mut self, id: ProviderId) {
+        let i = id as usize;
+        self.words[i / 64] |= 1 << (i % 64);
+    }
+
+    fn contains(&self, id: ProviderId) -> bool {
+        let i = id as usize;
+        self.words
+            .get(i / 64)
+            .is_some_and(|w| w & (1 << (i % 64)) != 0)
+    }
+
+    fn intersect(&mut self, other: &SlotSet) {
+        for (a, b) in self.words.iter_mut().zip(&other.words) {
+            *a &= b;
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.words.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    fn ids(&self) -> impl Iterator<Item = ProviderId> + '_ {
+        self.words.iter().enumerate().flat_map(|(i, &w)| {
+            let mut w = w;
+            std::iter::from_fn(move || {
+                (w != 0).then(|| {
+                    let bit = w.trailing_zeros() as usize;
+                    w &= w - 1;
+                    (i * 64 + bit) as ProviderId
+                })
+            })
+        })
+    }
+}
+
+/// Where the providers a group needs are listed: an inventory of a class, or one of a
+/// set of traits.
+#[derive(Clone, Copy)]
+enum Posting<'q> {
+    Class(ClassId),
+    AnyTrait(&'q [TraitId]),
+}
+
+/// What a provider from a posting must pass to count for an anchor.
+#[derive(Clone, Copy)]
+enum NeedKind {
+    /// A numbered group: the provider satisfies the whole group alone.
+    Single,
+    /// The unnumbered group: the provider can take this amount of this class.
+    SpreadClass(ClassId, i64),
+    /// The unnumbered group: the provider has a required trait and can take one of the
+    /// group's classes (traits count only on providers that supply resources).
+    SpreadTrait,
+    /// root_required: the provider is a root with the trait.
+    Root,
+}
+
+/// One thing every candidate under an anchor needs: a provider from a posting, in the
+/// anchor's tree or, when it shares, linked to the tree through an aggregate.
+struct Need<'q> {
+    group: Option<&'q Group>,
+    posting: Posting<'q>,
+    kind: NeedKind,
+}
+
+/// What stays fixed over one query: the index, resolved groups and precomputed links.
+struct Search<'a> {
+    index: &'a ProviderIndex,
+    groups: Vec<Group>,
+    /// root_required and root_forbidden, interned; `None` when a required one is unknown.
+    root_required: Option<Vec<TraitId>>,
+    root_forbidden: Vec<TraitId>,
+    /// Sharing providers by aggregate.
+    sharing_by_aggregate: Vec<SmallVec<[ProviderId; 2]>>,
+    /// Per sharing provider (as in the index's list), how the unnumbered group may use it
+    /// when it is linked to a tree; `None` when it may not.
+    spread_sharing: Vec<Option<SharedFacts>>,
+    granular: usize,
+    isolate: bool,
+    subtree_groups: Vec<Vec<usize>>,
+    /// Whether to skip trees that cannot serve every group before walking them.
+    prune: bool,
+    /// Trees walked in name order before pruning: with a limit, the first trees often
+    /// give enough candidates, and pruning would cost more than it saves.
+    walk_before_pruning: usize,
+    /// The query's limit, when it stops the search (1.29+).
+    limit: Option<usize>,
+    /// Whether trees whose candidates the caller only counts are counted in closed form
+    /// where that is exact.
+    closed_form: bool,
+}
+
+/// A candidate the search found, before it is built: its summed allocations and the
+/// group parts it combines. Counting needs only this; kept candidates are built from it.
+struct Found<'s> {
+    /// (provider, class, amount), sorted by provider then class.
+    allocations: &'s [(ProviderId, ClassId, i64)],
+    groups: &'s [Group],
+    parts: &'s [&'s GroupPart],
+}
+
+impl Found<'_> {
+    fn candidate(&self) -> Candidate {
+        let mut mappings: Vec<(String, Vec<ProviderId>)> = Vec::with_capacity(self.parts.len());
+        for (g, part) in self.groups.iter().zip(self.parts) {
+            match mappings.iter_mut().find(|(s, _)| *s == g.suffix) {
+                Some((_, ps)) => ps.extend(part.providers.iter().copied()),
+                None => mappings.push((g.suffix.clone(), part.providers.to_vec())),
+            }
+        }
+        for (_, ps) in &mut mappings {
+            ps.sort_unstable();
+            ps.dedup();
+        }
+        Candidate {
+            allocations: self.allocations.to_vec(),
+            mappings,
+        }
+    }
+}
+
+/// What the search reports candidates to.
+trait Visit {
+    /// Whether each candidate is needed (to keep or judge it), not only how many there are.
+    fn wants_each(&self) -> bool;
+    /// One candidate; false to stop the search.
+    fn one(&mut self, found: &Found<'_>) -> bool;
+    /// `n` candidates of one tree, counted without building them; false to stop.
+    fn many(&mut self, n: usize) -> bool;
+}
+
+/// Counts what passes through to `inner`, for the limit's pruning estimate.
+struct Tally<'v, V> {
+    inner: &'v mut V,
+    found: usize,
+}
+
+impl<V: Visit> Visit for Tally<'_, V> {
+    fn wants_each(&self) -> bool {
+        self.inner.wants_each()
+    }
+
+    fn one(&mut self, found: &Found<'_>) -> bool {
+        self.found += 1;
+        self.inner.one(found)
+    }
+
+    fn many(&mut self, n: usize) -> bool {
+        self.found += n;
+        self.inner.many(n)
+    }
+}
+
+/// Buffers reused from tree to tree.
+#[derive(Default)]
+struct Scratch {
+    tree: Vec<ProviderId>,
+    linked: Vec<ProviderId>,
+    parts: Vec<Vec<GroupPart>>,
+    lists: Vec<Vec<ProviderId>>,
+    /// Per list, each provider's required-set mask (closed-form counting).
+    masks: Vec<Vec<u16>>,
+    keep: Vec<bool>,
+    idx: Vec<usize>,
+    sums: Vec<(ProviderId, ClassId, i64)>,
+    /// Candidates made only of sharing providers repeat under every tree those providers
+    /// serve; they count once.
+    sharing_seen: HashSet<Candidate>,
+}
+
+/// Whether sorted `aggregates` meet every any-of set.
+fn in_every_set(aggregates: &[AggregateId], sets: &[Vec<AggregateId>]) -> bool {
+    sets.iter()
+        .all(|any| any.iter().any(|a| aggregates.binary_search(a).is_ok()))
+}
+
+/// Whether sorted `aggregates` hold any of `wanted`.
+fn in_any(aggregates: &[AggregateId], wanted: &[AggregateId]) -> bool {
+    wanted.iter().any(|a| aggregates.binary_search(a).is_ok())
+}
+
+/// Whether sorted `traits` hold any of `wanted`.
+fn has_any(traits: &[TraitId], wanted: &[TraitId]) -> bool {
+    wanted.iter().any(|t| traits.binary_search(t).is_ok())
+}
+
+/// Bit i set: `traits` hold a trait of the group's required any-of set i.
+fn required_mask(g: &Group, traits: &[TraitId]) -> u16 {
+    g.required
+        .iter()
+        .enumerate()
+        .filter(|(_, any)| has_any(traits, any))
+        .fold(0u16, |m, (i, _)| m | (1 << i))
+}
+
+/// Where the unnumbered group stands with a tree's root: whether the root is in the
+/// group's aggregates, and whether it is in a forbidden one.
+#[derive(Clone, Copy)]
+struct SpreadAnchor {
+    in_aggregates: bool,
+    forbidden: bool,
+}
+
+impl SpreadAnchor {
+    fn new(g: &Group, root_aggregates: &[AggregateId]) -> Self {
+        SpreadAnchor {
+            in_aggregates: g
+                .member_of
+                .as_ref()
+                .is_none_or(|m| in_every_set(root_aggregates, m)),
+            forbidden: in_any(root_aggregates, &g.forbidden_aggregates),
+        }
+    }
+
+    /// Whether the unnumbered group may take resources from a provider of the tree with
+    /// these traits and aggregates. A sharing provider must also be in the group's
+    /// aggregates itself.
+    fn keeps(&self, g: &Group, traits: &[TraitId], aggregates: &[AggregateId]) -> bool {
+        (self.in_aggregates
+            || g.member_of
+                .as_ref()
+                .is_none_or(|m| in_every_set(aggregates, m)))
+            && !self.forbidden
+            && !in_any(aggregates, &g.forbidden_aggregates)
+            && !has_any(traits, &g.forbidden)
+    }
+}
+
+/// How many ways there are to pick one provider from each list such that every required
+/// set is covered, given each provider's [`required_mask`]: by inclusion–exclusion over the
+/// sets S left uncovered, Σ_S (-1)^|S| Π_list (providers with no trait of any set in S).
+/// `None` on overflow.
+fn covered_choices(sets: usize, masks: &[Vec<u16>]) -> Option<usize> {
+    let mut total: i128 = 0;
+    for uncovered in 0u16..(1 << sets) {
+        let mut product: i128 = 1;
+        for list in masks {
+            let n = list.iter().filter(|m| *m & uncovered == 0).count() as i128;
+            product = product.checked_mul(n)?;
+            if product == 0 {
+                break;
+            }
+        }
+        if uncovered.count_ones() % 2 == 0 {
+            total = total.checked_add(product)?;
+        } else {
+            total = total.checked_sub(product)?;
+        }
+    }
+    usize::try_from(total).ok()
+}
+
+/// What the unnumbered group makes of a sharing provider linked to a tree: the same for
+/// every tree, so judged once per query.
+struct SharedFacts {
+    root: ProviderId,
+    /// [`required_mask`] of its traits.
+    mask: u16,
+    /// Per requested class, whether its amount fits.
+    fits: SmallVec<[bool; 4]>,
+}
+
+impl SharedFacts {
+    /// Whether and how a tree's unnumbered group may take resources from a linked sharing
+    /// provider. (A tree whose root is in a forbidden aggregate gets nothing at all; the
+    /// tree's own judgement, [`SpreadAnchor`], says so.)
+    fn judge(g: &Group, prov: &Provider) -> Option<SharedFacts> {
+        let kept = g
+            .member_of
+            .as_ref()
+            .is_none_or(|m| in_every_set(&prov.aggregates, m))
+            && !in_any(&prov.aggregates, &g.forbidden_aggregates)
+            && !has_any(&prov.traits, &g.forbidden);
+        kept.then(|| SharedFacts {
+            root: prov.root.unwrap_or(ProviderId::MAX),
+            mask: required_mask(g, &prov.traits),
+            fits: g.resources.iter().map(|(c, a)| prov.fits(*c, *a)).collect(),
+        })
+    }
+}
+
+/// What the search reads of one provider: from its tree's pack, or from the provider.
+#[derive(Clone, Copy)]
+enum Facts<'f> {
+    Packed(PackedTree<'f>, usize),
+    Index(&'f Provider),
+}
+
+impl<'f> Facts<'f> {
+    fn traits(&self) -> &'f [TraitId] {
+        match self {
+            Facts::Packed(t, i) => t.traits(*i),
+            Facts::Index(p) => &p.traits,
+        }
+    }
+
+    fn aggregates(&self) -> &'f [AggregateId] {
+        match self {
+            Facts::Packed(t, i) => t.aggregates(*i),
+            Facts::Index(p) => &p.aggregates,
+        }
+    }
+
+    fn fits(&self, class: ClassId, amount: i64) -> bool {
+        match self {
+            Facts::Packed(t, i) => t.fits(*i, class, amount),
+            Facts::Index(p) => p.fits(class, amount),
+        }
+    }
+}
+
+/// Whether one provider satisfies everything a numbered group asks of it.
+fn single_ok(g: &Group, f: Facts<'_>) -> bool {
+    g.resources.iter().all(|(c, a)| f.fits(*c, *a))
+        && g.required.iter().all(|any| has_any(f.traits(), any))
+        && !has_any(f.traits(), &g.forbidden)
+        && g.member_of
+            .as_ref()
+            .is_none_or(|m| in_every_set(f.aggregates(), m))
+        && !in_any(f.aggregates(), &g.forbidden_aggregates)
+}
+
+impl<'a> Search<'a> {
+    fn root(&self, p: ProviderId) -> Option<ProviderId> {
+        self.index.get(p).root
+    }
+
+    fn fits(&self, p: ProviderId, class: ClassId, amount: i64) -> bool {
+        self.index.get(p).fits(class, amount)
+    }
+
+    /// How the unnumbered group may use a linked sharing provider; `None` when it may not.
+    fn shared_facts(&self, s: ProviderId) -> Option<&SharedFacts> {
+        let k = self.index.sharing.binary_search(&s).ok()?;
+        self.spread_sharing[k].as_ref()
+    }
+
+    /// Whether root_required and root_forbidden accept a root with these traits.
+    fn anchor_allowed(&self, root_traits: &[TraitId]) -> bool {
+        self.root_required
+            .as_ref()
+            .is_some_and(|req| req.iter().all(|t| root_traits.binary_search(t).is_ok()))
+            && !has_any(root_traits, &self.root_forbidden)
+    }
+
+    /// A provider's root and facts. A root's come from its tree's pack, which the visit
+    /// of the tree reads next; others' from the provider itself (finding a provider inside
+    /// its tree's pack costs more memory reads than its own allocations).
+    fn facts(&self, p: ProviderId) -> Option<(ProviderId, Facts<'a>)> {
+        if let Some(tree) = self.index.packed(p) {
+            return Some((p, Facts::Packed(tree, 0)));
+        }
+        let prov = self.index.get(p);
+        Some((prov.root?, Facts::Index(prov)))
+    }
+
+    /// A numbered group's parts for one anchor: single providers of the tree, or sharing
+    /// providers serving it, with everything the group asks.
+    fn single_provider_parts(
+        &self,
+        g: &Group,
+        anchor: ProviderId,
+        (tree, pack): (&[ProviderId], PackedTree<'_>),
+        linked: &[ProviderId],
+        out: &mut Vec<GroupPart>,
+    ) {
+        // Placement finds no provider for a group without resources unless a required trait
+        // or an aggregate narrows it down (a forbidden trait alone does not).
+        if g.resources.is_empty() && g.required.is_empty() && g.member_of.is_none() {
+            return;
+        }
+        // The tree's providers are read from its pack, which lists them in the same order.
+        let in_tree = tree
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| (p, Some(anchor), Facts::Packed(pack, i)));
+        let shared = linked
+            .iter()
+            .filter(|s| self.root(**s) != Some(anchor))
+            .map(|&s| (s, self.root(s), Facts::Index(self.index.get(s))));
+        for (p, root, facts) in in_tree.chain(shared) {
+            // Placement ignores in_tree for a group without resources.
+            if let Some(r) = g.in_tree_root
+                && !g.resources.is_empty()
+                && root != Some(r)
+            {
+                continue;
+            }
+            if single_ok(g, facts) {
+                out.push(GroupPart {
+                    items: g.resources.iter().map(|(c, a)| (p, *c, *a)).collect(),
+                    providers: smallvec![p],
+                });
+            }
+        }
+    }
+
+    /// The unnumbered group's providers for one anchor, one list per requested class: the
+    /// providers of the tree or its sharing providers that can take the class's amount and
+    /// pass the group's forbidden traits and aggregates. False when some list is empty.
+    fn spread_lists(
+        &self,
+        g: &Group,
+        anchor: ProviderId,
+        tree: &[ProviderId],
+        linked: &[ProviderId],
+        lists: &mut Vec<Vec<ProviderId>>,
+        keep: &mut Vec<bool>,
+    ) -> bool {
+        if g.in_tree_root.is_some_and(|r| r != anchor) {
+            return false;
+        }
+        let spread = SpreadAnchor::new(g, &self.index.get(anchor).aggregates);
+        let keep_one = |p: ProviderId| {
+            let prov = self.index.get(p);
+            spread.keeps(g, &prov.traits, &prov.aggregates)
+        };
+        // Sharing providers serve the group outside in_tree, and none when the root is in a
+        // forbidden aggregate.
+        let linked: &[ProviderId] = if g.in_tree_root.is_some() || spread.forbidden {
+            &[]
+        } else {
+            linked
+        };
+        // Judged once per provider, not once per class.
+        keep.clear();
+        keep.extend(tree.iter().map(|&p| keep_one(p)));
+        lists.resize_with(g.resources.len(), Vec::new);
+        for (j, (list, (c, a))) in lists.iter_mut().zip(&g.resources).enumerate() {
+            list.clear();
+            for (&p, &k) in tree.iter().zip(keep.iter()) {
+                if k && self.fits(p, *c, *a) {
+                    list.push(p);
+                }
+            }
+            for &s in linked {
+                if self.shared_facts(s).is_some_and(|f| f.fits[j]) && !list.contains(&s) {
+                    list.push(s);
+                }
+            }
+            if list.is_empty() {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The unnumbered group's parts for one anchor: one provider per class from the tree
+    /// or its sharing providers, with the traits of the chosen providers judged together.
+    fn spread_parts(&self, g: &Group, lists: &[Vec<ProviderId>], out: &mut Vec<GroupPart>) {
+        product(&lists[..g.resources.len()], |choice| {
+            let traits_ok = g.required.iter().all(|any| {
+                choice.iter().any(|p| {
+                    let prov = self.index.get(*p);
+                    any.iter().any(|t| prov.has_trait(*t))
+                })
+            });
+            if traits_ok {
+                let items = choice
+                    .iter()
+                    .zip(&g.resources)
+                    .map(|(p, (c, a))| (*p, *c, *a))
+                    .collect();
+                let mut providers: SmallVec<[ProviderId; 4]> = SmallVec::from_slice(choice);
+                providers.sort_unstable();
+                providers.dedup();
+                out.push(GroupPart { items, providers });
+            }
+        });
+    }
+
+    /// How many candidates the unnumbered group alone makes from its lists, without
+    /// enumerating them; `None` where the count would not be exact.
+    ///
+    /// A candidate is one provider per class; the classes are distinct, so no amounts are
+    /// summed and each provider already fits its amount. What remains is that every
+    /// required any-of set has a trait on some chosen provider ([`covered_choices`]).
+    fn spread_count(
+        &self,
+        g: &Group,
+        lists: &[Vec<ProviderId>],
+        masks: &mut Vec<Vec<u16>>,
+    ) -> Option<usize> {
+        // 2^k products: beyond a few sets the walk is cheaper.
+        if g.required.len() > MAX_CLOSED_FORM_SETS {
+            return None;
+        }
+        // Candidates made only of sharing providers count once across trees: where one is
+        // possible, the walk deduplicates them.
+        let sharing = |p: &ProviderId| self.index.sharing.binary_search(p).is_ok();
+        if lists.iter().all(|l| l.iter().any(sharing)) {
+            return None;
+        }
+        masks.resize_with(lists.len(), Vec::new);
+        for (list, m) in lists.iter().zip(masks.iter_mut()) {
+            m.clear();
+            m.extend(
+                list.iter()
+                    .map(|&p| required_mask(g, &self.index.get(p).traits)),
+            );
+        }
+        covered_choices(g.required.len(), &masks[..lists.len()])
+    }
+
+    /// [`Self::spread_lists`] and [`Self::spread_count`] in one pass over a packed tree,
+    /// reading only the pack and the (few, often read) sharing providers linked to it.
+    fn packed_spread_count(
+        &self,
+        g: &Group,
+        anchor: ProviderId,
+        tree: PackedTree<'_>,
+        linked: &[ProviderId],
+        masks: &mut Vec<Vec<u16>>,
+    ) -> Option<usize> {
+        if g.required.len() > MAX_CLOSED_FORM_SETS {
+            return None;
+        }
+        if g.in_tree_root.is_some_and(|r| r != anchor) {
+            return Some(0);
+        }
+        let spread = SpreadAnchor::new(g, tree.aggregates(0));
+        // A root in a forbidden aggregate keeps the group off the whole tree.
+        if spread.forbidden {
+            return Some(0);
+        }
+        let n = g.resources.len();
+        masks.resize_with(n, Vec::new);
+        for m in masks.iter_mut() {
+            m.clear();
+        }
+        let mut sharing: SmallVec<[bool; 8]> = smallvec![false; n];
+        for i in 0..tree.len() {
+            let traits = tree.traits(i);
+            if !spread.keeps(g, traits, tree.aggregates(i)) {
+                continue;
+            }
+            let mask = required_mask(g, traits);
+            let shares = self.index.sharing.binary_search(&tree.id(i)).is_ok();
+            tree.each_fit(i, &g.resources, |j| {
+                masks[j].push(mask);
+                sharing[j] |= shares;
+            });
+        }
+        // Sharing providers serve the group outside in_tree; one in the tree itself was
+        // judged above.
+        if g.in_tree_root.is_none() {
+            for &s in linked {
+                let Some(shared) = self.shared_facts(s) else {
+                    continue;
+                };
+                if shared.root == anchor {
+                    continue;
+                }
+                for (j, fits) in shared.fits.iter().enumerate() {
+                    if *fits {
+                        masks[j].push(shared.mask);
+                        sharing[j] = true;
+                    }
+                }
+            }
+        }
+        if masks[..n].iter().any(Vec::is_empty) {
+            return Some(0);
+        }
+        if sharing.iter().all(|s| *s) {
+            return None;
+        }
+        covered_choices(g.required.len(), &masks[..n])
+    }
+
+    fn ancestors(&self, p: ProviderId) -> Vec<ProviderId> {
+        let mut out = vec![p];
+        let mut cur = self.index.get(p).parent;
+        while let Some(pid) = cur {
+            if out.contains(&pid) {
+                break;
+            }
+            out.push(pid);
+            cur = self.index.get(pid).parent;
+        }
+        out
+    }
+
+    fn same_subtree(&self, providers: &BTreeSet<ProviderId>) -> bool {
+        if providers.len() <= 1 {
+            return true;
+        }
+        let mut common: Option<BTreeSet<ProviderId>> = None;
+        for p in providers {
+            let a: BTreeSet<ProviderId> = self.ancestors(*p).into_iter().collect();
+            common = Some(match common {
+                None => a,
+                Some(c) => c.intersection(&a).copied().collect(),
+            });
+        }
+        common.is_some_and(|c| c.iter().any(|p| providers.contains(p)))
+    }
+
+    /// Combines one part per group into summed allocations in `sums`; false when the
+    /// combination breaks group policy, same_subtree or capacity.
+    fn combine(&self, parts: &[&GroupPart], sums: &mut Vec<(ProviderId, ClassId, i64)>) -> bool {
+        if self.isolate {
+            let mut distinct: SmallVec<[ProviderId; 8]> = self
+                .groups
+                .iter()
+                .zip(parts)
+                .filter(|(g, _)| g.same_provider)
+                .flat_map(|(_, p)| p.providers.iter().copied())
+                .collect();
+            distinct.sort_unstable();
+            distinct.dedup();
+            if distinct.len() != self.granular {
+                return false;
+            }
+        }
+        for members in &self.subtree_groups {
+            let providers: BTreeSet<ProviderId> = members
+                .iter()
+                .flat_map(|i| parts[*i].providers.iter().copied())
+                .collect();
+            if !self.same_subtree(&providers) {
+                return false;
+            }
+        }
+        sums.clear();
+        sums.extend(parts.iter().flat_map(|p| p.items.iter().copied()));
+        sums.sort_unstable_by_key(|(p, c, _)| (*p, *c));
+        let mut summed = false;
+        sums.dedup_by(|later, earlier| {
+            if later.0 == earlier.0 && later.1 == earlier.1 {
+                earlier.2 += later.2;
+                summed = true;
+                true
+            } else {
+                false
+            }
+        });
+        // Every single amount already fits its provider (the parts check it); only sums
+        // need checking again.
+        if summed {
+            for (p, c, amount) in sums.iter() {
+                let prov = self.index.get(*p);
+                let Some(inv) = prov.inventory(*c) else {
+                    return false;
+                };
+                if prov.used(*c) + amount > inv.capacity() || *amount > inv.max_unit {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// Whether a provider from a posting counts for some anchor, and if so, whether it
+    /// also counts for the trees linked to it (when it is a sharing provider).
+    fn need_admits(
+        &self,
+        need: &Need<'_>,
+        p: ProviderId,
+        root: ProviderId,
+        f: Facts<'_>,
+    ) -> Option<bool> {
+        let spread_ok = |g: &Group| {
+            !has_any(f.traits(), &g.forbidden) && !in_any(f.aggregates(), &g.forbidden_aggregates)
+        };
+        // Sharing providers serve other trees only outside in_tree and inside member_of.
+        let spread_shares = |g: &Group| {
+            g.in_tree_root.is_none()
+                && g.member_of
+                    .as_ref()
+                    .is_none_or(|m| in_every_set(f.aggregates(), m))
+        };
+        match (need.kind, need.group) {
+            (NeedKind::Single, Some(g)) => single_ok(g, f).then_some(true),
+            (NeedKind::SpreadClass(c, a), Some(g)) => {
+                (f.fits(c, a) && spread_ok(g)).then(|| spread_shares(g))
+            }
+            (NeedKind::SpreadTrait, Some(g)) => (g.resources.iter().any(|(c, a)| f.fits(*c, *a))
+                && spread_ok(g))
+            .then(|| spread_shares(g)),
+            (NeedKind::Root, _) => (root == p).then_some(false),
+            _ => Some(true),
+        }
+    }
+
+    fn posting_lists<'p>(&'p self, posting: Posting<'p>) -> impl Iterator<Item = &'p [ProviderId]> {
+        let (class, traits): (Option<ClassId>, &[TraitId]) = match posting {
+            Posting::Class(c) => (Some(c), &[]),
+            Posting::AnyTrait(ts) => (None, ts),
+        };
+        let members = |lists: &'p [Vec<ProviderId>], i: u32| -> &'p [ProviderId] {
+            lists.get(i as usize).map_or(&[], Vec::as_slice)
+        };
+        class
+            .map(|c| members(&self.index.class_members, c))
+            .into_iter()
+            .chain(
+                traits
+                    .iter()
+                    .map(move |t| members(&self.index.trait_members, *t)),
+            )
+    }
+
+    fn posting_has(&self, posting: Posting<'_>, p: ProviderId) -> bool {
+        let prov = self.index.get(p);
+        match posting {
+            Posting::Class(c) => prov.inventory(c).is_some(),
+            Posting::AnyTrait(ts) => ts.iter().any(|t| prov.has_trait(*t)),
+        }
+    }
+
+    /// Providers a need looks at: the posting lists, and the members of the aggregates of
+    /// the sharing providers in them.
+    fn need_cost(&self, need: &Need<'_>) -> usize {
+        let listed: usize = self.posting_lists(need.posting).map(<[_]>::len).sum();
+        let shared: usize = if matches!(need.kind, NeedKind::Root) {
+            0
+        } else {
+            self.index
+                .sharing
+                .iter()
+                .filter(|s| self.root(**s).is_some() && self.posting_has(need.posting, **s))
+                .flat_map(|s| &self.index.get(*s).aggregates)
+                .map(|a| {
+                    self.index
+                        .aggregate_members
+                        .get(*a as usize)
+                        .map_or(0, Vec::len)
+                })
+                .sum()
+        };
+        listed + shared
+    }
+
+    /// The roots under which a need can be met.
+    fn need_anchors(&self, need: &Need<'_>) -> SlotSet {
+        let mut set = SlotSet::new(self.index.slots.len());
+        let mut shared_aggregates: Vec<AggregateId> = Vec::new();
+        for list in self.posting_lists(need.posting) {
+            for &p in list {
+                let Some((root, facts)) = self.facts(p) else {
+                    continue;
+                };
+                let Some(shares) = self.need_admits(need, p, root, facts) else {
+                    continue;
+                };
+                set.insert(root);
+                if shares && self.index.sharing.binary_search(&p).is_ok() {
+                    shared_aggregates.extend(facts.aggregates());
+                }
+            }
+        }
+        shared_aggregates.sort_unstable();
+        shared_aggregates.dedup();
+        // A sharing provider serves every tree with a provider in one of its aggregates.
+        for a in shared_aggregates {
+            for &q in self
+                .index
+                .aggregate_members
+                .get(a as usize)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(r) = self.root(q) {
+                    set.insert(r);
+                }
+            }
+        }
+        set
+    }
+
+    /// The roots that may anchor a candidate, or `None` when nothing cheap narrows them.
+    /// Only needs every candidate has are used, so no candidate is lost: each group with
+    /// resources needs a provider of each class (and, unnumbered, one with each required
+    /// trait set) in the tree or shared with it. Needs that look at more providers than
+    /// there are trees, or more than `max_cost`, are left to the tree walk.
+    fn possible_anchors(&self, max_cost: usize) -> Option<SlotSet> {
+        let mut needs: Vec<Need<'_>> = Vec::new();
+        for g in &self.groups {
+            if g.resources.is_empty() {
+                continue;
+            }
+            let classes = g.resources.iter().map(|(c, _)| Posting::Class(*c));
+            let traits = g.required.iter().map(|any| Posting::AnyTrait(any));
+            if g.same_provider {
+                // One provider has it all: the shortest posting finds them all.
+                let shortest = classes
+                    .chain(traits)
+                    .min_by_key(|p| self.posting_lists(*p).map(<[_]>::len).sum::<usize>());
+                needs.extend(shortest.map(|posting| Need {
+                    group: Some(g),
+                    posting,
+                    kind: NeedKind::Single,
+                }));
+            } else {
+                needs.extend(g.resources.iter().map(|(c, a)| Need {
+                    group: Some(g),
+                    posting: Posting::Class(*c),
+                    kind: NeedKind::SpreadClass(*c, *a),
+                }));
+                needs.extend(traits.map(|posting| Need {
+                    group: Some(g),
+                    posting,
+                    kind: NeedKind::SpreadTrait,
+                }));
+            }
+        }
+        if let Some(required) = &self.root_required {
+            needs.extend(required.iter().map(|t| Need {
+                group: None,
+                posting: Posting::AnyTrait(std::slice::from_ref(t)),
+                kind: NeedKind::Root,
+            }));
+        }
+        // Below a thousand providers a posting costs microseconds, whatever the trees.
+        let budget = self.index.roots.len().max(1024).min(max_cost);
+        let mut needs: Vec<(usize, Need<'_>)> = needs
+            .into_iter()
+            .map(|n| (self.need_cost(&n), n))
+            .filter(|(cost, _)| *cost <= budget)
+            .collect();
+        needs.sort_by_key(|(cost, _)| *cost);
+        let mut anchors: Option<SlotSet> = None;
+        for (_, need) in &needs {
+            let set = self.need_anchors(need);
+            match &mut anchors {
+                None => anchors = Some(set),
+                Some(a) => a.intersect(&set),
+            }
+            if anchors.as_ref().is_some_and(|a| a.len() == 0) {
+                break;
+            }
+        }
+        // The unnumbered group with in_tree is served in that tree only.
+        for g in self.groups.iter().filter(|g| !g.same_provider) {
+            if let Some(r) = g.in_tree_root {
+                let mut only = SlotSet::new(self.index.slots.len());
+                only.insert(r);
+                match &mut anchors {
+                    None => anchors = Some(only),
+                    Some(a) => a.intersect(&only),
+                }
+            }
+        }
+        anchors
+    }
+
+    /// Visits every candidate in order; `visit` returns false to stop.
+    fn run(&self, visit: &mut impl Visit) {
+        if self.groups.iter().any(|g| g.impossible) || self.root_required.is_none() {
+            return;
+        }
+        let mut visit = Tally {
+            inner: visit,
+            found: 0,
+        };
+        let mut scratch = Scratch {
+            parts: vec![Vec::new(); self.groups.len()],
+            ..Default::default()
+        };
+        let order = self.index.root_order();
+        let roots = &order.roots;
+        let early = if self.prune {
+            self.walk_before_pruning.min(roots.len())
+        } else {
+            roots.len()
+        };
+        for &anchor in &roots[..early] {
+            if !self.visit_anchor(anchor, &mut scratch, &mut visit) {
+                return;
+            }
+        }
+        if early == roots.len() {
+            return;
+        }
+        // The limit still wants `limit - found` candidates: at the rate seen so far, that
+        // many trees more. Pruning pays only when its postings cost less than walking
+        // them (a tree costs about eight posting checks).
+        let max_cost = match (self.limit, visit.found) {
+            (Some(limit), n) if n > 0 => limit.saturating_sub(n).saturating_mul(early) / n * 8,
+            _ => usize::MAX,
+        };
+        match self.possible_anchors(max_cost) {
+            None => {
+                for &anchor in &roots[early..] {
+                    if !self.visit_anchor(anchor, &mut scratch, &mut visit) {
+                        return;
+                    }
+                }
+            }
+            // Few trees left: sorting them by rank beats scanning every root.
+            Some(set) if set.len() * 16 < roots.len() => {
+                let rank = |r: ProviderId| order.rank[r as usize];
+                let mut left: Vec<ProviderId> = set
+                    .ids()
+                    .filter(|&r| rank(r) != u32::MAX && rank(r) as usize >= early)
+                    .collect();
+                left.sort_unstable_by_key(|&r| rank(r));
+                for anchor in left {
+                    if !self.visit_anchor(anchor, &mut scratch, &mut visit) {
+                        return;
+                    }
+                }
+            }
+            Some(set) => {
+                for &anchor in &roots[early..] {
+                    if set.contains(anchor) && !self.visit_anchor(anchor, &mut scratch, &mut visit)
+                    {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Visits the candidates of one tree; false when `visit` asks to stop.
+    fn visit_anchor(&self, anchor: ProviderId, s: &mut Scratch, visit: &mut impl Visit) -> bool {
+        let pack = self.index.root_pack(anchor);
+        if !self.anchor_allowed(pack.traits(0)) {
+            return true;
+        }
+        // Sharing providers serve a tree when any of its providers is in one of their aggregates.
+        s.linked.clear();
+        for i in 0..pack.len() {
+            for a in pack.aggregates(i) {
+                for &sp in self
+                    .sharing_by_aggregate
+                    .get(*a as usize)
+                    .into_iter()
+                    .flatten()
+                {
+                    if !s.linked.contains(&sp) {
+                        s.linked.push(sp);
+                    }
+                }
+            }
+        }
+        // The unnumbered group alone (1.29+, where the caller only counts): its candidates
+        // are the combinations of its lists, counted without walking them.
+        let alone = self.closed_form
+            && self.groups.len() == 1
+            && !self.groups[0].same_provider
+            && !self.groups[0].resources.is_empty()
+            && self.subtree_groups.iter().all(Vec::is_empty)
+            && !visit.wants_each();
+        if alone
+            && let Some(n) =
+                self.packed_spread_count(&self.groups[0], anchor, pack, &s.linked, &mut s.masks)
+        {
+            return n == 0 || visit.many(n);
+        }
+        s.tree.clear();
+        s.tree.extend(pack.ids());
+        // Candidates list linked sharing providers by name.
+        s.linked
+            .sort_unstable_by(|a, b| self.index.get(*a).name.cmp(&self.index.get(*b).name));
+        for (g, out) in self.groups.iter().zip(s.parts.iter_mut()) {
+            out.clear();
+            if g.same_provider {
+                self.single_provider_parts(g, anchor, (&s.tree, pack), &s.linked, out);
+            } else {
+                if !self.spread_lists(g, anchor, &s.tree, &s.linked, &mut s.lists, &mut s.keep) {
+                    return true;
+                }
+                if alone
+                    && let Some(n) =
+                        self.spread_count(g, &s.lists[..g.resources.len()], &mut s.masks)
+                {
+                    return n == 0 || visit.many(n);
+                }
+                self.spread_parts(g, &s.lists, out);
+            }
+            if out.is_empty() {
+                return true;
+            }
+        }
+        s.idx.clear();
+        s.idx.resize(s.parts.len(), 0);
+        loop {
+            let combo: SmallVec<[&GroupPart; 4]> =
+                s.parts.iter().zip(&s.idx).map(|(l, i)| &l[*i]).collect();
+            if self.combine(&combo, &mut s.sums) {
+                let found = Found {
+                    allocations: &s.sums,
+                    groups: &self.groups,
+                    parts: &combo,
+                };
+                let only_sharing = s
+                    .sums
+                    .iter()
+                    .all(|(p, _, _)| self.index.sharing.binary_search(p).is_ok());
+                if (!only_sharing || s.sharing_seen.insert(found.candidate())) && !visit.one(&found)
+                {
+                    return false;
+                }
+            }
+            let mut k = s.parts.len();
+            let done = loop {
+                if k == 0 {
+                    break true;
+                }
+                k -= 1;
+                s.idx[k] += 1;
+                if s.idx[k] < s.parts[k].len() {
+                    break false;
+                }
+                s.idx[k] = 0;
+            };
+            if done {
+                return true;
+            }
+        }
+    }
+}
+
+/// Calls `f` with every combination of one item from each list, in order.
+fn product(lists: &[Vec<ProviderId>], mut f: impl FnMut(&[ProviderId])) {
+    if lists.iter().any(|l| l.is_empty()) {
+        return;
+    }
+    let mut idx: SmallVec<[usize; 8]> = smallvec![0; lists.len()];
+    let mut choice: SmallVec<[ProviderId; 8]> = lists.iter().map(|l| l[0]).collect();
+    loop {
+        f(&choice);
+        let mut k = lists.len();
+        loop {
+            if k == 0 {
+                return;
+            }
+            k -= 1;
+            idx[k] += 1;
+            if idx[k] < lists[k].len() {
+                choice[k] = lists[k][idx[k]];
+                break;
+            }
+            idx[k] = 0;
+            choice[k] = lists[k][0];
+        }
+    }
+}
+
+fn resolve_group(index: &ProviderIndex, q: &GroupQuery) -> Group {
+    let mut impossible = false;
+    let required = q
+        .required
+        .iter()
+        .map(|any| {
+            let ids: Vec<TraitId> = any.iter().filter_map(|t| index.traits.get(t)).collect();
+            impossible |= ids.is_empty();
+            ids
+        })
+        .collect();
+    let member_of: Option<Vec<Vec<AggregateId>>> = (!q.member_of.is_empty()).then(|| {
+        q.member_of
+            .iter()
+            .map(|any| {
+                any.iter()
+                    .filter_map(|a| index.aggregate_names.get(a))
+                    .collect()
+            })
+            .collect()
+    });
+    impossible |= member_of
+        .as_ref()
+        .is_some_and(|m| m.iter().any(Vec::is_empty));
+    let resources = q
+        .resources
+        .iter()
+        .filter_map(|(c, a)| match index.classes.get(c) {
+            Some(id) => Some((id, *a)),
+            None => {
+                impossible = true;
+                None
+            }
+        })
+        .collect();
+    let in_tree_root = match &q.in_tree {
+        None => None,
+        Some(u) => {
+            let names = index.names_with_uuid(u);
+            let names = if names.is_empty() {
+                index.names_with_uuid(&u.to_ascii_lowercase())
+            } else {
+                names
+            };
+            match names
+                .first()
+                .and_then(|n| index.id(n))
+                .and_then(|p| index.get(p).root)
+            {
+                Some(r) => Some(r),
+                None => {
+                    // Placement ignores in_tree for a group without resources.
+                    impossible |= !q.resources.is_empty();
+                    None
+                }
+            }
+        }
+    };
+    Group {
+        suffix: q.suffix.clone(),
+        same_provider: q.use_same_provider,
+        resources,
+        impossible,
+        required,
+        forbidden: q
+            .forbidden
+            .iter()
+            .filter_map(|t| index.traits.get(t))
+            .collect(),
+        member_of,
+        forbidden_aggregates: q
+            .forbidden_aggregates
+            .iter()
+            .filter_map(|a| index.aggregate_names.get(a))
+            .collect(),
+        in_tree_root,
+    }
+}
+
+fn prepare<'a>(index: &'a ProviderIndex, query: &CandidatesQuery) -> Search<'a> {
+    let groups: Vec<Group> = query
+        .groups
+        .values()
+        .map(|g| resolve_group(index, g))
+        .collect();
+    let root_required = query
+        .root_required
+        .iter()
+        .map(|t| index.traits.get(t))
+        .collect();
+    let root_forbidden = query
+        .root_forbidden
+        .iter()
+        .filter_map(|t| index.traits.get(t))
+        .collect();
+    let mut sharing_by_aggregate: Vec<SmallVec<[ProviderId; 2]>> = Vec::new();
+    for &s in &index.sharing {
+        if index.get(s).root.is_none() {
+            continue;
+        }
+        for a in &index.get(s).aggregates {
+            let a = *a as usize;
+            if sharing_by_aggregate.len() <= a {
+                sharing_by_aggregate.resize_with(a + 1, SmallVec::new);
+            }
+            sharing_by_aggregate[a].push(s);
+        }
+    }
+    let spread_sharing = match groups.iter().find(|g| !g.same_provider) {
+        Some(g) => index
+            .sharing
+            .iter()
+            .map(|s| SharedFacts::judge(g, index.get(*s)))
+            .collect(),
+        None => Vec::new(),
+    };
+    let subtree_groups = query
+        .same_subtrees
+        .iter()
+        .map(|set| {
+            groups
+                .iter()
+                .enumerate()
+                .filter(|(_, g)| set.contains(&g.suffix))
+                .map(|(i, _)| i)
+                .collect()
+        })
+        .collect();
+    // Below 1.29 the search runs to the end whatever the limit (see counted_candidates).
+    let limited = query.limit.is_some() && query.microversion.at_least(29);
+    Search {
+        index,
+        granular: groups.iter().filter(|g| g.same_provider).count(),
+        isolate: query.group_policy == Some(GroupPolicy::Isolate),
+        groups,
+        root_required,
+        root_forbidden,
+        sharing_by_aggregate,
+        spread_sharing,
+        subtree_groups,
+        prune: true,
+        walk_before_pruning: if limited { 32 } else { 0 },
+        limit: query.limit.filter(|_| limited),
+        closed_form: true,
+    }
+}
+
+/// Whether a candidate's allocations use at most one provider per tree (all microversions
+/// before 1.29 allow).
+fn one_provider_per_tree(
+    index: &ProviderIndex,
+    allocations: &[(ProviderId, ClassId, i64)],
+) -> bool {
+    let mut providers: SmallVec<[ProviderId; 8]> = allocations.iter().map(|(p, _, _)| *p).collect();
+    providers.dedup();
+    let mut roots: SmallVec<[Option<ProviderId>; 8]> =
+        providers.iter().map(|p| index.get(*p).root).collect();
+    roots.sort_unstable();
+    roots.dedup();
+    providers.len() == roots.len()
+}
+
+/// Counts the candidates of a query without keeping them.
+pub fn count_candidates(index: &ProviderIndex, query: &CandidatesQuery) -> usize {
+    counted_candidates(index, query, 0).0
+}
+
+/// Runs a query over the index.
+pub fn allocation_candidates(index: &ProviderIndex, query: &CandidatesQuery) -> CandidateSet {
+    counted_candidates(index, query, usize::MAX).1
+}
+
+/// [`counted_candidates`] with the tree walk chosen: with `prune`, trees that cannot serve
+/// every group are skipped once the first `walk_before_pruning` trees are walked; with
+/// `closed_form`, trees whose candidates are only counted are counted without walking their
+/// combinations where that is exact. Tests and benchmarks compare it with walking every
+/// tree and every combination.
+#[doc(hidden)]
+pub fn counted_candidates_walking(
+    index: &ProviderIndex,
+    query: &CandidatesQuery,
+    keep: usize,
+    prune: bool,
+    walk_before_pruning: usize,
+    closed_form: bool,
+) -> (usize, CandidateSet) {
+    let mut search = prepare(index, query);
+    search.prune = prune;
+    search.walk_before_pruning = walk_before_pruning;
+    search.closed_form = closed_form;
+    search_candidates(index, query, &search, keep)
+}
+
+/// Counts every candidate (up to the query's limit) and keeps the first `keep` of them.
+pub fn counted_candidates(
+    index: &ProviderIndex,
+    query: &CandidatesQuery,
+    keep: usize,
+) -> (usize, CandidateSet) {
+    search_candidates(index, query, &prepare(index, query), keep)
+}
+
+/// Counts the candidates the search reports, keeps the first few, and below 1.29 keeps
+/// only those with one provider per tree and notes every provider they use.
+struct Gather<'i, 'r> {
+    index: &'i ProviderIndex,
+    nested: bool,
+    count: usize,
+    used_by_any: BTreeSet<ProviderId>,
+    keep: usize,
+    limit: usize,
+    result: &'r mut CandidateSet,
+}
+
+impl Visit for Gather<'_, '_> {
+    fn wants_each(&self) -> bool {
+        !self.nested || self.result.candidates.len() < self.keep
+    }
+
+    fn one(&mut self, found: &Found<'_>) -> bool {
+        if self.nested || one_provider_per_tree(self.index, found.allocations) {
+            self.count += 1;
+            if !self.nested {
+                self.used_by_any
+                    .extend(found.allocations.iter().map(|(p, _, _)| *p));
+            }
+            if self.result.candidates.len() < self.keep {
+                self.result.candidates.push(found.candidate());
+            }
+        }
+        !self.nested || self.count < self.limit
+    }
+
+    fn many(&mut self, n: usize) -> bool {
+        self.count += n;
+        self.count < self.limit
+    }
+}
+
+fn search_candidates(
+    index: &ProviderIndex,
+    query: &CandidatesQuery,
+    search: &Search<'_>,
+    keep: usize,
+) -> (usize, CandidateSet) {
+    let nested = query.microversion.at_least(29);
+    let mut result = CandidateSet {
+        requested_classes: query
+            .groups
+            .values()
+            .flat_map(|g| g.resources.keys())
+            .filter_map(|c| index.classes.get(c))
+            .collect(),
+        ..Default::default()
+    };
+    // Below 1.29 Placement summarises every provider any candidate uses (in the kept trees),
+    // so the search runs to the end even with a limit.
+    let mut gather = Gather {
+        index,
+        nested,
+        count: 0,
+        used_by_any: BTreeSet::new(),
+        keep: keep.min(query.limit.unwrap_or(usize::MAX)),
+        limit: query.limit.unwrap_or(usize::MAX),
+        result: &mut result,
+    };
+    search.run(&mut gather);
+    let count = gather.count.min(gather.limit);
+    let used_by_any = std::mem::take(&mut gather.used_by_any);
+    if !nested {
+        result.summary_only = Some(used_by_any);
+    }
+    let trees: BTreeSet<ProviderId> = result
+        .candidates
+        .iter()
+        .flat_map(|c| {
+            c.allocations
+                .iter()
+                .filter_map(|(p, _, _)| index.get(*p).root)
+        })
+        .collect();
+    let mut trees: Vec<ProviderId> = trees.into_iter().collect();
+    trees.sort_by(|a, b| index.get(*a).name.cmp(&index.get(*b).name));
+    result.summary_trees = trees;
+    (count, result)
+}
+
+impl CandidateSet {
+    /// A candidate as (provider name, class, amount) triples.
+    pub fn named(&self, index: &ProviderIndex, c: &Candidate) -> Vec<(String, String, i64)> {
+        c.allocations
+            .iter()
+            .map(|(p, cl, a)| {
+                (
+                    index.get(*p).name.to_string(),
+                    index.classes.name(*cl).to_string(),
+                    *a,
+                )
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+#[path = "candidates_tests.rs"]
+mod tests;

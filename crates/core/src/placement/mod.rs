@@ -1,0 +1,158 @@
+//! The placement core: resource classes, traits, inventories and provider trees.
+//!
+//! Pure code: no Kubernetes, network or async types. The shell feeds it plain
+//! records built from ResourceProvider and Allocation objects.
+
+pub mod candidates;
+mod extra_spec_keys;
+pub mod interner;
+pub mod inventory;
+pub mod microversion;
+pub(crate) mod packed_tree;
+pub mod provider_tree;
+pub mod query;
+pub mod rebuild;
+pub mod request;
+pub mod resource_class;
+pub mod resource_providers;
+pub mod response;
+pub mod trait_name;
+
+pub use inventory::{CapacityError, Inventory, InventoryError};
+pub use provider_tree::{ProviderIndex, ProviderRecord, TreeError};
+pub use resource_class::check_resource_class;
+pub use trait_name::check_trait;
+
+/// Longest resource class or trait name Placement stores.
+pub const MAX_NAME_LEN: usize = 255;
+
+/// Why a resource class or trait name is not accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    #[error("{what} name is empty")]
+    Empty { what: &'static str },
+    #[error("{what} {name:?} is {len} characters long; at most 255 are allowed")]
+    TooLong {
+        what: &'static str,
+        name: String,
+        len: usize,
+    },
+    #[error("{what} {name:?} has characters other than A-Z, 0-9 and _")]
+    BadCharacters { what: &'static str, name: String },
+    #[error("{what} {name:?} is neither a standard {what} nor CUSTOM_*{}", suggestion_text(.suggestion))]
+    Unknown {
+        what: &'static str,
+        name: String,
+        suggestion: Option<String>,
+    },
+}
+
+fn suggestion_text(s: &Option<String>) -> String {
+    match s {
+        Some(s) => format!("; did you mean {s}?"),
+        None => String::new(),
+    }
+}
+
+/// Shared rule for resource classes and traits: standard, or `CUSTOM_[A-Z0-9_]+`.
+pub(crate) fn check_name(
+    what: &'static str,
+    name: &str,
+    is_standard: impl Fn(&str) -> bool,
+    standard: &[&str],
+) -> Result<(), NameError> {
+    if name.is_empty() {
+        return Err(NameError::Empty { what });
+    }
+    if name.len() > MAX_NAME_LEN {
+        return Err(NameError::TooLong {
+            what,
+            name: name.to_string(),
+            len: name.len(),
+        });
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+    {
+        return Err(NameError::BadCharacters {
+            what,
+            name: name.to_string(),
+        });
+    }
+    if is_standard(name) || (name.starts_with("CUSTOM_") && name.len() > "CUSTOM_".len()) {
+        return Ok(());
+    }
+    Err(NameError::Unknown {
+        what,
+        name: name.to_string(),
+        suggestion: closest(name, standard),
+    })
+}
+
+/// The standard name closest to `name` by edit distance, when close enough to be a typo.
+pub fn closest<'a>(
+    name: &str,
+    candidates: impl IntoIterator<Item = &'a &'a str>,
+) -> Option<String> {
+    let limit = (name.len() / 3).max(2);
+    candidates
+        .into_iter()
+        // The distance is at least the difference in length: skip the hopeless ones.
+        .filter(|c| c.len().abs_diff(name.len()) <= limit)
+        .map(|c| (edit_distance(name, c), *c))
+        .filter(|(d, _)| *d <= limit)
+        .min()
+        .map(|(_, c)| c.to_string())
+}
+
+/// Levenshtein distance over bytes.
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut cur = vec![0; b.len() + 1];
+    for (i, ca) in a.iter().enumerate() {
+        cur[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[b.len()]
+}
+
+pub(crate) fn load_list(text: &'static str) -> Vec<&'static str> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect()
+}
+
+/// The uuid of a provider whose spec gives none: a UUIDv5 of its name, so the same
+/// manifest always yields the same uuid.
+pub fn derived_provider_uuid(name: &str) -> String {
+    let namespace = uuid::Uuid::new_v5(
+        &uuid::Uuid::NAMESPACE_DNS,
+        b"resourceproviders.kubeplace.io",
+    );
+    uuid::Uuid::new_v5(&namespace, name.as_bytes()).to_string()
+}
+
+/// Placement's uuids: 36 characters, hyphenated.
+pub fn is_uuid(s: &str) -> bool {
+    s.len() == 36 && uuid::Uuid::try_parse(s).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edit_distance_counts_edits() {
+        assert_eq!(edit_distance("VCPU", "VCPU"), 0);
+        assert_eq!(edit_distance("VCPUS", "VCPU"), 1);
+        assert_eq!(edit_distance("MEMORY_MD", "MEMORY_MB"), 1);
+        assert_eq!(edit_distance("", "ABC"), 3);
+    }
+}

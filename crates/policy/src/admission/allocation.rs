@@ -1,0 +1,76 @@
+//! Allocation admission: Placement's rules for writing a consumer's allocations.
+
+use std::collections::BTreeSet;
+
+use super::Review;
+use crate::store::Store;
+use kubeplace_api::Allocation;
+use kubeplace_core::placement::{check_resource_class, is_uuid};
+
+pub(super) fn review(a: &Allocation, store: &Store, review: &mut Review) {
+    let name = a.metadata.name.as_deref().unwrap_or("");
+    let index = store.index();
+    if !is_uuid(&a.spec.consumer) {
+        review.problem(format!(
+            "spec.consumer {:?} is not a uuid; consumers are named by uuid",
+            a.spec.consumer
+        ));
+    }
+    if a.spec.allocations.is_empty() {
+        review.problem("spec.allocations is empty; list at least one provider and its resources");
+    }
+    // This consumer's current claim is replaced, not added to.
+    let previous = index.allocations(name);
+    let mut seen = BTreeSet::new();
+    for (i, pa) in a.spec.allocations.iter().enumerate() {
+        let at = format!("spec.allocations[{i}]");
+        if !seen.insert(&pa.provider) {
+            review.problem(format!(
+                "{at}.provider {:?} is listed twice; list each provider once",
+                pa.provider
+            ));
+            continue;
+        }
+        if !index.contains(&pa.provider) {
+            review.problem(format!("{at}.provider {:?} does not exist", pa.provider));
+            continue;
+        }
+        if pa.resources.is_empty() {
+            review.problem(format!(
+                "{at}.resources is empty; give at least one resource class and amount"
+            ));
+        }
+        for (class, amount) in &pa.resources {
+            if let Err(e) = check_resource_class(class) {
+                review.problem(format!("{at}.resources: {e}"));
+                continue;
+            }
+            if *amount < 1 {
+                review.problem(format!(
+                    "{at}.resources[{class:?}] is {amount}; amounts are at least 1"
+                ));
+                continue;
+            }
+            let Some(inv) = index.inventory(&pa.provider, class) else {
+                review.problem(format!(
+                    "{at}: provider {:?} has no {class} inventory",
+                    pa.provider
+                ));
+                continue;
+            };
+            let mine = previous
+                .map(|p| {
+                    p.items
+                        .iter()
+                        .filter(|(rp, c, _)| rp == &pa.provider && c == class)
+                        .map(|(_, _, n)| n)
+                        .sum()
+                })
+                .unwrap_or(0);
+            let used = index.used(&pa.provider, class) - mine;
+            if let Err(e) = inv.admits(used, *amount) {
+                review.problem(format!("{at}: {class} on {:?}: {e}", pa.provider));
+            }
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! Admission: one function per kind deciding whether an object may be stored.
+//!
+//! The webhook and `kubeplace apply` both call [`admit`]; it reads the rest of the
+//! cluster only through a [`Store`], never the network.
+
+use kubeplace_api::Kind;
+
+mod allocation;
+mod extra_spec_definition;
+mod flavor;
+mod image;
+mod provider_config;
+mod resource_provider;
+mod server;
+mod service_profile;
+
+pub use provider_config::{COMPUTE_NODE_ID, identification_key};
+
+use serde::Serialize;
+
+use crate::store::Store;
+use kubeplace_api::Object;
+
+/// What the API server is asked to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    Create,
+    Update,
+    Delete,
+}
+
+/// The answer: allowed or not, why, and warnings for the user either way.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Verdict {
+    pub allowed: bool,
+    pub message: String,
+    pub warnings: Vec<String>,
+}
+
+impl Verdict {
+    /// A rejection with a message and no warnings.
+    pub fn rejected(message: impl Into<String>) -> Verdict {
+        Verdict {
+            allowed: false,
+            message: message.into(),
+            warnings: Vec::new(),
+        }
+    }
+}
+
+/// Problems and warnings gathered while reviewing one object; every problem is reported.
+#[derive(Debug, Default)]
+pub(crate) struct Review {
+    problems: Vec<String>,
+    warnings: Vec<String>,
+}
+
+impl Review {
+    pub(crate) fn problem(&mut self, p: impl Into<String>) {
+        self.problems.push(p.into());
+    }
+
+    pub(crate) fn warn(&mut self, w: impl Into<String>) {
+        self.warnings.push(w.into());
+    }
+
+    fn into_verdict(self, kind: Kind, name: &str) -> Verdict {
+        let message = match self.problems.len() {
+            0 => String::new(),
+            1 => format!("{kind} {name:?} is invalid: {}", self.problems[0]),
+            n => format!(
+                "{kind} {name:?} has {n} problems: {}",
+                self.problems.join("; ")
+            ),
+        };
+        Verdict {
+            allowed: message.is_empty(),
+            message,
+            warnings: self.warnings,
+        }
+    }
+}
+
+/// Decides on one request. For `Delete`, `object` is the object being deleted; for
+/// `Update`, `old` is the stored object.
+pub fn admit(
+    operation: Operation,
+    object: &Object,
+    old: Option<&Object>,
+    store: &Store,
+) -> Verdict {
+    // A change that leaves the spec alone (labels, annotations, finalizers) is not judged
+    // again: objects admitted once stay editable, and a finalizer can always be removed.
+    if operation == Operation::Update && old.is_some_and(|old| old.same_spec(object)) {
+        return Verdict {
+            allowed: true,
+            message: String::new(),
+            warnings: Vec::new(),
+        };
+    }
+    let mut review = Review::default();
+    match (operation, object) {
+        (Operation::Delete, Object::ResourceProvider(rp)) => {
+            resource_provider::review_delete(rp, store, &mut review)
+        }
+        (Operation::Delete, _) => {}
+        (_, Object::ResourceProvider(rp)) => {
+            resource_provider::review(rp, old_of(old), store, &mut review)
+        }
+        (_, Object::Allocation(a)) => allocation::review(a, store, &mut review),
+        (_, Object::ProviderConfig(pc)) => provider_config::review(pc, store, &mut review),
+        (_, Object::ExtraSpecDefinition(d)) => extra_spec_definition::review(d, store, &mut review),
+        (_, Object::Flavor(f)) => flavor::review(f, store, &mut review),
+        (_, Object::Image(i)) => image::review(i, &mut review),
+        (_, Object::ServiceProfile(sp)) => service_profile::review(sp, &mut review),
+        (_, Object::Server(s)) => {
+            let old = match old {
+                Some(Object::Server(o)) => Some(o),
+                _ => None,
+            };
+            server::review(s, old, store, &mut review)
+        }
+    }
+    review.into_verdict(object.kind(), object.name())
+}
+
+fn old_of<T: Clone>(old: Option<&Object>) -> Option<T>
+where
+    Object: AsKind<T>,
+{
+    old.and_then(|o| o.as_kind().cloned())
+}
+
+/// Borrowing the typed object out of an [`Object`].
+pub(crate) trait AsKind<T> {
+    fn as_kind(&self) -> Option<&T>;
+}
+
+impl AsKind<kubeplace_api::ResourceProvider> for Object {
+    fn as_kind(&self) -> Option<&kubeplace_api::ResourceProvider> {
+        match self {
+            Object::ResourceProvider(rp) => Some(rp),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,9 @@
+//! Scheduling: choosing a host for each Server, placing it through admission, and releasing
+//! what deleted Servers held.
+
+pub mod place;
+pub mod plan;
+pub mod release;
+
+pub use place::{place, schedule_pending};
+pub use plan::{Unplaceable, allocation_matches, flavor_and_image, plan};

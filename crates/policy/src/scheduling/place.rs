@@ -1,0 +1,59 @@
+//! Placing servers: each chosen Allocation is admitted like any other before it counts.
+
+use kubeplace_api::{Allocation, Object, Server, allocation_name};
+
+use crate::admission::{Operation, admit};
+use crate::store::{ObjectKey, Store};
+
+use super::plan::{allocation_matches, plan};
+use kubeplace_api::Kind;
+
+/// Places every server that holds no allocation (or one its flavor no longer matches), one
+/// at a time in creation order, each seeing the ones placed before it. Each chosen
+/// Allocation is put in the store and returned, for the caller to write. Allocations that
+/// admission would refuse (capacity changed under the decision) are skipped; the server is
+/// tried again on the next pass.
+pub fn schedule_pending(store: &mut Store) -> Vec<Allocation> {
+    let mut servers: Vec<Server> = store
+        .list(Kind::Server)
+        .filter_map(|o| match o {
+            Object::Server(s) => Some(s.clone()),
+            _ => None,
+        })
+        .collect();
+    servers.sort_by(|a, b| {
+        let created = |s: &Server| s.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        created(a)
+            .cmp(&created(b))
+            .then_with(|| allocation_name(a).cmp(&allocation_name(b)))
+    });
+    servers
+        .iter()
+        .filter_map(|server| place(store, server))
+        .collect()
+}
+
+/// Places one server that holds no allocation (or one its flavor no longer matches): the
+/// chosen Allocation goes through admission, as any Allocation does, and into the store.
+/// Returns it, or `None` when the server needs nothing, fits nowhere, or admission refused.
+pub fn place(store: &mut Store, server: &Server) -> Option<Allocation> {
+    if server.metadata.deletion_timestamp.is_some()
+        || allocation_matches(store, server) == Some(true)
+    {
+        return None;
+    }
+    let allocation = plan(store, server).ok()?;
+    let object = Object::Allocation(allocation.clone());
+    let key = ObjectKey::of(&object);
+    let old = store.get(&key).cloned();
+    let op = if old.is_some() {
+        Operation::Update
+    } else {
+        Operation::Create
+    };
+    if !admit(op, &object, old.as_ref(), store).allowed {
+        return None;
+    }
+    store.apply(object);
+    Some(allocation)
+}

@@ -1,0 +1,179 @@
+//! Scheduling a server: the request from its flavor and image, one candidate picked by a
+//! documented weighing, and the Allocation that holds it.
+//!
+//! Weighing spreads load: for every (provider, class) a candidate uses, the share of the
+//! provider's capacity still free after the allocation is computed; a candidate scores the
+//! smallest of those shares, and the highest score wins. Ties go to the candidate whose
+//! provider names sort first. The same store always gives the same choice.
+
+use std::collections::BTreeMap;
+
+use crate::store::Store;
+use kubeplace_api::{
+    Allocation, AllocationSpec, Flavor, Image, Object, ProviderAllocation, Server,
+};
+use kubeplace_core::placement::ProviderIndex;
+use kubeplace_core::placement::candidates::allocation_candidates;
+use kubeplace_core::placement::microversion::Microversion;
+use kubeplace_core::placement::query::parse_candidates_query;
+use kubeplace_core::placement::request::TraitConflict;
+
+use crate::translate::{flavor_request, required_traits};
+use kubeplace_api::Kind;
+use kubeplace_api::{ServerRef, allocation_name, consumer_uuid};
+
+/// Why a server cannot be placed now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unplaceable {
+    /// `FlavorNotFound`, `ImageNotFound`, `TraitConflict`, `InvalidRequest` or `NoValidHost`.
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// The server's flavor and image, or why one is missing.
+pub fn flavor_and_image<'a>(
+    store: &'a Store,
+    server: &Server,
+) -> Result<(&'a Flavor, &'a Image), Unplaceable> {
+    let flavor = match store.get_cluster(Kind::Flavor, &server.spec.flavor) {
+        Some(Object::Flavor(f)) => f,
+        _ => {
+            return Err(Unplaceable {
+                reason: "FlavorNotFound",
+                message: format!("Flavor {:?} does not exist", server.spec.flavor),
+            });
+        }
+    };
+    let image = match store.get_cluster(Kind::Image, &server.spec.image) {
+        Some(Object::Image(i)) => i,
+        _ => {
+            return Err(Unplaceable {
+                reason: "ImageNotFound",
+                message: format!("Image {:?} does not exist", server.spec.image),
+            });
+        }
+    };
+    Ok((flavor, image))
+}
+
+/// Picks a candidate for the server and returns the Allocation to create (or replace).
+/// The server's own current allocation, if any, is not counted as usage (a resize may stay
+/// where it is).
+pub fn plan(store: &Store, server: &Server) -> Result<Allocation, Unplaceable> {
+    let (flavor, image) = flavor_and_image(store, server)?;
+    let request = flavor_request(flavor)
+        .with_image_traits(&required_traits(image))
+        .map_err(|TraitConflict(t)| Unplaceable {
+            reason: "TraitConflict",
+            message: format!(
+                "flavor {:?} forbids {t}, which image {:?} requires",
+                server.spec.flavor, server.spec.image
+            ),
+        })?;
+    let query = parse_candidates_query(&request.to_query(), Microversion::LATEST).map_err(|e| {
+        Unplaceable {
+            reason: "InvalidRequest",
+            message: e.detail,
+        }
+    })?;
+    let name = allocation_name(server);
+    let owned;
+    let index: &ProviderIndex = if store.index().allocations(&name).is_some() {
+        let mut without = store.index().clone();
+        without.remove_allocations(&name);
+        owned = without;
+        &owned
+    } else {
+        store.index()
+    };
+    let set = allocation_candidates(index, &query);
+    let best = set
+        .candidates
+        .iter()
+        .map(|c| {
+            let named = set.named(index, c);
+            let score = named
+                .iter()
+                .map(|(p, class, amount)| {
+                    let inv = index
+                        .inventory(p, class)
+                        .expect("candidates use existing inventories");
+                    let capacity = inv.capacity().max(1) as f64;
+                    (capacity - (index.used(p, class) + amount) as f64) / capacity
+                })
+                .fold(f64::INFINITY, f64::min);
+            let mut providers: Vec<String> = named.iter().map(|(p, _, _)| p.clone()).collect();
+            providers.sort();
+            providers.dedup();
+            (score, providers, named)
+        })
+        .max_by(|a, b| a.0.total_cmp(&b.0).then_with(|| b.1.cmp(&a.1)));
+    let Some((_, _, named)) = best else {
+        return Err(Unplaceable {
+            reason: "NoValidHost",
+            message: format!(
+                "no provider tree can host {} ({})",
+                server.spec.flavor,
+                request.to_query()
+            ),
+        });
+    };
+    let mut per_provider: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+    for (p, class, amount) in named {
+        *per_provider.entry(p).or_default().entry(class).or_default() += amount;
+    }
+    let mut allocation = Allocation::new(
+        &name,
+        AllocationSpec {
+            consumer: consumer_uuid(server),
+            allocations: per_provider
+                .into_iter()
+                .map(|(provider, resources)| ProviderAllocation {
+                    provider,
+                    resources,
+                })
+                .collect(),
+        },
+    );
+    let who = ServerRef::of(server);
+    allocation.metadata.labels = Some(
+        [
+            (
+                kubeplace_api::SERVER_NAMESPACE_LABEL.to_string(),
+                who.namespace,
+            ),
+            (kubeplace_api::SERVER_NAME_LABEL.to_string(), who.name),
+        ]
+        .into(),
+    );
+    Ok(allocation)
+}
+
+/// Whether the server's current Allocation still matches what its flavor asks (per class
+/// totals); a changed flavor means the server must be placed again.
+pub fn allocation_matches(store: &Store, server: &Server) -> Option<bool> {
+    let Some(Object::Allocation(current)) =
+        store.get_cluster(Kind::Allocation, &allocation_name(server))
+    else {
+        return None;
+    };
+    let Ok((flavor, image)) = flavor_and_image(store, server) else {
+        return Some(true);
+    };
+    let Ok(request) = flavor_request(flavor).with_image_traits(&required_traits(image)) else {
+        return Some(true);
+    };
+    let mut wanted: BTreeMap<&str, i64> = BTreeMap::new();
+    for g in request.groups.values() {
+        for (c, n) in &g.resources {
+            *wanted.entry(c.as_str()).or_default() += n;
+        }
+    }
+    let mut held: BTreeMap<&str, i64> = BTreeMap::new();
+    for pa in &current.spec.allocations {
+        for (c, n) in &pa.resources {
+            *held.entry(c.as_str()).or_default() += n;
+        }
+    }
+    Some(wanted == held)
+}

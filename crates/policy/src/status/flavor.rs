@@ -1,0 +1,141 @@
+//! Flavor status: the placement request derived from it, and where it fits.
+
+use std::collections::BTreeMap;
+
+use kubeplace_api::{
+    CandidateAllocationStatus, CandidateStatus, Condition, Flavor, FlavorStatus,
+    PlacementRequestStatus, RequestGroupStatus,
+};
+use kubeplace_core::extra_specs::{Validators, check_extra_specs};
+use kubeplace_core::placement::ProviderIndex;
+use kubeplace_core::placement::candidates::counted_candidates;
+use kubeplace_core::placement::microversion::Microversion;
+use kubeplace_core::placement::query::parse_candidates_query;
+use kubeplace_core::placement::request::Request;
+
+use super::{World, capped};
+use crate::translate::flavor_request;
+
+/// How many candidates a status lists (the count covers them all).
+pub const STATUS_CANDIDATES: usize = 10;
+
+/// A request as it is shown in status.
+pub fn request_status(r: &Request) -> PlacementRequestStatus {
+    PlacementRequestStatus {
+        query: r.to_query(),
+        groups: r
+            .groups
+            .iter()
+            .map(|(suffix, g)| RequestGroupStatus {
+                suffix: suffix.clone(),
+                resources: g.resources.clone(),
+                required: g.required.iter().cloned().collect(),
+                forbidden: g.forbidden.iter().cloned().collect(),
+            })
+            .collect(),
+        group_policy: r.group_policy.clone(),
+    }
+}
+
+/// Where a request fits: the candidate count and the first few candidates, or why the
+/// request is not one Placement would answer.
+pub struct Placement {
+    pub count: usize,
+    pub first: Vec<CandidateStatus>,
+}
+
+/// Runs a request against the index as Placement's latest microversion would.
+pub fn place(index: &ProviderIndex, request: &Request) -> Result<Placement, String> {
+    let query =
+        parse_candidates_query(&request.to_query(), Microversion::LATEST).map_err(|e| e.detail)?;
+    let (count, set) = counted_candidates(index, &query, STATUS_CANDIDATES);
+    let first = set
+        .candidates
+        .iter()
+        .map(|c| {
+            let mut per_provider: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+            for (p, class, amount) in set.named(index, c) {
+                per_provider.entry(p).or_default().insert(class, amount);
+            }
+            CandidateStatus {
+                allocations: per_provider
+                    .into_iter()
+                    .map(|(provider, resources)| CandidateAllocationStatus {
+                        provider,
+                        resources,
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    Ok(Placement { count, first })
+}
+
+/// The Schedulable condition for a placement outcome.
+pub fn schedulable(outcome: &Result<Placement, String>) -> Condition {
+    match outcome {
+        Ok(p) if p.count > 0 => Condition::new(
+            "Schedulable",
+            true,
+            "Candidates",
+            format!("{} allocation candidates", p.count),
+        ),
+        Ok(_) => Condition::new(
+            "Schedulable",
+            false,
+            "NoCandidates",
+            "no provider tree can satisfy the request",
+        ),
+        Err(e) => Condition::new("Schedulable", false, "InvalidRequest", e.clone()),
+    }
+}
+
+/// The Valid condition: the extra specs checked again against the definitions now in the
+/// store, since adding or deleting an ExtraSpecDefinition can change the verdict.
+fn valid_condition(f: &Flavor, world: &World<'_>) -> Condition {
+    let mode = match crate::translate::validation_mode(f) {
+        Ok(m) => m,
+        Err(e) => return Condition::new("Valid", false, "InvalidValidationMode", e),
+    };
+    let report = check_extra_specs(
+        f.spec
+            .extra_specs
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str())),
+        mode,
+        &Validators::with_custom(&world.custom_definitions),
+    );
+    if report.problems.is_empty() {
+        Condition::new(
+            "Valid",
+            true,
+            "ExtraSpecsValid",
+            capped(report.warnings).join("; "),
+        )
+    } else {
+        let problems: Vec<String> = report.problems.iter().map(ToString::to_string).collect();
+        Condition::new(
+            "Valid",
+            false,
+            "ExtraSpecsInvalid",
+            capped(problems).join("; "),
+        )
+    }
+}
+
+pub(super) fn status(f: &Flavor, world: &World<'_>, generation: Option<i64>) -> FlavorStatus {
+    let request = flavor_request(f);
+    let outcome = place(world.store.index(), &request);
+    let conditions = vec![valid_condition(f, world), schedulable(&outcome)];
+    let (candidate_count, candidates) = match outcome {
+        Ok(p) => (Some(p.count as i64), p.first),
+        Err(_) => (Some(0), Vec::new()),
+    };
+    FlavorStatus {
+        request: Some(request_status(&request)),
+        candidate_count,
+        candidates,
+        conditions,
+        observed_generation: generation,
+    }
+}

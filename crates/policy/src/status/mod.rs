@@ -1,0 +1,90 @@
+//! Reconcile: pure functions from the store to each object's desired status.
+//!
+//! The controllers and `kubeplace apply` both call [`desired_status`] over a [`World`];
+//! neither computes a status any other way.
+
+mod allocation;
+mod extra_spec_definition;
+mod flavor;
+mod image;
+mod provider_config;
+mod resource_provider;
+mod server;
+mod service_profile;
+
+use crate::store::{ObjectKey, Store};
+use kubeplace_api::{Object, Status};
+use kubeplace_core::extra_specs::Registry;
+use kubeplace_core::provider_config::MergeResult;
+
+/// Longest list a status carries; the full count is reported beside it.
+pub const STATUS_LIST_CAP: usize = 50;
+
+/// What every reconcile step reads: the store and the provider config merge over it.
+pub struct World<'a> {
+    pub store: &'a Store,
+    pub merge: &'a MergeResult,
+    /// The ExtraSpecDefinitions in the store, compiled.
+    pub custom_definitions: Registry,
+}
+
+impl<'a> World<'a> {
+    /// Computes the shared views once for a round of reconciles.
+    pub fn new(store: &'a Store) -> World<'a> {
+        World {
+            store,
+            merge: store.config_merge(),
+            custom_definitions: crate::translate::custom_definitions(store).0,
+        }
+    }
+}
+
+/// The status an object should have, given the world.
+pub fn desired_status(object: &Object, world: &World<'_>) -> Status {
+    let generation = object.meta().generation;
+    match object {
+        Object::ResourceProvider(rp) => {
+            Status::ResourceProvider(resource_provider::status(rp, world, generation))
+        }
+        Object::Allocation(a) => Status::Allocation(allocation::status(a, world, generation)),
+        Object::ProviderConfig(pc) => {
+            Status::ProviderConfig(provider_config::status(pc, world, generation))
+        }
+        Object::ExtraSpecDefinition(d) => {
+            Status::ExtraSpecDefinition(extra_spec_definition::status(d, generation))
+        }
+        Object::Flavor(f) => Status::Flavor(flavor::status(f, world, generation)),
+        Object::Image(i) => Status::Image(image::status(i, world, generation)),
+        Object::Server(s) => Status::Server(server::status(s, world, generation)),
+        Object::ServiceProfile(sp) => {
+            Status::ServiceProfile(service_profile::status(sp, generation))
+        }
+    }
+}
+
+/// Reconciles every object until no status changes (at most `max_rounds` rounds);
+/// returns the number of rounds that changed something.
+pub fn reconcile_all(store: &mut Store, max_rounds: usize) -> usize {
+    for round in 0..max_rounds {
+        let updates: Vec<(ObjectKey, Status)> = {
+            let world = World::new(store);
+            store
+                .keys()
+                .filter_map(|k| store.get(k).map(|o| (k.clone(), desired_status(o, &world))))
+                .collect()
+        };
+        let mut changed = false;
+        for (key, status) in updates {
+            changed |= store.set_status(&key, status);
+        }
+        if !changed {
+            return round;
+        }
+    }
+    max_rounds
+}
+
+/// The first `STATUS_LIST_CAP` items of a list.
+pub(crate) fn capped<T: Clone>(items: impl IntoIterator<Item = T>) -> Vec<T> {
+    items.into_iter().take(STATUS_LIST_CAP).collect()
+}

@@ -1,0 +1,64 @@
+//! ResourceProvider status: tree position, effective inventories and traits, usages.
+
+use crate::store::provider_uuid;
+use kubeplace_api::{
+    Condition, Inventory as ApiInventory, ResourceProvider, ResourceProviderStatus,
+};
+use kubeplace_core::placement::Inventory;
+
+use super::World;
+
+fn api_inventory(i: &Inventory) -> ApiInventory {
+    ApiInventory {
+        total: i.total,
+        reserved: i.reserved,
+        min_unit: i.min_unit,
+        max_unit: i.max_unit,
+        step_size: i.step_size,
+        allocation_ratio: i.allocation_ratio,
+    }
+}
+
+pub(super) fn status(
+    rp: &ResourceProvider,
+    world: &World<'_>,
+    generation: Option<i64>,
+) -> ResourceProviderStatus {
+    let name = rp.metadata.name.as_deref().unwrap_or("");
+    let index = world.store.index();
+    let effective = world.merge.effective(index, name);
+    let errors = index.tree_errors(name);
+    let mut conditions = vec![if errors.is_empty() {
+        Condition::new("Ready", true, "TreeWellFormed", "")
+    } else {
+        let reason = match errors[0] {
+            kubeplace_core::placement::TreeError::ParentNotFound { .. } => "ParentNotFound",
+            kubeplace_core::placement::TreeError::Cycle { .. } => "ParentCycle",
+            kubeplace_core::placement::TreeError::DuplicateUuid { .. } => "DuplicateUuid",
+        };
+        let msg: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        Condition::new("Ready", false, reason, msg.join("; "))
+    }];
+    if !effective.conflicts.is_empty() {
+        conditions.push(Condition::new(
+            "ProviderConfigApplied",
+            false,
+            "Conflict",
+            effective.conflicts.join("; "),
+        ));
+    }
+    ResourceProviderStatus {
+        uuid: Some(provider_uuid(rp)),
+        root: index.root_of(name).ok(),
+        effective_inventories: effective
+            .inventories
+            .iter()
+            .map(|(c, i)| (c.clone(), api_inventory(i)))
+            .collect(),
+        effective_traits: effective.traits.iter().cloned().collect(),
+        usages: index.usages(name).unwrap_or_default(),
+        applied_provider_configs: super::capped(effective.applied.iter().cloned()),
+        conditions,
+        observed_generation: generation,
+    }
+}

@@ -1,0 +1,311 @@
+//! The in-memory object store: what `kubeplace apply` runs against, and what the
+//! operator's watches fill. It keeps the provider index in step with every change, so
+//! admission and reconcile read one consistent view.
+
+use kubeplace_api::Kind;
+use kubeplace_api::ServerRef;
+
+mod records;
+
+use std::collections::BTreeMap;
+
+pub use records::{
+    config_entries, consumer_allocations, inventory, provider_record, provider_uuid,
+};
+
+use kubeplace_api::{Object, Status};
+use kubeplace_core::placement::ProviderIndex;
+use kubeplace_core::provider_config::{MergeResult, merge};
+
+/// Where an object lives: kind, namespace (empty for cluster-scoped kinds) and name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectKey {
+    pub kind: Kind,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ObjectKey {
+    /// The key of an object.
+    pub fn of(object: &Object) -> ObjectKey {
+        ObjectKey {
+            kind: object.kind(),
+            namespace: object.meta().namespace.clone().unwrap_or_default(),
+            name: object.name().to_string(),
+        }
+    }
+
+    /// The key of a Server.
+    pub fn server(server: &ServerRef) -> ObjectKey {
+        ObjectKey {
+            kind: Kind::Server,
+            namespace: server.namespace.clone(),
+            name: server.name.clone(),
+        }
+    }
+
+    /// The key of a cluster-scoped object.
+    pub fn cluster(kind: Kind, name: &str) -> ObjectKey {
+        ObjectKey {
+            kind,
+            namespace: String::new(),
+            name: name.to_string(),
+        }
+    }
+}
+
+/// One change to the store, for [`Store::apply_changes`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    /// Put an object in exactly as given.
+    Put(Box<Object>),
+    /// Delete an object.
+    Delete(ObjectKey),
+}
+
+/// Objects by key, plus the provider index built from them.
+#[derive(Debug, Clone, Default)]
+pub struct Store {
+    objects: BTreeMap<ObjectKey, Object>,
+    index: ProviderIndex,
+    /// Provider config entries merged over the index; its additions are in the index.
+    config_merge: MergeResult,
+}
+
+impl Store {
+    /// An object by key.
+    pub fn get(&self, key: &ObjectKey) -> Option<&Object> {
+        self.objects.get(key)
+    }
+
+    /// A cluster-scoped object by kind and name.
+    pub fn get_cluster(&self, kind: Kind, name: &str) -> Option<&Object> {
+        self.objects.get(&ObjectKey::cluster(kind, name))
+    }
+
+    /// Every object of a kind, in key order.
+    pub fn list(&self, kind: Kind) -> impl Iterator<Item = &Object> {
+        self.objects
+            .iter()
+            .filter(move |(k, _)| k.kind == kind)
+            .map(|(_, o)| o)
+    }
+
+    /// Every key, in order.
+    pub fn keys(&self) -> impl Iterator<Item = &ObjectKey> {
+        self.objects.keys()
+    }
+
+    /// Number of objects.
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// Whether the store is empty.
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+
+    /// The provider index.
+    pub fn index(&self) -> &ProviderIndex {
+        &self.index
+    }
+
+    /// The merge of every ProviderConfig into the providers.
+    pub fn config_merge(&self) -> &MergeResult {
+        &self.config_merge
+    }
+
+    /// Re-merges provider configs after a provider or config changed, and puts what they add
+    /// into the index so candidate search and capacity checks see it.
+    fn refresh_config_merge(&mut self) {
+        let merged = merge(&self.index, &config_entries(self));
+        let touched: std::collections::BTreeSet<String> = self
+            .config_merge
+            .providers
+            .keys()
+            .chain(merged.providers.keys())
+            .cloned()
+            .collect();
+        for name in touched {
+            let (inventories, traits) = merged
+                .providers
+                .get(&name)
+                .map(|e| (e.inventories.clone(), e.traits.clone()))
+                .unwrap_or_default();
+            self.index
+                .set_config_additions(&name, &inventories, &traits);
+        }
+        self.config_merge = merged;
+    }
+
+    /// Creates or updates an object as the API server would on apply: the status is kept,
+    /// and `metadata.generation` starts at 1 and grows when anything but the status changes.
+    pub fn apply(&mut self, mut object: Object) -> Option<Object> {
+        let key = ObjectKey::of(&object);
+        let old = self.objects.get(&key);
+        let generation = match old {
+            None => 1,
+            Some(old) => {
+                let old_gen = old.meta().generation.unwrap_or(1);
+                let mut old_body = old.clone();
+                old_body.meta_mut().generation = None;
+                let mut new_body = object.clone();
+                new_body.meta_mut().generation = None;
+                if let Some(status) = old.status() {
+                    new_body.set_status(status);
+                }
+                if old_body == new_body {
+                    old_gen
+                } else {
+                    old_gen + 1
+                }
+            }
+        };
+        if object.meta().generation.is_none() {
+            object.meta_mut().generation = Some(generation);
+        }
+        if let Some(status) = old.and_then(Object::status) {
+            object.set_status(status);
+        }
+        let kind = object.kind();
+        self.index_object(&object);
+        let old = self.objects.insert(key, object);
+        self.after_change(kind);
+        old
+    }
+
+    /// Puts an object in exactly as given (an operator's watch event), keeping the index in step.
+    pub fn put(&mut self, object: Object) -> Option<Object> {
+        let kind = object.kind();
+        self.index_object(&object);
+        let old = self.objects.insert(ObjectKey::of(&object), object);
+        self.after_change(kind);
+        old
+    }
+
+    fn after_change(&mut self, kind: Kind) {
+        if changes_merge(kind) {
+            self.refresh_config_merge();
+        }
+    }
+
+    /// Deletes an object.
+    pub fn delete(&mut self, key: &ObjectKey) -> Option<Object> {
+        let old = self.remove_unmerged(key)?;
+        self.after_change(key.kind);
+        Some(old)
+    }
+
+    fn remove_unmerged(&mut self, key: &ObjectKey) -> Option<Object> {
+        let old = self.objects.remove(key)?;
+        match &old {
+            Object::ResourceProvider(_) => {
+                self.index.remove_provider(&key.name);
+            }
+            Object::Allocation(_) => {
+                self.index.remove_allocations(&key.name);
+            }
+            _ => {}
+        }
+        Some(old)
+    }
+
+    /// Applies changes in order, as [`Store::put`] and [`Store::delete`] would, but merges
+    /// provider configs once at the end: a burst of watch events, or a relist of thousands of
+    /// providers, costs one merge instead of one per provider.
+    pub fn apply_changes(&mut self, changes: impl IntoIterator<Item = Change>) {
+        let mut remerge = false;
+        for change in changes {
+            match change {
+                Change::Put(object) => {
+                    remerge |= changes_merge(object.kind());
+                    self.index_object(&object);
+                    self.objects.insert(ObjectKey::of(&object), *object);
+                }
+                Change::Delete(key) => {
+                    if self.remove_unmerged(&key).is_some() {
+                        remerge |= changes_merge(key.kind);
+                    }
+                }
+            }
+        }
+        if remerge {
+            self.refresh_config_merge();
+        }
+    }
+
+    /// Sets an object's status; returns whether it changed.
+    pub fn set_status(&mut self, key: &ObjectKey, status: Status) -> bool {
+        match self.objects.get_mut(key) {
+            Some(object) if object.status().as_ref() != Some(&status) => {
+                object.set_status(status);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn index_object(&mut self, object: &Object) {
+        match object {
+            Object::ResourceProvider(rp) => self.index.upsert_provider(provider_record(rp)),
+            Object::Allocation(a) => self
+                .index
+                .upsert_allocations(object.name(), consumer_allocations(a)),
+            _ => {}
+        }
+    }
+}
+
+/// Whether a change of this kind changes the provider config merge.
+fn changes_merge(kind: Kind) -> bool {
+    matches!(kind, Kind::ResourceProvider | Kind::ProviderConfig)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cloud() -> Vec<Object> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/cloud");
+        kubeplace_api::manifest::read_paths(&[dir], &mut std::io::empty())
+            .unwrap()
+            .into_iter()
+            .map(|d| d.object.unwrap())
+            .collect()
+    }
+
+    /// What the seams read: objects, the merge, and each provider as the index has it.
+    fn view(s: &Store) -> (Vec<Object>, MergeResult, Vec<String>) {
+        let providers = s
+            .list(Kind::ResourceProvider)
+            .map(|o| format!("{:?}", s.index().provider(o.name())))
+            .collect();
+        (
+            s.keys().filter_map(|k| s.get(k)).cloned().collect(),
+            s.config_merge().clone(),
+            providers,
+        )
+    }
+
+    #[test]
+    fn a_batch_of_changes_leaves_the_store_as_one_by_one_changes_do() {
+        let objects = cloud();
+        let gone = ObjectKey::cluster(Kind::ResourceProvider, "cn3-numa1");
+        let mut one_by_one = Store::default();
+        for o in objects.clone() {
+            one_by_one.put(o);
+        }
+        one_by_one.delete(&gone);
+        let mut batched = Store::default();
+        // Providers before the config and after it, and a delete: order is kept.
+        batched.apply_changes(
+            objects
+                .into_iter()
+                .map(|o| Change::Put(Box::new(o)))
+                .chain([Change::Delete(gone)]),
+        );
+        assert_eq!(view(&batched), view(&one_by_one));
+        assert!(!batched.config_merge().providers.is_empty());
+    }
+}

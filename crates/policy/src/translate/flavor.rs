@@ -1,0 +1,33 @@
+//! Flavors: the core placement request a flavor asks for, and how strictly its extra
+//! specs are checked.
+
+use kubeplace_api::{EXTRA_SPEC_VALIDATION_ANNOTATION, Flavor};
+use kubeplace_core::extra_specs::ValidationMode;
+use kubeplace_core::placement::request::{FlavorShape, Request};
+
+/// The core request of a flavor.
+pub fn flavor_request(f: &Flavor) -> Request {
+    Request::from_flavor(&FlavorShape {
+        vcpus: f.spec.vcpus,
+        memory_mb: f.spec.memory_mb,
+        disk_gb: f.spec.disk_gb,
+        ephemeral_gb: f.spec.ephemeral_gb,
+        swap_mb: f.spec.swap_mb,
+        extra_specs: f.spec.extra_specs.clone(),
+    })
+}
+
+/// The flavor's validation mode, or the error for an unknown one.
+pub fn validation_mode(f: &Flavor) -> Result<ValidationMode, String> {
+    match f
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(EXTRA_SPEC_VALIDATION_ANNOTATION))
+    {
+        None => Ok(ValidationMode::default()),
+        Some(v) => v
+            .parse()
+            .map_err(|e| format!("annotation {EXTRA_SPEC_VALIDATION_ANNOTATION}: {e}")),
+    }
+}
