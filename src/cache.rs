@@ -12,7 +12,7 @@ use kubeplace_policy::store::Store;
 pub type SharedStore = Arc<RwLock<Store>>;
 
 /// Reads a watched object as its kind.
-pub fn to_object(kind: Kind, object: &DynamicObject) -> Result<Object, String> {
+pub(crate) fn to_object(kind: Kind, object: &DynamicObject) -> Result<Object, String> {
     let value = serde_json::to_value(object).map_err(|e| e.to_string())?;
     Object::from_value(kind, value).map_err(|e| format!("field {}: {}", e.path, e.message))
 }

@@ -12,7 +12,7 @@ use crate::webhook::server::{Reply, text};
 
 /// What the health endpoints report on.
 #[derive(Clone)]
-pub struct Health {
+pub(crate) struct Health {
     pub metrics: Arc<Metrics>,
     pub ready: watch::Receiver<bool>,
     pub synced: Arc<Synced>,

@@ -10,7 +10,7 @@
 
 pub mod cache;
 pub mod cli;
-pub mod controllers;
-pub mod health;
+pub(crate) mod controllers;
+pub(crate) mod health;
 pub mod metrics;
 pub mod webhook;

@@ -177,7 +177,7 @@ impl Metrics {
     }
 
     /// Counts one watch event.
-    pub fn watch_event(&self, kind: Kind, event: &str) {
+    pub(crate) fn watch_event(&self, kind: Kind, event: &str) {
         self.watch_events
             .get_or_create(&WatchLabels {
                 kind: kind.to_string(),
@@ -188,7 +188,7 @@ impl Metrics {
 }
 
 /// The label of a kind.
-pub fn kind_label(kind: impl std::fmt::Display) -> KindLabel {
+pub(crate) fn kind_label(kind: impl std::fmt::Display) -> KindLabel {
     KindLabel {
         kind: kind.to_string(),
     }

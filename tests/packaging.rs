@@ -191,15 +191,31 @@ fn dockerfile_copies_everything_the_release_build_reads() {
     for needed in ["Cargo.toml", "Cargo.lock", "src/main.rs", "src/lib.rs"] {
         assert!(in_image(needed), "the Dockerfile does not copy {needed}");
     }
-    // Cargo reads every declared target when it loads the manifest.
-    for bench in bench_names(&read("Cargo.toml")) {
-        let path = format!("benches/{bench}.rs");
-        assert!(in_image(&path), "the Dockerfile does not copy {path}");
+    // Cargo reads every member's manifest and every declared target when it loads the
+    // workspace.
+    for dir in workspace_members() {
+        let prefix = if dir == "." {
+            String::new()
+        } else {
+            format!("{dir}/")
+        };
+        let manifest = format!("{prefix}Cargo.toml");
+        assert!(
+            in_image(&manifest),
+            "the Dockerfile does not copy {manifest}"
+        );
+        for bench in bench_names(&read(&manifest)) {
+            let path = format!("{prefix}benches/{bench}.rs");
+            assert!(in_image(&path), "the Dockerfile does not copy {path}");
+        }
     }
     // Every file the code embeds at compile time.
     let include = regex::Regex::new(r#"include_(?:str|bytes)!\("([^"]+)"\)"#).unwrap();
     let mut embedded = 0;
-    let mut stack = vec![std::path::PathBuf::from(ROOT).join("src")];
+    let mut stack = vec![
+        std::path::PathBuf::from(ROOT).join("src"),
+        std::path::PathBuf::from(ROOT).join("crates"),
+    ];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
@@ -254,6 +270,20 @@ fn the_image_runs_as_non_root_from_distroless() {
 }
 
 /// The names of Cargo.toml's `[[bench]]` targets.
+/// The folders of the workspace's members, as the root manifest lists them.
+fn workspace_members() -> Vec<String> {
+    let manifest = read("Cargo.toml");
+    let line = manifest
+        .lines()
+        .find(|l| l.trim_start().starts_with("members = ["))
+        .expect("the root Cargo.toml lists the workspace members");
+    line.split('"')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
+}
+
 fn bench_names(cargo_toml: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut in_bench = false;

@@ -101,7 +101,7 @@ pub fn apply_documents(documents: Vec<Document>) -> (Report, Store) {
 
 /// Places a server that holds no allocation (or one its flavor no longer matches): the
 /// chosen Allocation goes through admission, as the operator's would.
-pub fn schedule(store: &mut Store, key: &ObjectKey) {
+pub(crate) fn schedule(store: &mut Store, key: &ObjectKey) {
     if let Some(Object::Server(server)) = store.get(key).cloned() {
         place(store, &server);
     }

@@ -3,7 +3,7 @@
 use kubeplace_api::all_crds;
 
 /// The YAML that `kubeplace crds` prints and `crds/` holds.
-pub fn render() -> Result<String, serde_saphyr::ser_error::Error> {
+pub(crate) fn render() -> Result<String, serde_saphyr::ser_error::Error> {
     let mut out = String::new();
     for crd in all_crds() {
         out.push_str("---\n");

@@ -19,7 +19,6 @@ use kubeplace_core::extra_specs::{
     Status, Support, ValidationMode, Validators, ValueType, check_spec,
 };
 use kubeplace_policy::store::Store;
-use kubeplace_policy::translate::custom_definitions;
 
 /// Documentation formats.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,7 +88,7 @@ fn custom_from_files(
             store.apply(o);
         }
     }
-    Ok(custom_definitions(&store))
+    Ok(store.custom_definitions())
 }
 
 fn read_pairs(path: &Path, stdin: &mut dyn Read) -> Result<Vec<(String, String)>, String> {

@@ -2,7 +2,7 @@
 
 pub mod apply;
 pub mod crds;
-pub mod extra_specs;
+pub(crate) mod extra_specs;
 pub mod placement;
 pub mod provider_config;
 pub mod run;
@@ -16,7 +16,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 /// Placement's allocation candidates) as Kubernetes custom resources.
 #[derive(Parser, Debug)]
 #[command(name = "kubeplace", version, about, long_about = None)]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }

@@ -24,7 +24,7 @@ pub enum Call {
 
 /// Loads the state: every object of the files, without admission (usage may exceed
 /// capacity, as Placement allows after an inventory shrinks).
-pub fn load_state(files: &[PathBuf], stdin: &mut dyn Read) -> Result<Store, String> {
+pub(crate) fn load_state(files: &[PathBuf], stdin: &mut dyn Read) -> Result<Store, String> {
     let documents = read_paths(files, stdin).map_err(|e| e.to_string())?;
     // One provider config merge for the whole state, not one per object.
     let changes = documents
@@ -41,7 +41,7 @@ pub fn load_state(files: &[PathBuf], stdin: &mut dyn Read) -> Result<Store, Stri
 }
 
 /// Answers one query; returns the body and the exit code (0, or 1 for a Placement error).
-pub fn answer(store: &Store, call: Call, query: &str, microversion: &str) -> (Value, u8) {
+pub(crate) fn answer(store: &Store, call: Call, query: &str, microversion: &str) -> (Value, u8) {
     let mv: Microversion = match microversion.parse() {
         Ok(mv) => mv,
         Err(e) => return (error_body(406, &e.to_string()), 1),

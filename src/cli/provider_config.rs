@@ -140,7 +140,7 @@ fn write_table(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
 }
 
 /// A file stem as a Kubernetes object name (RFC 1123 subdomain).
-pub fn object_name(path: &Path) -> String {
+pub(crate) fn object_name(path: &Path) -> String {
     let stem = path
         .file_stem()
         .map(|s| s.to_string_lossy().to_lowercase())

@@ -12,7 +12,7 @@ use kubeplace_api::{API_VERSION, Allocation, Server};
 use kubeplace_policy::scheduling::release::{ALLOCATION_FINALIZER, Releases};
 
 /// The field manager that owns kubeplace's finalizer on Servers (and only that).
-pub const FINALIZER_MANAGER: &str = "kubeplace-finalizer";
+pub(crate) const FINALIZER_MANAGER: &str = "kubeplace-finalizer";
 
 fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)

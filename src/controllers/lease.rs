@@ -16,7 +16,7 @@ use tracing::{info, warn};
 
 /// How the lease is held.
 #[derive(Debug, Clone)]
-pub struct LeaseSettings {
+pub(crate) struct LeaseSettings {
     pub name: String,
     pub namespace: String,
     /// This replica's name in `holderIdentity`.
@@ -45,7 +45,7 @@ impl LeaseSettings {
 
 /// What to do with the lease as it is now.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     /// There is no lease: create it, held by us.
     Create,
     /// We hold it: renew it.
@@ -63,7 +63,7 @@ pub fn holder(spec: &LeaseSpec) -> Option<&str> {
 
 /// Decides on a lease as read; `expired` says whether its record has gone unchanged for
 /// longer than its duration.
-pub fn decide(spec: Option<&LeaseSpec>, identity: &str, expired: bool) -> Action {
+pub(crate) fn decide(spec: Option<&LeaseSpec>, identity: &str, expired: bool) -> Action {
     let Some(spec) = spec else {
         return Action::Create;
     };
@@ -79,7 +79,7 @@ pub fn decide(spec: Option<&LeaseSpec>, identity: &str, expired: bool) -> Action
 
 /// The last lease record seen and when it was first seen, by this replica's clock.
 #[derive(Debug, Default, Clone)]
-pub struct Observed {
+pub(crate) struct Observed {
     record: Option<(Option<String>, Option<MicroTime>)>,
     since: Option<Instant>,
 }
@@ -87,7 +87,7 @@ pub struct Observed {
 impl Observed {
     /// Records what was read at `now`; returns whether the record has not changed for
     /// longer than the lease's duration (`default` when the lease names none).
-    pub fn expired(&mut self, spec: &LeaseSpec, now: Instant, default: Duration) -> bool {
+    pub(crate) fn expired(&mut self, spec: &LeaseSpec, now: Instant, default: Duration) -> bool {
         let record = (spec.holder_identity.clone(), spec.renew_time.clone());
         if self.record.as_ref() != Some(&record) {
             self.record = Some(record);
@@ -105,7 +105,7 @@ impl Observed {
 
 /// Runs for one replica: tries, renews and releases the lease, and publishes whether this
 /// replica leads.
-pub struct Elector {
+pub(crate) struct Elector {
     api: Api<Lease>,
     settings: LeaseSettings,
     observed: Observed,
@@ -138,7 +138,7 @@ impl Elector {
     /// One round: reads the lease and creates, renews, takes or follows it. Returns
     /// whether this replica holds the lease afterwards. A write that loses a race (409) is
     /// a follow, not an error.
-    pub async fn try_acquire_or_renew(&mut self) -> Result<bool, kube::Error> {
+    pub(crate) async fn try_acquire_or_renew(&mut self) -> Result<bool, kube::Error> {
         let me = self.settings.identity.clone();
         let now = MicroTime(jiff::Timestamp::now());
         let current = self.api.get_opt(&self.settings.name).await?;

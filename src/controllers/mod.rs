@@ -8,5 +8,5 @@ pub mod finalizer;
 pub mod lease;
 pub mod reconciler;
 pub mod status;
-pub mod trigger;
+pub(crate) mod trigger;
 pub mod watch;

@@ -23,7 +23,7 @@ use kubeplace_policy::store::ObjectKey;
 
 /// How the loop paces itself.
 #[derive(Debug, Clone)]
-pub struct Pacing {
+pub(crate) struct Pacing {
     /// Quiet time after the last change before a pass starts.
     pub quiet: Duration,
     /// Longest a change waits while changes keep coming.
@@ -49,7 +49,7 @@ impl Default for Pacing {
 }
 
 /// The status writer's loop and what it needs.
-pub struct Reconciler {
+pub(crate) struct Reconciler {
     pub client: Client,
     pub store: SharedStore,
     pub trigger: Arc<Trigger>,
@@ -75,7 +75,7 @@ fn truncate(s: &str, max: usize) -> String {
 }
 
 /// The Event recorder kubeplace reports as.
-pub fn recorder(client: Client, identity: &str) -> Recorder {
+pub(crate) fn recorder(client: Client, identity: &str) -> Recorder {
     Recorder::new(
         client,
         Reporter {

@@ -14,11 +14,11 @@ use kubeplace_policy::status::{World, desired_status};
 use kubeplace_policy::store::{ObjectKey, Store};
 
 /// The field manager of every status kubeplace writes.
-pub const FIELD_MANAGER: &str = "kubeplace";
+pub(crate) const FIELD_MANAGER: &str = "kubeplace";
 
 /// One status to write.
 #[derive(Debug, Clone, PartialEq)]
-pub struct StatusWrite {
+pub(crate) struct StatusWrite {
     pub key: ObjectKey,
     /// `metadata.uid`, for Events about the object.
     pub uid: Option<String>,
@@ -58,7 +58,7 @@ fn conditions_mut(status: &mut Status) -> &mut Vec<Condition> {
 }
 
 /// Now, to the second, in RFC 3339 (`2026-01-02T03:04:05Z`), as Kubernetes writes times.
-pub fn now_rfc3339() -> String {
+pub(crate) fn now_rfc3339() -> String {
     jiff::Timestamp::from_second(jiff::Timestamp::now().as_second())
         .map(|t| t.to_string())
         .unwrap_or_default()
@@ -67,7 +67,12 @@ pub fn now_rfc3339() -> String {
 /// Stamps a desired status: each condition gets the object's generation as
 /// `observedGeneration`, and keeps the current condition's `lastTransitionTime` when its
 /// status is unchanged, or gets `now` when it changed or is new.
-pub fn stamp(desired: &mut Status, current: Option<&Status>, generation: Option<i64>, now: &str) {
+pub(crate) fn stamp(
+    desired: &mut Status,
+    current: Option<&Status>,
+    generation: Option<i64>,
+    now: &str,
+) {
     let before = current.map(conditions).unwrap_or_default();
     for c in conditions_mut(desired) {
         c.observed_generation = generation;
@@ -98,7 +103,7 @@ fn turned_false(desired: &Status, current: Option<&Status>) -> Vec<Condition> {
 /// The writes a pass makes over `keys`: each object's desired status from
 /// [`desired_status`], stamped, where it differs from the stored status. Objects no
 /// longer in the store are skipped.
-pub fn plan<'a>(
+pub(crate) fn plan<'a>(
     store: &Store,
     keys: impl IntoIterator<Item = &'a ObjectKey>,
     now: &str,

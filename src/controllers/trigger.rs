@@ -12,7 +12,7 @@ use kubeplace_policy::store::ObjectKey;
 
 /// The objects to reconcile: every object, or a few by key.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Pending {
+pub(crate) struct Pending {
     /// Every object (a change that can touch other objects' statuses).
     pub full: bool,
     /// These objects only (their own status changed), when not `full`.
@@ -28,7 +28,7 @@ impl Pending {
 
 /// Gathers pending work and wakes the reconciler.
 #[derive(Debug, Default)]
-pub struct Trigger {
+pub(crate) struct Trigger {
     pending: Mutex<Pending>,
     notify: Notify,
 }
@@ -39,7 +39,7 @@ impl Trigger {
     }
 
     /// Asks for every object to be reconciled.
-    pub fn full(&self) {
+    pub(crate) fn full(&self) {
         let mut p = self.lock();
         p.full = true;
         p.keys.clear();
@@ -58,7 +58,7 @@ impl Trigger {
     }
 
     /// Gives back work that could not be done now.
-    pub fn requeue(&self, pending: Pending) {
+    pub(crate) fn requeue(&self, pending: Pending) {
         if pending.full {
             self.full();
         } else {
@@ -75,7 +75,7 @@ impl Trigger {
 
     /// Waits for work, then until no new work came for `quiet` (but at most `max` after
     /// the first), and takes it.
-    pub async fn settle(&self, quiet: Duration, max: Duration) -> Pending {
+    pub(crate) async fn settle(&self, quiet: Duration, max: Duration) -> Pending {
         while self.lock().is_empty() {
             self.notify.notified().await;
         }

@@ -24,7 +24,7 @@ use kubeplace_api::Object;
 use kubeplace_policy::store::{Change, ObjectKey, Store};
 
 /// Which kinds have their initial list in the store; ready when all have.
-pub struct Synced {
+pub(crate) struct Synced {
     kinds: Mutex<BTreeSet<Kind>>,
     expected: usize,
     ready: watch::Sender<bool>,
@@ -45,7 +45,7 @@ impl Synced {
     }
 
     /// Marks a kind as listed.
-    pub fn mark(&self, kind: Kind) {
+    pub(crate) fn mark(&self, kind: Kind) {
         let mut kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
         if kinds.insert(kind) && kinds.len() >= self.expected {
             info!(
@@ -57,7 +57,7 @@ impl Synced {
     }
 
     /// The kinds not listed yet, of `all`.
-    pub fn pending(&self, all: &[Kind]) -> Vec<Kind> {
+    pub(crate) fn pending(&self, all: &[Kind]) -> Vec<Kind> {
         let kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
         all.iter().copied().filter(|k| !kinds.contains(k)).collect()
     }
@@ -78,7 +78,7 @@ fn body(o: &Object) -> Value {
 }
 
 /// One kind's watch state: the events of a (re)list are buffered and swapped in at once.
-pub struct KindWatch {
+pub(crate) struct KindWatch {
     kind: Kind,
     relist: Option<Vec<Object>>,
     store: SharedStore,
@@ -138,14 +138,15 @@ impl KindWatch {
     }
 
     /// Applies one watch event to the store.
-    pub fn handle(&mut self, event: Event<DynamicObject>) {
+    #[cfg(test)]
+    fn handle(&mut self, event: Event<DynamicObject>) {
         self.handle_batch([event]);
     }
 
     /// Applies watch events to the store, in order, as one change of the store (one lock,
     /// one provider config merge). Asks for a full reconcile when what an object is
     /// changed, or only for the objects whose status alone changed.
-    pub fn handle_batch(&mut self, events: impl IntoIterator<Item = Event<DynamicObject>>) {
+    pub(crate) fn handle_batch(&mut self, events: impl IntoIterator<Item = Event<DynamicObject>>) {
         let mut changes = Vec::new();
         let mut full = false;
         let mut status_only = Vec::new();
@@ -244,7 +245,7 @@ pub async fn run(client: Client, resource: ApiResource, mut state: KindWatch) {
 }
 
 /// A watch for a kubeplace kind; `None` for any other resource.
-pub fn kind_watch(
+pub(crate) fn kind_watch(
     resource: &ApiResource,
     store: &SharedStore,
     trigger: &Arc<Trigger>,

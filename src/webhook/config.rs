@@ -24,7 +24,7 @@ pub fn base_url(host: &str, port: u16) -> String {
 
 /// The operations reviewed for a plural: creation and update, and deletion of providers
 /// (a provider still in use must not go).
-pub fn operations(plural: &str) -> Vec<String> {
+pub(crate) fn operations(plural: &str) -> Vec<String> {
     let mut ops = vec!["CREATE".to_string(), "UPDATE".to_string()];
     if plural == "resourceproviders" {
         ops.push("DELETE".into());

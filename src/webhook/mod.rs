@@ -19,14 +19,14 @@ use kubeplace_api::{API_VERSION, GROUP, Kind, Object};
 use kubeplace_policy::admission::{Operation, Verdict, admit};
 
 /// The largest request body read (the API server's own limit on objects is 3 MiB).
-pub const MAX_BODY: usize = 3 * 1024 * 1024;
+pub(crate) const MAX_BODY: usize = 3 * 1024 * 1024;
 
 /// How long one request may take, reading included; the webhook configuration gives the
 /// API server 10 s.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(9);
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(9);
 
 /// The `apiVersion` of the AdmissionReviews served.
-pub const ADMISSION_API_VERSION: &str = "admission.k8s.io/v1";
+pub(crate) const ADMISSION_API_VERSION: &str = "admission.k8s.io/v1";
 
 /// The webhook's state: the store it answers from and whether it is synced.
 pub struct Webhook {
@@ -134,129 +134,47 @@ impl Webhook {
     }
 
     async fn answer(&self, plural: &str, body: &[u8]) -> Answer {
-        let kind = Kind::from_plural(plural)
+        let label = Kind::from_plural(plural)
             .map(|k| k.as_str().to_string())
             .unwrap_or_else(|| plural.to_string());
-        let invalid_answer = |message: String, uid: Option<String>| Answer {
-            kind: kind.clone(),
-            verdict: "invalid",
-            response: invalid(message, uid),
-        };
-        let Some(resource) = Kind::from_plural(plural) else {
-            return invalid_answer(
-                format!("kubeplace serves no kind at /validate/{plural}"),
-                None,
-            );
-        };
-        let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(body) {
-            Ok(r) => r,
-            Err(e) => {
-                // Echo the uid if there is one, so the API server can match the answer.
-                let uid = serde_json::from_slice::<serde_json::Value>(body)
-                    .ok()
-                    .and_then(|v| v.pointer("/request/uid")?.as_str().map(str::to_string));
-                return invalid_answer(
-                    format!("the request body is not an AdmissionReview: {e}"),
-                    uid,
-                );
+        let (kind, request) = match read_request(plural, body) {
+            Ok(read) => read,
+            Err((message, uid)) => {
+                return Answer {
+                    kind: label,
+                    verdict: "invalid",
+                    response: invalid(message, uid),
+                };
             }
-        };
-        let uid = review.request.as_ref().map(|r| r.uid.clone());
-        if review.types.api_version != ADMISSION_API_VERSION
-            || review.types.kind != "AdmissionReview"
-        {
-            return invalid_answer(
-                format!(
-                    "expected apiVersion {ADMISSION_API_VERSION}, kind AdmissionReview; got apiVersion {:?}, kind {:?}",
-                    review.types.api_version, review.types.kind
-                ),
-                uid,
-            );
-        }
-        let request: AdmissionRequest<DynamicObject> = match review.try_into() {
-            Ok(r) => r,
-            Err(_) => return invalid_answer("the AdmissionReview has no request".into(), None),
         };
         let response = AdmissionResponse::from(&request);
         let deny = |message: String| Answer {
-            kind: kind.clone(),
+            kind: label.clone(),
             verdict: "denied",
             response: denied(response.clone(), message),
         };
-        if request.kind.group != GROUP || request.kind.kind != resource.as_str() {
-            return deny(format!(
-                "this webhook reviews {}.{GROUP}; the request is for {:?} in group {:?}",
-                resource, request.kind.kind, request.kind.group
-            ));
-        }
-        let op = match request.operation {
-            k8s::Operation::Create => Operation::Create,
-            k8s::Operation::Update => Operation::Update,
-            k8s::Operation::Delete => Operation::Delete,
-            k8s::Operation::Connect => {
+        let (op, object, old) = match reviewed_objects(kind, &request) {
+            Ok(Some(objects)) => objects,
+            // CONNECT is not a change to review.
+            Ok(None) => {
                 return Answer {
-                    kind,
+                    kind: label,
                     verdict: "allowed",
                     response,
                 };
             }
+            Err(message) => return deny(message),
         };
-        let sent = if op == Operation::Delete {
-            request.old_object.as_ref()
-        } else {
-            request.object.as_ref()
-        };
-        let Some(sent) = sent else {
-            return deny(format!(
-                "the {:?} request carries no object to review",
-                request.operation
-            ));
-        };
-        let name = sent
-            .metadata
-            .name
-            .clone()
-            .unwrap_or_else(|| request.name.clone());
-        if let Some(types) = &sent.types
-            && types.api_version != API_VERSION
-        {
-            return deny(format!(
-                "{} {name:?}: apiVersion is {:?}; kubeplace serves {API_VERSION}",
-                resource, types.api_version
-            ));
-        }
-        if let Err(why) = kubeplace_api::manifest::check_object_name(&name) {
-            return deny(format!("{} {name:?}: metadata.name: {why}", resource));
-        }
-        let object = match to_object(resource, sent) {
-            Ok(o) => o,
-            Err(e) => return deny(format!("{} {name:?} is invalid: {e}", resource)),
-        };
-        let old = match op {
-            Operation::Update => request
-                .old_object
-                .as_ref()
-                .and_then(|o| to_object(resource, o).ok()),
-            _ => None,
-        };
-        let mut ready = self.ready.clone();
-        let synced = tokio::time::timeout(self.sync_wait, ready.wait_for(|r| *r))
-            .await
-            .is_ok_and(|r| r.is_ok());
-        if !synced {
+        if !self.wait_until_synced().await {
             return deny(
                 "kubeplace is starting and has not listed every object yet; try again in a few seconds"
                     .into(),
             );
         }
-        let mut verdict = self.admit_now(op, &object, old.as_ref());
-        if !verdict.allowed && !self.recheck_after.is_zero() {
-            tokio::time::sleep(self.recheck_after).await;
-            verdict = self.admit_now(op, &object, old.as_ref());
-        }
+        let verdict = self.decide(op, &object, old.as_ref()).await;
         let mut answer = if verdict.allowed {
             Answer {
-                kind,
+                kind: label,
                 verdict: "allowed",
                 response,
             }
@@ -269,4 +187,120 @@ impl Webhook {
         }
         answer
     }
+
+    /// Whether the store has listed every kind, waiting up to [`Webhook::sync_wait`].
+    async fn wait_until_synced(&self) -> bool {
+        let mut ready = self.ready.clone();
+        tokio::time::timeout(self.sync_wait, ready.wait_for(|r| *r))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// Admission's verdict; a denial is reviewed once more after [`Webhook::recheck_after`],
+    /// when the watches have caught up with objects created just before this one.
+    async fn decide(&self, op: Operation, object: &Object, old: Option<&Object>) -> Verdict {
+        let verdict = self.admit_now(op, object, old);
+        if verdict.allowed || self.recheck_after.is_zero() {
+            return verdict;
+        }
+        tokio::time::sleep(self.recheck_after).await;
+        self.admit_now(op, object, old)
+    }
+}
+
+/// Reads the AdmissionReview posted to `/validate/<plural>`: the kind served there and the
+/// request, or why the body is not one (with the request's uid when it could be found).
+fn read_request(
+    plural: &str,
+    body: &[u8],
+) -> Result<(Kind, AdmissionRequest<DynamicObject>), (String, Option<String>)> {
+    let Some(kind) = Kind::from_plural(plural) else {
+        return Err((
+            format!("kubeplace serves no kind at /validate/{plural}"),
+            None,
+        ));
+    };
+    let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(body) {
+        Ok(r) => r,
+        Err(e) => {
+            // Echo the uid if there is one, so the API server can match the answer.
+            let uid = serde_json::from_slice::<serde_json::Value>(body)
+                .ok()
+                .and_then(|v| v.pointer("/request/uid")?.as_str().map(str::to_string));
+            return Err((
+                format!("the request body is not an AdmissionReview: {e}"),
+                uid,
+            ));
+        }
+    };
+    let uid = review.request.as_ref().map(|r| r.uid.clone());
+    if review.types.api_version != ADMISSION_API_VERSION || review.types.kind != "AdmissionReview" {
+        return Err((
+            format!(
+                "expected apiVersion {ADMISSION_API_VERSION}, kind AdmissionReview; got apiVersion {:?}, kind {:?}",
+                review.types.api_version, review.types.kind
+            ),
+            uid,
+        ));
+    }
+    match review.try_into() {
+        Ok(request) => Ok((kind, request)),
+        Err(_) => Err(("the AdmissionReview has no request".into(), None)),
+    }
+}
+
+/// The operation, the object under review and (for an update) the stored one, read as
+/// kubeplace objects; `None` for CONNECT, or the reason for a denial.
+fn reviewed_objects(
+    kind: Kind,
+    request: &AdmissionRequest<DynamicObject>,
+) -> Result<Option<(Operation, Object, Option<Object>)>, String> {
+    if request.kind.group != GROUP || request.kind.kind != kind.as_str() {
+        return Err(format!(
+            "this webhook reviews {kind}.{GROUP}; the request is for {:?} in group {:?}",
+            request.kind.kind, request.kind.group
+        ));
+    }
+    let op = match request.operation {
+        k8s::Operation::Create => Operation::Create,
+        k8s::Operation::Update => Operation::Update,
+        k8s::Operation::Delete => Operation::Delete,
+        k8s::Operation::Connect => return Ok(None),
+    };
+    let sent = if op == Operation::Delete {
+        request.old_object.as_ref()
+    } else {
+        request.object.as_ref()
+    };
+    let Some(sent) = sent else {
+        return Err(format!(
+            "the {:?} request carries no object to review",
+            request.operation
+        ));
+    };
+    let name = sent
+        .metadata
+        .name
+        .clone()
+        .unwrap_or_else(|| request.name.clone());
+    if let Some(types) = &sent.types
+        && types.api_version != API_VERSION
+    {
+        return Err(format!(
+            "{kind} {name:?}: apiVersion is {:?}; kubeplace serves {API_VERSION}",
+            types.api_version
+        ));
+    }
+    if let Err(why) = kubeplace_api::manifest::check_object_name(&name) {
+        return Err(format!("{kind} {name:?}: metadata.name: {why}"));
+    }
+    let object = to_object(kind, sent).map_err(|e| format!("{kind} {name:?} is invalid: {e}"))?;
+    let old = match op {
+        Operation::Update => request
+            .old_object
+            .as_ref()
+            .and_then(|o| to_object(kind, o).ok()),
+        _ => None,
+    };
+    Ok(Some((op, object, old)))
 }

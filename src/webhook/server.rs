@@ -25,7 +25,7 @@ use super::{MAX_BODY, REQUEST_TIMEOUT, Webhook, invalid};
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A response with a body.
-pub type Reply = Response<Full<Bytes>>;
+pub(crate) type Reply = Response<Full<Bytes>>;
 
 /// A plain-text reply.
 pub fn text(status: StatusCode, body: impl Into<Bytes>) -> Reply {
@@ -109,7 +109,7 @@ pub async fn serve<H, F>(
 }
 
 /// Reads a body of at most `max` bytes.
-pub async fn read_body(body: Incoming, max: usize) -> Result<Bytes, String> {
+pub(crate) async fn read_body(body: Incoming, max: usize) -> Result<Bytes, String> {
     match Limited::new(body, max).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(format!(

@@ -35,11 +35,6 @@ impl Condition {
             observed_generation: None,
         }
     }
-
-    /// Whether the status is `True`.
-    pub fn is_true(&self) -> bool {
-        self.status == "True"
-    }
 }
 
 /// Looks up a condition by type.

@@ -28,7 +28,7 @@ pub(super) fn review(f: &Flavor, store: &Store, review: &mut Review) {
             return;
         }
     };
-    let (custom, _) = crate::translate::custom_definitions(store);
+    let (custom, _) = store.custom_definitions();
     let report = check_extra_specs(
         f.spec
             .extra_specs

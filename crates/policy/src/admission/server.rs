@@ -7,7 +7,7 @@ use kubeplace_api::{Object, Server};
 use kubeplace_core::placement::rebuild::missing_traits;
 
 use crate::store::Store;
-use crate::translate::{chosen_profile, required_traits};
+use crate::translate::required_traits;
 use kubeplace_api::Kind;
 
 pub(super) fn review(server: &Server, old: Option<&Server>, store: &Store, review: &mut Review) {
@@ -45,7 +45,7 @@ pub(super) fn review(server: &Server, old: Option<&Server>, store: &Store, revie
         ));
     }
     if flavor.is_some() {
-        let profile = chosen_profile(store, server);
+        let profile = store.chosen_profile(server);
         let allowed: Vec<String> = match profile
             .as_deref()
             .map(|p| (p, store.get_cluster(Kind::ServiceProfile, p)))

@@ -6,4 +6,5 @@ pub mod plan;
 pub mod release;
 
 pub use place::{place, schedule_pending};
-pub use plan::{Unplaceable, allocation_matches, flavor_and_image, plan};
+pub use plan::plan;
+pub(crate) use plan::{allocation_matches, flavor_and_image};

@@ -31,7 +31,7 @@ pub struct Unplaceable {
 }
 
 /// The server's flavor and image, or why one is missing.
-pub fn flavor_and_image<'a>(
+pub(crate) fn flavor_and_image<'a>(
     store: &'a Store,
     server: &Server,
 ) -> Result<(&'a Flavor, &'a Image), Unplaceable> {
@@ -151,7 +151,7 @@ pub fn plan(store: &Store, server: &Server) -> Result<Allocation, Unplaceable> {
 
 /// Whether the server's current Allocation still matches what its flavor asks (per class
 /// totals); a changed flavor means the server must be placed again.
-pub fn allocation_matches(store: &Store, server: &Server) -> Option<bool> {
+pub(crate) fn allocation_matches(store: &Store, server: &Server) -> Option<bool> {
     let Some(Object::Allocation(current)) =
         store.get_cluster(Kind::Allocation, &allocation_name(server))
     else {

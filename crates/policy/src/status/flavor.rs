@@ -17,10 +17,10 @@ use super::{World, capped};
 use crate::translate::flavor_request;
 
 /// How many candidates a status lists (the count covers them all).
-pub const STATUS_CANDIDATES: usize = 10;
+pub(crate) const STATUS_CANDIDATES: usize = 10;
 
 /// A request as it is shown in status.
-pub fn request_status(r: &Request) -> PlacementRequestStatus {
+pub(crate) fn request_status(r: &Request) -> PlacementRequestStatus {
     PlacementRequestStatus {
         query: r.to_query(),
         groups: r

@@ -18,7 +18,7 @@ use kubeplace_core::extra_specs::Registry;
 use kubeplace_core::provider_config::MergeResult;
 
 /// Longest list a status carries; the full count is reported beside it.
-pub const STATUS_LIST_CAP: usize = 50;
+pub(crate) const STATUS_LIST_CAP: usize = 50;
 
 /// What every reconcile step reads: the store and the provider config merge over it.
 pub struct World<'a> {
@@ -34,7 +34,7 @@ impl<'a> World<'a> {
         World {
             store,
             merge: store.config_merge(),
-            custom_definitions: crate::translate::custom_definitions(store).0,
+            custom_definitions: store.custom_definitions().0,
         }
     }
 }

@@ -1,15 +1,17 @@
 //! Server status: the allocation it holds, and its service profile's rendered metadata.
 
-use kubeplace_api::{CandidateAllocationStatus, Condition, Object, Server, ServerStatus};
+use kubeplace_api::{
+    Allocation, CandidateAllocationStatus, Condition, Kind, Object, Server, ServerRef,
+    ServerStatus, allocation_name, consumer_uuid,
+};
 use kubeplace_core::placement::rebuild::missing_traits;
+use kubeplace_core::placement::trait_name::MISC_SHARES_VIA_AGGREGATE;
 use kubeplace_core::templates::{ServerContext, render};
-
-use kubeplace_api::{allocation_name, consumer_uuid};
 
 use super::World;
 use crate::scheduling::{allocation_matches, flavor_and_image, plan};
-use crate::translate::chosen_profile;
-use kubeplace_api::Kind;
+use crate::store::Store;
+use crate::translate::required_traits;
 
 pub(super) fn status(server: &Server, world: &World<'_>, generation: Option<i64>) -> ServerStatus {
     let store = world.store;
@@ -35,110 +37,130 @@ pub(super) fn status(server: &Server, world: &World<'_>, generation: Option<i64>
                     resources: pa.resources.clone(),
                 })
                 .collect();
-            // The host is the tree the server runs in, not a sharing provider it borrows from.
-            let index = store.index();
-            let shares = |p: &str| {
-                index.effective(p).is_some_and(|(_, t)| {
-                    t.contains(kubeplace_core::placement::trait_name::MISC_SHARES_VIA_AGGREGATE)
-                })
-            };
-            status.host = a
-                .spec
-                .allocations
-                .iter()
-                .filter(|pa| !shares(&pa.provider))
-                .chain(a.spec.allocations.iter())
-                .find_map(|pa| index.root_of(&pa.provider).ok());
-            // The image may have changed under the allocation without the webhook's
-            // pre-flight check (an Image edited to require more, or a write that bypassed
-            // admission): the server keeps its allocation, and the condition says so.
-            let missing = match store.get_cluster(Kind::Image, &server.spec.image) {
-                Some(Object::Image(image)) => {
-                    let required = crate::translate::required_traits(image);
-                    missing_traits(
-                        index,
-                        a.spec.allocations.iter().map(|pa| pa.provider.as_str()),
-                        required.iter().map(String::as_str),
-                    )
-                }
-                _ => Vec::new(),
-            };
-            if missing.is_empty() {
-                Condition::new(
-                    "Scheduled",
-                    true,
-                    "Scheduled",
-                    format!("holds Allocation {name}"),
-                )
-            } else {
-                Condition::new(
-                    "Scheduled",
-                    false,
-                    "RebuildRejected",
-                    format!(
-                        "image {:?} requires {} which the providers of Allocation {name} lack; the server keeps that allocation",
-                        server.spec.image,
-                        missing.join(", ")
-                    ),
-                )
-            }
+            status.host = host(store, a);
+            held_condition(store, server, a, &name)
         }
-        _ => match flavor_and_image(store, server).and_then(|_| plan(store, server).map(|_| ())) {
-            Err(u) => Condition::new("Scheduled", false, u.reason, u.message),
-            Ok(()) => Condition::new(
-                "Scheduled",
-                false,
-                "Pending",
-                "a candidate is available; waiting for the scheduler",
-            ),
-        },
+        _ => waiting_condition(store, server),
     };
-    let rendered = match chosen_profile(store, server) {
-        None => None,
-        Some(profile) => Some({
-            status.service_profile = Some(profile.clone());
-            match store.get_cluster(Kind::ServiceProfile, &profile) {
-                Some(Object::ServiceProfile(sp)) => {
-                    let who = kubeplace_api::ServerRef::of(server);
-                    let context = ServerContext {
-                        name: who.name,
-                        namespace: who.namespace,
-                        flavor: server.spec.flavor.clone(),
-                        image: server.spec.image.clone(),
-                        meta: server.spec.flavor_meta.clone(),
-                        allocation: status
-                            .allocation
-                            .iter()
-                            .map(|a| (a.provider.clone(), a.resources.clone()))
-                            .collect(),
-                    };
-                    match render(&sp.spec.metadata, &context) {
-                        Ok(doc) => {
-                            status.rendered_metadata = Some(doc);
-                            Condition::new(
-                                "MetadataRendered",
-                                true,
-                                "Rendered",
-                                format!("from ServiceProfile {profile}"),
-                            )
-                        }
-                        Err(e) => Condition::new(
-                            "MetadataRendered",
-                            false,
-                            "RenderFailed",
-                            format!("ServiceProfile {profile}: {e}"),
-                        ),
-                    }
-                }
-                _ => Condition::new(
-                    "MetadataRendered",
-                    false,
-                    "NoServiceProfile",
-                    format!("ServiceProfile {profile:?} does not exist"),
-                ),
-            }
-        }),
-    };
+    let rendered = store.chosen_profile(server).map(|profile| {
+        status.service_profile = Some(profile.clone());
+        render_metadata(store, server, &profile, &mut status)
+    });
     status.conditions = std::iter::once(scheduled).chain(rendered).collect();
     status
+}
+
+/// The tree the server runs in: the root of a provider it holds, preferring providers that
+/// are not sharing providers it borrows from.
+fn host(store: &Store, allocation: &Allocation) -> Option<String> {
+    let index = store.index();
+    let shares = |p: &str| {
+        index
+            .effective(p)
+            .is_some_and(|(_, t)| t.contains(MISC_SHARES_VIA_AGGREGATE))
+    };
+    let held = &allocation.spec.allocations;
+    held.iter()
+        .filter(|pa| !shares(&pa.provider))
+        .chain(held.iter())
+        .find_map(|pa| index.root_of(&pa.provider).ok())
+}
+
+/// Scheduled, for a server holding an allocation that matches its flavor. The image may have
+/// changed under the allocation without the webhook's pre-flight check (an Image edited to
+/// require more, or a write that bypassed admission): the server keeps its allocation, and
+/// the condition says so.
+fn held_condition(store: &Store, server: &Server, held: &Allocation, name: &str) -> Condition {
+    let missing = match store.get_cluster(Kind::Image, &server.spec.image) {
+        Some(Object::Image(image)) => {
+            let required = required_traits(image);
+            missing_traits(
+                store.index(),
+                held.spec.allocations.iter().map(|pa| pa.provider.as_str()),
+                required.iter().map(String::as_str),
+            )
+        }
+        _ => Vec::new(),
+    };
+    if missing.is_empty() {
+        Condition::new(
+            "Scheduled",
+            true,
+            "Scheduled",
+            format!("holds Allocation {name}"),
+        )
+    } else {
+        Condition::new(
+            "Scheduled",
+            false,
+            "RebuildRejected",
+            format!(
+                "image {:?} requires {} which the providers of Allocation {name} lack; the server keeps that allocation",
+                server.spec.image,
+                missing.join(", ")
+            ),
+        )
+    }
+}
+
+/// Scheduled=False, for a server without a matching allocation: why it cannot be placed, or
+/// that it waits for the scheduler.
+fn waiting_condition(store: &Store, server: &Server) -> Condition {
+    match flavor_and_image(store, server).and_then(|_| plan(store, server).map(|_| ())) {
+        Err(u) => Condition::new("Scheduled", false, u.reason, u.message),
+        Ok(()) => Condition::new(
+            "Scheduled",
+            false,
+            "Pending",
+            "a candidate is available; waiting for the scheduler",
+        ),
+    }
+}
+
+/// Renders the service profile's metadata template for the server into `status`, and the
+/// MetadataRendered condition saying how that went.
+fn render_metadata(
+    store: &Store,
+    server: &Server,
+    profile: &str,
+    status: &mut ServerStatus,
+) -> Condition {
+    let Some(Object::ServiceProfile(sp)) = store.get_cluster(Kind::ServiceProfile, profile) else {
+        return Condition::new(
+            "MetadataRendered",
+            false,
+            "NoServiceProfile",
+            format!("ServiceProfile {profile:?} does not exist"),
+        );
+    };
+    let who = ServerRef::of(server);
+    let context = ServerContext {
+        name: who.name,
+        namespace: who.namespace,
+        flavor: server.spec.flavor.clone(),
+        image: server.spec.image.clone(),
+        meta: server.spec.flavor_meta.clone(),
+        allocation: status
+            .allocation
+            .iter()
+            .map(|a| (a.provider.clone(), a.resources.clone()))
+            .collect(),
+    };
+    match render(&sp.spec.metadata, &context) {
+        Ok(doc) => {
+            status.rendered_metadata = Some(doc);
+            Condition::new(
+                "MetadataRendered",
+                true,
+                "Rendered",
+                format!("from ServiceProfile {profile}"),
+            )
+        }
+        Err(e) => Condition::new(
+            "MetadataRendered",
+            false,
+            "RenderFailed",
+            format!("ServiceProfile {profile}: {e}"),
+        ),
+    }
 }

@@ -9,11 +9,13 @@ mod records;
 
 use std::collections::BTreeMap;
 
-pub use records::{
-    config_entries, consumer_allocations, inventory, provider_record, provider_uuid,
-};
+pub use records::inventory;
+pub(crate) use records::{config_entries, consumer_allocations, provider_record, provider_uuid};
 
-use kubeplace_api::{Object, Status};
+use kubeplace_api::{Object, Server, Status};
+use kubeplace_core::extra_specs::registry::{Registry, Rejected};
+
+use crate::translate;
 use kubeplace_core::placement::ProviderIndex;
 use kubeplace_core::provider_config::{MergeResult, merge};
 
@@ -112,8 +114,32 @@ impl Store {
     }
 
     /// The merge of every ProviderConfig into the providers.
-    pub fn config_merge(&self) -> &MergeResult {
+    pub(crate) fn config_merge(&self) -> &MergeResult {
         &self.config_merge
+    }
+
+    /// The ExtraSpecDefinitions in the store, in name order, compiled; those that do not
+    /// compile are returned apart.
+    pub fn custom_definitions(&self) -> (Registry, Vec<Rejected>) {
+        translate::custom_definitions(self.list(Kind::ExtraSpecDefinition).filter_map(
+            |o| match o {
+                Object::ExtraSpecDefinition(d) => Some(d),
+                _ => None,
+            },
+        ))
+    }
+
+    /// The service profile a server uses: the one it names, else its flavor's first enabled
+    /// one.
+    pub(crate) fn chosen_profile(&self, server: &Server) -> Option<String> {
+        let flavor = match self.get_cluster(Kind::Flavor, &server.spec.flavor) {
+            Some(Object::Flavor(f)) => Some(f),
+            _ => None,
+        };
+        translate::chosen_profile(server, flavor, |p| {
+            matches!(self.get_cluster(Kind::ServiceProfile, p),
+                     Some(Object::ServiceProfile(sp)) if sp.spec.enabled)
+        })
     }
 
     /// Re-merges provider configs after a provider or config changed, and puts what they add

@@ -9,7 +9,7 @@ use kubeplace_core::placement::{Inventory, ProviderRecord, derived_provider_uuid
 use kubeplace_core::provider_config::ConfigEntry;
 
 /// The uuid a provider goes by: its spec's, or one derived from its name.
-pub fn provider_uuid(rp: &ResourceProvider) -> String {
+pub(crate) fn provider_uuid(rp: &ResourceProvider) -> String {
     rp.spec
         .uuid
         .clone()
@@ -29,7 +29,7 @@ pub fn inventory(i: &ApiInventory) -> Inventory {
 }
 
 /// The core record of a provider, from its spec.
-pub fn provider_record(rp: &ResourceProvider) -> ProviderRecord {
+pub(crate) fn provider_record(rp: &ResourceProvider) -> ProviderRecord {
     ProviderRecord {
         name: rp.metadata.name.clone().unwrap_or_default(),
         uuid: provider_uuid(rp),
@@ -46,7 +46,7 @@ pub fn provider_record(rp: &ResourceProvider) -> ProviderRecord {
 }
 
 /// The core record of an Allocation.
-pub fn consumer_allocations(a: &Allocation) -> ConsumerAllocations {
+pub(crate) fn consumer_allocations(a: &Allocation) -> ConsumerAllocations {
     ConsumerAllocations {
         consumer: a.spec.consumer.clone(),
         items: a
@@ -63,7 +63,7 @@ pub fn consumer_allocations(a: &Allocation) -> ConsumerAllocations {
 }
 
 /// Every ProviderConfig entry as a core record, configs in name order.
-pub fn config_entries(store: &super::Store) -> Vec<ConfigEntry> {
+pub(crate) fn config_entries(store: &super::Store) -> Vec<ConfigEntry> {
     store
         .list(Kind::ProviderConfig)
         .filter_map(|o| match o {

@@ -1,17 +1,14 @@
-//! ExtraSpecDefinitions: the core definition each one describes, and the registry of those
-//! in the store.
+//! ExtraSpecDefinitions: the core definition each one describes, and the registry they
+//! make together.
 
-use kubeplace_api::{ExtraSpecDefinition, ExtraSpecValueType, Object, SupportStatus};
+use kubeplace_api::{ExtraSpecDefinition, ExtraSpecValueType, SupportStatus};
 use kubeplace_core::extra_specs::Origin;
 use kubeplace_core::extra_specs::definition::{DefinitionSpec, Param, Support, ValueSpec};
 use kubeplace_core::extra_specs::registry::{Registry, Rejected};
 use kubeplace_core::extra_specs::shadow::{Shadowing, shadowing};
 
-use crate::store::Store;
-use kubeplace_api::Kind;
-
 /// The core definition an ExtraSpecDefinition describes.
-pub fn core_spec(d: &ExtraSpecDefinition) -> DefinitionSpec {
+pub(crate) fn core_spec(d: &ExtraSpecDefinition) -> DefinitionSpec {
     let s = &d.spec;
     let v = &s.value;
     DefinitionSpec {
@@ -51,21 +48,19 @@ pub fn core_spec(d: &ExtraSpecDefinition) -> DefinitionSpec {
     }
 }
 
-/// The custom definitions in the store, in name order, compiled; those that do not
+/// Custom definitions compiled into a registry, in the order given; those that do not
 /// compile (admission keeps them out, but a cluster may hold older ones) are returned apart.
-pub fn custom_definitions(store: &Store) -> (Registry, Vec<Rejected>) {
-    Registry::custom(
-        store
-            .list(Kind::ExtraSpecDefinition)
-            .filter_map(|o| match o {
-                Object::ExtraSpecDefinition(d) => Some((o.name().to_string(), core_spec(d))),
-                _ => None,
-            }),
-    )
+pub fn custom_definitions<'a>(
+    definitions: impl IntoIterator<Item = &'a ExtraSpecDefinition>,
+) -> (Registry, Vec<Rejected>) {
+    Registry::custom(definitions.into_iter().map(|d| {
+        let name = d.metadata.name.clone().unwrap_or_default();
+        (name, core_spec(d))
+    }))
 }
 
 /// How in-tree definitions shadow a custom one, if it compiles.
-pub fn definition_shadowing(d: &ExtraSpecDefinition) -> Result<Shadowing, Vec<String>> {
+pub(crate) fn definition_shadowing(d: &ExtraSpecDefinition) -> Result<Shadowing, Vec<String>> {
     let name = d.metadata.name.clone().unwrap_or_default();
     let def = core_spec(d).compile(Origin::Custom(name))?;
     Ok(shadowing(&def, Registry::in_tree()))

@@ -6,7 +6,7 @@ use kubeplace_core::extra_specs::ValidationMode;
 use kubeplace_core::placement::request::{FlavorShape, Request};
 
 /// The core request of a flavor.
-pub fn flavor_request(f: &Flavor) -> Request {
+pub(crate) fn flavor_request(f: &Flavor) -> Request {
     Request::from_flavor(&FlavorShape {
         vcpus: f.spec.vcpus,
         memory_mb: f.spec.memory_mb,
@@ -18,7 +18,7 @@ pub fn flavor_request(f: &Flavor) -> Request {
 }
 
 /// The flavor's validation mode, or the error for an unknown one.
-pub fn validation_mode(f: &Flavor) -> Result<ValidationMode, String> {
+pub(crate) fn validation_mode(f: &Flavor) -> Result<ValidationMode, String> {
     match f
         .metadata
         .annotations

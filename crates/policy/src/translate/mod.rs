@@ -9,7 +9,8 @@ pub mod image;
 pub mod provider_config;
 pub mod server;
 
-pub use extra_spec_definition::{core_spec, custom_definitions, definition_shadowing};
-pub use flavor::{flavor_request, validation_mode};
+pub use extra_spec_definition::custom_definitions;
+pub(crate) use extra_spec_definition::definition_shadowing;
+pub(crate) use flavor::{flavor_request, validation_mode};
 pub use image::required_traits;
-pub use server::chosen_profile;
+pub(crate) use server::chosen_profile;

@@ -13,7 +13,7 @@ pub fn check_spec(spec: &ProviderConfigSpec) -> Checked {
 }
 
 /// A ProviderConfig spec in the file's shape (snake_case field names).
-pub fn spec_to_file_value(spec: &ProviderConfigSpec) -> Value {
+pub(crate) fn spec_to_file_value(spec: &ProviderConfigSpec) -> Value {
     fn rename(v: Value) -> Value {
         match v {
             Value::Object(m) => {
@@ -48,7 +48,7 @@ pub fn file_value_to_spec(value: &Value) -> Result<ProviderConfigSpec, String> {
 
 /// The entries of a ProviderConfig spec that take part in the merge, as Nova keeps them:
 /// entries with nothing additional are dropped.
-pub fn spec_entries(spec: &ProviderConfigSpec, source: &str) -> Vec<ConfigEntry> {
+pub(crate) fn spec_entries(spec: &ProviderConfigSpec, source: &str) -> Vec<ConfigEntry> {
     check_spec(spec)
         .entries
         .iter()

@@ -1,21 +1,21 @@
 //! Servers: the service profile a server uses.
 
-use kubeplace_api::{Object, Server};
+use kubeplace_api::{Flavor, Server};
 
-use crate::store::Store;
-use kubeplace_api::Kind;
-
-/// The service profile a server uses: the one it names, else the flavor's first enabled one.
-pub fn chosen_profile(store: &Store, server: &Server) -> Option<String> {
+/// The service profile a server uses: the one it names, else the first of its flavor's
+/// profiles that `enabled` accepts.
+pub(crate) fn chosen_profile(
+    server: &Server,
+    flavor: Option<&Flavor>,
+    enabled: impl Fn(&str) -> bool,
+) -> Option<String> {
     if let Some(p) = &server.spec.service_profile {
         return Some(p.clone());
     }
-    let Some(Object::Flavor(f)) = store.get_cluster(Kind::Flavor, &server.spec.flavor) else {
-        return None;
-    };
-    f.spec
+    flavor?
+        .spec
         .service_profiles
         .iter()
-        .find(|p| matches!(store.get_cluster(Kind::ServiceProfile, p), Some(Object::ServiceProfile(sp)) if sp.spec.enabled))
+        .find(|p| enabled(p))
         .cloned()
 }

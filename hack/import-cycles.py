@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Lists import cycles between the modules of each crate of the workspace.
+
+Two granularities: the top-level modules of a crate (`admission` ↔ `status`), and the
+files of one folder (`placement/packed_tree.rs` ↔ `placement/provider_tree.rs`). Reads
+`crate::…`, `super::…` and `self::…` paths in the source. Exits 1 when any cycle exists.
+
+    hack/import-cycles.py            # every crate of the workspace
+    hack/import-cycles.py src        # one source root
+"""
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PATH = re.compile(r"\b(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)+|::\{)")
+GROUP = re.compile(r"\b(crate|super|self)::\{([^}]*)\}", re.S)
+
+
+def modules(src):
+    """Module path (tuple) of every .rs file under src."""
+    out = {}
+    for dirpath, _, files in os.walk(src):
+        for f in files:
+            if not f.endswith(".rs"):
+                continue
+            rel = os.path.relpath(os.path.join(dirpath, f), src)
+            parts = rel[:-3].split(os.sep)
+            if parts[-1] in ("mod", "lib", "main"):
+                parts = parts[:-1]
+            out[os.path.join(dirpath, f)] = tuple(parts)
+    return out
+
+
+def references(text, here):
+    """Module paths a file names, resolved against its own module path."""
+    refs = []
+    for m in GROUP.finditer(text):
+        for item in m.group(2).split(","):
+            item = item.strip().split(" as ")[0]
+            if item:
+                refs.append((m.group(1), item.split("::")))
+    for m in PATH.finditer(text):
+        if m.group(2) == "::{":
+            continue
+        refs.append((m.group(1), m.group(2).strip(":").split("::")))
+    for anchor, segs in refs:
+        if anchor == "crate":
+            base = ()
+        elif anchor == "super":
+            base = here[:-1]
+        else:
+            base = here
+        while segs and segs[0] == "super":
+            base, segs = base[:-1], segs[1:]
+        yield base + tuple(segs)
+
+
+def cycles(graph):
+    index, low, stack, on, out, n = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = n[0]
+        n[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    sys.setrecursionlimit(10000)
+    for v in list(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def check(src):
+    mods = modules(src)
+    known = set(mods.values())
+    top, folder = {}, {}
+    for path, here in mods.items():
+        text = open(path, encoding="utf-8").read()
+        for ref in references(text, here):
+            while ref and ref not in known:
+                ref = ref[:-1]
+            if not ref or ref == here:
+                continue
+            # Top-level modules of the crate.
+            if here and ref[0] != here[0]:
+                top.setdefault(here[0], set()).add(ref[0])
+            # Files of one folder: the first segments where the two paths part.
+            k = 0
+            while k < min(len(here), len(ref)) and here[k] == ref[k]:
+                k += 1
+            if k < len(here) and k < len(ref) and k > 0:
+                a, b = here[: k + 1], ref[: k + 1]
+                folder.setdefault(a, set()).add(b)
+    found = [("::".join(c[0][:-1]) or "crate", ["::".join(m) for m in c]) for c in cycles(folder)]
+    found += [("crate", c) for c in cycles(top)]
+    return found
+
+
+def main():
+    roots = sys.argv[1:] or [
+        os.path.join(ROOT, "src"),
+        *sorted(
+            os.path.join(ROOT, "crates", c, "src")
+            for c in os.listdir(os.path.join(ROOT, "crates"))
+        ),
+    ]
+    bad = 0
+    for src in roots:
+        for where, cycle in check(src):
+            bad += 1
+            print(f"{os.path.relpath(src, ROOT)}: {where}: {' ↔ '.join(cycle)}")
+    print(f"{bad} import cycles")
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
