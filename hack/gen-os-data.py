@@ -6,7 +6,7 @@ Run with a Python that has os-traits and os-resource-classes installed:
     python3 -m venv /tmp/osdata && /tmp/osdata/bin/pip install os-traits os-resource-classes
     /tmp/osdata/bin/python hack/gen-os-data.py
 
-The lists are checked in under src/placement/data/ so builds need no Python.
+The lists are checked in under crates/core/src/placement/data/ so builds need no Python.
 """
 import importlib.metadata
 import pathlib
@@ -14,7 +14,7 @@ import pathlib
 import os_resource_classes
 import os_traits
 
-out = pathlib.Path(__file__).resolve().parent.parent / "src" / "placement" / "data"
+out = pathlib.Path(__file__).resolve().parent.parent / "crates" / "core" / "src" / "placement" / "data"
 out.mkdir(parents=True, exist_ok=True)
 
 traits = sorted(os_traits.get_traits())

@@ -1,7 +1,8 @@
 //! ResourceProvider admission: names, inventories, the tree it joins, and deletion.
 
 use super::Review;
-use crate::store::{Store, inventory, provider_record};
+use crate::store::Store;
+use crate::translate::{inventory, provider_record};
 use kubeplace_api::ResourceProvider;
 use kubeplace_core::placement::{check_resource_class, check_trait, is_uuid};
 

@@ -1,6 +1,6 @@
 //! ResourceProvider status: tree position, effective inventories and traits, usages.
 
-use crate::store::provider_uuid;
+use crate::translate::provider_uuid;
 use kubeplace_api::{
     Condition, Inventory as ApiInventory, ResourceProvider, ResourceProviderStatus,
 };

@@ -2,6 +2,7 @@
 //! operator's watches fill. It keeps the provider index in step with every change, so
 //! admission and reconcile read one consistent view.
 
+use crate::translate::{consumer_allocations, provider_record};
 use kubeplace_api::Kind;
 use kubeplace_api::ServerRef;
 
@@ -9,8 +10,7 @@ mod records;
 
 use std::collections::BTreeMap;
 
-pub use records::inventory;
-pub(crate) use records::{config_entries, consumer_allocations, provider_record, provider_uuid};
+use records::config_entries;
 
 use kubeplace_api::{Object, Server, Status};
 use kubeplace_core::extra_specs::registry::{Registry, Rejected};

@@ -1,16 +1,22 @@
 //! From custom resources to the core's requests, in one place: what a Flavor asks of
 //! Placement, what an Image requires, which definitions an ExtraSpecDefinition adds, what a
-//! ProviderConfig spec contributes to the merge. Admission, statuses and scheduling all read
+//! ProviderConfig spec contributes to the merge, which
+//! record the provider index keeps of a ResourceProvider and an Allocation. Admission, statuses and scheduling all read
 //! custom resources through these functions.
 
+pub mod allocation;
 pub mod extra_spec_definition;
 pub mod flavor;
 pub mod image;
 pub mod provider_config;
+pub mod resource_provider;
 pub mod server;
 
+pub(crate) use allocation::consumer_allocations;
 pub use extra_spec_definition::custom_definitions;
 pub(crate) use extra_spec_definition::definition_shadowing;
 pub(crate) use flavor::{flavor_request, validation_mode};
 pub use image::required_traits;
+pub use resource_provider::inventory;
+pub(crate) use resource_provider::{provider_record, provider_uuid};
 pub(crate) use server::chosen_profile;
