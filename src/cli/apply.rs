@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::Output;
 use kubeplace_api::Object;
 use kubeplace_api::manifest::{Document, read_paths};
-use kubeplace_policy::admission::{Operation, Verdict, admit};
+use kubeplace_policy::admission::{Verdict, admit_and_store};
 use kubeplace_policy::scheduling::place;
 use kubeplace_policy::status::reconcile_all;
 use kubeplace_policy::store::{ObjectKey, Store};
@@ -53,15 +53,8 @@ pub fn apply_documents(documents: Vec<Document>) -> (Report, Store) {
             Err(e) => (Verdict::rejected(e.located(&doc.origin)), None),
             Ok(object) => {
                 let key = ObjectKey::of(&object);
-                let old = store.get(&key).cloned();
-                let op = if old.is_some() {
-                    Operation::Update
-                } else {
-                    Operation::Create
-                };
-                let verdict = admit(op, &object, old.as_ref(), &store);
+                let verdict = admit_and_store(&mut store, object);
                 if verdict.allowed {
-                    store.apply(object);
                     // The scheduler places a server as soon as it is stored.
                     schedule(&mut store, &key);
                 }

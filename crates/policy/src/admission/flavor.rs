@@ -2,10 +2,9 @@
 
 use super::Review;
 use crate::store::Store;
-use crate::translate::validation_mode;
+use crate::translate::{check_flavor_extra_specs, validation_mode};
 use kubeplace_api::Flavor;
 use kubeplace_api::Kind;
-use kubeplace_core::extra_specs::{Validators, check_extra_specs};
 
 pub(super) fn review(f: &Flavor, store: &Store, review: &mut Review) {
     for (field, value, min) in [
@@ -29,14 +28,7 @@ pub(super) fn review(f: &Flavor, store: &Store, review: &mut Review) {
         }
     };
     let (custom, _) = store.custom_definitions();
-    let report = check_extra_specs(
-        f.spec
-            .extra_specs
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str())),
-        mode,
-        &Validators::with_custom(&custom),
-    );
+    let report = check_flavor_extra_specs(f, mode, &custom);
     for p in report.problems {
         review.problem(format!("spec.{p}"));
     }

@@ -18,7 +18,7 @@ pub use provider_config::{COMPUTE_NODE_ID, identification_key};
 
 use serde::Serialize;
 
-use crate::store::Store;
+use crate::store::{ObjectKey, Store};
 use kubeplace_api::Object;
 
 /// What the API server is asked to do.
@@ -79,6 +79,22 @@ impl Review {
             warnings: self.warnings,
         }
     }
+}
+
+/// Writes an object as the API server would: admitted as a create, or as an update of the
+/// stored object of the same key, and stored when allowed.
+pub fn admit_and_store(store: &mut Store, object: Object) -> Verdict {
+    let old = store.get(&ObjectKey::of(&object)).cloned();
+    let op = if old.is_some() {
+        Operation::Update
+    } else {
+        Operation::Create
+    };
+    let verdict = admit(op, &object, old.as_ref(), store);
+    if verdict.allowed {
+        store.apply(object);
+    }
+    verdict
 }
 
 /// Decides on one request. For `Delete`, `object` is the object being deleted; for

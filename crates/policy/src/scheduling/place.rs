@@ -2,8 +2,8 @@
 
 use kubeplace_api::{Allocation, Object, Server, allocation_name};
 
-use crate::admission::{Operation, admit};
-use crate::store::{ObjectKey, Store};
+use crate::admission::admit_and_store;
+use crate::store::Store;
 
 use super::plan::{allocation_matches, plan};
 use kubeplace_api::Kind;
@@ -43,17 +43,7 @@ pub fn place(store: &mut Store, server: &Server) -> Option<Allocation> {
         return None;
     }
     let allocation = plan(store, server).ok()?;
-    let object = Object::Allocation(allocation.clone());
-    let key = ObjectKey::of(&object);
-    let old = store.get(&key).cloned();
-    let op = if old.is_some() {
-        Operation::Update
-    } else {
-        Operation::Create
-    };
-    if !admit(op, &object, old.as_ref(), store).allowed {
-        return None;
-    }
-    store.apply(object);
-    Some(allocation)
+    admit_and_store(store, Object::Allocation(allocation.clone()))
+        .allowed
+        .then_some(allocation)
 }

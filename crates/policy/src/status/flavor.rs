@@ -6,7 +6,6 @@ use kubeplace_api::{
     CandidateAllocationStatus, CandidateStatus, Condition, Flavor, FlavorStatus,
     PlacementRequestStatus, RequestGroupStatus,
 };
-use kubeplace_core::extra_specs::{Validators, check_extra_specs};
 use kubeplace_core::placement::ProviderIndex;
 use kubeplace_core::placement::candidates::counted_candidates;
 use kubeplace_core::placement::microversion::Microversion;
@@ -14,6 +13,7 @@ use kubeplace_core::placement::query::parse_candidates_query;
 use kubeplace_core::placement::request::Request;
 
 use super::{World, capped};
+use crate::translate::check_flavor_extra_specs;
 use crate::translate::flavor_request;
 
 /// How many candidates a status lists (the count covers them all).
@@ -97,14 +97,7 @@ fn valid_condition(f: &Flavor, world: &World<'_>) -> Condition {
         Ok(m) => m,
         Err(e) => return Condition::new("Valid", false, "InvalidValidationMode", e),
     };
-    let report = check_extra_specs(
-        f.spec
-            .extra_specs
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str())),
-        mode,
-        &Validators::with_custom(&world.custom_definitions),
-    );
+    let report = check_flavor_extra_specs(f, mode, &world.custom_definitions);
     if report.problems.is_empty() {
         Condition::new(
             "Valid",

@@ -2,7 +2,8 @@
 //! specs are checked.
 
 use kubeplace_api::{EXTRA_SPEC_VALIDATION_ANNOTATION, Flavor};
-use kubeplace_core::extra_specs::ValidationMode;
+use kubeplace_core::extra_specs::registry::Registry;
+use kubeplace_core::extra_specs::{SpecReport, ValidationMode, Validators, check_extra_specs};
 use kubeplace_core::placement::request::{FlavorShape, Request};
 
 /// The core request of a flavor.
@@ -30,4 +31,20 @@ pub(crate) fn validation_mode(f: &Flavor) -> Result<ValidationMode, String> {
             .parse()
             .map_err(|e| format!("annotation {EXTRA_SPEC_VALIDATION_ANNOTATION}: {e}")),
     }
+}
+
+/// The flavor's extra specs checked in `mode` against Nova's definitions and the custom ones.
+pub(crate) fn check_flavor_extra_specs(
+    f: &Flavor,
+    mode: ValidationMode,
+    custom: &Registry,
+) -> SpecReport {
+    check_extra_specs(
+        f.spec
+            .extra_specs
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str())),
+        mode,
+        &Validators::with_custom(custom),
+    )
 }
