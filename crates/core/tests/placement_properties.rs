@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use kubeplace_core::placement::candidates::{
     allocation_candidates, count_candidates, counted_candidates, counted_candidates_walking,
 };
+use kubeplace_core::placement::ids::ProviderId;
 use kubeplace_core::placement::microversion::Microversion;
 use kubeplace_core::placement::provider_tree::{ConsumerAllocations, ProviderRecord};
 use kubeplace_core::placement::query::parse_candidates_query;
@@ -255,7 +256,7 @@ fn check(nodes: &[Node], idx: &ProviderIndex, q: &Query, qs: &str) -> Vec<String
     out
 }
 
-fn named_of(idx: &ProviderIndex, p: u32) -> String {
+fn named_of(idx: &ProviderIndex, p: ProviderId) -> String {
     idx.providers()
         .into_iter()
         .map(|r| r.name)

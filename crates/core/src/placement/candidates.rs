@@ -17,8 +17,10 @@ use std::collections::{BTreeSet, HashSet};
 
 use smallvec::{SmallVec, smallvec};
 
+use super::ids::{AggregateId, ClassId, ProviderId, SortedIds, TraitId};
 use super::packed_tree::PackedTree;
-use super::provider_tree::{AggregateId, ClassId, Provider, ProviderId, ProviderIndex, TraitId};
+use super::provider::Provider;
+use super::provider_tree::ProviderIndex;
 use super::query::{CandidatesQuery, GroupPolicy, GroupQuery};
 
 /// Required any-of sets up to which a tree's candidates are counted in closed form.
@@ -81,12 +83,12 @@ impl SlotSet {
     }
 
     fn insert(&mut self, id: ProviderId) {
-        let i = id as usize;
+        let i = id.index();
         self.words[i / 64] |= 1 << (i % 64);
     }
 
     fn contains(&self, id: ProviderId) -> bool {
-        let i = id as usize;
+        let i = id.index();
         self.words
             .get(i / 64)
             .is_some_and(|w| w & (1 << (i % 64)) != 0)
@@ -109,7 +111,7 @@ impl SlotSet {
                 (w != 0).then(|| {
                     let bit = w.trailing_zeros() as usize;
                     w &= w - 1;
-                    (i * 64 + bit) as ProviderId
+                    ProviderId((i * 64 + bit) as u32)
                 })
             })
         })
@@ -252,23 +254,23 @@ struct Scratch {
 }
 
 /// Whether sorted `aggregates` meet every any-of set.
-fn in_every_set(aggregates: &[AggregateId], sets: &[Vec<AggregateId>]) -> bool {
+fn in_every_set(aggregates: SortedIds<'_, AggregateId>, sets: &[Vec<AggregateId>]) -> bool {
     sets.iter()
-        .all(|any| any.iter().any(|a| aggregates.binary_search(a).is_ok()))
+        .all(|any| any.iter().any(|a| aggregates.contains(*a)))
 }
 
 /// Whether sorted `aggregates` hold any of `wanted`.
-fn in_any(aggregates: &[AggregateId], wanted: &[AggregateId]) -> bool {
-    wanted.iter().any(|a| aggregates.binary_search(a).is_ok())
+fn in_any(aggregates: SortedIds<'_, AggregateId>, wanted: &[AggregateId]) -> bool {
+    wanted.iter().any(|a| aggregates.contains(*a))
 }
 
 /// Whether sorted `traits` hold any of `wanted`.
-fn has_any(traits: &[TraitId], wanted: &[TraitId]) -> bool {
-    wanted.iter().any(|t| traits.binary_search(t).is_ok())
+fn has_any(traits: SortedIds<'_, TraitId>, wanted: &[TraitId]) -> bool {
+    wanted.iter().any(|t| traits.contains(*t))
 }
 
 /// Bit i set: `traits` hold a trait of the group's required any-of set i.
-fn required_mask(g: &Group, traits: &[TraitId]) -> u16 {
+fn required_mask(g: &Group, traits: SortedIds<'_, TraitId>) -> u16 {
     g.required
         .iter()
         .enumerate()
@@ -285,7 +287,7 @@ struct SpreadAnchor {
 }
 
 impl SpreadAnchor {
-    fn new(g: &Group, root_aggregates: &[AggregateId]) -> Self {
+    fn new(g: &Group, root_aggregates: SortedIds<'_, AggregateId>) -> Self {
         SpreadAnchor {
             in_aggregates: g
                 .member_of
@@ -298,7 +300,12 @@ impl SpreadAnchor {
     /// Whether the unnumbered group may take resources from a provider of the tree with
     /// these traits and aggregates. A sharing provider must also be in the group's
     /// aggregates itself.
-    fn keeps(&self, g: &Group, traits: &[TraitId], aggregates: &[AggregateId]) -> bool {
+    fn keeps(
+        &self,
+        g: &Group,
+        traits: SortedIds<'_, TraitId>,
+        aggregates: SortedIds<'_, AggregateId>,
+    ) -> bool {
         (self.in_aggregates
             || g.member_of
                 .as_ref()
@@ -351,12 +358,12 @@ impl SharedFacts {
         let kept = g
             .member_of
             .as_ref()
-            .is_none_or(|m| in_every_set(&prov.aggregates, m))
-            && !in_any(&prov.aggregates, &g.forbidden_aggregates)
-            && !has_any(&prov.traits, &g.forbidden);
+            .is_none_or(|m| in_every_set(prov.aggregates(), m))
+            && !in_any(prov.aggregates(), &g.forbidden_aggregates)
+            && !has_any(prov.traits(), &g.forbidden);
         kept.then(|| SharedFacts {
-            root: prov.root.unwrap_or(ProviderId::MAX),
-            mask: required_mask(g, &prov.traits),
+            root: prov.root.unwrap_or(ProviderId(u32::MAX)),
+            mask: required_mask(g, prov.traits()),
             fits: g.resources.iter().map(|(c, a)| prov.fits(*c, *a)).collect(),
         })
     }
@@ -370,17 +377,17 @@ enum Facts<'f> {
 }
 
 impl<'f> Facts<'f> {
-    fn traits(&self) -> &'f [TraitId] {
+    fn traits(&self) -> SortedIds<'f, TraitId> {
         match self {
             Facts::Packed(t, i) => t.traits(*i),
-            Facts::Index(p) => &p.traits,
+            Facts::Index(p) => p.traits(),
         }
     }
 
-    fn aggregates(&self) -> &'f [AggregateId] {
+    fn aggregates(&self) -> SortedIds<'f, AggregateId> {
         match self {
             Facts::Packed(t, i) => t.aggregates(*i),
-            Facts::Index(p) => &p.aggregates,
+            Facts::Index(p) => p.aggregates(),
         }
     }
 
@@ -419,10 +426,10 @@ impl<'a> Search<'a> {
     }
 
     /// Whether root_required and root_forbidden accept a root with these traits.
-    fn anchor_allowed(&self, root_traits: &[TraitId]) -> bool {
+    fn anchor_allowed(&self, root_traits: SortedIds<'_, TraitId>) -> bool {
         self.root_required
             .as_ref()
-            .is_some_and(|req| req.iter().all(|t| root_traits.binary_search(t).is_ok()))
+            .is_some_and(|req| req.iter().all(|t| root_traits.contains(*t)))
             && !has_any(root_traits, &self.root_forbidden)
     }
 
@@ -493,10 +500,10 @@ impl<'a> Search<'a> {
         if g.in_tree_root.is_some_and(|r| r != anchor) {
             return false;
         }
-        let spread = SpreadAnchor::new(g, &self.index.get(anchor).aggregates);
+        let spread = SpreadAnchor::new(g, self.index.get(anchor).aggregates());
         let keep_one = |p: ProviderId| {
             let prov = self.index.get(p);
-            spread.keeps(g, &prov.traits, &prov.aggregates)
+            spread.keeps(g, prov.traits(), prov.aggregates())
         };
         // Sharing providers serve the group outside in_tree, and none when the root is in a
         // forbidden aggregate.
@@ -579,7 +586,7 @@ impl<'a> Search<'a> {
             m.clear();
             m.extend(
                 list.iter()
-                    .map(|&p| required_mask(g, &self.index.get(p).traits)),
+                    .map(|&p| required_mask(g, self.index.get(p).traits())),
             );
         }
         covered_choices(g.required.len(), &masks[..lists.len()])
@@ -771,16 +778,16 @@ impl<'a> Search<'a> {
             Posting::Class(c) => (Some(c), &[]),
             Posting::AnyTrait(ts) => (None, ts),
         };
-        let members = |lists: &'p [Vec<ProviderId>], i: u32| -> &'p [ProviderId] {
-            lists.get(i as usize).map_or(&[], Vec::as_slice)
+        let members = |lists: &'p [Vec<ProviderId>], i: usize| -> &'p [ProviderId] {
+            lists.get(i).map_or(&[], Vec::as_slice)
         };
         class
-            .map(|c| members(&self.index.class_members, c))
+            .map(|c| members(&self.index.class_members, c.index()))
             .into_iter()
             .chain(
                 traits
                     .iter()
-                    .map(move |t| members(&self.index.trait_members, *t)),
+                    .map(move |t| members(&self.index.trait_members, t.index())),
             )
     }
 
@@ -803,11 +810,11 @@ impl<'a> Search<'a> {
                 .sharing
                 .iter()
                 .filter(|s| self.root(**s).is_some() && self.posting_has(need.posting, **s))
-                .flat_map(|s| &self.index.get(*s).aggregates)
+                .flat_map(|s| self.index.get(*s).aggregates().iter())
                 .map(|a| {
                     self.index
                         .aggregate_members
-                        .get(*a as usize)
+                        .get(a.index())
                         .map_or(0, Vec::len)
                 })
                 .sum()
@@ -829,7 +836,7 @@ impl<'a> Search<'a> {
                 };
                 set.insert(root);
                 if shares && self.index.sharing.binary_search(&p).is_ok() {
-                    shared_aggregates.extend(facts.aggregates());
+                    shared_aggregates.extend(facts.aggregates().iter());
                 }
             }
         }
@@ -840,7 +847,7 @@ impl<'a> Search<'a> {
             for &q in self
                 .index
                 .aggregate_members
-                .get(a as usize)
+                .get(a.index())
                 .into_iter()
                 .flatten()
             {
@@ -973,7 +980,7 @@ impl<'a> Search<'a> {
             }
             // Few trees left: sorting them by rank beats scanning every root.
             Some(set) if set.len() * 16 < roots.len() => {
-                let rank = |r: ProviderId| order.rank[r as usize];
+                let rank = |r: ProviderId| order.rank[r.index()];
                 let mut left: Vec<ProviderId> = set
                     .ids()
                     .filter(|&r| rank(r) != u32::MAX && rank(r) as usize >= early)
@@ -1005,10 +1012,10 @@ impl<'a> Search<'a> {
         // Sharing providers serve a tree when any of its providers is in one of their aggregates.
         s.linked.clear();
         for i in 0..pack.len() {
-            for a in pack.aggregates(i) {
+            for a in pack.aggregates(i).iter() {
                 for &sp in self
                     .sharing_by_aggregate
-                    .get(*a as usize)
+                    .get(a.index())
                     .into_iter()
                     .flatten()
                 {
@@ -1222,8 +1229,8 @@ fn prepare<'a>(index: &'a ProviderIndex, query: &CandidatesQuery) -> Search<'a> 
         if index.get(s).root.is_none() {
             continue;
         }
-        for a in &index.get(s).aggregates {
-            let a = *a as usize;
+        for a in index.get(s).aggregates().iter() {
+            let a = a.index();
             if sharing_by_aggregate.len() <= a {
                 sharing_by_aggregate.resize_with(a + 1, SmallVec::new);
             }

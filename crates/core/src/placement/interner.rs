@@ -3,42 +3,43 @@
 
 use std::collections::HashMap;
 
-/// Names to dense ids and back; ids are never reused.
-#[derive(Debug, Clone, Default)]
-pub struct Interner {
+use super::ids::Id;
+
+/// Names to dense ids of type `I` and back; ids are never reused.
+#[derive(Debug, Clone)]
+pub(crate) struct Interner<I> {
     names: Vec<Box<str>>,
-    ids: HashMap<Box<str>, u32>,
+    ids: HashMap<Box<str>, I>,
 }
 
-impl Interner {
+impl<I> Default for Interner<I> {
+    fn default() -> Self {
+        Interner {
+            names: Vec::new(),
+            ids: HashMap::new(),
+        }
+    }
+}
+
+impl<I: Id> Interner<I> {
     /// The id of a name, adding it when new.
-    pub fn intern(&mut self, name: &str) -> u32 {
+    pub(crate) fn intern(&mut self, name: &str) -> I {
         if let Some(id) = self.ids.get(name) {
             return *id;
         }
-        let id = self.names.len() as u32;
+        let id = I::from_raw(self.names.len() as u32);
         self.names.push(name.into());
         self.ids.insert(name.into(), id);
         id
     }
 
     /// The id of a name already seen.
-    pub fn get(&self, name: &str) -> Option<u32> {
+    pub(crate) fn get(&self, name: &str) -> Option<I> {
         self.ids.get(name).copied()
     }
 
     /// The name of an id.
-    pub fn name(&self, id: u32) -> &str {
-        &self.names[id as usize]
-    }
-
-    /// How many names there are.
-    pub fn len(&self) -> usize {
-        self.names.len()
-    }
-
-    /// Whether no name was interned.
-    pub fn is_empty(&self) -> bool {
-        self.names.is_empty()
+    pub(crate) fn name(&self, id: I) -> &str {
+        &self.names[id.raw() as usize]
     }
 }

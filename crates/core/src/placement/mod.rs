@@ -5,10 +5,12 @@
 
 pub mod candidates;
 mod extra_spec_keys;
-pub mod interner;
+pub mod ids;
+pub(crate) mod interner;
 pub mod inventory;
 pub mod microversion;
 pub(crate) mod packed_tree;
+pub(crate) mod provider;
 pub mod provider_tree;
 pub mod query;
 pub mod rebuild;

@@ -8,8 +8,9 @@
 //! in root-name order (the order the search visits trees in) each time it is compacted.
 //! The index keeps the packs current as providers, provider configs and usages change.
 
+use super::ids::{AggregateId, ClassId, ProviderId, SortedIds, TraitId};
 use super::inventory::Inventory;
-use super::provider_tree::{AggregateId, ClassId, Provider, ProviderId, TraitId};
+use super::provider::Provider;
 
 /// Whether an amount of one class fits on one provider at its present usage: the
 /// inventory's unit rules and its free capacity folded into a range and a step.
@@ -86,10 +87,10 @@ impl PackedFit {
         if self.short {
             // Nothing fits: a largest amount of 0 under a minUnit of 1.
             let max = if self.min == i64::MAX { 0 } else { self.max };
-            out.push(self.class);
+            out.push(self.class.0);
             out.extend(halves(max));
         } else {
-            out.push(self.class | LONG);
+            out.push(self.class.0 | LONG);
             for v in [self.min, self.max, self.step] {
                 out.extend(halves(v));
             }
@@ -101,7 +102,7 @@ impl PackedFit {
         let int = |k: usize| (words[k] as u64 | (words[k + 1] as u64) << 32) as i64;
         if words[0] & LONG == 0 {
             let fit = PackedFit {
-                class: words[0],
+                class: ClassId(words[0]),
                 min: 1,
                 max: int(1),
                 step: 1,
@@ -110,7 +111,7 @@ impl PackedFit {
             (fit, SHORT_FIT)
         } else {
             let fit = PackedFit {
-                class: words[0] & !LONG,
+                class: ClassId(words[0] & !LONG),
                 min: int(1),
                 max: int(3),
                 step: int(5),
@@ -141,13 +142,13 @@ pub(crate) fn pack<'p>(
         for (c, inv) in &p.inventories {
             PackedFit::new(*c, inv, p.used(*c)).write(&mut words);
         }
-        words[1 + 4 * i] = *id;
+        words[1 + 4 * i] = id.0;
         words[4 + 4 * i] = words.len() as u32;
     }
     for (i, (_, p)) in providers.iter().enumerate() {
-        words.extend(p.traits.iter().copied());
+        words.extend(p.trait_words.iter().copied());
         words[2 + 4 * i] = words.len() as u32;
-        words.extend(p.aggregates.iter().copied());
+        words.extend(p.aggregate_words.iter().copied());
         words[3 + 4 * i] = words.len() as u32;
     }
     words
@@ -171,11 +172,11 @@ impl<'a> PackedTree<'a> {
     /// The providers' slots in walk order.
     pub(crate) fn ids(&self) -> impl Iterator<Item = ProviderId> + 'a {
         let words = self.0;
-        (0..self.len()).map(move |i| words[1 + 4 * i])
+        (0..self.len()).map(move |i| ProviderId(words[1 + 4 * i]))
     }
 
     pub(crate) fn id(&self, i: usize) -> ProviderId {
-        self.0[1 + 4 * i]
+        ProviderId(self.0[1 + 4 * i])
     }
 
     /// Where the `i`th provider's traits begin and its fits begin.
@@ -190,14 +191,14 @@ impl<'a> PackedTree<'a> {
     }
 
     /// The `i`th provider's effective traits, sorted.
-    pub(crate) fn traits(&self, i: usize) -> &'a [TraitId] {
+    pub(crate) fn traits(&self, i: usize) -> SortedIds<'a, TraitId> {
         let (start, _) = self.starts(i);
-        &self.0[start..self.0[2 + 4 * i] as usize]
+        SortedIds::new(&self.0[start..self.0[2 + 4 * i] as usize])
     }
 
     /// The `i`th provider's aggregates, sorted.
-    pub(crate) fn aggregates(&self, i: usize) -> &'a [AggregateId] {
-        &self.0[self.0[2 + 4 * i] as usize..self.0[3 + 4 * i] as usize]
+    pub(crate) fn aggregates(&self, i: usize) -> SortedIds<'a, AggregateId> {
+        SortedIds::new(&self.0[self.0[2 + 4 * i] as usize..self.0[3 + 4 * i] as usize])
     }
 
     /// The `i`th provider's fits, each with where it begins relative to the pack.
@@ -255,7 +256,7 @@ const NO_PACK: u32 = u32::MAX;
 impl PackedTrees {
     /// A root's pack.
     pub(crate) fn get(&self, root: ProviderId) -> Option<PackedTree<'_>> {
-        match self.start.get(root as usize) {
+        match self.start.get(root.index()) {
             Some(&start) if start != NO_PACK => Some(PackedTree(&self.words[start as usize..])),
             _ => None,
         }
@@ -269,7 +270,7 @@ impl PackedTrees {
         pack: Option<Vec<u32>>,
         order: impl FnOnce() -> Vec<ProviderId>,
     ) {
-        let i = slot as usize;
+        let i = slot.index();
         if self.start.len() <= i {
             if pack.is_none() {
                 return;
@@ -310,7 +311,7 @@ impl PackedTrees {
         let mut in_order = true;
         for root in order {
             if let Some(t) = self.get(*root) {
-                in_order &= self.start[*root as usize] as usize == at;
+                in_order &= self.start[root.index()] as usize == at;
                 at += t.words().len();
             }
         }
@@ -323,7 +324,7 @@ impl PackedTrees {
             if let Some(t) = self.get(root) {
                 let at = words.len() as u32;
                 words.extend_from_slice(t.words());
-                self.start[root as usize] = at;
+                self.start[root.index()] = at;
             }
         }
         self.words = words;
@@ -348,7 +349,7 @@ impl PackedTrees {
         };
         let mut words = Vec::with_capacity(LONG_FIT);
         PackedFit::new(class, inv, provider.used(class)).write(&mut words);
-        let at = self.start[root as usize] as usize + at;
+        let at = self.start[root.index()] as usize + at;
         self.words[at..at + words.len()].copy_from_slice(&words);
     }
 }
@@ -415,7 +416,7 @@ mod tests {
             used in amount(),
             amounts in proptest::collection::vec(amount(), 1..16),
         ) {
-            let fit = PackedFit::new(0, &inv, used);
+            let fit = PackedFit::new(ClassId(0), &inv, used);
             let mut words = Vec::new();
             fit.write(&mut words);
             let (read, len) = PackedFit::read(&words);
@@ -435,11 +436,11 @@ mod tests {
             allocation_ratio: 0.57,
             ..Inventory::with_total(100)
         };
-        let fit = PackedFit::new(0, &inv, 0);
+        let fit = PackedFit::new(ClassId(0), &inv, 0);
         assert!(fit.fits(56));
         assert!(!fit.fits(57));
         // Usage above capacity (after an inventory shrank) leaves no room at all.
-        assert!(!PackedFit::new(0, &Inventory::with_total(4), 9).fits(1));
+        assert!(!PackedFit::new(ClassId(0), &Inventory::with_total(4), 9).fits(1));
     }
 
     #[test]
@@ -450,7 +451,7 @@ mod tests {
             step_size: 2,
             ..Inventory::with_total(100)
         };
-        let fit = PackedFit::new(0, &inv, 95);
+        let fit = PackedFit::new(ClassId(0), &inv, 95);
         assert_eq!(
             (1..=10).filter(|a| fit.fits(*a)).collect::<Vec<_>>(),
             vec![2, 4]

@@ -10,18 +10,11 @@ use std::sync::OnceLock;
 use smallvec::SmallVec;
 
 use super::Inventory;
+use super::ids::{AggregateId, ClassId, ProviderId, TraitId};
 use super::interner::Interner;
 use super::packed_tree::{PackedTree, PackedTrees, pack};
+use super::provider::{Children, Provider};
 use super::trait_name::MISC_SHARES_VIA_AGGREGATE;
-
-/// A provider's slot in the index.
-pub type ProviderId = u32;
-/// An interned resource class.
-pub type ClassId = u32;
-/// An interned trait.
-pub type TraitId = u32;
-/// An interned aggregate uuid.
-pub type AggregateId = u32;
 
 /// A provider as it is handed to and read back from the index.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -52,63 +45,6 @@ pub enum TreeError {
     DuplicateUuid { uuid: String, other: String },
 }
 
-/// A provider's children.
-pub(crate) type Children = SmallVec<[ProviderId; 4]>;
-
-/// One provider in the arena.
-#[derive(Debug, Clone)]
-pub(crate) struct Provider {
-    pub(crate) name: Box<str>,
-    pub(crate) uuid: Box<str>,
-    pub(crate) parent_name: Option<Box<str>>,
-    /// The parent's slot, once the parent exists.
-    pub(crate) parent: Option<ProviderId>,
-    /// The root's slot, when the provider is in a well-formed tree.
-    pub(crate) root: Option<ProviderId>,
-    /// Children by slot, sorted by name; inline for a few, so walking a tree reads no
-    /// other allocation.
-    pub(crate) children: Children,
-    /// The provider's own inventories, sorted by class.
-    pub(crate) own_inventories: Vec<(ClassId, Inventory)>,
-    /// Inventories of every source (own, then provider configs for other classes), sorted by class.
-    pub(crate) inventories: Vec<(ClassId, Inventory)>,
-    /// Amount used per class, sorted by class.
-    pub(crate) usages: Vec<(ClassId, i64)>,
-    /// The provider's own traits, sorted.
-    pub(crate) own_traits: Vec<TraitId>,
-    /// Own traits and those provider configs add, sorted; inline for a few, like
-    /// `aggregates`, since the search reads them for every provider it looks at.
-    pub(crate) traits: SmallVec<[TraitId; 4]>,
-    /// Aggregates, sorted.
-    pub(crate) aggregates: SmallVec<[AggregateId; 4]>,
-}
-
-impl Provider {
-    pub(crate) fn inventory(&self, class: ClassId) -> Option<&Inventory> {
-        self.inventories
-            .binary_search_by_key(&class, |(c, _)| *c)
-            .ok()
-            .map(|i| &self.inventories[i].1)
-    }
-
-    pub(crate) fn used(&self, class: ClassId) -> i64 {
-        self.usages
-            .binary_search_by_key(&class, |(c, _)| *c)
-            .map(|i| self.usages[i].1)
-            .unwrap_or(0)
-    }
-
-    /// Whether `amount` more of `class` fits here.
-    pub(crate) fn fits(&self, class: ClassId, amount: i64) -> bool {
-        self.inventory(class)
-            .is_some_and(|inv| inv.admits(self.used(class), amount).is_ok())
-    }
-
-    pub(crate) fn has_trait(&self, t: TraitId) -> bool {
-        self.traits.binary_search(&t).is_ok()
-    }
-}
-
 /// The roots in name order, and each slot's position in it.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RootOrder {
@@ -131,9 +67,9 @@ pub struct ProviderIndex {
     /// `roots` as a list and a rank per slot, built on first use after the roots change:
     /// walking a list beats walking the map's nodes, and ranks compare without names.
     root_order: OnceLock<RootOrder>,
-    pub(crate) classes: Interner,
-    pub(crate) traits: Interner,
-    pub(crate) aggregate_names: Interner,
+    pub(crate) classes: Interner<ClassId>,
+    pub(crate) traits: Interner<TraitId>,
+    pub(crate) aggregate_names: Interner<AggregateId>,
     /// Providers per aggregate.
     pub(crate) aggregate_members: Vec<Vec<ProviderId>>,
     /// Providers per trait (effective traits).
@@ -190,7 +126,7 @@ impl ProviderIndex {
             let roots: Vec<ProviderId> = self.roots.values().copied().collect();
             let mut rank = vec![u32::MAX; self.slots.len()];
             for (i, &r) in roots.iter().enumerate() {
-                rank[r as usize] = i as u32;
+                rank[r.index()] = i as u32;
             }
             RootOrder { roots, rank }
         })
@@ -215,7 +151,7 @@ impl ProviderIndex {
 
     /// Packs a slot's tree again if it holds a root, and drops its pack otherwise.
     fn repack(&mut self, slot: ProviderId) {
-        let words = match self.slots.get(slot as usize) {
+        let words = match self.slots.get(slot.index()) {
             Some(Some(p)) if p.parent_name.is_none() => Some(self.pack_tree(slot)),
             _ => None,
         };
@@ -236,15 +172,11 @@ impl ProviderIndex {
     }
 
     pub(crate) fn get(&self, id: ProviderId) -> &Provider {
-        self.slots[id as usize]
-            .as_ref()
-            .expect("live provider slot")
+        self.slots[id.index()].as_ref().expect("live provider slot")
     }
 
     fn get_mut(&mut self, id: ProviderId) -> &mut Provider {
-        self.slots[id as usize]
-            .as_mut()
-            .expect("live provider slot")
+        self.slots[id.index()].as_mut().expect("live provider slot")
     }
 
     /// The slot of a provider by name.
@@ -269,7 +201,10 @@ impl ProviderIndex {
         let (id, old) = match existing {
             Some(id) => (id, Some(self.detach(id))),
             None => {
-                let id = self.free.pop().unwrap_or(self.slots.len() as ProviderId);
+                let id = self
+                    .free
+                    .pop()
+                    .unwrap_or(ProviderId(self.slots.len() as u32));
                 (id, None)
             }
         };
@@ -291,11 +226,11 @@ impl ProviderIndex {
             v.sort_unstable();
             v
         };
-        let aggregates: Vec<AggregateId> = {
-            let mut v: Vec<_> = record
+        let aggregate_words: SmallVec<[u32; 4]> = {
+            let mut v: SmallVec<[u32; 4]> = record
                 .aggregates
                 .iter()
-                .map(|a| self.aggregate_names.intern(a))
+                .map(|a| self.aggregate_names.intern(a).0)
                 .collect();
             v.sort_unstable();
             v
@@ -306,7 +241,12 @@ impl ProviderIndex {
                 // again below from the new record.
                 o.children.into_iter().filter(|c| *c != id).collect(),
                 o.usages,
-                Some((o.inventories, o.own_inventories, o.traits, o.own_traits)),
+                Some((
+                    o.inventories,
+                    o.own_inventories,
+                    o.trait_words,
+                    o.own_traits,
+                )),
             ),
             None => {
                 let usages = self
@@ -330,6 +270,7 @@ impl ProviderIndex {
                     .collect(),
                 all_traits
                     .into_iter()
+                    .map(TraitId)
                     .filter(|t| old_own_traits.binary_search(t).is_err())
                     .collect(),
             ),
@@ -345,14 +286,14 @@ impl ProviderIndex {
             inventories: Vec::new(),
             own_inventories,
             usages,
-            traits: SmallVec::new(),
+            trait_words: SmallVec::new(),
             own_traits,
-            aggregates: aggregates.into(),
+            aggregate_words,
         };
-        if id as usize == self.slots.len() {
+        if id.index() == self.slots.len() {
             self.slots.push(Some(provider));
         } else {
-            self.slots[id as usize] = Some(provider);
+            self.slots[id.index()] = Some(provider);
         }
         for child in self.get(id).children.clone() {
             self.get_mut(child).parent = Some(id);
@@ -383,8 +324,8 @@ impl ProviderIndex {
         }
         self.set_effective(id, config_inventories, config_traits);
         self.relink_roots(id);
-        for agg in self.get(id).aggregates.clone() {
-            let members = self.member_list(agg);
+        for agg in self.get(id).aggregate_words.clone() {
+            let members = self.member_list(AggregateId(agg));
             members.push(id);
         }
         let new_root = self.get(id).root;
@@ -392,7 +333,7 @@ impl ProviderIndex {
     }
 
     fn member_list(&mut self, agg: AggregateId) -> &mut Vec<ProviderId> {
-        let i = agg as usize;
+        let i = agg.index();
         if self.aggregate_members.len() <= i {
             self.aggregate_members.resize_with(i + 1, Vec::new);
         }
@@ -407,7 +348,7 @@ impl ProviderIndex {
         config_inventories: Vec<(ClassId, Inventory)>,
         config_traits: Vec<TraitId>,
     ) {
-        let old_traits = std::mem::take(&mut self.get_mut(id).traits);
+        let old_traits = std::mem::take(&mut self.get_mut(id).trait_words);
         for t in &old_traits {
             if let Some(m) = self.trait_members.get_mut(*t as usize) {
                 unordered_remove(m, id);
@@ -415,7 +356,7 @@ impl ProviderIndex {
         }
         let old_inventories = std::mem::take(&mut self.get_mut(id).inventories);
         for (c, _) in &old_inventories {
-            if let Some(m) = self.class_members.get_mut(*c as usize) {
+            if let Some(m) = self.class_members.get_mut(c.index()) {
                 unordered_remove(m, id);
             }
         }
@@ -437,16 +378,16 @@ impl ProviderIndex {
         traits.extend(config_traits);
         traits.sort_unstable();
         traits.dedup();
-        p.traits = traits.clone();
+        p.trait_words = traits.iter().map(|t| t.0).collect();
         for t in traits {
-            let i = t as usize;
+            let i = t.index();
             if self.trait_members.len() <= i {
                 self.trait_members.resize_with(i + 1, Vec::new);
             }
             self.trait_members[i].push(id);
         }
         for c in classes {
-            let i = c as usize;
+            let i = c.index();
             if self.class_members.len() <= i {
                 self.class_members.resize_with(i + 1, Vec::new);
             }
@@ -499,7 +440,7 @@ impl ProviderIndex {
 
     /// Unlinks a provider from every lookup; returns its old contents.
     fn detach(&mut self, id: ProviderId) -> Provider {
-        let p = self.slots[id as usize].take().expect("live provider slot");
+        let p = self.slots[id.index()].take().expect("live provider slot");
         self.by_name.remove(&p.name);
         if let Some(v) = self.by_uuid.get_mut(&p.uuid) {
             v.retain(|x| *x != id);
@@ -513,7 +454,7 @@ impl ProviderIndex {
                 self.root_order = OnceLock::new();
             }
             (Some(_), Some(pid)) => {
-                if let Some(parent) = self.slots[pid as usize].as_mut() {
+                if let Some(parent) = self.slots[pid.index()].as_mut() {
                     parent.children.retain(|x| *x != id);
                 }
             }
@@ -526,18 +467,18 @@ impl ProviderIndex {
                 }
             }
         }
-        for t in &p.traits {
-            if let Some(m) = self.trait_members.get_mut(*t as usize) {
+        for t in p.traits().iter() {
+            if let Some(m) = self.trait_members.get_mut(t.index()) {
                 unordered_remove(m, id);
             }
         }
         for (c, _) in &p.inventories {
-            if let Some(m) = self.class_members.get_mut(*c as usize) {
+            if let Some(m) = self.class_members.get_mut(c.index()) {
                 unordered_remove(m, id);
             }
         }
-        for a in &p.aggregates {
-            if let Some(m) = self.aggregate_members.get_mut(*a as usize) {
+        for a in p.aggregates().iter() {
+            if let Some(m) = self.aggregate_members.get_mut(a.index()) {
                 unordered_remove(m, id);
             }
         }
@@ -555,7 +496,7 @@ impl ProviderIndex {
         // A provider that named itself its parent is gone with itself.
         p.children.retain(|c| *c != id);
         for child in &p.children {
-            if let Some(c) = self.slots[*child as usize].as_mut() {
+            if let Some(c) = self.slots[child.index()].as_mut() {
                 c.parent = None;
             }
             self.relink_roots(*child);
@@ -596,9 +537,7 @@ impl ProviderIndex {
             Some(id) => {
                 add_usage(&mut self.get_mut(id).usages, c, delta);
                 if let Some(root) = self.get(id).root {
-                    let provider = self.slots[id as usize]
-                        .as_ref()
-                        .expect("live provider slot");
+                    let provider = self.slots[id.index()].as_ref().expect("live provider slot");
                     self.packed.set_usage(root, id, c, provider);
                 }
             }
@@ -630,9 +569,9 @@ impl ProviderIndex {
                 .map(|t| self.traits.name(*t).to_string())
                 .collect(),
             aggregates: p
-                .aggregates
+                .aggregates()
                 .iter()
-                .map(|a| self.aggregate_names.name(*a).to_string())
+                .map(|a| self.aggregate_names.name(a).to_string())
                 .collect(),
         }
     }
@@ -681,9 +620,9 @@ impl ProviderIndex {
                 .iter()
                 .map(|(c, i)| (self.classes.name(*c).to_string(), i.clone()))
                 .collect(),
-            p.traits
+            p.traits()
                 .iter()
-                .map(|t| self.traits.name(*t).to_string())
+                .map(|t| self.traits.name(t).to_string())
                 .collect(),
         ))
     }
@@ -963,23 +902,23 @@ mod tests {
         let mut classes: Vec<Vec<ProviderId>> = Vec::new();
         let mut traits: Vec<Vec<ProviderId>> = Vec::new();
         let mut aggregates: Vec<Vec<ProviderId>> = Vec::new();
-        let push = |lists: &mut Vec<Vec<ProviderId>>, key: u32, id: ProviderId| {
-            if lists.len() <= key as usize {
-                lists.resize_with(key as usize + 1, Vec::new);
+        let push = |lists: &mut Vec<Vec<ProviderId>>, key: usize, id: ProviderId| {
+            if lists.len() <= key {
+                lists.resize_with(key + 1, Vec::new);
             }
-            lists[key as usize].push(id);
+            lists[key].push(id);
         };
         for (id, p) in idx.slots.iter().enumerate() {
             let Some(p) = p else { continue };
-            let id = id as ProviderId;
+            let id = ProviderId(id as u32);
             for (c, _) in &p.inventories {
-                push(&mut classes, *c, id);
+                push(&mut classes, c.index(), id);
             }
-            for t in &p.traits {
-                push(&mut traits, *t, id);
+            for t in p.traits().iter() {
+                push(&mut traits, t.index(), id);
             }
-            for a in &p.aggregates {
-                push(&mut aggregates, *a, id);
+            for a in p.aggregates().iter() {
+                push(&mut aggregates, a.index(), id);
             }
         }
         assert_eq!(
@@ -1000,7 +939,7 @@ mod tests {
     /// slot has one.
     fn assert_packs_fresh(idx: &ProviderIndex) {
         for (slot, p) in idx.slots.iter().enumerate() {
-            let slot = slot as ProviderId;
+            let slot = ProviderId(slot as u32);
             match p {
                 Some(p) if p.parent_name.is_none() => {
                     assert_eq!(

@@ -1,12 +1,13 @@
 //! `GET /resource_providers` filtering: each filter is judged on the provider itself.
 
-use super::provider_tree::{ProviderId, ProviderIndex};
+use super::ids::{AggregateId, ClassId, ProviderId, TraitId};
+use super::provider_tree::ProviderIndex;
 use super::query::ProvidersQuery;
 
 /// The providers matching every filter, in tree order (roots by name, depth-first).
 pub fn matching_providers(index: &ProviderIndex, q: &ProvidersQuery) -> Vec<ProviderId> {
     let f = &q.filters;
-    let classes: Option<Vec<(u32, i64)>> = f
+    let classes: Option<Vec<(ClassId, i64)>> = f
         .resources
         .iter()
         .map(|(c, a)| index.classes.get(c).map(|id| (id, *a)))
@@ -14,23 +15,23 @@ pub fn matching_providers(index: &ProviderIndex, q: &ProvidersQuery) -> Vec<Prov
     let Some(classes) = classes else {
         return Vec::new();
     };
-    let required: Option<Vec<Vec<u32>>> = f
+    let required: Option<Vec<Vec<TraitId>>> = f
         .required
         .iter()
         .map(|any| {
-            let ids: Vec<u32> = any.iter().filter_map(|t| index.traits.get(t)).collect();
+            let ids: Vec<TraitId> = any.iter().filter_map(|t| index.traits.get(t)).collect();
             (!ids.is_empty()).then_some(ids)
         })
         .collect();
     let Some(required) = required else {
         return Vec::new();
     };
-    let forbidden: Vec<u32> = f
+    let forbidden: Vec<TraitId> = f
         .forbidden
         .iter()
         .filter_map(|t| index.traits.get(t))
         .collect();
-    let member_of: Vec<Vec<u32>> = f
+    let member_of: Vec<Vec<AggregateId>> = f
         .member_of
         .iter()
         .map(|any| {
@@ -39,7 +40,7 @@ pub fn matching_providers(index: &ProviderIndex, q: &ProvidersQuery) -> Vec<Prov
                 .collect()
         })
         .collect();
-    let bad_aggs: Vec<u32> = f
+    let bad_aggs: Vec<AggregateId> = f
         .forbidden_aggregates
         .iter()
         .filter_map(|a| index.aggregate_names.get(a))
@@ -79,10 +80,8 @@ pub fn matching_providers(index: &ProviderIndex, q: &ProvidersQuery) -> Vec<Prov
                 && !forbidden.iter().any(|t| prov.has_trait(*t))
                 && member_of
                     .iter()
-                    .all(|any| any.iter().any(|a| prov.aggregates.binary_search(a).is_ok()))
-                && !bad_aggs
-                    .iter()
-                    .any(|a| prov.aggregates.binary_search(a).is_ok())
+                    .all(|any| any.iter().any(|a| prov.aggregates().contains(*a)))
+                && !bad_aggs.iter().any(|a| prov.aggregates().contains(*a))
         })
         .collect()
 }

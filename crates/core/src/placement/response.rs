@@ -4,8 +4,9 @@
 use serde_json::{Map, Value, json};
 
 use super::candidates::CandidateSet;
+use super::ids::ProviderId;
 use super::microversion::Microversion;
-use super::provider_tree::{ProviderId, ProviderIndex};
+use super::provider_tree::ProviderIndex;
 
 /// Placement's error body for a status and detail.
 pub fn error_body(status: u16, detail: &str) -> Value {
@@ -86,7 +87,7 @@ pub fn candidates_body(index: &ProviderIndex, set: &CandidateSet, mv: Microversi
             summary.insert("resources".into(), Value::Object(resources));
             if mv.at_least(17) {
                 let mut traits: Vec<&str> =
-                    prov.traits.iter().map(|t| index.traits.name(*t)).collect();
+                    prov.traits().iter().map(|t| index.traits.name(t)).collect();
                 traits.sort_unstable();
                 summary.insert(
                     "traits".into(),
