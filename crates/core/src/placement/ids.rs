@@ -6,7 +6,7 @@
 
 use std::marker::PhantomData;
 
-/// What the generic tables ([`super::interner::Interner`], [`SortedIds`]) need of an id.
+/// What the generic tables (the interner, [`SortedIds`]) need of an id.
 pub(crate) trait Id: Copy + Ord {
     fn from_raw(raw: u32) -> Self;
     fn raw(self) -> u32;
