@@ -14,7 +14,7 @@ pub enum Format {
 }
 
 /// A one-line summary of each in-tree namespace, in documentation order.
-pub const NAMESPACES: [(&str, &str); 13] = [
+pub(crate) const NAMESPACES: [(&str, &str); 13] = [
     (
         "hw",
         "Guest hardware: CPU pinning and topology, NUMA, memory, devices.",

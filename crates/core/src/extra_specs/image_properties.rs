@@ -361,7 +361,7 @@ fn index() -> &'static Index {
 }
 
 /// The property definition for a property name, if Nova reads it.
-pub fn find_image_property(name: &str) -> Option<&'static ImageProperty> {
+pub(crate) fn find_image_property(name: &str) -> Option<&'static ImageProperty> {
     if let Some(p) = index().by_name.get(name) {
         return Some(p);
     }
@@ -381,7 +381,7 @@ pub fn find_image_property(name: &str) -> Option<&'static ImageProperty> {
 /// Nova's CPU set parser, on ordinary input: comma-separated rules, each `N`, `A-B` or
 /// `^N`/`^A-B`, with spaces around numbers; empty rules are skipped; a range must not run
 /// backwards.
-pub fn parse_cpu_set(spec: &str) -> Result<(), String> {
+pub(crate) fn parse_cpu_set(spec: &str) -> Result<(), String> {
     for rule in spec.split(',') {
         let rule = py_trim(rule);
         if rule.is_empty() {
@@ -511,7 +511,7 @@ impl ImageValue {
     }
 
     /// One line on what is accepted, for documentation.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             ImageValue::String => "any string".into(),
             ImageValue::Int => "a whole number".into(),

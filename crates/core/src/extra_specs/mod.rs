@@ -20,7 +20,8 @@ use serde::Serialize;
 pub use definition::{Definition, DefinitionSpec, Origin, Param, Support, ValueSpec};
 pub use mode::{ModeError, ValidationMode};
 pub use registry::Registry;
-pub use schema::{MAX_KEY_LEN, MAX_VALUE_LEN, SchemaProblem, check_key_syntax, check_value_length};
+pub use schema::check_key_syntax;
+pub(crate) use schema::check_value_length;
 pub use value::ValueType;
 
 /// One problem with one extra spec: what is wrong, what would be accepted, and the
@@ -74,7 +75,8 @@ pub struct Validators<'a> {
 
 impl Validators<'static> {
     /// The in-tree definitions alone.
-    pub fn in_tree_only() -> Validators<'static> {
+    #[cfg(test)]
+    pub(crate) fn in_tree_only() -> Validators<'static> {
         static EMPTY: std::sync::OnceLock<Registry> = std::sync::OnceLock::new();
         Validators {
             in_tree: Registry::in_tree(),
@@ -98,7 +100,7 @@ impl<'a> Validators<'a> {
     }
 
     /// A known key close to `key`.
-    pub fn suggest(&self, key: &str) -> Option<String> {
+    pub(crate) fn suggest(&self, key: &str) -> Option<String> {
         let distance = |s: &String| crate::placement::edit_distance(key, s);
         match (self.in_tree.suggest(key), self.custom.suggest(key)) {
             (Some(a), Some(b)) if distance(&b) < distance(&a) => Some(b),

@@ -1,9 +1,9 @@
 //! Nova's API schema for extra specs, before any per-key validation.
 
 /// Longest key Nova accepts.
-pub const MAX_KEY_LEN: usize = 255;
+pub(crate) const MAX_KEY_LEN: usize = 255;
 /// Longest value Nova accepts.
-pub const MAX_VALUE_LEN: usize = 255;
+pub(crate) const MAX_VALUE_LEN: usize = 255;
 
 /// Why a key or value fails Nova's API schema.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -39,7 +39,7 @@ pub fn check_key_syntax(key: &str) -> Result<(), SchemaProblem> {
 }
 
 /// Values are strings of at most 255 characters.
-pub fn check_value_length(value: &str) -> Result<(), SchemaProblem> {
+pub(crate) fn check_value_length(value: &str) -> Result<(), SchemaProblem> {
     let len = value.chars().count();
     if len > MAX_VALUE_LEN {
         return Err(SchemaProblem::ValueTooLong(len));

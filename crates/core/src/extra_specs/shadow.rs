@@ -28,7 +28,7 @@ const SAMPLES: [&str; 16] = [
 ];
 
 /// Keys the definition matches, built from sample placeholder texts (at most 64).
-pub fn sample_keys(def: &Definition) -> Vec<String> {
+pub(crate) fn sample_keys(def: &Definition) -> Vec<String> {
     let Ok(pieces) = template_pieces(&def.key) else {
         return Vec::new();
     };

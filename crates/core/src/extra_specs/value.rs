@@ -11,8 +11,8 @@ use std::fmt;
 use regex::Regex;
 
 use crate::placement::closest;
-pub use crate::text::{
-    FALSE_SPELLINGS, ParsedInt, TRUE_SPELLINGS, is_py_space, parse_bool, parse_int, py_trim,
+pub(crate) use crate::text::{
+    FALSE_SPELLINGS, TRUE_SPELLINGS, is_py_space, parse_bool, parse_int, py_trim,
 };
 
 /// What values an extra spec takes.
@@ -52,7 +52,7 @@ impl Pattern {
     }
 
     /// Whether the whole of `value` matches.
-    pub fn is_match(&self, value: &str) -> bool {
+    pub(crate) fn is_match(&self, value: &str) -> bool {
         self.regex.is_match(value)
     }
 }
@@ -78,7 +78,7 @@ impl fmt::Display for ValueProblem {
 
 /// The nearest enum member to a rejected value: a case or whitespace slip first, then a
 /// small edit distance.
-pub fn nearest_member<'a>(
+pub(crate) fn nearest_member<'a>(
     value: &str,
     members: impl IntoIterator<Item = &'a str>,
 ) -> Option<String> {
@@ -177,7 +177,7 @@ impl ValueType {
     }
 
     /// One line on what is accepted, for documentation.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             ValueType::String => "any string".to_string(),
             ValueType::Pattern(p) => format!("a string matching `{}`", p.source()),
@@ -209,39 +209,6 @@ fn describe_int(min: Option<i64>, max: Option<i64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn integers_as_python_reads_ordinary_input() {
-        assert_eq!(parse_int("5"), Some(ParsedInt(5)));
-        assert_eq!(parse_int(" 07\n"), Some(ParsedInt(7)));
-        assert_eq!(parse_int("+3"), Some(ParsedInt(3)));
-        assert_eq!(parse_int("-0"), Some(ParsedInt(0)));
-        assert_eq!(parse_int("-12"), Some(ParsedInt(-12)));
-        assert_eq!(parse_int("\u{1c}4\u{a0}"), Some(ParsedInt(4)));
-        assert_eq!(parse_int(&"9".repeat(60)), Some(ParsedInt(i128::MAX)));
-        assert_eq!(
-            parse_int(&format!("-{}", "9".repeat(60))),
-            Some(ParsedInt(i128::MIN))
-        );
-        for bad in [
-            "", " ", "1.0", "1_000", "0x10", "٣", "1 2", "--1", "+", "one",
-        ] {
-            assert_eq!(parse_int(bad), None, "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn booleans_in_every_spelling() {
-        for t in ["1", "t", "TRUE", " True ", "on", "Y", "yes\t"] {
-            assert_eq!(parse_bool(t), Some(true), "{t:?}");
-        }
-        for f in ["0", "F", "false", "OFF", "n", "No"] {
-            assert_eq!(parse_bool(f), Some(false), "{f:?}");
-        }
-        for bad in ["", "2", "yess", "enabled", "tru e"] {
-            assert_eq!(parse_bool(bad), None, "{bad:?}");
-        }
-    }
 
     #[test]
     fn enums_are_exact_and_suggest() {

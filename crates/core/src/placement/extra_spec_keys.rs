@@ -5,7 +5,7 @@ use crate::placement::{check_resource_class, check_trait};
 
 /// A placement-related extra spec, parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PlacementKey {
+pub(crate) enum PlacementKey {
     /// `resources{group}:{class}=N`; an empty group is the unnumbered one.
     Resources {
         group: String,
@@ -24,7 +24,7 @@ pub enum PlacementKey {
 
 /// Parses a key in the placement namespaces; `None` when the key is in another namespace,
 /// `Some(Err(why))` when it is one of them but malformed.
-pub fn parse_placement_key(key: &str, value: &str) -> Option<Result<PlacementKey, String>> {
+pub(crate) fn parse_placement_key(key: &str, value: &str) -> Option<Result<PlacementKey, String>> {
     if key == "group_policy" {
         return Some(match value {
             "none" | "isolate" => Ok(PlacementKey::GroupPolicy(value.to_string())),

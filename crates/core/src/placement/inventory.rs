@@ -1,9 +1,9 @@
 //! One resource class's inventory on one provider, with Placement's rules.
 
 /// Placement's largest integer (a signed 32-bit column).
-pub const MAX_INT: i64 = i32::MAX as i64;
+pub(crate) const MAX_INT: i64 = i32::MAX as i64;
 /// Placement's largest allocation ratio (a single-precision float column).
-pub const MAX_ALLOCATION_RATIO: f64 = 3.40282e38;
+pub(crate) const MAX_ALLOCATION_RATIO: f64 = 3.40282e38;
 
 /// An inventory as Placement stores it.
 #[derive(Debug, Clone, PartialEq)]
@@ -150,7 +150,7 @@ impl Inventory {
     /// Whether `amount` more stays within capacity on top of `used`, the unit rules aside.
     // Written as "not above": a capacity that is not a number refuses nothing.
     #[allow(clippy::neg_cmp_op_on_partial_ord)]
-    pub fn fits_capacity(&self, used: i64, amount: i64) -> bool {
+    pub(crate) fn fits_capacity(&self, used: i64, amount: i64) -> bool {
         !(used.saturating_add(amount) as f64 > self.capacity_f64())
     }
 }

@@ -11,10 +11,10 @@ impl Microversion {
     /// The newest microversion kubeplace speaks (Placement 16.x).
     pub const LATEST: Microversion = Microversion(39);
     /// The oldest microversion kubeplace answers allocation candidate queries at.
-    pub const OLDEST: Microversion = Microversion(16);
+    pub(crate) const OLDEST: Microversion = Microversion(16);
 
     /// Whether this version is at least `1.minor`.
-    pub fn at_least(self, minor: u16) -> bool {
+    pub(crate) fn at_least(self, minor: u16) -> bool {
         self.0 >= minor
     }
 }

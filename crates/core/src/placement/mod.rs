@@ -15,7 +15,7 @@ pub mod provider_tree;
 pub mod query;
 pub mod rebuild;
 pub mod request;
-pub mod resource_class;
+pub(crate) mod resource_class;
 pub mod resource_providers;
 pub mod response;
 pub mod trait_name;
@@ -26,7 +26,7 @@ pub use resource_class::check_resource_class;
 pub use trait_name::check_trait;
 
 /// Longest resource class or trait name Placement stores.
-pub const MAX_NAME_LEN: usize = 255;
+pub(crate) const MAX_NAME_LEN: usize = 255;
 
 /// Why a resource class or trait name is not accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -109,7 +109,7 @@ pub fn closest<'a>(
 }
 
 /// Levenshtein distance over bytes.
-pub fn edit_distance(a: &str, b: &str) -> usize {
+pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
     let (a, b) = (a.as_bytes(), b.as_bytes());
     let mut prev: Vec<usize> = (0..=b.len()).collect();
     let mut cur = vec![0; b.len() + 1];

@@ -594,7 +594,7 @@ impl ProviderIndex {
     }
 
     /// Names of root providers having `trait_name` among their own traits, sorted.
-    pub fn roots_with_own_trait(&self, trait_name: &str) -> Vec<String> {
+    pub(crate) fn roots_with_own_trait(&self, trait_name: &str) -> Vec<String> {
         let Some(t) = self.traits.get(trait_name) else {
             return Vec::new();
         };

@@ -137,7 +137,7 @@ impl Report {
 }
 
 /// Which files of a directory Nova reads, and notes about the others.
-pub fn list_directory(dir: &Path) -> std::io::Result<(Vec<PathBuf>, Vec<String>)> {
+pub(crate) fn list_directory(dir: &Path) -> std::io::Result<(Vec<PathBuf>, Vec<String>)> {
     let mut names: Vec<(String, PathBuf)> = std::fs::read_dir(dir)?
         .map(|e| e.map(|e| (e.file_name().to_string_lossy().into_owned(), e.path())))
         .collect::<Result<_, _>>()?;

@@ -11,7 +11,7 @@ use serde_json::{Number, Value};
 use crate::yaml::{Located, Node};
 
 /// The key a date is kept under, so that every type check refuses it and messages can say so.
-pub const TIMESTAMP_KEY: &str = "$yaml_timestamp";
+pub(crate) const TIMESTAMP_KEY: &str = "$yaml_timestamp";
 
 struct Patterns {
     boolean: Regex,
@@ -115,7 +115,7 @@ fn float_value(raw: &str) -> Option<Value> {
 }
 
 /// What a plain scalar means to YAML 1.1.
-pub fn resolve_plain(raw: &str) -> Value {
+pub(crate) fn resolve_plain(raw: &str) -> Value {
     let p = patterns();
     if p.boolean.is_match(raw) {
         Value::Bool(

@@ -14,9 +14,9 @@ use minijinja::{Environment, Error, UndefinedBehavior};
 use serde::Serialize;
 
 /// Instructions a template may execute per render.
-pub const FUEL: u64 = 50_000;
+pub(crate) const FUEL: u64 = 50_000;
 /// Largest rendered document, in bytes.
-pub const MAX_OUTPUT: usize = 64 * 1024;
+pub(crate) const MAX_OUTPUT: usize = 64 * 1024;
 
 /// Why a template does not compile or render.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

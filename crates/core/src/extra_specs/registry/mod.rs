@@ -31,7 +31,7 @@ pub(crate) use hw::CPU_SET;
 /// Virt drivers, for the documented-only dependencies.
 pub(crate) const LIBVIRT: &[&str] = &["libvirt"];
 /// Granular request group suffixes after `resources` and `trait`.
-pub const GROUP_PATTERN: &str = "([a-zA-Z0-9_-]{1,64})?";
+pub(crate) const GROUP_PATTERN: &str = "([a-zA-Z0-9_-]{1,64})?";
 pub(crate) const GROUP_DOC: &str = "empty for the unnumbered request group, else a group suffix of 1 to 64 characters from a-z, A-Z, 0-9, _ and -";
 
 pub(crate) fn string() -> ValueSpec {
@@ -117,7 +117,7 @@ pub struct Rejected {
 }
 
 /// Whether `s` is a granular group suffix (or empty, the unnumbered group).
-pub fn is_group_suffix(s: &str) -> bool {
+pub(crate) fn is_group_suffix(s: &str) -> bool {
     s.len() <= 64
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
@@ -253,7 +253,7 @@ impl Registry {
 
     /// Whether the registry defines anything in the namespace of `key` (Nova rejects an
     /// unknown key only in a namespace it knows).
-    pub fn knows_namespace_of(&self, key: &str) -> bool {
+    pub(crate) fn knows_namespace_of(&self, key: &str) -> bool {
         let Some((ns, _)) = key.split_once(':') else {
             return false;
         };
@@ -263,7 +263,7 @@ impl Registry {
     }
 
     /// A known key close to `key`, for "did you mean".
-    pub fn suggest(&self, key: &str) -> Option<String> {
+    pub(crate) fn suggest(&self, key: &str) -> Option<String> {
         let (ns, rest) = key.split_once(':').unwrap_or(("", key));
         if let Some(family) = self.family_of(ns)
             && !family.members.is_empty()
