@@ -157,7 +157,7 @@ impl TestServer {
             .map(|k| k.plural())
             .unwrap_or("flavors");
         let body = review(op, object, old);
-        let response = self.post(&plural, serde_json::to_vec(&body).unwrap()).await;
+        let response = self.post(plural, serde_json::to_vec(&body).unwrap()).await;
         assert_eq!(response["uid"], body["request"]["uid"], "the uid is echoed");
         response
     }
