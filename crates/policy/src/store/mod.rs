@@ -293,7 +293,8 @@ mod tests {
     use super::*;
 
     fn cloud() -> Vec<Object> {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/cloud");
+        // The workspace root holds examples/.
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/cloud");
         kubeplace_api::manifest::read_paths(&[dir], &mut std::io::empty())
             .unwrap()
             .into_iter()
