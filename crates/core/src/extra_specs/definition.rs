@@ -122,6 +122,17 @@ pub fn template_pieces(template: &str) -> Result<Vec<Piece<'_>>, String> {
     Ok(pieces)
 }
 
+/// The `{name}` placeholders of a template, in order, or why its braces do not pair up.
+pub fn placeholders(template: &str) -> Result<Vec<String>, String> {
+    Ok(template_pieces(template)?
+        .into_iter()
+        .filter_map(|piece| match piece {
+            Piece::Param(name) => Some(name.to_string()),
+            Piece::Literal(_) => None,
+        })
+        .collect())
+}
+
 impl ValueSpec {
     /// Compiles the value type.
     pub fn compile(&self) -> Result<ValueType, String> {
@@ -393,5 +404,17 @@ mod tests {
         assert!(template_pieces("a{b").is_err());
         assert!(template_pieces("a}b").is_err());
         assert!(template_pieces("a{}").is_err());
+    }
+
+    #[test]
+    fn finds_placeholders() {
+        assert_eq!(
+            placeholders("acme:numa_cache.{node}"),
+            Ok(vec!["node".to_string()])
+        );
+        assert_eq!(placeholders("acme:x"), Ok(vec![]));
+        assert!(placeholders("acme:{node").is_err());
+        assert!(placeholders("acme:node}").is_err());
+        assert!(placeholders("acme:{}").is_err());
     }
 }

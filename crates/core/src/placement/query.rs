@@ -328,7 +328,6 @@ pub fn parse_candidates_query(
     mv: Microversion,
 ) -> Result<CandidatesQuery, QueryError> {
     let pairs = decode_pairs(query)?;
-    let mut groups: BTreeMap<String, GroupQuery> = BTreeMap::new();
     let mut parsed = CandidatesQuery {
         microversion: mv,
         groups: BTreeMap::new(),
@@ -338,165 +337,243 @@ pub fn parse_candidates_query(
         root_forbidden: BTreeSet::new(),
         same_subtrees: Vec::new(),
     };
-    let wide: [(&str, u16); 4] = [
-        ("limit", 16),
-        ("group_policy", 25),
-        ("root_required", 35),
-        ("same_subtree", 36),
-    ];
     for (key, values) in grouped(&pairs) {
-        let last = *values.last().unwrap_or(&"");
-        if let Some((prefix, suffix)) = group_key(key, mv) {
-            let since = match prefix {
-                "resources" => 16,
-                "required" => 17,
-                "member_of" => 21,
-                _ => 31,
-            };
-            check_allowed(prefix, mv, &[(prefix, since)])?;
-            if !suffix.is_empty() && !mv.at_least(25) {
-                return Err(bad(format!(
-                    "parameter {key} (a numbered group) needs microversion 1.25 or later"
-                )));
+        match group_key(key, mv) {
+            Some((prefix, suffix)) => {
+                apply_group_key(&mut parsed.groups, prefix, suffix, key, &values, mv)?
             }
-            let group = groups
-                .entry(suffix.to_string())
-                .or_insert_with(|| GroupQuery {
-                    suffix: suffix.to_string(),
-                    use_same_provider: !suffix.is_empty(),
-                    ..Default::default()
-                });
-            apply_group_param(group, prefix, key, &values, mv)?;
-            continue;
-        }
-        check_allowed(key, mv, &wide)?;
-        match key {
-            "limit" => {
-                let ok = last.starts_with(|c: char| ('1'..='9').contains(&c))
-                    && last.bytes().all(|b| b.is_ascii_digit());
-                parsed.limit = Some(last.parse().ok().filter(|_| ok).ok_or_else(|| {
-                    bad(format!("limit={last:?} is not a whole number of 1 or more"))
-                })?);
-            }
-            "group_policy" => {
-                parsed.group_policy = Some(match last {
-                    "none" => GroupPolicy::None,
-                    "isolate" => GroupPolicy::Isolate,
-                    _ => return Err(bad(format!("group_policy={last:?}; use none or isolate"))),
-                })
-            }
-            "root_required" => {
-                if values.len() > 1 {
-                    return Err(bad("root_required may be given only once"));
-                }
-                if last.starts_with("in:") {
-                    return Err(bad(
-                        "root_required does not take the in: form; list the traits, ! to forbid one",
-                    ));
-                }
-                let (required, forbidden) = parse_required(last, mv)?;
-                let required: BTreeSet<String> = required.into_iter().flatten().collect();
-                if let Some(both) = required.intersection(&forbidden).next() {
-                    return Err(bad(format!(
-                        "root_required has {both} both required and forbidden"
-                    )));
-                }
-                parsed.root_required = required;
-                parsed.root_forbidden = forbidden;
-            }
-            _ => {
-                for v in &values {
-                    let set: BTreeSet<String> =
-                        v.split(',').map(|s| s.trim().to_string()).collect();
-                    if set.contains("") {
-                        return Err(bad(format!(
-                            "same_subtree={v} names the unnumbered group (an empty suffix); list only suffixes"
-                        )));
-                    }
-                    parsed.same_subtrees.push(set);
-                }
-            }
+            None => apply_wide_key(&mut parsed, key, &values, mv)?,
         }
     }
+    check_unnumbered_resources(&parsed.groups, mv)?;
+    if mv.at_least(36) {
+        check_resourceless_in_subtrees(&parsed.groups, &parsed.same_subtrees)?;
+    } else {
+        check_every_group_has_resources(&parsed.groups)?;
+    }
+    check_trait_conflicts(&parsed.groups)?;
+    check_group_policy(&parsed)?;
+    Ok(parsed)
+}
+
+/// Parameters that span the whole query, with the microversion each arrived in.
+const WIDE_PARAMS: [(&str, u16); 4] = [
+    ("limit", 16),
+    ("group_policy", 25),
+    ("root_required", 35),
+    ("same_subtree", 36),
+];
+
+/// A group parameter (`resources`, `required`, `member_of`, `in_tree`, maybe suffixed) into its group.
+fn apply_group_key(
+    groups: &mut BTreeMap<String, GroupQuery>,
+    prefix: &str,
+    suffix: &str,
+    key: &str,
+    values: &[&str],
+    mv: Microversion,
+) -> Result<(), QueryError> {
+    let since = match prefix {
+        "resources" => 16,
+        "required" => 17,
+        "member_of" => 21,
+        _ => 31,
+    };
+    check_allowed(prefix, mv, &[(prefix, since)])?;
+    if !suffix.is_empty() && !mv.at_least(25) {
+        return Err(bad(format!(
+            "parameter {key} (a numbered group) needs microversion 1.25 or later"
+        )));
+    }
+    let group = groups
+        .entry(suffix.to_string())
+        .or_insert_with(|| GroupQuery {
+            suffix: suffix.to_string(),
+            use_same_provider: !suffix.is_empty(),
+            ..Default::default()
+        });
+    apply_group_param(group, prefix, key, values, mv)
+}
+
+/// A query-wide parameter (`limit`, `group_policy`, `root_required`, `same_subtree`).
+fn apply_wide_key(
+    parsed: &mut CandidatesQuery,
+    key: &str,
+    values: &[&str],
+    mv: Microversion,
+) -> Result<(), QueryError> {
+    check_allowed(key, mv, &WIDE_PARAMS)?;
+    let last = *values.last().unwrap_or(&"");
+    match key {
+        "limit" => parsed.limit = Some(parse_limit(last)?),
+        "group_policy" => parsed.group_policy = Some(parse_group_policy(last)?),
+        "root_required" => {
+            (parsed.root_required, parsed.root_forbidden) = parse_root_required(values, mv)?
+        }
+        _ => parsed.same_subtrees.extend(parse_same_subtrees(values)?),
+    }
+    Ok(())
+}
+
+/// `limit`: a whole number of 1 or more, without sign or leading zero.
+fn parse_limit(last: &str) -> Result<usize, QueryError> {
+    let ok = last.starts_with(|c: char| ('1'..='9').contains(&c))
+        && last.bytes().all(|b| b.is_ascii_digit());
+    last.parse()
+        .ok()
+        .filter(|_| ok)
+        .ok_or_else(|| bad(format!("limit={last:?} is not a whole number of 1 or more")))
+}
+
+/// `group_policy`: `none` or `isolate`.
+fn parse_group_policy(last: &str) -> Result<GroupPolicy, QueryError> {
+    match last {
+        "none" => Ok(GroupPolicy::None),
+        "isolate" => Ok(GroupPolicy::Isolate),
+        _ => Err(bad(format!("group_policy={last:?}; use none or isolate"))),
+    }
+}
+
+/// `root_required`: given once, traits to require and (`!`) to forbid, never both for one trait.
+fn parse_root_required(
+    values: &[&str],
+    mv: Microversion,
+) -> Result<(BTreeSet<String>, BTreeSet<String>), QueryError> {
+    let last = *values.last().unwrap_or(&"");
+    if values.len() > 1 {
+        return Err(bad("root_required may be given only once"));
+    }
+    if last.starts_with("in:") {
+        return Err(bad(
+            "root_required does not take the in: form; list the traits, ! to forbid one",
+        ));
+    }
+    let (required, forbidden) = parse_required(last, mv)?;
+    let required: BTreeSet<String> = required.into_iter().flatten().collect();
+    if let Some(both) = required.intersection(&forbidden).next() {
+        return Err(bad(format!(
+            "root_required has {both} both required and forbidden"
+        )));
+    }
+    Ok((required, forbidden))
+}
+
+/// `same_subtree`: each value a set of group suffixes, none of them the unnumbered group.
+fn parse_same_subtrees(values: &[&str]) -> Result<Vec<BTreeSet<String>>, QueryError> {
+    let mut out = Vec::new();
+    for v in values {
+        let set: BTreeSet<String> = v.split(',').map(|s| s.trim().to_string()).collect();
+        if set.contains("") {
+            return Err(bad(format!(
+                "same_subtree={v} names the unnumbered group (an empty suffix); list only suffixes"
+            )));
+        }
+        out.push(set);
+    }
+    Ok(out)
+}
+
+/// Before 1.25 the unnumbered `resources` is required.
+fn check_unnumbered_resources(
+    groups: &BTreeMap<String, GroupQuery>,
+    mv: Microversion,
+) -> Result<(), QueryError> {
     if !mv.at_least(25) && !groups.contains_key("") {
         return Err(bad("the resources parameter is required"));
     }
+    Ok(())
+}
+
+/// From 1.36 a group may lack resources if same_subtree names it, and same_subtree names only groups.
+fn check_resourceless_in_subtrees(
+    groups: &BTreeMap<String, GroupQuery>,
+    same_subtrees: &[BTreeSet<String>],
+) -> Result<(), QueryError> {
     let resourceless: Vec<&String> = groups
         .iter()
         .filter(|(_, g)| g.resources.is_empty())
         .map(|(s, _)| s)
         .collect();
-    if mv.at_least(36) {
-        if resourceless.len() == groups.len() {
-            return Err(bad(
-                "give at least one resources or resources{suffix} parameter",
-            ));
-        }
-        let in_subtrees: BTreeSet<&String> = parsed.same_subtrees.iter().flatten().collect();
-        let loose: Vec<&String> = resourceless
-            .iter()
-            .copied()
-            .filter(|s| !in_subtrees.contains(s))
-            .collect();
-        if !loose.is_empty() {
-            return Err(bad(format!(
-                "groups without resources must be named in same_subtree: {}",
-                loose
-                    .iter()
-                    .map(|s| format!("{s:?}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )));
-        }
-        let unknown: Vec<&&String> = in_subtrees
-            .iter()
-            .filter(|s| !groups.contains_key(s.as_str()))
-            .collect();
-        if !unknown.is_empty() {
-            return Err(bad(format!(
-                "same_subtree names suffixes no group has: {}",
-                unknown
-                    .iter()
-                    .map(|s| format!("{s:?}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )));
-        }
-    } else {
-        let orphans: Vec<String> = groups
-            .values()
-            .filter(|g| g.resources.is_empty() && !g.required.is_empty())
-            .map(|g| format!("required{}", g.suffix))
-            .collect();
-        if !orphans.is_empty() {
-            return Err(bad(format!(
-                "traits must come with resources in the same group: {} has none",
-                orphans.join(", ")
-            )));
-        }
-        let orphans: Vec<String> = groups
-            .values()
-            .filter(|g| {
-                g.resources.is_empty()
-                    && (!g.member_of.is_empty() || !g.forbidden_aggregates.is_empty())
-            })
-            .map(|g| format!("member_of{}", g.suffix))
-            .collect();
-        if !orphans.is_empty() {
-            return Err(bad(format!(
-                "member_of must come with resources in the same group: {} has none",
-                orphans.join(", ")
-            )));
-        }
-        if groups.values().any(|g| g.resources.is_empty()) {
-            return Err(bad("every request group needs resources"));
-        }
-        if groups.is_empty() {
-            return Err(bad(
-                "give at least one resources or resources{suffix} parameter",
-            ));
-        }
+    if resourceless.len() == groups.len() {
+        return Err(bad(
+            "give at least one resources or resources{suffix} parameter",
+        ));
     }
+    let in_subtrees: BTreeSet<&String> = same_subtrees.iter().flatten().collect();
+    let loose: Vec<&String> = resourceless
+        .iter()
+        .copied()
+        .filter(|s| !in_subtrees.contains(s))
+        .collect();
+    if !loose.is_empty() {
+        return Err(bad(format!(
+            "groups without resources must be named in same_subtree: {}",
+            loose
+                .iter()
+                .map(|s| format!("{s:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    let unknown: Vec<&&String> = in_subtrees
+        .iter()
+        .filter(|s| !groups.contains_key(s.as_str()))
+        .collect();
+    if !unknown.is_empty() {
+        return Err(bad(format!(
+            "same_subtree names suffixes no group has: {}",
+            unknown
+                .iter()
+                .map(|s| format!("{s:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// Before 1.36 every group needs resources; traits and aggregates without them are named first.
+fn check_every_group_has_resources(
+    groups: &BTreeMap<String, GroupQuery>,
+) -> Result<(), QueryError> {
+    let orphans: Vec<String> = groups
+        .values()
+        .filter(|g| g.resources.is_empty() && !g.required.is_empty())
+        .map(|g| format!("required{}", g.suffix))
+        .collect();
+    if !orphans.is_empty() {
+        return Err(bad(format!(
+            "traits must come with resources in the same group: {} has none",
+            orphans.join(", ")
+        )));
+    }
+    let orphans: Vec<String> = groups
+        .values()
+        .filter(|g| {
+            g.resources.is_empty()
+                && (!g.member_of.is_empty() || !g.forbidden_aggregates.is_empty())
+        })
+        .map(|g| format!("member_of{}", g.suffix))
+        .collect();
+    if !orphans.is_empty() {
+        return Err(bad(format!(
+            "member_of must come with resources in the same group: {} has none",
+            orphans.join(", ")
+        )));
+    }
+    if groups.values().any(|g| g.resources.is_empty()) {
+        return Err(bad("every request group needs resources"));
+    }
+    if groups.is_empty() {
+        return Err(bad(
+            "give at least one resources or resources{suffix} parameter",
+        ));
+    }
+    Ok(())
+}
+
+/// A required trait set whose every trait the same group forbids can never be met.
+fn check_trait_conflicts(groups: &BTreeMap<String, GroupQuery>) -> Result<(), QueryError> {
     let mut conflicts: Vec<String> = Vec::new();
     for g in groups.values() {
         for any in &g.required {
@@ -516,14 +593,22 @@ pub fn parse_candidates_query(
             conflicts.join("; ")
         )));
     }
-    if parsed.group_policy.is_none() && groups.values().filter(|g| g.use_same_provider).count() > 1
-    {
+    Ok(())
+}
+
+/// More than one numbered group needs a group_policy.
+fn check_group_policy(parsed: &CandidatesQuery) -> Result<(), QueryError> {
+    let numbered = parsed
+        .groups
+        .values()
+        .filter(|g| g.use_same_provider)
+        .count();
+    if parsed.group_policy.is_none() && numbered > 1 {
         return Err(bad(
             "group_policy (none or isolate) is required with more than one numbered group",
         ));
     }
-    parsed.groups = groups;
-    Ok(parsed)
+    Ok(())
 }
 
 /// Parses a `GET /resource_providers` query string.

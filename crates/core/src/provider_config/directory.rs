@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::file::{Checked, Problem, ProviderRef, check_text};
+use super::file::{Checked, check_text};
 use super::merge::Identification;
+use super::problem::{Problem, ProviderRef};
 use crate::placement::Inventory;
 
 /// A file's verdict.

@@ -5,159 +5,20 @@
 //! turned into the file's shape first, and only the names in messages differ ([`Style`]).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::merge::{ConfigEntry, Identification};
+use super::problem::{key, problem, provider_of, read_identification};
+// Kept public here too: other crates name them through `provider_config::file`.
+pub use super::problem::{COMPUTE_NODE_ID, Problem, ProviderRef, Seg, Style, camel, snake};
 use super::schema::{self, Version};
 use super::yaml11;
 use crate::placement::Inventory;
 use crate::yaml::{Located, Node};
 
-/// The uuid value that targets every compute node root not otherwise identified.
-pub const COMPUTE_NODE_ID: &str = "$COMPUTE_NODE";
-
 /// The schema version kubeplace reads; a file with a higher 1.x minor loads with a warning.
 pub const READ_VERSION: Version = Version { major: 1, minor: 0 };
-
-/// Whose names a message uses: the file's snake_case or the resource's camelCase under `spec`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Style {
-    File,
-    Resource,
-}
-
-impl Style {
-    /// A field's name as this style writes it.
-    pub fn field(self, name: &str) -> String {
-        match self {
-            Style::File => name.to_string(),
-            Style::Resource => camel(name),
-        }
-    }
-
-    /// A path as this style writes it.
-    pub fn path(self, path: &[Seg]) -> String {
-        let mut out = match self {
-            Style::File => String::new(),
-            Style::Resource => "spec".to_string(),
-        };
-        for seg in path {
-            match seg {
-                Seg::Index(i) => out.push_str(&format!("[{i}]")),
-                Seg::Key(k) => {
-                    if !out.is_empty() {
-                        out.push('.');
-                    }
-                    out.push_str(&self.field(k));
-                }
-            }
-        }
-        if out.is_empty() {
-            out.push_str("(the whole file)");
-        }
-        out
-    }
-}
-
-/// Field names the file writes in snake_case and the resource in camelCase.
-const RENAMED: &[(&str, &str)] = &[
-    ("schema_version", "schemaVersion"),
-    ("min_unit", "minUnit"),
-    ("max_unit", "maxUnit"),
-    ("step_size", "stepSize"),
-    ("allocation_ratio", "allocationRatio"),
-];
-
-/// A file field name as the resource spells it (`min_unit` → `minUnit`).
-pub fn camel(name: &str) -> String {
-    RENAMED
-        .iter()
-        .find(|(s, _)| *s == name)
-        .map_or(name, |(_, c)| c)
-        .to_string()
-}
-
-/// A resource field name as the file spells it (`minUnit` → `min_unit`).
-pub fn snake(name: &str) -> String {
-    RENAMED
-        .iter()
-        .find(|(_, c)| *c == name)
-        .map_or(name, |(s, _)| s)
-        .to_string()
-}
-
-/// One step of a path into the file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Seg {
-    Key(String),
-    Index(usize),
-}
-
-impl Seg {
-    fn as_str(&self) -> String {
-        match self {
-            Seg::Key(k) => k.clone(),
-            Seg::Index(i) => i.to_string(),
-        }
-    }
-}
-
-/// Which provider entry a message is about.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct ProviderRef {
-    /// Position in `providers`.
-    pub index: usize,
-    /// The identification as written (`name cn1`, `uuid $COMPUTE_NODE`), when readable.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub identification: Option<String>,
-}
-
-impl fmt::Display for ProviderRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.identification {
-            Some(id) => write!(f, "provider {} ({id})", self.index),
-            None => write!(f, "provider {} (no valid identification)", self.index),
-        }
-    }
-}
-
-/// An error or a warning about one field.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Problem {
-    /// Where, as the style writes paths (`providers[0].traits.additional[1]`).
-    pub path: String,
-    /// The provider entry the field belongs to.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub provider: Option<ProviderRef>,
-    /// The rule, in a sentence.
-    pub message: String,
-    /// 1-based line in the file, when known.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub line: Option<u64>,
-    #[serde(skip)]
-    pub(crate) segs: Vec<Seg>,
-}
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(p) = &self.provider {
-            write!(f, "{p}: ")?;
-        }
-        write!(f, "{}: {}", self.path, self.message)
-    }
-}
-
-impl Problem {
-    /// The problem with its file and line: `FILE:LINE: provider 0 (name cn1): PATH: RULE`.
-    pub fn located(&self, file: &str) -> String {
-        match self.line {
-            Some(line) => format!("{file}:{line}: {self}"),
-            None => format!("{file}: {self}"),
-        }
-    }
-}
 
 /// One provider entry whose identification could be read.
 #[derive(Debug, Clone, PartialEq)]
@@ -295,58 +156,6 @@ pub fn check_parsed(parsed: &Parsed) -> Checked {
     checked
 }
 
-pub(crate) fn problem(
-    style: Style,
-    segs: &[Seg],
-    provider: Option<ProviderRef>,
-    message: String,
-    line: Option<u64>,
-) -> Problem {
-    Problem {
-        path: style.path(segs),
-        provider,
-        message,
-        line,
-        segs: segs.to_vec(),
-    }
-}
-
-fn key(k: &str) -> Seg {
-    Seg::Key(k.to_string())
-}
-
-/// How a provider entry's identification reads, when it is exactly one string uuid or name.
-fn read_identification(provider: &Value) -> Option<(String, String, Identification)> {
-    let id = provider.get("identification")?.as_object()?;
-    if id.len() != 1 {
-        return None;
-    }
-    let (k, v) = id.iter().next()?;
-    let s = v.as_str()?;
-    let identification = match k.as_str() {
-        _ if s == COMPUTE_NODE_ID => Identification::ComputeNode,
-        "uuid" => Identification::Uuid(s.to_string()),
-        "name" => Identification::Name(s.to_string()),
-        _ => return None,
-    };
-    Some((s.to_string(), format!("{k} {s}"), identification))
-}
-
-/// The provider a path leads into, with its identification when readable.
-pub(crate) fn provider_of(value: &Value, segs: &[Seg]) -> Option<ProviderRef> {
-    match segs {
-        [Seg::Key(p), Seg::Index(i), ..] if p == "providers" => Some(ProviderRef {
-            index: *i,
-            identification: value
-                .get("providers")
-                .and_then(|ps| ps.get(*i))
-                .and_then(read_identification)
-                .map(|(_, written, _)| written),
-        }),
-        _ => None,
-    }
-}
-
 /// A whole number, also when YAML wrote it as `1.0` (as JSON Schema's integer allows).
 fn whole(v: &Value) -> Option<i64> {
     v.as_i64().or_else(|| {
@@ -365,209 +174,179 @@ const ADJECTIVES: &[&str] = &["additional"];
 /// Every rule of the format over a file's value.
 pub fn check_value(value: &Value, style: Style) -> Checked {
     let mut checked = Checked {
-        schema_version: value
-            .get("meta")
-            .and_then(|m| m.get("schema_version"))
-            .and_then(Value::as_str)
-            .map(str::to_string),
+        schema_version: written_version(value),
         ..Checked::default()
     };
-    let version_segs = [key("meta"), key("schema_version")];
     let version = checked
         .schema_version
         .as_deref()
         .and_then(schema::parse_version);
-    if let Some(v) = version {
-        if v.major != READ_VERSION.major {
-            checked.errors.push(problem(
-                style,
-                &version_segs,
-                None,
-                format!(
-                    "schema version \"{v}\" is not supported: kubeplace reads major version 1 (any \"1.x\"); a file of another major version cannot be read"
-                ),
-                None,
-            ));
+    match version_rule(version, style) {
+        Err(unreadable) => {
+            checked.errors.push(unreadable);
             return checked;
         }
-        if v.minor > READ_VERSION.minor {
-            checked.warnings.push(problem(
-                style,
-                &version_segs,
-                None,
-                format!(
-                    "schema version \"{v}\" is newer than {READ_VERSION}, which kubeplace reads; the file loads, and fields that version adds are ignored"
-                ),
-                None,
-            ));
-        }
+        Ok(newer) => checked.warnings.extend(newer),
     }
     checked.errors.extend(schema::problems(value, style));
+    let rules = Rules {
+        value,
+        style,
+        newer: version.is_some_and(|v| v.minor > READ_VERSION.minor),
+    };
+    // Warnings of the entries follow the version's, as they always have.
+    let mut warnings = rules.unknown_top_and_meta_fields();
+    let providers = value.get("providers").and_then(Value::as_array);
+    for (i, provider) in providers.into_iter().flatten().enumerate() {
+        rules.check_provider(i, provider, &mut checked, &mut warnings);
+    }
+    let duplicates = duplicate_identifications(&checked.entries, style);
+    checked.errors.extend(duplicates);
+    checked.warnings.extend(warnings);
+    checked
+}
 
-    let newer = version.is_some_and(|v| v.minor > READ_VERSION.minor);
-    let unknown = |segs: &[Seg], field: &str, level: &str| {
-        let why = if newer {
+/// `meta.schema_version` as written, when it is a string.
+fn written_version(value: &Value) -> Option<String> {
+    value
+        .get("meta")
+        .and_then(|m| m.get("schema_version"))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+/// The version rule: another major is an error that stops the check, a newer minor a warning.
+fn version_rule(version: Option<Version>, style: Style) -> Result<Option<Problem>, Problem> {
+    let Some(v) = version else {
+        return Ok(None);
+    };
+    let version_segs = [key("meta"), key("schema_version")];
+    if v.major != READ_VERSION.major {
+        return Err(problem(
+            style,
+            &version_segs,
+            None,
+            format!(
+                "schema version \"{v}\" is not supported: kubeplace reads major version 1 (any \"1.x\"); a file of another major version cannot be read"
+            ),
+            None,
+        ));
+    }
+    if v.minor > READ_VERSION.minor {
+        return Ok(Some(problem(
+            style,
+            &version_segs,
+            None,
+            format!(
+                "schema version \"{v}\" is newer than {READ_VERSION}, which kubeplace reads; the file loads, and fields that version adds are ignored"
+            ),
+            None,
+        )));
+    }
+    Ok(None)
+}
+
+/// What the per-entry rules read: the file's value, the message style, and whether the
+/// file declares a newer minor than kubeplace reads.
+struct Rules<'a> {
+    value: &'a Value,
+    style: Style,
+    newer: bool,
+}
+
+/// What a provider entry's `inventories.additional` adds, and the problems found in it.
+#[derive(Default)]
+struct Additions {
+    inventories: BTreeMap<String, Inventory>,
+    items: usize,
+    errors: Vec<Problem>,
+    warnings: Vec<Problem>,
+}
+
+impl Rules<'_> {
+    /// The warning for a field no rule knows at this level.
+    fn unknown(&self, segs: &[Seg], field: &str, level: &str) -> Problem {
+        let why = if self.newer {
             "a field of a newer 1.x minor, or a typo"
         } else {
             "not part of schema 1.0; a typo?"
         };
         problem(
-            style,
+            self.style,
             &[segs, &[key(field)]].concat(),
-            provider_of(value, segs),
+            provider_of(self.value, segs),
             format!(
                 "unknown {level} field {}: {why}; it is ignored",
-                style.field(field)
+                self.style.field(field)
             ),
             None,
         )
-    };
-    let mut warnings = Vec::new();
-    if let Some(top) = value.as_object() {
-        for k in top.keys().filter(|k| !TOP_FIELDS.contains(&k.as_str())) {
-            warnings.push(unknown(&[], k, "top-level"));
-        }
-    }
-    if let Some(meta) = value.get("meta").and_then(Value::as_object) {
-        for k in meta.keys().filter(|k| !META_FIELDS.contains(&k.as_str())) {
-            warnings.push(unknown(&[key("meta")], k, "meta"));
-        }
     }
 
-    let providers = value.get("providers").and_then(Value::as_array);
-    for (i, provider) in providers.into_iter().flatten().enumerate() {
-        let at = vec![key("providers"), Seg::Index(i)];
-        let pref = provider_of(value, &at);
-        let mut entry_errors = checked.errors.iter().any(|p| p.segs.starts_with(&at));
-        let Some(obj) = provider.as_object() else {
-            continue;
-        };
+    /// Unknown fields at the top level and under `meta`.
+    fn unknown_top_and_meta_fields(&self) -> Vec<Problem> {
+        let mut warnings = Vec::new();
+        if let Some(top) = self.value.as_object() {
+            for k in top.keys().filter(|k| !TOP_FIELDS.contains(&k.as_str())) {
+                warnings.push(self.unknown(&[], k, "top-level"));
+            }
+        }
+        if let Some(meta) = self.value.get("meta").and_then(Value::as_object) {
+            for k in meta.keys().filter(|k| !META_FIELDS.contains(&k.as_str())) {
+                warnings.push(self.unknown(&[key("meta")], k, "meta"));
+            }
+        }
+        warnings
+    }
+
+    /// Unknown fields of a provider entry and of its `inventories` and `traits` sections.
+    fn unknown_provider_fields(&self, obj: &Map<String, Value>, at: &[Seg]) -> Vec<Problem> {
+        let mut warnings = Vec::new();
         for k in obj
             .keys()
             .filter(|k| !PROVIDER_FIELDS.contains(&k.as_str()))
         {
-            warnings.push(unknown(&at, k, "provider"));
+            warnings.push(self.unknown(at, k, "provider"));
         }
         for section in ["inventories", "traits"] {
             if let Some(s) = obj.get(section).and_then(Value::as_object) {
-                let here = [at.clone(), vec![key(section)]].concat();
+                let here = [at.to_vec(), vec![key(section)]].concat();
                 for k in s.keys().filter(|k| !ADJECTIVES.contains(&k.as_str())) {
-                    warnings.push(unknown(&here, k, section));
+                    warnings.push(self.unknown(&here, k, section));
                 }
             }
         }
-        let Some((raw, written, identification)) = read_identification(provider) else {
-            continue;
+        warnings
+    }
+
+    /// Every rule of one provider entry; an entry with a readable identification is recorded.
+    fn check_provider(
+        &self,
+        i: usize,
+        provider: &Value,
+        checked: &mut Checked,
+        warnings: &mut Vec<Problem>,
+    ) {
+        let at = vec![key("providers"), Seg::Index(i)];
+        let pref = provider_of(self.value, &at);
+        let schema_errors = checked.errors.iter().any(|p| p.segs.starts_with(&at));
+        let Some(obj) = provider.as_object() else {
+            return;
         };
-        if let Identification::ComputeNode = identification
-            && obj
-                .get("identification")
-                .and_then(|id| id.get("name"))
-                .is_some()
-        {
-            warnings.push(problem(
-                style,
-                &[at.clone(), vec![key("identification"), key("name")]].concat(),
-                pref.clone(),
-                format!("name {COMPUTE_NODE_ID} is read as uuid {COMPUTE_NODE_ID}, as Nova reads it: the entry applies to every compute node not otherwise identified; write uuid: {COMPUTE_NODE_ID} to say so"),
-                None,
-            ));
-        }
-        // Inventories: flattened, later items winning; cross-field rules the schema cannot say.
-        let mut inventories: BTreeMap<String, Inventory> = BTreeMap::new();
-        let items = obj
-            .get("inventories")
-            .and_then(|i| i.get("additional"))
-            .and_then(Value::as_array);
-        let item_count = items.map_or(0, Vec::len);
-        for (j, item) in items.into_iter().flatten().enumerate() {
-            let item_at = [
-                at.clone(),
-                vec![key("inventories"), key("additional"), Seg::Index(j)],
-            ]
-            .concat();
-            let Some(map) = item.as_object() else {
-                continue;
-            };
-            if map.is_empty() {
-                warnings.push(problem(
-                    style,
-                    &item_at,
-                    pref.clone(),
-                    "the list item names no resource class and adds nothing".into(),
-                    None,
-                ));
-            }
-            for (class, inv) in map {
-                let class_at = [item_at.clone(), vec![key(class)]].concat();
-                let field = |f: &str| inv.get(f).and_then(whole);
-                let d = Inventory::default();
-                let parsed = Inventory {
-                    total: field("total").unwrap_or(d.total),
-                    reserved: field("reserved").unwrap_or(d.reserved),
-                    min_unit: field("min_unit").unwrap_or(d.min_unit),
-                    max_unit: field("max_unit").unwrap_or(d.max_unit),
-                    step_size: field("step_size").unwrap_or(d.step_size),
-                    allocation_ratio: inv
-                        .get("allocation_ratio")
-                        .and_then(Value::as_f64)
-                        .unwrap_or(d.allocation_ratio),
-                };
-                if field("total").is_some() && parsed.reserved > parsed.total {
-                    entry_errors = true;
-                    checked.errors.push(problem(
-                        style,
-                        &[class_at.clone(), vec![key("reserved")]].concat(),
-                        pref.clone(),
-                        format!(
-                            "{} ({}) is greater than {} ({}); Placement refuses an inventory that reserves more than its total",
-                            style.field("reserved"),
-                            parsed.reserved,
-                            style.field("total"),
-                            parsed.total
-                        ),
-                        None,
-                    ));
-                }
-                if parsed.min_unit > parsed.max_unit {
-                    entry_errors = true;
-                    checked.errors.push(problem(
-                        style,
-                        &[class_at.clone(), vec![key("min_unit")]].concat(),
-                        pref.clone(),
-                        format!(
-                            "{} ({}) is greater than {} ({}); no allocation could fit",
-                            style.field("min_unit"),
-                            parsed.min_unit,
-                            style.field("max_unit"),
-                            parsed.max_unit
-                        ),
-                        None,
-                    ));
-                }
-                if inventories.insert(class.clone(), parsed).is_some() {
-                    warnings.push(problem(
-                        style,
-                        &class_at,
-                        pref.clone(),
-                        format!("resource class {class} is listed more than once for this provider; the last one wins, as in Nova"),
-                        None,
-                    ));
-                }
-            }
-        }
-        let traits: BTreeSet<String> = obj
-            .get("traits")
-            .and_then(|t| t.get("additional"))
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|t| t.as_str().map(str::to_string))
-            .collect();
-        let dropped = traits.is_empty() && item_count == 0;
+        warnings.extend(self.unknown_provider_fields(obj, &at));
+        let Some((raw, written, identification)) = read_identification(provider) else {
+            return;
+        };
+        warnings.extend(self.compute_node_by_name(obj, &identification, &at, &pref));
+        let additions = self.additional_inventories(obj, &at, &pref);
+        let valid = !schema_errors && additions.errors.is_empty();
+        checked.errors.extend(additions.errors);
+        warnings.extend(additions.warnings);
+        let traits = additional_traits(obj);
+        let dropped = traits.is_empty() && additions.items == 0;
         if dropped {
             warnings.push(problem(
-                style,
+                self.style,
                 &at,
                 pref.clone(),
                 "the entry has no additional inventories or traits; it is ignored, and does not count when checking that each provider is identified once (as in Nova)".into(),
@@ -579,16 +358,169 @@ pub fn check_value(value: &Value, style: Style) -> Checked {
             key: raw,
             written,
             identification,
-            inventories,
+            inventories: additions.inventories,
             traits,
             dropped,
-            valid: !entry_errors,
+            valid,
         });
     }
-    // The same uuid or name twice in one file.
+
+    /// `name: $COMPUTE_NODE` is read as the uuid, as Nova reads it; say so.
+    fn compute_node_by_name(
+        &self,
+        obj: &Map<String, Value>,
+        identification: &Identification,
+        at: &[Seg],
+        pref: &Option<ProviderRef>,
+    ) -> Option<Problem> {
+        let by_name = obj
+            .get("identification")
+            .and_then(|id| id.get("name"))
+            .is_some();
+        if !(matches!(identification, Identification::ComputeNode) && by_name) {
+            return None;
+        }
+        Some(problem(
+            self.style,
+            &[at.to_vec(), vec![key("identification"), key("name")]].concat(),
+            pref.clone(),
+            format!(
+                "name {COMPUTE_NODE_ID} is read as uuid {COMPUTE_NODE_ID}, as Nova reads it: the entry applies to every compute node not otherwise identified; write uuid: {COMPUTE_NODE_ID} to say so"
+            ),
+            None,
+        ))
+    }
+
+    /// Inventories flattened, later items winning, with the cross-field rules the schema cannot say.
+    fn additional_inventories(
+        &self,
+        obj: &Map<String, Value>,
+        at: &[Seg],
+        pref: &Option<ProviderRef>,
+    ) -> Additions {
+        let items = obj
+            .get("inventories")
+            .and_then(|i| i.get("additional"))
+            .and_then(Value::as_array);
+        let mut out = Additions {
+            items: items.map_or(0, Vec::len),
+            ..Additions::default()
+        };
+        for (j, item) in items.into_iter().flatten().enumerate() {
+            let item_at = [
+                at.to_vec(),
+                vec![key("inventories"), key("additional"), Seg::Index(j)],
+            ]
+            .concat();
+            let Some(map) = item.as_object() else {
+                continue;
+            };
+            if map.is_empty() {
+                out.warnings.push(problem(
+                    self.style,
+                    &item_at,
+                    pref.clone(),
+                    "the list item names no resource class and adds nothing".into(),
+                    None,
+                ));
+            }
+            for (class, inv) in map {
+                let class_at = [item_at.clone(), vec![key(class)]].concat();
+                let parsed = read_inventory(inv);
+                let total_written = inv.get("total").and_then(whole).is_some();
+                out.errors
+                    .extend(self.inventory_bounds(&parsed, total_written, &class_at, pref));
+                if out.inventories.insert(class.clone(), parsed).is_some() {
+                    out.warnings.push(problem(
+                        self.style,
+                        &class_at,
+                        pref.clone(),
+                        format!("resource class {class} is listed more than once for this provider; the last one wins, as in Nova"),
+                        None,
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    /// Reserved within total and min_unit within max_unit, as Placement requires.
+    fn inventory_bounds(
+        &self,
+        inv: &Inventory,
+        total_written: bool,
+        class_at: &[Seg],
+        pref: &Option<ProviderRef>,
+    ) -> Vec<Problem> {
+        let style = self.style;
+        let mut errors = Vec::new();
+        if total_written && inv.reserved > inv.total {
+            errors.push(problem(
+                style,
+                &[class_at.to_vec(), vec![key("reserved")]].concat(),
+                pref.clone(),
+                format!(
+                    "{} ({}) is greater than {} ({}); Placement refuses an inventory that reserves more than its total",
+                    style.field("reserved"),
+                    inv.reserved,
+                    style.field("total"),
+                    inv.total
+                ),
+                None,
+            ));
+        }
+        if inv.min_unit > inv.max_unit {
+            errors.push(problem(
+                style,
+                &[class_at.to_vec(), vec![key("min_unit")]].concat(),
+                pref.clone(),
+                format!(
+                    "{} ({}) is greater than {} ({}); no allocation could fit",
+                    style.field("min_unit"),
+                    inv.min_unit,
+                    style.field("max_unit"),
+                    inv.max_unit
+                ),
+                None,
+            ));
+        }
+        errors
+    }
+}
+
+/// One inventory's fields, each missing or unreadable one at Placement's default.
+fn read_inventory(inv: &Value) -> Inventory {
+    let field = |f: &str| inv.get(f).and_then(whole);
+    let d = Inventory::default();
+    Inventory {
+        total: field("total").unwrap_or(d.total),
+        reserved: field("reserved").unwrap_or(d.reserved),
+        min_unit: field("min_unit").unwrap_or(d.min_unit),
+        max_unit: field("max_unit").unwrap_or(d.max_unit),
+        step_size: field("step_size").unwrap_or(d.step_size),
+        allocation_ratio: inv
+            .get("allocation_ratio")
+            .and_then(Value::as_f64)
+            .unwrap_or(d.allocation_ratio),
+    }
+}
+
+/// The string traits of `traits.additional`.
+fn additional_traits(obj: &Map<String, Value>) -> BTreeSet<String> {
+    obj.get("traits")
+        .and_then(|t| t.get("additional"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t.as_str().map(str::to_string))
+        .collect()
+}
+
+/// The same uuid or name twice in one file, among entries that are not dropped.
+fn duplicate_identifications(entries: &[FileEntry], style: Style) -> Vec<Problem> {
     let mut seen: BTreeMap<&str, &FileEntry> = BTreeMap::new();
     let mut duplicates = Vec::new();
-    for e in checked.entries.iter().filter(|e| !e.dropped) {
+    for e in entries.iter().filter(|e| !e.dropped) {
         if let Some(first) = seen.get(e.key.as_str()) {
             duplicates.push(problem(
                 style,
@@ -609,9 +541,7 @@ pub fn check_value(value: &Value, style: Style) -> Checked {
             seen.insert(&e.key, e);
         }
     }
-    checked.errors.extend(duplicates);
-    checked.warnings.extend(warnings);
-    checked
+    duplicates
 }
 
 #[cfg(test)]

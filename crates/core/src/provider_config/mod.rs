@@ -7,15 +7,15 @@
 pub mod directory;
 pub mod file;
 pub mod merge;
+pub mod problem;
 pub mod schema;
 pub mod yaml11;
 
-pub use file::{
-    COMPUTE_NODE_ID, Checked, FileEntry, Problem, ProviderRef, Style, check_text, check_value,
-};
+pub use file::{Checked, FileEntry, check_text, check_value};
 pub use merge::{
     ConfigEntry, ConfigOutcome, Effective, Identification, InventoryConflict, MergeResult, merge,
 };
+pub use problem::{COMPUTE_NODE_ID, Problem, ProviderRef, Style};
 
 /// The key under which an identification must be unique across configs: the uuid or name
 /// string as written (Nova's rule: a name and a uuid written the same collide too).

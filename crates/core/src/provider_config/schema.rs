@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use serde_json::Value;
 
-use super::file::{COMPUTE_NODE_ID, Problem, Seg, Style, problem, provider_of};
+use super::problem::{COMPUTE_NODE_ID, Problem, Seg, Style, problem, provider_of};
 
 /// The schema file, as kept in the repository.
 pub const SCHEMA_V1: &str = include_str!("../../../../schemas/provider-config-v1.json");

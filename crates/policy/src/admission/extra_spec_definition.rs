@@ -8,29 +8,8 @@ use crate::translate::definition_shadowing;
 use kubeplace_api::Kind;
 use kubeplace_api::{ExtraSpecDefinition, ExtraSpecValueType, Object};
 use kubeplace_core::extra_specs::check_key_syntax;
+use kubeplace_core::extra_specs::definition::placeholders;
 use kubeplace_core::extra_specs::shadow::Shadowing;
-
-/// The `{name}` placeholders of a key pattern, in order, or why the braces do not pair up.
-pub fn placeholders(key: &str) -> Result<Vec<String>, String> {
-    let mut names = Vec::new();
-    let mut rest = key;
-    while let Some(open) = rest.find(['{', '}']) {
-        if rest.as_bytes()[open] == b'}' {
-            return Err("has a '}' with no '{' before it".into());
-        }
-        let after = &rest[open + 1..];
-        let close = after.find('}').ok_or("has a '{' that is never closed")?;
-        let name = &after[..close];
-        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-            return Err(format!(
-                "has a placeholder {{{name}}}; placeholder names use a-z, A-Z, 0-9 and _"
-            ));
-        }
-        names.push(name.to_string());
-        rest = &after[close + 1..];
-    }
-    Ok(names)
-}
 
 pub(super) fn review(d: &ExtraSpecDefinition, store: &Store, review: &mut Review) {
     let me = d.metadata.name.as_deref().unwrap_or("");
@@ -126,21 +105,4 @@ fn first_line(s: &str) -> String {
         .unwrap_or("")
         .trim()
         .to_string()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::placeholders;
-
-    #[test]
-    fn finds_placeholders() {
-        assert_eq!(
-            placeholders("acme:numa_cache.{node}"),
-            Ok(vec!["node".to_string()])
-        );
-        assert_eq!(placeholders("acme:x"), Ok(vec![]));
-        assert!(placeholders("acme:{node").is_err());
-        assert!(placeholders("acme:node}").is_err());
-        assert!(placeholders("acme:{}").is_err());
-    }
 }
