@@ -83,19 +83,19 @@ pub struct Definition {
 }
 
 /// The namespace of a key or template: the text before the first `:`, or empty.
-pub fn namespace_of(key: &str) -> &str {
+pub(crate) fn namespace_of(key: &str) -> &str {
     key.split_once(':').map_or("", |(ns, _)| ns)
 }
 
 /// The pieces of a key template: literal text and placeholder names, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Piece<'a> {
+pub(crate) enum Piece<'a> {
     Literal(&'a str),
     Param(&'a str),
 }
 
 /// Splits a template into pieces, or says why its braces do not pair up.
-pub fn template_pieces(template: &str) -> Result<Vec<Piece<'_>>, String> {
+pub(crate) fn template_pieces(template: &str) -> Result<Vec<Piece<'_>>, String> {
     let mut pieces = Vec::new();
     let mut rest = template;
     while let Some(open) = rest.find(['{', '}']) {
@@ -193,7 +193,7 @@ impl DefinitionSpec {
     }
 
     /// Describes the value.
-    pub fn value_doc(mut self, text: &str) -> Self {
+    pub(crate) fn value_doc(mut self, text: &str) -> Self {
         self.value_description = Some(text.to_string());
         self
     }
@@ -313,12 +313,13 @@ fn last_line(s: &str) -> String {
 
 impl Definition {
     /// Whether the key has no placeholders.
-    pub fn is_literal(&self) -> bool {
+    pub(crate) fn is_literal(&self) -> bool {
         self.regex.is_none()
     }
 
     /// Literal text before the first placeholder (the whole key when literal).
-    pub fn literal_prefix(&self) -> &str {
+    #[cfg(test)]
+    fn literal_prefix(&self) -> &str {
         &self.literal_prefix
     }
 
@@ -328,11 +329,6 @@ impl Definition {
             None => key == self.key,
             Some(r) => key.starts_with(&self.literal_prefix) && r.is_match(key),
         }
-    }
-
-    /// Whether the definition is deprecated.
-    pub fn is_deprecated(&self) -> bool {
-        matches!(self.support, Support::Deprecated { .. })
     }
 }
 

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::microversion::Microversion;
-use super::{check_resource_class, check_trait, is_uuid};
+use super::{check_resource_class, check_trait};
 
 /// A malformed query: Placement answers these with 400 Bad Request.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -65,7 +65,7 @@ pub struct ProvidersQuery {
 }
 
 /// Splits a query string into decoded `(key, value)` pairs, in order.
-pub fn decode_pairs(query: &str) -> Result<Vec<(String, String)>, QueryError> {
+pub(crate) fn decode_pairs(query: &str) -> Result<Vec<(String, String)>, QueryError> {
     let query = query.strip_prefix('?').unwrap_or(query);
     query
         .split('&')
@@ -125,7 +125,7 @@ fn group_key(key: &str, mv: Microversion) -> Option<(&'static str, &str)> {
 }
 
 /// Parses `resources=VCPU:2,MEMORY_MB:1024`.
-pub fn parse_resources(value: &str) -> Result<BTreeMap<String, i64>, QueryError> {
+pub(crate) fn parse_resources(value: &str) -> Result<BTreeMap<String, i64>, QueryError> {
     if value.trim().is_empty() {
         return Err(bad(
             "resources is empty; write it as resources=VCPU:2,MEMORY_MB:1024",
@@ -645,11 +645,6 @@ pub fn parse_providers_query(query: &str, mv: Microversion) -> Result<ProvidersQ
     // Unlike allocation candidates, a trait both required and forbidden is no error here:
     // Placement simply finds no provider.
     Ok(parsed)
-}
-
-/// Whether a uuid is one Placement would accept in a path or filter.
-pub fn is_provider_uuid(s: &str) -> bool {
-    is_uuid(s)
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use crate::placement::Inventory;
 use crate::yaml::{Located, Node};
 
 /// The schema version kubeplace reads; a file with a higher 1.x minor loads with a warning.
-pub const READ_VERSION: Version = Version { major: 1, minor: 0 };
+pub(crate) const READ_VERSION: Version = Version { major: 1, minor: 0 };
 
 /// One provider entry whose identification could be read.
 #[derive(Debug, Clone, PartialEq)]

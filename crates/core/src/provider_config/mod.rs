@@ -9,7 +9,7 @@ pub mod file;
 pub mod merge;
 pub mod problem;
 pub mod schema;
-pub mod yaml11;
+pub(crate) mod yaml11;
 
 pub use file::{Checked, FileEntry, check_text, check_value};
 pub use merge::{

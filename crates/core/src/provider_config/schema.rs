@@ -10,11 +10,11 @@ use serde_json::Value;
 use super::problem::{COMPUTE_NODE_ID, Problem, Seg, Style, problem, provider_of};
 
 /// The schema file, as kept in the repository.
-pub const SCHEMA_V1: &str = include_str!("../../../../schemas/provider-config-v1.json");
+pub(crate) const SCHEMA_V1: &str = include_str!("../../../../schemas/provider-config-v1.json");
 
 /// `$Major.$minor` of a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Version {
+pub(crate) struct Version {
     pub major: u64,
     pub minor: u64,
 }
@@ -26,7 +26,7 @@ impl fmt::Display for Version {
 }
 
 /// Reads `MAJOR.MINOR` (digits only). Anything else is left to the schema's pattern.
-pub fn parse_version(s: &str) -> Option<Version> {
+pub(crate) fn parse_version(s: &str) -> Option<Version> {
     let (major, minor) = s.split_once('.')?;
     let digits = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
     if !digits(major) || !digits(minor) {
@@ -47,11 +47,6 @@ pub fn validator() -> &'static jsonschema::Validator {
         jsonschema::validator_for(&schema)
             .expect("schemas/provider-config-v1.json is a valid schema")
     })
-}
-
-/// The schema as a value (for `kubeplace provider-config schema` style uses and tests).
-pub fn schema_value() -> Value {
-    serde_json::from_str(SCHEMA_V1).expect("schemas/provider-config-v1.json is JSON")
 }
 
 fn segments(pointer: &str) -> Vec<Seg> {
