@@ -138,10 +138,17 @@ impl Reconciler {
             // use it in this same pass.
             let releases = kubeplace_policy::scheduling::release::releases(&store);
             kubeplace_policy::scheduling::release::forget_allocations(&mut store, &releases);
+            // Claims that reached the store without passing the webhook's decision point are
+            // decided now, oldest first; the ones that do not fit stop counting.
+            let refused = kubeplace_policy::claims::settle(&mut store);
+            for (name, why) in &refused {
+                warn!(allocation = %name, reason = %why, "refused a claim that bypassed admission");
+            }
             // The leader places waiting servers one at a time over its own view; the
             // Allocation webhook still guards capacity against anything else.
             let placements = kubeplace_policy::scheduling::schedule_pending(&mut store);
-            let keys: Vec<ObjectKey> = if pending.full {
+            // A refused claim changes its providers' usages and every status that reads them.
+            let keys: Vec<ObjectKey> = if pending.full || !refused.is_empty() {
                 let mut counts: BTreeMap<kubeplace_api::Kind, i64> =
                     kubeplace_api::Kind::ALL.iter().map(|k| (*k, 0)).collect();
                 for k in store.keys() {

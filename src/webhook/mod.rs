@@ -6,7 +6,7 @@ pub mod certs;
 pub mod config;
 pub mod server;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kube::core::DynamicObject;
@@ -17,6 +17,7 @@ use crate::cache::{SharedStore, to_object};
 use crate::metrics::Metrics;
 use kubeplace_api::{API_VERSION, GROUP, Kind, Object};
 use kubeplace_policy::admission::{Operation, Verdict, admit};
+use kubeplace_policy::claims::Ledger;
 
 /// The largest request body read (the API server's own limit on objects is 3 MiB).
 pub(crate) const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -39,7 +40,13 @@ pub struct Webhook {
     pub recheck_after: Duration,
     /// Where a Warning Event goes for each object kubeplace's admission rejects.
     pub events: Option<kube::runtime::events::Recorder>,
+    /// The decision point for Allocations: one claim at a time, each seeing the claims
+    /// admitted before it that the watches have not delivered yet.
+    claims: Mutex<Ledger>,
 }
+
+/// How long an admitted claim that the watch has not shown holds its capacity.
+const CLAIM_HOLD: Duration = Duration::from_secs(30);
 
 /// An answer and how to count it.
 struct Answer {
@@ -78,6 +85,7 @@ impl Webhook {
             sync_wait: Duration::from_secs(5),
             recheck_after: Duration::from_millis(250),
             events: None,
+            claims: Mutex::new(Ledger::new(CLAIM_HOLD)),
         }
     }
 
@@ -86,9 +94,21 @@ impl Webhook {
         &self.metrics
     }
 
-    fn admit_now(&self, op: Operation, object: &Object, old: Option<&Object>) -> Verdict {
+    fn admit_now(
+        &self,
+        op: Operation,
+        object: &Object,
+        old: Option<&Object>,
+        dry_run: bool,
+    ) -> Verdict {
         let store = self.store.read().unwrap_or_else(|e| e.into_inner());
-        admit(op, object, old, &store)
+        match object {
+            Object::Allocation(_) => {
+                let mut claims = self.claims.lock().unwrap_or_else(|e| e.into_inner());
+                claims.decide(op, object, old, &store, Instant::now(), dry_run)
+            }
+            _ => admit(op, object, old, &store),
+        }
     }
 
     /// Reviews one request body sent to `/validate/<plural>`. Never fails: whatever cannot
@@ -171,7 +191,9 @@ impl Webhook {
                     .into(),
             );
         }
-        let verdict = self.decide(op, &object, old.as_ref()).await;
+        let verdict = self
+            .decide(op, &object, old.as_ref(), request.dry_run)
+            .await;
         let mut answer = if verdict.allowed {
             Answer {
                 kind: label,
@@ -198,13 +220,19 @@ impl Webhook {
 
     /// Admission's verdict; a denial is reviewed once more after [`Webhook::recheck_after`],
     /// when the watches have caught up with objects created just before this one.
-    async fn decide(&self, op: Operation, object: &Object, old: Option<&Object>) -> Verdict {
-        let verdict = self.admit_now(op, object, old);
+    async fn decide(
+        &self,
+        op: Operation,
+        object: &Object,
+        old: Option<&Object>,
+        dry_run: bool,
+    ) -> Verdict {
+        let verdict = self.admit_now(op, object, old, dry_run);
         if verdict.allowed || self.recheck_after.is_zero() {
             return verdict;
         }
         tokio::time::sleep(self.recheck_after).await;
-        self.admit_now(op, object, old)
+        self.admit_now(op, object, old, dry_run)
     }
 }
 

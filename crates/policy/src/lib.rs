@@ -8,6 +8,7 @@
 #![deny(rust_2018_idioms)]
 
 pub mod admission;
+pub mod claims;
 pub mod scheduling;
 pub mod status;
 pub mod store;

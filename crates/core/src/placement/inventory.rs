@@ -150,7 +150,7 @@ impl Inventory {
     /// Whether `amount` more stays within capacity on top of `used`, the unit rules aside.
     // Written as "not above": a capacity that is not a number refuses nothing.
     #[allow(clippy::neg_cmp_op_on_partial_ord)]
-    pub(crate) fn fits_capacity(&self, used: i64, amount: i64) -> bool {
+    pub fn fits_capacity(&self, used: i64, amount: i64) -> bool {
         !(used.saturating_add(amount) as f64 > self.capacity_f64())
     }
 }

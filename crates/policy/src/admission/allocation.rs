@@ -1,13 +1,36 @@
 //! Allocation admission: Placement's rules for writing a consumer's allocations.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::Review;
 use crate::store::Store;
 use kubeplace_api::Allocation;
 use kubeplace_core::placement::{check_resource_class, is_uuid};
 
-pub(super) fn review(a: &Allocation, store: &Store, review: &mut Review) {
+/// Usage per provider and resource class that the store does not count yet: claims admitted
+/// a moment ago that the watches have not delivered.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PendingUsage(BTreeMap<(String, String), i64>);
+
+impl PendingUsage {
+    /// Adds `amount` of `class` on `provider`.
+    pub fn add(&mut self, provider: &str, class: &str, amount: i64) {
+        *self
+            .0
+            .entry((provider.to_string(), class.to_string()))
+            .or_default() += amount;
+    }
+
+    /// The pending amount of `class` on `provider`.
+    pub fn of(&self, provider: &str, class: &str) -> i64 {
+        self.0
+            .get(&(provider.to_string(), class.to_string()))
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+pub(super) fn review(a: &Allocation, store: &Store, pending: &PendingUsage, review: &mut Review) {
     let name = a.metadata.name.as_deref().unwrap_or("");
     let index = store.index();
     if !is_uuid(&a.spec.consumer) {
@@ -67,7 +90,7 @@ pub(super) fn review(a: &Allocation, store: &Store, review: &mut Review) {
                         .sum()
                 })
                 .unwrap_or(0);
-            let used = index.used(&pa.provider, class) - mine;
+            let used = index.used(&pa.provider, class) - mine + pending.of(&pa.provider, class);
             if let Err(e) = inv.admits(used, *amount) {
                 review.problem(format!("{at}: {class} on {:?}: {e}", pa.provider));
             }

@@ -14,6 +14,7 @@ mod resource_provider;
 mod server;
 mod service_profile;
 
+pub use allocation::PendingUsage;
 pub use provider_config::{COMPUTE_NODE_ID, identification_key};
 
 use serde::Serialize;
@@ -105,6 +106,18 @@ pub fn admit(
     old: Option<&Object>,
     store: &Store,
 ) -> Verdict {
+    admit_with_pending(operation, object, old, store, &PendingUsage::default())
+}
+
+/// [`admit`], with capacity that claims decided a moment ago hold although the store does
+/// not show them yet (see `crate::claims`).
+pub fn admit_with_pending(
+    operation: Operation,
+    object: &Object,
+    old: Option<&Object>,
+    store: &Store,
+    pending: &PendingUsage,
+) -> Verdict {
     // A change that leaves the spec alone (labels, annotations, finalizers) is not judged
     // again: objects admitted once stay editable, and a finalizer can always be removed.
     if operation == Operation::Update && old.is_some_and(|old| old.same_spec(object)) {
@@ -123,7 +136,7 @@ pub fn admit(
         (_, Object::ResourceProvider(rp)) => {
             resource_provider::review(rp, old_of(old), store, &mut review)
         }
-        (_, Object::Allocation(a)) => allocation::review(a, store, &mut review),
+        (_, Object::Allocation(a)) => allocation::review(a, store, pending, &mut review),
         (_, Object::ProviderConfig(pc)) => provider_config::review(pc, store, &mut review),
         (_, Object::ExtraSpecDefinition(d)) => extra_spec_definition::review(d, store, &mut review),
         (_, Object::Flavor(f)) => flavor::review(f, store, &mut review),

@@ -66,6 +66,8 @@ pub fn desired_status(object: &Object, world: &World<'_>) -> Status {
 /// returns the number of rounds that changed something.
 pub fn reconcile_all(store: &mut Store, max_rounds: usize) -> usize {
     for round in 0..max_rounds {
+        // Claims are decided before any status reads what they take.
+        let refused = crate::claims::settle(store);
         let updates: Vec<(ObjectKey, Status)> = {
             let world = World::new(store);
             store
@@ -77,7 +79,7 @@ pub fn reconcile_all(store: &mut Store, max_rounds: usize) -> usize {
         for (key, status) in updates {
             changed |= store.set_status(&key, status);
         }
-        if !changed {
+        if !changed && refused.is_empty() {
             return round;
         }
     }

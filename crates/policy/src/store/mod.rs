@@ -2,7 +2,7 @@
 //! operator's watches fill. It keeps the provider index in step with every change, so
 //! admission and reconcile read one consistent view.
 
-use crate::translate::{consumer_allocations, provider_record};
+use crate::translate::{consumer_allocations, is_refused, provider_record};
 use kubeplace_api::Kind;
 use kubeplace_api::ServerRef;
 
@@ -72,6 +72,9 @@ pub struct Store {
     index: ProviderIndex,
     /// Provider config entries merged over the index; its additions are in the index.
     config_merge: MergeResult,
+    /// Allocations refused by `crate::claims::settle` whose verdict is not in their status
+    /// yet, with the generation refused and why. They do not count against their providers.
+    refused: BTreeMap<String, (Option<i64>, String)>,
 }
 
 impl Store {
@@ -231,6 +234,7 @@ impl Store {
             }
             Object::Allocation(_) => {
                 self.index.remove_allocations(&key.name);
+                self.refused.remove(&key.name);
             }
             _ => {}
         }
@@ -263,23 +267,69 @@ impl Store {
 
     /// Sets an object's status; returns whether it changed.
     pub fn set_status(&mut self, key: &ObjectKey, status: Status) -> bool {
-        match self.objects.get_mut(key) {
-            Some(object) if object.status().as_ref() != Some(&status) => {
-                object.set_status(status);
-                true
-            }
-            _ => false,
+        let Some(object) = self.objects.get_mut(key) else {
+            return false;
+        };
+        if object.status().as_ref() == Some(&status) {
+            return false;
         }
+        object.set_status(status);
+        // An Allocation's status carries its claim's verdict, which decides whether it counts.
+        if let Object::Allocation(_) = object {
+            let object = object.clone();
+            self.index_object(&object);
+        }
+        true
     }
 
     fn index_object(&mut self, object: &Object) {
         match object {
             Object::ResourceProvider(rp) => self.index.upsert_provider(provider_record(rp)),
-            Object::Allocation(a) => self
-                .index
-                .upsert_allocations(object.name(), consumer_allocations(a)),
+            Object::Allocation(a) => {
+                let name = object.name();
+                // A refusal holds for the generation it was made for.
+                if self
+                    .refused
+                    .get(name)
+                    .is_some_and(|(generation, _)| *generation != a.metadata.generation)
+                {
+                    self.refused.remove(name);
+                }
+                if is_refused(a) || self.refused.contains_key(name) {
+                    self.index.remove_allocations(name);
+                } else {
+                    self.index.upsert_allocations(name, consumer_allocations(a));
+                }
+            }
             _ => {}
         }
+    }
+
+    /// Stops counting an Allocation against its providers (while its claim is decided).
+    pub(crate) fn uncount(&mut self, name: &str) {
+        self.index.remove_allocations(name);
+    }
+
+    /// Counts an Allocation against its providers again.
+    pub(crate) fn recount(&mut self, name: &str) {
+        if let Some(Object::Allocation(a)) = self.get_cluster(Kind::Allocation, name) {
+            let record = consumer_allocations(a);
+            self.index.upsert_allocations(name, record);
+        }
+    }
+
+    /// Records that an Allocation's claim was refused, and why; it stops counting.
+    pub(crate) fn refuse(&mut self, name: &str, why: String) {
+        if let Some(Object::Allocation(a)) = self.get_cluster(Kind::Allocation, name) {
+            let generation = a.metadata.generation;
+            self.refused.insert(name.to_string(), (generation, why));
+            self.index.remove_allocations(name);
+        }
+    }
+
+    /// Why an Allocation's claim was refused, when it was and its status does not say so yet.
+    pub fn refusal(&self, name: &str) -> Option<&str> {
+        self.refused.get(name).map(|(_, why)| why.as_str())
     }
 }
 

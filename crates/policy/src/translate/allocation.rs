@@ -1,6 +1,6 @@
 //! Allocations: the core record of what a consumer holds.
 
-use kubeplace_api::Allocation;
+use kubeplace_api::{Allocation, find_condition};
 use kubeplace_core::placement::provider_tree::ConsumerAllocations;
 
 /// The core record of an Allocation.
@@ -18,4 +18,31 @@ pub(crate) fn consumer_allocations(a: &Allocation) -> ConsumerAllocations {
             })
             .collect(),
     }
+}
+
+/// The condition that says whether an Allocation counts against its providers.
+pub const APPLIED: &str = "Applied";
+
+/// The reason of `Applied=False` on a claim that was refused: when it was decided, earlier
+/// claims had taken the capacity it asks for, so it does not count.
+pub const OVER_CAPACITY: &str = "OverCapacity";
+
+/// Whether the claim has a verdict for its current generation: counted (`Applied=True`) or
+/// refused (`Applied=False`, [`OVER_CAPACITY`]). Any other state is decided again.
+pub(crate) fn is_decided(a: &Allocation) -> bool {
+    let Some(status) = &a.status else {
+        return false;
+    };
+    status.observed_generation == a.metadata.generation
+        && find_condition(&status.conditions, APPLIED)
+            .is_some_and(|c| c.status == "True" || c.reason == OVER_CAPACITY)
+}
+
+/// Whether the claim was refused for its current generation, so it does not count.
+pub(crate) fn is_refused(a: &Allocation) -> bool {
+    is_decided(a)
+        && a.status
+            .as_ref()
+            .and_then(|s| find_condition(&s.conditions, APPLIED))
+            .is_some_and(|c| c.status == "False")
 }

@@ -1,0 +1,77 @@
+//! Settling claims that have no verdict yet, in creation order.
+
+use std::collections::BTreeMap;
+
+use kubeplace_api::{Allocation, Kind, Object};
+
+use crate::store::Store;
+use crate::translate::is_decided;
+
+/// Decides every claim without a verdict for its current generation, oldest first (by
+/// creation time, then name), against the claims counted before it. A claim that does not
+/// fit is refused and stops counting; the names refused are returned with why. Claims on a
+/// provider or class that does not exist yet are left undecided (they cannot take capacity
+/// from anyone) and are decided once it exists.
+pub fn settle(store: &mut Store) -> Vec<(String, String)> {
+    let mut undecided: Vec<(Option<i64>, String)> = store
+        .list(Kind::Allocation)
+        .filter_map(|o| match o {
+            Object::Allocation(a) if !is_decided(a) && store.refusal(o.name()).is_none() => {
+                let created = a
+                    .metadata
+                    .creation_timestamp
+                    .as_ref()
+                    .map(|t| t.0.as_second());
+                Some((created, o.name().to_string()))
+            }
+            _ => None,
+        })
+        .collect();
+    if undecided.is_empty() {
+        return Vec::new();
+    }
+    // Objects without a creation time (files read offline) keep name order.
+    undecided.sort();
+    for (_, name) in &undecided {
+        store.uncount(name);
+    }
+    let mut refused = Vec::new();
+    for (_, name) in undecided {
+        let Some(Object::Allocation(a)) = store.get_cluster(Kind::Allocation, &name) else {
+            continue;
+        };
+        match misfit(store, a) {
+            Some(why) => {
+                store.refuse(&name, why.clone());
+                refused.push((name, why));
+            }
+            None => store.recount(&name),
+        }
+    }
+    refused
+}
+
+/// Why the claim does not fit beside the claims counted now, if it does not. A provider or
+/// class that does not exist is not a misfit: the status says so, and nothing is taken.
+fn misfit(store: &Store, a: &Allocation) -> Option<String> {
+    let index = store.index();
+    let mut wanted: BTreeMap<(&str, &str), i64> = BTreeMap::new();
+    for pa in &a.spec.allocations {
+        for (class, amount) in &pa.resources {
+            *wanted
+                .entry((pa.provider.as_str(), class.as_str()))
+                .or_default() += amount;
+        }
+    }
+    wanted.into_iter().find_map(|((provider, class), amount)| {
+        let inventory = index.inventory(provider, class)?;
+        let used = index.used(provider, class);
+        (!inventory.fits_capacity(used, amount)).then(|| {
+            format!(
+                "{amount} {class} on {provider:?} would use {} of a capacity of {}; claims made before it took the capacity, so it does not count",
+                used.saturating_add(amount),
+                inventory.capacity()
+            )
+        })
+    })
+}
