@@ -7,6 +7,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod claims;
 mod failover;
 mod provider_config;
 mod rbac;

@@ -59,8 +59,12 @@ pub struct ProviderAllocation {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AllocationStatus {
-    /// `Applied`: every provider exists and has inventory of every class claimed;
-    /// `False` with reason `ProviderNotFound`, `NoInventory` or `OverCapacity` otherwise.
+    /// `Applied`: whether the claim counts against its providers. `True` when every
+    /// provider exists, has inventory of every class claimed and had the capacity when the
+    /// claim was decided (reason `ExceedsCapacity` if an inventory was reduced below what is
+    /// allocated since); `False` with reason `OverCapacity` for a claim refused because
+    /// earlier claims had taken the capacity (it does not count), or `ProviderNotFound` or
+    /// `NoInventory`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// The `metadata.generation` this status was computed from.

@@ -1,0 +1,311 @@
+//! Claims racing for the last capacity through kubectl, against two replicas: exactly as
+//! many win as fit, the provider never counts more than its capacity, and claims written
+//! while no webhook guarded them are settled oldest first and the losers do not count.
+
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::support::{self, exclusive_lock};
+use super::{ControlPlane, Operator, crds_installed, eventually};
+
+fn provider(name: &str, vcpus: i64) -> String {
+    format!(
+        "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata:\n  name: {name}\nspec:\n  inventories:\n    VCPU: {{total: {vcpus}}}\n"
+    )
+}
+
+fn allocation(name: &str, n: usize, provider: &str) -> String {
+    format!(
+        "apiVersion: kubeplace.io/v1alpha1\nkind: Allocation\nmetadata:\n  name: {name}\nspec:\n  consumer: 00000000-0000-4000-8000-{n:012}\n  allocations:\n  - provider: {provider}\n    resources: {{VCPU: 1}}\n"
+    )
+}
+
+/// The VCPU usage a provider's status shows, 0 before it shows any.
+fn usage(cp: &ControlPlane, provider: &str) -> i64 {
+    cp.kubectl(&[
+        "get",
+        "resourceprovider",
+        provider,
+        "-o",
+        "jsonpath={.status.usages.VCPU}",
+    ])
+    .stdout
+    .trim()
+    .parse()
+    .unwrap_or(0)
+}
+
+/// Each Allocation whose name starts with `prefix`, with its Applied condition's status and
+/// reason (empty until the leader writes them).
+fn verdicts(cp: &ControlPlane, prefix: &str) -> Vec<(String, String, String)> {
+    let out = cp.kubectl(&[
+        "get",
+        "allocations",
+        "-o",
+        r#"jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Applied")].status} {.status.conditions[?(@.type=="Applied")].reason}{"\n"}{end}"#,
+    ]);
+    out.stdout
+        .lines()
+        .filter(|l| l.starts_with(prefix))
+        .map(|l| {
+            let mut f = l.split_whitespace().map(str::to_string);
+            (
+                f.next().unwrap_or_default(),
+                f.next().unwrap_or_default(),
+                f.next().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// Waits until every Allocation of `prefix` has a verdict, and returns them.
+fn settled(cp: &ControlPlane, prefix: &str, count: usize) -> Vec<(String, String, String)> {
+    for _ in 0..120 {
+        let v = verdicts(cp, prefix);
+        if v.len() == count && v.iter().all(|(_, status, _)| !status.is_empty()) {
+            return v;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    panic!("no verdict for every claim: {:?}", verdicts(cp, prefix));
+}
+
+fn cleanup(cp: &ControlPlane, prefix: &str, count: usize, host: &str) {
+    let names: Vec<String> = (0..count).map(|i| format!("{prefix}{i}")).collect();
+    let mut args = vec!["delete", "allocation", "--ignore-not-found", "--wait=false"];
+    args.extend(names.iter().map(String::as_str));
+    cp.kubectl(&args).ok();
+    cp.kubectl(&["delete", "resourceprovider", host, "--ignore-not-found"])
+        .ok();
+}
+
+/// A TCP proxy on 127.0.0.1 that hands each connection to the next backend in turn, as a
+/// Service spreads connections over the pods behind it; returns its port and a count of
+/// connections per backend.
+fn round_robin(backends: Vec<u16>) -> (u16, Arc<Vec<AtomicUsize>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let counts: Arc<Vec<AtomicUsize>> =
+        Arc::new(backends.iter().map(|_| AtomicUsize::new(0)).collect());
+    let seen = counts.clone();
+    std::thread::spawn(move || {
+        for (n, client) in listener.incoming().enumerate() {
+            let Ok(client) = client else { continue };
+            let i = n % backends.len();
+            seen[i].fetch_add(1, Ordering::Relaxed);
+            let Ok(server) = TcpStream::connect(("127.0.0.1", backends[i])) else {
+                continue;
+            };
+            let (mut c2, mut s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+            let (mut c, mut s) = (client, server);
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut c, &mut s);
+                let _ = s.shutdown(std::net::Shutdown::Write);
+            });
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut s2, &mut c2);
+                let _ = c2.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    (port, counts)
+}
+
+/// A replica with the shared serving certificate, as pods behind one Service run.
+fn replica_on(
+    cp: &ControlPlane,
+    name: &str,
+    cert: &Path,
+    key: &Path,
+    config: &str,
+    webhook_port: u16,
+) -> (Operator, u16) {
+    let metrics_port = support::free_port();
+    let args: Vec<String> = vec![
+        "run".into(),
+        format!("--kubeconfig={}", cp.kubeconfig.display()),
+        format!("--tls-cert-file={}", cert.display()),
+        format!("--tls-key-file={}", key.display()),
+        format!("--webhook-addr=127.0.0.1:{webhook_port}"),
+        format!("--metrics-addr=127.0.0.1:{metrics_port}"),
+        "--namespace=default".into(),
+        "--lease-name=e2e-claims".into(),
+    ];
+    (
+        Operator::launch(cp, name, args, metrics_port, config),
+        webhook_port,
+    )
+}
+
+#[test]
+fn twenty_racing_kubectl_claims_on_two_replicas_never_oversubscribe() {
+    let _exclusive = exclusive_lock();
+    let cp = crds_installed();
+    const HOST: &str = "e2e-claims-host";
+    const PREFIX: &str = "e2e-race-";
+    const CONFIG: &str = "kubeplace-claims";
+    const CLAIMS: usize = 20;
+    // Two replicas behind one address, each deciding the claims that reach it.
+    let certs = kubeplace::webhook::certs::self_signed("127.0.0.1").unwrap();
+    let cert = cp.kubeconfig.with_file_name("claims-webhook.crt");
+    let key = cp.kubeconfig.with_file_name("claims-webhook.key");
+    std::fs::write(&cert, &certs.cert_pem).unwrap();
+    std::fs::write(&key, &certs.key_pem).unwrap();
+    let ports = [support::free_port(), support::free_port()];
+    let (proxy, connections) = round_robin(ports.to_vec());
+    let mut config = kubeplace::webhook::config::webhook_configuration(
+        CONFIG,
+        &kubeplace::webhook::config::base_url("127.0.0.1", proxy),
+        &certs.ca_pem,
+    );
+    config
+        .webhooks
+        .get_or_insert_with(Vec::new)
+        .retain(|w| w.name == "allocations.kubeplace.io");
+    cp.kubectl_stdin(
+        &["apply", "-f", "-"],
+        &serde_json::to_string(&config).unwrap(),
+    )
+    .ok();
+    let (a, _) = replica_on(cp, "kubeplace-claims-a", &cert, &key, CONFIG, ports[0]);
+    let (b, _) = replica_on(cp, "kubeplace-claims-b", &cert, &key, CONFIG, ports[1]);
+    cp.kubectl_stdin(&["apply", "-f", "-"], &provider(HOST, 4))
+        .ok();
+    eventually(
+        cp,
+        &[
+            "get",
+            "resourceprovider",
+            HOST,
+            "-o",
+            "jsonpath={.status.root}",
+        ],
+        HOST,
+    );
+    let stop = AtomicBool::new(false);
+    let samples = Mutex::new(Vec::new());
+    let created: Vec<bool> = std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                let u = usage(cp, HOST);
+                samples.lock().unwrap().push(u);
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        let racers: Vec<_> = (0..CLAIMS)
+            .map(|i| {
+                s.spawn(move || {
+                    cp.kubectl_stdin(
+                        &["create", "-f", "-"],
+                        &allocation(&format!("{PREFIX}{i}"), i, HOST),
+                    )
+                    .success
+                })
+            })
+            .collect();
+        let created: Vec<bool> = racers.into_iter().map(|r| r.join().unwrap()).collect();
+        let admitted = created.iter().filter(|c| **c).count();
+        settled(cp, PREFIX, admitted);
+        // Keep sampling a moment after the statuses settle.
+        std::thread::sleep(Duration::from_secs(2));
+        stop.store(true, Ordering::Relaxed);
+        sampler.join().unwrap();
+        created
+    });
+    let admitted = created.iter().filter(|c| **c).count();
+    let verdicts = settled(cp, PREFIX, admitted);
+    let applied = verdicts.iter().filter(|(_, s, _)| s == "True").count();
+    let refused_after = verdicts
+        .iter()
+        .filter(|(_, s, r)| s == "False" && r == "OverCapacity")
+        .count();
+    let final_usage = usage(cp, HOST);
+    let samples = samples.into_inner().unwrap();
+    let per_replica: Vec<usize> = connections
+        .iter()
+        .map(|c| c.load(Ordering::Relaxed))
+        .collect();
+    cleanup(cp, PREFIX, CLAIMS, HOST);
+    a.stop_and_unregister(cp);
+    b.process.stop(Duration::from_secs(10));
+    eprintln!(
+        "claims: {admitted} admitted, {applied} counted, {refused_after} refused after admission; webhook connections per replica {per_replica:?}; usage samples {}",
+        samples.len()
+    );
+    assert_eq!(applied, 4, "claims counted: {verdicts:?}");
+    assert!(
+        admitted >= 4,
+        "claims admitted by kubectl create: {created:?}"
+    );
+    assert_eq!(
+        applied + refused_after,
+        admitted,
+        "every stored claim has a verdict: {verdicts:?}"
+    );
+    assert_eq!(final_usage, 4);
+    assert!(
+        samples.iter().all(|u| *u <= 4),
+        "the provider counted more than its capacity at some moment: {samples:?}"
+    );
+}
+
+#[test]
+fn claims_written_without_the_webhook_are_settled_oldest_first() {
+    let _exclusive = exclusive_lock();
+    let cp = crds_installed();
+    const HOST: &str = "e2e-bypass-host";
+    const PREFIX: &str = "e2e-bypass-";
+    // No operator runs, so no webhook guards these writes: all six are stored.
+    cp.kubectl_stdin(&["apply", "-f", "-"], &provider(HOST, 4))
+        .ok();
+    let claims: Vec<String> = (0..6)
+        .map(|i| allocation(&format!("{PREFIX}{i}"), 100 + i, HOST))
+        .collect();
+    cp.kubectl_stdin(&["create", "-f", "-"], &claims.join("---\n"))
+        .ok();
+    let operator = Operator::start(cp, "kubeplace-bypass", &["--leader-elect=false"]);
+    let verdicts = settled(cp, PREFIX, 6);
+    eventually(
+        cp,
+        &[
+            "get",
+            "resourceprovider",
+            HOST,
+            "-o",
+            "jsonpath={.status.usages.VCPU}",
+        ],
+        "4",
+    );
+    let events = cp
+        .kubectl(&[
+            "get",
+            "events",
+            "--field-selector",
+            &format!("involvedObject.name={PREFIX}5"),
+            "-o",
+            "jsonpath={.items[*].reason}",
+        ])
+        .stdout;
+    cleanup(cp, PREFIX, 6, HOST);
+    operator.stop_and_unregister(cp);
+    let refused: Vec<&str> = verdicts
+        .iter()
+        .filter(|(_, s, r)| s == "False" && r == "OverCapacity")
+        .map(|(n, _, _)| n.as_str())
+        .collect();
+    let applied = verdicts.iter().filter(|(_, s, _)| s == "True").count();
+    assert_eq!(applied, 4, "{verdicts:?}");
+    // Created in one request, in the same second: the names break the tie.
+    assert_eq!(
+        refused,
+        [format!("{PREFIX}4"), format!("{PREFIX}5")],
+        "{verdicts:?}"
+    );
+    assert!(
+        events.contains("OverCapacity"),
+        "no Warning Event: {events:?}"
+    );
+}
