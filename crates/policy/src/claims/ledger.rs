@@ -95,7 +95,8 @@ impl Ledger {
                             || store.refusal(&p.name).is_some()
                             || crate::translate::is_refused(a))
                 }
-                _ => false,
+                // Stored and deleted again before this look.
+                _ => p.uid.as_deref().is_some_and(|uid| store.claim_deleted(uid)),
             };
             !seen && now.saturating_duration_since(p.admitted_at) < hold
         });

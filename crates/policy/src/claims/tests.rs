@@ -136,6 +136,30 @@ fn a_claim_is_held_until_seen_or_until_its_hold_passes() {
 }
 
 #[test]
+fn a_claim_deleted_before_the_ledger_looked_holds_nothing() {
+    let mut store = Store::default();
+    store.apply(provider("cn1", 1));
+    let mut ledger = Ledger::new(Duration::from_secs(30));
+    let now = Instant::now();
+    let mut first = claim(0, "cn1", 1, 0);
+    first.meta_mut().uid = Some("uid-0".into());
+    assert!(
+        ledger
+            .decide(Operation::Create, &first, None, &store, now, false)
+            .allowed
+    );
+    // The watch delivers it and its deletion between two decisions.
+    store.put(first.clone());
+    store.delete(&ObjectKey::of(&first));
+    let second = claim(1, "cn1", 1, 0);
+    assert!(
+        ledger
+            .decide(Operation::Create, &second, None, &store, now, false)
+            .allowed
+    );
+}
+
+#[test]
 fn claims_that_bypassed_admission_are_settled_oldest_first() {
     let mut store = Store::default();
     store.apply(provider("cn1", 4));

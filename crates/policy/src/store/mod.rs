@@ -75,7 +75,13 @@ pub struct Store {
     /// Allocations refused by `crate::claims::settle` whose verdict is not in their status
     /// yet, with the generation refused and why. They do not count against their providers.
     refused: BTreeMap<String, (Option<i64>, String)>,
+    /// The uids of the Allocations deleted last, newest at the back: a claim admitted and
+    /// deleted before anyone looked is not waited for (see `crate::claims::Ledger`).
+    deleted_claims: std::collections::VecDeque<String>,
 }
+
+/// How many deleted Allocations' uids the store remembers.
+const DELETED_CLAIMS_KEPT: usize = 4096;
 
 impl Store {
     /// An object by key.
@@ -232,9 +238,15 @@ impl Store {
             Object::ResourceProvider(_) => {
                 self.index.remove_provider(&key.name);
             }
-            Object::Allocation(_) => {
+            Object::Allocation(a) => {
                 self.index.remove_allocations(&key.name);
                 self.refused.remove(&key.name);
+                if let Some(uid) = &a.metadata.uid {
+                    if self.deleted_claims.len() == DELETED_CLAIMS_KEPT {
+                        self.deleted_claims.pop_front();
+                    }
+                    self.deleted_claims.push_back(uid.clone());
+                }
             }
             _ => {}
         }
@@ -325,6 +337,11 @@ impl Store {
             self.refused.insert(name.to_string(), (generation, why));
             self.index.remove_allocations(name);
         }
+    }
+
+    /// Whether the Allocation with this uid was deleted (among the last few thousand).
+    pub fn claim_deleted(&self, uid: &str) -> bool {
+        self.deleted_claims.iter().rev().any(|u| u == uid)
     }
 
     /// Why an Allocation's claim was refused, when it was and its status does not say so yet.
