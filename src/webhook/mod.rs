@@ -179,7 +179,11 @@ impl Webhook {
                 response,
             }
         } else {
-            self.report_rejection(&object, &verdict.message);
+            // A dry run must change nothing (the webhook registers `sideEffects: None`),
+            // and an Event is a write.
+            if !request.dry_run {
+                self.report_rejection(&object, &verdict.message);
+            }
             deny(verdict.message)
         };
         if !verdict.warnings.is_empty() {
@@ -303,4 +307,85 @@ fn reviewed_objects(
         _ => None,
     };
     Ok(Some((op, object, old)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::{Method, Request, Response};
+    use kube::Client;
+    use kube::client::Body;
+    use serde_json::{Value, json};
+    use tower_test::mock;
+
+    use crate::controllers::reconciler::recorder;
+
+    /// An AdmissionReview creating a Flavor that admission denies (a "preferred" trait).
+    fn rejected_flavor(dry_run: bool) -> Vec<u8> {
+        let flavor = json!({
+            "apiVersion": API_VERSION, "kind": "Flavor",
+            "metadata": {"name": "c1.preferred-avx"},
+            "spec": {"vcpus": 2, "memoryMb": 2048,
+                     "extraSpecs": {"trait:HW_CPU_X86_AVX2": "preferred"}},
+        });
+        let gvk = json!({"group": GROUP, "version": "v1alpha1", "kind": "Flavor"});
+        let gvr = json!({"group": GROUP, "version": "v1alpha1", "resource": "flavors"});
+        serde_json::to_vec(&json!({
+            "apiVersion": ADMISSION_API_VERSION, "kind": "AdmissionReview",
+            "request": {
+                "uid": "uid-1", "kind": gvk, "resource": gvr,
+                "requestKind": gvk, "requestResource": gvr,
+                "name": "c1.preferred-avx", "operation": "CREATE",
+                "userInfo": {"username": "kubernetes-admin"},
+                "object": flavor, "oldObject": null, "dryRun": dry_run, "options": null,
+            }
+        }))
+        .expect("a JSON body")
+    }
+
+    /// Reviews the rejected flavor with an Event recorder on a mocked API server; the
+    /// paths the webhook wrote to within a short wait.
+    async fn writes_for(dry_run: bool) -> Vec<String> {
+        let (service, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
+        let client = Client::new(service, "default");
+        let (_ready_tx, ready) = watch::channel(true);
+        let mut webhook = Webhook::new(SharedStore::default(), ready, Arc::new(Metrics::new()));
+        webhook.recheck_after = Duration::ZERO;
+        webhook.events = Some(recorder(client, "test"));
+        let review = webhook.review("flavors", &rejected_flavor(dry_run)).await;
+        let response = review.response.expect("a response");
+        assert!(!response.allowed, "the flavor is denied");
+        assert_eq!(response.result.code, 403);
+        let mut paths = Vec::new();
+        while let Ok(Some((request, send))) =
+            tokio::time::timeout(Duration::from_millis(300), handle.next_request()).await
+        {
+            assert_eq!(request.method(), Method::POST);
+            paths.push(request.uri().path().to_string());
+            let body: Value =
+                serde_json::from_slice(&request.into_body().collect_bytes().await.unwrap())
+                    .unwrap();
+            send.send_response(
+                Response::builder()
+                    .body(Body::from(serde_json::to_vec(&body).unwrap()))
+                    .unwrap(),
+            );
+        }
+        paths
+    }
+
+    #[tokio::test]
+    async fn a_denial_publishes_a_rejected_event() {
+        assert_eq!(
+            writes_for(false).await,
+            ["/apis/events.k8s.io/v1/namespaces/default/events"]
+        );
+    }
+
+    /// The webhook registers `sideEffects: None`: a dry run (`kubectl apply
+    /// --dry-run=server`) is denied as usual but writes nothing, not even an Event.
+    #[tokio::test]
+    async fn a_dry_run_denial_publishes_no_event() {
+        assert_eq!(writes_for(true).await, Vec::<String>::new());
+    }
 }
