@@ -83,6 +83,15 @@ fn example_cloud_is_admitted_with_statuses() {
             "empty status: {i}"
         );
     }
+    // The example creates the namespaces its servers live in, first.
+    for ns in ["shop", "security", "research"] {
+        let namespace = item(&report, "Namespace", ns);
+        assert_eq!(
+            namespace["source"].as_str().unwrap().split(':').next(),
+            Some("examples/cloud/00-namespaces.yaml")
+        );
+        assert_eq!(namespace["status"]["phase"], "Active");
+    }
     // Trees: a PF under a NUMA cell under a compute node.
     let pf = &item(&report, "ResourceProvider", "cn1-numa1-pf0")["status"];
     assert_eq!(pf["root"], "cn1");
@@ -272,6 +281,10 @@ fn every_rejected_example_is_rejected_with_its_reason() {
             "server-unknown-flavor.yaml",
             "spec.flavor: Flavor \"m9.nonexistent\" does not exist",
         ),
+        (
+            "server-missing-namespace.yaml",
+            "Server \"staging/web-staging\": namespaces \"staging\" not found; add a Namespace before it",
+        ),
         ("service-profile-no-driver.yaml", "spec.driver is empty"),
         (
             "unknown-api-version.yaml",
@@ -314,6 +327,90 @@ fn every_rejected_example_is_rejected_with_its_reason() {
     let report = json(&all);
     assert_eq!(report["summary"]["admitted"], 0);
     assert_eq!(report["summary"]["rejected"], expected.len());
+}
+
+/// The API server refuses a namespaced object whose namespace does not exist; offline, the
+/// namespaces are those of a new cluster and the input's Namespaces, in input order.
+#[test]
+fn a_server_needs_its_namespace_as_in_the_cluster() {
+    let flavor = "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata:\n  name: m1\nspec:\n  vcpus: 1\n  memoryMb: 512\n";
+    let image =
+        "apiVersion: kubeplace.io/v1alpha1\nkind: Image\nmetadata:\n  name: cirros\nspec: {}\n";
+    let server = |ns: &str| {
+        format!(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: Server\nmetadata:\n  name: web-1\n{ns}spec:\n  flavor: m1\n  image: cirros\n"
+        )
+    };
+    let namespace = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n";
+    let run = |docs: &[&str]| {
+        let out = kubeplace(
+            &["apply", "-f", "-", "-o", "json"],
+            Some(&docs.join("---\n")),
+        );
+        (out.status.code(), json(&out))
+    };
+    let in_shop = server("  namespace: shop\n");
+
+    // No Namespace: refused with the API server's words and what to do.
+    let (code, report) = run(&[flavor, image, &in_shop]);
+    assert_eq!(code, Some(1));
+    let message = item(&report, "Server", "web-1")["admission"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.starts_with("Server \"shop/web-1\": namespaces \"shop\" not found; add a Namespace before it (apiVersion: v1, kind: Namespace, metadata.name: shop)"),
+        "{message}"
+    );
+    assert!(
+        message.contains("default, kube-system, kube-public, kube-node-lease"),
+        "{message}"
+    );
+
+    // The Namespace after the Server comes too late, as with kubectl; the message points at it.
+    let (code, report) = run(&[flavor, image, &in_shop, namespace]);
+    assert_eq!(code, Some(1));
+    let message = item(&report, "Server", "web-1")["admission"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains("the input creates it only later, at -:"),
+        "{message}"
+    );
+
+    // Before it, the Namespace is accepted and the Server admitted and placed nowhere yet.
+    let (code, report) = run(&[namespace, flavor, image, &in_shop]);
+    assert_eq!(code, Some(0), "{report}");
+    let ns = item(&report, "Namespace", "shop");
+    assert_eq!(ns["admission"]["allowed"], true);
+    assert_eq!(ns["status"]["phase"], "Active");
+    assert_eq!(report["summary"]["admitted"], 4);
+
+    // The namespaces of a new cluster need no manifest; no namespace means `default`.
+    for ns in ["", "  namespace: default\n", "  namespace: kube-system\n"] {
+        let (code, report) = run(&[flavor, image, &server(ns)]);
+        assert_eq!(code, Some(0), "{ns:?}: {report}");
+    }
+
+    // The table says what a Namespace is.
+    let table = kubeplace(&["apply", "-f", "-"], Some(namespace));
+    let text = String::from_utf8(table.stdout).unwrap();
+    assert!(
+        text.contains("Namespace  shop  accepted  core v1 Namespace, not reviewed by kubeplace"),
+        "{text}"
+    );
+
+    // Namespace names are DNS labels, as the API server requires.
+    let (code, report) = run(&[&namespace.replace("shop", "shop.eu")]);
+    assert_eq!(code, Some(1));
+    assert!(
+        report["items"][0]["admission"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("a namespace name is a DNS label"),
+        "{report}"
+    );
 }
 
 #[test]
