@@ -230,6 +230,10 @@ fn every_rejected_example_is_rejected_with_its_reason() {
         ),
         ("flavor-key-characters.yaml", "the key has '/'"),
         (
+            "flavor-unknown-field.yaml",
+            "examples/rejected/flavor-unknown-field.yaml:11: document 1: unknown field \"spec.diskGB\" (did you mean diskGb?); spec has the fields description, diskGb,",
+        ),
+        (
             "flavor-negative-resources.yaml",
             "spec.extraSpecs[\"resources:VCPU\"]=\"-1\": -1 is below the minimum of 0",
         ),
@@ -411,6 +415,77 @@ fn a_server_needs_its_namespace_as_in_the_cluster() {
             .contains("a namespace name is a DNS label"),
         "{report}"
     );
+}
+
+/// kubectl's strict field validation, offline: an unknown field refuses the object unless
+/// `--validate` says otherwise, as it does for kubectl.
+#[test]
+fn unknown_fields_follow_kubectls_validate() {
+    let typo = "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata:\n  name: m1\n  lables: {tier: gold}\nspec:\n  vcpus: 1\n  memoryMb: 512\n  diskGB: 10\n";
+    let run = |args: &[&str]| {
+        let mut all = vec!["apply", "-f", "-", "-o", "json"];
+        all.extend(args);
+        let out = kubeplace(&all, Some(typo));
+        (out.status.code(), json(&out))
+    };
+    // Strict, the default (also `--validate` and `--validate=true`): every unknown field,
+    // each with its line and the field meant, and no admission.
+    for args in [
+        &[][..],
+        &["--validate"],
+        &["--validate=true"],
+        &["--validate=strict"],
+    ] {
+        let (code, report) = run(args);
+        assert_eq!(code, Some(1), "{args:?}");
+        let message = report["items"][0]["admission"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("-:5: document 1: unknown field \"metadata.lables\" (did you mean labels?); metadata has the fields annotations, "),
+            "{message}"
+        );
+        assert!(
+            message.contains(
+                "; -:9: document 1: unknown field \"spec.diskGB\" (did you mean diskGb?)"
+            ),
+            "{message}"
+        );
+        assert!(
+            message.ends_with(
+                "with --validate=warn or --validate=false the object is applied without them)"
+            ),
+            "{message}"
+        );
+        assert_eq!(report["items"][0]["status"], serde_json::json!({}));
+    }
+    // Warn: admitted without the fields (no disk in the request), one warning each.
+    let (code, report) = run(&["--validate=warn"]);
+    assert_eq!(code, Some(0));
+    let item = &report["items"][0];
+    assert_eq!(item["admission"]["allowed"], true);
+    assert_eq!(item["admission"]["warnings"].as_array().unwrap().len(), 2);
+    assert!(
+        item["admission"]["warnings"][1]
+            .as_str()
+            .unwrap()
+            .starts_with("-:9: document 1: unknown field \"spec.diskGB\""),
+        "{item}"
+    );
+    assert_eq!(
+        item["status"]["request"]["query"],
+        "resources=MEMORY_MB:512,VCPU:1"
+    );
+    // Ignore (also `false`): admitted, silently.
+    for v in ["--validate=ignore", "--validate=false"] {
+        let (code, report) = run(&[v]);
+        assert_eq!(code, Some(0), "{v}");
+        assert_eq!(
+            report["items"][0]["admission"]["warnings"],
+            serde_json::json!([])
+        );
+    }
+    // Anything else is a usage error.
+    let bad = kubeplace(&["apply", "-f", "-", "--validate=lenient"], Some(typo));
+    assert_eq!(bad.status.code(), Some(2));
 }
 
 #[test]

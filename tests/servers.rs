@@ -1,7 +1,7 @@
 //! Servers: placement, capacity, rebuild, resize, flavor metadata and templates, through
 //! the same admission and reconcile code `kubeplace apply` and the operator run.
 
-use kubeplace::cli::apply::apply_documents;
+use kubeplace::cli::apply::{Validate, apply_documents};
 use kubeplace_api::manifest::parse_stream;
 use kubeplace_api::{Kind, Object};
 use kubeplace_policy::admission::{Operation, admit};
@@ -17,6 +17,7 @@ fn run(yaml: &str) -> (kubeplace::cli::apply::Report, Store) {
     let namespace = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ns\n---\n";
     let (mut report, store) = apply_documents(
         parse_stream("test.yaml", &format!("{namespace}{yaml}")).expect("test YAML parses"),
+        Validate::Strict,
     );
     let namespace = report.items.remove(0);
     assert!(namespace.admission.allowed);

@@ -13,7 +13,7 @@ use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::Frame;
 use hyper_util::rt::TokioIo;
 use kubeplace::cache::SharedStore;
-use kubeplace::cli::apply::apply_documents;
+use kubeplace::cli::apply::{Validate, apply_documents};
 use kubeplace::metrics::Metrics;
 use kubeplace::webhook::{Webhook, certs, server};
 use kubeplace_api::manifest::read_paths;
@@ -225,7 +225,7 @@ fn cloud() -> Store {
         &mut std::io::empty(),
     )
     .unwrap();
-    apply_documents(docs).1
+    apply_documents(docs, Validate::Strict).1
 }
 
 fn allowed(r: &Value) -> bool {
@@ -311,9 +311,11 @@ async fn every_rejected_example_is_denied_with_kubeplaces_message() {
     assert_eq!(before_admission, BEFORE_ADMISSION, "every such file exists");
 }
 
-/// The rejected examples that the API server refuses before admission webhooks run: the
-/// namespace does not exist (its NamespaceLifecycle plugin). tests/e2e checks its message.
-const BEFORE_ADMISSION: [&str; 1] = ["server-missing-namespace.yaml"];
+/// The rejected examples that the API server refuses before admission webhooks run, and
+/// `kubeplace apply` with it: an unknown field (strict decoding; without strict validation
+/// the API server drops the field, so a webhook never sees one) and a namespace that does
+/// not exist (its NamespaceLifecycle plugin). tests/e2e checks the API server's messages.
+const BEFORE_ADMISSION: [&str; 2] = ["flavor-unknown-field.yaml", "server-missing-namespace.yaml"];
 
 #[tokio::test]
 async fn warnings_pass_through_on_an_allowed_object() {

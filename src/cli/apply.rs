@@ -44,6 +44,20 @@ pub struct Report {
     pub summary: Summary,
 }
 
+/// kubectl's `--validate`: what to do with a field the kind's schema does not name.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Validate {
+    /// Refuse the object, as the API server does under kubectl's default (also `true`).
+    #[default]
+    #[value(alias = "true")]
+    Strict,
+    /// Apply the object without the field, with a warning for each.
+    Warn,
+    /// Apply the object without the field, silently (also `false`).
+    #[value(alias = "false")]
+    Ignore,
+}
+
 /// What an admitted document became, for its status in the report.
 enum Applied {
     Object(ObjectKey),
@@ -103,14 +117,33 @@ impl Namespaces {
 }
 
 /// Applies documents in order to an empty store, as a cluster would, then reconciles.
-pub fn apply_documents(documents: Vec<Document>) -> (Report, Store) {
+/// Unknown fields are handled as the API server handles them under `validate`.
+pub fn apply_documents(documents: Vec<Document>, validate: Validate) -> (Report, Store) {
     let mut store = Store::default();
     let mut namespaces = Namespaces::new(&documents);
     let mut outcomes = Vec::new();
     for doc in documents {
         let source = format!("{}:{}", doc.origin.file, doc.origin.line);
-        let (verdict, applied) = match doc.content {
+        let unknown: Vec<String> = doc
+            .unknown_fields
+            .iter()
+            .map(|f| {
+                format!(
+                    "{}:{}: document {}: {f}",
+                    doc.origin.file, f.line, doc.origin.document
+                )
+            })
+            .collect();
+        let (mut verdict, applied) = match doc.content {
             Err(e) => (Verdict::rejected(e.located(&doc.origin)), Applied::Nothing),
+            // The API server decodes strictly before any admission: nothing else is asked.
+            Ok(_) if validate == Validate::Strict && !unknown.is_empty() => (
+                Verdict::rejected(format!(
+                    "{} (kubectl apply refuses unknown fields too, under its default --validate=strict; with --validate=warn or --validate=false the object is applied without them)",
+                    unknown.join("; ")
+                )),
+                Applied::Nothing,
+            ),
             // Not a kubeplace kind: nothing to review, but the objects after it may use it.
             Ok(Content::Namespace(name)) => {
                 namespaces.existing.insert(name);
@@ -136,6 +169,9 @@ pub fn apply_documents(documents: Vec<Document>) -> (Report, Store) {
                 }
             },
         };
+        if validate == Validate::Warn {
+            verdict.warnings.extend(unknown);
+        }
         outcomes.push((doc.kind, doc.name, source, verdict, applied));
     }
     reconcile_all(&mut store, MAX_ROUNDS);
@@ -181,6 +217,7 @@ pub(crate) fn schedule(store: &mut Store, key: &ObjectKey) {
 pub fn run(
     files: &[PathBuf],
     output: Output,
+    validate: Validate,
     stdin: &mut dyn Read,
     out: &mut dyn Write,
     err: &mut dyn Write,
@@ -192,7 +229,7 @@ pub fn run(
             return 2;
         }
     };
-    let (report, _) = apply_documents(documents);
+    let (report, _) = apply_documents(documents, validate);
     let written = match output {
         Output::Json => serde_json::to_string_pretty(&report)
             .map(|s| writeln!(out, "{s}"))

@@ -44,6 +44,18 @@ pub enum Command {
         /// Output format.
         #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
         output: Output,
+        /// Fields the kind's schema does not name, as kubectl's `--validate`: `strict`
+        /// (or `true`) refuses the object, as the API server does by default; `warn` and
+        /// `ignore` (or `false`) apply it without them, `warn` with a warning each.
+        #[arg(
+            long,
+            value_enum,
+            default_value_t = apply::Validate::Strict,
+            num_args = 0..=1,
+            require_equals = true,
+            default_missing_value = "strict"
+        )]
+        validate: apply::Validate,
     },
     /// Print every CustomResourceDefinition as YAML.
     Crds,
@@ -103,11 +115,15 @@ pub struct PlacementArgs {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Apply { files, output } => {
+        Command::Apply {
+            files,
+            output,
+            validate,
+        } => {
             let stdin = &mut std::io::stdin().lock();
             let stdout = &mut std::io::stdout().lock();
             let stderr = &mut std::io::stderr().lock();
-            ExitCode::from(apply::run(&files, output, stdin, stdout, stderr))
+            ExitCode::from(apply::run(&files, output, validate, stdin, stdout, stderr))
         }
         Command::Placement { call } => {
             let (which, args) = match &call {

@@ -758,6 +758,12 @@ fn the_operator_admits_the_cloud_denies_bad_objects_and_writes_status() {
             "{path:?} was refused without a message"
         );
         // As `kubeplace apply` says offline, in the API server's words.
+        if path.ends_with("flavor-unknown-field.yaml") {
+            assert!(
+                text.contains("strict decoding error: unknown field \"spec.diskGB\""),
+                "{path:?}: {text}"
+            );
+        }
         if path.ends_with("server-missing-namespace.yaml") {
             assert!(
                 text.contains("namespaces \"staging\" not found"),

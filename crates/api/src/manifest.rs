@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 pub use kubeplace_core::yaml::{Located, Node};
 
+use crate::fields::{UnknownField, unknown_fields, unknown_namespace_fields};
 use crate::{API_VERSION, Kind, Object};
 use kubeplace_core::placement::closest;
 
@@ -40,6 +41,10 @@ pub struct Document {
     /// `metadata.name` as written, empty when absent.
     pub name: String,
     pub content: Result<Content, DocumentError>,
+    /// Fields the kind's schema does not name, which the API server refuses under strict
+    /// field validation (kubectl's default) and drops otherwise; empty when `content` is
+    /// an error.
+    pub unknown_fields: Vec<UnknownField>,
 }
 
 /// What a well-formed document holds.
@@ -288,11 +293,17 @@ fn document(origin: Origin, root: &Located) -> Document {
         .and_then(|n| n.to_json().as_str().map(str::to_string))
         .unwrap_or_default();
     let content = to_content(root);
+    let unknown_fields = match &content {
+        Ok(Content::Object(o)) => unknown_fields(o.kind(), root),
+        Ok(Content::Namespace(_)) => unknown_namespace_fields(root),
+        Err(_) => Vec::new(),
+    };
     Document {
         origin,
         kind,
         name,
         content,
+        unknown_fields,
     }
 }
 
@@ -593,6 +604,22 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn the_example_cloud_has_no_unknown_field() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/cloud");
+        for file in files_under(&dir).unwrap() {
+            let text = std::fs::read_to_string(&file).unwrap();
+            for doc in parse_stream("f", &text).unwrap() {
+                assert!(doc.content.is_ok(), "{file:?}: {}", doc.name);
+                assert_eq!(doc.unknown_fields, vec![], "{file:?}: {}", doc.name);
+            }
+        }
+        // A typo is found with its line.
+        let docs = parse_stream("f.yaml", &format!("{GOOD}  diskGB: 10\n")).unwrap();
+        assert_eq!(docs[0].unknown_fields[0].path, "spec.diskGB");
+        assert_eq!(docs[0].unknown_fields[0].line, 8);
     }
 
     #[test]
