@@ -489,6 +489,44 @@ fn unknown_fields_follow_kubectls_validate() {
 }
 
 #[test]
+fn completion_scripts_know_the_subcommands_and_flags() {
+    let bash = kubeplace(&["completion", "bash"], None);
+    assert_eq!(bash.status.code(), Some(0));
+    let script = String::from_utf8(bash.stdout).unwrap();
+    for word in [
+        "apply",
+        "crds",
+        "run",
+        "placement",
+        "provider-config",
+        "extra-specs",
+        "completion",
+        "candidates",
+        "--validate",
+        "--filename",
+    ] {
+        assert!(script.contains(word), "the bash script lacks {word}");
+    }
+    assert!(script.contains("complete -F _kubeplace"), "{script}");
+    // bash itself reads it without a syntax error.
+    let checked = Command::new("bash")
+        .args(["-n", "-c", &script])
+        .output()
+        .expect("bash runs");
+    assert!(
+        checked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    let zsh = kubeplace(&["completion", "zsh"], None);
+    assert!(String::from_utf8_lossy(&zsh.stdout).starts_with("#compdef kubeplace"));
+    let fish = kubeplace(&["completion", "fish"], None);
+    assert!(String::from_utf8_lossy(&fish.stdout).contains("complete -c kubeplace"));
+    let unknown = kubeplace(&["completion", "tcsh"], None);
+    assert_eq!(unknown.status.code(), Some(2));
+}
+
+#[test]
 fn unreadable_input_exits_2_with_file_and_line() {
     let out = kubeplace(
         &["apply", "-f", "-"],

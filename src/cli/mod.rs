@@ -1,6 +1,7 @@
 //! The `kubeplace` command: one file per subcommand.
 
 pub mod apply;
+pub(crate) mod completion;
 pub mod crds;
 pub(crate) mod extra_specs;
 pub mod placement;
@@ -79,6 +80,12 @@ pub enum Command {
     /// extra specs or image properties.
     #[command(subcommand)]
     ExtraSpecs(extra_specs::ExtraSpecsCommand),
+    /// Print a shell completion script: `source <(kubeplace completion bash)`, or write it
+    /// where the shell loads completions from (bash, zsh, fish, elvish, powershell).
+    Completion {
+        /// The shell to complete in.
+        shell: clap_complete::Shell,
+    },
 }
 
 /// The Placement calls `kubeplace placement` answers.
@@ -147,6 +154,10 @@ pub fn main() -> ExitCode {
             ExitCode::from(extra_specs::run(command, stdin, stdout, stderr))
         }
         Command::Run(args) => run::main(*args),
+        Command::Completion { shell } => {
+            completion::write(shell, &mut std::io::stdout().lock());
+            ExitCode::SUCCESS
+        }
         Command::Crds => match crds::render() {
             Ok(yaml) => {
                 print!("{yaml}");
