@@ -19,7 +19,7 @@ use tracing::{error, info, warn};
 
 use crate::cache::SharedStore;
 use crate::controllers::lease::{Elector, LeaseSettings};
-use crate::controllers::reconciler::{Pacing, Reconciler, recorder};
+use crate::controllers::reconciler::{Pacing, Reconciler, Retries, recorder};
 use crate::controllers::trigger::Trigger;
 use crate::controllers::watch::{self as kind_watches, Synced, kind_watch};
 use crate::health::{self, Health};
@@ -323,6 +323,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
         metrics: metrics.clone(),
         recorder: recorder(client.clone(), &identity),
         pacing: Pacing::default(),
+        retries: Retries::default(),
     };
     let reconciling = tokio::spawn(reconciler.run(cancel.clone()));
 
