@@ -242,6 +242,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
     let metrics_listener = bind(args.metrics_addr, "health and metrics").await?;
     let mut webhook = Webhook::new(store.clone(), ready.clone(), metrics.clone());
     webhook.events = Some(recorder(client.clone(), &identity));
+    webhook.client = Some(client.clone());
     let webhook = Arc::new(webhook);
     tokio::spawn(server::serve(
         webhook_listener,

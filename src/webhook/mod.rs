@@ -4,6 +4,7 @@
 
 pub mod certs;
 pub mod config;
+mod read_through;
 pub mod server;
 
 use std::sync::Arc;
@@ -39,6 +40,11 @@ pub struct Webhook {
     pub recheck_after: Duration,
     /// Where a Warning Event goes for each object kubeplace's admission rejects.
     pub events: Option<kube::runtime::events::Recorder>,
+    /// The API server, read on a cache miss (see [`read_through`]); none, none is read.
+    pub client: Option<kube::Client>,
+    /// How long a denial waits for the watches to deliver referenced objects that the API
+    /// server has but the store lacks.
+    pub read_through_wait: Duration,
 }
 
 /// An answer and how to count it.
@@ -78,6 +84,8 @@ impl Webhook {
             sync_wait: Duration::from_secs(5),
             recheck_after: Duration::from_millis(250),
             events: None,
+            client: None,
+            read_through_wait: Duration::from_secs(3),
         }
     }
 
@@ -208,7 +216,50 @@ impl Webhook {
             return verdict;
         }
         tokio::time::sleep(self.recheck_after).await;
-        self.admit_now(op, object, old)
+        let verdict = self.admit_now(op, object, old);
+        if verdict.allowed {
+            return verdict;
+        }
+        self.read_through(op, object, old).await.unwrap_or(verdict)
+    }
+
+    /// A review again once the watches have delivered the objects this one names that the
+    /// store lacks but the API server has; `None` when there are none, or when they did not
+    /// arrive within [`Webhook::read_through_wait`].
+    async fn read_through(
+        &self,
+        op: Operation,
+        object: &Object,
+        old: Option<&Object>,
+    ) -> Option<Verdict> {
+        let client = self.client.as_ref()?;
+        let missing = {
+            let store = self.store.read().unwrap_or_else(|e| e.into_inner());
+            read_through::missing_references(object, &store)
+        };
+        if missing.is_empty() {
+            return None;
+        }
+        let found = read_through::existing(client, &missing).await;
+        if found.is_empty() {
+            return None;
+        }
+        let deadline = tokio::time::Instant::now() + self.read_through_wait;
+        loop {
+            let arrived = {
+                let store = self.store.read().unwrap_or_else(|e| e.into_inner());
+                found
+                    .iter()
+                    .all(|(kind, name)| store.get_cluster(*kind, name).is_some())
+            };
+            if arrived {
+                return Some(self.admit_now(op, object, old));
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(read_through::POLL).await;
+        }
     }
 }
 
@@ -372,6 +423,130 @@ mod tests {
             );
         }
         paths
+    }
+
+    /// An AdmissionReview creating Server `default/web-1` of flavor `m1` and image `img`.
+    fn server_review() -> Vec<u8> {
+        let server = json!({
+            "apiVersion": API_VERSION, "kind": "Server",
+            "metadata": {"name": "web-1", "namespace": "default"},
+            "spec": {"flavor": "m1", "image": "img"},
+        });
+        let gvk = json!({"group": GROUP, "version": "v1alpha1", "kind": "Server"});
+        let gvr = json!({"group": GROUP, "version": "v1alpha1", "resource": "servers"});
+        serde_json::to_vec(&json!({
+            "apiVersion": ADMISSION_API_VERSION, "kind": "AdmissionReview",
+            "request": {
+                "uid": "uid-2", "kind": gvk, "resource": gvr,
+                "requestKind": gvk, "requestResource": gvr,
+                "name": "web-1", "namespace": "default", "operation": "CREATE",
+                "userInfo": {"username": "kubernetes-admin"},
+                "object": server, "oldObject": null, "dryRun": false, "options": null,
+            }
+        }))
+        .expect("a JSON body")
+    }
+
+    /// The Server's Flavor and Image as the API server returns them.
+    fn referenced(path: &str) -> Option<Value> {
+        match path {
+            "/apis/kubeplace.io/v1alpha1/flavors/m1" => Some(json!({
+                "apiVersion": API_VERSION, "kind": "Flavor", "metadata": {"name": "m1"},
+                "spec": {"vcpus": 1, "memoryMb": 64}})),
+            "/apis/kubeplace.io/v1alpha1/images/img" => Some(json!({
+                "apiVersion": API_VERSION, "kind": "Image", "metadata": {"name": "img"},
+                "spec": {}})),
+            _ => None,
+        }
+    }
+
+    fn webhook_reading_through(client: Client, store: SharedStore) -> Webhook {
+        let (_ready_tx, ready) = watch::channel(true);
+        // The sender is dropped: the channel keeps its last value, true.
+        let mut webhook = Webhook::new(store, ready, Arc::new(Metrics::new()));
+        webhook.recheck_after = Duration::from_millis(250);
+        webhook.read_through_wait = Duration::from_secs(3);
+        webhook.client = Some(client);
+        webhook
+    }
+
+    /// A Server applied in one `kubectl apply` with its Flavor and Image: the API server has
+    /// them, the store does not yet. The webhook reads them, waits for the watch to deliver
+    /// them (here 2 s late, longer than the recheck), and admits the Server.
+    #[tokio::test(start_paused = true)]
+    async fn a_cache_miss_is_read_through_and_waits_for_the_watch() {
+        let (service, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
+        let store = SharedStore::default();
+        let webhook = webhook_reading_through(Client::new(service, "default"), store.clone());
+        let watch = store.clone();
+        let api = tokio::spawn(async move {
+            let mut served = Vec::new();
+            for _ in 0..2 {
+                let (request, send) = handle.next_request().await.expect("a read");
+                assert_eq!(request.method(), Method::GET);
+                let path = request.uri().path().to_string();
+                let object = referenced(&path).expect("a referenced object");
+                send.send_response(
+                    Response::builder()
+                        .body(Body::from(serde_json::to_vec(&object).unwrap()))
+                        .unwrap(),
+                );
+                served.push(object);
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            for object in served {
+                let kind = Kind::from_name(object["kind"].as_str().unwrap()).unwrap();
+                watch
+                    .write()
+                    .unwrap()
+                    .put(Object::from_value(kind, object).unwrap());
+            }
+        });
+        let started = tokio::time::Instant::now();
+        let review = webhook.review("servers", &server_review()).await;
+        let response = review.response.expect("a response");
+        assert!(response.allowed, "{:?}", response.result.message);
+        assert!(started.elapsed() >= Duration::from_secs(2));
+        api.await.unwrap();
+    }
+
+    /// A Flavor the API server does not have either: denied at once, no waiting.
+    #[tokio::test(start_paused = true)]
+    async fn a_reference_the_api_server_lacks_is_denied_without_waiting() {
+        let (service, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
+        let webhook =
+            webhook_reading_through(Client::new(service, "default"), SharedStore::default());
+        let api = tokio::spawn(async move {
+            for _ in 0..2 {
+                let (_request, send) = handle.next_request().await.expect("a read");
+                let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                    "reason": "NotFound", "code": 404, "message": "not found"});
+                send.send_response(
+                    Response::builder()
+                        .status(404)
+                        .body(Body::from(serde_json::to_vec(&status).unwrap()))
+                        .unwrap(),
+                );
+            }
+        });
+        let started = tokio::time::Instant::now();
+        let review = webhook.review("servers", &server_review()).await;
+        let response = review.response.expect("a response");
+        assert!(!response.allowed);
+        assert!(
+            response
+                .result
+                .message
+                .contains("spec.flavor: Flavor \"m1\" does not exist"),
+            "{}",
+            response.result.message
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+        api.await.unwrap();
     }
 
     #[tokio::test]
