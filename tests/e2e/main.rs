@@ -782,6 +782,21 @@ fn the_operator_admits_the_cloud_denies_bad_objects_and_writes_status() {
         by_webhook >= 12,
         "only {by_webhook} rejections came from kubeplace's webhook"
     );
+    // kubectl's escape hatch, as `kubeplace apply --validate=false` has it: the API server
+    // drops the unknown field before admission, and the Flavor is stored without it.
+    let lax = cp.kubectl(&[
+        "apply",
+        "--validate=false",
+        "-f",
+        "examples/rejected/flavor-unknown-field.yaml",
+    ]);
+    assert!(
+        lax.ok()
+            .contains("flavor.kubeplace.io/m1.typo-field created")
+    );
+    let spec = cp.kubectl(&["get", "flavor", "m1.typo-field", "-o", "jsonpath={.spec}"]);
+    assert!(!spec.ok().contains("diskGB"), "{}", spec.stdout);
+    cp.kubectl(&["delete", "flavor", "m1.typo-field"]).ok();
     // The rejection is also a Warning Event on the object.
     let evented = (0..60).any(|_| {
         let out = cp.kubectl(&[
