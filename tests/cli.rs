@@ -83,6 +83,15 @@ fn example_cloud_is_admitted_with_statuses() {
             "empty status: {i}"
         );
     }
+    // The example creates the namespaces its servers live in, first.
+    for ns in ["shop", "security", "research"] {
+        let namespace = item(&report, "Namespace", ns);
+        assert_eq!(
+            namespace["source"].as_str().unwrap().split(':').next(),
+            Some("examples/cloud/00-namespaces.yaml")
+        );
+        assert_eq!(namespace["status"]["phase"], "Active");
+    }
     // Trees: a PF under a NUMA cell under a compute node.
     let pf = &item(&report, "ResourceProvider", "cn1-numa1-pf0")["status"];
     assert_eq!(pf["root"], "cn1");
@@ -221,6 +230,10 @@ fn every_rejected_example_is_rejected_with_its_reason() {
         ),
         ("flavor-key-characters.yaml", "the key has '/'"),
         (
+            "flavor-unknown-field.yaml",
+            "examples/rejected/flavor-unknown-field.yaml:11: document 1: unknown field \"spec.diskGB\" (did you mean diskGb?); spec has the fields description, diskGb,",
+        ),
+        (
             "flavor-negative-resources.yaml",
             "spec.extraSpecs[\"resources:VCPU\"]=\"-1\": -1 is below the minimum of 0",
         ),
@@ -272,6 +285,10 @@ fn every_rejected_example_is_rejected_with_its_reason() {
             "server-unknown-flavor.yaml",
             "spec.flavor: Flavor \"m9.nonexistent\" does not exist",
         ),
+        (
+            "server-missing-namespace.yaml",
+            "Server \"staging/web-staging\": namespaces \"staging\" not found; add a Namespace before it",
+        ),
         ("service-profile-no-driver.yaml", "spec.driver is empty"),
         (
             "unknown-api-version.yaml",
@@ -314,6 +331,199 @@ fn every_rejected_example_is_rejected_with_its_reason() {
     let report = json(&all);
     assert_eq!(report["summary"]["admitted"], 0);
     assert_eq!(report["summary"]["rejected"], expected.len());
+}
+
+/// The API server refuses a namespaced object whose namespace does not exist; offline, the
+/// namespaces are those of a new cluster and the input's Namespaces, in input order.
+#[test]
+fn a_server_needs_its_namespace_as_in_the_cluster() {
+    let flavor = "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata:\n  name: m1\nspec:\n  vcpus: 1\n  memoryMb: 512\n";
+    let image =
+        "apiVersion: kubeplace.io/v1alpha1\nkind: Image\nmetadata:\n  name: cirros\nspec: {}\n";
+    let server = |ns: &str| {
+        format!(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: Server\nmetadata:\n  name: web-1\n{ns}spec:\n  flavor: m1\n  image: cirros\n"
+        )
+    };
+    let namespace = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n";
+    let run = |docs: &[&str]| {
+        let out = kubeplace(
+            &["apply", "-f", "-", "-o", "json"],
+            Some(&docs.join("---\n")),
+        );
+        (out.status.code(), json(&out))
+    };
+    let in_shop = server("  namespace: shop\n");
+
+    // No Namespace: refused with the API server's words and what to do.
+    let (code, report) = run(&[flavor, image, &in_shop]);
+    assert_eq!(code, Some(1));
+    let message = item(&report, "Server", "web-1")["admission"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.starts_with("Server \"shop/web-1\": namespaces \"shop\" not found; add a Namespace before it (apiVersion: v1, kind: Namespace, metadata.name: shop)"),
+        "{message}"
+    );
+    assert!(
+        message.contains("default, kube-system, kube-public, kube-node-lease"),
+        "{message}"
+    );
+
+    // The Namespace after the Server comes too late, as with kubectl; the message points at it.
+    let (code, report) = run(&[flavor, image, &in_shop, namespace]);
+    assert_eq!(code, Some(1));
+    let message = item(&report, "Server", "web-1")["admission"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains("the input creates it only later, at -:"),
+        "{message}"
+    );
+
+    // Before it, the Namespace is accepted and the Server admitted and placed nowhere yet.
+    let (code, report) = run(&[namespace, flavor, image, &in_shop]);
+    assert_eq!(code, Some(0), "{report}");
+    let ns = item(&report, "Namespace", "shop");
+    assert_eq!(ns["admission"]["allowed"], true);
+    assert_eq!(ns["status"]["phase"], "Active");
+    assert_eq!(report["summary"]["admitted"], 4);
+
+    // The namespaces of a new cluster need no manifest; no namespace means `default`.
+    for ns in ["", "  namespace: default\n", "  namespace: kube-system\n"] {
+        let (code, report) = run(&[flavor, image, &server(ns)]);
+        assert_eq!(code, Some(0), "{ns:?}: {report}");
+    }
+
+    // The table says what a Namespace is.
+    let table = kubeplace(&["apply", "-f", "-"], Some(namespace));
+    let text = String::from_utf8(table.stdout).unwrap();
+    assert!(
+        text.contains("Namespace  shop  accepted  core v1 Namespace, not reviewed by kubeplace"),
+        "{text}"
+    );
+
+    // Namespace names are DNS labels, as the API server requires.
+    let (code, report) = run(&[&namespace.replace("shop", "shop.eu")]);
+    assert_eq!(code, Some(1));
+    assert!(
+        report["items"][0]["admission"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("a namespace name is a DNS label"),
+        "{report}"
+    );
+}
+
+/// kubectl's strict field validation, offline: an unknown field refuses the object unless
+/// `--validate` says otherwise, as it does for kubectl.
+#[test]
+fn unknown_fields_follow_kubectls_validate() {
+    let typo = "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata:\n  name: m1\n  lables: {tier: gold}\nspec:\n  vcpus: 1\n  memoryMb: 512\n  diskGB: 10\n";
+    let run = |args: &[&str]| {
+        let mut all = vec!["apply", "-f", "-", "-o", "json"];
+        all.extend(args);
+        let out = kubeplace(&all, Some(typo));
+        (out.status.code(), json(&out))
+    };
+    // Strict, the default (also `--validate` and `--validate=true`): every unknown field,
+    // each with its line and the field meant, and no admission.
+    for args in [
+        &[][..],
+        &["--validate"],
+        &["--validate=true"],
+        &["--validate=strict"],
+    ] {
+        let (code, report) = run(args);
+        assert_eq!(code, Some(1), "{args:?}");
+        let message = report["items"][0]["admission"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("-:5: document 1: unknown field \"metadata.lables\" (did you mean labels?); metadata has the fields annotations, "),
+            "{message}"
+        );
+        assert!(
+            message.contains(
+                "; -:9: document 1: unknown field \"spec.diskGB\" (did you mean diskGb?)"
+            ),
+            "{message}"
+        );
+        assert!(
+            message.ends_with(
+                "with --validate=warn or --validate=false the object is applied without them)"
+            ),
+            "{message}"
+        );
+        assert_eq!(report["items"][0]["status"], serde_json::json!({}));
+    }
+    // Warn: admitted without the fields (no disk in the request), one warning each.
+    let (code, report) = run(&["--validate=warn"]);
+    assert_eq!(code, Some(0));
+    let item = &report["items"][0];
+    assert_eq!(item["admission"]["allowed"], true);
+    assert_eq!(item["admission"]["warnings"].as_array().unwrap().len(), 2);
+    assert!(
+        item["admission"]["warnings"][1]
+            .as_str()
+            .unwrap()
+            .starts_with("-:9: document 1: unknown field \"spec.diskGB\""),
+        "{item}"
+    );
+    assert_eq!(
+        item["status"]["request"]["query"],
+        "resources=MEMORY_MB:512,VCPU:1"
+    );
+    // Ignore (also `false`): admitted, silently.
+    for v in ["--validate=ignore", "--validate=false"] {
+        let (code, report) = run(&[v]);
+        assert_eq!(code, Some(0), "{v}");
+        assert_eq!(
+            report["items"][0]["admission"]["warnings"],
+            serde_json::json!([])
+        );
+    }
+    // Anything else is a usage error.
+    let bad = kubeplace(&["apply", "-f", "-", "--validate=lenient"], Some(typo));
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+#[test]
+fn completion_scripts_know_the_subcommands_and_flags() {
+    let bash = kubeplace(&["completion", "bash"], None);
+    assert_eq!(bash.status.code(), Some(0));
+    let script = String::from_utf8(bash.stdout).unwrap();
+    for word in [
+        "apply",
+        "crds",
+        "run",
+        "placement",
+        "provider-config",
+        "extra-specs",
+        "completion",
+        "candidates",
+        "--validate",
+        "--filename",
+    ] {
+        assert!(script.contains(word), "the bash script lacks {word}");
+    }
+    assert!(script.contains("complete -F _kubeplace"), "{script}");
+    // bash itself reads it without a syntax error.
+    let checked = Command::new("bash")
+        .args(["-n", "-c", &script])
+        .output()
+        .expect("bash runs");
+    assert!(
+        checked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    let zsh = kubeplace(&["completion", "zsh"], None);
+    assert!(String::from_utf8_lossy(&zsh.stdout).starts_with("#compdef kubeplace"));
+    let fish = kubeplace(&["completion", "fish"], None);
+    assert!(String::from_utf8_lossy(&fish.stdout).contains("complete -c kubeplace"));
+    let unknown = kubeplace(&["completion", "tcsh"], None);
+    assert_eq!(unknown.status.code(), Some(2));
 }
 
 #[test]

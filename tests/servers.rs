@@ -1,7 +1,7 @@
 //! Servers: placement, capacity, rebuild, resize, flavor metadata and templates, through
 //! the same admission and reconcile code `kubeplace apply` and the operator run.
 
-use kubeplace::cli::apply::apply_documents;
+use kubeplace::cli::apply::{Validate, apply_documents};
 use kubeplace_api::manifest::parse_stream;
 use kubeplace_api::{Kind, Object};
 use kubeplace_policy::admission::{Operation, admit};
@@ -11,8 +11,18 @@ use kubeplace_policy::store::{ObjectKey, Store};
 use proptest::prelude::*;
 use serde_json::Value;
 
+/// `kubeplace apply` of the YAML after the Namespace `ns` the servers live in; the
+/// Namespace's item is left out of the report, so items are the YAML's own.
 fn run(yaml: &str) -> (kubeplace::cli::apply::Report, Store) {
-    apply_documents(parse_stream("test.yaml", yaml).expect("test YAML parses"))
+    let namespace = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ns\n---\n";
+    let (mut report, store) = apply_documents(
+        parse_stream("test.yaml", &format!("{namespace}{yaml}")).expect("test YAML parses"),
+        Validate::Strict,
+    );
+    let namespace = report.items.remove(0);
+    assert!(namespace.admission.allowed);
+    report.summary.admitted -= 1;
+    (report, store)
 }
 
 fn node(name: &str, vcpu: i64, traits: &[&str]) -> String {

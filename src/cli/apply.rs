@@ -1,5 +1,6 @@
 //! `kubeplace apply`: the cluster's admission and reconcile, in memory, over manifest files.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
@@ -8,7 +9,7 @@ use serde_json::Value;
 
 use super::Output;
 use kubeplace_api::Object;
-use kubeplace_api::manifest::{Document, read_paths};
+use kubeplace_api::manifest::{Content, Document, INITIAL_NAMESPACES, NAMESPACE_KIND, read_paths};
 use kubeplace_policy::admission::{Verdict, admit_and_store};
 use kubeplace_policy::scheduling::place;
 use kubeplace_policy::status::reconcile_all;
@@ -43,41 +44,153 @@ pub struct Report {
     pub summary: Summary,
 }
 
+/// kubectl's `--validate`: what to do with a field the kind's schema does not name.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Validate {
+    /// Refuse the object, as the API server does under kubectl's default (also `true`).
+    #[default]
+    #[value(alias = "true")]
+    Strict,
+    /// Apply the object without the field, with a warning for each.
+    Warn,
+    /// Apply the object without the field, silently (also `false`).
+    #[value(alias = "false")]
+    Ignore,
+}
+
+/// What an admitted document became, for its status in the report.
+enum Applied {
+    Object(ObjectKey),
+    Namespace,
+    Nothing,
+}
+
+/// The namespaces of a new cluster as the documents are applied in order: the API server
+/// refuses a namespaced object whose namespace does not exist yet, webhook or not.
+struct Namespaces {
+    existing: BTreeSet<String>,
+    /// Where the input creates each namespace first, to point at it when it comes too late.
+    created_at: BTreeMap<String, String>,
+}
+
+impl Namespaces {
+    fn new(documents: &[Document]) -> Namespaces {
+        let mut created_at = BTreeMap::new();
+        for doc in documents {
+            if let Ok(Content::Namespace(name)) = &doc.content {
+                created_at
+                    .entry(name.clone())
+                    .or_insert_with(|| format!("{}:{}", doc.origin.file, doc.origin.line));
+            }
+        }
+        Namespaces {
+            existing: INITIAL_NAMESPACES.iter().map(|n| n.to_string()).collect(),
+            created_at,
+        }
+    }
+
+    /// Why the API server would refuse the object (`namespaces "x" not found`), if it would.
+    fn refusal(&self, object: &Object) -> Option<String> {
+        if !object.kind().is_namespaced() {
+            return None;
+        }
+        let namespace = object.meta().namespace.as_deref().unwrap_or("default");
+        if self.existing.contains(namespace) {
+            return None;
+        }
+        let fix = match self.created_at.get(namespace) {
+            Some(at) => format!(
+                "the input creates it only later, at {at}; kubectl applies documents in order, so move that Namespace before this {} (a file that sorts first, such as 00-namespaces.yaml)",
+                object.kind()
+            ),
+            None => format!(
+                "add a Namespace before it (apiVersion: v1, kind: Namespace, metadata.name: {namespace}), or set metadata.namespace to an existing one; offline, only the input's Namespaces and those of a new cluster ({}) exist",
+                INITIAL_NAMESPACES.join(", ")
+            ),
+        };
+        Some(format!(
+            "{} \"{namespace}/{}\": namespaces \"{namespace}\" not found; {fix}",
+            object.kind(),
+            object.name()
+        ))
+    }
+}
+
 /// Applies documents in order to an empty store, as a cluster would, then reconciles.
-pub fn apply_documents(documents: Vec<Document>) -> (Report, Store) {
+/// Unknown fields are handled as the API server handles them under `validate`.
+pub fn apply_documents(documents: Vec<Document>, validate: Validate) -> (Report, Store) {
     let mut store = Store::default();
+    let mut namespaces = Namespaces::new(&documents);
     let mut outcomes = Vec::new();
     for doc in documents {
         let source = format!("{}:{}", doc.origin.file, doc.origin.line);
-        let (verdict, key) = match doc.object {
-            Err(e) => (Verdict::rejected(e.located(&doc.origin)), None),
-            Ok(object) => {
-                let key = ObjectKey::of(&object);
-                let verdict = admit_and_store(&mut store, object);
-                if verdict.allowed {
-                    // The scheduler places a server as soon as it is stored.
-                    schedule(&mut store, &key);
-                }
-                (verdict, Some(key))
+        let unknown: Vec<String> = doc
+            .unknown_fields
+            .iter()
+            .map(|f| {
+                format!(
+                    "{}:{}: document {}: {f}",
+                    doc.origin.file, f.line, doc.origin.document
+                )
+            })
+            .collect();
+        let (mut verdict, applied) = match doc.content {
+            Err(e) => (Verdict::rejected(e.located(&doc.origin)), Applied::Nothing),
+            // The API server decodes strictly before any admission: nothing else is asked.
+            Ok(_) if validate == Validate::Strict && !unknown.is_empty() => (
+                Verdict::rejected(format!(
+                    "{} (kubectl apply refuses unknown fields too, under its default --validate=strict; with --validate=warn or --validate=false the object is applied without them)",
+                    unknown.join("; ")
+                )),
+                Applied::Nothing,
+            ),
+            // Not a kubeplace kind: nothing to review, but the objects after it may use it.
+            Ok(Content::Namespace(name)) => {
+                namespaces.existing.insert(name);
+                (
+                    Verdict {
+                        allowed: true,
+                        message: String::new(),
+                        warnings: Vec::new(),
+                    },
+                    Applied::Namespace,
+                )
             }
+            Ok(Content::Object(object)) => match namespaces.refusal(&object) {
+                Some(refusal) => (Verdict::rejected(refusal), Applied::Nothing),
+                None => {
+                    let key = ObjectKey::of(&object);
+                    let verdict = admit_and_store(&mut store, object);
+                    if verdict.allowed {
+                        // The scheduler places a server as soon as it is stored.
+                        schedule(&mut store, &key);
+                    }
+                    (verdict, Applied::Object(key))
+                }
+            },
         };
-        outcomes.push((doc.kind, doc.name, source, verdict, key));
+        if validate == Validate::Warn {
+            verdict.warnings.extend(unknown);
+        }
+        outcomes.push((doc.kind, doc.name, source, verdict, applied));
     }
     reconcile_all(&mut store, MAX_ROUNDS);
     let mut summary = Summary::default();
     let items = outcomes
         .into_iter()
-        .map(|(kind, name, source, admission, key)| {
+        .map(|(kind, name, source, admission, applied)| {
             if admission.allowed {
                 summary.admitted += 1;
             } else {
                 summary.rejected += 1;
             }
-            let status = match (&key, admission.allowed) {
-                (Some(k), true) => store
+            let status = match (&applied, admission.allowed) {
+                (Applied::Object(k), true) => store
                     .get(k)
                     .map(|o| o.status_value())
                     .unwrap_or(Value::Null),
+                // What the API server reports for a namespace in use.
+                (Applied::Namespace, true) => serde_json::json!({"phase": "Active"}),
                 _ => Value::Object(Default::default()),
             };
             Item {
@@ -104,6 +217,7 @@ pub(crate) fn schedule(store: &mut Store, key: &ObjectKey) {
 pub fn run(
     files: &[PathBuf],
     output: Output,
+    validate: Validate,
     stdin: &mut dyn Read,
     out: &mut dyn Write,
     err: &mut dyn Write,
@@ -115,7 +229,7 @@ pub fn run(
             return 2;
         }
     };
-    let (report, _) = apply_documents(documents);
+    let (report, _) = apply_documents(documents, validate);
     let written = match output {
         Output::Json => serde_json::to_string_pretty(&report)
             .map(|s| writeln!(out, "{s}"))
@@ -144,12 +258,15 @@ fn write_table(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
         .items
         .iter()
         .map(|i| {
-            let result = if i.admission.allowed {
-                "admitted"
-            } else {
-                "rejected"
+            let namespace = i.kind == NAMESPACE_KIND && i.admission.allowed;
+            let result = match (namespace, i.admission.allowed) {
+                (true, _) => "accepted",
+                (false, true) => "admitted",
+                (false, false) => "rejected",
             };
-            let detail = if i.admission.allowed {
+            let detail = if namespace {
+                "core v1 Namespace, not reviewed by kubeplace".to_string()
+            } else if i.admission.allowed {
                 status_summary(&i.kind, &i.status)
             } else {
                 i.admission.message.clone()

@@ -84,7 +84,7 @@ fn custom_from_files(
     let docs = read_paths(files, stdin).map_err(|e| e.to_string())?;
     let mut store = Store::default();
     for d in docs {
-        if let Ok(o @ Object::ExtraSpecDefinition(_)) = d.object {
+        if let Some(Ok(o @ Object::ExtraSpecDefinition(_))) = d.object() {
             store.apply(o);
         }
     }

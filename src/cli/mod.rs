@@ -1,6 +1,7 @@
 //! The `kubeplace` command: one file per subcommand.
 
 pub mod apply;
+pub(crate) mod completion;
 pub mod crds;
 pub(crate) mod extra_specs;
 pub mod placement;
@@ -44,6 +45,18 @@ pub enum Command {
         /// Output format.
         #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
         output: Output,
+        /// Fields the kind's schema does not name, as kubectl's `--validate`: `strict`
+        /// (or `true`) refuses the object, as the API server does by default; `warn` and
+        /// `ignore` (or `false`) apply it without them, `warn` with a warning each.
+        #[arg(
+            long,
+            value_enum,
+            default_value_t = apply::Validate::Strict,
+            num_args = 0..=1,
+            require_equals = true,
+            default_missing_value = "strict"
+        )]
+        validate: apply::Validate,
     },
     /// Print every CustomResourceDefinition as YAML.
     Crds,
@@ -67,6 +80,12 @@ pub enum Command {
     /// extra specs or image properties.
     #[command(subcommand)]
     ExtraSpecs(extra_specs::ExtraSpecsCommand),
+    /// Print a shell completion script: `source <(kubeplace completion bash)`, or write it
+    /// where the shell loads completions from (bash, zsh, fish, elvish, powershell).
+    Completion {
+        /// The shell to complete in.
+        shell: clap_complete::Shell,
+    },
 }
 
 /// The Placement calls `kubeplace placement` answers.
@@ -103,11 +122,15 @@ pub struct PlacementArgs {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Apply { files, output } => {
+        Command::Apply {
+            files,
+            output,
+            validate,
+        } => {
             let stdin = &mut std::io::stdin().lock();
             let stdout = &mut std::io::stdout().lock();
             let stderr = &mut std::io::stderr().lock();
-            ExitCode::from(apply::run(&files, output, stdin, stdout, stderr))
+            ExitCode::from(apply::run(&files, output, validate, stdin, stdout, stderr))
         }
         Command::Placement { call } => {
             let (which, args) = match &call {
@@ -131,6 +154,10 @@ pub fn main() -> ExitCode {
             ExitCode::from(extra_specs::run(command, stdin, stdout, stderr))
         }
         Command::Run(args) => run::main(*args),
+        Command::Completion { shell } => {
+            completion::write(shell, &mut std::io::stdout().lock());
+            ExitCode::SUCCESS
+        }
         Command::Crds => match crds::render() {
             Ok(yaml) => {
                 print!("{yaml}");

@@ -27,12 +27,15 @@ pub enum Call {
 pub(crate) fn load_state(files: &[PathBuf], stdin: &mut dyn Read) -> Result<Store, String> {
     let documents = read_paths(files, stdin).map_err(|e| e.to_string())?;
     // One provider config merge for the whole state, not one per object.
+    // Namespaces hold nothing Placement answers about.
     let changes = documents
         .into_iter()
-        .map(|doc| {
-            doc.object
-                .map(|o| Change::Put(Box::new(o)))
-                .map_err(|e| e.located(&doc.origin))
+        .filter_map(|doc| {
+            let origin = doc.origin.clone();
+            doc.object().map(|o| {
+                o.map(|o| Change::Put(Box::new(o)))
+                    .map_err(|e| e.located(&origin))
+            })
         })
         .collect::<Result<Vec<_>, _>>()?;
     let mut store = Store::default();

@@ -19,7 +19,7 @@ use tracing::{error, info, warn};
 
 use crate::cache::SharedStore;
 use crate::controllers::lease::{Elector, LeaseSettings};
-use crate::controllers::reconciler::{Pacing, Reconciler, recorder};
+use crate::controllers::reconciler::{Pacing, Reconciler, Retries, recorder};
 use crate::controllers::trigger::Trigger;
 use crate::controllers::watch::{self as kind_watches, Synced, kind_watch};
 use crate::health::{self, Health};
@@ -242,6 +242,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
     let metrics_listener = bind(args.metrics_addr, "health and metrics").await?;
     let mut webhook = Webhook::new(store.clone(), ready.clone(), metrics.clone());
     webhook.events = Some(recorder(client.clone(), &identity));
+    webhook.client = Some(client.clone());
     let webhook = Arc::new(webhook);
     tokio::spawn(server::serve(
         webhook_listener,
@@ -323,6 +324,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
         metrics: metrics.clone(),
         recorder: recorder(client.clone(), &identity),
         pacing: Pacing::default(),
+        retries: Retries::default(),
     };
     let reconciling = tokio::spawn(reconciler.run(cancel.clone()));
 

@@ -3,7 +3,7 @@
 //! changed.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -30,8 +30,11 @@ pub(crate) struct Pacing {
     pub max_delay: Duration,
     /// Status writes in flight at once.
     pub concurrency: usize,
-    /// A failed write is tried again after this long.
+    /// A failed write is first tried again after this long; each further failure of the
+    /// same object doubles the wait, up to `retry_max`.
     pub retry_after: Duration,
+    /// The longest wait before a failed write is tried again.
+    pub retry_max: Duration,
     /// Every object is reconciled at least this often.
     pub resync: Duration,
 }
@@ -42,7 +45,10 @@ impl Default for Pacing {
             quiet: Duration::from_millis(300),
             max_delay: Duration::from_secs(5),
             concurrency: 8,
-            retry_after: Duration::from_secs(5),
+            retry_after: Duration::from_secs(1),
+            // Watches relist after an outage and so trigger a full pass: a long wait here
+            // does not hold statuses back once the API server is back.
+            retry_max: Duration::from_secs(120),
             resync: Duration::from_secs(600),
         }
     }
@@ -58,6 +64,41 @@ pub(crate) struct Reconciler {
     pub metrics: Arc<Metrics>,
     pub recorder: Recorder,
     pub pacing: Pacing,
+    pub retries: Retries,
+}
+
+/// How often each object's status write has failed in a row, for exponential backoff: an
+/// object the API server keeps refusing (or an API server that is down) is not hammered
+/// every few seconds.
+#[derive(Debug, Default)]
+pub(crate) struct Retries {
+    failures: Mutex<BTreeMap<ObjectKey, u32>>,
+}
+
+impl Retries {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<ObjectKey, u32>> {
+        self.failures.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts a failure; how long to wait before trying again: `first`, doubled for each
+    /// failure before it in a row, at most `max`.
+    pub(crate) fn failed(&self, key: &ObjectKey, first: Duration, max: Duration) -> Duration {
+        let mut failures = self.lock();
+        let n = failures.entry(key.clone()).or_default();
+        *n = n.saturating_add(1);
+        let factor = 1u32.checked_shl(*n - 1).unwrap_or(u32::MAX);
+        first.saturating_mul(factor).min(max)
+    }
+
+    /// Forgets the failures of an object written (or gone).
+    pub(crate) fn succeeded(&self, key: &ObjectKey) {
+        self.lock().remove(key);
+    }
+
+    /// Forgets objects no longer in the store.
+    pub(crate) fn retain(&self, exists: impl Fn(&ObjectKey) -> bool) {
+        self.lock().retain(|k, _| exists(k));
+    }
 }
 
 /// Longest Event note the API server takes.
@@ -160,6 +201,7 @@ impl Reconciler {
                         .get_or_create(&kind_label(kind))
                         .set(n);
                 }
+                self.retries.retain(|k| store.get(k).is_some());
                 store.keys().cloned().collect()
             } else {
                 pending.keys.into_iter().collect()
@@ -217,20 +259,25 @@ impl Reconciler {
                         .write()
                         .unwrap_or_else(|e| e.into_inner())
                         .set_status(&w.key, w.status.clone());
+                    self.retries.succeeded(&w.key);
                     self.publish(&w).await;
                 }
                 Err(kube::Error::Api(s)) if s.is_not_found() => {
+                    self.retries.succeeded(&w.key);
                     debug!(kind = %w.key.kind, name = %w.key.name, "gone before its status was written");
                 }
                 Err(e) => {
                     failed += 1;
-                    warn!(kind = %w.key.kind, name = %w.key.name, error = %e, "cannot write status; will retry");
+                    let after =
+                        self.retries
+                            .failed(&w.key, self.pacing.retry_after, self.pacing.retry_max);
+                    warn!(kind = %w.key.kind, name = %w.key.name, error = %e,
+                          retry_in_ms = after.as_millis() as u64, "cannot write status; will retry");
                     self.metrics
                         .reconcile_errors
                         .get_or_create(&kind_label(w.key.kind))
                         .inc();
                     let trigger = self.trigger.clone();
-                    let after = self.pacing.retry_after;
                     tokio::spawn(async move {
                         tokio::time::sleep(after).await;
                         trigger.key(w.key);
@@ -353,6 +400,7 @@ mod tests {
             metrics: Arc::new(Metrics::new()),
             recorder: recorder(client, "test"),
             pacing: Pacing::default(),
+            retries: Retries::default(),
         };
         let api = tokio::spawn(async move {
             let mut seen = Vec::new();
@@ -407,6 +455,115 @@ mod tests {
     }
 
     #[test]
+    fn retries_double_up_to_the_maximum_and_reset_on_success() {
+        let retries = Retries::default();
+        let (a, b) = (
+            ObjectKey::cluster(Kind::Flavor, "a"),
+            ObjectKey::cluster(Kind::Flavor, "b"),
+        );
+        let (first, max) = (Duration::from_secs(1), Duration::from_secs(10));
+        let waits: Vec<u64> = (0..6)
+            .map(|_| retries.failed(&a, first, max).as_secs())
+            .collect();
+        assert_eq!(waits, [1, 2, 4, 8, 10, 10]);
+        // Each object counts its own failures.
+        assert_eq!(retries.failed(&b, first, max), first);
+        retries.succeeded(&a);
+        assert_eq!(retries.failed(&a, first, max), first);
+        // No overflow however long it fails.
+        for _ in 0..100 {
+            assert!(retries.failed(&b, first, max) <= max);
+        }
+        retries.retain(|k| k == &a);
+        assert_eq!(retries.failed(&b, first, max), first);
+    }
+
+    /// A status write the API server keeps refusing is tried again after 1, 2, 4, then 4 s
+    /// (the maximum here), not at a fixed interval; once written, nothing more is sent.
+    #[tokio::test(start_paused = true)]
+    async fn failed_writes_back_off_exponentially() {
+        let (service, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
+        let client = Client::new(service, "default");
+        let store = SharedStore::default();
+        store.write().unwrap().put(flavor("stale"));
+        let (_leader_tx, leader) = watch::channel(true);
+        let (_ready_tx, ready) = watch::channel(true);
+        let quiet = Duration::from_millis(10);
+        let reconciler = Reconciler {
+            client: client.clone(),
+            store: store.clone(),
+            trigger: Arc::new(Trigger::default()),
+            leader,
+            ready,
+            metrics: Arc::new(Metrics::new()),
+            recorder: recorder(client, "test"),
+            pacing: Pacing {
+                quiet,
+                max_delay: Duration::from_millis(100),
+                concurrency: 1,
+                retry_after: Duration::from_secs(1),
+                retry_max: Duration::from_secs(4),
+                resync: Duration::from_secs(86_400),
+            },
+            retries: Retries::default(),
+        };
+        let trigger = reconciler.trigger.clone();
+        let cancel = CancellationToken::new();
+        let running = tokio::spawn(reconciler.run(cancel.clone()));
+        trigger.full();
+        let mut patches = Vec::new();
+        while patches.len() < 6 {
+            let (request, send) = handle.next_request().await.expect("a request");
+            let method = request.method().clone();
+            let body = request.into_body().collect_bytes().await.unwrap();
+            if method == Method::POST {
+                // The Event for the written status.
+                send.send_response(Response::builder().body(Body::from(body)).unwrap());
+                continue;
+            }
+            assert_eq!(method, Method::PATCH);
+            patches.push(tokio::time::Instant::now());
+            let response = if patches.len() < 6 {
+                let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                    "message": "etcdserver: request timed out", "reason": "InternalError",
+                    "code": 500});
+                Response::builder()
+                    .status(500)
+                    .body(Body::from(serde_json::to_vec(&status).unwrap()))
+                    .unwrap()
+            } else {
+                let body: Value = serde_json::from_slice(&body).unwrap();
+                let flavor = json!({"apiVersion": "kubeplace.io/v1alpha1", "kind": "Flavor",
+                    "metadata": {"name": "stale"}, "spec": {"vcpus": 1, "memoryMb": 512},
+                    "status": body["status"]});
+                Response::builder()
+                    .body(Body::from(serde_json::to_vec(&flavor).unwrap()))
+                    .unwrap()
+            };
+            send.send_response(response);
+        }
+        // Each wait is the backoff plus the quiet time the trigger settles for.
+        let waits: Vec<Duration> = patches.windows(2).map(|w| w[1] - w[0] - quiet).collect();
+        let secs: Vec<u64> = [1, 2, 4, 4, 4].into();
+        assert_eq!(
+            waits,
+            secs.iter()
+                .map(|s| Duration::from_secs(*s))
+                .collect::<Vec<_>>()
+        );
+        // Written: the Event, then nothing more, however long we wait.
+        while let Ok(Some((request, send))) =
+            tokio::time::timeout(Duration::from_secs(600), handle.next_request()).await
+        {
+            assert_eq!(request.method(), Method::POST, "only the Event is left");
+            let body = request.into_body().collect_bytes().await.unwrap();
+            send.send_response(Response::builder().body(Body::from(body)).unwrap());
+        }
+        cancel.cancel();
+        running.await.unwrap();
+    }
+
+    #[test]
     fn truncates_on_a_char_boundary() {
         assert_eq!(truncate("short", 10), "short");
         let s = "é".repeat(600);
@@ -431,6 +588,7 @@ mod tests {
             metrics: Arc::new(Metrics::new()),
             recorder: recorder(client, "test"),
             pacing: Pacing::default(),
+            retries: Retries::default(),
         };
         reconciler
             .pass(Pending {

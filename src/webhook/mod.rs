@@ -4,6 +4,7 @@
 
 pub mod certs;
 pub mod config;
+mod read_through;
 pub mod server;
 
 use std::sync::{Arc, Mutex};
@@ -43,6 +44,11 @@ pub struct Webhook {
     /// The decision point for Allocations: one claim at a time, each seeing the claims
     /// admitted before it that the watches have not delivered yet.
     claims: Mutex<Ledger>,
+    /// The API server, read on a cache miss (see [`read_through`]); none, none is read.
+    pub client: Option<kube::Client>,
+    /// How long a denial waits for the watches to deliver referenced objects that the API
+    /// server has but the store lacks.
+    pub read_through_wait: Duration,
 }
 
 /// How long an admitted claim that the watch has not shown holds its capacity.
@@ -86,6 +92,8 @@ impl Webhook {
             recheck_after: Duration::from_millis(250),
             events: None,
             claims: Mutex::new(Ledger::new(CLAIM_HOLD)),
+            client: None,
+            read_through_wait: Duration::from_secs(3),
         }
     }
 
@@ -201,7 +209,11 @@ impl Webhook {
                 response,
             }
         } else {
-            self.report_rejection(&object, &verdict.message);
+            // A dry run must change nothing (the webhook registers `sideEffects: None`),
+            // and an Event is a write.
+            if !request.dry_run {
+                self.report_rejection(&object, &verdict.message);
+            }
             deny(verdict.message)
         };
         if !verdict.warnings.is_empty() {
@@ -232,7 +244,53 @@ impl Webhook {
             return verdict;
         }
         tokio::time::sleep(self.recheck_after).await;
-        self.admit_now(op, object, old, dry_run)
+        let verdict = self.admit_now(op, object, old, dry_run);
+        if verdict.allowed {
+            return verdict;
+        }
+        self.read_through(op, object, old, dry_run)
+            .await
+            .unwrap_or(verdict)
+    }
+
+    /// A review again once the watches have delivered the objects this one names that the
+    /// store lacks but the API server has; `None` when there are none, or when they did not
+    /// arrive within [`Webhook::read_through_wait`].
+    async fn read_through(
+        &self,
+        op: Operation,
+        object: &Object,
+        old: Option<&Object>,
+        dry_run: bool,
+    ) -> Option<Verdict> {
+        let client = self.client.as_ref()?;
+        let missing = {
+            let store = self.store.read().unwrap_or_else(|e| e.into_inner());
+            read_through::missing_references(object, &store)
+        };
+        if missing.is_empty() {
+            return None;
+        }
+        let found = read_through::existing(client, &missing).await;
+        if found.is_empty() {
+            return None;
+        }
+        let deadline = tokio::time::Instant::now() + self.read_through_wait;
+        loop {
+            let arrived = {
+                let store = self.store.read().unwrap_or_else(|e| e.into_inner());
+                found
+                    .iter()
+                    .all(|(kind, name)| store.get_cluster(*kind, name).is_some())
+            };
+            if arrived {
+                return Some(self.admit_now(op, object, old, dry_run));
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(read_through::POLL).await;
+        }
     }
 }
 
@@ -331,4 +389,209 @@ fn reviewed_objects(
         _ => None,
     };
     Ok(Some((op, object, old)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::{Method, Request, Response};
+    use kube::Client;
+    use kube::client::Body;
+    use serde_json::{Value, json};
+    use tower_test::mock;
+
+    use crate::controllers::reconciler::recorder;
+
+    /// An AdmissionReview creating a Flavor that admission denies (a "preferred" trait).
+    fn rejected_flavor(dry_run: bool) -> Vec<u8> {
+        let flavor = json!({
+            "apiVersion": API_VERSION, "kind": "Flavor",
+            "metadata": {"name": "c1.preferred-avx"},
+            "spec": {"vcpus": 2, "memoryMb": 2048,
+                     "extraSpecs": {"trait:HW_CPU_X86_AVX2": "preferred"}},
+        });
+        let gvk = json!({"group": GROUP, "version": "v1alpha1", "kind": "Flavor"});
+        let gvr = json!({"group": GROUP, "version": "v1alpha1", "resource": "flavors"});
+        serde_json::to_vec(&json!({
+            "apiVersion": ADMISSION_API_VERSION, "kind": "AdmissionReview",
+            "request": {
+                "uid": "uid-1", "kind": gvk, "resource": gvr,
+                "requestKind": gvk, "requestResource": gvr,
+                "name": "c1.preferred-avx", "operation": "CREATE",
+                "userInfo": {"username": "kubernetes-admin"},
+                "object": flavor, "oldObject": null, "dryRun": dry_run, "options": null,
+            }
+        }))
+        .expect("a JSON body")
+    }
+
+    /// Reviews the rejected flavor with an Event recorder on a mocked API server; the
+    /// paths the webhook wrote to within a short wait.
+    async fn writes_for(dry_run: bool) -> Vec<String> {
+        let (service, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
+        let client = Client::new(service, "default");
+        let (_ready_tx, ready) = watch::channel(true);
+        let mut webhook = Webhook::new(SharedStore::default(), ready, Arc::new(Metrics::new()));
+        webhook.recheck_after = Duration::ZERO;
+        webhook.events = Some(recorder(client, "test"));
+        let review = webhook.review("flavors", &rejected_flavor(dry_run)).await;
+        let response = review.response.expect("a response");
+        assert!(!response.allowed, "the flavor is denied");
+        assert_eq!(response.result.code, 403);
+        let mut paths = Vec::new();
+        while let Ok(Some((request, send))) =
+            tokio::time::timeout(Duration::from_millis(300), handle.next_request()).await
+        {
+            assert_eq!(request.method(), Method::POST);
+            paths.push(request.uri().path().to_string());
+            let body: Value =
+                serde_json::from_slice(&request.into_body().collect_bytes().await.unwrap())
+                    .unwrap();
+            send.send_response(
+                Response::builder()
+                    .body(Body::from(serde_json::to_vec(&body).unwrap()))
+                    .unwrap(),
+            );
+        }
+        paths
+    }
+
+    /// An AdmissionReview creating Server `default/web-1` of flavor `m1` and image `img`.
+    fn server_review() -> Vec<u8> {
+        let server = json!({
+            "apiVersion": API_VERSION, "kind": "Server",
+            "metadata": {"name": "web-1", "namespace": "default"},
+            "spec": {"flavor": "m1", "image": "img"},
+        });
+        let gvk = json!({"group": GROUP, "version": "v1alpha1", "kind": "Server"});
+        let gvr = json!({"group": GROUP, "version": "v1alpha1", "resource": "servers"});
+        serde_json::to_vec(&json!({
+            "apiVersion": ADMISSION_API_VERSION, "kind": "AdmissionReview",
+            "request": {
+                "uid": "uid-2", "kind": gvk, "resource": gvr,
+                "requestKind": gvk, "requestResource": gvr,
+                "name": "web-1", "namespace": "default", "operation": "CREATE",
+                "userInfo": {"username": "kubernetes-admin"},
+                "object": server, "oldObject": null, "dryRun": false, "options": null,
+            }
+        }))
+        .expect("a JSON body")
+    }
+
+    /// The Server's Flavor and Image as the API server returns them.
+    fn referenced(path: &str) -> Option<Value> {
+        match path {
+            "/apis/kubeplace.io/v1alpha1/flavors/m1" => Some(json!({
+                "apiVersion": API_VERSION, "kind": "Flavor", "metadata": {"name": "m1"},
+                "spec": {"vcpus": 1, "memoryMb": 64}})),
+            "/apis/kubeplace.io/v1alpha1/images/img" => Some(json!({
+                "apiVersion": API_VERSION, "kind": "Image", "metadata": {"name": "img"},
+                "spec": {}})),
+            _ => None,
+        }
+    }
+
+    fn webhook_reading_through(client: Client, store: SharedStore) -> Webhook {
+        let (_ready_tx, ready) = watch::channel(true);
+        // The sender is dropped: the channel keeps its last value, true.
+        let mut webhook = Webhook::new(store, ready, Arc::new(Metrics::new()));
+        webhook.recheck_after = Duration::from_millis(250);
+        webhook.read_through_wait = Duration::from_secs(3);
+        webhook.client = Some(client);
+        webhook
+    }
+
+    /// A Server applied in one `kubectl apply` with its Flavor and Image: the API server has
+    /// them, the store does not yet. The webhook reads them, waits for the watch to deliver
+    /// them (here 2 s late, longer than the recheck), and admits the Server.
+    #[tokio::test(start_paused = true)]
+    async fn a_cache_miss_is_read_through_and_waits_for_the_watch() {
+        let (service, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
+        let store = SharedStore::default();
+        let webhook = webhook_reading_through(Client::new(service, "default"), store.clone());
+        let watch = store.clone();
+        let api = tokio::spawn(async move {
+            let mut served = Vec::new();
+            for _ in 0..2 {
+                let (request, send) = handle.next_request().await.expect("a read");
+                assert_eq!(request.method(), Method::GET);
+                let path = request.uri().path().to_string();
+                let object = referenced(&path).expect("a referenced object");
+                send.send_response(
+                    Response::builder()
+                        .body(Body::from(serde_json::to_vec(&object).unwrap()))
+                        .unwrap(),
+                );
+                served.push(object);
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            for object in served {
+                let kind = Kind::from_name(object["kind"].as_str().unwrap()).unwrap();
+                watch
+                    .write()
+                    .unwrap()
+                    .put(Object::from_value(kind, object).unwrap());
+            }
+        });
+        let started = tokio::time::Instant::now();
+        let review = webhook.review("servers", &server_review()).await;
+        let response = review.response.expect("a response");
+        assert!(response.allowed, "{:?}", response.result.message);
+        assert!(started.elapsed() >= Duration::from_secs(2));
+        api.await.unwrap();
+    }
+
+    /// A Flavor the API server does not have either: denied at once, no waiting.
+    #[tokio::test(start_paused = true)]
+    async fn a_reference_the_api_server_lacks_is_denied_without_waiting() {
+        let (service, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
+        let webhook =
+            webhook_reading_through(Client::new(service, "default"), SharedStore::default());
+        let api = tokio::spawn(async move {
+            for _ in 0..2 {
+                let (_request, send) = handle.next_request().await.expect("a read");
+                let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                    "reason": "NotFound", "code": 404, "message": "not found"});
+                send.send_response(
+                    Response::builder()
+                        .status(404)
+                        .body(Body::from(serde_json::to_vec(&status).unwrap()))
+                        .unwrap(),
+                );
+            }
+        });
+        let started = tokio::time::Instant::now();
+        let review = webhook.review("servers", &server_review()).await;
+        let response = review.response.expect("a response");
+        assert!(!response.allowed);
+        assert!(
+            response
+                .result
+                .message
+                .contains("spec.flavor: Flavor \"m1\" does not exist"),
+            "{}",
+            response.result.message
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+        api.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_denial_publishes_a_rejected_event() {
+        assert_eq!(
+            writes_for(false).await,
+            ["/apis/events.k8s.io/v1/namespaces/default/events"]
+        );
+    }
+
+    /// The webhook registers `sideEffects: None`: a dry run (`kubectl apply
+    /// --dry-run=server`) is denied as usual but writes nothing, not even an Event.
+    #[tokio::test]
+    async fn a_dry_run_denial_publishes_no_event() {
+        assert_eq!(writes_for(true).await, Vec::<String>::new());
+    }
 }

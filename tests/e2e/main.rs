@@ -703,12 +703,13 @@ fn the_operator_admits_the_cloud_denies_bad_objects_and_writes_status() {
     let _exclusive = exclusive_lock();
     let cp = crds_installed();
     let operator = Operator::start(cp, "kubeplace-run", &["--leader-elect=false"]);
-    for ns in ["shop", "security", "research"] {
-        let _ = cp.kubectl(&["create", "namespace", ns]);
-    }
-    // The example cloud is admitted; the permissive flavor prints kubectl's Warning line.
+    // The example cloud is admitted into a fresh cluster, its namespaces with it (the
+    // example creates them); the permissive flavor prints kubectl's Warning line.
     let applied = cp.kubectl(&["apply", "-f", "examples/cloud/"]);
-    applied.ok();
+    let out = applied.ok();
+    for ns in ["shop", "security", "research"] {
+        assert!(out.contains(&format!("namespace/{ns} created")), "{out}");
+    }
     assert!(
         applied
             .stderr
@@ -731,6 +732,21 @@ fn the_operator_admits_the_cloud_denies_bad_objects_and_writes_status() {
         text.contains("\"preferred\" is not an accepted value"),
         "{text}"
     );
+    // A server-side dry run is denied the same way but leaves no Event (sideEffects: None);
+    // checked below, once the real denials' Events have appeared.
+    let dry = cp.kubectl_stdin(
+        &["apply", "--dry-run=server", "-f", "-"],
+        &std::fs::read_to_string(
+            std::path::Path::new(ROOT).join("examples/rejected/flavor-bad-trait-value.yaml"),
+        )
+        .unwrap()
+        .replace("c1.preferred-avx", "e2e.dry-run-denied"),
+    );
+    let text = dry.fails().to_string();
+    assert!(
+        text.contains("admission webhook \"flavors.kubeplace.io\" denied the request"),
+        "{text}"
+    );
     // Every rejected example is refused through kubectl: by kubeplace's webhook, or by the
     // API server's own schema and CEL rules before the webhook is asked.
     let mut by_webhook = 0;
@@ -742,6 +758,19 @@ fn the_operator_admits_the_cloud_denies_bad_objects_and_writes_status() {
             !text.trim().is_empty(),
             "{path:?} was refused without a message"
         );
+        // As `kubeplace apply` says offline, in the API server's words.
+        if path.ends_with("flavor-unknown-field.yaml") {
+            assert!(
+                text.contains("strict decoding error: unknown field \"spec.diskGB\""),
+                "{path:?}: {text}"
+            );
+        }
+        if path.ends_with("server-missing-namespace.yaml") {
+            assert!(
+                text.contains("namespaces \"staging\" not found"),
+                "{path:?}: {text}"
+            );
+        }
         if text.contains("denied the request") {
             by_webhook += 1;
             assert!(
@@ -754,6 +783,21 @@ fn the_operator_admits_the_cloud_denies_bad_objects_and_writes_status() {
         by_webhook >= 12,
         "only {by_webhook} rejections came from kubeplace's webhook"
     );
+    // kubectl's escape hatch, as `kubeplace apply --validate=false` has it: the API server
+    // drops the unknown field before admission, and the Flavor is stored without it.
+    let lax = cp.kubectl(&[
+        "apply",
+        "--validate=false",
+        "-f",
+        "examples/rejected/flavor-unknown-field.yaml",
+    ]);
+    assert!(
+        lax.ok()
+            .contains("flavor.kubeplace.io/m1.typo-field created")
+    );
+    let spec = cp.kubectl(&["get", "flavor", "m1.typo-field", "-o", "jsonpath={.spec}"]);
+    assert!(!spec.ok().contains("diskGB"), "{}", spec.stdout);
+    cp.kubectl(&["delete", "flavor", "m1.typo-field"]).ok();
     // The rejection is also a Warning Event on the object.
     let evented = (0..60).any(|_| {
         let out = cp.kubectl(&[
@@ -772,6 +816,20 @@ fn the_operator_admits_the_cloud_denies_bad_objects_and_writes_status() {
         found
     });
     assert!(evented, "no Rejected event for c1.preferred-avx");
+    let rejected = cp.kubectl(&[
+        "get",
+        "events",
+        "-A",
+        "--field-selector",
+        "reason=Rejected",
+        "-o",
+        "jsonpath={.items[*].involvedObject.name}",
+    ]);
+    assert!(
+        !rejected.ok().contains("e2e.dry-run-denied"),
+        "a dry run left an Event: {}",
+        rejected.stdout
+    );
     // Status converges to what `kubeplace apply` computes offline.
     eventually(
         cp,

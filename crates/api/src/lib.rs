@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
+pub mod fields;
 pub mod manifest;
 
 mod allocation;

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 pub use kubeplace_core::yaml::{Located, Node};
 
+use crate::fields::{UnknownField, unknown_fields, unknown_namespace_fields};
 use crate::{API_VERSION, Kind, Object};
 use kubeplace_core::placement::closest;
 
@@ -31,7 +32,7 @@ impl fmt::Display for Origin {
     }
 }
 
-/// One document of a manifest: the object it holds, or why it holds none.
+/// One document of a manifest: what it holds, or why it holds nothing kubeplace reads.
 #[derive(Debug, Clone)]
 pub struct Document {
     pub origin: Origin,
@@ -39,8 +40,44 @@ pub struct Document {
     pub kind: String,
     /// `metadata.name` as written, empty when absent.
     pub name: String,
-    pub object: Result<Object, DocumentError>,
+    pub content: Result<Content, DocumentError>,
+    /// Fields the kind's schema does not name, which the API server refuses under strict
+    /// field validation (kubectl's default) and drops otherwise; empty when `content` is
+    /// an error.
+    pub unknown_fields: Vec<UnknownField>,
 }
+
+/// What a well-formed document holds.
+#[derive(Debug, Clone, PartialEq)]
+// Nearly every document is an Object; boxing it would cost each one an allocation for the
+// sake of the rare Namespace.
+#[allow(clippy::large_enum_variant)]
+pub enum Content {
+    /// A kubeplace object.
+    Object(Object),
+    /// A core `v1` Namespace, by name. Not a kubeplace kind: it is read so that the
+    /// namespaced objects after it can be checked as the API server checks them.
+    Namespace(String),
+}
+
+impl Document {
+    /// The kubeplace object, or why there is none; `None` for a Namespace.
+    pub fn object(self) -> Option<Result<Object, DocumentError>> {
+        match self.content {
+            Ok(Content::Object(o)) => Some(Ok(o)),
+            Ok(Content::Namespace(_)) => None,
+            Err(e) => Some(Err(e)),
+        }
+    }
+}
+
+/// `apiVersion` and `kind` of a core Namespace.
+pub const NAMESPACE_API_VERSION: &str = "v1";
+pub const NAMESPACE_KIND: &str = "Namespace";
+
+/// The namespaces every new cluster has.
+pub const INITIAL_NAMESPACES: [&str; 4] =
+    ["default", "kube-system", "kube-public", "kube-node-lease"];
 
 /// Why a well-formed YAML document is not a kubeplace object. Each names the field,
 /// the line, and what would be accepted.
@@ -52,16 +89,17 @@ pub enum DocumentError {
         "line {line}: field {field} is missing; kubeplace objects have apiVersion: {API_VERSION} and a kind"
     )]
     Missing { field: &'static str, line: u64 },
-    #[error("field kind is {kind:?}, which kubeplace does not serve{}; kubeplace's kinds are {}", hint(.suggestion), kind_names().join(", "))]
+    #[error("field kind is {kind:?}, which kubeplace does not serve{}; kubeplace's kinds are {} (and it reads core v1 Namespaces)", hint(.suggestion), kind_names().join(", "))]
     UnknownKind {
         kind: String,
         line: u64,
         suggestion: Option<String>,
     },
-    #[error("field apiVersion is {api_version:?}; {kind} is served as {API_VERSION}")]
+    #[error("field apiVersion is {api_version:?}; {kind} is served as {served}")]
     UnknownApiVersion {
         api_version: String,
         kind: String,
+        served: &'static str,
         line: u64,
     },
     #[error("field metadata.name is {name:?}: {why}")]
@@ -254,16 +292,22 @@ fn document(origin: Origin, root: &Located) -> Document {
         .and_then(|m| m.get("name"))
         .and_then(|n| n.to_json().as_str().map(str::to_string))
         .unwrap_or_default();
-    let object = to_object(root);
+    let content = to_content(root);
+    let unknown_fields = match &content {
+        Ok(Content::Object(o)) => unknown_fields(o.kind(), root),
+        Ok(Content::Namespace(_)) => unknown_namespace_fields(root),
+        Err(_) => Vec::new(),
+    };
     Document {
         origin,
         kind,
         name,
-        object,
+        content,
+        unknown_fields,
     }
 }
 
-fn to_object(root: &Located) -> Result<Object, DocumentError> {
+fn to_content(root: &Located) -> Result<Content, DocumentError> {
     let line = root.line;
     if !matches!(root.node, Node::Map(_)) {
         let found = match root.node {
@@ -287,6 +331,9 @@ fn to_object(root: &Located) -> Result<Object, DocumentError> {
     };
     let (kind, kind_line) = field("kind")?;
     let (api_version, api_line) = field("apiVersion")?;
+    if kind == NAMESPACE_KIND {
+        return to_namespace(root, api_version, api_line);
+    }
     let Some(typed_kind) = Kind::from_name(&kind) else {
         return Err(DocumentError::UnknownKind {
             suggestion: closest(&kind, &kind_names()),
@@ -298,6 +345,7 @@ fn to_object(root: &Located) -> Result<Object, DocumentError> {
         return Err(DocumentError::UnknownApiVersion {
             api_version,
             kind,
+            served: API_VERSION,
             line: api_line,
         });
     }
@@ -321,14 +369,51 @@ fn to_object(root: &Located) -> Result<Object, DocumentError> {
         // kubectl puts an object without a namespace in its context's namespace, "default" here.
         meta.insert("namespace".into(), "default".into());
     }
-    Object::from_value(typed_kind, body).map_err(|e| {
-        let at = root.locate(e.path.split(['.', '[', ']']).filter(|s| !s.is_empty()));
-        DocumentError::Schema {
-            path: e.path,
-            line: at.line,
-            message: e.message,
-        }
-    })
+    Object::from_value(typed_kind, body)
+        .map(Content::Object)
+        .map_err(|e| {
+            let at = root.locate(e.path.split(['.', '[', ']']).filter(|s| !s.is_empty()));
+            DocumentError::Schema {
+                path: e.path,
+                line: at.line,
+                message: e.message,
+            }
+        })
+}
+
+/// A core Namespace: `apiVersion: v1` and a name the API server would take.
+fn to_namespace(root: &Located, api_version: String, line: u64) -> Result<Content, DocumentError> {
+    if api_version != NAMESPACE_API_VERSION {
+        return Err(DocumentError::UnknownApiVersion {
+            api_version,
+            kind: NAMESPACE_KIND.into(),
+            served: NAMESPACE_API_VERSION,
+            line,
+        });
+    }
+    let name_node = root.get("metadata").and_then(|m| m.get("name"));
+    let name = name_node
+        .and_then(|n| n.to_json().as_str().map(str::to_string))
+        .unwrap_or_default();
+    if let Err(why) = check_namespace_name(&name) {
+        return Err(DocumentError::BadName {
+            name,
+            line: name_node.map_or(root.line, |n| n.line),
+            why,
+        });
+    }
+    Ok(Content::Namespace(name))
+}
+
+/// Kubernetes' rule for namespace names: a DNS label (RFC 1123).
+pub fn check_namespace_name(name: &str) -> Result<(), String> {
+    check_object_name(name)?;
+    if name.len() > 63 || name.contains('.') {
+        return Err(
+            "a namespace name is a DNS label: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit".into(),
+        );
+    }
+    Ok(())
 }
 
 /// The names of kubeplace's kinds, in the order `kubeplace crds` prints them.
@@ -379,7 +464,7 @@ mod tests {
         );
         assert_eq!(docs[1].origin.line, 12);
         assert_eq!(docs[1].name, "m1.large");
-        assert!(docs.iter().all(|d| d.object.is_ok()));
+        assert!(docs.iter().all(|d| d.content.is_ok()));
     }
 
     #[test]
@@ -393,14 +478,14 @@ mod tests {
         let stream: Vec<String> = (0..1_100).map(provider).collect();
         let docs = parse_stream("cloud.yaml", &stream.join("---\n")).unwrap();
         assert_eq!(docs.len(), 1_100);
-        assert!(docs.iter().all(|d| d.object.is_ok()));
+        assert!(docs.iter().all(|d| d.content.is_ok()));
         // ... and a document of 300,000 nodes (the default allows 250,000).
         let traits = vec!["COMPUTE_NODE"; 300_000].join(",");
         let big = format!(
             r#"{{"apiVersion":"kubeplace.io/v1alpha1","kind":"ResourceProvider","metadata":{{"name":"big"}},"spec":{{"traits":[{traits}]}}}}"#
         );
         let docs = parse_stream("big.json", &big).unwrap();
-        assert!(docs[0].object.is_ok());
+        assert!(docs[0].content.is_ok());
     }
 
     #[test]
@@ -419,7 +504,7 @@ mod tests {
         let json = r#"{"apiVersion":"kubeplace.io/v1alpha1","kind":"Image","metadata":{"name":"cirros"},"spec":{"properties":{"hw_rng_model":"virtio"}}}"#;
         let docs = parse_stream("i.json", json).unwrap();
         assert_eq!(docs[0].kind, "Image");
-        assert!(docs[0].object.is_ok());
+        assert!(docs[0].content.is_ok());
     }
 
     #[test]
@@ -436,7 +521,7 @@ mod tests {
     fn wrong_field_type_names_path_and_line() {
         let text = GOOD.replace("vcpus: 1", "vcpus: two");
         let docs = parse_stream("f.yaml", &text).unwrap();
-        let err = docs[0].object.clone().unwrap_err();
+        let err = docs[0].content.clone().unwrap_err();
         assert!(
             matches!(&err, DocumentError::Schema { path, line: 6, .. } if path == "spec.vcpus"),
             "{err:?}"
@@ -453,7 +538,7 @@ mod tests {
     fn missing_required_field_points_at_its_parent() {
         let text = "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata:\n  name: cn1\nspec:\n  inventories:\n    VCPU:\n      reserved: 1\n";
         let err = parse_stream("f.yaml", text).unwrap()[0]
-            .object
+            .content
             .clone()
             .unwrap_err();
         assert_eq!(
@@ -466,7 +551,7 @@ mod tests {
     #[test]
     fn unknown_kind_api_version_and_names() {
         let kind = parse_stream("f", &GOOD.replace("kind: Flavor", "kind: Flavour")).unwrap()[0]
-            .object
+            .content
             .clone()
             .unwrap_err();
         assert!(
@@ -475,7 +560,7 @@ mod tests {
             "{kind}"
         );
         let api = parse_stream("f", &GOOD.replace("v1alpha1", "v1")).unwrap()[0]
-            .object
+            .content
             .clone()
             .unwrap_err();
         assert_eq!(
@@ -484,7 +569,7 @@ mod tests {
         );
         let unnamed = parse_stream("f", &GOOD.replace("  name: m1.small\n", "  labels: {}\n"))
             .unwrap()[0]
-            .object
+            .content
             .clone()
             .unwrap_err();
         assert!(
@@ -494,7 +579,7 @@ mod tests {
             "{unnamed}"
         );
         let upper = parse_stream("f", &GOOD.replace("m1.small", "M1")).unwrap()[0]
-            .object
+            .content
             .clone()
             .unwrap_err();
         assert!(
@@ -504,12 +589,12 @@ mod tests {
             "{upper}"
         );
         let scalar = parse_stream("f", "just text\n").unwrap()[0]
-            .object
+            .content
             .clone()
             .unwrap_err();
         assert!(matches!(scalar, DocumentError::NotAMapping { .. }));
         let missing = parse_stream("f", "kind: Flavor\n").unwrap()[0]
-            .object
+            .content
             .clone()
             .unwrap_err();
         assert!(matches!(
@@ -522,6 +607,40 @@ mod tests {
     }
 
     #[test]
+    fn the_example_cloud_has_no_unknown_field() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/cloud");
+        for file in files_under(&dir).unwrap() {
+            let text = std::fs::read_to_string(&file).unwrap();
+            for doc in parse_stream("f", &text).unwrap() {
+                assert!(doc.content.is_ok(), "{file:?}: {}", doc.name);
+                assert_eq!(doc.unknown_fields, vec![], "{file:?}: {}", doc.name);
+            }
+        }
+        // A typo is found with its line.
+        let docs = parse_stream("f.yaml", &format!("{GOOD}  diskGB: 10\n")).unwrap();
+        assert_eq!(docs[0].unknown_fields[0].path, "spec.diskGB");
+        assert_eq!(docs[0].unknown_fields[0].line, 8);
+    }
+
+    #[test]
+    fn namespaces_are_read_and_checked() {
+        let ns = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n";
+        let docs = parse_stream("n.yaml", ns).unwrap();
+        assert_eq!(docs[0].kind, "Namespace");
+        assert_eq!(docs[0].content, Ok(Content::Namespace("shop".into())));
+        assert_eq!(docs[0].clone().object(), None);
+        let wrong = parse_stream("n.yaml", &ns.replace("v1", "kubeplace.io/v1alpha1")).unwrap();
+        assert_eq!(
+            wrong[0].content.clone().unwrap_err().to_string(),
+            "field apiVersion is \"kubeplace.io/v1alpha1\"; Namespace is served as v1"
+        );
+        let dotted = parse_stream("n.yaml", &ns.replace("shop", "shop.eu")).unwrap();
+        let err = dotted[0].content.clone().unwrap_err();
+        assert_eq!(err.line(), 4);
+        assert!(err.to_string().contains("a DNS label"), "{err}");
+    }
+
+    #[test]
     fn lists_are_expanded() {
         let list = format!(
             "apiVersion: v1\nkind: List\nitems:\n- {}\n",
@@ -530,6 +649,6 @@ mod tests {
         let docs = parse_stream("l.yaml", &list).unwrap();
         assert_eq!(docs.len(), 1);
         assert_eq!(docs[0].origin.line, 4);
-        assert!(docs[0].object.is_ok(), "{:?}", docs[0].object);
+        assert!(docs[0].content.is_ok(), "{:?}", docs[0].content);
     }
 }

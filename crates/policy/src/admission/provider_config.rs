@@ -99,8 +99,9 @@ mod tests {
 
     fn object(yaml: &str) -> Object {
         parse_stream("t.yaml", yaml).unwrap()[0]
-            .object
             .clone()
+            .object()
+            .unwrap()
             .unwrap()
     }
 

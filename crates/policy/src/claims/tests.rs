@@ -14,8 +14,9 @@ use crate::store::{ObjectKey, Store};
 
 fn object(yaml: &str) -> Object {
     parse_stream("t.yaml", yaml).unwrap()[0]
-        .object
         .clone()
+        .object()
+        .unwrap()
         .unwrap()
 }
 

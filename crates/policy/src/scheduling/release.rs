@@ -98,7 +98,7 @@ mod tests {
     fn store(yaml: &str) -> Store {
         let mut store = Store::default();
         for doc in parse_stream("t.yaml", yaml).unwrap() {
-            store.put(doc.object.unwrap());
+            store.put(doc.object().unwrap().unwrap());
         }
         store
     }

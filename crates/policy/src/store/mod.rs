@@ -365,7 +365,9 @@ mod tests {
         kubeplace_api::manifest::read_paths(&[dir], &mut std::io::empty())
             .unwrap()
             .into_iter()
-            .map(|d| d.object.unwrap())
+            // The example's Namespaces are no kubeplace objects.
+            .filter_map(|d| d.object())
+            .map(Result::unwrap)
             .collect()
     }
 

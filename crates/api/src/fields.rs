@@ -1,0 +1,278 @@
+//! Unknown fields, found as the API server finds them: against the schema of each kind's CRD
+//! (what `kubeplace crds` prints), with `metadata` checked against ObjectMeta's schema and a
+//! core Namespace against its own, so no list of field names is kept by hand.
+//!
+//! The API server's strict field validation (kubectl's default `--validate=strict`) refuses
+//! an object with a field its schema does not name; with `--validate=false` it drops the
+//! field. `kubeplace apply` does either, so that offline and cluster verdicts agree.
+
+use std::fmt;
+use std::sync::OnceLock;
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde_json::{Map, Value, json};
+
+use crate::{Kind, all_crds};
+use kubeplace_core::placement::closest;
+use kubeplace_core::yaml::{Located, Node};
+
+/// A field that the schema where it is written does not name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownField {
+    /// The field's path as the API server writes it: `spec.diskGB`,
+    /// `spec.inventories.VCPU.totl`, `spec.allocations[0].provder`.
+    pub path: String,
+    /// The line its value starts on.
+    pub line: u64,
+    /// The known field at the same place closest to it, if one is close.
+    pub suggestion: Option<String>,
+    /// The fields known at that place, sorted.
+    pub known: Vec<String>,
+}
+
+impl fmt::Display for UnknownField {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The API server's words first: `unknown field "spec.diskGB"`.
+        write!(f, "unknown field {:?}", self.path)?;
+        if let Some(s) = &self.suggestion {
+            write!(f, " (did you mean {s}?)")?;
+        }
+        let parent = match self.path.rfind(['.', '[']) {
+            Some(i) => format!("{} has", &self.path[..i]),
+            None => "the top level has".to_string(),
+        };
+        write!(f, "; {parent} the fields {}", self.known.join(", "))
+    }
+}
+
+/// The schemas checked against, built once from the types.
+struct Schemas {
+    /// Each kind's CRD schema with `apiVersion`, `kind` and ObjectMeta as `metadata`, in
+    /// [`Kind::ALL`] order.
+    kinds: Vec<Value>,
+    namespace: Value,
+}
+
+fn schemas() -> &'static Schemas {
+    static SCHEMAS: OnceLock<Schemas> = OnceLock::new();
+    SCHEMAS.get_or_init(|| {
+        let meta = serde_json::to_value(schemars::schema_for!(ObjectMeta)).unwrap_or_default();
+        let crds: Vec<Value> = all_crds()
+            .iter()
+            .map(|crd| {
+                crd.spec
+                    .versions
+                    .first()
+                    .and_then(|v| v.schema.as_ref())
+                    .and_then(|s| s.open_api_v3_schema.as_ref())
+                    .and_then(|s| serde_json::to_value(s).ok())
+                    .unwrap_or_default()
+            })
+            .collect();
+        Schemas {
+            kinds: crds.into_iter().map(|crd| with_meta(crd, &meta)).collect(),
+            namespace: serde_json::to_value(schemars::schema_for!(Namespace)).unwrap_or_default(),
+        }
+    })
+}
+
+/// A CRD's root schema as the API server applies it: the CRD names `spec` and `status`,
+/// and every object also has `apiVersion`, `kind` and ObjectMeta's `metadata`.
+fn with_meta(mut crd: Value, meta: &Value) -> Value {
+    let mut meta = meta.clone();
+    // ObjectMeta's own references (`#/$defs/OwnerReference`) resolve from the root.
+    let defs = meta
+        .as_object_mut()
+        .and_then(|m| m.remove("$defs"))
+        .unwrap_or_else(|| Value::Object(Map::new()));
+    if let Some(root) = crd.as_object_mut() {
+        let properties = root
+            .entry("properties")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Some(p) = properties.as_object_mut() {
+            p.insert("apiVersion".into(), json!({"type": "string"}));
+            p.insert("kind".into(), json!({"type": "string"}));
+            p.insert("metadata".into(), meta);
+        }
+        root.insert("$defs".into(), defs);
+    }
+    crd
+}
+
+/// The unknown fields of a kubeplace object's document, in document order.
+pub fn unknown_fields(kind: Kind, document: &Located) -> Vec<UnknownField> {
+    let index = Kind::ALL.iter().position(|k| *k == kind).unwrap_or(0);
+    match schemas().kinds.get(index) {
+        Some(schema) => unknown_fields_in(document, schema),
+        None => Vec::new(),
+    }
+}
+
+/// The unknown fields of a core Namespace's document.
+pub fn unknown_namespace_fields(document: &Located) -> Vec<UnknownField> {
+    unknown_fields_in(document, &schemas().namespace)
+}
+
+fn unknown_fields_in(document: &Located, schema: &Value) -> Vec<UnknownField> {
+    let mut found = Vec::new();
+    walk(document, schema, schema, "", &mut found);
+    found
+}
+
+fn walk(node: &Located, schema: &Value, root: &Value, path: &str, found: &mut Vec<UnknownField>) {
+    let schema = resolve(schema, root);
+    if schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true)) {
+        return;
+    }
+    match &node.node {
+        Node::Map(entries) => {
+            let properties = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties");
+            for (key, value) in entries {
+                let here = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                if let Some(p) = properties.and_then(|p| p.get(key)) {
+                    walk(value, p, root, &here, found);
+                } else if let Some(a) = additional.filter(|a| a.is_object()) {
+                    walk(value, a, root, &here, found);
+                } else if let Some(known) = properties
+                    && additional != Some(&Value::Bool(true))
+                {
+                    let names: Vec<&str> = known.keys().map(String::as_str).collect();
+                    found.push(UnknownField {
+                        path: here,
+                        line: value.line,
+                        suggestion: closest(key, &names),
+                        known: names.iter().map(|n| n.to_string()).collect(),
+                    });
+                }
+                // A schema with neither properties nor additionalProperties is a free-form
+                // object: nothing is unknown in it.
+            }
+        }
+        Node::Seq(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for (i, item) in items.iter().enumerate() {
+                    walk(item, item_schema, root, &format!("{path}[{i}]"), found);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Follows `$ref`s and single-branch `allOf`/`anyOf`/`oneOf` wrappers (how schemars writes
+/// a referenced or optional type) to the schema that names the fields. Bounded, as
+/// references may form a cycle.
+fn resolve<'a>(mut schema: &'a Value, root: &'a Value) -> &'a Value {
+    for _ in 0..32 {
+        if let Some(target) = schema
+            .get("$ref")
+            .and_then(Value::as_str)
+            .and_then(|r| r.strip_prefix('#'))
+            .and_then(|pointer| root.pointer(pointer))
+        {
+            schema = target;
+            continue;
+        }
+        let single = ["allOf", "anyOf", "oneOf"].iter().find_map(|k| {
+            let branches: Vec<&Value> = schema
+                .get(*k)?
+                .as_array()?
+                .iter()
+                .filter(|b| b.get("type") != Some(&json!("null")))
+                .collect();
+            (branches.len() == 1).then(|| branches[0])
+        });
+        match single {
+            Some(next) if schema.get("properties").is_none() => schema = next,
+            _ => break,
+        }
+    }
+    schema
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn located(yaml: &str) -> Located {
+        let roots: Vec<serde_saphyr::Spanned<Node>> = serde_saphyr::from_multiple(yaml).unwrap();
+        Located::from(roots.into_iter().next().unwrap())
+    }
+
+    const FLAVOR: &str = "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata:\n  name: m1\n  labels: {a: b}\nspec:\n  vcpus: 1\n  memoryMb: 512\n  extraSpecs:\n    hw:cpu_policy: dedicated\n";
+
+    #[test]
+    fn a_well_formed_object_has_none() {
+        assert_eq!(unknown_fields(Kind::Flavor, &located(FLAVOR)), vec![]);
+    }
+
+    #[test]
+    fn a_typo_in_spec_names_path_line_and_the_field_meant() {
+        let found = unknown_fields(Kind::Flavor, &located(&format!("{FLAVOR}  diskGB: 10\n")));
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].path, "spec.diskGB");
+        assert_eq!(found[0].line, 11);
+        assert_eq!(found[0].suggestion.as_deref(), Some("diskGb"));
+        assert_eq!(
+            found[0].to_string(),
+            "unknown field \"spec.diskGB\" (did you mean diskGb?); spec has the fields description, diskGb, ephemeralGb, extraSpecs, isPublic, memoryMb, serviceProfiles, swapMb, vcpus"
+        );
+    }
+
+    #[test]
+    fn top_level_metadata_status_maps_and_lists_are_checked() {
+        let yaml = FLAVOR.replace("  labels:", "  lables:") + "status:\n  bogus: 1\nspce: {}\n";
+        let found: Vec<String> = unknown_fields(Kind::Flavor, &located(&yaml))
+            .into_iter()
+            .map(|f| f.path)
+            .collect();
+        assert_eq!(found, ["metadata.lables", "status.bogus", "spce"]);
+        let top = unknown_fields(Kind::Flavor, &located(&(FLAVOR.to_string() + "spce: {}\n")));
+        assert_eq!(top[0].suggestion.as_deref(), Some("spec"));
+        assert!(
+            top[0]
+                .to_string()
+                .ends_with("the top level has the fields apiVersion, kind, metadata, spec, status"),
+            "{}",
+            top[0]
+        );
+        // The value of a map (an inventory) and the items of a list (allocations).
+        let provider = "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata:\n  name: cn1\nspec:\n  inventories:\n    VCPU:\n      total: 4\n      totl: 5\n";
+        let found = unknown_fields(Kind::ResourceProvider, &located(provider));
+        assert_eq!(found[0].path, "spec.inventories.VCPU.totl");
+        assert_eq!(found[0].suggestion.as_deref(), Some("total"));
+        let allocation = "apiVersion: kubeplace.io/v1alpha1\nkind: Allocation\nmetadata:\n  name: a\nspec:\n  consumer: 5c8ed9b0-7a1f-4a3e-9a59-3f4c1f6e2b11\n  allocations:\n  - provider: cn1\n    resorces: {VCPU: 1}\n";
+        let found = unknown_fields(Kind::Allocation, &located(allocation));
+        assert_eq!(found[0].path, "spec.allocations[0].resorces");
+        assert_eq!(found[0].suggestion.as_deref(), Some("resources"));
+        // ObjectMeta's nested types are checked through their references.
+        let owned = FLAVOR.replace(
+            "  labels: {a: b}\n",
+            "  ownerReferences:\n  - {apiVersion: v1, kind: X, name: x, uid: u, bogus: 1}\n",
+        );
+        let found = unknown_fields(Kind::Flavor, &located(&owned));
+        assert_eq!(found[0].path, "metadata.ownerReferences[0].bogus");
+    }
+
+    #[test]
+    fn free_form_fields_take_anything() {
+        // A ServiceProfile's rendered metadata in status is free-form.
+        let server = "apiVersion: kubeplace.io/v1alpha1\nkind: Server\nmetadata:\n  name: s\nspec:\n  flavor: f\n  image: i\n  flavorMeta: {anything: 1}\nstatus:\n  renderedMetadata: {anything: {at: all}}\n";
+        assert_eq!(unknown_fields(Kind::Server, &located(server)), vec![]);
+    }
+
+    #[test]
+    fn a_namespace_is_checked_against_its_own_schema() {
+        let ns = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n  labels: {a: b}\nspec:\n  finalizerz: []\n";
+        let found = unknown_namespace_fields(&located(ns));
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].path, "spec.finalizerz");
+        assert_eq!(found[0].suggestion.as_deref(), Some("finalizers"));
+    }
+}
