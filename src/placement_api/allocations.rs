@@ -1,0 +1,441 @@
+//! Consumers' allocations (`/allocations/{consumer}`), a provider's allocations and usages,
+//! and `GET /allocation_candidates`.
+//!
+//! A consumer's allocations written through the API are one Allocation object named by the
+//! consumer's uuid, admitted like any other Allocation: admission decides capacity, under
+//! the state's write lock, so concurrent claims cannot oversubscribe a provider. Seeded
+//! consumers may have several Allocation objects; a write replaces them all.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use http::StatusCode;
+use serde_json::{Map, Value, json};
+
+use kubeplace_api::{Allocation, AllocationSpec, ProviderAllocation};
+use kubeplace_core::placement::candidates::allocation_candidates;
+use kubeplace_core::placement::query::parse_candidates_query;
+use kubeplace_core::placement::response::candidates_body;
+
+use super::body;
+use super::state::{Consumer, State, UNKNOWN_PROJECT};
+use super::wire::{ApiError, Reply, code, empty, json_reply};
+use super::{Call, Ctx};
+
+/// A consumer's resources per provider name, summed over its Allocation objects.
+fn by_provider(state: &State, consumer: &str) -> BTreeMap<String, BTreeMap<String, i64>> {
+    let mut out: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+    for (_, a) in state.consumer_allocations(consumer) {
+        for pa in a.spec.allocations {
+            let entry = out.entry(pa.provider).or_default();
+            for (class, n) in pa.resources {
+                *entry.entry(class).or_insert(0) += n;
+            }
+        }
+    }
+    out
+}
+
+/// `GET /allocations/{consumer}`.
+pub(crate) fn show(state: &State, ctx: &Ctx, consumer: &str) -> Result<Reply, ApiError> {
+    let mut allocations = Map::new();
+    for (provider, resources) in by_provider(state, consumer) {
+        let Some(uuid) = state.uuid_of(&provider) else {
+            continue;
+        };
+        allocations.insert(
+            uuid.clone(),
+            json!({"generation": state.generation(&uuid), "resources": resources}),
+        );
+    }
+    let mut v = json!({"allocations": allocations});
+    if let Some(c) = state
+        .consumers
+        .get(consumer)
+        .filter(|_| !allocations_empty(&v))
+    {
+        if ctx.mv.0 >= 12 {
+            v["project_id"] = Value::from(c.project_id.clone());
+            v["user_id"] = Value::from(c.user_id.clone());
+        }
+        if ctx.mv.0 >= 28 {
+            v["consumer_generation"] = Value::from(c.generation);
+        }
+        if ctx.mv.0 >= 38 {
+            v["consumer_type"] = Value::from(c.consumer_type.clone());
+        }
+    }
+    Ok(json_reply(StatusCode::OK, &v))
+}
+
+fn allocations_empty(v: &Value) -> bool {
+    v["allocations"].as_object().is_none_or(Map::is_empty)
+}
+
+/// What a PUT asks for: amounts per provider uuid, and the consumer's attributes.
+struct Wanted {
+    resources: BTreeMap<String, BTreeMap<String, i64>>,
+    project_id: Option<String>,
+    user_id: Option<String>,
+    consumer_generation: Option<i64>,
+    consumer_type: Option<String>,
+}
+
+/// The fields a PUT body may have at a version.
+fn put_fields(ctx: &Ctx) -> Vec<&'static str> {
+    let mut f = vec!["allocations"];
+    if ctx.mv.0 >= 8 {
+        f.extend(["project_id", "user_id"]);
+    }
+    if ctx.mv.0 >= 28 {
+        f.push("consumer_generation");
+    }
+    if ctx.mv.0 >= 34 {
+        f.push("mappings");
+    }
+    if ctx.mv.0 >= 38 {
+        f.push("consumer_type");
+    }
+    f
+}
+
+/// Resources of one provider: `{CLASS: amount ≥ 1}`, at least one.
+fn parse_resources(at: &str, v: Option<&Value>) -> Result<BTreeMap<String, i64>, ApiError> {
+    let Some(Value::Object(m)) = v else {
+        return Err(body::invalid(format!(
+            "{at}.resources is required: an object of resource class to amount"
+        )));
+    };
+    if m.is_empty() {
+        return Err(body::invalid(format!(
+            "{at}.resources is empty; give at least one resource class and amount"
+        )));
+    }
+    m.iter()
+        .map(|(class, n)| match n.as_i64() {
+            Some(n) if (1..=body::MAX_INT).contains(&n) => Ok((class.clone(), n)),
+            _ => Err(body::invalid(format!(
+                "{at}.resources.{class} is {n}; amounts are integers of at least 1"
+            ))),
+        })
+        .collect()
+}
+
+/// Reads a PUT body in the form of its version: a list before 1.12, an object keyed by
+/// provider uuid from 1.12 (which may be empty from 1.28, to remove the allocations).
+fn parse_put(ctx: &Ctx, call: &Call) -> Result<Wanted, ApiError> {
+    let b = body::object(call)?;
+    body::only(&b, &put_fields(ctx))?;
+    let mut resources: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+    match (body::required(&b, "allocations")?, ctx.mv.0 >= 12) {
+        (Value::Array(items), false) if !items.is_empty() => {
+            for (i, item) in items.iter().enumerate() {
+                let at = format!("allocations[{i}]");
+                let uuid = item
+                    .pointer("/resource_provider/uuid")
+                    .and_then(Value::as_str)
+                    .filter(|u| body::is_uuid(u))
+                    .ok_or_else(|| {
+                        body::invalid(format!("{at}.resource_provider.uuid is required: a uuid"))
+                    })?;
+                let r = parse_resources(&at, item.get("resources"))?;
+                resources
+                    .entry(body::normalize_uuid(uuid))
+                    .or_default()
+                    .extend(r);
+            }
+        }
+        (Value::Object(m), true) if !m.is_empty() || ctx.mv.0 >= 28 => {
+            for (uuid, entry) in m {
+                let at = format!("allocations.{uuid}");
+                if !body::is_uuid(uuid) {
+                    return Err(body::invalid(format!("{at}: {uuid:?} is not a uuid")));
+                }
+                if let Value::Object(e) = entry {
+                    body::only(e, &["resources", "generation"])?;
+                }
+                let r = parse_resources(&at, entry.get("resources"))?;
+                resources.insert(body::normalize_uuid(uuid), r);
+            }
+        }
+        (v, _) => {
+            let form = if ctx.mv.0 >= 12 {
+                "an object of provider uuid to {\"resources\": {CLASS: amount}}"
+            } else {
+                "a list of {\"resource_provider\": {\"uuid\": …}, \"resources\": {CLASS: amount}}"
+            };
+            return Err(body::invalid(format!(
+                "allocations is {v}; at microversion {} it must be {form}, with at least one entry",
+                ctx.mv
+            )));
+        }
+    }
+    if ctx.mv.0 >= 8 {
+        body::required(&b, "project_id")?;
+        body::required(&b, "user_id")?;
+    }
+    let consumer_generation = if ctx.mv.0 >= 28 {
+        match body::required(&b, "consumer_generation")? {
+            Value::Null => None,
+            v => Some(v.as_i64().ok_or_else(|| {
+                body::invalid(format!(
+                    "consumer_generation is {v}, not an integer or null"
+                ))
+            })?),
+        }
+    } else {
+        None
+    };
+    if ctx.mv.0 >= 38 {
+        body::required(&b, "consumer_type")?;
+    }
+    Ok(Wanted {
+        resources,
+        project_id: body::string(&b, "project_id", 255)?,
+        user_id: body::string(&b, "user_id", 255)?,
+        consumer_generation,
+        consumer_type: body::string(&b, "consumer_type", 255)?,
+    })
+}
+
+/// The consumer generation check of 1.28: null for a new consumer, else the current one.
+fn check_consumer_generation(
+    state: &State,
+    consumer: &str,
+    sent: Option<i64>,
+) -> Result<(), ApiError> {
+    let current = state.consumers.get(consumer).map(|c| c.generation);
+    let matches = match (current, sent) {
+        (None, None) => true,
+        (Some(c), Some(s)) => u64::try_from(s).ok() == Some(c),
+        _ => false,
+    };
+    if matches {
+        return Ok(());
+    }
+    let show = |g: Option<String>| g.unwrap_or_else(|| "null".to_string());
+    Err(ApiError::conflict(format!(
+        "consumer generation conflict - expected {} but got {}",
+        show(current.map(|c| c.to_string())),
+        show(sent.map(|s| s.to_string()))
+    ))
+    .with_code(code::CONCURRENT_UPDATE))
+}
+
+/// `PUT /allocations/{consumer}`: replaces the consumer's allocations.
+pub(crate) fn put(
+    state: &mut State,
+    ctx: &Ctx,
+    consumer: &str,
+    call: &Call,
+) -> Result<Reply, ApiError> {
+    if !body::is_uuid(consumer) {
+        return Err(ApiError::bad_request(format!(
+            "consumer {consumer:?} is not a uuid; consumers are named by uuid"
+        )));
+    }
+    let consumer = body::normalize_uuid(consumer);
+    let wanted = parse_put(ctx, call)?;
+    if ctx.mv.0 >= 28 {
+        check_consumer_generation(state, &consumer, wanted.consumer_generation)?;
+    }
+    let mut entries = Vec::new();
+    for (uuid, resources) in &wanted.resources {
+        let name = state.provider_name(uuid).map_err(|_| {
+            ApiError::bad_request(format!(
+                "Allocation for resource provider '{uuid}' that does not exist."
+            ))
+        })?;
+        for class in resources.keys() {
+            if !state.class_exists(class) {
+                return Err(ApiError::bad_request(format!(
+                    "Unable to allocate inventory: No such resource class {class}."
+                )));
+            }
+            if state.store.index().inventory(&name, class).is_none() {
+                return Err(ApiError::conflict(format!(
+                    "Unable to allocate inventory: Inventory for '{class}' on resource provider '{uuid}' invalid."
+                )));
+            }
+        }
+        entries.push(ProviderAllocation {
+            provider: name,
+            resources: resources.clone(),
+        });
+    }
+    let touched = replace_allocations(state, &consumer, entries)?;
+    for uuid in touched {
+        state.bump(&uuid);
+    }
+    if wanted.resources.is_empty() {
+        state.consumers.remove(&consumer);
+    } else {
+        let generation = state
+            .consumers
+            .get(&consumer)
+            .map_or(1, |c| c.generation + 1);
+        let previous = state.consumers.get(&consumer).cloned();
+        let keep = |new: Option<String>, old: Option<String>| {
+            new.or(old).unwrap_or_else(|| UNKNOWN_PROJECT.to_string())
+        };
+        state.consumers.insert(
+            consumer.clone(),
+            Consumer {
+                project_id: keep(
+                    wanted.project_id,
+                    previous.as_ref().map(|c| c.project_id.clone()),
+                ),
+                user_id: keep(wanted.user_id, previous.as_ref().map(|c| c.user_id.clone())),
+                consumer_type: wanted
+                    .consumer_type
+                    .or(previous.map(|c| c.consumer_type))
+                    .unwrap_or_else(|| "INSTANCE".to_string()),
+                generation,
+            },
+        );
+    }
+    Ok(empty(StatusCode::NO_CONTENT))
+}
+
+/// Replaces every Allocation object of the consumer with one holding `entries` (none when
+/// empty), through admission; on a refusal the old objects are put back. Returns the uuids
+/// of the providers whose allocations changed.
+fn replace_allocations(
+    state: &mut State,
+    consumer: &str,
+    entries: Vec<ProviderAllocation>,
+) -> Result<BTreeSet<String>, ApiError> {
+    let old = state.consumer_allocations(consumer);
+    let mut touched: BTreeSet<String> = old
+        .iter()
+        .flat_map(|(_, a)| a.spec.allocations.iter().map(|pa| pa.provider.clone()))
+        .chain(entries.iter().map(|pa| pa.provider.clone()))
+        .collect();
+    for (key, _) in &old {
+        state.store.delete(key);
+    }
+    if !entries.is_empty() {
+        let a = Allocation::new(
+            consumer,
+            AllocationSpec {
+                consumer: consumer.to_string(),
+                allocations: entries,
+            },
+        );
+        if let Err(e) = state.write_allocation(a) {
+            for (_, a) in old {
+                state.store.put(kubeplace_api::Object::Allocation(a));
+            }
+            return Err(e);
+        }
+    }
+    let uuids = std::mem::take(&mut touched)
+        .into_iter()
+        .filter_map(|name| state.uuid_of(&name))
+        .collect();
+    Ok(uuids)
+}
+
+/// `DELETE /allocations/{consumer}`.
+pub(crate) fn delete(state: &mut State, consumer: &str) -> Result<Reply, ApiError> {
+    let consumer = body::normalize_uuid(consumer);
+    if state.consumer_allocations(&consumer).is_empty() {
+        return Err(ApiError::not_found(format!(
+            "No allocations for consumer '{consumer}'"
+        )));
+    }
+    for uuid in replace_allocations(state, &consumer, Vec::new())? {
+        state.bump(&uuid);
+    }
+    state.consumers.remove(&consumer);
+    Ok(empty(StatusCode::NO_CONTENT))
+}
+
+/// `GET /resource_providers/{uuid}/allocations`.
+pub(crate) fn of_provider(state: &State, ctx: &Ctx, uuid: &str) -> Result<Reply, ApiError> {
+    let name = state.provider_name(uuid)?;
+    let mut per_consumer: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+    for o in state.store.list(kubeplace_api::Kind::Allocation) {
+        let kubeplace_api::Object::Allocation(a) = o else {
+            continue;
+        };
+        for pa in a.spec.allocations.iter().filter(|pa| pa.provider == name) {
+            let entry = per_consumer.entry(a.spec.consumer.clone()).or_default();
+            for (class, n) in &pa.resources {
+                *entry.entry(class.clone()).or_insert(0) += n;
+            }
+        }
+    }
+    let allocations: Map<String, Value> = per_consumer
+        .into_iter()
+        .map(|(consumer, resources)| {
+            let mut v = json!({"resources": resources});
+            if ctx.mv.0 >= 28
+                && let Some(c) = state.consumers.get(&consumer)
+            {
+                v["consumer_generation"] = Value::from(c.generation);
+            }
+            (consumer, v)
+        })
+        .collect();
+    Ok(json_reply(
+        StatusCode::OK,
+        &json!({"allocations": allocations, "resource_provider_generation": state.generation(uuid)}),
+    ))
+}
+
+/// `GET /resource_providers/{uuid}/usages`: every class of its inventory, 0 when unused.
+pub(crate) fn provider_usages(state: &State, uuid: &str) -> Result<Reply, ApiError> {
+    let name = state.provider_name(uuid)?;
+    let index = state.store.index();
+    let mut usages: BTreeMap<String, i64> = index
+        .effective(&name)
+        .map(|(inventories, _)| inventories.into_keys().map(|c| (c, 0)).collect())
+        .unwrap_or_default();
+    usages.extend(index.usages(&name).unwrap_or_default());
+    Ok(json_reply(
+        StatusCode::OK,
+        &json!({"usages": usages, "resource_provider_generation": state.generation(uuid)}),
+    ))
+}
+
+/// `GET /allocation_candidates`: what `kubeplace placement candidates` answers, after
+/// Placement's checks that every class and trait named exists.
+pub(crate) fn candidates(state: &State, ctx: &Ctx, query: &str) -> Result<Reply, ApiError> {
+    if ctx.mv.0 < 16 {
+        return Err(ApiError::new(
+            StatusCode::NOT_ACCEPTABLE,
+            format!(
+                "kubeplace answers GET /allocation_candidates from microversion 1.16; {} was asked for",
+                ctx.mv
+            ),
+        ));
+    }
+    let q = parse_candidates_query(query, ctx.mv).map_err(|e| ApiError::bad_request(e.detail))?;
+    for group in q.groups.values() {
+        if let Some(class) = group.resources.keys().find(|c| !state.class_exists(c)) {
+            return Err(ApiError::bad_request(format!(
+                "Invalid resource class in resources parameter: No such resource class {class}."
+            )));
+        }
+    }
+    let unknown: BTreeSet<&String> = q
+        .groups
+        .values()
+        .flat_map(|g| g.required.iter().flatten().chain(&g.forbidden))
+        .chain(&q.root_required)
+        .chain(&q.root_forbidden)
+        .filter(|t| !state.trait_exists(t))
+        .collect();
+    if !unknown.is_empty() {
+        let names: Vec<&str> = unknown.iter().map(|s| s.as_str()).collect();
+        return Err(ApiError::bad_request(format!(
+            "No such trait(s): {}.",
+            names.join(", ")
+        )));
+    }
+    let index = state.store.index();
+    Ok(json_reply(
+        StatusCode::OK,
+        &candidates_body(index, &allocation_candidates(index, &q), ctx.mv),
+    ))
+}
