@@ -83,7 +83,10 @@ impl PlacementApi {
         }
         let mv = match version::requested(&call.headers) {
             Ok(mv) => mv,
-            Err(e) => return wire::version_error(&request_id, e.into_api_error()),
+            Err(e) => {
+                let max = version::MAX.to_string();
+                return wire::version_error(&request_id, e.into_api_error(), &max);
+            }
         };
         let ctx = Ctx { mv, request_id };
         if discovery {

@@ -191,8 +191,9 @@ pub(crate) fn error(ctx: &Ctx, e: ApiError) -> Reply {
     reply
 }
 
-/// A version header that is not served: no version headers, the range in the entry.
-pub(crate) fn version_error(request_id: &str, e: ApiError) -> Reply {
+/// A version header that is not served: no version headers, and on a 406 the range served
+/// (`max` is the newest version) in the entry.
+pub(crate) fn version_error(request_id: &str, e: ApiError, max: &str) -> Reply {
     let mut entry = json!({
         "status": e.status.as_u16(),
         "title": e.status.canonical_reason().unwrap_or("Error"),
@@ -200,7 +201,7 @@ pub(crate) fn version_error(request_id: &str, e: ApiError) -> Reply {
         "request_id": request_id,
     });
     if e.status == StatusCode::NOT_ACCEPTABLE {
-        entry["max_version"] = Value::from(super::version::MAX.to_string());
+        entry["max_version"] = Value::from(max);
         entry["min_version"] = Value::from("1.0");
     }
     json_reply(e.status, &json!({"errors": [entry]}))
