@@ -298,18 +298,22 @@ pub(crate) fn put(
 
 /// Replaces every Allocation object of the consumer with one holding `entries` (none when
 /// empty), through admission; on a refusal the old objects are put back. Returns the uuids
-/// of the providers whose allocations changed.
+/// of the providers whose generation Placement moves on a PUT: those in `entries`, or when
+/// it is empty (1.28's removal) those the consumer had. A consumer leaving a provider for
+/// another does not move the one left.
 fn replace_allocations(
     state: &mut State,
     consumer: &str,
     entries: Vec<ProviderAllocation>,
 ) -> Result<BTreeSet<String>, ApiError> {
     let old = state.consumer_allocations(consumer);
-    let mut touched: BTreeSet<String> = old
-        .iter()
-        .flat_map(|(_, a)| a.spec.allocations.iter().map(|pa| pa.provider.clone()))
-        .chain(entries.iter().map(|pa| pa.provider.clone()))
-        .collect();
+    let touched: BTreeSet<String> = if entries.is_empty() {
+        old.iter()
+            .flat_map(|(_, a)| a.spec.allocations.iter().map(|pa| pa.provider.clone()))
+            .collect()
+    } else {
+        entries.iter().map(|pa| pa.provider.clone()).collect()
+    };
     for (key, _) in &old {
         state.store.delete(key);
     }
@@ -328,7 +332,7 @@ fn replace_allocations(
             return Err(e);
         }
     }
-    let uuids = std::mem::take(&mut touched)
+    let uuids = touched
         .into_iter()
         .filter_map(|name| state.uuid_of(&name))
         .collect();
@@ -343,9 +347,8 @@ pub(crate) fn delete(state: &mut State, consumer: &str) -> Result<Reply, ApiErro
             "No allocations for consumer '{consumer}'"
         )));
     }
-    for uuid in replace_allocations(state, &consumer, Vec::new())? {
-        state.bump(&uuid);
-    }
+    // Placement leaves the providers' generations alone here.
+    replace_allocations(state, &consumer, Vec::new())?;
     state.consumers.remove(&consumer);
     Ok(empty(StatusCode::NO_CONTENT))
 }

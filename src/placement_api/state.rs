@@ -3,9 +3,9 @@
 //! consumers' projects, users and generations.
 //!
 //! Generations are counters beside the store, keyed by provider uuid: 0 when the provider
-//! is seeded or created, one more on each change to it through the API (its name or
-//! parent, inventories, traits, aggregates, and allocations against it). They live only as
-//! long as the process, as the store does.
+//! is seeded or created, one more on each change Placement counts (inventories, traits,
+//! aggregates, allocations put on it; not a rename or a new parent). They live only as long
+//! as the process, as the store does.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -16,7 +16,7 @@ use kubeplace_core::placement::{ProviderRecord, standard_resource_classes, stand
 use kubeplace_policy::admission::admit_and_store;
 use kubeplace_policy::store::{ObjectKey, Store};
 
-use super::wire::{ApiError, code};
+use super::wire::ApiError;
 
 /// Placement's project for consumers it did not learn one for (its
 /// `incomplete_consumer_project_id` default); the same zero uuid serves as the user.
@@ -102,7 +102,6 @@ impl State {
             .next()
             .ok_or_else(|| {
                 ApiError::not_found(format!("No resource provider with uuid {uuid} found"))
-                    .with_code(code::PROVIDER_NOT_FOUND)
             })
     }
 

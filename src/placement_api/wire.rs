@@ -19,7 +19,6 @@ pub(crate) mod code {
     pub const DUPLICATE_NAME: &str = "placement.duplicate_name";
     pub const PROVIDER_INUSE: &str = "placement.resource_provider.inuse";
     pub const PROVIDER_PARENT: &str = "placement.resource_provider.cannot_delete_parent";
-    pub const PROVIDER_NOT_FOUND: &str = "placement.resource_provider.not_found";
 }
 
 /// An error answer: status, detail, and Placement's error code.
