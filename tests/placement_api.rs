@@ -119,13 +119,9 @@ fn unknown_paths_404_and_methods_405() {
     let a = s.call("GET", "/nope", Some("1.22"), None);
     assert_eq!(a.error().1, None);
     // Not served by kubeplace yet: a clear 404.
-    let a = s.call("POST", "/allocations", LATEST, Some(&json!({})));
+    let a = s.call("GET", "/usages?project_id=p", LATEST, None);
     a.expect(404);
-    assert!(
-        a.error()
-            .0
-            .contains("kubeplace does not serve /allocations")
-    );
+    assert!(a.error().0.contains("kubeplace does not serve /usages"));
 }
 
 #[test]
@@ -960,4 +956,75 @@ fn concurrent_claims_never_oversubscribe() {
         .json();
     assert_eq!(v["usages"]["VCPU"], 4);
     assert_eq!(v["resource_provider_generation"], 4);
+}
+
+fn consumer_entry(allocations: Value, generation: Value) -> Value {
+    json!({"allocations": allocations, "project_id": "p1", "user_id": "u1",
+           "consumer_generation": generation, "consumer_type": "MIGRATION"})
+}
+
+/// `POST /allocations` moves resources between consumers atomically: all old allocations
+/// of the consumers named go before the new ones are admitted, and a refusal leaves
+/// everything as it was.
+#[test]
+fn post_allocations_moves_atomically() {
+    let s = Server::seeded();
+    s.call("POST", "/allocations", Some("1.12"), Some(&json!({})))
+        .expect(404);
+    s.call("POST", "/allocations", LATEST, Some(&json!({})))
+        .expect(400);
+    // cn1-numa0: 8 VCPU, VM_A holds 2; fill the rest.
+    let filler = "9f100000-0000-4000-8000-000000000001";
+    s.call(
+        "PUT",
+        &format!("/allocations/{filler}"),
+        LATEST,
+        Some(&allocation_body(CN1_NUMA0, 6, Value::Null)),
+    )
+    .expect(204);
+    let target = "9f100000-0000-4000-8000-000000000002";
+    // The provider is full: VM_A's 2 VCPU can move to target only in one request.
+    let moved = json!({
+        VM_A: consumer_entry(json!({}), json!(1)),
+        target: consumer_entry(json!({CN1_NUMA0: {"resources": {"VCPU": 2}}}), Value::Null),
+    });
+    s.call("POST", "/allocations", LATEST, Some(&moved))
+        .expect(204);
+    let v = s
+        .call("GET", &format!("/allocations/{target}"), LATEST, None)
+        .json();
+    assert_eq!(v["allocations"][CN1_NUMA0]["resources"]["VCPU"], 2);
+    assert_eq!(v["consumer_type"], "MIGRATION");
+    let v = s
+        .call("GET", &format!("/allocations/{VM_A}"), LATEST, None)
+        .json();
+    assert_eq!(v, json!({"allocations": {}}));
+    // All or nothing: the second consumer does not fit, so the first keeps its claim.
+    let refused = json!({
+        target: consumer_entry(json!({}), json!(1)),
+        "9f100000-0000-4000-8000-000000000003":
+            consumer_entry(json!({CN1_NUMA0: {"resources": {"VCPU": 3}}}), Value::Null),
+    });
+    let a = s.call("POST", "/allocations", LATEST, Some(&refused));
+    a.expect(409);
+    assert!(a.error().0.contains("Unable to allocate inventory"));
+    let v = s
+        .call("GET", &format!("/allocations/{target}"), LATEST, None)
+        .json();
+    assert_eq!(v["allocations"][CN1_NUMA0]["resources"]["VCPU"], 2);
+    assert_eq!(v["consumer_generation"], 1);
+    let v = s
+        .call(
+            "GET",
+            &format!("/resource_providers/{CN1_NUMA0}/usages"),
+            LATEST,
+            None,
+        )
+        .json();
+    assert_eq!(v["usages"]["VCPU"], 8);
+    // A stale consumer generation refuses the whole request.
+    let stale = json!({target: consumer_entry(json!({}), json!(7))});
+    let a = s.call("POST", "/allocations", LATEST, Some(&stale));
+    a.expect(409);
+    assert_eq!(a.error().1.as_deref(), Some("placement.concurrent_update"));
 }

@@ -15,6 +15,7 @@ use kubeplace_api::{Allocation, AllocationSpec, ProviderAllocation};
 use kubeplace_core::placement::candidates::allocation_candidates;
 use kubeplace_core::placement::query::parse_candidates_query;
 use kubeplace_core::placement::response::candidates_body;
+use kubeplace_policy::store::ObjectKey;
 
 use super::body;
 use super::state::{Consumer, State, UNKNOWN_PROJECT};
@@ -120,13 +121,17 @@ fn parse_resources(at: &str, v: Option<&Value>) -> Result<BTreeMap<String, i64>,
         .collect()
 }
 
-/// Reads a PUT body in the form of its version: a list before 1.12, an object keyed by
-/// provider uuid from 1.12 (which may be empty from 1.28, to remove the allocations).
-fn parse_put(ctx: &Ctx, call: &Call) -> Result<Wanted, ApiError> {
-    let b = body::object(call)?;
-    body::only(&b, &put_fields(ctx))?;
+/// Reads one consumer's allocations in the form of the version: a list before 1.12, an
+/// object keyed by provider uuid from 1.12 (which may be empty from 1.28, and in
+/// `POST /allocations`, to remove the allocations).
+fn parse_consumer(
+    ctx: &Ctx,
+    b: &Map<String, Value>,
+    may_be_empty: bool,
+) -> Result<Wanted, ApiError> {
+    body::only(b, &put_fields(ctx))?;
     let mut resources: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
-    match (body::required(&b, "allocations")?, ctx.mv.0 >= 12) {
+    match (body::required(b, "allocations")?, ctx.mv.0 >= 12) {
         (Value::Array(items), false) if !items.is_empty() => {
             for (i, item) in items.iter().enumerate() {
                 let at = format!("allocations[{i}]");
@@ -144,7 +149,7 @@ fn parse_put(ctx: &Ctx, call: &Call) -> Result<Wanted, ApiError> {
                     .extend(r);
             }
         }
-        (Value::Object(m), true) if !m.is_empty() || ctx.mv.0 >= 28 => {
+        (Value::Object(m), true) if !m.is_empty() || may_be_empty => {
             for (uuid, entry) in m {
                 let at = format!("allocations.{uuid}");
                 if !body::is_uuid(uuid) {
@@ -170,11 +175,11 @@ fn parse_put(ctx: &Ctx, call: &Call) -> Result<Wanted, ApiError> {
         }
     }
     if ctx.mv.0 >= 8 {
-        body::required(&b, "project_id")?;
-        body::required(&b, "user_id")?;
+        body::required(b, "project_id")?;
+        body::required(b, "user_id")?;
     }
     let consumer_generation = if ctx.mv.0 >= 28 {
-        match body::required(&b, "consumer_generation")? {
+        match body::required(b, "consumer_generation")? {
             Value::Null => None,
             v => Some(v.as_i64().ok_or_else(|| {
                 body::invalid(format!(
@@ -186,14 +191,14 @@ fn parse_put(ctx: &Ctx, call: &Call) -> Result<Wanted, ApiError> {
         None
     };
     if ctx.mv.0 >= 38 {
-        body::required(&b, "consumer_type")?;
+        body::required(b, "consumer_type")?;
     }
     Ok(Wanted {
         resources,
-        project_id: body::string(&b, "project_id", 255)?,
-        user_id: body::string(&b, "user_id", 255)?,
+        project_id: body::string(b, "project_id", 255)?,
+        user_id: body::string(b, "user_id", 255)?,
         consumer_generation,
-        consumer_type: body::string(&b, "consumer_type", 255)?,
+        consumer_type: body::string(b, "consumer_type", 255)?,
     })
 }
 
@@ -221,20 +226,27 @@ fn check_consumer_generation(
     .with_code(code::CONCURRENT_UPDATE))
 }
 
-/// `PUT /allocations/{consumer}`: replaces the consumer's allocations.
-pub(crate) fn put(
-    state: &mut State,
-    ctx: &Ctx,
-    consumer: &str,
-    call: &Call,
-) -> Result<Reply, ApiError> {
-    if !body::is_uuid(consumer) {
-        return Err(ApiError::bad_request(format!(
+/// A consumer uuid from a path or a body key.
+fn consumer_uuid(consumer: &str) -> Result<String, ApiError> {
+    if body::is_uuid(consumer) {
+        Ok(body::normalize_uuid(consumer))
+    } else {
+        Err(ApiError::bad_request(format!(
             "consumer {consumer:?} is not a uuid; consumers are named by uuid"
-        )));
+        )))
     }
-    let consumer = body::normalize_uuid(consumer);
-    let wanted = parse_put(ctx, call)?;
+}
+
+/// One consumer's checked write: what it asked for and its entries by provider name.
+struct Plan {
+    consumer: String,
+    wanted: Wanted,
+    entries: Vec<ProviderAllocation>,
+}
+
+/// Checks one consumer's write against the state (generation, providers, classes,
+/// inventories); capacity is left to admission.
+fn plan(state: &State, ctx: &Ctx, consumer: String, wanted: Wanted) -> Result<Plan, ApiError> {
     if ctx.mv.0 >= 28 {
         check_consumer_generation(state, &consumer, wanted.consumer_generation)?;
     }
@@ -262,81 +274,148 @@ pub(crate) fn put(
             resources: resources.clone(),
         });
     }
-    let touched = replace_allocations(state, &consumer, entries)?;
-    for uuid in touched {
-        state.bump(&uuid);
-    }
-    if wanted.resources.is_empty() {
-        state.consumers.remove(&consumer);
-    } else {
-        let generation = state
-            .consumers
-            .get(&consumer)
-            .map_or(1, |c| c.generation + 1);
-        let previous = state.consumers.get(&consumer).cloned();
-        let keep = |new: Option<String>, old: Option<String>| {
-            new.or(old).unwrap_or_else(|| UNKNOWN_PROJECT.to_string())
-        };
-        state.consumers.insert(
-            consumer.clone(),
-            Consumer {
-                project_id: keep(
-                    wanted.project_id,
-                    previous.as_ref().map(|c| c.project_id.clone()),
-                ),
-                user_id: keep(wanted.user_id, previous.as_ref().map(|c| c.user_id.clone())),
-                consumer_type: wanted
-                    .consumer_type
-                    .or(previous.map(|c| c.consumer_type))
-                    .unwrap_or_else(|| "INSTANCE".to_string()),
-                generation,
-            },
-        );
-    }
+    Ok(Plan {
+        consumer,
+        wanted,
+        entries,
+    })
+}
+
+/// `PUT /allocations/{consumer}`: replaces the consumer's allocations.
+pub(crate) fn put(
+    state: &mut State,
+    ctx: &Ctx,
+    consumer: &str,
+    call: &Call,
+) -> Result<Reply, ApiError> {
+    let consumer = consumer_uuid(consumer)?;
+    let wanted = parse_consumer(ctx, &body::object(call)?, ctx.mv.0 >= 28)?;
+    let p = plan(state, ctx, consumer, wanted)?;
+    apply(state, vec![p])?;
     Ok(empty(StatusCode::NO_CONTENT))
 }
 
-/// Replaces every Allocation object of the consumer with one holding `entries` (none when
-/// empty), through admission; on a refusal the old objects are put back. Returns the uuids
-/// of the providers whose generation Placement moves on a PUT: those in `entries`, or when
-/// it is empty (1.28's removal) those the consumer had. A consumer leaving a provider for
-/// another does not move the one left.
-fn replace_allocations(
-    state: &mut State,
-    consumer: &str,
-    entries: Vec<ProviderAllocation>,
-) -> Result<BTreeSet<String>, ApiError> {
-    let old = state.consumer_allocations(consumer);
-    let touched: BTreeSet<String> = if entries.is_empty() {
-        old.iter()
-            .flat_map(|(_, a)| a.spec.allocations.iter().map(|pa| pa.provider.clone()))
-            .collect()
-    } else {
-        entries.iter().map(|pa| pa.provider.clone()).collect()
-    };
-    for (key, _) in &old {
-        state.store.delete(key);
+/// `POST /allocations` (1.13): several consumers' allocations, all written or none. Every
+/// old allocation of those consumers is removed before any new one is admitted, so moving
+/// resources from one consumer to another on a full provider works (Nova's migrations).
+pub(crate) fn post(state: &mut State, ctx: &Ctx, call: &Call) -> Result<Reply, ApiError> {
+    let b = body::object(call)?;
+    if b.is_empty() {
+        return Err(body::invalid(
+            "the body is empty; give at least one consumer uuid and its allocations",
+        ));
     }
-    if !entries.is_empty() {
+    let mut plans = Vec::new();
+    for (consumer, entry) in &b {
+        let consumer = consumer_uuid(consumer)?;
+        let Value::Object(entry) = entry else {
+            return Err(body::invalid(format!(
+                "{consumer}: {entry} is not an object"
+            )));
+        };
+        let wanted = parse_consumer(ctx, entry, true)?;
+        plans.push(plan(state, ctx, consumer, wanted)?);
+    }
+    apply(state, plans)?;
+    Ok(empty(StatusCode::NO_CONTENT))
+}
+
+/// Writes checked plans atomically under the write lock: every old Allocation object of
+/// the consumers goes, then each new one is admitted in turn (seeing the ones before); on a
+/// refusal the new ones go and the old ones come back. Then generations move as
+/// Placement's do (once per provider per request: those given resources, and for a
+/// consumer emptied, those it had; a consumer leaving a provider for another does not move
+/// the one left) and the consumers' records are updated.
+fn apply(state: &mut State, plans: Vec<Plan>) -> Result<(), ApiError> {
+    let olds: Vec<Vec<(ObjectKey, Allocation)>> = plans
+        .iter()
+        .map(|p| state.consumer_allocations(&p.consumer))
+        .collect();
+    let mut touched: BTreeSet<String> = BTreeSet::new();
+    for (p, old) in plans.iter().zip(&olds) {
+        if p.entries.is_empty() {
+            touched.extend(
+                old.iter()
+                    .flat_map(|(_, a)| a.spec.allocations.iter().map(|pa| pa.provider.clone())),
+            );
+        } else {
+            touched.extend(p.entries.iter().map(|pa| pa.provider.clone()));
+        }
+        for (key, _) in old {
+            state.store.delete(key);
+        }
+    }
+    let mut written: Vec<ObjectKey> = Vec::new();
+    for p in plans.iter().filter(|p| !p.entries.is_empty()) {
         let a = Allocation::new(
-            consumer,
+            &p.consumer,
             AllocationSpec {
-                consumer: consumer.to_string(),
-                allocations: entries,
+                consumer: p.consumer.clone(),
+                allocations: p.entries.clone(),
             },
         );
+        let key = ObjectKey::cluster(kubeplace_api::Kind::Allocation, &p.consumer);
         if let Err(e) = state.write_allocation(a) {
-            for (_, a) in old {
+            for key in &written {
+                state.store.delete(key);
+            }
+            for (_, a) in olds.into_iter().flatten() {
                 state.store.put(kubeplace_api::Object::Allocation(a));
             }
             return Err(e);
         }
+        written.push(key);
     }
-    let uuids = touched
+    let uuids: Vec<String> = touched
         .into_iter()
         .filter_map(|name| state.uuid_of(&name))
         .collect();
-    Ok(uuids)
+    for uuid in uuids {
+        state.bump(&uuid);
+    }
+    for p in plans {
+        record_consumer(state, p);
+    }
+    Ok(())
+}
+
+/// Keeps a consumer's project, user, type and generation after a write (forgets it when
+/// it has no allocations left, as Placement deletes such consumers).
+fn record_consumer(state: &mut State, p: Plan) {
+    let Plan {
+        consumer,
+        wanted,
+        entries,
+    } = p;
+    if entries.is_empty() {
+        state.consumers.remove(&consumer);
+        return;
+    }
+    let previous = state.consumers.get(&consumer).cloned();
+    let generation = previous.as_ref().map_or(1, |c| c.generation + 1);
+    let keep = |new: Option<String>, old: Option<String>| {
+        new.or(old).unwrap_or_else(|| UNKNOWN_PROJECT.to_string())
+    };
+    let record = Consumer {
+        project_id: keep(
+            wanted.project_id,
+            previous.as_ref().map(|c| c.project_id.clone()),
+        ),
+        user_id: keep(wanted.user_id, previous.as_ref().map(|c| c.user_id.clone())),
+        consumer_type: wanted
+            .consumer_type
+            .or(previous.map(|c| c.consumer_type))
+            .unwrap_or_else(|| "INSTANCE".to_string()),
+        generation,
+    };
+    state.consumers.insert(consumer, record);
+}
+
+/// Removes every Allocation object of a consumer.
+fn remove_allocations(state: &mut State, consumer: &str) {
+    for (key, _) in state.consumer_allocations(consumer) {
+        state.store.delete(&key);
+    }
 }
 
 /// `DELETE /allocations/{consumer}`.
@@ -348,7 +427,7 @@ pub(crate) fn delete(state: &mut State, consumer: &str) -> Result<Reply, ApiErro
         )));
     }
     // Placement leaves the providers' generations alone here.
-    replace_allocations(state, &consumer, Vec::new())?;
+    remove_allocations(state, &consumer);
     state.consumers.remove(&consumer);
     Ok(empty(StatusCode::NO_CONTENT))
 }

@@ -68,9 +68,7 @@ pub(crate) fn provider_json(state: &State, ctx: &Ctx, name: &str) -> Result<Valu
 
 /// `GET /resource_providers?…`: the query filters of `kubeplace placement providers`.
 pub(crate) fn list(state: &State, ctx: &Ctx, query: &str) -> Result<Reply, ApiError> {
-    let q = parse_providers_query(query, ctx.mv).map_err(|e| {
-        ApiError::bad_request(format!("Invalid query string parameters: {}", e.detail))
-    })?;
+    let q = parse_providers_query(query, ctx.mv).map_err(|e| ApiError::bad_request(e.detail))?;
     let unknown: Vec<&String> = q
         .filters
         .required

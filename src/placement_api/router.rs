@@ -121,7 +121,11 @@ pub(crate) fn route(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply,
             allowed(ctx, m, &[(M::GET, 10)])?;
             api.read(|s| allocations::candidates(s, ctx, &call.query))
         }
-        ["allocations"] | ["usages"] | ["reshaper"] => Err(ApiError::not_found(format!(
+        ["allocations"] => {
+            allowed(ctx, m, &[(M::POST, 13)])?;
+            api.write(|s| allocations::post(s, ctx, call))
+        }
+        ["usages"] | ["reshaper"] => Err(ApiError::not_found(format!(
             "kubeplace does not serve /{} yet; docs/placement-api.md lists what is served",
             segments.join("/")
         ))),
