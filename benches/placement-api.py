@@ -83,6 +83,8 @@ def main():
         took = time.time() - t0
         print(json.dumps({"clients": a.clients, "requests_per_s": round(sum(counts) / took, 1),
                           "p50_ms": round(statistics.median(latencies) * 1e3, 2)}))
+        # The server closes connections idle for 10 s: take a fresh one.
+        conn = http.client.HTTPConnection(host, port)
         conn.request("GET", "/allocation_candidates?resources=VCPU:1&limit=1", headers=HEADERS)
         rp = next(iter(json.loads(conn.getresponse().read())["allocation_requests"][0]["allocations"]))
         ok = refused = 0
