@@ -7,7 +7,8 @@
 Prints, one JSON line each: the load (seconds from start to the `listening` line, the
 process's RSS then), requests/s of GET /allocation_candidates?QUERY at N concurrent
 keep-alive clients (with the p50 latency), and claims/s of sequential
-PUT /allocations/{consumer} of 1 VCPU to the first candidate's provider. The Python client
+PUT /allocations/{consumer} of 1 VCPU, one new consumer each, spread over the providers of
+the first N candidates of resources=VCPU:1. The Python client
 is part of what is measured: the figures are lower bounds for the server.
 """
 import argparse
@@ -85,11 +86,14 @@ def main():
                           "p50_ms": round(statistics.median(latencies) * 1e3, 2)}))
         # The server closes connections idle for 10 s: take a fresh one.
         conn = http.client.HTTPConnection(host, port)
-        conn.request("GET", "/allocation_candidates?resources=VCPU:1&limit=1", headers=HEADERS)
-        rp = next(iter(json.loads(conn.getresponse().read())["allocation_requests"][0]["allocations"]))
+        conn.request("GET", "/allocation_candidates?resources=VCPU:1&limit=%d" % a.claims,
+                     headers=HEADERS)
+        requests = json.loads(conn.getresponse().read())["allocation_requests"]
+        targets = [next(iter(r["allocations"])) for r in requests]
         ok = refused = 0
         t0 = time.time()
-        for _ in range(a.claims):
+        for i in range(a.claims):
+            rp = targets[i % len(targets)]
             body = json.dumps({"allocations": {rp: {"resources": {"VCPU": 1}}}, "project_id": "p",
                                "user_id": "u", "consumer_generation": None, "consumer_type": "INSTANCE"})
             conn.request("PUT", "/allocations/%s" % uuid.uuid4(), body=body,

@@ -342,7 +342,7 @@ fn apply(state: &mut State, plans: Vec<Plan>) -> Result<(), ApiError> {
             touched.extend(p.entries.iter().map(|pa| pa.provider.clone()));
         }
         for (key, _) in old {
-            state.store.delete(key);
+            state.delete_allocation(key);
         }
     }
     let mut written: Vec<ObjectKey> = Vec::new();
@@ -357,10 +357,10 @@ fn apply(state: &mut State, plans: Vec<Plan>) -> Result<(), ApiError> {
         let key = ObjectKey::cluster(kubeplace_api::Kind::Allocation, &p.consumer);
         if let Err(e) = state.write_allocation(a) {
             for key in &written {
-                state.store.delete(key);
+                state.delete_allocation(key);
             }
             for (_, a) in olds.into_iter().flatten() {
-                state.store.put(kubeplace_api::Object::Allocation(a));
+                state.restore_allocation(a);
             }
             return Err(e);
         }
@@ -414,7 +414,7 @@ fn record_consumer(state: &mut State, p: Plan) {
 /// Removes every Allocation object of a consumer.
 fn remove_allocations(state: &mut State, consumer: &str) {
     for (key, _) in state.consumer_allocations(consumer) {
-        state.store.delete(&key);
+        state.delete_allocation(&key);
     }
 }
 

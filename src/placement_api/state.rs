@@ -39,6 +39,10 @@ pub struct State {
     pub(crate) custom_traits: BTreeSet<String>,
     pub(crate) custom_classes: BTreeSet<String>,
     pub(crate) consumers: HashMap<String, Consumer>,
+    /// Allocation object keys by consumer uuid: finding a consumer's objects is a lookup,
+    /// not a walk over every object of the store (which cost a claim 2.4 ms at 35k
+    /// providers).
+    by_consumer: HashMap<String, BTreeSet<ObjectKey>>,
 }
 
 impl State {
@@ -51,6 +55,7 @@ impl State {
             custom_traits: BTreeSet::new(),
             custom_classes: BTreeSet::new(),
             consumers: HashMap::new(),
+            by_consumer: HashMap::new(),
         };
         let index = state.store.index();
         for record in index.providers() {
@@ -64,12 +69,13 @@ impl State {
                     .extend(traits.into_iter().filter(custom));
             }
         }
-        let consumers: Vec<(String, Vec<String>)> = state
+        let consumers: Vec<(String, ObjectKey, Vec<String>)> = state
             .store
             .list(Kind::Allocation)
             .filter_map(|o| match o {
                 Object::Allocation(a) => Some((
                     a.spec.consumer.clone(),
+                    ObjectKey::of(o),
                     a.spec
                         .allocations
                         .iter()
@@ -79,7 +85,12 @@ impl State {
                 _ => None,
             })
             .collect();
-        for (consumer, classes) in consumers {
+        for (consumer, key, classes) in consumers {
+            state
+                .by_consumer
+                .entry(consumer.clone())
+                .or_default()
+                .insert(key);
             state
                 .custom_classes
                 .extend(classes.into_iter().filter(|c| c.starts_with("CUSTOM_")));
@@ -165,25 +176,49 @@ impl State {
 
     /// Writes an Allocation through admission; a rejection is Placement's 409.
     pub(crate) fn write_allocation(&mut self, a: Allocation) -> Result<(), ApiError> {
-        let verdict = admit_and_store(&mut self.store, Object::Allocation(a));
-        if verdict.allowed {
-            Ok(())
-        } else {
-            Err(ApiError::new(
+        let consumer = a.spec.consumer.clone();
+        let object = Object::Allocation(a);
+        let key = ObjectKey::of(&object);
+        let verdict = admit_and_store(&mut self.store, object);
+        if !verdict.allowed {
+            return Err(ApiError::new(
                 StatusCode::CONFLICT,
                 format!("Unable to allocate inventory: {}", verdict.message),
-            ))
+            ));
         }
+        self.by_consumer.entry(consumer).or_default().insert(key);
+        Ok(())
+    }
+
+    /// Deletes an Allocation object.
+    pub(crate) fn delete_allocation(&mut self, key: &ObjectKey) {
+        if let Some(Object::Allocation(a)) = self.store.delete(key)
+            && let Some(keys) = self.by_consumer.get_mut(&a.spec.consumer)
+        {
+            keys.remove(key);
+            if keys.is_empty() {
+                self.by_consumer.remove(&a.spec.consumer);
+            }
+        }
+    }
+
+    /// Puts back an Allocation object deleted by a write that was then refused.
+    pub(crate) fn restore_allocation(&mut self, a: Allocation) {
+        let consumer = a.spec.consumer.clone();
+        let object = Object::Allocation(a);
+        let key = ObjectKey::of(&object);
+        self.store.put(object);
+        self.by_consumer.entry(consumer).or_default().insert(key);
     }
 
     /// The Allocation objects of a consumer, by key.
     pub(crate) fn consumer_allocations(&self, consumer: &str) -> Vec<(ObjectKey, Allocation)> {
-        self.store
-            .list(Kind::Allocation)
-            .filter_map(|o| match o {
-                Object::Allocation(a) if a.spec.consumer == consumer => {
-                    Some((ObjectKey::of(o), a.clone()))
-                }
+        self.by_consumer
+            .get(consumer)
+            .into_iter()
+            .flatten()
+            .filter_map(|key| match self.store.get(key) {
+                Some(Object::Allocation(a)) => Some((key.clone(), a.clone())),
                 _ => None,
             })
             .collect()
