@@ -53,6 +53,7 @@ def normalized(value):
 
 
 U1='a1111111-1111-4111-8111-111111111111'; U2='a2222222-2222-4222-8222-222222222222'; C='c3333333-3333-4333-8333-333333333333'
+C5='c5555555-3333-4333-8333-333333333333'; C6='c6666666-3333-4333-8333-333333333333'
 STEPS = [
  ('POST','/resource_providers','1.39',{'name':'d1','uuid':U1}),
  ('POST','/resource_providers','1.39',{'name':'d2','uuid':U2,'parent_provider_uuid':U1}),
@@ -94,6 +95,16 @@ STEPS = [
  ('GET','/resource_classes/CUSTOM_DIFF','1.39',None),
  ('DELETE','/resource_classes/CUSTOM_DIFF','1.39',None),
  ('GET','/resource_providers/'+U1+'/inventories','1.39',None),
+ ('POST','/allocations','1.12',{C5:{'allocations':{U1:{'resources':{'DISK_GB':1}}},'project_id':'p','user_id':'u'}}),
+ ('POST','/allocations','1.39',{C5:{'allocations':{U1:{'resources':{'DISK_GB':1}}},'project_id':'p','user_id':'u','consumer_generation':None,'consumer_type':'INSTANCE'}}),
+ ('GET','/allocations/'+C5,'1.39',None),
+ ('POST','/allocations','1.39',{C5:{'allocations':{},'project_id':'p','user_id':'u','consumer_generation':1,'consumer_type':'INSTANCE'},
+                                C6:{'allocations':{U1:{'resources':{'DISK_GB':20}}},'project_id':'p','user_id':'u','consumer_generation':None,'consumer_type':'INSTANCE'}}),
+ ('GET','/allocations/'+C5,'1.39',None),
+ ('POST','/allocations','1.39',{C5:{'allocations':{},'project_id':'p','user_id':'u','consumer_generation':1,'consumer_type':'INSTANCE'},
+                                C6:{'allocations':{U1:{'resources':{'DISK_GB':10}}},'project_id':'p','user_id':'u','consumer_generation':None,'consumer_type':'INSTANCE'}}),
+ ('GET','/allocations/'+C6,'1.39',None),
+ ('GET','/resource_providers/'+U1+'/usages','1.39',None),
 ]
 
 
