@@ -119,9 +119,9 @@ fn unknown_paths_404_and_methods_405() {
     let a = s.call("GET", "/nope", Some("1.22"), None);
     assert_eq!(a.error().1, None);
     // Not served by kubeplace yet: a clear 404.
-    let a = s.call("GET", "/usages?project_id=p", LATEST, None);
+    let a = s.call("POST", "/reshaper", LATEST, Some(&json!({})));
     a.expect(404);
-    assert!(a.error().0.contains("kubeplace does not serve /usages"));
+    assert!(a.error().0.contains("kubeplace does not serve /reshaper"));
 }
 
 #[test]
@@ -1027,4 +1027,72 @@ fn post_allocations_moves_atomically() {
     let a = s.call("POST", "/allocations", LATEST, Some(&stale));
     a.expect(409);
     assert_eq!(a.error().1.as_deref(), Some("placement.concurrent_update"));
+}
+
+/// `GET /usages` (1.9): a project's totals; from 1.38 by consumer type.
+#[test]
+fn project_usages_by_user_and_consumer_type() {
+    let s = Server::seeded();
+    let put = |consumer: &str, vcpu: i64, user: &str, kind: &str| {
+        let body = json!({"allocations": {CN2: {"resources": {"VCPU": vcpu}}},
+                          "project_id": "p1", "user_id": user,
+                          "consumer_generation": null, "consumer_type": kind});
+        s.call(
+            "PUT",
+            &format!("/allocations/{consumer}"),
+            LATEST,
+            Some(&body),
+        )
+        .expect(204);
+    };
+    put("9f200000-0000-4000-8000-000000000001", 1, "u1", "INSTANCE");
+    put("9f200000-0000-4000-8000-000000000002", 2, "u2", "MIGRATION");
+    let v = s
+        .call("GET", "/usages?project_id=p1", Some("1.9"), None)
+        .expect(200)
+        .json();
+    assert_eq!(v, json!({"usages": {"VCPU": 3}}));
+    let v = s
+        .call("GET", "/usages?project_id=p1&user_id=u2", Some("1.9"), None)
+        .json();
+    assert_eq!(v, json!({"usages": {"VCPU": 2}}));
+    let v = s.call("GET", "/usages?project_id=p1", LATEST, None).json();
+    assert_eq!(
+        v,
+        json!({"usages": {"INSTANCE": {"VCPU": 1, "consumer_count": 1},
+                          "MIGRATION": {"VCPU": 2, "consumer_count": 1}}})
+    );
+    let v = s
+        .call(
+            "GET",
+            "/usages?project_id=p1&consumer_type=all",
+            LATEST,
+            None,
+        )
+        .json();
+    assert_eq!(
+        v,
+        json!({"usages": {"all": {"VCPU": 3, "consumer_count": 2}}})
+    );
+    // Seeded consumers belong to Placement's "incomplete consumer" project.
+    let v = s
+        .call(
+            "GET",
+            "/usages?project_id=00000000-0000-0000-0000-000000000000",
+            Some("1.9"),
+            None,
+        )
+        .json();
+    assert_eq!(v, json!({"usages": {"VCPU": 2, "MEMORY_MB": 512}}));
+    s.call("GET", "/usages?user_id=u1", LATEST, None)
+        .expect(400);
+    s.call(
+        "GET",
+        "/usages?project_id=p1&consumer_type=all",
+        Some("1.37"),
+        None,
+    )
+    .expect(400);
+    s.call("GET", "/usages?project_id=p1", Some("1.8"), None)
+        .expect(404);
 }

@@ -53,7 +53,7 @@ def normalized(value):
 
 
 U1='a1111111-1111-4111-8111-111111111111'; U2='a2222222-2222-4222-8222-222222222222'; C='c3333333-3333-4333-8333-333333333333'
-C5='c5555555-3333-4333-8333-333333333333'; C6='c6666666-3333-4333-8333-333333333333'
+C5='c5555555-3333-4333-8333-333333333333'; C6='c6666666-3333-4333-8333-333333333333'; C7='c7777777-3333-4333-8333-333333333333'
 STEPS = [
  ('POST','/resource_providers','1.39',{'name':'d1','uuid':U1}),
  ('POST','/resource_providers','1.39',{'name':'d2','uuid':U2,'parent_provider_uuid':U1}),
@@ -105,6 +105,16 @@ STEPS = [
                                 C6:{'allocations':{U1:{'resources':{'DISK_GB':10}}},'project_id':'p','user_id':'u','consumer_generation':None,'consumer_type':'INSTANCE'}}),
  ('GET','/allocations/'+C6,'1.39',None),
  ('GET','/resource_providers/'+U1+'/usages','1.39',None),
+ ('PUT','/allocations/'+C7,'1.39',{'allocations':{U1:{'resources':{'MEMORY_MB':5}}},'project_id':'p','user_id':'u2','consumer_generation':None,'consumer_type':'MIGRATION'}),
+ ('GET','/usages?project_id=p','1.9',None),
+ ('GET','/usages?project_id=p&user_id=u2','1.9',None),
+ ('GET','/usages?project_id=p','1.38',None),
+ ('GET','/usages?project_id=p&consumer_type=all','1.38',None),
+ ('GET','/usages?project_id=p&consumer_type=MIGRATION','1.38',None),
+ ('GET','/usages?project_id=nobody','1.38',None),
+ ('GET','/usages?user_id=u','1.38',None),
+ ('GET','/usages?project_id=p&consumer_type=all','1.37',None),
+ ('GET','/usages?project_id=p','1.8',None),
 ]
 
 

@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 
 use kubeplace_api::{Allocation, AllocationSpec, ProviderAllocation};
 use kubeplace_core::placement::candidates::allocation_candidates;
-use kubeplace_core::placement::query::parse_candidates_query;
+use kubeplace_core::placement::query::{decode_pairs, parse_candidates_query};
 use kubeplace_core::placement::response::candidates_body;
 use kubeplace_policy::store::ObjectKey;
 
@@ -520,4 +520,77 @@ pub(crate) fn candidates(state: &State, ctx: &Ctx, query: &str) -> Result<Reply,
         StatusCode::OK,
         &candidates_body(index, &allocation_candidates(index, &q), ctx.mv),
     ))
+}
+
+/// `GET /usages?project_id=P[&user_id=U][&consumer_type=T]` (1.9): a project's (and
+/// user's) total usage per class; from 1.38 grouped by consumer type with a consumer
+/// count (`consumer_type=all` puts everything under `all`).
+pub(crate) fn project_usages(state: &State, ctx: &Ctx, query: &str) -> Result<Reply, ApiError> {
+    let pairs = decode_pairs(query).map_err(|e| ApiError::bad_request(e.detail))?;
+    let mut allowed = vec!["project_id", "user_id"];
+    if ctx.mv.0 >= 38 {
+        allowed.push("consumer_type");
+    }
+    let mut params: BTreeMap<&str, &str> = BTreeMap::new();
+    for (key, value) in &pairs {
+        if !allowed.contains(&key.as_str()) {
+            return Err(ApiError::bad_request(format!(
+                "Invalid query string parameters: {key:?} is not one of {} at microversion {}",
+                allowed.join(", "),
+                ctx.mv
+            )));
+        }
+        if value.is_empty() || value.len() > 255 {
+            return Err(ApiError::bad_request(format!(
+                "Invalid query string parameters: {key}={value:?} must have 1 to 255 characters"
+            )));
+        }
+        params.insert(key.as_str(), value.as_str());
+    }
+    let Some(project) = params.get("project_id").copied() else {
+        return Err(ApiError::bad_request(
+            "Invalid query string parameters: 'project_id' is a required property",
+        ));
+    };
+    let user = params.get("user_id").copied();
+    let wanted_type = params.get("consumer_type").copied();
+    // Totals per group (the consumer type at 1.38, one group before): classes and consumers.
+    let mut groups: BTreeMap<String, (BTreeMap<String, i64>, usize)> = BTreeMap::new();
+    for (consumer, c) in &state.consumers {
+        if c.project_id != project || user.is_some_and(|u| c.user_id != u) {
+            continue;
+        }
+        let group = match wanted_type {
+            _ if ctx.mv.0 < 38 => String::new(),
+            Some("all") => "all".to_string(),
+            Some(t) if t != c.consumer_type => continue,
+            _ => c.consumer_type.clone(),
+        };
+        let entry = groups.entry(group).or_default();
+        entry.1 += 1;
+        for resources in by_provider(state, consumer).into_values() {
+            for (class, n) in resources {
+                *entry.0.entry(class).or_insert(0) += n;
+            }
+        }
+    }
+    let usages = if ctx.mv.0 < 38 {
+        json!(
+            groups
+                .remove("")
+                .map(|(classes, _)| classes)
+                .unwrap_or_default()
+        )
+    } else {
+        let grouped: Map<String, Value> = groups
+            .into_iter()
+            .map(|(t, (classes, count))| {
+                let mut v = json!(classes);
+                v["consumer_count"] = Value::from(count);
+                (t, v)
+            })
+            .collect();
+        Value::Object(grouped)
+    };
+    Ok(json_reply(StatusCode::OK, &json!({"usages": usages})))
 }

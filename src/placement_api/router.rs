@@ -125,7 +125,11 @@ pub(crate) fn route(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply,
             allowed(ctx, m, &[(M::POST, 13)])?;
             api.write(|s| allocations::post(s, ctx, call))
         }
-        ["usages"] | ["reshaper"] => Err(ApiError::not_found(format!(
+        ["usages"] => {
+            allowed(ctx, m, &[(M::GET, 9)])?;
+            api.read(|s| allocations::project_usages(s, ctx, &call.query))
+        }
+        ["reshaper"] => Err(ApiError::not_found(format!(
             "kubeplace does not serve /{} yet; docs/placement-api.md lists what is served",
             segments.join("/")
         ))),
