@@ -13,4 +13,5 @@ pub mod cli;
 pub(crate) mod controllers;
 pub(crate) mod health;
 pub mod metrics;
+pub mod placement_api;
 pub mod webhook;

@@ -5,6 +5,7 @@ pub(crate) mod completion;
 pub mod crds;
 pub(crate) mod extra_specs;
 pub mod placement;
+pub mod placement_serve;
 pub mod provider_config;
 pub mod run;
 
@@ -65,7 +66,8 @@ pub enum Command {
     /// in-cluster service account.
     Run(Box<run::RunArgs>),
     /// Placement's GET queries over ResourceProvider and Allocation manifests, answered
-    /// as Placement would (JSON in Placement's shape at the microversion).
+    /// as Placement would (JSON in Placement's shape at the microversion), and Placement's
+    /// REST API served over them.
     Placement {
         #[command(subcommand)]
         call: PlacementCall,
@@ -95,6 +97,9 @@ pub enum PlacementCall {
     Candidates(PlacementArgs),
     /// `GET /resource_providers?QUERY`.
     Providers(PlacementArgs),
+    /// Placement's REST API (microversions 1.0–1.39, reads and writes) over an in-memory
+    /// store seeded from manifests; docs/placement-api.md.
+    Serve(placement_serve::ServeArgs),
 }
 
 /// Arguments of a Placement call.
@@ -136,6 +141,7 @@ pub fn main() -> ExitCode {
             let (which, args) = match &call {
                 PlacementCall::Candidates(a) => (placement::Call::Candidates, a),
                 PlacementCall::Providers(a) => (placement::Call::Providers, a),
+                PlacementCall::Serve(a) => return placement_serve::main(a),
             };
             let stdin = &mut std::io::stdin().lock();
             let stdout = &mut std::io::stdout().lock();

@@ -171,7 +171,7 @@ fn identity() -> String {
     format!("{host}_{}_{nanos:08x}", std::process::id())
 }
 
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};

@@ -22,8 +22,8 @@ pub mod trait_name;
 
 pub use inventory::{CapacityError, Inventory, InventoryError};
 pub use provider_tree::{ProviderIndex, ProviderRecord, TreeError};
-pub use resource_class::check_resource_class;
-pub use trait_name::check_trait;
+pub use resource_class::{check_resource_class, standard_resource_classes};
+pub use trait_name::{check_trait, standard_traits};
 
 /// Longest resource class or trait name Placement stores.
 pub(crate) const MAX_NAME_LEN: usize = 255;

@@ -65,7 +65,7 @@ pub struct ProvidersQuery {
 }
 
 /// Splits a query string into decoded `(key, value)` pairs, in order.
-pub(crate) fn decode_pairs(query: &str) -> Result<Vec<(String, String)>, QueryError> {
+pub fn decode_pairs(query: &str) -> Result<Vec<(String, String)>, QueryError> {
     let query = query.strip_prefix('?').unwrap_or(query);
     query
         .split('&')

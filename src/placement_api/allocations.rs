@@ -1,0 +1,596 @@
+//! Consumers' allocations (`/allocations/{consumer}`), a provider's allocations and usages,
+//! and `GET /allocation_candidates`.
+//!
+//! A consumer's allocations written through the API are one Allocation object named by the
+//! consumer's uuid, admitted like any other Allocation: admission decides capacity, under
+//! the state's write lock, so concurrent claims cannot oversubscribe a provider. Seeded
+//! consumers may have several Allocation objects; a write replaces them all.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use http::StatusCode;
+use serde_json::{Map, Value, json};
+
+use kubeplace_api::{Allocation, AllocationSpec, ProviderAllocation};
+use kubeplace_core::placement::candidates::allocation_candidates;
+use kubeplace_core::placement::query::{decode_pairs, parse_candidates_query};
+use kubeplace_core::placement::response::candidates_body;
+use kubeplace_policy::store::ObjectKey;
+
+use super::body;
+use super::state::{Consumer, State, UNKNOWN_PROJECT};
+use super::wire::{ApiError, Reply, code, empty, json_reply};
+use super::{Call, Ctx};
+
+/// A consumer's resources per provider name, summed over its Allocation objects.
+fn by_provider(state: &State, consumer: &str) -> BTreeMap<String, BTreeMap<String, i64>> {
+    let mut out: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+    for (_, a) in state.consumer_allocations(consumer) {
+        for pa in a.spec.allocations {
+            let entry = out.entry(pa.provider).or_default();
+            for (class, n) in pa.resources {
+                *entry.entry(class).or_insert(0) += n;
+            }
+        }
+    }
+    out
+}
+
+/// `GET /allocations/{consumer}`.
+pub(crate) fn show(state: &State, ctx: &Ctx, consumer: &str) -> Result<Reply, ApiError> {
+    let mut allocations = Map::new();
+    for (provider, resources) in by_provider(state, consumer) {
+        let Some(uuid) = state.uuid_of(&provider) else {
+            continue;
+        };
+        allocations.insert(
+            uuid.clone(),
+            json!({"generation": state.generation(&uuid), "resources": resources}),
+        );
+    }
+    let mut v = json!({"allocations": allocations});
+    if let Some(c) = state
+        .consumers
+        .get(consumer)
+        .filter(|_| !allocations_empty(&v))
+    {
+        if ctx.mv.0 >= 12 {
+            v["project_id"] = Value::from(c.project_id.clone());
+            v["user_id"] = Value::from(c.user_id.clone());
+        }
+        if ctx.mv.0 >= 28 {
+            v["consumer_generation"] = Value::from(c.generation);
+        }
+        if ctx.mv.0 >= 38 {
+            v["consumer_type"] = Value::from(c.consumer_type.clone());
+        }
+    }
+    Ok(json_reply(StatusCode::OK, &v))
+}
+
+fn allocations_empty(v: &Value) -> bool {
+    v["allocations"].as_object().is_none_or(Map::is_empty)
+}
+
+/// What a PUT asks for: amounts per provider uuid, and the consumer's attributes.
+struct Wanted {
+    resources: BTreeMap<String, BTreeMap<String, i64>>,
+    project_id: Option<String>,
+    user_id: Option<String>,
+    consumer_generation: Option<i64>,
+    consumer_type: Option<String>,
+}
+
+/// The fields a PUT body may have at a version.
+fn put_fields(ctx: &Ctx) -> Vec<&'static str> {
+    let mut f = vec!["allocations"];
+    if ctx.mv.0 >= 8 {
+        f.extend(["project_id", "user_id"]);
+    }
+    if ctx.mv.0 >= 28 {
+        f.push("consumer_generation");
+    }
+    if ctx.mv.0 >= 34 {
+        f.push("mappings");
+    }
+    if ctx.mv.0 >= 38 {
+        f.push("consumer_type");
+    }
+    f
+}
+
+/// Resources of one provider: `{CLASS: amount ≥ 1}`, at least one.
+fn parse_resources(at: &str, v: Option<&Value>) -> Result<BTreeMap<String, i64>, ApiError> {
+    let Some(Value::Object(m)) = v else {
+        return Err(body::invalid(format!(
+            "{at}.resources is required: an object of resource class to amount"
+        )));
+    };
+    if m.is_empty() {
+        return Err(body::invalid(format!(
+            "{at}.resources is empty; give at least one resource class and amount"
+        )));
+    }
+    m.iter()
+        .map(|(class, n)| match n.as_i64() {
+            Some(n) if (1..=body::MAX_INT).contains(&n) => Ok((class.clone(), n)),
+            _ => Err(body::invalid(format!(
+                "{at}.resources.{class} is {n}; amounts are integers of at least 1"
+            ))),
+        })
+        .collect()
+}
+
+/// Reads one consumer's allocations in the form of the version: a list before 1.12, an
+/// object keyed by provider uuid from 1.12 (which may be empty from 1.28, and in
+/// `POST /allocations`, to remove the allocations).
+fn parse_consumer(
+    ctx: &Ctx,
+    b: &Map<String, Value>,
+    may_be_empty: bool,
+) -> Result<Wanted, ApiError> {
+    body::only(b, &put_fields(ctx))?;
+    let mut resources: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+    match (body::required(b, "allocations")?, ctx.mv.0 >= 12) {
+        (Value::Array(items), false) if !items.is_empty() => {
+            for (i, item) in items.iter().enumerate() {
+                let at = format!("allocations[{i}]");
+                let uuid = item
+                    .pointer("/resource_provider/uuid")
+                    .and_then(Value::as_str)
+                    .filter(|u| body::is_uuid(u))
+                    .ok_or_else(|| {
+                        body::invalid(format!("{at}.resource_provider.uuid is required: a uuid"))
+                    })?;
+                let r = parse_resources(&at, item.get("resources"))?;
+                resources
+                    .entry(body::normalize_uuid(uuid))
+                    .or_default()
+                    .extend(r);
+            }
+        }
+        (Value::Object(m), true) if !m.is_empty() || may_be_empty => {
+            for (uuid, entry) in m {
+                let at = format!("allocations.{uuid}");
+                if !body::is_uuid(uuid) {
+                    return Err(body::invalid(format!("{at}: {uuid:?} is not a uuid")));
+                }
+                if let Value::Object(e) = entry {
+                    body::only(e, &["resources", "generation"])?;
+                }
+                let r = parse_resources(&at, entry.get("resources"))?;
+                resources.insert(body::normalize_uuid(uuid), r);
+            }
+        }
+        (v, _) => {
+            let form = if ctx.mv.0 >= 12 {
+                "an object of provider uuid to {\"resources\": {CLASS: amount}}"
+            } else {
+                "a list of {\"resource_provider\": {\"uuid\": …}, \"resources\": {CLASS: amount}}"
+            };
+            return Err(body::invalid(format!(
+                "allocations is {v}; at microversion {} it must be {form}, with at least one entry",
+                ctx.mv
+            )));
+        }
+    }
+    if ctx.mv.0 >= 8 {
+        body::required(b, "project_id")?;
+        body::required(b, "user_id")?;
+    }
+    let consumer_generation = if ctx.mv.0 >= 28 {
+        match body::required(b, "consumer_generation")? {
+            Value::Null => None,
+            v => Some(v.as_i64().ok_or_else(|| {
+                body::invalid(format!(
+                    "consumer_generation is {v}, not an integer or null"
+                ))
+            })?),
+        }
+    } else {
+        None
+    };
+    if ctx.mv.0 >= 38 {
+        body::required(b, "consumer_type")?;
+    }
+    Ok(Wanted {
+        resources,
+        project_id: body::string(b, "project_id", 255)?,
+        user_id: body::string(b, "user_id", 255)?,
+        consumer_generation,
+        consumer_type: body::string(b, "consumer_type", 255)?,
+    })
+}
+
+/// The consumer generation check of 1.28: null for a new consumer, else the current one.
+fn check_consumer_generation(
+    state: &State,
+    consumer: &str,
+    sent: Option<i64>,
+) -> Result<(), ApiError> {
+    let current = state.consumers.get(consumer).map(|c| c.generation);
+    let matches = match (current, sent) {
+        (None, None) => true,
+        (Some(c), Some(s)) => u64::try_from(s).ok() == Some(c),
+        _ => false,
+    };
+    if matches {
+        return Ok(());
+    }
+    let show = |g: Option<String>| g.unwrap_or_else(|| "null".to_string());
+    Err(ApiError::conflict(format!(
+        "consumer generation conflict - expected {} but got {}",
+        show(current.map(|c| c.to_string())),
+        show(sent.map(|s| s.to_string()))
+    ))
+    .with_code(code::CONCURRENT_UPDATE))
+}
+
+/// A consumer uuid from a path or a body key.
+fn consumer_uuid(consumer: &str) -> Result<String, ApiError> {
+    if body::is_uuid(consumer) {
+        Ok(body::normalize_uuid(consumer))
+    } else {
+        Err(ApiError::bad_request(format!(
+            "consumer {consumer:?} is not a uuid; consumers are named by uuid"
+        )))
+    }
+}
+
+/// One consumer's checked write: what it asked for and its entries by provider name.
+struct Plan {
+    consumer: String,
+    wanted: Wanted,
+    entries: Vec<ProviderAllocation>,
+}
+
+/// Checks one consumer's write against the state (generation, providers, classes,
+/// inventories); capacity is left to admission.
+fn plan(state: &State, ctx: &Ctx, consumer: String, wanted: Wanted) -> Result<Plan, ApiError> {
+    if ctx.mv.0 >= 28 {
+        check_consumer_generation(state, &consumer, wanted.consumer_generation)?;
+    }
+    let mut entries = Vec::new();
+    for (uuid, resources) in &wanted.resources {
+        let name = state.provider_name(uuid).map_err(|_| {
+            ApiError::bad_request(format!(
+                "Allocation for resource provider '{uuid}' that does not exist."
+            ))
+        })?;
+        for class in resources.keys() {
+            if !state.class_exists(class) {
+                return Err(ApiError::bad_request(format!(
+                    "Unable to allocate inventory: No such resource class {class}."
+                )));
+            }
+            if state.store.index().inventory(&name, class).is_none() {
+                return Err(ApiError::conflict(format!(
+                    "Unable to allocate inventory: Inventory for '{class}' on resource provider '{uuid}' invalid."
+                )));
+            }
+        }
+        entries.push(ProviderAllocation {
+            provider: name,
+            resources: resources.clone(),
+        });
+    }
+    Ok(Plan {
+        consumer,
+        wanted,
+        entries,
+    })
+}
+
+/// `PUT /allocations/{consumer}`: replaces the consumer's allocations.
+pub(crate) fn put(
+    state: &mut State,
+    ctx: &Ctx,
+    consumer: &str,
+    call: &Call,
+) -> Result<Reply, ApiError> {
+    let consumer = consumer_uuid(consumer)?;
+    let wanted = parse_consumer(ctx, &body::object(call)?, ctx.mv.0 >= 28)?;
+    let p = plan(state, ctx, consumer, wanted)?;
+    apply(state, vec![p])?;
+    Ok(empty(StatusCode::NO_CONTENT))
+}
+
+/// `POST /allocations` (1.13): several consumers' allocations, all written or none. Every
+/// old allocation of those consumers is removed before any new one is admitted, so moving
+/// resources from one consumer to another on a full provider works (Nova's migrations).
+pub(crate) fn post(state: &mut State, ctx: &Ctx, call: &Call) -> Result<Reply, ApiError> {
+    let b = body::object(call)?;
+    if b.is_empty() {
+        return Err(body::invalid(
+            "the body is empty; give at least one consumer uuid and its allocations",
+        ));
+    }
+    let mut plans = Vec::new();
+    for (consumer, entry) in &b {
+        let consumer = consumer_uuid(consumer)?;
+        let Value::Object(entry) = entry else {
+            return Err(body::invalid(format!(
+                "{consumer}: {entry} is not an object"
+            )));
+        };
+        let wanted = parse_consumer(ctx, entry, true)?;
+        plans.push(plan(state, ctx, consumer, wanted)?);
+    }
+    apply(state, plans)?;
+    Ok(empty(StatusCode::NO_CONTENT))
+}
+
+/// Writes checked plans atomically under the write lock: every old Allocation object of
+/// the consumers goes, then each new one is admitted in turn (seeing the ones before); on a
+/// refusal the new ones go and the old ones come back. Then generations move as
+/// Placement's do (once per provider per request: those given resources, and for a
+/// consumer emptied, those it had; a consumer leaving a provider for another does not move
+/// the one left) and the consumers' records are updated.
+fn apply(state: &mut State, plans: Vec<Plan>) -> Result<(), ApiError> {
+    let olds: Vec<Vec<(ObjectKey, Allocation)>> = plans
+        .iter()
+        .map(|p| state.consumer_allocations(&p.consumer))
+        .collect();
+    let mut touched: BTreeSet<String> = BTreeSet::new();
+    for (p, old) in plans.iter().zip(&olds) {
+        if p.entries.is_empty() {
+            touched.extend(
+                old.iter()
+                    .flat_map(|(_, a)| a.spec.allocations.iter().map(|pa| pa.provider.clone())),
+            );
+        } else {
+            touched.extend(p.entries.iter().map(|pa| pa.provider.clone()));
+        }
+        for (key, _) in old {
+            state.delete_allocation(key);
+        }
+    }
+    let mut written: Vec<ObjectKey> = Vec::new();
+    for p in plans.iter().filter(|p| !p.entries.is_empty()) {
+        let a = Allocation::new(
+            &p.consumer,
+            AllocationSpec {
+                consumer: p.consumer.clone(),
+                allocations: p.entries.clone(),
+            },
+        );
+        let key = ObjectKey::cluster(kubeplace_api::Kind::Allocation, &p.consumer);
+        if let Err(e) = state.write_allocation(a) {
+            for key in &written {
+                state.delete_allocation(key);
+            }
+            for (_, a) in olds.into_iter().flatten() {
+                state.restore_allocation(a);
+            }
+            return Err(e);
+        }
+        written.push(key);
+    }
+    let uuids: Vec<String> = touched
+        .into_iter()
+        .filter_map(|name| state.uuid_of(&name))
+        .collect();
+    for uuid in uuids {
+        state.bump(&uuid);
+    }
+    for p in plans {
+        record_consumer(state, p);
+    }
+    Ok(())
+}
+
+/// Keeps a consumer's project, user, type and generation after a write (forgets it when
+/// it has no allocations left, as Placement deletes such consumers).
+fn record_consumer(state: &mut State, p: Plan) {
+    let Plan {
+        consumer,
+        wanted,
+        entries,
+    } = p;
+    if entries.is_empty() {
+        state.consumers.remove(&consumer);
+        return;
+    }
+    let previous = state.consumers.get(&consumer).cloned();
+    let generation = previous.as_ref().map_or(1, |c| c.generation + 1);
+    let keep = |new: Option<String>, old: Option<String>| {
+        new.or(old).unwrap_or_else(|| UNKNOWN_PROJECT.to_string())
+    };
+    let record = Consumer {
+        project_id: keep(
+            wanted.project_id,
+            previous.as_ref().map(|c| c.project_id.clone()),
+        ),
+        user_id: keep(wanted.user_id, previous.as_ref().map(|c| c.user_id.clone())),
+        consumer_type: wanted
+            .consumer_type
+            .or(previous.map(|c| c.consumer_type))
+            .unwrap_or_else(|| "INSTANCE".to_string()),
+        generation,
+    };
+    state.consumers.insert(consumer, record);
+}
+
+/// Removes every Allocation object of a consumer.
+fn remove_allocations(state: &mut State, consumer: &str) {
+    for (key, _) in state.consumer_allocations(consumer) {
+        state.delete_allocation(&key);
+    }
+}
+
+/// `DELETE /allocations/{consumer}`.
+pub(crate) fn delete(state: &mut State, consumer: &str) -> Result<Reply, ApiError> {
+    let consumer = body::normalize_uuid(consumer);
+    if state.consumer_allocations(&consumer).is_empty() {
+        return Err(ApiError::not_found(format!(
+            "No allocations for consumer '{consumer}'"
+        )));
+    }
+    // Placement leaves the providers' generations alone here.
+    remove_allocations(state, &consumer);
+    state.consumers.remove(&consumer);
+    Ok(empty(StatusCode::NO_CONTENT))
+}
+
+/// `GET /resource_providers/{uuid}/allocations`.
+pub(crate) fn of_provider(state: &State, ctx: &Ctx, uuid: &str) -> Result<Reply, ApiError> {
+    let name = state.provider_name(uuid)?;
+    let mut per_consumer: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+    for o in state.store.list(kubeplace_api::Kind::Allocation) {
+        let kubeplace_api::Object::Allocation(a) = o else {
+            continue;
+        };
+        for pa in a.spec.allocations.iter().filter(|pa| pa.provider == name) {
+            let entry = per_consumer.entry(a.spec.consumer.clone()).or_default();
+            for (class, n) in &pa.resources {
+                *entry.entry(class.clone()).or_insert(0) += n;
+            }
+        }
+    }
+    let allocations: Map<String, Value> = per_consumer
+        .into_iter()
+        .map(|(consumer, resources)| {
+            let mut v = json!({"resources": resources});
+            if ctx.mv.0 >= 28
+                && let Some(c) = state.consumers.get(&consumer)
+            {
+                v["consumer_generation"] = Value::from(c.generation);
+            }
+            (consumer, v)
+        })
+        .collect();
+    Ok(json_reply(
+        StatusCode::OK,
+        &json!({"allocations": allocations, "resource_provider_generation": state.generation(uuid)}),
+    ))
+}
+
+/// `GET /resource_providers/{uuid}/usages`: every class of its inventory, 0 when unused.
+pub(crate) fn provider_usages(state: &State, uuid: &str) -> Result<Reply, ApiError> {
+    let name = state.provider_name(uuid)?;
+    let index = state.store.index();
+    let mut usages: BTreeMap<String, i64> = index
+        .effective(&name)
+        .map(|(inventories, _)| inventories.into_keys().map(|c| (c, 0)).collect())
+        .unwrap_or_default();
+    usages.extend(index.usages(&name).unwrap_or_default());
+    Ok(json_reply(
+        StatusCode::OK,
+        &json!({"usages": usages, "resource_provider_generation": state.generation(uuid)}),
+    ))
+}
+
+/// `GET /allocation_candidates`: what `kubeplace placement candidates` answers, after
+/// Placement's checks that every class and trait named exists.
+pub(crate) fn candidates(state: &State, ctx: &Ctx, query: &str) -> Result<Reply, ApiError> {
+    if ctx.mv.0 < 16 {
+        return Err(ApiError::new(
+            StatusCode::NOT_ACCEPTABLE,
+            format!(
+                "kubeplace answers GET /allocation_candidates from microversion 1.16; {} was asked for",
+                ctx.mv
+            ),
+        ));
+    }
+    let q = parse_candidates_query(query, ctx.mv).map_err(|e| ApiError::bad_request(e.detail))?;
+    for group in q.groups.values() {
+        if let Some(class) = group.resources.keys().find(|c| !state.class_exists(c)) {
+            return Err(ApiError::bad_request(format!(
+                "Invalid resource class in resources parameter: No such resource class {class}."
+            )));
+        }
+    }
+    let unknown: BTreeSet<&String> = q
+        .groups
+        .values()
+        .flat_map(|g| g.required.iter().flatten().chain(&g.forbidden))
+        .chain(&q.root_required)
+        .chain(&q.root_forbidden)
+        .filter(|t| !state.trait_exists(t))
+        .collect();
+    if !unknown.is_empty() {
+        let names: Vec<&str> = unknown.iter().map(|s| s.as_str()).collect();
+        return Err(ApiError::bad_request(format!(
+            "No such trait(s): {}.",
+            names.join(", ")
+        )));
+    }
+    let index = state.store.index();
+    Ok(json_reply(
+        StatusCode::OK,
+        &candidates_body(index, &allocation_candidates(index, &q), ctx.mv),
+    ))
+}
+
+/// `GET /usages?project_id=P[&user_id=U][&consumer_type=T]` (1.9): a project's (and
+/// user's) total usage per class; from 1.38 grouped by consumer type with a consumer
+/// count (`consumer_type=all` puts everything under `all`).
+pub(crate) fn project_usages(state: &State, ctx: &Ctx, query: &str) -> Result<Reply, ApiError> {
+    let pairs = decode_pairs(query).map_err(|e| ApiError::bad_request(e.detail))?;
+    let mut allowed = vec!["project_id", "user_id"];
+    if ctx.mv.0 >= 38 {
+        allowed.push("consumer_type");
+    }
+    let mut params: BTreeMap<&str, &str> = BTreeMap::new();
+    for (key, value) in &pairs {
+        if !allowed.contains(&key.as_str()) {
+            return Err(ApiError::bad_request(format!(
+                "Invalid query string parameters: {key:?} is not one of {} at microversion {}",
+                allowed.join(", "),
+                ctx.mv
+            )));
+        }
+        if value.is_empty() || value.len() > 255 {
+            return Err(ApiError::bad_request(format!(
+                "Invalid query string parameters: {key}={value:?} must have 1 to 255 characters"
+            )));
+        }
+        params.insert(key.as_str(), value.as_str());
+    }
+    let Some(project) = params.get("project_id").copied() else {
+        return Err(ApiError::bad_request(
+            "Invalid query string parameters: 'project_id' is a required property",
+        ));
+    };
+    let user = params.get("user_id").copied();
+    let wanted_type = params.get("consumer_type").copied();
+    // Totals per group (the consumer type at 1.38, one group before): classes and consumers.
+    let mut groups: BTreeMap<String, (BTreeMap<String, i64>, usize)> = BTreeMap::new();
+    for (consumer, c) in &state.consumers {
+        if c.project_id != project || user.is_some_and(|u| c.user_id != u) {
+            continue;
+        }
+        let group = match wanted_type {
+            _ if ctx.mv.0 < 38 => String::new(),
+            Some("all") => "all".to_string(),
+            Some(t) if t != c.consumer_type => continue,
+            _ => c.consumer_type.clone(),
+        };
+        let entry = groups.entry(group).or_default();
+        entry.1 += 1;
+        for resources in by_provider(state, consumer).into_values() {
+            for (class, n) in resources {
+                *entry.0.entry(class).or_insert(0) += n;
+            }
+        }
+    }
+    let usages = if ctx.mv.0 < 38 {
+        json!(
+            groups
+                .remove("")
+                .map(|(classes, _)| classes)
+                .unwrap_or_default()
+        )
+    } else {
+        let grouped: Map<String, Value> = groups
+            .into_iter()
+            .map(|(t, (classes, count))| {
+                let mut v = json!(classes);
+                v["consumer_count"] = Value::from(count);
+                (t, v)
+            })
+            .collect();
+        Value::Object(grouped)
+    };
+    Ok(json_reply(StatusCode::OK, &json!({"usages": usages})))
+}

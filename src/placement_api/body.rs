@@ -1,0 +1,148 @@
+//! Request bodies: the media type, the JSON, and fields checked one by one with errors
+//! that name the field, the value and what is accepted.
+
+use http::StatusCode;
+use serde_json::{Map, Value};
+
+use super::Call;
+use super::wire::ApiError;
+
+/// Placement's largest integer (a signed 32-bit column).
+pub(crate) const MAX_INT: i64 = i32::MAX as i64;
+
+/// The body as JSON: 415 unless sent as `application/json`, 400 when it is not JSON.
+pub(crate) fn json(call: &Call) -> Result<Value, ApiError> {
+    let media = call
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("None");
+    let essence = media.split(';').next().unwrap_or("").trim();
+    if !essence.eq_ignore_ascii_case("application/json") {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!("The media type {media} is not supported, use application/json"),
+        ));
+    }
+    serde_json::from_slice::<Value>(&call.body)
+        .map_err(|e| ApiError::bad_request(format!("Malformed JSON: {e}")))
+}
+
+/// The body as a JSON object.
+pub(crate) fn object(call: &Call) -> Result<Map<String, Value>, ApiError> {
+    match json(call)? {
+        Value::Object(m) => Ok(m),
+        other => Err(invalid(format!("{other} is not of type 'object'"))),
+    }
+}
+
+/// A body that does not fit the schema.
+pub(crate) fn invalid(detail: impl std::fmt::Display) -> ApiError {
+    ApiError::bad_request(format!("JSON does not validate: {detail}"))
+}
+
+/// Refuses fields other than `allowed`.
+pub(crate) fn only(body: &Map<String, Value>, allowed: &[&str]) -> Result<(), ApiError> {
+    match body.keys().find(|k| !allowed.contains(&k.as_str())) {
+        Some(k) => Err(invalid(format!(
+            "Additional properties are not allowed ({k:?} was unexpected); allowed: {}",
+            allowed.join(", ")
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// A required field.
+pub(crate) fn required<'a>(
+    body: &'a Map<String, Value>,
+    field: &str,
+) -> Result<&'a Value, ApiError> {
+    body.get(field)
+        .ok_or_else(|| invalid(format!("{field:?} is a required property")))
+}
+
+/// An integer field in `min..=MAX_INT`, or its default when absent.
+pub(crate) fn int(
+    body: &Map<String, Value>,
+    field: &str,
+    min: i64,
+    default: Option<i64>,
+) -> Result<i64, ApiError> {
+    let value = match (body.get(field), default) {
+        (None, Some(d)) => return Ok(d),
+        (None, None) => return Err(invalid(format!("{field:?} is a required property"))),
+        (Some(v), _) => v,
+    };
+    match value.as_i64() {
+        Some(n) if (min..=MAX_INT).contains(&n) => Ok(n),
+        Some(n) => Err(invalid(format!(
+            "{field} is {n}; it must be between {min} and {MAX_INT}"
+        ))),
+        None => Err(invalid(format!("{field} is {value}, not an integer"))),
+    }
+}
+
+/// A string field of at most `max` characters, when present.
+pub(crate) fn string(
+    body: &Map<String, Value>,
+    field: &str,
+    max: usize,
+) -> Result<Option<String>, ApiError> {
+    match body.get(field) {
+        None => Ok(None),
+        Some(Value::String(s)) if !s.is_empty() && s.chars().count() <= max => Ok(Some(s.clone())),
+        Some(v) => Err(invalid(format!(
+            "{field} is {v}; it must be a string of 1 to {max} characters"
+        ))),
+    }
+}
+
+/// A uuid field (null counts as absent when `nullable`).
+pub(crate) fn uuid(
+    body: &Map<String, Value>,
+    field: &str,
+    nullable: bool,
+) -> Result<Option<String>, ApiError> {
+    match body.get(field) {
+        None => Ok(None),
+        Some(Value::Null) if nullable => Ok(None),
+        Some(Value::String(s)) if is_uuid(s) => Ok(Some(normalize_uuid(s))),
+        Some(v) => Err(invalid(format!("{field} is {v}, not a uuid"))),
+    }
+}
+
+/// Whether a string is a uuid Placement accepts (with or without hyphens).
+pub(crate) fn is_uuid(s: &str) -> bool {
+    let hex: String = s.chars().filter(|c| *c != '-').collect();
+    hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// The hyphenated lower-case form Placement stores.
+pub(crate) fn normalize_uuid(s: &str) -> String {
+    let hex: String = s
+        .chars()
+        .filter(|c| *c != '-')
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    if hex.len() != 32 {
+        return s.to_string();
+    }
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+/// The generation a write sends: `resource_provider_generation`, required.
+pub(crate) fn provider_generation(body: &Map<String, Value>) -> Result<i64, ApiError> {
+    let v = required(body, "resource_provider_generation")?;
+    v.as_i64().ok_or_else(|| {
+        invalid(format!(
+            "resource_provider_generation is {v}, not an integer"
+        ))
+    })
+}

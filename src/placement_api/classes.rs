@@ -1,0 +1,107 @@
+//! `/resource_classes` (1.2) and `PUT /resource_classes/{name}` (1.7).
+//!
+//! Standard classes always exist; custom ones once created (or used by a seeded object).
+
+use http::StatusCode;
+use serde_json::{Value, json};
+
+use kubeplace_api::{Kind, Object};
+use kubeplace_core::placement::standard_resource_classes;
+
+use super::Call;
+use super::body;
+use super::state::State;
+use super::traits::is_custom_name;
+use super::wire::{ApiError, Reply, empty, json_reply, located};
+
+fn class_json(name: &str) -> Value {
+    json!({"name": name, "links": [{"rel": "self", "href": format!("/resource_classes/{name}")}]})
+}
+
+/// `GET /resource_classes`: the standard ones in os-resource-classes order, then custom.
+pub(crate) fn list(state: &State) -> Result<Reply, ApiError> {
+    let all: Vec<Value> = standard_resource_classes()
+        .iter()
+        .copied()
+        .chain(state.custom_classes.iter().map(String::as_str))
+        .map(class_json)
+        .collect();
+    Ok(json_reply(
+        StatusCode::OK,
+        &json!({"resource_classes": all}),
+    ))
+}
+
+/// `GET /resource_classes/{name}`.
+pub(crate) fn show(state: &State, name: &str) -> Result<Reply, ApiError> {
+    if state.class_exists(name) {
+        Ok(json_reply(StatusCode::OK, &class_json(name)))
+    } else {
+        Err(ApiError::not_found(format!(
+            "No such resource class {name}."
+        )))
+    }
+}
+
+fn check_custom(name: &str) -> Result<(), ApiError> {
+    if is_custom_name(name) {
+        Ok(())
+    } else {
+        Err(body::invalid(format!(
+            "{name:?} does not match '^CUSTOM_[A-Z0-9_]+$': custom resource classes start with CUSTOM_ and use A-Z, 0-9 and _"
+        )))
+    }
+}
+
+/// `POST /resource_classes` with `{"name": …}`: 201, or 409 when it exists.
+pub(crate) fn create(state: &mut State, call: &Call) -> Result<Reply, ApiError> {
+    let b = body::object(call)?;
+    body::only(&b, &["name"])?;
+    body::required(&b, "name")?;
+    let name = body::string(&b, "name", 255)?.unwrap_or_default();
+    check_custom(&name)?;
+    if state.class_exists(&name) {
+        return Err(ApiError::conflict(format!(
+            "Conflicting resource class already exists: {name}"
+        )));
+    }
+    state.custom_classes.insert(name.clone());
+    Ok(located(
+        empty(StatusCode::CREATED),
+        &super::providers::location(call, &format!("/resource_classes/{name}")),
+    ))
+}
+
+/// `PUT /resource_classes/{name}` (1.7): 201 when created, 204 when it existed.
+pub(crate) fn put(state: &mut State, name: &str) -> Result<Reply, ApiError> {
+    check_custom(name)?;
+    if state.custom_classes.insert(name.to_string()) {
+        Ok(empty(StatusCode::CREATED))
+    } else {
+        Ok(empty(StatusCode::NO_CONTENT))
+    }
+}
+
+/// `DELETE /resource_classes/{name}`.
+pub(crate) fn delete(state: &mut State, name: &str) -> Result<Reply, ApiError> {
+    if standard_resource_classes().contains(&name) {
+        return Err(ApiError::bad_request(format!(
+            "Error in delete resource class: Cannot delete standard resource class {name}."
+        )));
+    }
+    if !state.custom_classes.contains(name) {
+        return Err(ApiError::not_found(format!(
+            "No such resource class {name}."
+        )));
+    }
+    let in_use = state.store.list(Kind::ResourceProvider).any(
+        |o| matches!(o, Object::ResourceProvider(rp) if rp.spec.inventories.contains_key(name)),
+    );
+    if in_use {
+        return Err(ApiError::conflict(format!(
+            "Error in delete resource class: Resource class {name} is in use in inventory."
+        )));
+    }
+    state.custom_classes.remove(name);
+    Ok(empty(StatusCode::NO_CONTENT))
+}

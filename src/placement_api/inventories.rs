@@ -1,0 +1,281 @@
+//! `/resource_providers/{uuid}/inventories[/{class}]`.
+//!
+//! Reads show the provider's effective inventories (its own plus what provider configs
+//! add); writes change the ResourceProvider's `spec.inventories` through admission.
+
+use std::collections::BTreeMap;
+
+use http::StatusCode;
+use serde_json::{Map, Value, json};
+
+use kubeplace_api::Inventory;
+use kubeplace_core::placement::Inventory as CoreInventory;
+
+use super::Call;
+use super::body::{self, MAX_INT};
+use super::state::State;
+use super::wire::{ApiError, Reply, code, empty, json_reply, located};
+
+/// The inventory fields Placement takes, besides the generation.
+const FIELDS: [&str; 6] = [
+    "total",
+    "reserved",
+    "min_unit",
+    "max_unit",
+    "step_size",
+    "allocation_ratio",
+];
+
+fn inventory_json(i: &CoreInventory) -> Value {
+    json!({
+        "total": i.total,
+        "reserved": i.reserved,
+        "min_unit": i.min_unit,
+        "max_unit": i.max_unit,
+        "step_size": i.step_size,
+        "allocation_ratio": i.allocation_ratio,
+    })
+}
+
+/// One inventory from a body, with Placement's defaults for the fields left out.
+fn parse_inventory(b: &Map<String, Value>, uuid: &str, class: &str) -> Result<Inventory, ApiError> {
+    let ratio = match b.get("allocation_ratio") {
+        None => 1.0,
+        Some(v) => match v.as_f64() {
+            Some(r) if r > 0.0 && r <= 3.40282e38 => r,
+            _ => {
+                return Err(body::invalid(format!(
+                    "{class}: allocation_ratio is {v}; it must be a number greater than 0"
+                )));
+            }
+        },
+    };
+    let inv = Inventory {
+        total: body::int(b, "total", 1, None)?,
+        reserved: body::int(b, "reserved", 0, Some(0))?,
+        min_unit: body::int(b, "min_unit", 1, Some(1))?,
+        max_unit: body::int(b, "max_unit", 1, Some(MAX_INT))?,
+        step_size: body::int(b, "step_size", 1, Some(1))?,
+        allocation_ratio: ratio,
+    };
+    if inv.reserved > inv.total {
+        return Err(ApiError::bad_request(format!(
+            "Unable to update inventory for resource provider {uuid}: Invalid inventory for '{class}' on resource provider '{uuid}'. The reserved value is greater than total."
+        )));
+    }
+    Ok(inv)
+}
+
+/// The provider's effective inventories.
+fn effective(state: &State, name: &str) -> BTreeMap<String, CoreInventory> {
+    state
+        .store
+        .index()
+        .effective(name)
+        .map(|(inventories, _)| inventories)
+        .unwrap_or_default()
+}
+
+fn list_body(state: &State, uuid: &str, name: &str) -> Value {
+    let inventories: Map<String, Value> = effective(state, name)
+        .iter()
+        .map(|(c, i)| (c.clone(), inventory_json(i)))
+        .collect();
+    json!({"inventories": inventories, "resource_provider_generation": state.generation(uuid)})
+}
+
+/// `GET …/inventories`.
+pub(crate) fn list(state: &State, uuid: &str) -> Result<Reply, ApiError> {
+    let name = state.provider_name(uuid)?;
+    Ok(json_reply(StatusCode::OK, &list_body(state, uuid, &name)))
+}
+
+/// The amount of a class in use on a provider.
+fn used(state: &State, name: &str, class: &str) -> i64 {
+    state.store.index().used(name, class)
+}
+
+/// A class the client names must exist (standard, or created).
+fn known_class(state: &State, uuid: &str, class: &str) -> Result<(), ApiError> {
+    if state.class_exists(class) {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(format!(
+            "Unknown resource class in inventory for resource provider {uuid}: No such resource class {class}."
+        )))
+    }
+}
+
+/// Stores the provider's new inventories and moves its generation.
+fn store_inventories(
+    state: &mut State,
+    uuid: &str,
+    name: &str,
+    inventories: BTreeMap<String, Inventory>,
+) -> Result<(), ApiError> {
+    let mut rp = state.provider_object(name)?;
+    rp.spec.inventories = inventories;
+    state.write_provider(rp)?;
+    state.bump(uuid);
+    Ok(())
+}
+
+/// `PUT …/inventories`: replaces the whole set.
+pub(crate) fn replace(state: &mut State, uuid: &str, call: &Call) -> Result<Reply, ApiError> {
+    let name = state.provider_name(uuid)?;
+    let b = body::object(call)?;
+    body::only(&b, &["inventories", "resource_provider_generation"])?;
+    let generation = body::provider_generation(&b)?;
+    let Some(Value::Object(given)) = b.get("inventories") else {
+        return Err(body::invalid(
+            "inventories is a required property: an object of resource class to inventory",
+        ));
+    };
+    state.check_generation(uuid, generation)?;
+    let mut inventories = BTreeMap::new();
+    for (class, v) in given {
+        known_class(state, uuid, class)?;
+        let Value::Object(fields) = v else {
+            return Err(body::invalid(format!(
+                "inventories.{class} is {v}, not an object"
+            )));
+        };
+        body::only(fields, &FIELDS)?;
+        inventories.insert(class.clone(), parse_inventory(fields, uuid, class)?);
+    }
+    for class in effective(state, &name).keys() {
+        let n = used(state, &name, class);
+        if !inventories.contains_key(class) && n > 0 {
+            return Err(ApiError::conflict(format!(
+                "update conflict: Inventory for '{class}' on resource provider '{uuid}' in use ({n} allocated)."
+            ))
+            .with_code(code::INVENTORY_INUSE));
+        }
+    }
+    store_inventories(state, uuid, &name, inventories)?;
+    Ok(json_reply(StatusCode::OK, &list_body(state, uuid, &name)))
+}
+
+/// `POST …/inventories`: adds one class.
+pub(crate) fn create(state: &mut State, uuid: &str, call: &Call) -> Result<Reply, ApiError> {
+    let name = state.provider_name(uuid)?;
+    let b = body::object(call)?;
+    let mut allowed = FIELDS.to_vec();
+    allowed.extend(["resource_class", "resource_provider_generation"]);
+    body::only(&b, &allowed)?;
+    let generation = body::provider_generation(&b)?;
+    let class = body::string(&b, "resource_class", 255)?
+        .ok_or_else(|| body::invalid("\"resource_class\" is a required property"))?;
+    known_class(state, uuid, &class)?;
+    state.check_generation(uuid, generation)?;
+    let inv = parse_inventory(&b, uuid, &class)?;
+    let mut rp = state.provider_object(&name)?;
+    if rp.spec.inventories.contains_key(&class) {
+        return Err(ApiError::conflict(format!(
+            "Update conflict: Inventory for {class} on resource provider {uuid} already exists."
+        )));
+    }
+    rp.spec.inventories.insert(class.clone(), inv);
+    let inventories = rp.spec.inventories;
+    store_inventories(state, uuid, &name, inventories)?;
+    let reply = one(state, uuid, &name, &class, StatusCode::CREATED)?;
+    Ok(located(
+        reply,
+        &super::providers::location(
+            call,
+            &format!("/resource_providers/{uuid}/inventories/{class}"),
+        ),
+    ))
+}
+
+/// `DELETE …/inventories` (1.5).
+pub(crate) fn delete_all(state: &mut State, uuid: &str) -> Result<Reply, ApiError> {
+    let name = state.provider_name(uuid)?;
+    if let Some((class, n)) = state
+        .store
+        .index()
+        .usages(&name)
+        .and_then(|u| u.into_iter().find(|(_, n)| *n > 0))
+    {
+        return Err(ApiError::conflict(format!(
+            "Unable to delete inventory for resource provider {uuid} because the inventory is in use: {n} of {class} is allocated."
+        ))
+        .with_code(code::INVENTORY_INUSE));
+    }
+    store_inventories(state, uuid, &name, BTreeMap::new())?;
+    Ok(empty(StatusCode::NO_CONTENT))
+}
+
+/// One inventory with the provider's generation.
+fn one(
+    state: &State,
+    uuid: &str,
+    name: &str,
+    class: &str,
+    status: StatusCode,
+) -> Result<Reply, ApiError> {
+    let inventories = effective(state, name);
+    let inv = inventories
+        .get(class)
+        .ok_or_else(|| ApiError::not_found(format!("No inventory of class {class} for {uuid}")))?;
+    let mut v = inventory_json(inv);
+    v["resource_provider_generation"] = Value::from(state.generation(uuid));
+    Ok(json_reply(status, &v))
+}
+
+/// `GET …/inventories/{class}`.
+pub(crate) fn show(state: &State, uuid: &str, class: &str) -> Result<Reply, ApiError> {
+    let name = state.provider_name(uuid)?;
+    one(state, uuid, &name, class, StatusCode::OK)
+}
+
+/// `PUT …/inventories/{class}`: changes one class the provider has.
+pub(crate) fn update(
+    state: &mut State,
+    uuid: &str,
+    class: &str,
+    call: &Call,
+) -> Result<Reply, ApiError> {
+    let name = state.provider_name(uuid)?;
+    let b = body::object(call)?;
+    let mut allowed = FIELDS.to_vec();
+    allowed.push("resource_provider_generation");
+    body::only(&b, &allowed)?;
+    let generation = body::provider_generation(&b)?;
+    known_class(state, uuid, class)?;
+    state.check_generation(uuid, generation)?;
+    let inv = parse_inventory(&b, uuid, class)?;
+    let mut rp = state.provider_object(&name)?;
+    if !rp.spec.inventories.contains_key(class) {
+        return Err(ApiError::bad_request(format!(
+            "No inventory record with resource class for resource provider {uuid}: No inventory of class {class} found; create it with PUT or POST …/inventories."
+        )));
+    }
+    rp.spec.inventories.insert(class.to_string(), inv);
+    let inventories = rp.spec.inventories;
+    store_inventories(state, uuid, &name, inventories)?;
+    one(state, uuid, &name, class, StatusCode::OK)
+}
+
+/// `DELETE …/inventories/{class}`.
+pub(crate) fn delete(state: &mut State, uuid: &str, class: &str) -> Result<Reply, ApiError> {
+    let name = state.provider_name(uuid)?;
+    let mut rp = state.provider_object(&name)?;
+    if !rp.spec.inventories.contains_key(class) {
+        return Err(ApiError::not_found(format!(
+            "No inventory of class {class} found for delete"
+        )));
+    }
+    let n = used(state, &name, class);
+    if n > 0 {
+        // Placement answers this one with the concurrent-update code.
+        return Err(ApiError::conflict(format!(
+            "Unable to delete inventory of class {class}: Inventory for '{class}' on resource provider '{uuid}' in use ({n} allocated)."
+        ))
+        .with_code(code::CONCURRENT_UPDATE));
+    }
+    rp.spec.inventories.remove(class);
+    let inventories = rp.spec.inventories;
+    store_inventories(state, uuid, &name, inventories)?;
+    Ok(empty(StatusCode::NO_CONTENT))
+}

@@ -1,0 +1,367 @@
+//! `/resource_providers`, `/resource_providers/{uuid}` and its aggregates.
+//!
+//! A provider created through the API is a ResourceProvider object whose name is the
+//! Placement name and whose `spec.uuid` is the uuid given (else kubeplace's UUIDv5 of the
+//! name), written through admission.
+
+use std::collections::BTreeMap;
+
+use http::StatusCode;
+use serde_json::{Map, Value, json};
+
+use kubeplace_api::{Kind, Object, ResourceProvider, ResourceProviderSpec};
+use kubeplace_core::placement::derived_provider_uuid;
+use kubeplace_core::placement::query::parse_providers_query;
+use kubeplace_core::placement::resource_providers::matching_providers;
+use kubeplace_core::placement::response::providers_body;
+use kubeplace_policy::admission::{Operation, admit};
+use kubeplace_policy::store::ObjectKey;
+
+use super::body;
+use super::state::State;
+use super::wire::{ApiError, Reply, code, empty, json_reply, located};
+use super::{Call, Ctx};
+
+/// Longest provider name Placement stores.
+const MAX_NAME: usize = 200;
+
+/// The links of a provider at a version.
+fn links(uuid: &str, ctx: &Ctx) -> Value {
+    let base = format!("/resource_providers/{uuid}");
+    let mut rels = vec![("self", base.clone())];
+    rels.push(("inventories", format!("{base}/inventories")));
+    rels.push(("usages", format!("{base}/usages")));
+    for (rel, from) in [("aggregates", 1), ("traits", 6), ("allocations", 11)] {
+        if ctx.mv.0 >= from {
+            rels.push((rel, format!("{base}/{rel}")));
+        }
+    }
+    Value::Array(
+        rels.into_iter()
+            .map(|(rel, href)| json!({"rel": rel, "href": href}))
+            .collect(),
+    )
+}
+
+/// A provider as Placement shows it at a version.
+pub(crate) fn provider_json(state: &State, ctx: &Ctx, name: &str) -> Result<Value, ApiError> {
+    let record = state.record(name)?;
+    let mut v = json!({
+        "uuid": record.uuid,
+        "name": record.name,
+        "generation": state.generation(&record.uuid),
+        "links": links(&record.uuid, ctx),
+    });
+    if ctx.mv.0 >= 14 {
+        let index = state.store.index();
+        let parent = record.parent.as_deref().and_then(|p| state.uuid_of(p));
+        let root = index
+            .root_of(name)
+            .ok()
+            .and_then(|r| state.uuid_of(&r))
+            .unwrap_or_else(|| record.uuid.clone());
+        v["parent_provider_uuid"] = parent.map(Value::from).unwrap_or(Value::Null);
+        v["root_provider_uuid"] = Value::from(root);
+    }
+    Ok(v)
+}
+
+/// `GET /resource_providers?…`: the query filters of `kubeplace placement providers`.
+pub(crate) fn list(state: &State, ctx: &Ctx, query: &str) -> Result<Reply, ApiError> {
+    let q = parse_providers_query(query, ctx.mv).map_err(|e| ApiError::bad_request(e.detail))?;
+    let unknown: Vec<&String> = q
+        .filters
+        .required
+        .iter()
+        .flatten()
+        .chain(&q.filters.forbidden)
+        .filter(|t| !state.trait_exists(t))
+        .collect();
+    if !unknown.is_empty() {
+        let names: Vec<&str> = unknown.iter().map(|s| s.as_str()).collect();
+        return Err(ApiError::bad_request(format!(
+            "No such trait(s): {}.",
+            names.join(", ")
+        )));
+    }
+    if let Some(class) = q.filters.resources.keys().find(|c| !state.class_exists(c)) {
+        return Err(ApiError::bad_request(format!(
+            "Invalid resource class in resources parameter: No such resource class {class}."
+        )));
+    }
+    let index = state.store.index();
+    let mut body = providers_body(index, &matching_providers(index, &q), ctx.mv);
+    if let Some(Value::Array(items)) = body.get_mut("resource_providers") {
+        for item in items {
+            let uuid = item["uuid"].as_str().unwrap_or("").to_string();
+            item["generation"] = Value::from(state.generation(&uuid));
+            item["links"] = links(&uuid, ctx);
+        }
+    }
+    Ok(json_reply(StatusCode::OK, &body))
+}
+
+/// `GET /resource_providers/{uuid}`.
+pub(crate) fn show(state: &State, ctx: &Ctx, uuid: &str) -> Result<Reply, ApiError> {
+    let name = state.provider_name(uuid)?;
+    Ok(json_reply(
+        StatusCode::OK,
+        &provider_json(state, ctx, &name)?,
+    ))
+}
+
+/// The fields of a create or update body at a version.
+fn fields(ctx: &Ctx, create: bool) -> Vec<&'static str> {
+    let mut f = vec!["name"];
+    if create {
+        f.push("uuid");
+    }
+    if ctx.mv.0 >= 14 {
+        f.push("parent_provider_uuid");
+    }
+    f
+}
+
+/// The name of the parent with this uuid, or Placement's 400.
+fn parent_name(state: &State, parent_uuid: &str) -> Result<String, ApiError> {
+    state.provider_name(parent_uuid).map_err(|_| {
+        ApiError::bad_request(format!(
+            "parent provider UUID cannot be found: no provider has uuid {parent_uuid}"
+        ))
+    })
+}
+
+/// `POST /resource_providers`.
+pub(crate) fn create(state: &mut State, ctx: &Ctx, call: &Call) -> Result<Reply, ApiError> {
+    let b = body::object(call)?;
+    body::only(&b, &fields(ctx, true))?;
+    body::required(&b, "name")?;
+    let name = body::string(&b, "name", MAX_NAME)?.unwrap_or_default();
+    let uuid = body::uuid(&b, "uuid", false)?.unwrap_or_else(|| derived_provider_uuid(&name));
+    let parent_uuid = body::uuid(&b, "parent_provider_uuid", true)?;
+    if state.store.index().contains(&name) {
+        return Err(ApiError::conflict(format!(
+            "Conflicting resource provider name: {name} already exists."
+        ))
+        .with_code(code::DUPLICATE_NAME));
+    }
+    if !state.store.index().names_with_uuid(&uuid).is_empty() {
+        return Err(ApiError::conflict(format!(
+            "Conflicting resource provider uuid: {uuid} already exists."
+        )));
+    }
+    let parent = parent_uuid
+        .as_deref()
+        .map(|p| parent_name(state, p))
+        .transpose()?;
+    let rp = ResourceProvider::new(
+        &name,
+        ResourceProviderSpec {
+            uuid: Some(uuid.clone()),
+            parent,
+            inventories: BTreeMap::new(),
+            traits: Vec::new(),
+            aggregates: Vec::new(),
+        },
+    );
+    state.write_provider(rp)?;
+    state.forget(&uuid);
+    let location = location(call, &format!("/resource_providers/{uuid}"));
+    let reply = if ctx.mv.0 >= 20 {
+        json_reply(StatusCode::OK, &provider_json(state, ctx, &name)?)
+    } else {
+        empty(StatusCode::CREATED)
+    };
+    Ok(located(reply, &location))
+}
+
+/// An absolute URL on this server, as Placement gives in `Location`.
+pub(crate) fn location(call: &Call, path: &str) -> String {
+    match call
+        .headers
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+    {
+        Some(host) => format!("http://{host}{path}"),
+        None => path.to_string(),
+    }
+}
+
+/// `PUT /resource_providers/{uuid}`: the name, and from 1.14 the parent.
+pub(crate) fn update(
+    state: &mut State,
+    ctx: &Ctx,
+    uuid: &str,
+    call: &Call,
+) -> Result<Reply, ApiError> {
+    let name = state.provider_name(uuid)?;
+    let b = body::object(call)?;
+    body::only(&b, &fields(ctx, false))?;
+    body::required(&b, "name")?;
+    let new_name = body::string(&b, "name", MAX_NAME)?.unwrap_or_default();
+    let mut rp = state.provider_object(&name)?;
+    let before = rp.spec.clone();
+    if ctx.mv.0 >= 14 && b.contains_key("parent_provider_uuid") {
+        let wanted = body::uuid(&b, "parent_provider_uuid", true)?
+            .map(|p| parent_name(state, &p))
+            .transpose()?;
+        if rp.spec.parent.is_some() && wanted != rp.spec.parent {
+            let what = if wanted.is_none() {
+                "un-parenting"
+            } else {
+                "re-parenting"
+            };
+            return Err(ApiError::bad_request(format!(
+                "{what} a provider is not currently allowed: provider {uuid} keeps parent {:?}; kubeplace refuses this at every microversion (Placement allows it from 1.37)",
+                rp.spec
+                    .parent
+                    .as_deref()
+                    .and_then(|p| state.uuid_of(p))
+                    .unwrap_or_default()
+            )));
+        }
+        rp.spec.parent = wanted;
+    }
+    if new_name != name {
+        rename(state, &name, &new_name, rp)?;
+    } else if rp.spec != before {
+        state.write_provider(rp)?;
+    }
+    // Placement keeps the generation when only the name or parent changes.
+    show(state, ctx, uuid)
+}
+
+/// Renames a provider: its object is re-keyed under the new name. Children and allocations
+/// name their provider, so a provider that has either keeps its name (409).
+fn rename(
+    state: &mut State,
+    name: &str,
+    new_name: &str,
+    mut rp: ResourceProvider,
+) -> Result<(), ApiError> {
+    let index = state.store.index();
+    if index.contains(new_name) {
+        return Err(ApiError::conflict(format!(
+            "Conflicting resource provider name: {new_name} already exists."
+        ))
+        .with_code(code::DUPLICATE_NAME));
+    }
+    let in_use = index
+        .usages(name)
+        .is_some_and(|u| u.values().any(|n| *n > 0));
+    if !index.children(name).is_empty() || in_use {
+        return Err(ApiError::conflict(format!(
+            "kubeplace cannot rename provider {name:?} to {new_name:?} while it has child providers or allocations: they name it"
+        )));
+    }
+    let key = ObjectKey::cluster(Kind::ResourceProvider, name);
+    let old = state.store.delete(&key);
+    rp.metadata.name = Some(new_name.to_string());
+    rp.metadata.generation = None;
+    rp.metadata.resource_version = None;
+    if let Err(e) = state.write_provider(rp) {
+        if let Some(old) = old {
+            state.store.put(old);
+        }
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// `DELETE /resource_providers/{uuid}`.
+pub(crate) fn delete(state: &mut State, uuid: &str) -> Result<Reply, ApiError> {
+    let name = state.provider_name(uuid)?;
+    let index = state.store.index();
+    if !index.children(&name).is_empty() {
+        return Err(ApiError::conflict(format!(
+            "Unable to delete parent resource provider {uuid}: It has child resource providers."
+        ))
+        .with_code(code::PROVIDER_PARENT));
+    }
+    if index
+        .usages(&name)
+        .is_some_and(|u| u.values().any(|n| *n > 0))
+    {
+        return Err(ApiError::conflict(format!(
+            "Unable to delete resource provider {uuid}: Resource provider has allocations."
+        ))
+        .with_code(code::PROVIDER_INUSE));
+    }
+    let rp = state.provider_object(&name)?;
+    let object = Object::ResourceProvider(rp);
+    let verdict = admit(Operation::Delete, &object, None, &state.store);
+    if !verdict.allowed {
+        return Err(ApiError::conflict(verdict.message));
+    }
+    state
+        .store
+        .delete(&ObjectKey::cluster(Kind::ResourceProvider, &name));
+    state.forget(uuid);
+    Ok(empty(StatusCode::NO_CONTENT))
+}
+
+/// The aggregates body: from 1.19 with the provider's generation.
+fn aggregates_body(state: &State, ctx: &Ctx, uuid: &str, name: &str) -> Result<Value, ApiError> {
+    let record = state.record(name)?;
+    let mut v = json!({"aggregates": record.aggregates.into_iter().collect::<Vec<_>>()});
+    if ctx.mv.0 >= 19 {
+        v["resource_provider_generation"] = Value::from(state.generation(uuid));
+    }
+    Ok(v)
+}
+
+/// `GET /resource_providers/{uuid}/aggregates`.
+pub(crate) fn aggregates(state: &State, ctx: &Ctx, uuid: &str) -> Result<Reply, ApiError> {
+    let name = state.provider_name(uuid)?;
+    Ok(json_reply(
+        StatusCode::OK,
+        &aggregates_body(state, ctx, uuid, &name)?,
+    ))
+}
+
+/// `PUT /resource_providers/{uuid}/aggregates`: a list of uuids, from 1.19 an object with
+/// the list and the provider's generation.
+pub(crate) fn set_aggregates(
+    state: &mut State,
+    ctx: &Ctx,
+    uuid: &str,
+    call: &Call,
+) -> Result<Reply, ApiError> {
+    let name = state.provider_name(uuid)?;
+    let list = if ctx.mv.0 >= 19 {
+        let b: Map<String, Value> = body::object(call)?;
+        body::only(&b, &["aggregates", "resource_provider_generation"])?;
+        let generation = body::provider_generation(&b)?;
+        state.check_generation(uuid, generation)?;
+        body::required(&b, "aggregates")?.clone()
+    } else {
+        body::json(call)?
+    };
+    let Value::Array(items) = list else {
+        return Err(body::invalid(format!(
+            "aggregates is {list}, not a list of uuids"
+        )));
+    };
+    let mut aggregates = Vec::new();
+    for item in &items {
+        match item.as_str().filter(|s| body::is_uuid(s)) {
+            Some(s) => aggregates.push(body::normalize_uuid(s)),
+            None => {
+                return Err(body::invalid(format!("aggregates: {item} is not a uuid")));
+            }
+        }
+    }
+    aggregates.sort();
+    aggregates.dedup();
+    let mut rp = state.provider_object(&name)?;
+    rp.spec.aggregates = aggregates;
+    state.write_provider(rp)?;
+    // Only the 1.19 form, which carries a generation, moves it, as in Placement.
+    if ctx.mv.0 >= 19 {
+        state.bump(uuid);
+    }
+    Ok(json_reply(
+        StatusCode::OK,
+        &aggregates_body(state, ctx, uuid, &name)?,
+    ))
+}

@@ -1,0 +1,162 @@
+//! Paths and methods to handlers, with the microversion each route starts at. A path
+//! unknown at the requested version is a 404 and a method not served there a 405 with
+//! `Allow`, as in Placement.
+
+use http::{Method, StatusCode};
+
+use super::wire::{ApiError, Reply};
+use super::{Call, Ctx, PlacementApi};
+use super::{allocations, classes, inventories, providers, traits};
+
+/// One route: the methods served on a path, each from a microversion.
+type Methods<'a> = &'a [(Method, u16)];
+
+/// Answers a request with a token and a served version.
+pub(crate) fn route(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply, ApiError> {
+    let segments: Vec<&str> = call
+        .path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let m = &call.method;
+    use Method as M;
+    match segments.as_slice() {
+        ["resource_providers"] => {
+            allowed(ctx, m, &[(M::GET, 0), (M::POST, 0)])?;
+            if m == M::GET {
+                api.read(|s| providers::list(s, ctx, &call.query))
+            } else {
+                api.write(|s| providers::create(s, ctx, call))
+            }
+        }
+        ["resource_providers", uuid] => {
+            allowed(ctx, m, &[(M::GET, 0), (M::PUT, 0), (M::DELETE, 0)])?;
+            match *m {
+                M::GET => api.read(|s| providers::show(s, ctx, uuid)),
+                M::PUT => api.write(|s| providers::update(s, ctx, uuid, call)),
+                _ => api.write(|s| providers::delete(s, uuid)),
+            }
+        }
+        ["resource_providers", uuid, "inventories"] => {
+            allowed(
+                ctx,
+                m,
+                &[(M::GET, 0), (M::PUT, 0), (M::POST, 0), (M::DELETE, 5)],
+            )?;
+            match *m {
+                M::GET => api.read(|s| inventories::list(s, uuid)),
+                M::PUT => api.write(|s| inventories::replace(s, uuid, call)),
+                M::POST => api.write(|s| inventories::create(s, uuid, call)),
+                _ => api.write(|s| inventories::delete_all(s, uuid)),
+            }
+        }
+        ["resource_providers", uuid, "inventories", class] => {
+            allowed(ctx, m, &[(M::GET, 0), (M::PUT, 0), (M::DELETE, 0)])?;
+            match *m {
+                M::GET => api.read(|s| inventories::show(s, uuid, class)),
+                M::PUT => api.write(|s| inventories::update(s, uuid, class, call)),
+                _ => api.write(|s| inventories::delete(s, uuid, class)),
+            }
+        }
+        ["resource_providers", uuid, "traits"] => {
+            allowed(ctx, m, &[(M::GET, 6), (M::PUT, 6), (M::DELETE, 6)])?;
+            match *m {
+                M::GET => api.read(|s| traits::of_provider(s, uuid)),
+                M::PUT => api.write(|s| traits::set_on_provider(s, uuid, call)),
+                _ => api.write(|s| traits::clear_on_provider(s, uuid)),
+            }
+        }
+        ["resource_providers", uuid, "aggregates"] => {
+            allowed(ctx, m, &[(M::GET, 1), (M::PUT, 1)])?;
+            match *m {
+                M::GET => api.read(|s| providers::aggregates(s, ctx, uuid)),
+                _ => api.write(|s| providers::set_aggregates(s, ctx, uuid, call)),
+            }
+        }
+        ["resource_providers", uuid, "usages"] => {
+            allowed(ctx, m, &[(M::GET, 0)])?;
+            api.read(|s| allocations::provider_usages(s, uuid))
+        }
+        ["resource_providers", uuid, "allocations"] => {
+            allowed(ctx, m, &[(M::GET, 0)])?;
+            api.read(|s| allocations::of_provider(s, ctx, uuid))
+        }
+        ["traits"] => {
+            allowed(ctx, m, &[(M::GET, 6)])?;
+            api.read(|s| traits::list(s, &call.query))
+        }
+        ["traits", name] => {
+            allowed(ctx, m, &[(M::GET, 6), (M::PUT, 6), (M::DELETE, 6)])?;
+            match *m {
+                M::GET => api.read(|s| traits::show(s, name)),
+                M::PUT => api.write(|s| traits::create(s, name, call)),
+                _ => api.write(|s| traits::delete(s, name)),
+            }
+        }
+        ["resource_classes"] => {
+            allowed(ctx, m, &[(M::GET, 2), (M::POST, 2)])?;
+            match *m {
+                M::GET => api.read(classes::list),
+                _ => api.write(|s| classes::create(s, call)),
+            }
+        }
+        ["resource_classes", name] => {
+            allowed(ctx, m, &[(M::GET, 2), (M::PUT, 7), (M::DELETE, 2)])?;
+            match *m {
+                M::GET => api.read(|s| classes::show(s, name)),
+                M::PUT => api.write(|s| classes::put(s, name)),
+                _ => api.write(|s| classes::delete(s, name)),
+            }
+        }
+        ["allocations", consumer] => {
+            allowed(ctx, m, &[(M::GET, 0), (M::PUT, 0), (M::DELETE, 0)])?;
+            match *m {
+                M::GET => api.read(|s| allocations::show(s, ctx, consumer)),
+                M::PUT => api.write(|s| allocations::put(s, ctx, consumer, call)),
+                _ => api.write(|s| allocations::delete(s, consumer)),
+            }
+        }
+        ["allocation_candidates"] => {
+            allowed(ctx, m, &[(M::GET, 10)])?;
+            api.read(|s| allocations::candidates(s, ctx, &call.query))
+        }
+        ["allocations"] => {
+            allowed(ctx, m, &[(M::POST, 13)])?;
+            api.write(|s| allocations::post(s, ctx, call))
+        }
+        ["usages"] => {
+            allowed(ctx, m, &[(M::GET, 9)])?;
+            api.read(|s| allocations::project_usages(s, ctx, &call.query))
+        }
+        ["reshaper"] => Err(ApiError::not_found(format!(
+            "kubeplace does not serve /{} yet; docs/placement-api.md lists what is served",
+            segments.join("/")
+        ))),
+        _ => Err(ApiError::not_found("")),
+    }
+}
+
+/// Checks the method against the route's, at the requested version: a route none of whose
+/// methods exist yet is a 404, a method not served at this version a 405 (even one served
+/// at a later version, as Placement answers `DELETE …/inventories` at 1.4).
+fn allowed(ctx: &Ctx, method: &Method, methods: Methods<'_>) -> Result<(), ApiError> {
+    let served: Vec<&Method> = methods
+        .iter()
+        .filter(|(_, from)| ctx.mv.0 >= *from)
+        .map(|(m, _)| m)
+        .collect();
+    if served.is_empty() {
+        return Err(ApiError::not_found(""));
+    }
+    if served.contains(&method) {
+        return Ok(());
+    }
+    let allow: Vec<&str> = served.iter().map(|m| m.as_str()).collect();
+    let mut e = ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("The method {method} is not allowed for this resource."),
+    );
+    e.allow = Some(allow.join(", "));
+    Err(e)
+}

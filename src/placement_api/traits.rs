@@ -1,0 +1,221 @@
+//! `/traits`, `/traits/{name}` and `/resource_providers/{uuid}/traits` (1.6).
+//!
+//! Standard traits always exist; custom ones exist once created with `PUT /traits/{name}`
+//! (or used by a seeded provider). A provider's traits read back as its effective traits.
+
+use std::collections::BTreeSet;
+
+use http::StatusCode;
+use serde_json::{Value, json};
+
+use kubeplace_api::{Kind, Object};
+use kubeplace_core::placement::query::decode_pairs;
+use kubeplace_core::placement::standard_traits;
+
+use super::Call;
+use super::body;
+use super::state::State;
+use super::wire::{ApiError, Reply, empty, json_reply, located};
+
+fn provider_traits(state: &State, name: &str) -> Vec<String> {
+    state
+        .store
+        .index()
+        .effective(name)
+        .map(|(_, traits)| traits.into_iter().collect())
+        .unwrap_or_default()
+}
+
+fn provider_body(state: &State, uuid: &str, name: &str) -> Value {
+    json!({"traits": provider_traits(state, name),
+           "resource_provider_generation": state.generation(uuid)})
+}
+
+/// `GET /resource_providers/{uuid}/traits`.
+pub(crate) fn of_provider(state: &State, uuid: &str) -> Result<Reply, ApiError> {
+    let name = state.provider_name(uuid)?;
+    Ok(json_reply(
+        StatusCode::OK,
+        &provider_body(state, uuid, &name),
+    ))
+}
+
+/// Unknown traits among `names`: Placement's 400.
+fn check_known<'a>(
+    state: &State,
+    names: impl IntoIterator<Item = &'a String>,
+) -> Result<(), ApiError> {
+    let unknown: Vec<&str> = names
+        .into_iter()
+        .filter(|t| !state.trait_exists(t))
+        .map(String::as_str)
+        .collect();
+    if unknown.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(format!(
+            "No such trait(s): {}",
+            unknown.join(", ")
+        )))
+    }
+}
+
+/// Stores a provider's traits and moves its generation.
+fn store_traits(
+    state: &mut State,
+    uuid: &str,
+    name: &str,
+    traits: Vec<String>,
+) -> Result<(), ApiError> {
+    let mut rp = state.provider_object(name)?;
+    rp.spec.traits = traits;
+    state.write_provider(rp)?;
+    state.bump(uuid);
+    Ok(())
+}
+
+/// `PUT /resource_providers/{uuid}/traits`: replaces the provider's traits.
+pub(crate) fn set_on_provider(
+    state: &mut State,
+    uuid: &str,
+    call: &Call,
+) -> Result<Reply, ApiError> {
+    let name = state.provider_name(uuid)?;
+    let b = body::object(call)?;
+    body::only(&b, &["traits", "resource_provider_generation"])?;
+    let generation = body::provider_generation(&b)?;
+    let Some(Value::Array(items)) = b.get("traits") else {
+        return Err(body::invalid(
+            "\"traits\" is a required property: a list of trait names",
+        ));
+    };
+    let mut traits = BTreeSet::new();
+    for item in items {
+        let Some(t) = item.as_str() else {
+            return Err(body::invalid(format!("traits: {item} is not a string")));
+        };
+        traits.insert(t.to_string());
+    }
+    check_known(state, &traits)?;
+    state.check_generation(uuid, generation)?;
+    store_traits(state, uuid, &name, traits.into_iter().collect())?;
+    Ok(json_reply(
+        StatusCode::OK,
+        &provider_body(state, uuid, &name),
+    ))
+}
+
+/// `DELETE /resource_providers/{uuid}/traits`.
+pub(crate) fn clear_on_provider(state: &mut State, uuid: &str) -> Result<Reply, ApiError> {
+    let name = state.provider_name(uuid)?;
+    store_traits(state, uuid, &name, Vec::new())?;
+    Ok(empty(StatusCode::NO_CONTENT))
+}
+
+/// Traits some provider's spec names.
+fn associated(state: &State) -> BTreeSet<String> {
+    state
+        .store
+        .list(Kind::ResourceProvider)
+        .filter_map(|o| match o {
+            Object::ResourceProvider(rp) => Some(rp.spec.traits.iter().cloned()),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
+/// `GET /traits?name=in:A,B|startswith:P&associated=true|false`.
+pub(crate) fn list(state: &State, query: &str) -> Result<Reply, ApiError> {
+    let pairs = decode_pairs(query).map_err(|e| ApiError::bad_request(e.detail))?;
+    let mut names: BTreeSet<String> = standard_traits().iter().map(|t| t.to_string()).collect();
+    names.extend(state.custom_traits.iter().cloned());
+    for (key, value) in &pairs {
+        match key.as_str() {
+            "name" => {
+                if let Some(list) = value.strip_prefix("in:") {
+                    let wanted: BTreeSet<&str> = list.split(',').map(str::trim).collect();
+                    names.retain(|n| wanted.contains(n.as_str()));
+                } else if let Some(prefix) = value.strip_prefix("startswith:") {
+                    names.retain(|n| n.starts_with(prefix));
+                } else {
+                    return Err(ApiError::bad_request(format!(
+                        "Badly formatted name parameter. Expected name query string parameter in form: ?name=[in|startswith]:[name1,name2|prefix]. Got: \"{value}\""
+                    )));
+                }
+            }
+            "associated" => {
+                let wanted = match value.to_ascii_lowercase().as_str() {
+                    "true" => true,
+                    "false" => false,
+                    _ => {
+                        return Err(ApiError::bad_request(format!(
+                            "associated={value}: the value must be true or false"
+                        )));
+                    }
+                };
+                let used = associated(state);
+                names.retain(|n| used.contains(n) == wanted);
+            }
+            _ => {
+                return Err(ApiError::bad_request(format!(
+                    "Invalid query string parameters: {key} is not one of name, associated"
+                )));
+            }
+        }
+    }
+    Ok(json_reply(StatusCode::OK, &json!({"traits": names})))
+}
+
+/// `GET /traits/{name}`: 204 when it exists.
+pub(crate) fn show(state: &State, name: &str) -> Result<Reply, ApiError> {
+    if state.trait_exists(name) {
+        Ok(empty(StatusCode::NO_CONTENT))
+    } else {
+        Err(ApiError::not_found(format!("No such trait(s): {name}.")))
+    }
+}
+
+/// Whether a name is a custom trait or class name Placement would create.
+pub(crate) fn is_custom_name(name: &str) -> bool {
+    name.len() <= 255
+        && name.len() > "CUSTOM_".len()
+        && name.starts_with("CUSTOM_")
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+}
+
+/// `PUT /traits/{name}`: 201 when created, 204 when it existed.
+pub(crate) fn create(state: &mut State, name: &str, call: &Call) -> Result<Reply, ApiError> {
+    if !is_custom_name(name) {
+        return Err(ApiError::bad_request(format!(
+            "The trait {name:?} is invalid. A valid trait must be no longer than 255 characters, start with the prefix \"CUSTOM_\" and use following characters: \"A\"-\"Z\", \"0\"-\"9\" and \"_\""
+        )));
+    }
+    let location = super::providers::location(call, &format!("/traits/{name}"));
+    if state.custom_traits.insert(name.to_string()) {
+        Ok(located(empty(StatusCode::CREATED), &location))
+    } else {
+        Ok(located(empty(StatusCode::NO_CONTENT), &location))
+    }
+}
+
+/// `DELETE /traits/{name}`.
+pub(crate) fn delete(state: &mut State, name: &str) -> Result<Reply, ApiError> {
+    if standard_traits().binary_search(&name).is_ok() {
+        return Err(ApiError::bad_request(format!(
+            "Cannot delete standard trait {name}."
+        )));
+    }
+    if !state.custom_traits.contains(name) {
+        return Err(ApiError::not_found(format!("No such trait(s): {name}.")));
+    }
+    if associated(state).contains(name) {
+        return Err(ApiError::conflict(format!(
+            "The trait {name} is in use by a resource provider."
+        )));
+    }
+    state.custom_traits.remove(name);
+    Ok(empty(StatusCode::NO_CONTENT))
+}

@@ -1,0 +1,227 @@
+//! The wire format: JSON replies, Placement's error body and the headers every answer
+//! carries.
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
+use http_body_util::Full;
+use serde_json::{Value, json};
+
+use super::Ctx;
+
+/// A response with its whole body.
+pub(crate) type Reply = Response<Full<Bytes>>;
+
+/// Placement's error codes (from 1.23), the ones kubeplace answers with.
+pub(crate) mod code {
+    pub const UNDEFINED: &str = "placement.undefined_code";
+    pub const CONCURRENT_UPDATE: &str = "placement.concurrent_update";
+    pub const INVENTORY_INUSE: &str = "placement.inventory.inuse";
+    pub const DUPLICATE_NAME: &str = "placement.duplicate_name";
+    pub const PROVIDER_INUSE: &str = "placement.resource_provider.inuse";
+    pub const PROVIDER_PARENT: &str = "placement.resource_provider.cannot_delete_parent";
+}
+
+/// An error answer: status, detail, and Placement's error code.
+#[derive(Debug, Clone)]
+pub(crate) struct ApiError {
+    pub status: StatusCode,
+    pub detail: String,
+    pub code: &'static str,
+    /// The methods a 405 lists in `Allow`.
+    pub allow: Option<String>,
+}
+
+impl ApiError {
+    /// An error with Placement's default code, `placement.undefined_code`.
+    pub(crate) fn new(status: StatusCode, detail: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            detail: detail.into(),
+            code: code::UNDEFINED,
+            allow: None,
+        }
+    }
+
+    /// The same error with another code.
+    pub(crate) fn with_code(mut self, code: &'static str) -> ApiError {
+        self.code = code;
+        self
+    }
+
+    pub(crate) fn bad_request(detail: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, detail)
+    }
+
+    pub(crate) fn not_found(detail: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, detail)
+    }
+
+    pub(crate) fn conflict(detail: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::CONFLICT, detail)
+    }
+
+    /// A generation that is not the current one.
+    pub(crate) fn stale(what: &str, sent: i64, current: u64) -> ApiError {
+        ApiError::conflict(format!(
+            "{what} generation {sent} is not the current one ({current}); read it again and retry"
+        ))
+        .with_code(code::CONCURRENT_UPDATE)
+    }
+
+    /// A lock poisoned by a panicking request.
+    pub(crate) fn poisoned() -> ApiError {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the server's state is unusable after an internal error; restart it",
+        )
+    }
+}
+
+/// A request id in Placement's `req-<uuid>` form, unique within the process.
+pub(crate) fn request_id(n: u64) -> String {
+    static STARTED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let seed: &u64 = STARTED.get_or_init(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0)
+    });
+    format!(
+        "req-{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+        (seed >> 32) as u32,
+        (seed >> 16) as u16,
+        (seed >> 4) & 0xfff,
+        (n >> 48) & 0xfff,
+        n & 0xffff_ffff_ffff
+    )
+}
+
+/// A JSON reply.
+pub(crate) fn json_reply(status: StatusCode, body: &Value) -> Reply {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(bytes)))
+        .unwrap_or_default()
+}
+
+/// A reply with no body (204, or 201 before a body was returned).
+pub(crate) fn empty(status: StatusCode) -> Reply {
+    Response::builder()
+        .status(status)
+        .body(Full::new(Bytes::new()))
+        .unwrap_or_default()
+}
+
+/// Adds a `Location` header.
+pub(crate) fn located(mut reply: Reply, location: &str) -> Reply {
+    if let Ok(v) = HeaderValue::from_str(location) {
+        reply.headers_mut().insert(header::LOCATION, v);
+    }
+    reply
+}
+
+/// Adds the headers every answer carries: the version served (with `Vary`), the request
+/// id, and from 1.15 `Cache-Control` and `Last-Modified` on answers with a JSON body.
+pub(crate) fn finish(ctx: &Ctx, mut reply: Reply) -> Reply {
+    let h = reply.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&format!("placement {}", ctx.mv)) {
+        h.insert("openstack-api-version", v);
+    }
+    h.insert(
+        header::VARY,
+        HeaderValue::from_static("openstack-api-version"),
+    );
+    if let Ok(v) = HeaderValue::from_str(&ctx.request_id) {
+        h.insert("x-openstack-request-id", v);
+    }
+    let has_body = h.contains_key(header::CONTENT_TYPE);
+    if ctx.mv.0 >= 15 && has_body && reply.status() == StatusCode::OK {
+        let now = jiff::fmt::rfc2822::DateTimePrinter::new()
+            .timestamp_to_rfc9110_string(&jiff::Timestamp::now())
+            .ok()
+            .and_then(|s| HeaderValue::from_str(&s).ok());
+        let h = reply.headers_mut();
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        if let Some(now) = now {
+            h.insert(header::LAST_MODIFIED, now);
+        }
+    }
+    reply
+}
+
+/// What webob puts before the detail of each status, which Placement keeps.
+fn explanation(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        400 => {
+            "The server could not comply with the request since it is either malformed or otherwise incorrect."
+        }
+        404 => "The resource could not be found.",
+        405 => "The method specified is not allowed for this resource.",
+        406 => {
+            "The resource could not be generated that was acceptable to your browser (content of type application/json."
+        }
+        409 => "There was a conflict when trying to complete your request.",
+        413 => "The request is larger than the server is willing or able to process.",
+        415 => "The request media type is not supported by this server.",
+        _ => "The server has either erred or is incapable of performing the requested operation.",
+    }
+}
+
+/// Placement's error body: `{"errors": [{status, title, detail, request_id, code}]}`,
+/// `code` from 1.23; the detail is webob's explanation of the status, then ours.
+pub(crate) fn error(ctx: &Ctx, e: ApiError) -> Reply {
+    let mut entry = json!({
+        "status": e.status.as_u16(),
+        "title": e.status.canonical_reason().unwrap_or("Error"),
+        "detail": format!("{}\n\n {}  ", explanation(e.status), e.detail),
+        "request_id": ctx.request_id,
+    });
+    if ctx.mv.0 >= 23 {
+        entry["code"] = Value::from(e.code);
+    }
+    let mut reply = finish(ctx, json_reply(e.status, &json!({"errors": [entry]})));
+    if let Some(allow) = e.allow
+        && let Ok(v) = HeaderValue::from_str(&allow)
+    {
+        reply.headers_mut().insert(header::ALLOW, v);
+    }
+    reply
+}
+
+/// A version header that is not served: no version headers, and on a 406 the range served
+/// (`max` is the newest version) in the entry.
+pub(crate) fn version_error(request_id: &str, e: ApiError, max: &str) -> Reply {
+    let mut entry = json!({
+        "status": e.status.as_u16(),
+        "title": e.status.canonical_reason().unwrap_or("Error"),
+        "detail": format!("{}\n\n Invalid microversion: {}  ", explanation(e.status), e.detail),
+        "request_id": request_id,
+    });
+    if e.status == StatusCode::NOT_ACCEPTABLE {
+        entry["max_version"] = Value::from(max);
+        entry["min_version"] = Value::from("1.0");
+    }
+    json_reply(e.status, &json!({"errors": [entry]}))
+}
+
+/// 401 (no token) or 403 (another token), shaped as Placement's auth middleware shapes them.
+pub(crate) fn auth_error(status: StatusCode, message: &str) -> Reply {
+    json_reply(
+        status,
+        &json!({"message": message,
+                "code": format!("{} {}", status.as_u16(), status.canonical_reason().unwrap_or("")),
+                "title": status.canonical_reason().unwrap_or("Error")}),
+    )
+}
+
+/// An error before any request context exists.
+pub(crate) fn plain_error(status: StatusCode, detail: &str) -> Reply {
+    json_reply(
+        status,
+        &json!({"errors": [{"status": status.as_u16(),
+                            "title": status.canonical_reason().unwrap_or("Error"),
+                            "detail": detail}]}),
+    )
+}

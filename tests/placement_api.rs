@@ -1,0 +1,1098 @@
+//! Placement's REST API as `kubeplace placement serve` answers it over HTTP: every served
+//! endpoint, good and bad input, at several microversions. Expected codes and bodies were
+//! read off real Placement 16.0.0 (docs/placement-api.md lists where kubeplace differs).
+
+mod placement_server;
+
+use placement_server::{CN1, CN1_NUMA0, CN2, Server, VM_A};
+use serde_json::{Value, json};
+
+const LATEST: Option<&str> = Some("1.39");
+
+fn uuids(list: &Value) -> Vec<String> {
+    list["resource_providers"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|p| p["uuid"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn version_discovery_needs_no_token() {
+    let s = Server::start(&[]);
+    let a = s.raw("GET", "/", &[], None);
+    a.expect(200);
+    let v = a.json();
+    assert_eq!(v["versions"][0]["min_version"], "1.0");
+    assert_eq!(v["versions"][0]["max_version"], "1.39");
+    assert_eq!(a.header("openstack-api-version"), Some("placement 1.0"));
+    assert_eq!(a.header("vary"), Some("openstack-api-version"));
+}
+
+#[test]
+fn microversion_header_latest_406_and_400() {
+    let s = Server::start(&[]);
+    let a = s.call("GET", "/resource_providers", Some("latest"), None);
+    a.expect(200);
+    assert_eq!(a.header("openstack-api-version"), Some("placement 1.39"));
+    assert!(a.header("last-modified").is_some());
+    assert_eq!(a.header("cache-control"), Some("no-cache"));
+    let a = s.call("GET", "/resource_providers", Some("1.14"), None);
+    assert_eq!(a.header("openstack-api-version"), Some("placement 1.14"));
+    assert!(
+        a.header("cache-control").is_none(),
+        "cache headers start at 1.15"
+    );
+    // No header: 1.0. The legacy header is ignored, as Placement 16 ignores it.
+    let a = s.raw(
+        "GET",
+        "/resource_providers",
+        &[
+            ("X-Auth-Token", "admin".into()),
+            ("X-OpenStack-Placement-API-Version", "1.20".into()),
+        ],
+        None,
+    );
+    assert_eq!(a.header("openstack-api-version"), Some("placement 1.0"));
+    let a = s.call("GET", "/resource_providers", Some("1.40"), None);
+    a.expect(406);
+    let e = &a.json()["errors"][0];
+    assert_eq!(e["max_version"], "1.39");
+    assert_eq!(e["min_version"], "1.0");
+    assert!(
+        e["detail"]
+            .as_str()
+            .unwrap()
+            .contains("Unacceptable version header: 1.40")
+    );
+    s.call("GET", "/resource_providers", Some("2.0"), None)
+        .expect(406);
+    let a = s.call("GET", "/resource_providers", Some("1.x"), None);
+    a.expect(400);
+    assert!(a.error().0.contains("invalid version string: 1.x"));
+}
+
+#[test]
+fn token_is_required_and_checked() {
+    let s = Server::start(&["--token", "sesame"]);
+    let a = s.raw("GET", "/resource_providers", &[], None);
+    a.expect(401);
+    assert_eq!(a.json()["title"], "Unauthorized");
+    s.raw(
+        "GET",
+        "/resource_providers",
+        &[("X-Auth-Token", "admin".into())],
+        None,
+    )
+    .expect(403);
+    s.raw(
+        "GET",
+        "/resource_providers",
+        &[("X-Auth-Token", "sesame".into())],
+        None,
+    )
+    .expect(200);
+}
+
+#[test]
+fn unknown_paths_404_and_methods_405() {
+    let s = Server::start(&[]);
+    let a = s.call("GET", "/nope", LATEST, None);
+    a.expect(404);
+    assert_eq!(a.error().1.as_deref(), Some("placement.undefined_code"));
+    let a = s.call("DELETE", "/resource_providers", LATEST, None);
+    a.expect(405);
+    assert_eq!(a.header("allow"), Some("GET, POST"));
+    // A route that starts later is absent; a method that starts later is not allowed.
+    s.call("GET", "/traits", Some("1.5"), None).expect(404);
+    s.call("GET", "/allocation_candidates", Some("1.9"), None)
+        .expect(404);
+    let a = s.call(
+        "DELETE",
+        &format!("/resource_providers/{CN1}/inventories"),
+        Some("1.4"),
+        None,
+    );
+    a.expect(405);
+    // No `code` before 1.23.
+    let a = s.call("GET", "/nope", Some("1.22"), None);
+    assert_eq!(a.error().1, None);
+    // Not served by kubeplace yet: a clear 404.
+    let a = s.call("POST", "/reshaper", LATEST, Some(&json!({})));
+    a.expect(404);
+    assert!(a.error().0.contains("kubeplace does not serve /reshaper"));
+}
+
+#[test]
+fn providers_create_show_list_update_delete() {
+    let s = Server::seeded();
+    // Before 1.20: 201, an empty body and Location.
+    let a = s.call(
+        "POST",
+        "/resource_providers",
+        Some("1.19"),
+        Some(&json!({"name": "cn3"})),
+    );
+    a.expect(201);
+    assert!(a.body.is_empty());
+    let location = a.header("location").unwrap().to_string();
+    assert!(location.starts_with(&s.url()), "{location}");
+    let cn3 = location.rsplit('/').next().unwrap().to_string();
+    // From 1.20: 200 and the provider.
+    let a = s.call(
+        "POST",
+        "/resource_providers",
+        LATEST,
+        Some(&json!({"name": "cn3-numa0", "uuid": "d0000000-0000-4000-8000-000000000030", "parent_provider_uuid": cn3})),
+    );
+    a.expect(200);
+    let v = a.json();
+    assert_eq!(v["generation"], 0);
+    assert_eq!(v["parent_provider_uuid"], cn3.as_str());
+    assert_eq!(v["root_provider_uuid"], cn3.as_str());
+    assert_eq!(v["links"].as_array().unwrap().len(), 6);
+    // Duplicates.
+    let a = s.call(
+        "POST",
+        "/resource_providers",
+        LATEST,
+        Some(&json!({"name": "cn3"})),
+    );
+    a.expect(409);
+    assert_eq!(a.error().1.as_deref(), Some("placement.duplicate_name"));
+    s.call(
+        "POST",
+        "/resource_providers",
+        LATEST,
+        Some(&json!({"name": "x", "uuid": CN1})),
+    )
+    .expect(409);
+    // Bad bodies.
+    let a = s.call(
+        "POST",
+        "/resource_providers",
+        LATEST,
+        Some(&json!({"nam": "x"})),
+    );
+    a.expect(400);
+    assert!(a.error().0.contains("JSON does not validate"));
+    let a = s.raw(
+        "POST",
+        "/resource_providers",
+        &[
+            ("X-Auth-Token", "admin".into()),
+            ("OpenStack-API-Version", "placement 1.39".into()),
+            ("Content-Type", "application/json".into()),
+        ],
+        Some("{\"name\":"),
+    );
+    a.expect(400);
+    assert!(a.error().0.contains("Malformed JSON"));
+    let a = s.raw(
+        "POST",
+        "/resource_providers",
+        &[("X-Auth-Token", "admin".into())],
+        Some("name=x"),
+    );
+    a.expect(415);
+    // parent_provider_uuid is not a field before 1.14; an unknown parent is a 400.
+    s.call(
+        "POST",
+        "/resource_providers",
+        Some("1.13"),
+        Some(&json!({"name": "y", "parent_provider_uuid": cn3})),
+    )
+    .expect(400);
+    s.call(
+        "POST",
+        "/resource_providers",
+        LATEST,
+        Some(&json!({"name": "y", "parent_provider_uuid": "e0000000-0000-4000-8000-000000000000"})),
+    )
+    .expect(400);
+    // Show: three links at 1.0, no tree fields before 1.14.
+    let v = s
+        .call(
+            "GET",
+            &format!("/resource_providers/{CN1}"),
+            Some("1.0"),
+            None,
+        )
+        .json();
+    assert_eq!(v["links"].as_array().unwrap().len(), 3);
+    assert!(v.get("root_provider_uuid").is_none());
+    let v = s
+        .call(
+            "GET",
+            &format!("/resource_providers/{CN1_NUMA0}"),
+            LATEST,
+            None,
+        )
+        .json();
+    assert_eq!(v["root_provider_uuid"], CN1);
+    s.call(
+        "GET",
+        "/resource_providers/e0000000-0000-4000-8000-000000000000",
+        LATEST,
+        None,
+    )
+    .expect(404);
+    // List filters.
+    let all = uuids(&s.call("GET", "/resource_providers", LATEST, None).json());
+    assert_eq!(all.len(), 5);
+    let l = uuids(
+        &s.call("GET", "/resource_providers?name=cn2", LATEST, None)
+            .json(),
+    );
+    assert_eq!(l, vec![CN2]);
+    let l = uuids(
+        &s.call(
+            "GET",
+            &format!("/resource_providers?in_tree={CN1_NUMA0}"),
+            LATEST,
+            None,
+        )
+        .json(),
+    );
+    assert_eq!(l, vec![CN1, CN1_NUMA0]);
+    // cn1-numa0 has 6 of 8 VCPU free, cn2 4 of 4.
+    let l = uuids(
+        &s.call("GET", "/resource_providers?resources=VCPU:5", LATEST, None)
+            .json(),
+    );
+    assert_eq!(l, vec![CN1_NUMA0]);
+    let l = uuids(
+        &s.call(
+            "GET",
+            "/resource_providers?required=COMPUTE_NODE,!CUSTOM_GOLD",
+            LATEST,
+            None,
+        )
+        .json(),
+    );
+    assert_eq!(l, vec![CN2]);
+    let l = uuids(
+        &s.call(
+            "GET",
+            "/resource_providers?member_of=6a1c1b39-1b10-4f5e-9d2a-5c1f3f7e0a01",
+            LATEST,
+            None,
+        )
+        .json(),
+    );
+    assert_eq!(l, vec![CN1]);
+    let a = s.call(
+        "GET",
+        "/resource_providers?required=CUSTOM_NOPE",
+        LATEST,
+        None,
+    );
+    a.expect(400);
+    assert!(a.error().0.contains("No such trait(s): CUSTOM_NOPE"));
+    // `required` is a filter from 1.18.
+    s.call(
+        "GET",
+        "/resource_providers?required=COMPUTE_NODE",
+        Some("1.17"),
+        None,
+    )
+    .expect(400);
+    // Update: rename, and parenting rules.
+    let v = s
+        .call(
+            "PUT",
+            &format!("/resource_providers/{cn3}"),
+            LATEST,
+            Some(&json!({"name": "cn3-renamed"})),
+        )
+        .expect(409)
+        .json();
+    assert!(
+        v["errors"][0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("child providers")
+    );
+    let a = s.call(
+        "PUT",
+        &format!("/resource_providers/{CN2}"),
+        LATEST,
+        Some(&json!({"name": "cn2-renamed"})),
+    );
+    a.expect(200);
+    assert_eq!(a.json()["name"], "cn2-renamed");
+    assert_eq!(a.json()["generation"], 0, "a rename keeps the generation");
+    let a = s.call(
+        "PUT",
+        &format!("/resource_providers/{CN1_NUMA0}"),
+        LATEST,
+        Some(&json!({"name": "cn1-numa0", "parent_provider_uuid": CN2})),
+    );
+    a.expect(400);
+    assert!(a.error().0.contains("re-parenting"));
+    s.call(
+        "PUT",
+        &format!("/resource_providers/{CN1}"),
+        LATEST,
+        Some(&json!({"name": "cn1", "parent_provider_uuid": CN1_NUMA0})),
+    )
+    .expect(400);
+    s.call(
+        "PUT",
+        &format!("/resource_providers/{CN2}"),
+        LATEST,
+        Some(&json!({"name": "cn2", "parent_provider_uuid": cn3})),
+    )
+    .expect(200);
+    // Delete: a parent and a provider with allocations are refused.
+    let a = s.call(
+        "DELETE",
+        &format!("/resource_providers/{cn3}"),
+        LATEST,
+        None,
+    );
+    a.expect(409);
+    assert_eq!(
+        a.error().1.as_deref(),
+        Some("placement.resource_provider.cannot_delete_parent")
+    );
+    let a = s.call(
+        "DELETE",
+        &format!("/resource_providers/{CN1_NUMA0}"),
+        LATEST,
+        None,
+    );
+    a.expect(409);
+    assert_eq!(
+        a.error().1.as_deref(),
+        Some("placement.resource_provider.inuse")
+    );
+    s.call(
+        "DELETE",
+        &format!("/resource_providers/{CN2}"),
+        LATEST,
+        None,
+    )
+    .expect(204);
+    s.call(
+        "DELETE",
+        &format!("/resource_providers/{CN2}"),
+        LATEST,
+        None,
+    )
+    .expect(404);
+    s.call("GET", &format!("/resource_providers/{CN2}"), LATEST, None)
+        .expect(404);
+}
+
+#[test]
+fn inventories_generations_and_validation() {
+    let s = Server::seeded();
+    let path = format!("/resource_providers/{CN2}/inventories");
+    let v = s.call("GET", &path, LATEST, None).expect(200).json();
+    assert_eq!(v["resource_provider_generation"], 0);
+    assert_eq!(v["inventories"]["VCPU"]["total"], 4);
+    assert_eq!(v["inventories"]["VCPU"]["max_unit"], 2147483647);
+    let put = |generation: i64, inventories: Value| {
+        s.call(
+            "PUT",
+            &path,
+            LATEST,
+            Some(&json!({"resource_provider_generation": generation, "inventories": inventories})),
+        )
+    };
+    let a = put(
+        0,
+        json!({"VCPU": {"total": 8, "allocation_ratio": 2.0}, "MEMORY_MB": {"total": 2048}}),
+    );
+    a.expect(200);
+    assert_eq!(a.json()["resource_provider_generation"], 1);
+    assert_eq!(a.json()["inventories"]["VCPU"]["allocation_ratio"], 2.0);
+    // Stale generation.
+    let a = put(0, json!({"VCPU": {"total": 8}}));
+    a.expect(409);
+    assert_eq!(a.error().1.as_deref(), Some("placement.concurrent_update"));
+    // Unknown custom class, bad values.
+    let a = put(1, json!({"CUSTOM_FPGA": {"total": 1}}));
+    a.expect(400);
+    assert!(a.error().0.contains("No such resource class CUSTOM_FPGA"));
+    let a = put(1, json!({"VCPU": {"total": 4, "reserved": 5}}));
+    a.expect(400);
+    assert!(a.error().0.contains("reserved value is greater than total"));
+    put(1, json!({"VCPU": {"total": 0}})).expect(400);
+    put(1, json!({"VCPU": {"total": 4, "colour": 1}})).expect(400);
+    // Create the class first, then use it.
+    s.call("PUT", "/resource_classes/CUSTOM_FPGA", LATEST, None)
+        .expect(201);
+    put(
+        1,
+        json!({"VCPU": {"total": 8}, "MEMORY_MB": {"total": 2048}, "CUSTOM_FPGA": {"total": 2}}),
+    )
+    .expect(200);
+    // One class.
+    let one = format!("{path}/CUSTOM_FPGA");
+    let v = s.call("GET", &one, LATEST, None).expect(200).json();
+    assert_eq!(v["total"], 2);
+    assert_eq!(v["resource_provider_generation"], 2);
+    let a = s.call(
+        "PUT",
+        &one,
+        LATEST,
+        Some(&json!({"resource_provider_generation": 2, "total": 3})),
+    );
+    a.expect(200);
+    assert_eq!(a.json()["total"], 3);
+    assert_eq!(a.json()["resource_provider_generation"], 3);
+    s.call("GET", &format!("{path}/DISK_GB"), LATEST, None)
+        .expect(404);
+    s.call(
+        "PUT",
+        &format!("{path}/PCPU"),
+        LATEST,
+        Some(&json!({"resource_provider_generation": 3, "total": 3})),
+    )
+    .expect(400);
+    // POST one class.
+    let a = s.call(
+        "POST",
+        &path,
+        LATEST,
+        Some(&json!({"resource_provider_generation": 3, "resource_class": "DISK_GB", "total": 10})),
+    );
+    a.expect(201);
+    assert!(
+        a.header("location")
+            .unwrap()
+            .ends_with("/inventories/DISK_GB")
+    );
+    s.call("DELETE", &one, LATEST, None).expect(204);
+    s.call("DELETE", &one, LATEST, None).expect(404);
+    // Inventory in use cannot go: cn1-numa0's VCPU holds 2.
+    let used = format!("/resource_providers/{CN1_NUMA0}/inventories");
+    let a = s.call("DELETE", &format!("{used}/VCPU"), LATEST, None);
+    a.expect(409);
+    let a = s.call(
+        "PUT",
+        &used,
+        LATEST,
+        Some(&json!({"resource_provider_generation": 0, "inventories": {"MEMORY_MB": {"total": 4096}}})),
+    );
+    a.expect(409);
+    assert_eq!(a.error().1.as_deref(), Some("placement.inventory.inuse"));
+    let a = s.call("DELETE", &used, LATEST, None);
+    a.expect(409);
+    assert_eq!(a.error().1.as_deref(), Some("placement.inventory.inuse"));
+    // Shrinking below usage is allowed, as in Placement.
+    s.call(
+        "PUT",
+        &used,
+        LATEST,
+        Some(&json!({"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 1}, "MEMORY_MB": {"total": 4096}}})),
+    )
+    .expect(200);
+    s.call("DELETE", &path, LATEST, None).expect(204);
+    let v = s.call("GET", &path, LATEST, None).json();
+    assert_eq!(v["inventories"], json!({}));
+    assert_eq!(v["resource_provider_generation"], 6);
+}
+
+#[test]
+fn traits_must_exist_before_use() {
+    let s = Server::seeded();
+    let path = format!("/resource_providers/{CN2}/traits");
+    let v = s.call("GET", &path, LATEST, None).expect(200).json();
+    assert_eq!(v["traits"], json!(["COMPUTE_NODE"]));
+    let set = |generation: i64, traits: Value| {
+        s.call(
+            "PUT",
+            &path,
+            LATEST,
+            Some(&json!({"resource_provider_generation": generation, "traits": traits})),
+        )
+    };
+    let a = set(0, json!(["COMPUTE_NODE", "CUSTOM_SILVER"]));
+    a.expect(400);
+    assert!(a.error().0.contains("No such trait(s): CUSTOM_SILVER"));
+    s.call("GET", "/traits/CUSTOM_SILVER", LATEST, None)
+        .expect(404);
+    s.call("PUT", "/traits/CUSTOM_SILVER", LATEST, None)
+        .expect(201);
+    s.call("PUT", "/traits/CUSTOM_SILVER", LATEST, None)
+        .expect(204);
+    s.call("GET", "/traits/CUSTOM_SILVER", LATEST, None)
+        .expect(204);
+    s.call("PUT", "/traits/SILVER", LATEST, None).expect(400);
+    let a = set(0, json!(["COMPUTE_NODE", "CUSTOM_SILVER"]));
+    a.expect(200);
+    assert_eq!(a.json()["resource_provider_generation"], 1);
+    let a = set(0, json!([]));
+    a.expect(409);
+    assert_eq!(a.error().1.as_deref(), Some("placement.concurrent_update"));
+    // The registry.
+    let v = s
+        .call("GET", "/traits?name=startswith:CUSTOM_", LATEST, None)
+        .json();
+    assert_eq!(v["traits"], json!(["CUSTOM_GOLD", "CUSTOM_SILVER"]));
+    let v = s
+        .call(
+            "GET",
+            "/traits?associated=true&name=in:CUSTOM_SILVER,HW_CPU_X86_AVX2,HW_CPU_X86_SSE",
+            LATEST,
+            None,
+        )
+        .json();
+    assert_eq!(v["traits"], json!(["CUSTOM_SILVER", "HW_CPU_X86_AVX2"]));
+    let v = s.call("GET", "/traits", LATEST, None).json();
+    assert!(v["traits"].as_array().unwrap().len() > 300);
+    s.call("GET", "/traits?name=CUSTOM_GOLD", LATEST, None)
+        .expect(400);
+    let a = s.call("DELETE", "/traits/CUSTOM_SILVER", LATEST, None);
+    a.expect(409);
+    assert!(a.error().0.contains("in use"));
+    s.call("DELETE", "/traits/COMPUTE_NODE", LATEST, None)
+        .expect(400);
+    s.call("DELETE", &path, LATEST, None).expect(204);
+    s.call("DELETE", "/traits/CUSTOM_SILVER", LATEST, None)
+        .expect(204);
+    s.call("DELETE", "/traits/CUSTOM_SILVER", LATEST, None)
+        .expect(404);
+    let v = s.call("GET", &path, LATEST, None).json();
+    assert_eq!(v["traits"], json!([]));
+    assert_eq!(v["resource_provider_generation"], 2);
+}
+
+#[test]
+fn resource_classes_registry() {
+    let s = Server::seeded();
+    let v = s
+        .call("GET", "/resource_classes", Some("1.2"), None)
+        .expect(200)
+        .json();
+    let names: Vec<&str> = v["resource_classes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names[0], "VCPU");
+    s.call("GET", "/resource_classes", Some("1.1"), None)
+        .expect(404);
+    s.call("PUT", "/resource_classes/CUSTOM_GPU", LATEST, None)
+        .expect(201);
+    s.call("PUT", "/resource_classes/CUSTOM_GPU", LATEST, None)
+        .expect(204);
+    let v = s
+        .call("GET", "/resource_classes/CUSTOM_GPU", LATEST, None)
+        .expect(200)
+        .json();
+    assert_eq!(v["links"][0]["href"], "/resource_classes/CUSTOM_GPU");
+    s.call("PUT", "/resource_classes/GPU", LATEST, None)
+        .expect(400);
+    s.call(
+        "POST",
+        "/resource_classes",
+        LATEST,
+        Some(&json!({"name": "CUSTOM_GPU"})),
+    )
+    .expect(409);
+    s.call(
+        "POST",
+        "/resource_classes",
+        LATEST,
+        Some(&json!({"name": "CUSTOM_NPU"})),
+    )
+    .expect(201);
+    s.call("DELETE", "/resource_classes/VCPU", LATEST, None)
+        .expect(400);
+    s.call("DELETE", "/resource_classes/CUSTOM_NPU", LATEST, None)
+        .expect(204);
+    s.call("GET", "/resource_classes/CUSTOM_NPU", LATEST, None)
+        .expect(404);
+}
+
+fn allocation_body(rp: &str, vcpu: i64, generation: Value) -> Value {
+    json!({"allocations": {rp: {"resources": {"VCPU": vcpu}}},
+           "project_id": "p1", "user_id": "u1",
+           "consumer_generation": generation, "consumer_type": "INSTANCE"})
+}
+
+#[test]
+fn allocations_claims_capacity_and_generations() {
+    let s = Server::seeded();
+    let vm_b = "9b000000-0000-4000-8000-00000000000b";
+    let path = format!("/allocations/{vm_b}");
+    // cn2: 4 VCPU.
+    s.call(
+        "PUT",
+        &path,
+        LATEST,
+        Some(&allocation_body(CN2, 3, Value::Null)),
+    )
+    .expect(204);
+    let v = s.call("GET", &path, LATEST, None).expect(200).json();
+    assert_eq!(v["allocations"][CN2]["resources"]["VCPU"], 3);
+    assert_eq!(v["allocations"][CN2]["generation"], 1);
+    assert_eq!(v["consumer_generation"], 1);
+    assert_eq!(v["project_id"], "p1");
+    assert_eq!(v["consumer_type"], "INSTANCE");
+    let v = s.call("GET", &path, Some("1.11"), None).json();
+    assert!(v.get("project_id").is_none());
+    // Over capacity: 409.
+    let a = s.call(
+        "PUT",
+        &path,
+        LATEST,
+        Some(&allocation_body(CN2, 5, json!(1))),
+    );
+    a.expect(409);
+    assert!(a.error().0.contains("Unable to allocate inventory"));
+    // Another consumer cannot take what vm_b holds.
+    let other = "9c000000-0000-4000-8000-00000000000c";
+    s.call(
+        "PUT",
+        &format!("/allocations/{other}"),
+        LATEST,
+        Some(&allocation_body(CN2, 2, Value::Null)),
+    )
+    .expect(409);
+    // Consumer generations.
+    let a = s.call(
+        "PUT",
+        &path,
+        LATEST,
+        Some(&allocation_body(CN2, 1, Value::Null)),
+    );
+    a.expect(409);
+    assert_eq!(a.error().1.as_deref(), Some("placement.concurrent_update"));
+    assert!(a.error().0.contains("expected 1 but got null"));
+    s.call(
+        "PUT",
+        &path,
+        LATEST,
+        Some(&allocation_body(CN2, 4, json!(1))),
+    )
+    .expect(204);
+    // Required fields by version.
+    let mut missing = allocation_body(CN2, 1, json!(2));
+    missing
+        .as_object_mut()
+        .unwrap()
+        .remove("consumer_generation");
+    s.call("PUT", &path, Some("1.28"), Some(&missing))
+        .expect(400);
+    // Before 1.28 there is no consumer generation to send (nor a consumer type).
+    let before_1_28 = json!({"allocations": {CN2: {"resources": {"VCPU": 1}}},
+                             "project_id": "p1", "user_id": "u1"});
+    s.call("PUT", &path, Some("1.27"), Some(&before_1_28))
+        .expect(204);
+    // Unknown provider, missing inventory, unknown class, bad amount.
+    let nowhere = "e0000000-0000-4000-8000-000000000000";
+    let a = s.call(
+        "PUT",
+        &path,
+        LATEST,
+        Some(&allocation_body(nowhere, 1, json!(3))),
+    );
+    a.expect(400);
+    assert!(a.error().0.contains("that does not exist"));
+    let no_vcpu = json!({"allocations": {CN1: {"resources": {"VCPU": 1}}},
+                         "project_id": "p1", "user_id": "u1",
+                         "consumer_generation": 3, "consumer_type": "INSTANCE"});
+    s.call("PUT", &path, LATEST, Some(&no_vcpu)).expect(409);
+    let custom = json!({"allocations": {CN2: {"resources": {"CUSTOM_NOPE": 1}}},
+                        "project_id": "p1", "user_id": "u1",
+                        "consumer_generation": 3, "consumer_type": "INSTANCE"});
+    s.call("PUT", &path, LATEST, Some(&custom)).expect(400);
+    s.call(
+        "PUT",
+        &path,
+        LATEST,
+        Some(&allocation_body(CN2, 0, json!(3))),
+    )
+    .expect(400);
+    // A provider's view.
+    let v = s
+        .call(
+            "GET",
+            &format!("/resource_providers/{CN2}/allocations"),
+            LATEST,
+            None,
+        )
+        .expect(200)
+        .json();
+    assert_eq!(v["allocations"][vm_b]["resources"]["VCPU"], 1);
+    let v = s
+        .call(
+            "GET",
+            &format!("/resource_providers/{CN2}/usages"),
+            LATEST,
+            None,
+        )
+        .json();
+    assert_eq!(
+        v["usages"],
+        json!({"VCPU": 1, "MEMORY_MB": 0, "DISK_GB": 0})
+    );
+    assert_eq!(v["resource_provider_generation"], 3);
+    // The seeded consumer.
+    let v = s
+        .call("GET", &format!("/allocations/{VM_A}"), LATEST, None)
+        .json();
+    assert_eq!(
+        v["allocations"][CN1_NUMA0]["resources"],
+        json!({"VCPU": 2, "MEMORY_MB": 512})
+    );
+    // Delete, and an empty set at 1.28 removes too.
+    s.call("DELETE", &path, LATEST, None).expect(204);
+    s.call("DELETE", &path, LATEST, None).expect(404);
+    let v = s.call("GET", &path, LATEST, None).expect(200).json();
+    assert_eq!(v, json!({"allocations": {}}));
+    let empty =
+        json!({"allocations": {}, "project_id": "p", "user_id": "u", "consumer_generation": 1});
+    s.call(
+        "PUT",
+        &format!("/allocations/{VM_A}"),
+        Some("1.28"),
+        Some(&empty),
+    )
+    .expect(204);
+    let v = s
+        .call(
+            "GET",
+            &format!("/resource_providers/{CN1_NUMA0}/usages"),
+            LATEST,
+            None,
+        )
+        .json();
+    assert_eq!(v["usages"]["VCPU"], 0);
+}
+
+#[test]
+fn allocations_in_the_old_forms() {
+    let s = Server::seeded();
+    let c = "9d000000-0000-4000-8000-00000000000d";
+    let path = format!("/allocations/{c}");
+    let list_form =
+        json!({"allocations": [{"resource_provider": {"uuid": CN2}, "resources": {"VCPU": 1}}]});
+    s.call("PUT", &path, Some("1.0"), Some(&list_form))
+        .expect(204);
+    // From 1.8 project and user are required; from 1.12 the object form.
+    s.call("PUT", &path, Some("1.8"), Some(&list_form))
+        .expect(400);
+    s.call("PUT", &path, Some("1.12"), Some(&list_form))
+        .expect(400);
+    let dict_form = json!({"allocations": {CN2: {"resources": {"VCPU": 2}}}, "project_id": "p", "user_id": "u"});
+    s.call("PUT", &path, Some("1.12"), Some(&dict_form))
+        .expect(204);
+    let v = s.call("GET", &path, Some("1.12"), None).json();
+    assert_eq!(v["allocations"][CN2]["resources"]["VCPU"], 2);
+    assert_eq!(v["project_id"], "p");
+    assert!(v.get("consumer_generation").is_none());
+    let empty = json!({"allocations": {}, "project_id": "p", "user_id": "u"});
+    s.call("PUT", &path, Some("1.12"), Some(&empty)).expect(400);
+}
+
+#[test]
+fn allocation_candidates_follow_claims_traits_and_classes() {
+    let s = Server::seeded();
+    let count = |q: &str| {
+        s.call("GET", &format!("/allocation_candidates?{q}"), LATEST, None)
+            .expect(200)
+            .json()["allocation_requests"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    // cn1's tree (VCPU on cn1-numa0, DISK_GB on cn1, which has CUSTOM_GOLD) and cn2.
+    let q = "resources=VCPU:4,DISK_GB:10";
+    assert_eq!(count(q), 2);
+    assert_eq!(count(&format!("{q}&required=CUSTOM_GOLD")), 1);
+    assert_eq!(count(&format!("{q}&required=!CUSTOM_GOLD")), 1);
+    // A claim through the API is seen by the next search.
+    s.call(
+        "PUT",
+        "/allocations/9e000000-0000-4000-8000-00000000000e",
+        LATEST,
+        Some(&allocation_body(CN2, 1, Value::Null)),
+    )
+    .expect(204);
+    assert_eq!(count(q), 1);
+    let a = s.call(
+        "GET",
+        "/allocation_candidates?resources=VCPU:1&required=CUSTOM_NOPE",
+        LATEST,
+        None,
+    );
+    a.expect(400);
+    assert!(a.error().0.contains("No such trait(s): CUSTOM_NOPE"));
+    let a = s.call(
+        "GET",
+        "/allocation_candidates?resources=CUSTOM_NOPE:1",
+        LATEST,
+        None,
+    );
+    a.expect(400);
+    assert!(a.error().0.contains("No such resource class CUSTOM_NOPE"));
+    s.call(
+        "GET",
+        "/allocation_candidates?resources=VCPU:x",
+        LATEST,
+        None,
+    )
+    .expect(400);
+    // The body's shape follows the version.
+    let v = s
+        .call(
+            "GET",
+            "/allocation_candidates?resources=VCPU:1",
+            Some("1.16"),
+            None,
+        )
+        .expect(200)
+        .json();
+    assert!(v["allocation_requests"][0].get("mappings").is_none());
+    let v = s
+        .call(
+            "GET",
+            "/allocation_candidates?resources=VCPU:1",
+            Some("1.34"),
+            None,
+        )
+        .json();
+    assert!(v["allocation_requests"][0].get("mappings").is_some());
+    // Below 1.16 kubeplace does not answer (Placement does from 1.10).
+    s.call(
+        "GET",
+        "/allocation_candidates?resources=VCPU:1",
+        Some("1.12"),
+        None,
+    )
+    .expect(406);
+}
+
+#[test]
+fn aggregates_of_a_provider() {
+    let s = Server::seeded();
+    let path = format!("/resource_providers/{CN2}/aggregates");
+    let agg = "6a1c1b39-1b10-4f5e-9d2a-5c1f3f7e0a02";
+    let v = s.call("GET", &path, Some("1.1"), None).expect(200).json();
+    assert_eq!(v, json!({"aggregates": []}));
+    s.call("PUT", &path, Some("1.1"), Some(&json!([agg])))
+        .expect(200);
+    let v = s.call("GET", &path, LATEST, None).json();
+    assert_eq!(
+        v,
+        json!({"aggregates": [agg], "resource_provider_generation": 0})
+    );
+    let a = s.call(
+        "PUT",
+        &path,
+        LATEST,
+        Some(&json!({"aggregates": [], "resource_provider_generation": 5})),
+    );
+    a.expect(409);
+    let v = s
+        .call(
+            "PUT",
+            &path,
+            LATEST,
+            Some(&json!({"aggregates": [], "resource_provider_generation": 0})),
+        )
+        .expect(200)
+        .json();
+    assert_eq!(
+        v,
+        json!({"aggregates": [], "resource_provider_generation": 1})
+    );
+    s.call(
+        "PUT",
+        &path,
+        LATEST,
+        Some(&json!({"aggregates": ["nope"], "resource_provider_generation": 1})),
+    )
+    .expect(400);
+}
+
+/// Claims racing from many connections never oversubscribe: every PUT is decided under
+/// one lock that sees every earlier claim.
+#[test]
+fn concurrent_claims_never_oversubscribe() {
+    let s = std::sync::Arc::new(Server::seeded());
+    // cn2 has 4 VCPU; 16 consumers each ask for 1.
+    let handles: Vec<_> = (0..16)
+        .map(|i| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                let consumer = format!("9f000000-0000-4000-8000-{i:012}");
+                s.call(
+                    "PUT",
+                    &format!("/allocations/{consumer}"),
+                    LATEST,
+                    Some(&allocation_body(CN2, 1, Value::Null)),
+                )
+                .status
+            })
+        })
+        .collect();
+    let statuses: Vec<u16> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 204).count(),
+        4,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 409).count(),
+        12,
+        "{statuses:?}"
+    );
+    let v = s
+        .call(
+            "GET",
+            &format!("/resource_providers/{CN2}/usages"),
+            LATEST,
+            None,
+        )
+        .json();
+    assert_eq!(v["usages"]["VCPU"], 4);
+    assert_eq!(v["resource_provider_generation"], 4);
+}
+
+fn consumer_entry(allocations: Value, generation: Value) -> Value {
+    json!({"allocations": allocations, "project_id": "p1", "user_id": "u1",
+           "consumer_generation": generation, "consumer_type": "MIGRATION"})
+}
+
+/// `POST /allocations` moves resources between consumers atomically: all old allocations
+/// of the consumers named go before the new ones are admitted, and a refusal leaves
+/// everything as it was.
+#[test]
+fn post_allocations_moves_atomically() {
+    let s = Server::seeded();
+    s.call("POST", "/allocations", Some("1.12"), Some(&json!({})))
+        .expect(404);
+    s.call("POST", "/allocations", LATEST, Some(&json!({})))
+        .expect(400);
+    // cn1-numa0: 8 VCPU, VM_A holds 2; fill the rest.
+    let filler = "9f100000-0000-4000-8000-000000000001";
+    s.call(
+        "PUT",
+        &format!("/allocations/{filler}"),
+        LATEST,
+        Some(&allocation_body(CN1_NUMA0, 6, Value::Null)),
+    )
+    .expect(204);
+    let target = "9f100000-0000-4000-8000-000000000002";
+    // The provider is full: VM_A's 2 VCPU can move to target only in one request.
+    let moved = json!({
+        VM_A: consumer_entry(json!({}), json!(1)),
+        target: consumer_entry(json!({CN1_NUMA0: {"resources": {"VCPU": 2}}}), Value::Null),
+    });
+    s.call("POST", "/allocations", LATEST, Some(&moved))
+        .expect(204);
+    let v = s
+        .call("GET", &format!("/allocations/{target}"), LATEST, None)
+        .json();
+    assert_eq!(v["allocations"][CN1_NUMA0]["resources"]["VCPU"], 2);
+    assert_eq!(v["consumer_type"], "MIGRATION");
+    let v = s
+        .call("GET", &format!("/allocations/{VM_A}"), LATEST, None)
+        .json();
+    assert_eq!(v, json!({"allocations": {}}));
+    // All or nothing: the second consumer does not fit, so the first keeps its claim.
+    let refused = json!({
+        target: consumer_entry(json!({}), json!(1)),
+        "9f100000-0000-4000-8000-000000000003":
+            consumer_entry(json!({CN1_NUMA0: {"resources": {"VCPU": 3}}}), Value::Null),
+    });
+    let a = s.call("POST", "/allocations", LATEST, Some(&refused));
+    a.expect(409);
+    assert!(a.error().0.contains("Unable to allocate inventory"));
+    let v = s
+        .call("GET", &format!("/allocations/{target}"), LATEST, None)
+        .json();
+    assert_eq!(v["allocations"][CN1_NUMA0]["resources"]["VCPU"], 2);
+    assert_eq!(v["consumer_generation"], 1);
+    let v = s
+        .call(
+            "GET",
+            &format!("/resource_providers/{CN1_NUMA0}/usages"),
+            LATEST,
+            None,
+        )
+        .json();
+    assert_eq!(v["usages"]["VCPU"], 8);
+    // A stale consumer generation refuses the whole request.
+    let stale = json!({target: consumer_entry(json!({}), json!(7))});
+    let a = s.call("POST", "/allocations", LATEST, Some(&stale));
+    a.expect(409);
+    assert_eq!(a.error().1.as_deref(), Some("placement.concurrent_update"));
+}
+
+/// `GET /usages` (1.9): a project's totals; from 1.38 by consumer type.
+#[test]
+fn project_usages_by_user_and_consumer_type() {
+    let s = Server::seeded();
+    let put = |consumer: &str, vcpu: i64, user: &str, kind: &str| {
+        let body = json!({"allocations": {CN2: {"resources": {"VCPU": vcpu}}},
+                          "project_id": "p1", "user_id": user,
+                          "consumer_generation": null, "consumer_type": kind});
+        s.call(
+            "PUT",
+            &format!("/allocations/{consumer}"),
+            LATEST,
+            Some(&body),
+        )
+        .expect(204);
+    };
+    put("9f200000-0000-4000-8000-000000000001", 1, "u1", "INSTANCE");
+    put("9f200000-0000-4000-8000-000000000002", 2, "u2", "MIGRATION");
+    let v = s
+        .call("GET", "/usages?project_id=p1", Some("1.9"), None)
+        .expect(200)
+        .json();
+    assert_eq!(v, json!({"usages": {"VCPU": 3}}));
+    let v = s
+        .call("GET", "/usages?project_id=p1&user_id=u2", Some("1.9"), None)
+        .json();
+    assert_eq!(v, json!({"usages": {"VCPU": 2}}));
+    let v = s.call("GET", "/usages?project_id=p1", LATEST, None).json();
+    assert_eq!(
+        v,
+        json!({"usages": {"INSTANCE": {"VCPU": 1, "consumer_count": 1},
+                          "MIGRATION": {"VCPU": 2, "consumer_count": 1}}})
+    );
+    let v = s
+        .call(
+            "GET",
+            "/usages?project_id=p1&consumer_type=all",
+            LATEST,
+            None,
+        )
+        .json();
+    assert_eq!(
+        v,
+        json!({"usages": {"all": {"VCPU": 3, "consumer_count": 2}}})
+    );
+    // Seeded consumers belong to Placement's "incomplete consumer" project.
+    let v = s
+        .call(
+            "GET",
+            "/usages?project_id=00000000-0000-0000-0000-000000000000",
+            Some("1.9"),
+            None,
+        )
+        .json();
+    assert_eq!(v, json!({"usages": {"VCPU": 2, "MEMORY_MB": 512}}));
+    s.call("GET", "/usages?user_id=u1", LATEST, None)
+        .expect(400);
+    s.call(
+        "GET",
+        "/usages?project_id=p1&consumer_type=all",
+        Some("1.37"),
+        None,
+    )
+    .expect(400);
+    s.call("GET", "/usages?project_id=p1", Some("1.8"), None)
+        .expect(404);
+}
