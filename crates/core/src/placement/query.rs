@@ -405,7 +405,11 @@ fn apply_wide_key(
     check_allowed(key, mv, &WIDE_PARAMS)?;
     let last = *values.last().unwrap_or(&"");
     match key {
-        "limit" => parsed.limit = Some(parse_limit(last)?),
+        // Placement validates the last `limit` and keeps the first.
+        "limit" => {
+            parse_limit(last)?;
+            parsed.limit = Some(parse_limit(values.first().copied().unwrap_or(last))?);
+        }
         "group_policy" => parsed.group_policy = Some(parse_group_policy(last)?),
         "root_required" => {
             (parsed.root_required, parsed.root_forbidden) = parse_root_required(values, mv)?
@@ -725,6 +729,12 @@ mod tests {
         assert!(err("resources=VCPU").contains("CLASS:AMOUNT"));
         assert!(err("resources1=VCPU:1&resources2=VCPU:1").contains("group_policy"));
         assert!(err("resources=VCPU:1&limit=0").contains("limit"));
+        let first = parse_candidates_query("resources=VCPU:1&limit=1&limit=3", MV).unwrap();
+        assert_eq!(
+            first.limit,
+            Some(1),
+            "a repeated limit keeps the first value"
+        );
         assert!(err("resources=VCPU:1&bogus=1").contains("\"bogus\" is not understood"));
         assert!(err("resources=VCPU:1&required1=CUSTOM_A").contains("same_subtree"));
         assert_eq!(
