@@ -110,7 +110,7 @@ pub fn admit(
 }
 
 /// [`admit`], with capacity that claims decided a moment ago hold although the store does
-/// not show them yet (see `crate::claims`).
+/// not show them yet (the claims ledger).
 pub fn admit_with_pending(
     operation: Operation,
     object: &Object,

@@ -17,6 +17,3 @@ mod settle;
 
 pub use ledger::{Ledger, PendingClaim};
 pub use settle::settle;
-
-#[cfg(test)]
-mod tests;

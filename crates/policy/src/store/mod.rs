@@ -72,11 +72,11 @@ pub struct Store {
     index: ProviderIndex,
     /// Provider config entries merged over the index; its additions are in the index.
     config_merge: MergeResult,
-    /// Allocations refused by `crate::claims::settle` whose verdict is not in their status
+    /// Allocations refused when their claims were settled, whose verdict is not in their status
     /// yet, with the generation refused and why. They do not count against their providers.
     refused: BTreeMap<String, (Option<i64>, String)>,
     /// The uids of the Allocations deleted last, newest at the back: a claim admitted and
-    /// deleted before anyone looked is not waited for (see `crate::claims::Ledger`).
+    /// deleted before anyone looked is not waited for by the claims ledger.
     deleted_claims: std::collections::VecDeque<String>,
 }
 

@@ -7,10 +7,10 @@ use kubeplace_api::manifest::parse_stream;
 use kubeplace_api::{Kind, Object};
 use proptest::prelude::*;
 
-use super::{Ledger, settle};
-use crate::admission::Operation;
-use crate::status::reconcile_all;
-use crate::store::{ObjectKey, Store};
+use kubeplace_policy::admission::Operation;
+use kubeplace_policy::claims::{Ledger, settle};
+use kubeplace_policy::status::reconcile_all;
+use kubeplace_policy::store::{Change, ObjectKey, Store};
 
 fn object(yaml: &str) -> Object {
     parse_stream("t.yaml", yaml).unwrap()[0]
@@ -71,7 +71,8 @@ fn the_ledger_sees_claims_the_store_does_not_show_yet() {
     assert_eq!(allowed, 2, "two claims of 1 VCPU fit on 2");
     assert_eq!(ledger.pending().len(), 2);
     // Without the ledger, each alone would have been admitted.
-    let lone = crate::admission::admit(Operation::Create, &claim(9, "cn1", 1, 0), None, &store);
+    let lone =
+        kubeplace_policy::admission::admit(Operation::Create, &claim(9, "cn1", 1, 0), None, &store);
     assert!(lone.allowed);
 }
 
@@ -326,7 +327,7 @@ proptest! {
                     let objects: Vec<Object> =
                         store.keys().filter_map(|k| store.get(k).cloned()).collect();
                     store = Store::default();
-                    store.apply_changes(objects.into_iter().map(|o| crate::store::Change::Put(Box::new(o))));
+                    store.apply_changes(objects.into_iter().map(|o| Change::Put(Box::new(o))));
                     ledger = Ledger::new(Duration::from_secs(30));
                     // A new leader settles before it decides anything.
                     reconcile_all(&mut store, 3);
