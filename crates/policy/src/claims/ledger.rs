@@ -4,10 +4,11 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use kubeplace_api::{Allocation, Kind, Object};
+use kubeplace_api::{Kind, Object};
 
 use crate::admission::{Operation, PendingUsage, Verdict, admit_with_pending};
 use crate::store::Store;
+use crate::translate::takes;
 
 /// A claim admitted a moment ago: what it takes, per provider and class.
 #[derive(Debug, Clone, PartialEq)]
@@ -124,15 +125,4 @@ impl Ledger {
         }
         usage
     }
-}
-
-/// What an Allocation takes, per provider and class.
-fn takes(a: &Allocation) -> BTreeMap<(String, String), i64> {
-    let mut out = BTreeMap::new();
-    for pa in &a.spec.allocations {
-        for (class, amount) in &pa.resources {
-            *out.entry((pa.provider.clone(), class.clone())).or_default() += amount;
-        }
-    }
-    out
 }

@@ -1,11 +1,9 @@
 //! Settling claims that have no verdict yet, in creation order.
 
-use std::collections::BTreeMap;
-
 use kubeplace_api::{Allocation, Kind, Object};
 
 use crate::store::Store;
-use crate::translate::is_decided;
+use crate::translate::{is_decided, takes};
 
 /// Decides every claim without a verdict for its current generation, oldest first (by
 /// creation time, then name), against the claims counted before it. A claim that does not
@@ -55,17 +53,9 @@ pub fn settle(store: &mut Store) -> Vec<(String, String)> {
 /// class that does not exist is not a misfit: the status says so, and nothing is taken.
 fn misfit(store: &Store, a: &Allocation) -> Option<String> {
     let index = store.index();
-    let mut wanted: BTreeMap<(&str, &str), i64> = BTreeMap::new();
-    for pa in &a.spec.allocations {
-        for (class, amount) in &pa.resources {
-            *wanted
-                .entry((pa.provider.as_str(), class.as_str()))
-                .or_default() += amount;
-        }
-    }
-    wanted.into_iter().find_map(|((provider, class), amount)| {
-        let inventory = index.inventory(provider, class)?;
-        let used = index.used(provider, class);
+    takes(a).into_iter().find_map(|((provider, class), amount)| {
+        let inventory = index.inventory(&provider, &class)?;
+        let used = index.used(&provider, &class);
         (!inventory.fits_capacity(used, amount)).then(|| {
             format!(
                 "{amount} {class} on {provider:?} would use {} of a capacity of {}; claims made before it took the capacity, so it does not count",

@@ -1,5 +1,7 @@
 //! Allocations: the core record of what a consumer holds.
 
+use std::collections::BTreeMap;
+
 use kubeplace_api::{Allocation, find_condition};
 use kubeplace_core::placement::provider_tree::ConsumerAllocations;
 
@@ -45,4 +47,15 @@ pub(crate) fn is_refused(a: &Allocation) -> bool {
             .as_ref()
             .and_then(|s| find_condition(&s.conditions, APPLIED))
             .is_some_and(|c| c.status == "False")
+}
+
+/// What an Allocation takes, summed per provider and resource class.
+pub fn takes(a: &Allocation) -> BTreeMap<(String, String), i64> {
+    let mut out = BTreeMap::new();
+    for pa in &a.spec.allocations {
+        for (class, amount) in &pa.resources {
+            *out.entry((pa.provider.clone(), class.clone())).or_default() += amount;
+        }
+    }
+    out
 }
