@@ -1,6 +1,5 @@
 //! `kubeplace apply`: the cluster's admission and reconcile, in memory, over manifest files.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
@@ -9,8 +8,9 @@ use serde_json::Value;
 
 use super::Output;
 use kubeplace_api::Object;
-use kubeplace_api::manifest::{Content, Document, INITIAL_NAMESPACES, NAMESPACE_KIND, read_paths};
+use kubeplace_api::manifest::{Content, Document, NAMESPACE_KIND, read_paths};
 use kubeplace_policy::admission::{Verdict, admit_and_store};
+use kubeplace_policy::namespaces::Namespaces;
 use kubeplace_policy::scheduling::place;
 use kubeplace_policy::status::reconcile_all;
 use kubeplace_policy::store::{ObjectKey, Store};
@@ -65,57 +65,6 @@ enum Applied {
     Nothing,
 }
 
-/// The namespaces of a new cluster as the documents are applied in order: the API server
-/// refuses a namespaced object whose namespace does not exist yet, webhook or not.
-struct Namespaces {
-    existing: BTreeSet<String>,
-    /// Where the input creates each namespace first, to point at it when it comes too late.
-    created_at: BTreeMap<String, String>,
-}
-
-impl Namespaces {
-    fn new(documents: &[Document]) -> Namespaces {
-        let mut created_at = BTreeMap::new();
-        for doc in documents {
-            if let Ok(Content::Namespace(name)) = &doc.content {
-                created_at
-                    .entry(name.clone())
-                    .or_insert_with(|| format!("{}:{}", doc.origin.file, doc.origin.line));
-            }
-        }
-        Namespaces {
-            existing: INITIAL_NAMESPACES.iter().map(|n| n.to_string()).collect(),
-            created_at,
-        }
-    }
-
-    /// Why the API server would refuse the object (`namespaces "x" not found`), if it would.
-    fn refusal(&self, object: &Object) -> Option<String> {
-        if !object.kind().is_namespaced() {
-            return None;
-        }
-        let namespace = object.meta().namespace.as_deref().unwrap_or("default");
-        if self.existing.contains(namespace) {
-            return None;
-        }
-        let fix = match self.created_at.get(namespace) {
-            Some(at) => format!(
-                "the input creates it only later, at {at}; kubectl applies documents in order, so move that Namespace before this {} (a file that sorts first, such as 00-namespaces.yaml)",
-                object.kind()
-            ),
-            None => format!(
-                "add a Namespace before it (apiVersion: v1, kind: Namespace, metadata.name: {namespace}), or set metadata.namespace to an existing one; offline, only the input's Namespaces and those of a new cluster ({}) exist",
-                INITIAL_NAMESPACES.join(", ")
-            ),
-        };
-        Some(format!(
-            "{} \"{namespace}/{}\": namespaces \"{namespace}\" not found; {fix}",
-            object.kind(),
-            object.name()
-        ))
-    }
-}
-
 /// Applies documents in order to an empty store, as a cluster would, then reconciles.
 /// Unknown fields are handled as the API server handles them under `validate`.
 pub fn apply_documents(documents: Vec<Document>, validate: Validate) -> (Report, Store) {
@@ -146,7 +95,7 @@ pub fn apply_documents(documents: Vec<Document>, validate: Validate) -> (Report,
             ),
             // Not a kubeplace kind: nothing to review, but the objects after it may use it.
             Ok(Content::Namespace(name)) => {
-                namespaces.existing.insert(name);
+                namespaces.create(name);
                 (
                     Verdict {
                         allowed: true,

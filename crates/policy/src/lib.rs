@@ -9,6 +9,7 @@
 
 pub mod admission;
 pub mod claims;
+pub mod namespaces;
 pub mod scheduling;
 pub mod status;
 pub mod store;
