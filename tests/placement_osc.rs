@@ -4,56 +4,20 @@
 //! The client lives in a virtualenv made by `hack/osc-venv.sh` (CI runs it before
 //! `cargo test`); without it this test fails and says how to make it.
 
+#[path = "support/osc.rs"]
+mod osc_client;
 mod placement_server;
 
 use std::path::PathBuf;
-use std::process::Command;
 
+use osc_client::split;
 use placement_server::Server;
 use serde_json::Value;
-
-/// The venv's `openstack`, or a failure that says how to make it.
-fn openstack_binary() -> PathBuf {
-    let venv = std::env::var_os("KUBEPLACE_OSC_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").expect("HOME is set"))
-                .join(".cache/kubeplace/osc-venv")
-        });
-    let bin = venv.join("bin/openstack");
-    assert!(
-        bin.is_file(),
-        "{} is missing: run hack/osc-venv.sh to create the osc-placement virtualenv (python3 and PyPI needed)",
-        bin.display()
-    );
-    bin
-}
 
 /// Runs `openstack … -f json` against the server; the parsed output, or the failure's
 /// standard error.
 fn osc(bin: &PathBuf, s: &Server, args: &[&str]) -> Result<Value, String> {
-    let out = Command::new(bin)
-        .args([
-            "--os-auth-type",
-            "admin_token",
-            "--os-token",
-            "admin",
-            "--os-endpoint",
-            &s.url(),
-            "--os-placement-api-version",
-            "1.39",
-        ])
-        .args(args)
-        .output()
-        .expect("openstack runs");
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    if text.trim().is_empty() {
-        return Ok(Value::Null);
-    }
-    serde_json::from_str(&text).map_err(|e| format!("not JSON ({e}): {text}"))
+    osc_client::run(bin, &s.url(), "admin", args)
 }
 
 #[track_caller]
@@ -77,7 +41,7 @@ fn candidate_providers(rows: &Value) -> Vec<String> {
 
 #[test]
 fn osc_placement_drives_the_api() {
-    let bin = openstack_binary();
+    let bin = osc_client::openstack_binary();
     let s = Server::start(&[]);
     let cn1 = ok(&bin, &s, &split("resource provider create cn1 -f json"));
     let cn1 = cn1["uuid"].as_str().expect("a uuid").to_string();
@@ -244,8 +208,4 @@ fn osc_placement_drives_the_api() {
     );
     let list = ok(&bin, &s, &split("resource provider list -f json"));
     assert_eq!(list.as_array().map(Vec::len), Some(1), "{list}");
-}
-
-fn split(words: &str) -> Vec<&str> {
-    words.split(' ').collect()
 }

@@ -68,7 +68,7 @@ pub fn main(args: &ServeArgs) -> ExitCode {
         let _ = out.flush();
         drop(out);
         let cancel = CancellationToken::new();
-        let server = tokio::spawn(placement_api::serve(api, listener, cancel.clone()));
+        let server = tokio::spawn(placement_api::serve(api, listener, None, cancel.clone()));
         super::run::shutdown_signal().await;
         cancel.cancel();
         let _ = server.await;

@@ -24,6 +24,7 @@ use crate::controllers::trigger::Trigger;
 use crate::controllers::watch::{self as kind_watches, Synced, kind_watch};
 use crate::health::{self, Health};
 use crate::metrics::Metrics;
+use crate::placement_api::{self, Auth, Cluster, KubernetesAuth, PlacementApi};
 use crate::webhook::{Webhook, certs, config, server};
 use kubeplace_api::Kind;
 
@@ -83,6 +84,14 @@ pub struct RunArgs {
     /// Name of the leader Lease in --namespace.
     #[arg(long, value_name = "NAME", default_value = "kubeplace-leader")]
     pub lease_name: String,
+    /// Serve Placement's REST API at this address (off without it): reads from the watched
+    /// objects, writes made as Kubernetes objects, callers checked with TokenReview and
+    /// SubjectAccessReview (docs/placement-api.md).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub placement_addr: Option<SocketAddr>,
+    /// Serve the Placement API over HTTPS with the webhook's serving certificate.
+    #[arg(long, requires = "placement_addr")]
+    pub placement_tls: bool,
     /// Log format (the level is set by RUST_LOG, default info).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -232,6 +241,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
         }
     };
     let tls = TlsAcceptor::from(certs::server_config(resolver).map_err(|e| e.to_string())?);
+    let placement_tls = args.placement_tls.then(|| tls.clone());
 
     // Servers first, so the webhook answers as soon as it is registered.
     let webhook_listener = bind(args.webhook_addr, "the webhook").await?;
@@ -240,6 +250,10 @@ async fn run(args: RunArgs) -> Result<(), String> {
         .map_err(|e| e.to_string())?
         .port();
     let metrics_listener = bind(args.metrics_addr, "health and metrics").await?;
+    let placement_listener = match args.placement_addr {
+        Some(addr) => Some(bind(addr, "the Placement API").await?),
+        None => None,
+    };
     let mut webhook = Webhook::new(store.clone(), ready.clone(), metrics.clone());
     webhook.events = Some(recorder(client.clone(), &identity));
     webhook.client = Some(client.clone());
@@ -289,6 +303,18 @@ async fn run(args: RunArgs) -> Result<(), String> {
         info!(name = %args.webhook_config_name, url = %url, "registered the webhook with a self-signed CA");
     }
 
+    if let Some(listener) = placement_listener {
+        tokio::spawn(serve_placement(
+            client.clone(),
+            store.clone(),
+            ready.clone(),
+            args.namespace.clone(),
+            listener,
+            placement_tls,
+            cancel.clone(),
+        ));
+    }
+
     // Leadership.
     let (always, leader) = watch::channel(!args.leader_elect);
     let mut elector_task = None;
@@ -332,6 +358,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
         identity = %identity,
         webhook = %args.webhook_addr,
         metrics = %args.metrics_addr,
+        placement = ?args.placement_addr,
         leader_elect = args.leader_elect,
         "kubeplace is running"
     );
@@ -351,6 +378,51 @@ async fn run(args: RunArgs) -> Result<(), String> {
     }
     drop(always);
     Ok(())
+}
+
+/// How often the Placement API re-reads the custom registries other replicas may have
+/// added to.
+const REGISTRY_REFRESH: Duration = Duration::from_secs(10);
+
+/// Serves the Placement API once the store holds every kind's first list (answers before
+/// then would be wrong, not slow), and keeps its registries up to date.
+async fn serve_placement(
+    client: Client,
+    store: SharedStore,
+    mut ready: watch::Receiver<bool>,
+    namespace: String,
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    cancel: CancellationToken,
+) {
+    if ready.wait_for(|r| *r).await.is_err() {
+        return;
+    }
+    let runtime = tokio::runtime::Handle::current();
+    let cluster = Cluster::new(client.clone(), runtime.clone(), namespace);
+    let auth = Auth::Kubernetes(KubernetesAuth::new(client, runtime));
+    let api = Arc::new(PlacementApi::over_cluster(store, cluster, auth));
+    let refresh = |api: Arc<PlacementApi>| async move {
+        match tokio::task::spawn_blocking(move || api.refresh_registries()).await {
+            Ok(Err(e)) => warn!(error = %e, "could not read the Placement registries"),
+            Err(e) => warn!(error = %e, "could not read the Placement registries"),
+            Ok(Ok(())) => {}
+        }
+    };
+    refresh(api.clone()).await;
+    info!(addr = ?listener.local_addr().ok(), "serving the Placement API");
+    tokio::spawn(placement_api::serve(
+        api.clone(),
+        listener,
+        tls,
+        cancel.clone(),
+    ));
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(REGISTRY_REFRESH) => refresh(api.clone()).await,
+        }
+    }
 }
 
 #[cfg(test)]

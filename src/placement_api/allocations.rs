@@ -11,19 +11,21 @@ use std::collections::{BTreeMap, BTreeSet};
 use http::StatusCode;
 use serde_json::{Map, Value, json};
 
-use kubeplace_api::{Allocation, AllocationSpec, ProviderAllocation};
+use kubeplace_api::{Allocation, AllocationSpec, Object, ProviderAllocation};
 use kubeplace_core::placement::candidates::allocation_candidates;
 use kubeplace_core::placement::query::{decode_pairs, parse_candidates_query};
 use kubeplace_core::placement::response::candidates_body;
 use kubeplace_policy::store::ObjectKey;
 
 use super::body;
-use super::state::{Consumer, State, UNKNOWN_PROJECT};
+use super::state::{
+    CONSUMER_TYPE_ANNOTATION, Consumer, PROJECT_ANNOTATION, State, UNKNOWN_PROJECT, USER_ANNOTATION,
+};
 use super::wire::{ApiError, Reply, code, empty, json_reply};
 use super::{Call, Ctx};
 
 /// A consumer's resources per provider name, summed over its Allocation objects.
-fn by_provider(state: &State, consumer: &str) -> BTreeMap<String, BTreeMap<String, i64>> {
+fn by_provider(state: &State<'_>, consumer: &str) -> BTreeMap<String, BTreeMap<String, i64>> {
     let mut out: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
     for (_, a) in state.consumer_allocations(consumer) {
         for pa in a.spec.allocations {
@@ -37,7 +39,7 @@ fn by_provider(state: &State, consumer: &str) -> BTreeMap<String, BTreeMap<Strin
 }
 
 /// `GET /allocations/{consumer}`.
-pub(crate) fn show(state: &State, ctx: &Ctx, consumer: &str) -> Result<Reply, ApiError> {
+pub(crate) fn show(state: &State<'_>, ctx: &Ctx, consumer: &str) -> Result<Reply, ApiError> {
     let mut allocations = Map::new();
     for (provider, resources) in by_provider(state, consumer) {
         let Some(uuid) = state.uuid_of(&provider) else {
@@ -49,11 +51,7 @@ pub(crate) fn show(state: &State, ctx: &Ctx, consumer: &str) -> Result<Reply, Ap
         );
     }
     let mut v = json!({"allocations": allocations});
-    if let Some(c) = state
-        .consumers
-        .get(consumer)
-        .filter(|_| !allocations_empty(&v))
-    {
+    if let Some(c) = state.consumer(consumer).filter(|_| !allocations_empty(&v)) {
         if ctx.mv.0 >= 12 {
             v["project_id"] = Value::from(c.project_id.clone());
             v["user_id"] = Value::from(c.user_id.clone());
@@ -204,11 +202,11 @@ fn parse_consumer(
 
 /// The consumer generation check of 1.28: null for a new consumer, else the current one.
 fn check_consumer_generation(
-    state: &State,
+    state: &State<'_>,
     consumer: &str,
     sent: Option<i64>,
 ) -> Result<(), ApiError> {
-    let current = state.consumers.get(consumer).map(|c| c.generation);
+    let current = state.consumer(consumer).map(|c| c.generation);
     let matches = match (current, sent) {
         (None, None) => true,
         (Some(c), Some(s)) => u64::try_from(s).ok() == Some(c),
@@ -246,7 +244,7 @@ struct Plan {
 
 /// Checks one consumer's write against the state (generation, providers, classes,
 /// inventories); capacity is left to admission.
-fn plan(state: &State, ctx: &Ctx, consumer: String, wanted: Wanted) -> Result<Plan, ApiError> {
+fn plan(state: &State<'_>, ctx: &Ctx, consumer: String, wanted: Wanted) -> Result<Plan, ApiError> {
     if ctx.mv.0 >= 28 {
         check_consumer_generation(state, &consumer, wanted.consumer_generation)?;
     }
@@ -283,7 +281,7 @@ fn plan(state: &State, ctx: &Ctx, consumer: String, wanted: Wanted) -> Result<Pl
 
 /// `PUT /allocations/{consumer}`: replaces the consumer's allocations.
 pub(crate) fn put(
-    state: &mut State,
+    state: &mut State<'_>,
     ctx: &Ctx,
     consumer: &str,
     call: &Call,
@@ -298,7 +296,7 @@ pub(crate) fn put(
 /// `POST /allocations` (1.13): several consumers' allocations, all written or none. Every
 /// old allocation of those consumers is removed before any new one is admitted, so moving
 /// resources from one consumer to another on a full provider works (Nova's migrations).
-pub(crate) fn post(state: &mut State, ctx: &Ctx, call: &Call) -> Result<Reply, ApiError> {
+pub(crate) fn post(state: &mut State<'_>, ctx: &Ctx, call: &Call) -> Result<Reply, ApiError> {
     let b = body::object(call)?;
     if b.is_empty() {
         return Err(body::invalid(
@@ -326,11 +324,12 @@ pub(crate) fn post(state: &mut State, ctx: &Ctx, call: &Call) -> Result<Reply, A
 /// Placement's do (once per provider per request: those given resources, and for a
 /// consumer emptied, those it had; a consumer leaving a provider for another does not move
 /// the one left) and the consumers' records are updated.
-fn apply(state: &mut State, plans: Vec<Plan>) -> Result<(), ApiError> {
+fn apply(state: &mut State<'_>, plans: Vec<Plan>) -> Result<(), ApiError> {
     let olds: Vec<Vec<(ObjectKey, Allocation)>> = plans
         .iter()
         .map(|p| state.consumer_allocations(&p.consumer))
         .collect();
+    let records: Vec<Option<Consumer>> = plans.iter().map(|p| record(state, p)).collect();
     let mut touched: BTreeSet<String> = BTreeSet::new();
     for (p, old) in plans.iter().zip(&olds) {
         if p.entries.is_empty() {
@@ -342,25 +341,27 @@ fn apply(state: &mut State, plans: Vec<Plan>) -> Result<(), ApiError> {
             touched.extend(p.entries.iter().map(|pa| pa.provider.clone()));
         }
         for (key, _) in old {
-            state.delete_allocation(key);
+            state.delete(key)?;
         }
     }
     let mut written: Vec<ObjectKey> = Vec::new();
-    for p in plans.iter().filter(|p| !p.entries.is_empty()) {
-        let a = Allocation::new(
+    for (p, record) in plans.iter().zip(&records) {
+        let Some(record) = record else { continue };
+        let mut a = Allocation::new(
             &p.consumer,
             AllocationSpec {
                 consumer: p.consumer.clone(),
                 allocations: p.entries.clone(),
             },
         );
+        a.metadata.annotations = Some(consumer_annotations(record));
         let key = ObjectKey::cluster(kubeplace_api::Kind::Allocation, &p.consumer);
         if let Err(e) = state.write_allocation(a) {
             for key in &written {
-                state.delete_allocation(key);
+                state.delete(key)?;
             }
             for (_, a) in olds.into_iter().flatten() {
-                state.restore_allocation(a);
+                state.put(Object::Allocation(a))?;
             }
             return Err(e);
         }
@@ -371,69 +372,78 @@ fn apply(state: &mut State, plans: Vec<Plan>) -> Result<(), ApiError> {
         .filter_map(|name| state.uuid_of(&name))
         .collect();
     for uuid in uuids {
-        state.bump(&uuid);
+        state.bump(&uuid)?;
     }
-    for p in plans {
-        record_consumer(state, p);
+    for (p, record) in plans.iter().zip(records) {
+        state.set_consumer(&p.consumer, record)?;
     }
     Ok(())
 }
 
-/// Keeps a consumer's project, user, type and generation after a write (forgets it when
-/// it has no allocations left, as Placement deletes such consumers).
-fn record_consumer(state: &mut State, p: Plan) {
-    let Plan {
-        consumer,
-        wanted,
-        entries,
-    } = p;
-    if entries.is_empty() {
-        state.consumers.remove(&consumer);
-        return;
+/// A consumer's record after a write: its project, user and type (those sent, else those
+/// it had) and one more generation; none when it has no allocations left, as Placement
+/// deletes such consumers.
+fn record(state: &State<'_>, p: &Plan) -> Option<Consumer> {
+    if p.entries.is_empty() {
+        return None;
     }
-    let previous = state.consumers.get(&consumer).cloned();
+    let previous = state.consumer(&p.consumer);
     let generation = previous.as_ref().map_or(1, |c| c.generation + 1);
-    let keep = |new: Option<String>, old: Option<String>| {
-        new.or(old).unwrap_or_else(|| UNKNOWN_PROJECT.to_string())
+    let keep = |new: &Option<String>, old: Option<String>| {
+        new.clone()
+            .or(old)
+            .unwrap_or_else(|| UNKNOWN_PROJECT.to_string())
     };
-    let record = Consumer {
+    Some(Consumer {
         project_id: keep(
-            wanted.project_id,
+            &p.wanted.project_id,
             previous.as_ref().map(|c| c.project_id.clone()),
         ),
-        user_id: keep(wanted.user_id, previous.as_ref().map(|c| c.user_id.clone())),
-        consumer_type: wanted
+        user_id: keep(
+            &p.wanted.user_id,
+            previous.as_ref().map(|c| c.user_id.clone()),
+        ),
+        consumer_type: p
+            .wanted
             .consumer_type
+            .clone()
             .or(previous.map(|c| c.consumer_type))
             .unwrap_or_else(|| "INSTANCE".to_string()),
         generation,
-    };
-    state.consumers.insert(consumer, record);
+    })
 }
 
-/// Removes every Allocation object of a consumer.
-fn remove_allocations(state: &mut State, consumer: &str) {
-    for (key, _) in state.consumer_allocations(consumer) {
-        state.delete_allocation(&key);
-    }
+/// The annotations that keep a consumer's attributes on its Allocation object.
+fn consumer_annotations(c: &Consumer) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (PROJECT_ANNOTATION.to_string(), c.project_id.clone()),
+        (USER_ANNOTATION.to_string(), c.user_id.clone()),
+        (
+            CONSUMER_TYPE_ANNOTATION.to_string(),
+            c.consumer_type.clone(),
+        ),
+    ])
 }
 
 /// `DELETE /allocations/{consumer}`.
-pub(crate) fn delete(state: &mut State, consumer: &str) -> Result<Reply, ApiError> {
+pub(crate) fn delete(state: &mut State<'_>, consumer: &str) -> Result<Reply, ApiError> {
     let consumer = body::normalize_uuid(consumer);
-    if state.consumer_allocations(&consumer).is_empty() {
+    let objects = state.consumer_allocations(&consumer);
+    if objects.is_empty() {
         return Err(ApiError::not_found(format!(
             "No allocations for consumer '{consumer}'"
         )));
     }
     // Placement leaves the providers' generations alone here.
-    remove_allocations(state, &consumer);
-    state.consumers.remove(&consumer);
+    for (key, _) in objects {
+        state.delete(&key)?;
+    }
+    state.set_consumer(&consumer, None)?;
     Ok(empty(StatusCode::NO_CONTENT))
 }
 
 /// `GET /resource_providers/{uuid}/allocations`.
-pub(crate) fn of_provider(state: &State, ctx: &Ctx, uuid: &str) -> Result<Reply, ApiError> {
+pub(crate) fn of_provider(state: &State<'_>, ctx: &Ctx, uuid: &str) -> Result<Reply, ApiError> {
     let name = state.provider_name(uuid)?;
     let mut per_consumer: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
     for o in state.store.list(kubeplace_api::Kind::Allocation) {
@@ -452,7 +462,7 @@ pub(crate) fn of_provider(state: &State, ctx: &Ctx, uuid: &str) -> Result<Reply,
         .map(|(consumer, resources)| {
             let mut v = json!({"resources": resources});
             if ctx.mv.0 >= 28
-                && let Some(c) = state.consumers.get(&consumer)
+                && let Some(c) = state.consumer(&consumer)
             {
                 v["consumer_generation"] = Value::from(c.generation);
             }
@@ -466,7 +476,7 @@ pub(crate) fn of_provider(state: &State, ctx: &Ctx, uuid: &str) -> Result<Reply,
 }
 
 /// `GET /resource_providers/{uuid}/usages`: every class of its inventory, 0 when unused.
-pub(crate) fn provider_usages(state: &State, uuid: &str) -> Result<Reply, ApiError> {
+pub(crate) fn provider_usages(state: &State<'_>, uuid: &str) -> Result<Reply, ApiError> {
     let name = state.provider_name(uuid)?;
     let index = state.store.index();
     let mut usages: BTreeMap<String, i64> = index
@@ -482,7 +492,7 @@ pub(crate) fn provider_usages(state: &State, uuid: &str) -> Result<Reply, ApiErr
 
 /// `GET /allocation_candidates`: what `kubeplace placement candidates` answers, after
 /// Placement's checks that every class and trait named exists.
-pub(crate) fn candidates(state: &State, ctx: &Ctx, query: &str) -> Result<Reply, ApiError> {
+pub(crate) fn candidates(state: &State<'_>, ctx: &Ctx, query: &str) -> Result<Reply, ApiError> {
     if ctx.mv.0 < 16 {
         return Err(ApiError::new(
             StatusCode::NOT_ACCEPTABLE,
@@ -525,7 +535,7 @@ pub(crate) fn candidates(state: &State, ctx: &Ctx, query: &str) -> Result<Reply,
 /// `GET /usages?project_id=P[&user_id=U][&consumer_type=T]` (1.9): a project's (and
 /// user's) total usage per class; from 1.38 grouped by consumer type with a consumer
 /// count (`consumer_type=all` puts everything under `all`).
-pub(crate) fn project_usages(state: &State, ctx: &Ctx, query: &str) -> Result<Reply, ApiError> {
+pub(crate) fn project_usages(state: &State<'_>, ctx: &Ctx, query: &str) -> Result<Reply, ApiError> {
     let pairs = decode_pairs(query).map_err(|e| ApiError::bad_request(e.detail))?;
     let mut allowed = vec!["project_id", "user_id"];
     if ctx.mv.0 >= 38 {
@@ -556,7 +566,7 @@ pub(crate) fn project_usages(state: &State, ctx: &Ctx, query: &str) -> Result<Re
     let wanted_type = params.get("consumer_type").copied();
     // Totals per group (the consumer type at 1.38, one group before): classes and consumers.
     let mut groups: BTreeMap<String, (BTreeMap<String, i64>, usize)> = BTreeMap::new();
-    for (consumer, c) in &state.consumers {
+    for (consumer, c) in &state.consumers() {
         if c.project_id != project || user.is_some_and(|u| c.user_id != u) {
             continue;
         }

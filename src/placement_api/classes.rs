@@ -19,11 +19,11 @@ fn class_json(name: &str) -> Value {
 }
 
 /// `GET /resource_classes`: the standard ones in os-resource-classes order, then custom.
-pub(crate) fn list(state: &State) -> Result<Reply, ApiError> {
+pub(crate) fn list(state: &State<'_>) -> Result<Reply, ApiError> {
     let all: Vec<Value> = standard_resource_classes()
         .iter()
         .copied()
-        .chain(state.custom_classes.iter().map(String::as_str))
+        .chain(state.custom_classes().iter().map(String::as_str))
         .map(class_json)
         .collect();
     Ok(json_reply(
@@ -33,7 +33,7 @@ pub(crate) fn list(state: &State) -> Result<Reply, ApiError> {
 }
 
 /// `GET /resource_classes/{name}`.
-pub(crate) fn show(state: &State, name: &str) -> Result<Reply, ApiError> {
+pub(crate) fn show(state: &State<'_>, name: &str) -> Result<Reply, ApiError> {
     if state.class_exists(name) {
         Ok(json_reply(StatusCode::OK, &class_json(name)))
     } else {
@@ -54,7 +54,7 @@ fn check_custom(name: &str) -> Result<(), ApiError> {
 }
 
 /// `POST /resource_classes` with `{"name": …}`: 201, or 409 when it exists.
-pub(crate) fn create(state: &mut State, call: &Call) -> Result<Reply, ApiError> {
+pub(crate) fn create(state: &mut State<'_>, call: &Call) -> Result<Reply, ApiError> {
     let b = body::object(call)?;
     body::only(&b, &["name"])?;
     body::required(&b, "name")?;
@@ -65,7 +65,7 @@ pub(crate) fn create(state: &mut State, call: &Call) -> Result<Reply, ApiError> 
             "Conflicting resource class already exists: {name}"
         )));
     }
-    state.custom_classes.insert(name.clone());
+    state.add_custom_class(&name)?;
     Ok(located(
         empty(StatusCode::CREATED),
         &super::providers::location(call, &format!("/resource_classes/{name}")),
@@ -73,9 +73,9 @@ pub(crate) fn create(state: &mut State, call: &Call) -> Result<Reply, ApiError> 
 }
 
 /// `PUT /resource_classes/{name}` (1.7): 201 when created, 204 when it existed.
-pub(crate) fn put(state: &mut State, name: &str) -> Result<Reply, ApiError> {
+pub(crate) fn put(state: &mut State<'_>, name: &str) -> Result<Reply, ApiError> {
     check_custom(name)?;
-    if state.custom_classes.insert(name.to_string()) {
+    if state.add_custom_class(name)? {
         Ok(empty(StatusCode::CREATED))
     } else {
         Ok(empty(StatusCode::NO_CONTENT))
@@ -83,13 +83,13 @@ pub(crate) fn put(state: &mut State, name: &str) -> Result<Reply, ApiError> {
 }
 
 /// `DELETE /resource_classes/{name}`.
-pub(crate) fn delete(state: &mut State, name: &str) -> Result<Reply, ApiError> {
+pub(crate) fn delete(state: &mut State<'_>, name: &str) -> Result<Reply, ApiError> {
     if standard_resource_classes().contains(&name) {
         return Err(ApiError::bad_request(format!(
             "Error in delete resource class: Cannot delete standard resource class {name}."
         )));
     }
-    if !state.custom_classes.contains(name) {
+    if !state.custom_classes().contains(name) {
         return Err(ApiError::not_found(format!(
             "No such resource class {name}."
         )));
@@ -102,6 +102,6 @@ pub(crate) fn delete(state: &mut State, name: &str) -> Result<Reply, ApiError> {
             "Error in delete resource class: Resource class {name} is in use in inventory."
         )));
     }
-    state.custom_classes.remove(name);
+    state.remove_custom_class(name)?;
     Ok(empty(StatusCode::NO_CONTENT))
 }

@@ -67,7 +67,7 @@ fn parse_inventory(b: &Map<String, Value>, uuid: &str, class: &str) -> Result<In
 }
 
 /// The provider's effective inventories.
-fn effective(state: &State, name: &str) -> BTreeMap<String, CoreInventory> {
+fn effective(state: &State<'_>, name: &str) -> BTreeMap<String, CoreInventory> {
     state
         .store
         .index()
@@ -76,7 +76,7 @@ fn effective(state: &State, name: &str) -> BTreeMap<String, CoreInventory> {
         .unwrap_or_default()
 }
 
-fn list_body(state: &State, uuid: &str, name: &str) -> Value {
+fn list_body(state: &State<'_>, uuid: &str, name: &str) -> Value {
     let inventories: Map<String, Value> = effective(state, name)
         .iter()
         .map(|(c, i)| (c.clone(), inventory_json(i)))
@@ -85,18 +85,18 @@ fn list_body(state: &State, uuid: &str, name: &str) -> Value {
 }
 
 /// `GET …/inventories`.
-pub(crate) fn list(state: &State, uuid: &str) -> Result<Reply, ApiError> {
+pub(crate) fn list(state: &State<'_>, uuid: &str) -> Result<Reply, ApiError> {
     let name = state.provider_name(uuid)?;
     Ok(json_reply(StatusCode::OK, &list_body(state, uuid, &name)))
 }
 
 /// The amount of a class in use on a provider.
-fn used(state: &State, name: &str, class: &str) -> i64 {
+fn used(state: &State<'_>, name: &str, class: &str) -> i64 {
     state.store.index().used(name, class)
 }
 
 /// A class the client names must exist (standard, or created).
-fn known_class(state: &State, uuid: &str, class: &str) -> Result<(), ApiError> {
+fn known_class(state: &State<'_>, uuid: &str, class: &str) -> Result<(), ApiError> {
     if state.class_exists(class) {
         Ok(())
     } else {
@@ -108,7 +108,7 @@ fn known_class(state: &State, uuid: &str, class: &str) -> Result<(), ApiError> {
 
 /// Stores the provider's new inventories and moves its generation.
 fn store_inventories(
-    state: &mut State,
+    state: &mut State<'_>,
     uuid: &str,
     name: &str,
     inventories: BTreeMap<String, Inventory>,
@@ -116,12 +116,12 @@ fn store_inventories(
     let mut rp = state.provider_object(name)?;
     rp.spec.inventories = inventories;
     state.write_provider(rp)?;
-    state.bump(uuid);
+    state.bump(uuid)?;
     Ok(())
 }
 
 /// `PUT …/inventories`: replaces the whole set.
-pub(crate) fn replace(state: &mut State, uuid: &str, call: &Call) -> Result<Reply, ApiError> {
+pub(crate) fn replace(state: &mut State<'_>, uuid: &str, call: &Call) -> Result<Reply, ApiError> {
     let name = state.provider_name(uuid)?;
     let b = body::object(call)?;
     body::only(&b, &["inventories", "resource_provider_generation"])?;
@@ -157,7 +157,7 @@ pub(crate) fn replace(state: &mut State, uuid: &str, call: &Call) -> Result<Repl
 }
 
 /// `POST …/inventories`: adds one class.
-pub(crate) fn create(state: &mut State, uuid: &str, call: &Call) -> Result<Reply, ApiError> {
+pub(crate) fn create(state: &mut State<'_>, uuid: &str, call: &Call) -> Result<Reply, ApiError> {
     let name = state.provider_name(uuid)?;
     let b = body::object(call)?;
     let mut allowed = FIELDS.to_vec();
@@ -189,7 +189,7 @@ pub(crate) fn create(state: &mut State, uuid: &str, call: &Call) -> Result<Reply
 }
 
 /// `DELETE …/inventories` (1.5).
-pub(crate) fn delete_all(state: &mut State, uuid: &str) -> Result<Reply, ApiError> {
+pub(crate) fn delete_all(state: &mut State<'_>, uuid: &str) -> Result<Reply, ApiError> {
     let name = state.provider_name(uuid)?;
     if let Some((class, n)) = state
         .store
@@ -208,7 +208,7 @@ pub(crate) fn delete_all(state: &mut State, uuid: &str) -> Result<Reply, ApiErro
 
 /// One inventory with the provider's generation.
 fn one(
-    state: &State,
+    state: &State<'_>,
     uuid: &str,
     name: &str,
     class: &str,
@@ -224,14 +224,14 @@ fn one(
 }
 
 /// `GET …/inventories/{class}`.
-pub(crate) fn show(state: &State, uuid: &str, class: &str) -> Result<Reply, ApiError> {
+pub(crate) fn show(state: &State<'_>, uuid: &str, class: &str) -> Result<Reply, ApiError> {
     let name = state.provider_name(uuid)?;
     one(state, uuid, &name, class, StatusCode::OK)
 }
 
 /// `PUT …/inventories/{class}`: changes one class the provider has.
 pub(crate) fn update(
-    state: &mut State,
+    state: &mut State<'_>,
     uuid: &str,
     class: &str,
     call: &Call,
@@ -258,7 +258,7 @@ pub(crate) fn update(
 }
 
 /// `DELETE …/inventories/{class}`.
-pub(crate) fn delete(state: &mut State, uuid: &str, class: &str) -> Result<Reply, ApiError> {
+pub(crate) fn delete(state: &mut State<'_>, uuid: &str, class: &str) -> Result<Reply, ApiError> {
     let name = state.provider_name(uuid)?;
     let mut rp = state.provider_object(&name)?;
     if !rp.spec.inventories.contains_key(class) {

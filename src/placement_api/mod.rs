@@ -9,8 +9,10 @@
 //! served and every difference from Placement.
 
 mod allocations;
+mod auth;
 mod body;
 mod classes;
+mod cluster;
 mod inventories;
 mod providers;
 mod router;
@@ -21,17 +23,22 @@ mod wire;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request};
 use hyper::body::Incoming;
 use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
+use crate::cache::SharedStore;
 use kubeplace_policy::store::Store;
 
-pub use state::State;
+pub use auth::{Auth, KubernetesAuth};
+pub use cluster::Cluster;
+pub use state::{Backing, Book, CONSUMER_TYPE_ANNOTATION, PROJECT_ANNOTATION, USER_ANNOTATION};
+use state::{Guard, Journal, State};
 use wire::{ApiError, Reply};
 
 /// The largest request body read: a full inventory or allocation set is a few KiB.
@@ -53,21 +60,70 @@ pub(crate) struct Ctx {
     pub request_id: String,
 }
 
-/// The served API: its state, the token it accepts and a request counter.
+/// The served API: the store it answers from, the book beside it, who may call it, and
+/// where writes are committed.
 pub struct PlacementApi {
-    state: RwLock<State>,
-    token: String,
+    store: SharedStore,
+    book: RwLock<Book>,
+    backing: Backing,
+    auth: Auth,
+    cluster: Option<Cluster>,
+    /// Held by a write from its first look at the state until its commit: the API's writes
+    /// on one server are decided one at a time.
+    writes: Mutex<()>,
     requests: AtomicU64,
 }
 
 impl PlacementApi {
-    /// An API over a store (seeded from manifests, or empty), accepting `token`.
+    /// An API over a store of its own (seeded from manifests, or empty), accepting `token`.
     pub fn new(store: Store, token: String) -> PlacementApi {
+        let book = Book::new(&store, Backing::Memory);
         PlacementApi {
-            state: RwLock::new(State::new(store)),
-            token,
+            store: Arc::new(RwLock::new(store)),
+            book: RwLock::new(book),
+            backing: Backing::Memory,
+            auth: Auth::Token(token),
+            cluster: None,
+            writes: Mutex::new(()),
             requests: AtomicU64::new(0),
         }
+    }
+
+    /// An API over the operator's watched store, committing writes to the cluster.
+    pub fn over_cluster(store: SharedStore, cluster: Cluster, auth: Auth) -> PlacementApi {
+        let book = match store.read() {
+            Ok(s) => Book::new(&s, Backing::Cluster),
+            Err(_) => Book::default(),
+        };
+        PlacementApi {
+            store,
+            book: RwLock::new(book),
+            backing: Backing::Cluster,
+            auth,
+            cluster: Some(cluster),
+            writes: Mutex::new(()),
+            requests: AtomicU64::new(0),
+        }
+    }
+
+    /// Brings the custom trait and class registries up to date with the cluster: those
+    /// kept by the cluster (created by any replica) and those the watched objects use.
+    pub fn refresh_registries(&self) -> Result<(), String> {
+        let kept = match &self.cluster {
+            Some(c) => Some(c.load_registries()?),
+            None => None,
+        };
+        let store = self
+            .store
+            .read()
+            .map_err(|_| "the store lock is poisoned")?;
+        let mut book = self.book.write().map_err(|_| "the book lock is poisoned")?;
+        if let Some((traits, classes)) = kept {
+            book.custom_traits = traits;
+            book.custom_classes = classes;
+        }
+        book.learn_registries(&store);
+        Ok(())
     }
 
     /// Answers one request read whole.
@@ -78,8 +134,8 @@ impl PlacementApi {
         // Version discovery needs no token; everything else is checked for one first, as
         // Placement's auth middleware runs before its microversion middleware.
         let discovery = path.is_empty() && call.method == Method::GET;
-        if !discovery && let Some(refused) = self.refuse_token(&call.headers) {
-            return refused;
+        if !discovery && let Err(refused) = self.auth.check(&call.method, &call.headers) {
+            return refused.reply();
         }
         let mv = match version::requested(&call.headers) {
             Ok(mv) => mv,
@@ -98,32 +154,91 @@ impl PlacementApi {
         }
     }
 
-    /// 401 without a token, 403 with another one (Placement's noauth2 answers a token other
-    /// than `admin` with 403).
-    fn refuse_token(&self, headers: &HeaderMap) -> Option<Reply> {
-        match headers.get("x-auth-token").map(|v| v.to_str()) {
-            None => Some(wire::auth_error(
-                http::StatusCode::UNAUTHORIZED,
-                "The request you have made requires authentication: send X-Auth-Token with the token given to `kubeplace placement serve --token`.",
-            )),
-            Some(Ok(t)) if t == self.token => None,
-            Some(_) => Some(wire::auth_error(
-                http::StatusCode::FORBIDDEN,
-                "The X-Auth-Token sent is not the token this server accepts.",
-            )),
-        }
-    }
-
     /// Runs `f` over the state for reading.
-    fn read<T>(&self, f: impl FnOnce(&State) -> Result<T, ApiError>) -> Result<T, ApiError> {
-        let state = self.state.read().map_err(|_| ApiError::poisoned())?;
+    fn read<T>(&self, f: impl FnOnce(&State<'_>) -> Result<T, ApiError>) -> Result<T, ApiError> {
+        let book = self.book.read().map_err(|_| ApiError::poisoned())?;
+        let store = self.store.read().map_err(|_| ApiError::poisoned())?;
+        let state = State::new(Guard::Read(store), Guard::Read(book), self.backing);
         f(&state)
     }
 
-    /// Runs `f` over the state alone: the one serialized write path.
-    fn write<T>(&self, f: impl FnOnce(&mut State) -> Result<T, ApiError>) -> Result<T, ApiError> {
-        let mut state = self.state.write().map_err(|_| ApiError::poisoned())?;
-        f(&mut state)
+    /// Runs `f` over the state alone, then commits what it changed to the cluster (when
+    /// there is one): the one serialized write path. A write that fails, here or in the
+    /// cluster, leaves the state as it was.
+    fn write<T>(
+        &self,
+        f: impl FnOnce(&mut State<'_>) -> Result<T, ApiError>,
+    ) -> Result<T, ApiError> {
+        let _serial = self.writes.lock().map_err(|_| ApiError::poisoned())?;
+        let (result, journal) = {
+            let book = self.book.write().map_err(|_| ApiError::poisoned())?;
+            let store = self.store.write().map_err(|_| ApiError::poisoned())?;
+            let mut state = State::new(Guard::Write(store), Guard::Write(book), self.backing);
+            let result = f(&mut state);
+            (result, state.into_journal())
+        };
+        let value = match result {
+            Ok(v) => v,
+            Err(e) => {
+                self.undo(&journal)?;
+                return Err(e);
+            }
+        };
+        let Some(cluster) = &self.cluster else {
+            return Ok(value);
+        };
+        let committed = cluster.commit(&journal.changes).and_then(|written| {
+            if journal.registries_changed {
+                let book = self.book.read().map_err(|_| ApiError::poisoned())?;
+                let (traits, classes) = book.registries();
+                cluster.save_registries(traits, classes)?;
+            }
+            Ok(written)
+        });
+        match committed {
+            Ok(written) => {
+                // Read-your-writes: the objects as the API server stored them (resource
+                // version, uid, generation) replace the ones decided here, unless the
+                // watch already brought something newer.
+                let mut store = self.store.write().map_err(|_| ApiError::poisoned())?;
+                for object in written {
+                    let key = kubeplace_policy::store::ObjectKey::of(&object);
+                    let newer = store
+                        .get(&key)
+                        .is_some_and(|o| cluster::newer_or_same(o, &object));
+                    if !newer {
+                        store.put(object);
+                    }
+                }
+                Ok(value)
+            }
+            Err(e) => {
+                self.undo(&journal)?;
+                Err(e)
+            }
+        }
+    }
+
+    /// Puts back what a failed write changed, where nothing else changed it since.
+    fn undo(&self, journal: &Journal) -> Result<(), ApiError> {
+        if journal.changes.is_empty() {
+            return Ok(());
+        }
+        let book = self.book.write().map_err(|_| ApiError::poisoned())?;
+        let store = self.store.write().map_err(|_| ApiError::poisoned())?;
+        let mut state = State::new(Guard::Write(store), Guard::Write(book), self.backing);
+        for (key, before, after) in journal.changes.iter().rev() {
+            if state.store.get(key) != after.as_ref() {
+                continue;
+            }
+            match before {
+                Some(o) => state.put(o.clone())?,
+                None => {
+                    state.delete(key)?;
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -160,10 +275,15 @@ async fn handle(api: Arc<PlacementApi>, request: Request<Incoming>) -> Reply {
     }
 }
 
-/// Serves the API on `listener` until `cancel`.
-pub async fn serve(api: Arc<PlacementApi>, listener: TcpListener, cancel: CancellationToken) {
+/// Serves the API on `listener` until `cancel`, over TLS when `tls` is given.
+pub async fn serve(
+    api: Arc<PlacementApi>,
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    cancel: CancellationToken,
+) {
     let handler = move |request: Request<Incoming>| handle(api.clone(), request);
-    crate::webhook::server::serve(listener, None, handler, cancel).await;
+    crate::webhook::server::serve(listener, tls, handler, cancel).await;
 }
 
 /// Binds `addr` and returns the listener with the address actually bound (port 0 picks one).

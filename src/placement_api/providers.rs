@@ -44,7 +44,7 @@ fn links(uuid: &str, ctx: &Ctx) -> Value {
 }
 
 /// A provider as Placement shows it at a version.
-pub(crate) fn provider_json(state: &State, ctx: &Ctx, name: &str) -> Result<Value, ApiError> {
+pub(crate) fn provider_json(state: &State<'_>, ctx: &Ctx, name: &str) -> Result<Value, ApiError> {
     let record = state.record(name)?;
     let mut v = json!({
         "uuid": record.uuid,
@@ -67,7 +67,7 @@ pub(crate) fn provider_json(state: &State, ctx: &Ctx, name: &str) -> Result<Valu
 }
 
 /// `GET /resource_providers?…`: the query filters of `kubeplace placement providers`.
-pub(crate) fn list(state: &State, ctx: &Ctx, query: &str) -> Result<Reply, ApiError> {
+pub(crate) fn list(state: &State<'_>, ctx: &Ctx, query: &str) -> Result<Reply, ApiError> {
     let q = parse_providers_query(query, ctx.mv).map_err(|e| ApiError::bad_request(e.detail))?;
     let unknown: Vec<&String> = q
         .filters
@@ -102,7 +102,7 @@ pub(crate) fn list(state: &State, ctx: &Ctx, query: &str) -> Result<Reply, ApiEr
 }
 
 /// `GET /resource_providers/{uuid}`.
-pub(crate) fn show(state: &State, ctx: &Ctx, uuid: &str) -> Result<Reply, ApiError> {
+pub(crate) fn show(state: &State<'_>, ctx: &Ctx, uuid: &str) -> Result<Reply, ApiError> {
     let name = state.provider_name(uuid)?;
     Ok(json_reply(
         StatusCode::OK,
@@ -123,7 +123,7 @@ fn fields(ctx: &Ctx, create: bool) -> Vec<&'static str> {
 }
 
 /// The name of the parent with this uuid, or Placement's 400.
-fn parent_name(state: &State, parent_uuid: &str) -> Result<String, ApiError> {
+fn parent_name(state: &State<'_>, parent_uuid: &str) -> Result<String, ApiError> {
     state.provider_name(parent_uuid).map_err(|_| {
         ApiError::bad_request(format!(
             "parent provider UUID cannot be found: no provider has uuid {parent_uuid}"
@@ -132,7 +132,7 @@ fn parent_name(state: &State, parent_uuid: &str) -> Result<String, ApiError> {
 }
 
 /// `POST /resource_providers`.
-pub(crate) fn create(state: &mut State, ctx: &Ctx, call: &Call) -> Result<Reply, ApiError> {
+pub(crate) fn create(state: &mut State<'_>, ctx: &Ctx, call: &Call) -> Result<Reply, ApiError> {
     let b = body::object(call)?;
     body::only(&b, &fields(ctx, true))?;
     body::required(&b, "name")?;
@@ -165,7 +165,7 @@ pub(crate) fn create(state: &mut State, ctx: &Ctx, call: &Call) -> Result<Reply,
         },
     );
     state.write_provider(rp)?;
-    state.forget(&uuid);
+    state.forget(&uuid)?;
     let location = location(call, &format!("/resource_providers/{uuid}"));
     let reply = if ctx.mv.0 >= 20 {
         json_reply(StatusCode::OK, &provider_json(state, ctx, &name)?)
@@ -189,7 +189,7 @@ pub(crate) fn location(call: &Call, path: &str) -> String {
 
 /// `PUT /resource_providers/{uuid}`: the name, and from 1.14 the parent.
 pub(crate) fn update(
-    state: &mut State,
+    state: &mut State<'_>,
     ctx: &Ctx,
     uuid: &str,
     call: &Call,
@@ -234,7 +234,7 @@ pub(crate) fn update(
 /// Renames a provider: its object is re-keyed under the new name. Children and allocations
 /// name their provider, so a provider that has either keeps its name (409).
 fn rename(
-    state: &mut State,
+    state: &mut State<'_>,
     name: &str,
     new_name: &str,
     mut rp: ResourceProvider,
@@ -255,13 +255,13 @@ fn rename(
         )));
     }
     let key = ObjectKey::cluster(Kind::ResourceProvider, name);
-    let old = state.store.delete(&key);
+    let old = state.delete(&key)?;
     rp.metadata.name = Some(new_name.to_string());
     rp.metadata.generation = None;
     rp.metadata.resource_version = None;
     if let Err(e) = state.write_provider(rp) {
         if let Some(old) = old {
-            state.store.put(old);
+            state.put(old)?;
         }
         return Err(e);
     }
@@ -269,7 +269,7 @@ fn rename(
 }
 
 /// `DELETE /resource_providers/{uuid}`.
-pub(crate) fn delete(state: &mut State, uuid: &str) -> Result<Reply, ApiError> {
+pub(crate) fn delete(state: &mut State<'_>, uuid: &str) -> Result<Reply, ApiError> {
     let name = state.provider_name(uuid)?;
     let index = state.store.index();
     if !index.children(&name).is_empty() {
@@ -293,15 +293,18 @@ pub(crate) fn delete(state: &mut State, uuid: &str) -> Result<Reply, ApiError> {
     if !verdict.allowed {
         return Err(ApiError::conflict(verdict.message));
     }
-    state
-        .store
-        .delete(&ObjectKey::cluster(Kind::ResourceProvider, &name));
-    state.forget(uuid);
+    state.delete(&ObjectKey::cluster(Kind::ResourceProvider, &name))?;
+    state.forget(uuid)?;
     Ok(empty(StatusCode::NO_CONTENT))
 }
 
 /// The aggregates body: from 1.19 with the provider's generation.
-fn aggregates_body(state: &State, ctx: &Ctx, uuid: &str, name: &str) -> Result<Value, ApiError> {
+fn aggregates_body(
+    state: &State<'_>,
+    ctx: &Ctx,
+    uuid: &str,
+    name: &str,
+) -> Result<Value, ApiError> {
     let record = state.record(name)?;
     let mut v = json!({"aggregates": record.aggregates.into_iter().collect::<Vec<_>>()});
     if ctx.mv.0 >= 19 {
@@ -311,7 +314,7 @@ fn aggregates_body(state: &State, ctx: &Ctx, uuid: &str, name: &str) -> Result<V
 }
 
 /// `GET /resource_providers/{uuid}/aggregates`.
-pub(crate) fn aggregates(state: &State, ctx: &Ctx, uuid: &str) -> Result<Reply, ApiError> {
+pub(crate) fn aggregates(state: &State<'_>, ctx: &Ctx, uuid: &str) -> Result<Reply, ApiError> {
     let name = state.provider_name(uuid)?;
     Ok(json_reply(
         StatusCode::OK,
@@ -322,7 +325,7 @@ pub(crate) fn aggregates(state: &State, ctx: &Ctx, uuid: &str) -> Result<Reply, 
 /// `PUT /resource_providers/{uuid}/aggregates`: a list of uuids, from 1.19 an object with
 /// the list and the provider's generation.
 pub(crate) fn set_aggregates(
-    state: &mut State,
+    state: &mut State<'_>,
     ctx: &Ctx,
     uuid: &str,
     call: &Call,
@@ -358,7 +361,7 @@ pub(crate) fn set_aggregates(
     state.write_provider(rp)?;
     // Only the 1.19 form, which carries a generation, moves it, as in Placement.
     if ctx.mv.0 >= 19 {
-        state.bump(uuid);
+        state.bump(uuid)?;
     }
     Ok(json_reply(
         StatusCode::OK,

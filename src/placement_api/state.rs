@@ -1,13 +1,23 @@
-//! What the API serves from: the store, plus what Placement keeps and kubeplace's objects
+//! What a request sees: the store (the operator's watched cache, or the store `kubeplace
+//! placement serve` loaded) and the [`Book`] of what Placement keeps that kubeplace's objects
 //! do not: provider generations, the custom trait and resource class registries, and
 //! consumers' projects, users and generations.
 //!
-//! Generations are counters beside the store, keyed by provider uuid: 0 when the provider
-//! is seeded or created, one more on each change Placement counts (inventories, traits,
-//! aggregates, allocations put on it; not a rename or a new parent). They live only as long
-//! as the process, as the store does.
+//! In memory, generations are counters in the book, keyed by provider uuid: 0 when the
+//! provider is seeded or created, one more on each change Placement counts (inventories,
+//! traits, aggregates, allocations put on it; not a rename or a new parent). They live as
+//! long as the process, as the store does.
+//!
+//! Over a cluster, the objects are the record, so that every replica and every restart sees
+//! the same answers: a provider's generation is its object's `metadata.generation` less one
+//! (the API server moves it on every spec change, and refuses a write made from a stale
+//! `resourceVersion`), a consumer's project, user and type are annotations on its Allocation
+//! objects and its generation is theirs. Every write is recorded in a journal of the objects
+//! it touched, which the caller commits to the API server (see `cluster.rs`).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::Deref;
+use std::sync::{RwLockReadGuard, RwLockWriteGuard};
 
 use http::StatusCode;
 
@@ -22,6 +32,13 @@ use super::wire::ApiError;
 /// `incomplete_consumer_project_id` default); the same zero uuid serves as the user.
 pub(crate) const UNKNOWN_PROJECT: &str = "00000000-0000-0000-0000-000000000000";
 
+/// The annotations that keep a consumer's attributes on its Allocation objects.
+pub const PROJECT_ANNOTATION: &str = "placement.kubeplace.io/project-id";
+/// See [`PROJECT_ANNOTATION`].
+pub const USER_ANNOTATION: &str = "placement.kubeplace.io/user-id";
+/// See [`PROJECT_ANNOTATION`].
+pub const CONSUMER_TYPE_ANNOTATION: &str = "placement.kubeplace.io/consumer-type";
+
 /// A consumer's attributes Placement keeps beside its allocations.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Consumer {
@@ -31,77 +48,211 @@ pub(crate) struct Consumer {
     pub generation: u64,
 }
 
-/// The API's state: the store and the records kept beside it.
-#[derive(Debug)]
-pub struct State {
-    pub(crate) store: Store,
+/// Where the objects live, which decides where Placement's records are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backing {
+    /// `kubeplace placement serve`: the store is the only copy; the book keeps the rest.
+    Memory,
+    /// `kubeplace run`: the API server holds the objects; the store is its watched cache.
+    Cluster,
+}
+
+/// What Placement keeps beside the objects.
+#[derive(Debug, Default)]
+pub struct Book {
     generations: HashMap<String, u64>,
     pub(crate) custom_traits: BTreeSet<String>,
     pub(crate) custom_classes: BTreeSet<String>,
-    pub(crate) consumers: HashMap<String, Consumer>,
-    /// Allocation object keys by consumer uuid: finding a consumer's objects is a lookup,
-    /// not a walk over every object of the store (which cost a claim 2.4 ms at 35k
-    /// providers).
+    consumers: HashMap<String, Consumer>,
+    /// Allocation object keys by consumer uuid (in memory): finding a consumer's objects is
+    /// a lookup, not a walk over every object of the store (which cost a claim 2.4 ms at
+    /// 35k providers).
     by_consumer: HashMap<String, BTreeSet<ObjectKey>>,
 }
 
-impl State {
-    /// The state over a seeded store: every CUSTOM_ trait and class the objects use counts
-    /// as created, and every consumer with allocations exists (generation 1).
-    pub fn new(store: Store) -> State {
-        let mut state = State {
-            store,
-            generations: HashMap::new(),
-            custom_traits: BTreeSet::new(),
-            custom_classes: BTreeSet::new(),
-            consumers: HashMap::new(),
-            by_consumer: HashMap::new(),
-        };
-        let index = state.store.index();
-        for record in index.providers() {
-            if let Some((inventories, traits)) = index.effective(&record.name) {
-                let custom = |n: &String| n.starts_with("CUSTOM_");
-                state
-                    .custom_classes
-                    .extend(inventories.into_keys().filter(custom));
-                state
-                    .custom_traits
-                    .extend(traits.into_iter().filter(custom));
+impl Book {
+    /// The book over a seeded store: every CUSTOM_ trait and class the objects use counts
+    /// as created, and (in memory) every consumer with allocations exists (generation 1).
+    pub fn new(store: &Store, backing: Backing) -> Book {
+        let mut book = Book::default();
+        book.learn_registries(store);
+        if backing == Backing::Memory {
+            for o in store.list(Kind::Allocation) {
+                let Object::Allocation(a) = o else { continue };
+                book.by_consumer
+                    .entry(a.spec.consumer.clone())
+                    .or_default()
+                    .insert(ObjectKey::of(o));
+                book.consumers
+                    .entry(a.spec.consumer.clone())
+                    .or_insert_with(|| consumer_of(std::slice::from_ref(a), 1));
             }
         }
-        let consumers: Vec<(String, ObjectKey, Vec<String>)> = state
-            .store
-            .list(Kind::Allocation)
-            .filter_map(|o| match o {
-                Object::Allocation(a) => Some((
-                    a.spec.consumer.clone(),
-                    ObjectKey::of(o),
-                    a.spec
-                        .allocations
-                        .iter()
-                        .flat_map(|pa| pa.resources.keys().cloned())
-                        .collect(),
-                )),
-                _ => None,
+        book
+    }
+
+    /// Adds every CUSTOM_ trait and resource class the stored objects use to the registries.
+    pub fn learn_registries(&mut self, store: &Store) {
+        let custom = |n: &String| n.starts_with("CUSTOM_");
+        let index = store.index();
+        for record in index.providers() {
+            if let Some((inventories, traits)) = index.effective(&record.name) {
+                self.custom_classes
+                    .extend(inventories.into_keys().filter(custom));
+                self.custom_traits.extend(traits.into_iter().filter(custom));
+            }
+        }
+        for o in store.list(Kind::Allocation) {
+            let Object::Allocation(a) = o else { continue };
+            self.custom_classes.extend(
+                a.spec
+                    .allocations
+                    .iter()
+                    .flat_map(|pa| pa.resources.keys())
+                    .filter(|c| custom(c))
+                    .cloned(),
+            );
+        }
+    }
+
+    /// The custom traits and classes created, for keeping them in the cluster.
+    pub fn registries(&self) -> (&BTreeSet<String>, &BTreeSet<String>) {
+        (&self.custom_traits, &self.custom_classes)
+    }
+}
+
+/// A consumer's attributes from its Allocation objects: the annotations of the first that
+/// has them, and `generation`.
+fn consumer_of(objects: &[Allocation], generation: u64) -> Consumer {
+    let annotation = |key: &str| {
+        objects.iter().find_map(|a| {
+            a.metadata
+                .annotations
+                .as_ref()
+                .and_then(|m| m.get(key))
+                .cloned()
+        })
+    };
+    Consumer {
+        project_id: annotation(PROJECT_ANNOTATION).unwrap_or_else(|| UNKNOWN_PROJECT.to_string()),
+        user_id: annotation(USER_ANNOTATION).unwrap_or_else(|| UNKNOWN_PROJECT.to_string()),
+        consumer_type: annotation(CONSUMER_TYPE_ANNOTATION)
+            .unwrap_or_else(|| "INSTANCE".to_string()),
+        generation,
+    }
+}
+
+/// A lock guard of either kind: reads share the lock, writes hold it alone.
+pub(crate) enum Guard<'a, T> {
+    Read(RwLockReadGuard<'a, T>),
+    Write(RwLockWriteGuard<'a, T>),
+}
+
+impl<T> Deref for Guard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        match self {
+            Guard::Read(g) => g,
+            Guard::Write(g) => g,
+        }
+    }
+}
+
+impl<T> Guard<'_, T> {
+    /// The guarded value for writing; only a write guard gives it.
+    fn get_mut(&mut self) -> Result<&mut T, ApiError> {
+        match self {
+            Guard::Write(g) => Ok(g),
+            Guard::Read(_) => Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "a write was attempted under a read lock",
+            )),
+        }
+    }
+}
+
+/// The API's state for one request: the store, the book, and (when writing) the journal of
+/// the objects the request changed, each with what it was before the request.
+pub struct State<'a> {
+    pub(crate) store: Guard<'a, Store>,
+    book: Guard<'a, Book>,
+    backing: Backing,
+    journal: Vec<(ObjectKey, Option<Object>)>,
+    registries_changed: bool,
+}
+
+/// What a write changed: every object touched, before and after, in the order first
+/// touched; and whether the registries changed.
+pub(crate) struct Journal {
+    pub changes: Vec<(ObjectKey, Option<Object>, Option<Object>)>,
+    pub registries_changed: bool,
+}
+
+impl<'a> State<'a> {
+    pub(crate) fn new(store: Guard<'a, Store>, book: Guard<'a, Book>, backing: Backing) -> Self {
+        State {
+            store,
+            book,
+            backing,
+            journal: Vec::new(),
+            registries_changed: false,
+        }
+    }
+
+    /// The objects this request changed (before and after, unchanged ones left out).
+    pub(crate) fn into_journal(self) -> Journal {
+        let changes = self
+            .journal
+            .iter()
+            .filter_map(|(key, before)| {
+                let after = self.store.get(key).cloned();
+                (after != *before).then(|| (key.clone(), before.clone(), after))
             })
             .collect();
-        for (consumer, key, classes) in consumers {
-            state
-                .by_consumer
-                .entry(consumer.clone())
-                .or_default()
-                .insert(key);
-            state
-                .custom_classes
-                .extend(classes.into_iter().filter(|c| c.starts_with("CUSTOM_")));
-            state.consumers.entry(consumer).or_insert_with(|| Consumer {
-                project_id: UNKNOWN_PROJECT.to_string(),
-                user_id: UNKNOWN_PROJECT.to_string(),
-                consumer_type: "INSTANCE".to_string(),
-                generation: 1,
-            });
+        Journal {
+            changes,
+            registries_changed: self.registries_changed,
         }
-        state
+    }
+
+    /// Notes an object's state before its first change in this request.
+    fn touch(&mut self, key: &ObjectKey) {
+        if !self.journal.iter().any(|(k, _)| k == key) {
+            let before = self.store.get(key).cloned();
+            self.journal.push((key.clone(), before));
+        }
+    }
+
+    /// Puts an object in as it is, noting the change.
+    pub(crate) fn put(&mut self, object: Object) -> Result<(), ApiError> {
+        let key = ObjectKey::of(&object);
+        self.touch(&key);
+        if let Object::Allocation(a) = &object {
+            self.book
+                .get_mut()?
+                .by_consumer
+                .entry(a.spec.consumer.clone())
+                .or_default()
+                .insert(key.clone());
+        }
+        self.store.get_mut()?.put(object);
+        Ok(())
+    }
+
+    /// Deletes an object, noting the change; the object deleted.
+    pub(crate) fn delete(&mut self, key: &ObjectKey) -> Result<Option<Object>, ApiError> {
+        self.touch(key);
+        let old = self.store.get_mut()?.delete(key);
+        if let Some(Object::Allocation(a)) = &old {
+            let book = self.book.get_mut()?;
+            if let Some(keys) = book.by_consumer.get_mut(&a.spec.consumer) {
+                keys.remove(key);
+                if keys.is_empty() {
+                    book.by_consumer.remove(&a.spec.consumer);
+                }
+            }
+        }
+        Ok(old)
     }
 
     /// The name of the provider with this uuid, or Placement's 404.
@@ -140,7 +291,16 @@ impl State {
 
     /// A provider's generation.
     pub(crate) fn generation(&self, uuid: &str) -> u64 {
-        self.generations.get(uuid).copied().unwrap_or(0)
+        match self.backing {
+            Backing::Memory => self.book.generations.get(uuid).copied().unwrap_or(0),
+            Backing::Cluster => self
+                .provider_name(uuid)
+                .ok()
+                .and_then(|name| self.store.get_cluster(Kind::ResourceProvider, &name))
+                .and_then(|o| o.meta().generation)
+                .and_then(|g| u64::try_from(g - 1).ok())
+                .unwrap_or(0),
+        }
     }
 
     /// Checks the generation a client sent against the current one.
@@ -153,20 +313,32 @@ impl State {
         }
     }
 
-    /// One more change to a provider.
-    pub(crate) fn bump(&mut self, uuid: &str) {
-        *self.generations.entry(uuid.to_string()).or_insert(0) += 1;
+    /// One more change to a provider. Over a cluster the API server moves the generation
+    /// when the spec changes; allocations do not move it there.
+    pub(crate) fn bump(&mut self, uuid: &str) -> Result<(), ApiError> {
+        if self.backing == Backing::Memory {
+            *self
+                .book
+                .get_mut()?
+                .generations
+                .entry(uuid.to_string())
+                .or_insert(0) += 1;
+        }
+        Ok(())
     }
 
     /// Forgets a deleted provider's generation.
-    pub(crate) fn forget(&mut self, uuid: &str) {
-        self.generations.remove(uuid);
+    pub(crate) fn forget(&mut self, uuid: &str) -> Result<(), ApiError> {
+        self.book.get_mut()?.generations.remove(uuid);
+        Ok(())
     }
 
     /// Writes a ResourceProvider through admission; a rejection is a 400 with admission's
     /// message.
     pub(crate) fn write_provider(&mut self, rp: ResourceProvider) -> Result<(), ApiError> {
-        let verdict = admit_and_store(&mut self.store, Object::ResourceProvider(rp));
+        let object = Object::ResourceProvider(rp);
+        self.touch(&ObjectKey::of(&object));
+        let verdict = admit_and_store(self.store.get_mut()?, object);
         if verdict.allowed {
             Ok(())
         } else {
@@ -179,58 +351,156 @@ impl State {
         let consumer = a.spec.consumer.clone();
         let object = Object::Allocation(a);
         let key = ObjectKey::of(&object);
-        let verdict = admit_and_store(&mut self.store, object);
+        self.touch(&key);
+        let verdict = admit_and_store(self.store.get_mut()?, object);
         if !verdict.allowed {
             return Err(ApiError::new(
                 StatusCode::CONFLICT,
                 format!("Unable to allocate inventory: {}", verdict.message),
             ));
         }
-        self.by_consumer.entry(consumer).or_default().insert(key);
+        self.book
+            .get_mut()?
+            .by_consumer
+            .entry(consumer)
+            .or_default()
+            .insert(key);
         Ok(())
-    }
-
-    /// Deletes an Allocation object.
-    pub(crate) fn delete_allocation(&mut self, key: &ObjectKey) {
-        if let Some(Object::Allocation(a)) = self.store.delete(key)
-            && let Some(keys) = self.by_consumer.get_mut(&a.spec.consumer)
-        {
-            keys.remove(key);
-            if keys.is_empty() {
-                self.by_consumer.remove(&a.spec.consumer);
-            }
-        }
-    }
-
-    /// Puts back an Allocation object deleted by a write that was then refused.
-    pub(crate) fn restore_allocation(&mut self, a: Allocation) {
-        let consumer = a.spec.consumer.clone();
-        let object = Object::Allocation(a);
-        let key = ObjectKey::of(&object);
-        self.store.put(object);
-        self.by_consumer.entry(consumer).or_default().insert(key);
     }
 
     /// The Allocation objects of a consumer, by key.
     pub(crate) fn consumer_allocations(&self, consumer: &str) -> Vec<(ObjectKey, Allocation)> {
-        self.by_consumer
-            .get(consumer)
-            .into_iter()
-            .flatten()
-            .filter_map(|key| match self.store.get(key) {
-                Some(Object::Allocation(a)) => Some((key.clone(), a.clone())),
-                _ => None,
-            })
-            .collect()
+        match self.backing {
+            Backing::Memory => self
+                .book
+                .by_consumer
+                .get(consumer)
+                .into_iter()
+                .flatten()
+                .filter_map(|key| match self.store.get(key) {
+                    Some(Object::Allocation(a)) => Some((key.clone(), a.clone())),
+                    _ => None,
+                })
+                .collect(),
+            Backing::Cluster => self
+                .store
+                .list(Kind::Allocation)
+                .filter_map(|o| match o {
+                    Object::Allocation(a) if a.spec.consumer == consumer => {
+                        Some((ObjectKey::of(o), a.clone()))
+                    }
+                    _ => None,
+                })
+                .collect(),
+        }
+    }
+
+    /// A consumer's attributes, if it exists (it has allocations).
+    pub(crate) fn consumer(&self, consumer: &str) -> Option<Consumer> {
+        match self.backing {
+            Backing::Memory => self.book.consumers.get(consumer).cloned(),
+            Backing::Cluster => {
+                let objects: Vec<Allocation> = self
+                    .consumer_allocations(consumer)
+                    .into_iter()
+                    .map(|(_, a)| a)
+                    .collect();
+                if objects.is_empty() {
+                    return None;
+                }
+                let generation = objects
+                    .iter()
+                    .map(|a| a.metadata.generation.unwrap_or(1).max(0) as u64)
+                    .sum();
+                Some(consumer_of(&objects, generation))
+            }
+        }
+    }
+
+    /// Every consumer with its attributes.
+    pub(crate) fn consumers(&self) -> BTreeMap<String, Consumer> {
+        match self.backing {
+            Backing::Memory => self
+                .book
+                .consumers
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            Backing::Cluster => {
+                let uuids: BTreeSet<String> = self
+                    .store
+                    .list(Kind::Allocation)
+                    .filter_map(|o| match o {
+                        Object::Allocation(a) => Some(a.spec.consumer.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                uuids
+                    .into_iter()
+                    .filter_map(|u| self.consumer(&u).map(|c| (u, c)))
+                    .collect()
+            }
+        }
+    }
+
+    /// Keeps a consumer's record after a write (in memory; over a cluster the Allocation
+    /// objects carry it), or forgets it.
+    pub(crate) fn set_consumer(
+        &mut self,
+        consumer: &str,
+        record: Option<Consumer>,
+    ) -> Result<(), ApiError> {
+        let book = self.book.get_mut()?;
+        match record {
+            Some(r) => book.consumers.insert(consumer.to_string(), r),
+            None => book.consumers.remove(consumer),
+        };
+        Ok(())
     }
 
     /// Whether a trait exists: standard, or a custom one created (or seeded).
     pub(crate) fn trait_exists(&self, name: &str) -> bool {
-        standard_traits().binary_search(&name).is_ok() || self.custom_traits.contains(name)
+        standard_traits().binary_search(&name).is_ok() || self.book.custom_traits.contains(name)
     }
 
     /// Whether a resource class exists: standard, or a custom one created (or seeded).
     pub(crate) fn class_exists(&self, name: &str) -> bool {
-        standard_resource_classes().contains(&name) || self.custom_classes.contains(name)
+        standard_resource_classes().contains(&name) || self.book.custom_classes.contains(name)
+    }
+
+    /// The custom traits created.
+    pub(crate) fn custom_traits(&self) -> &BTreeSet<String> {
+        &self.book.custom_traits
+    }
+
+    /// The custom resource classes created.
+    pub(crate) fn custom_classes(&self) -> &BTreeSet<String> {
+        &self.book.custom_classes
+    }
+
+    /// Adds a custom trait; whether it is new.
+    pub(crate) fn add_custom_trait(&mut self, name: &str) -> Result<bool, ApiError> {
+        let added = self.book.get_mut()?.custom_traits.insert(name.to_string());
+        self.registries_changed |= added;
+        Ok(added)
+    }
+
+    /// Removes a custom trait.
+    pub(crate) fn remove_custom_trait(&mut self, name: &str) -> Result<(), ApiError> {
+        self.registries_changed |= self.book.get_mut()?.custom_traits.remove(name);
+        Ok(())
+    }
+
+    /// Adds a custom resource class; whether it is new.
+    pub(crate) fn add_custom_class(&mut self, name: &str) -> Result<bool, ApiError> {
+        let added = self.book.get_mut()?.custom_classes.insert(name.to_string());
+        self.registries_changed |= added;
+        Ok(added)
+    }
+
+    /// Removes a custom resource class.
+    pub(crate) fn remove_custom_class(&mut self, name: &str) -> Result<(), ApiError> {
+        self.registries_changed |= self.book.get_mut()?.custom_classes.remove(name);
+        Ok(())
     }
 }

@@ -17,7 +17,7 @@ use super::body;
 use super::state::State;
 use super::wire::{ApiError, Reply, empty, json_reply, located};
 
-fn provider_traits(state: &State, name: &str) -> Vec<String> {
+fn provider_traits(state: &State<'_>, name: &str) -> Vec<String> {
     state
         .store
         .index()
@@ -26,13 +26,13 @@ fn provider_traits(state: &State, name: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn provider_body(state: &State, uuid: &str, name: &str) -> Value {
+fn provider_body(state: &State<'_>, uuid: &str, name: &str) -> Value {
     json!({"traits": provider_traits(state, name),
            "resource_provider_generation": state.generation(uuid)})
 }
 
 /// `GET /resource_providers/{uuid}/traits`.
-pub(crate) fn of_provider(state: &State, uuid: &str) -> Result<Reply, ApiError> {
+pub(crate) fn of_provider(state: &State<'_>, uuid: &str) -> Result<Reply, ApiError> {
     let name = state.provider_name(uuid)?;
     Ok(json_reply(
         StatusCode::OK,
@@ -42,7 +42,7 @@ pub(crate) fn of_provider(state: &State, uuid: &str) -> Result<Reply, ApiError> 
 
 /// Unknown traits among `names`: Placement's 400.
 fn check_known<'a>(
-    state: &State,
+    state: &State<'_>,
     names: impl IntoIterator<Item = &'a String>,
 ) -> Result<(), ApiError> {
     let unknown: Vec<&str> = names
@@ -62,7 +62,7 @@ fn check_known<'a>(
 
 /// Stores a provider's traits and moves its generation.
 fn store_traits(
-    state: &mut State,
+    state: &mut State<'_>,
     uuid: &str,
     name: &str,
     traits: Vec<String>,
@@ -70,13 +70,13 @@ fn store_traits(
     let mut rp = state.provider_object(name)?;
     rp.spec.traits = traits;
     state.write_provider(rp)?;
-    state.bump(uuid);
+    state.bump(uuid)?;
     Ok(())
 }
 
 /// `PUT /resource_providers/{uuid}/traits`: replaces the provider's traits.
 pub(crate) fn set_on_provider(
-    state: &mut State,
+    state: &mut State<'_>,
     uuid: &str,
     call: &Call,
 ) -> Result<Reply, ApiError> {
@@ -106,14 +106,14 @@ pub(crate) fn set_on_provider(
 }
 
 /// `DELETE /resource_providers/{uuid}/traits`.
-pub(crate) fn clear_on_provider(state: &mut State, uuid: &str) -> Result<Reply, ApiError> {
+pub(crate) fn clear_on_provider(state: &mut State<'_>, uuid: &str) -> Result<Reply, ApiError> {
     let name = state.provider_name(uuid)?;
     store_traits(state, uuid, &name, Vec::new())?;
     Ok(empty(StatusCode::NO_CONTENT))
 }
 
 /// Traits some provider's spec names.
-fn associated(state: &State) -> BTreeSet<String> {
+fn associated(state: &State<'_>) -> BTreeSet<String> {
     state
         .store
         .list(Kind::ResourceProvider)
@@ -126,10 +126,10 @@ fn associated(state: &State) -> BTreeSet<String> {
 }
 
 /// `GET /traits?name=in:A,B|startswith:P&associated=true|false`.
-pub(crate) fn list(state: &State, query: &str) -> Result<Reply, ApiError> {
+pub(crate) fn list(state: &State<'_>, query: &str) -> Result<Reply, ApiError> {
     let pairs = decode_pairs(query).map_err(|e| ApiError::bad_request(e.detail))?;
     let mut names: BTreeSet<String> = standard_traits().iter().map(|t| t.to_string()).collect();
-    names.extend(state.custom_traits.iter().cloned());
+    names.extend(state.custom_traits().iter().cloned());
     for (key, value) in &pairs {
         match key.as_str() {
             "name" => {
@@ -168,7 +168,7 @@ pub(crate) fn list(state: &State, query: &str) -> Result<Reply, ApiError> {
 }
 
 /// `GET /traits/{name}`: 204 when it exists.
-pub(crate) fn show(state: &State, name: &str) -> Result<Reply, ApiError> {
+pub(crate) fn show(state: &State<'_>, name: &str) -> Result<Reply, ApiError> {
     if state.trait_exists(name) {
         Ok(empty(StatusCode::NO_CONTENT))
     } else {
@@ -187,14 +187,14 @@ pub(crate) fn is_custom_name(name: &str) -> bool {
 }
 
 /// `PUT /traits/{name}`: 201 when created, 204 when it existed.
-pub(crate) fn create(state: &mut State, name: &str, call: &Call) -> Result<Reply, ApiError> {
+pub(crate) fn create(state: &mut State<'_>, name: &str, call: &Call) -> Result<Reply, ApiError> {
     if !is_custom_name(name) {
         return Err(ApiError::bad_request(format!(
             "The trait {name:?} is invalid. A valid trait must be no longer than 255 characters, start with the prefix \"CUSTOM_\" and use following characters: \"A\"-\"Z\", \"0\"-\"9\" and \"_\""
         )));
     }
     let location = super::providers::location(call, &format!("/traits/{name}"));
-    if state.custom_traits.insert(name.to_string()) {
+    if state.add_custom_trait(name)? {
         Ok(located(empty(StatusCode::CREATED), &location))
     } else {
         Ok(located(empty(StatusCode::NO_CONTENT), &location))
@@ -202,13 +202,13 @@ pub(crate) fn create(state: &mut State, name: &str, call: &Call) -> Result<Reply
 }
 
 /// `DELETE /traits/{name}`.
-pub(crate) fn delete(state: &mut State, name: &str) -> Result<Reply, ApiError> {
+pub(crate) fn delete(state: &mut State<'_>, name: &str) -> Result<Reply, ApiError> {
     if standard_traits().binary_search(&name).is_ok() {
         return Err(ApiError::bad_request(format!(
             "Cannot delete standard trait {name}."
         )));
     }
-    if !state.custom_traits.contains(name) {
+    if !state.custom_traits().contains(name) {
         return Err(ApiError::not_found(format!("No such trait(s): {name}.")));
     }
     if associated(state).contains(name) {
@@ -216,6 +216,6 @@ pub(crate) fn delete(state: &mut State, name: &str) -> Result<Reply, ApiError> {
             "The trait {name} is in use by a resource provider."
         )));
     }
-    state.custom_traits.remove(name);
+    state.remove_custom_trait(name)?;
     Ok(empty(StatusCode::NO_CONTENT))
 }

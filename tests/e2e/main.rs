@@ -9,6 +9,7 @@ mod support;
 
 mod claims;
 mod failover;
+mod placement_api;
 mod provider_config;
 mod rbac;
 mod servers;

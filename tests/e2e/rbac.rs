@@ -256,10 +256,18 @@ fn the_chart_grants_what_the_manifests_grant() {
     let _objects = support::objects_lock();
     let cp = support::cluster();
     let rendered = cp.helm(&["template", "kubeplace", "charts/kubeplace"]);
-    let chart = role_rules(rendered.ok());
-    let manifests = role_rules(
+    let mut chart = role_rules(rendered.ok());
+    let mut manifests = role_rules(
         &std::fs::read_to_string(format!("{}/manifests/10-rbac.yaml", super::ROOT)).unwrap(),
     );
-    assert_eq!(chart.len(), 2, "the chart renders a ClusterRole and a Role");
+    assert_eq!(
+        chart.len(),
+        4,
+        "the chart renders the operator's ClusterRole and Role, and the Placement reader and writer"
+    );
+    // Helm orders the rendered objects by kind; the manifests keep each next to its binding.
+    let key = |(kind, rules): &(String, serde_json::Value)| format!("{kind} {rules}");
+    chart.sort_by_key(key);
+    manifests.sort_by_key(key);
     assert_eq!(chart, manifests);
 }

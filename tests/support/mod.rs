@@ -14,6 +14,8 @@
 
 #![allow(dead_code)]
 
+pub mod osc;
+
 use std::ffi::c_int;
 use std::io::Write;
 use std::net::TcpListener;

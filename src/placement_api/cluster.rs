@@ -1,0 +1,275 @@
+//! Committing the API's writes to the cluster: each object a write changed becomes a
+//! create, replace or delete on the API server, made from the resourceVersion the write was
+//! decided on, so a concurrent change anywhere (another replica, kubectl) makes it fail with
+//! Placement's 409 `placement.concurrent_update` instead of being overwritten. Allocations
+//! pass the admission webhook on the way, where every claim is decided.
+//!
+//! A write that changes several objects (moving a consumer's allocations, several consumers
+//! at once) commits them one at a time; if one fails, those already committed are put back
+//! before the error is answered.
+//!
+//! The custom trait and resource class registries are kept in a ConfigMap
+//! (`kubeplace-placement-registry` in the operator's namespace), so they survive restarts
+//! and every replica learns them.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use http::StatusCode;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Client;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
+
+use kubeplace_api::{Kind, Object};
+use kubeplace_policy::store::ObjectKey;
+
+use super::wire::{ApiError, code};
+
+/// The ConfigMap that keeps the custom registries.
+pub const REGISTRY_CONFIGMAP: &str = "kubeplace-placement-registry";
+/// The field manager of the API's writes.
+const FIELD_MANAGER: &str = "kubeplace-placement";
+
+/// Where writes go.
+pub struct Cluster {
+    client: Client,
+    runtime: tokio::runtime::Handle,
+    namespace: String,
+}
+
+/// One committed step, for putting it back.
+enum Done {
+    Created(Kind, String),
+    Replaced(Object),
+    Deleted(Object),
+}
+
+impl Cluster {
+    /// Writes through `client` on `runtime`; the registries live in `namespace`.
+    pub fn new(client: Client, runtime: tokio::runtime::Handle, namespace: String) -> Cluster {
+        Cluster {
+            client,
+            runtime,
+            namespace,
+        }
+    }
+
+    fn api(&self, kind: Kind) -> Api<DynamicObject> {
+        Api::all_with(self.client.clone(), &kind.api_resource())
+    }
+
+    /// Commits changes (key, before, after) in order, deletions first; the objects as
+    /// written. On a failure, what was committed is put back and the failure returned.
+    pub(crate) fn commit(
+        &self,
+        changes: &[(ObjectKey, Option<Object>, Option<Object>)],
+    ) -> Result<Vec<Object>, ApiError> {
+        let (deletions, puts): (Vec<_>, Vec<_>) =
+            changes.iter().partition(|(_, _, after)| after.is_none());
+        self.runtime.block_on(async {
+            let mut done: Vec<Done> = Vec::new();
+            let mut written = Vec::new();
+            for (key, before, after) in deletions.into_iter().chain(puts) {
+                match self.step(key, before.as_ref(), after.as_ref()).await {
+                    Ok((step, object)) => {
+                        done.extend(step);
+                        written.extend(object);
+                    }
+                    Err(e) => {
+                        self.put_back(done).await;
+                        return Err(e);
+                    }
+                }
+            }
+            Ok(written)
+        })
+    }
+
+    async fn step(
+        &self,
+        key: &ObjectKey,
+        before: Option<&Object>,
+        after: Option<&Object>,
+    ) -> Result<(Option<Done>, Option<Object>), ApiError> {
+        let api = self.api(key.kind);
+        match (before, after) {
+            (Some(before), None) => {
+                let params = DeleteParams {
+                    preconditions: Some(Preconditions {
+                        resource_version: before.meta().resource_version.clone(),
+                        uid: before.meta().uid.clone(),
+                    }),
+                    ..Default::default()
+                };
+                match api.delete(&key.name, &params).await {
+                    Ok(_) => Ok((Some(Done::Deleted(before.clone())), None)),
+                    // Gone already: what the write wanted.
+                    Err(kube::Error::Api(s)) if s.code == 404 => Ok((None, None)),
+                    Err(e) => Err(refused(key.kind, e)),
+                }
+            }
+            (before, Some(after)) => {
+                let mut body = after.clone();
+                body.meta_mut().resource_version =
+                    before.and_then(|b| b.meta().resource_version.clone());
+                let dynamic = to_dynamic(&body)?;
+                let params = PostParams {
+                    field_manager: Some(FIELD_MANAGER.to_string()),
+                    ..Default::default()
+                };
+                let result = match before {
+                    Some(_) => api.replace(&key.name, &params, &dynamic).await,
+                    None => api.create(&params, &dynamic).await,
+                };
+                let stored = result.map_err(|e| refused(key.kind, e))?;
+                let object = crate::cache::to_object(key.kind, &stored)
+                    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+                let done = match before {
+                    Some(b) => Done::Replaced(b.clone()),
+                    None => Done::Created(key.kind, key.name.clone()),
+                };
+                Ok((Some(done), Some(object)))
+            }
+            (None, None) => Ok((None, None)),
+        }
+    }
+
+    /// Undoes committed steps, newest first. Best effort: a step that cannot be undone is
+    /// logged; the reconciler's view of the objects stays the API server's.
+    async fn put_back(&self, done: Vec<Done>) {
+        for step in done.into_iter().rev() {
+            let result = match step {
+                Done::Created(kind, name) => self
+                    .api(kind)
+                    .delete(&name, &DeleteParams::default())
+                    .await
+                    .map(|_| ()),
+                Done::Replaced(before) | Done::Deleted(before) => {
+                    let kind = before.kind();
+                    let name = before.name().to_string();
+                    let mut body = before;
+                    body.meta_mut().resource_version = None;
+                    body.meta_mut().uid = None;
+                    body.meta_mut().creation_timestamp = None;
+                    body.meta_mut().managed_fields = None;
+                    match to_dynamic(&body) {
+                        Ok(d) => {
+                            let params = PatchParams::apply(FIELD_MANAGER).force();
+                            self.api(kind)
+                                .patch(&name, &params, &Patch::Apply(&d))
+                                .await
+                                .map(|_| ())
+                        }
+                        Err(_) => Ok(()),
+                    }
+                }
+            };
+            if let Err(e) = result {
+                tracing::warn!(error = %e, "could not undo a step of a refused Placement API write");
+            }
+        }
+    }
+
+    /// The custom traits and resource classes kept in the cluster.
+    pub(crate) fn load_registries(&self) -> Result<(BTreeSet<String>, BTreeSet<String>), String> {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.namespace);
+        let found = self
+            .runtime
+            .block_on(api.get_opt(REGISTRY_CONFIGMAP))
+            .map_err(|e| format!("reading ConfigMap {REGISTRY_CONFIGMAP}: {e}"))?;
+        let data = found.and_then(|c| c.data).unwrap_or_default();
+        let set = |key: &str| -> BTreeSet<String> {
+            data.get(key)
+                .map(|v| {
+                    v.lines()
+                        .filter(|l| !l.is_empty())
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        Ok((set("traits"), set("resourceClasses")))
+    }
+
+    /// Keeps the custom registries in the cluster.
+    pub(crate) fn save_registries(
+        &self,
+        traits: &BTreeSet<String>,
+        classes: &BTreeSet<String>,
+    ) -> Result<(), ApiError> {
+        let join = |s: &BTreeSet<String>| s.iter().map(|n| format!("{n}\n")).collect::<String>();
+        let body = ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                name: Some(REGISTRY_CONFIGMAP.to_string()),
+                namespace: Some(self.namespace.clone()),
+                ..Default::default()
+            },
+            data: Some(BTreeMap::from([
+                ("traits".to_string(), join(traits)),
+                ("resourceClasses".to_string(), join(classes)),
+            ])),
+            ..Default::default()
+        };
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.namespace);
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        self.runtime
+            .block_on(api.patch(REGISTRY_CONFIGMAP, &params, &Patch::Apply(&body)))
+            .map(|_| ())
+            .map_err(|e| {
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("the registry of custom traits and resource classes could not be saved in ConfigMap {REGISTRY_CONFIGMAP}: {e}"),
+                )
+            })
+    }
+}
+
+/// An object as the dynamic client sends it.
+fn to_dynamic(object: &Object) -> Result<DynamicObject, ApiError> {
+    let mut value = object.to_value();
+    if let Some(m) = value.as_object_mut() {
+        m.remove("status");
+    }
+    serde_json::from_value(value).map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("object {} could not be encoded: {e}", object.name()),
+        )
+    })
+}
+
+/// What the API server's refusal of a step means to a Placement client.
+fn refused(kind: Kind, e: kube::Error) -> ApiError {
+    match e {
+        kube::Error::Api(s) if s.code == 409 => ApiError::conflict(format!(
+            "Another writer changed the {kind} first ({}); read it again and retry.",
+            s.message
+        ))
+        .with_code(code::CONCURRENT_UPDATE),
+        // The admission webhook's verdict: for an Allocation, the claim was refused.
+        kube::Error::Api(s) if kind == Kind::Allocation && matches!(s.code, 400 | 403 | 422) => {
+            ApiError::conflict(format!("Unable to allocate inventory: {}", s.message))
+        }
+        kube::Error::Api(s) if matches!(s.code, 400 | 403 | 422) => {
+            ApiError::bad_request(s.message.clone())
+        }
+        other => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("the write could not be made in the cluster: {other}"),
+        ),
+    }
+}
+
+/// Whether `stored` is as new as `written` or newer (by resourceVersion, which the API
+/// server increases on every write).
+pub(crate) fn newer_or_same(stored: &Object, written: &Object) -> bool {
+    let version = |o: &Object| {
+        o.meta()
+            .resource_version
+            .as_deref()
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    match (version(stored), version(written)) {
+        (Some(s), Some(w)) => s >= w,
+        _ => false,
+    }
+}
