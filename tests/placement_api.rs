@@ -1096,3 +1096,59 @@ fn project_usages_by_user_and_consumer_type() {
     s.call("GET", "/usages?project_id=p1", Some("1.8"), None)
         .expect(404);
 }
+
+#[test]
+fn provider_names_that_are_not_object_names_round_trip() {
+    let s = Server::start(&[]);
+    let name = "cn9:Open vSwitch agent:br-ex";
+    let created = s.call(
+        "POST",
+        "/resource_providers",
+        LATEST,
+        Some(&json!({"name": name})),
+    );
+    created.expect(200);
+    let uuid = created.json()["uuid"].as_str().unwrap().to_string();
+    assert_eq!(created.json()["name"], name);
+    let shown = s.call("GET", &format!("/resource_providers/{uuid}"), LATEST, None);
+    assert_eq!(shown.json()["name"], name);
+    let listed = s.call(
+        "GET",
+        "/resource_providers?name=cn9:Open%20vSwitch%20agent:br-ex",
+        LATEST,
+        None,
+    );
+    assert_eq!(uuids(&listed.json()), vec![uuid.clone()]);
+    assert_eq!(listed.json()["resource_providers"][0]["name"], name);
+    // The same name twice is Placement's duplicate, however it is stored.
+    let again = s.call(
+        "POST",
+        "/resource_providers",
+        LATEST,
+        Some(&json!({"name": name})),
+    );
+    again.expect(409);
+    assert_eq!(again.error().1.as_deref(), Some("placement.duplicate_name"));
+    // A child names it as its parent by uuid; a rename to another such name keeps it found.
+    let child = s.call(
+        "POST",
+        "/resource_providers",
+        LATEST,
+        Some(&json!({"name": "cn9_NUMA0", "parent_provider_uuid": uuid})),
+    );
+    child.expect(200);
+    assert_eq!(child.json()["root_provider_uuid"], uuid.as_str());
+    let child_uuid = child.json()["uuid"].as_str().unwrap().to_string();
+    let renamed = s.call(
+        "PUT",
+        &format!("/resource_providers/{child_uuid}"),
+        LATEST,
+        Some(&json!({"name": "cn9_NUMA_0"})),
+    );
+    renamed.expect(200);
+    assert_eq!(renamed.json()["name"], "cn9_NUMA_0");
+    let listed = s.call("GET", "/resource_providers?name=cn9_NUMA0", LATEST, None);
+    assert!(uuids(&listed.json()).is_empty(), "the old name is gone");
+    let listed = s.call("GET", "/resource_providers?name=cn9_NUMA_0", LATEST, None);
+    assert_eq!(uuids(&listed.json()), vec![child_uuid]);
+}

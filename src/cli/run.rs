@@ -25,6 +25,7 @@ use crate::controllers::watch::{self as kind_watches, Synced, kind_watch};
 use crate::health::{self, Health};
 use crate::metrics::Metrics;
 use crate::placement_api::{self, Auth, Cluster, KubernetesAuth, PlacementApi};
+use crate::webhook::claims_route::{ClaimsRoute, Endpoint};
 use crate::webhook::{Webhook, certs, config, server};
 use kubeplace_api::Kind;
 
@@ -84,6 +85,19 @@ pub struct RunArgs {
     /// Name of the leader Lease in --namespace.
     #[arg(long, value_name = "NAME", default_value = "kubeplace-leader")]
     pub lease_name: String,
+    /// The address (HOST:PORT) other replicas reach this one's webhook at, to pass it the
+    /// claims to decide while it leads. Default: $POD_IP, else --webhook-host, with the
+    /// webhook's port.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub claims_address: Option<String>,
+    /// The name this replica's serving certificate is checked against when other replicas
+    /// pass it claims (e.g. the webhook Service's DNS name). Default: --webhook-host.
+    #[arg(long, value_name = "NAME")]
+    pub claims_server_name: Option<String>,
+    /// The CA (PEM) that signed --tls-cert-file, given to the other replicas to check this
+    /// one. Default: ca.crt beside --tls-cert-file, when there is one.
+    #[arg(long, value_name = "PATH")]
+    pub ca_file: Option<PathBuf>,
     /// Serve Placement's REST API at this address (off without it): reads from the watched
     /// objects, writes made as Kubernetes objects, callers checked with TokenReview and
     /// SubjectAccessReview (docs/placement-api.md).
@@ -254,9 +268,35 @@ async fn run(args: RunArgs) -> Result<(), String> {
         Some(addr) => Some(bind(addr, "the Placement API").await?),
         None => None,
     };
+    // Leadership: only the leader decides claims; the others pass them to it.
+    let mut elector = None;
+    let mut claims_route = None;
+    if args.leader_elect {
+        let mut settings = LeaseSettings::new(&args.lease_name, &args.namespace, &identity);
+        match claims_endpoint(&args, webhook_port, ca_pem.as_deref()) {
+            Ok(endpoint) => settings.annotations = endpoint.annotations(),
+            Err(e) => warn!("other replicas cannot pass claims to this one: {e}"),
+        }
+        let (e, leading) = Elector::new(client.clone(), settings);
+        let (fence, fenced) = watch::channel(false);
+        tokio::spawn(fence_claims(
+            client.clone(),
+            store.clone(),
+            leading.clone(),
+            fence,
+            cancel.clone(),
+        ));
+        claims_route = Some(ClaimsRoute {
+            leading,
+            fenced,
+            other: e.other_leader(),
+        });
+        elector = Some(e);
+    }
     let mut webhook = Webhook::new(store.clone(), ready.clone(), metrics.clone());
     webhook.events = Some(recorder(client.clone(), &identity));
     webhook.client = Some(client.clone());
+    webhook.claims_route = claims_route.clone();
     let webhook = Arc::new(webhook);
     tokio::spawn(server::serve(
         webhook_listener,
@@ -318,15 +358,12 @@ async fn run(args: RunArgs) -> Result<(), String> {
     // Leadership.
     let (always, leader) = watch::channel(!args.leader_elect);
     let mut elector_task = None;
-    let leader = if args.leader_elect {
-        let (elector, rx) = Elector::new(
-            client.clone(),
-            LeaseSettings::new(&args.lease_name, &args.namespace, &identity),
-        );
-        elector_task = Some(tokio::spawn(elector.run(cancel.clone())));
-        rx
-    } else {
-        leader
+    let leader = match (elector, claims_route) {
+        (Some(elector), Some(route)) => {
+            elector_task = Some(tokio::spawn(elector.run(cancel.clone())));
+            route.leading
+        }
+        _ => leader,
     };
     {
         let mut leader = leader.clone();
@@ -378,6 +415,132 @@ async fn run(args: RunArgs) -> Result<(), String> {
     }
     drop(always);
     Ok(())
+}
+
+/// Where other replicas reach this one to pass it claims.
+fn claims_endpoint(
+    args: &RunArgs,
+    webhook_port: u16,
+    generated_ca: Option<&str>,
+) -> Result<Endpoint, String> {
+    let address = match &args.claims_address {
+        Some(a) => a.clone(),
+        None => {
+            let host = std::env::var("POD_IP")
+                .ok()
+                .filter(|h| !h.is_empty())
+                .or_else(|| args.webhook_host.clone())
+                .ok_or("give --claims-address (or set POD_IP, or --webhook-host)")?;
+            if host.contains(':') {
+                format!("[{host}]:{webhook_port}")
+            } else {
+                format!("{host}:{webhook_port}")
+            }
+        }
+    };
+    let server_name = args
+        .claims_server_name
+        .clone()
+        .or_else(|| args.webhook_host.clone())
+        .ok_or("give --claims-server-name (or --webhook-host)")?;
+    let ca_pem = match (&args.ca_file, generated_ca, &args.tls_cert_file) {
+        (Some(path), _, _) => std::fs::read_to_string(path)
+            .map_err(|e| format!("--ca-file {}: {e}", path.display()))?,
+        (None, Some(ca), _) => ca.to_string(),
+        (None, None, Some(cert)) => {
+            let beside = cert.with_file_name("ca.crt");
+            std::fs::read_to_string(&beside)
+                .map_err(|e| format!("give --ca-file ({} cannot be read: {e})", beside.display()))?
+        }
+        (None, None, None) => return Err("give --ca-file".into()),
+    };
+    Ok(Endpoint {
+        address,
+        server_name,
+        ca_pem,
+    })
+}
+
+/// How long a claim admitted by the old leader may still be on its way to the API server:
+/// the webhook timeout the API server gives every review.
+const CLAIMS_FENCE: Duration = Duration::from_secs(10);
+/// Longest the new leader waits for its store to hold every Allocation the API server
+/// listed, before it tries again.
+const CLAIMS_CATCH_UP: Duration = Duration::from_secs(30);
+
+/// Opens the claims decision point when this replica starts leading, once it is sure it
+/// sees every claim the previous leader decided; closes it when it stops leading.
+async fn fence_claims(
+    client: Client,
+    store: SharedStore,
+    mut leading: watch::Receiver<bool>,
+    fence: watch::Sender<bool>,
+    cancel: CancellationToken,
+) {
+    loop {
+        let now_leading = *leading.borrow_and_update();
+        fence.send_replace(false);
+        if now_leading {
+            let opened = tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = leading.changed() => false,
+                caught_up = catch_up(&client, &store) => caught_up,
+            };
+            if opened {
+                fence.send_replace(true);
+                info!("deciding claims: every claim the previous leader decided is in the store");
+            } else {
+                continue;
+            }
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            changed = leading.changed() => if changed.is_err() { return },
+        }
+    }
+}
+
+/// Waits out [`CLAIMS_FENCE`], then until the store holds every Allocation a fresh list of
+/// the API server shows (at least as new); true once it does.
+async fn catch_up(client: &Client, store: &SharedStore) -> bool {
+    tokio::time::sleep(CLAIMS_FENCE).await;
+    let api: kube::Api<kube::api::DynamicObject> =
+        kube::Api::all_with(client.clone(), &Kind::Allocation.api_resource());
+    loop {
+        let listed = match api.list(&kube::api::ListParams::default()).await {
+            Ok(l) => l.items,
+            Err(e) => {
+                warn!(error = %e, "cannot list Allocations to take over claims; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        let deadline = tokio::time::Instant::now() + CLAIMS_CATCH_UP;
+        loop {
+            let missing = {
+                let store = store.read().unwrap_or_else(|e| e.into_inner());
+                listed.iter().any(|a| {
+                    let name = a.metadata.name.as_deref().unwrap_or_default();
+                    let want = version(a.metadata.resource_version.as_deref());
+                    store
+                        .get_cluster(Kind::Allocation, name)
+                        .is_none_or(|o| version(o.meta().resource_version.as_deref()) < want)
+                })
+            };
+            if !missing {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// A resourceVersion as a number (etcd's revision), 0 when it is not one.
+fn version(rv: Option<&str>) -> u64 {
+    rv.and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
 /// How often the Placement API re-reads the custom registries other replicas may have

@@ -4,6 +4,7 @@
 //! replica's own clock, so clocks need not agree); a leader that cannot renew within the
 //! renew deadline steps down; a leader that shuts down releases the lease.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -27,6 +28,8 @@ pub(crate) struct LeaseSettings {
     pub renew_deadline: Duration,
     /// How often the lease is renewed or tried.
     pub retry_period: Duration,
+    /// Annotations the holder keeps on the lease: where the other replicas reach it.
+    pub annotations: BTreeMap<String, String>,
 }
 
 impl LeaseSettings {
@@ -39,9 +42,13 @@ impl LeaseSettings {
             lease_duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),
+            annotations: BTreeMap::new(),
         }
     }
 }
+
+/// The prefix of the annotations that say where the leader decides claims.
+pub(crate) const CLAIMS_ANNOTATION_PREFIX: &str = "claims.kubeplace.io/";
 
 /// What to do with the lease as it is now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,6 +118,8 @@ pub(crate) struct Elector {
     observed: Observed,
     last_renewed: Option<Instant>,
     leader: watch::Sender<bool>,
+    /// The annotations of the lease while another replica holds it.
+    other: watch::Sender<Option<BTreeMap<String, String>>>,
 }
 
 fn conflict_or_exists(e: &kube::Error) -> bool {
@@ -127,8 +136,15 @@ impl Elector {
             observed: Observed::default(),
             last_renewed: None,
             leader,
+            other: watch::channel(None).0,
         };
         (elector, rx)
+    }
+
+    /// The annotations of the lease whenever another replica holds it (none while this
+    /// one does, or nobody does).
+    pub fn other_leader(&self) -> watch::Receiver<Option<BTreeMap<String, String>>> {
+        self.other.subscribe()
     }
 
     fn seconds(&self) -> i32 {
@@ -150,13 +166,23 @@ impl Elector {
                     .expired(s, Instant::now(), self.settings.lease_duration)
             });
         let spec = current.as_ref().map(|l| l.spec.clone().unwrap_or_default());
-        let result = match decide(spec.as_ref(), &me, expired) {
+        let action = decide(spec.as_ref(), &me, expired);
+        let others = match &action {
+            Action::Follow { .. } => current
+                .as_ref()
+                .map(|l| l.metadata.annotations.clone().unwrap_or_default()),
+            _ => None,
+        };
+        self.other
+            .send_if_modified(|o| std::mem::replace(o, others.clone()) != others);
+        let result = match action {
             Action::Follow { .. } => return Ok(false),
             Action::Create => {
                 let lease = Lease {
                     metadata: ObjectMeta {
                         name: Some(self.settings.name.clone()),
                         namespace: Some(self.settings.namespace.clone()),
+                        annotations: Some(self.settings.annotations.clone()),
                         ..Default::default()
                     },
                     spec: Some(LeaseSpec {
@@ -181,6 +207,10 @@ impl Elector {
                 spec.lease_duration_seconds = Some(self.seconds());
                 spec.renew_time = Some(now);
                 lease.spec = Some(spec);
+                // The holder's annotations replace its predecessor's.
+                let annotations = lease.metadata.annotations.get_or_insert_with(BTreeMap::new);
+                annotations.retain(|k, _| !k.starts_with(CLAIMS_ANNOTATION_PREFIX));
+                annotations.extend(self.settings.annotations.clone());
                 self.api
                     .replace(&self.settings.name, &PostParams::default(), &lease)
                     .await

@@ -26,6 +26,8 @@ use super::wire::{ApiError, code};
 
 /// The ConfigMap that keeps the custom registries.
 pub const REGISTRY_CONFIGMAP: &str = "kubeplace-placement-registry";
+/// How many times a write is retried over changes of the status alone.
+const STATUS_RETRIES: usize = 5;
 /// The field manager of the API's writes.
 const FIELD_MANAGER: &str = "kubeplace-placement";
 
@@ -84,18 +86,55 @@ impl Cluster {
         })
     }
 
+    /// One change; a conflict that only the status or metadata caused (the leader writes
+    /// statuses, which moves the resourceVersion but not `metadata.generation`) is retried
+    /// from the current resourceVersion, a change of the spec is Placement's 409.
     async fn step(
         &self,
         key: &ObjectKey,
         before: Option<&Object>,
         after: Option<&Object>,
     ) -> Result<(Option<Done>, Option<Object>), ApiError> {
+        let mut version = before.and_then(|b| b.meta().resource_version.clone());
+        for _ in 0..STATUS_RETRIES {
+            match self.try_step(key, before, after, version.clone()).await {
+                Err(kube::Error::Api(s)) if s.code == 409 && before.is_some() => {
+                    let api = self.api(key.kind);
+                    let current = api
+                        .get_opt(&key.name)
+                        .await
+                        .map_err(|e| refused(key.kind, e))?;
+                    let same_spec = current.as_ref().is_some_and(|c| {
+                        c.metadata.generation == before.and_then(|b| b.meta().generation)
+                    });
+                    if !same_spec {
+                        return Err(refused(key.kind, kube::Error::Api(s)));
+                    }
+                    version = current.and_then(|c| c.metadata.resource_version);
+                }
+                other => return other.map_err(|e| refused(key.kind, e)),
+            }
+        }
+        Err(ApiError::conflict(format!(
+            "the {} {} kept changing while it was written; retry",
+            key.kind, key.name
+        ))
+        .with_code(code::CONCURRENT_UPDATE))
+    }
+
+    async fn try_step(
+        &self,
+        key: &ObjectKey,
+        before: Option<&Object>,
+        after: Option<&Object>,
+        version: Option<String>,
+    ) -> Result<(Option<Done>, Option<Object>), kube::Error> {
         let api = self.api(key.kind);
         match (before, after) {
             (Some(before), None) => {
                 let params = DeleteParams {
                     preconditions: Some(Preconditions {
-                        resource_version: before.meta().resource_version.clone(),
+                        resource_version: version,
                         uid: before.meta().uid.clone(),
                     }),
                     ..Default::default()
@@ -104,25 +143,23 @@ impl Cluster {
                     Ok(_) => Ok((Some(Done::Deleted(before.clone())), None)),
                     // Gone already: what the write wanted.
                     Err(kube::Error::Api(s)) if s.code == 404 => Ok((None, None)),
-                    Err(e) => Err(refused(key.kind, e)),
+                    Err(e) => Err(e),
                 }
             }
             (before, Some(after)) => {
                 let mut body = after.clone();
-                body.meta_mut().resource_version =
-                    before.and_then(|b| b.meta().resource_version.clone());
-                let dynamic = to_dynamic(&body)?;
+                body.meta_mut().resource_version = version;
+                let dynamic = to_dynamic(&body).map_err(|e| kube::Error::Service(e.into()))?;
                 let params = PostParams {
                     field_manager: Some(FIELD_MANAGER.to_string()),
                     ..Default::default()
                 };
-                let result = match before {
-                    Some(_) => api.replace(&key.name, &params, &dynamic).await,
-                    None => api.create(&params, &dynamic).await,
+                let stored = match before {
+                    Some(_) => api.replace(&key.name, &params, &dynamic).await?,
+                    None => api.create(&params, &dynamic).await?,
                 };
-                let stored = result.map_err(|e| refused(key.kind, e))?;
                 let object = crate::cache::to_object(key.kind, &stored)
-                    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+                    .map_err(|e| kube::Error::Service(e.into()))?;
                 let done = match before {
                     Some(b) => Done::Replaced(b.clone()),
                     None => Done::Created(key.kind, key.name.clone()),
@@ -224,17 +261,13 @@ impl Cluster {
 }
 
 /// An object as the dynamic client sends it.
-fn to_dynamic(object: &Object) -> Result<DynamicObject, ApiError> {
+fn to_dynamic(object: &Object) -> Result<DynamicObject, String> {
     let mut value = object.to_value();
     if let Some(m) = value.as_object_mut() {
         m.remove("status");
     }
-    serde_json::from_value(value).map_err(|e| {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("object {} could not be encoded: {e}", object.name()),
-        )
-    })
+    serde_json::from_value(value)
+        .map_err(|e| format!("object {} could not be encoded: {e}", object.name()))
 }
 
 /// What the API server's refusal of a step means to a Placement client.

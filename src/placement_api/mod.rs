@@ -14,6 +14,7 @@ mod body;
 mod classes;
 mod cluster;
 mod inventories;
+mod names;
 mod providers;
 mod router;
 mod state;

@@ -1,8 +1,8 @@
 //! `/resource_providers`, `/resource_providers/{uuid}` and its aggregates.
 //!
-//! A provider created through the API is a ResourceProvider object whose name is the
-//! Placement name and whose `spec.uuid` is the uuid given (else kubeplace's UUIDv5 of the
-//! name), written through admission.
+//! A provider created through the API is a ResourceProvider object named after its
+//! Placement name (see [`super::names`]) whose `spec.uuid` is the uuid given (else
+//! kubeplace's UUIDv5 of the name), written through admission.
 
 use std::collections::BTreeMap;
 
@@ -18,6 +18,7 @@ use kubeplace_policy::admission::{Operation, admit};
 use kubeplace_policy::store::ObjectKey;
 
 use super::body;
+use super::names::{name_provider, object_name};
 use super::state::State;
 use super::wire::{ApiError, Reply, code, empty, json_reply, located};
 use super::{Call, Ctx};
@@ -48,7 +49,7 @@ pub(crate) fn provider_json(state: &State<'_>, ctx: &Ctx, name: &str) -> Result<
     let record = state.record(name)?;
     let mut v = json!({
         "uuid": record.uuid,
-        "name": record.name,
+        "name": state.placement_name(name),
         "generation": state.generation(&record.uuid),
         "links": links(&record.uuid, ctx),
     });
@@ -68,7 +69,9 @@ pub(crate) fn provider_json(state: &State<'_>, ctx: &Ctx, name: &str) -> Result<
 
 /// `GET /resource_providers?…`: the query filters of `kubeplace placement providers`.
 pub(crate) fn list(state: &State<'_>, ctx: &Ctx, query: &str) -> Result<Reply, ApiError> {
-    let q = parse_providers_query(query, ctx.mv).map_err(|e| ApiError::bad_request(e.detail))?;
+    let mut q =
+        parse_providers_query(query, ctx.mv).map_err(|e| ApiError::bad_request(e.detail))?;
+    q.name = q.name.as_deref().map(object_name);
     let unknown: Vec<&String> = q
         .filters
         .required
@@ -94,6 +97,9 @@ pub(crate) fn list(state: &State<'_>, ctx: &Ctx, query: &str) -> Result<Reply, A
     if let Some(Value::Array(items)) = body.get_mut("resource_providers") {
         for item in items {
             let uuid = item["uuid"].as_str().unwrap_or("").to_string();
+            if let Some(object) = item["name"].as_str() {
+                item["name"] = Value::from(state.placement_name(object));
+            }
             item["generation"] = Value::from(state.generation(&uuid));
             item["links"] = links(&uuid, ctx);
         }
@@ -139,7 +145,7 @@ pub(crate) fn create(state: &mut State<'_>, ctx: &Ctx, call: &Call) -> Result<Re
     let name = body::string(&b, "name", MAX_NAME)?.unwrap_or_default();
     let uuid = body::uuid(&b, "uuid", false)?.unwrap_or_else(|| derived_provider_uuid(&name));
     let parent_uuid = body::uuid(&b, "parent_provider_uuid", true)?;
-    if state.store.index().contains(&name) {
+    if state.store.index().contains(&object_name(&name)) {
         return Err(ApiError::conflict(format!(
             "Conflicting resource provider name: {name} already exists."
         ))
@@ -154,7 +160,7 @@ pub(crate) fn create(state: &mut State<'_>, ctx: &Ctx, call: &Call) -> Result<Re
         .as_deref()
         .map(|p| parent_name(state, p))
         .transpose()?;
-    let rp = ResourceProvider::new(
+    let mut rp = ResourceProvider::new(
         &name,
         ResourceProviderSpec {
             uuid: Some(uuid.clone()),
@@ -164,11 +170,13 @@ pub(crate) fn create(state: &mut State<'_>, ctx: &Ctx, call: &Call) -> Result<Re
             aggregates: Vec::new(),
         },
     );
+    name_provider(&mut rp, &name);
+    let object = object_name(&name);
     state.write_provider(rp)?;
     state.forget(&uuid)?;
     let location = location(call, &format!("/resource_providers/{uuid}"));
     let reply = if ctx.mv.0 >= 20 {
-        json_reply(StatusCode::OK, &provider_json(state, ctx, &name)?)
+        json_reply(StatusCode::OK, &provider_json(state, ctx, &object)?)
     } else {
         empty(StatusCode::CREATED)
     };
@@ -222,7 +230,7 @@ pub(crate) fn update(
         }
         rp.spec.parent = wanted;
     }
-    if new_name != name {
+    if new_name != state.placement_name(&name) {
         rename(state, &name, &new_name, rp)?;
     } else if rp.spec != before {
         state.write_provider(rp)?;
@@ -240,12 +248,19 @@ fn rename(
     mut rp: ResourceProvider,
 ) -> Result<(), ApiError> {
     let index = state.store.index();
-    if index.contains(new_name) {
+    let new_object = object_name(new_name);
+    if new_object != name && index.contains(&new_object) {
         return Err(ApiError::conflict(format!(
             "Conflicting resource provider name: {new_name} already exists."
         ))
         .with_code(code::DUPLICATE_NAME));
     }
+    if new_object == name {
+        // Only the Placement name changes: the object keeps its name.
+        name_provider(&mut rp, new_name);
+        return state.write_provider(rp);
+    }
+    let index = state.store.index();
     let in_use = index
         .usages(name)
         .is_some_and(|u| u.values().any(|n| *n > 0));
@@ -256,9 +271,10 @@ fn rename(
     }
     let key = ObjectKey::cluster(Kind::ResourceProvider, name);
     let old = state.delete(&key)?;
-    rp.metadata.name = Some(new_name.to_string());
+    name_provider(&mut rp, new_name);
     rp.metadata.generation = None;
     rp.metadata.resource_version = None;
+    rp.metadata.uid = None;
     if let Err(e) = state.write_provider(rp) {
         if let Some(old) = old {
             state.put(old)?;

@@ -284,6 +284,14 @@ impl<'a> State<'a> {
         }
     }
 
+    /// A provider's Placement name by object name.
+    pub(crate) fn placement_name(&self, object: &str) -> String {
+        match self.store.get_cluster(Kind::ResourceProvider, object) {
+            Some(Object::ResourceProvider(rp)) => super::names::placement_name(rp),
+            _ => object.to_string(),
+        }
+    }
+
     /// A provider's uuid by name.
     pub(crate) fn uuid_of(&self, name: &str) -> Option<String> {
         self.store.index().provider(name).map(|r| r.uuid)

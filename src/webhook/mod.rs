@@ -3,6 +3,7 @@
 //! shared store.
 
 pub mod certs;
+pub mod claims_route;
 pub mod config;
 mod read_through;
 pub mod server;
@@ -16,6 +17,7 @@ use tokio::sync::watch;
 
 use crate::cache::{SharedStore, to_object};
 use crate::metrics::Metrics;
+use claims_route::{ClaimsRoute, Route};
 use kubeplace_api::{API_VERSION, GROUP, Kind, Object};
 use kubeplace_policy::admission::{Operation, Verdict, admit};
 use kubeplace_policy::claims::Ledger;
@@ -49,6 +51,9 @@ pub struct Webhook {
     /// How long a denial waits for the watches to deliver referenced objects that the API
     /// server has but the store lacks.
     pub read_through_wait: Duration,
+    /// With several replicas: Allocations are decided by the leader only (see
+    /// [`claims_route`]). None: this replica decides every claim it receives.
+    pub claims_route: Option<ClaimsRoute>,
 }
 
 /// How long an admitted claim that the watch has not shown holds its capacity.
@@ -94,6 +99,7 @@ impl Webhook {
             claims: Mutex::new(Ledger::new(CLAIM_HOLD)),
             client: None,
             read_through_wait: Duration::from_secs(3),
+            claims_route: None,
         }
     }
 
@@ -127,8 +133,18 @@ impl Webhook {
     /// object that refers to one created just before it (an Allocation right after its
     /// provider) is judged against a store that has caught up.
     pub async fn review(&self, plural: &str, body: &[u8]) -> AdmissionReview<DynamicObject> {
+        self.review_from(plural, body, false).await
+    }
+
+    /// [`Webhook::review`], for a review another replica passed on when `forwarded`.
+    pub async fn review_from(
+        &self,
+        plural: &str,
+        body: &[u8],
+        forwarded: bool,
+    ) -> AdmissionReview<DynamicObject> {
         let started = Instant::now();
-        let answer = self.answer(plural, body).await;
+        let answer = self.answer(plural, body, forwarded).await;
         self.metrics
             .admission(&answer.kind, answer.verdict, started.elapsed());
         let mut review = answer.response.into_review();
@@ -161,7 +177,7 @@ impl Webhook {
         });
     }
 
-    async fn answer(&self, plural: &str, body: &[u8]) -> Answer {
+    async fn answer(&self, plural: &str, body: &[u8], forwarded: bool) -> Answer {
         let label = Kind::from_plural(plural)
             .map(|k| k.as_str().to_string())
             .unwrap_or_else(|| plural.to_string());
@@ -199,6 +215,29 @@ impl Webhook {
                     .into(),
             );
         }
+        if kind == Kind::Allocation
+            && let Some(route) = &self.claims_route
+        {
+            match route.route(forwarded) {
+                Route::Decide => {}
+                Route::Refuse(reason) => return deny(reason),
+                Route::Forward(endpoint) => {
+                    return match self.forwarded(&endpoint, plural, body).await {
+                        Ok(mut leader) => {
+                            leader.uid = response.uid.clone();
+                            Answer {
+                                kind: label,
+                                verdict: if leader.allowed { "allowed" } else { "denied" },
+                                response: leader,
+                            }
+                        }
+                        Err(e) => deny(format!(
+                            "claims are decided by kubeplace's leader, and it could not be asked: {e}; retry"
+                        )),
+                    };
+                }
+            }
+        }
         let verdict = self
             .decide(op, &object, old.as_ref(), request.dry_run)
             .await;
@@ -220,6 +259,22 @@ impl Webhook {
             answer.response.warnings = Some(verdict.warnings);
         }
         answer
+    }
+
+    /// The leader's answer to a review passed on to it.
+    async fn forwarded(
+        &self,
+        endpoint: &claims_route::Endpoint,
+        plural: &str,
+        body: &[u8],
+    ) -> Result<AdmissionResponse, String> {
+        let answer =
+            claims_route::forward(endpoint, plural, bytes::Bytes::copy_from_slice(body)).await?;
+        let review: AdmissionReview<DynamicObject> = serde_json::from_slice(&answer)
+            .map_err(|e| format!("the leader's answer is not an AdmissionReview: {e}"))?;
+        review
+            .response
+            .ok_or_else(|| "the leader's answer has no response".to_string())
     }
 
     /// Whether the store has listed every kind, waiting up to [`Webhook::sync_wait`].

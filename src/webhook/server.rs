@@ -168,9 +168,12 @@ pub async fn handle(webhook: Arc<Webhook>, request: Request<Incoming>) -> Reply 
             MAX_BODY / (1024 * 1024)
         ));
     }
+    let forwarded = request
+        .headers()
+        .contains_key(super::claims_route::FORWARDED_HEADER);
     let work = async {
         let body = read_body(request.into_body(), MAX_BODY).await?;
-        Ok::<_, String>(webhook.review(&plural, &body).await)
+        Ok::<_, String>(webhook.review_from(&plural, &body, forwarded).await)
     };
     match tokio::time::timeout(REQUEST_TIMEOUT, work).await {
         Ok(Ok(review)) => review_reply(&review),

@@ -114,12 +114,14 @@ fn round_robin(backends: Vec<u16>) -> (u16, Arc<Vec<AtomicUsize>>) {
     (port, counts)
 }
 
-/// A replica with the shared serving certificate, as pods behind one Service run.
+/// A replica with the shared serving certificate, as pods behind one Service run; it
+/// tells the others to reach it at its own port, checked against `ca`.
 fn replica_on(
     cp: &ControlPlane,
     name: &str,
     cert: &Path,
     key: &Path,
+    ca: &Path,
     config: &str,
     webhook_port: u16,
 ) -> (Operator, u16) {
@@ -133,11 +135,28 @@ fn replica_on(
         format!("--metrics-addr=127.0.0.1:{metrics_port}"),
         "--namespace=default".into(),
         "--lease-name=e2e-claims".into(),
+        format!("--claims-address=127.0.0.1:{webhook_port}"),
+        "--claims-server-name=127.0.0.1".into(),
+        format!("--ca-file={}", ca.display()),
     ];
     (
         Operator::launch(cp, name, args, metrics_port, config),
         webhook_port,
     )
+}
+
+/// Waits until one of the replicas leads and decides claims; its position.
+fn deciding_leader(replicas: &[&Operator]) -> usize {
+    for _ in 0..120 {
+        if let Some(i) = replicas
+            .iter()
+            .position(|r| r.process.output().contains("deciding claims"))
+        {
+            return i;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    panic!("no replica started deciding claims");
 }
 
 #[test]
@@ -152,8 +171,10 @@ fn twenty_racing_kubectl_claims_on_two_replicas_never_oversubscribe() {
     let certs = kubeplace::webhook::certs::self_signed("127.0.0.1").unwrap();
     let cert = cp.kubeconfig.with_file_name("claims-webhook.crt");
     let key = cp.kubeconfig.with_file_name("claims-webhook.key");
+    let ca = cp.kubeconfig.with_file_name("claims-ca.crt");
     std::fs::write(&cert, &certs.cert_pem).unwrap();
     std::fs::write(&key, &certs.key_pem).unwrap();
+    std::fs::write(&ca, &certs.ca_pem).unwrap();
     let ports = [support::free_port(), support::free_port()];
     let (proxy, connections) = round_robin(ports.to_vec());
     let mut config = kubeplace::webhook::config::webhook_configuration(
@@ -170,8 +191,9 @@ fn twenty_racing_kubectl_claims_on_two_replicas_never_oversubscribe() {
         &serde_json::to_string(&config).unwrap(),
     )
     .ok();
-    let (a, _) = replica_on(cp, "kubeplace-claims-a", &cert, &key, CONFIG, ports[0]);
-    let (b, _) = replica_on(cp, "kubeplace-claims-b", &cert, &key, CONFIG, ports[1]);
+    let (a, _) = replica_on(cp, "kubeplace-claims-a", &cert, &key, &ca, CONFIG, ports[0]);
+    let (b, _) = replica_on(cp, "kubeplace-claims-b", &cert, &key, &ca, CONFIG, ports[1]);
+    let leader = deciding_leader(&[&a, &b]);
     cp.kubectl_stdin(&["apply", "-f", "-"], &provider(HOST, 4))
         .ok();
     eventually(
@@ -229,17 +251,22 @@ fn twenty_racing_kubectl_claims_on_two_replicas_never_oversubscribe() {
         .map(|c| c.load(Ordering::Relaxed))
         .collect();
     cleanup(cp, PREFIX, CLAIMS, HOST);
-    a.stop_and_unregister(cp);
-    b.process.stop(Duration::from_secs(10));
     eprintln!(
-        "claims: {admitted} admitted, {applied} counted, {refused_after} refused after admission; webhook connections per replica {per_replica:?}; usage samples {}",
+        "claims: {admitted} admitted, {applied} counted, {refused_after} refused after admission; webhook connections per replica {per_replica:?}; usage samples {}; leader {leader}",
         samples.len()
     );
     assert_eq!(applied, 4, "claims counted: {verdicts:?}");
-    assert!(
-        admitted >= 4,
+    // Only the leader decides: the follower passes every claim to it, so no more are
+    // admitted than fit.
+    assert_eq!(
+        admitted, 4,
         "claims admitted by kubectl create: {created:?}"
     );
+    assert!(
+        per_replica.iter().all(|n| *n > 0),
+        "both replicas received reviews: {per_replica:?}"
+    );
+
     assert_eq!(
         applied + refused_after,
         admitted,
@@ -248,6 +275,81 @@ fn twenty_racing_kubectl_claims_on_two_replicas_never_oversubscribe() {
     assert_eq!(final_usage, 4);
     assert!(
         samples.iter().all(|u| *u <= 4),
+        "the provider counted more than its capacity at some moment: {samples:?}"
+    );
+
+    // The leader SIGKILLed in the middle of a burst: claims are refused until another
+    // replica leads and has seen every claim decided before, then decided by it; never
+    // more than fit.
+    const KILL_HOST: &str = "e2e-kill-host";
+    const KILL_PREFIX: &str = "e2e-kill-";
+    const KILL_CLAIMS: usize = 50;
+    cp.kubectl_stdin(&["apply", "-f", "-"], &provider(KILL_HOST, 6))
+        .ok();
+    eventually(
+        cp,
+        &[
+            "get",
+            "resourceprovider",
+            KILL_HOST,
+            "-o",
+            "jsonpath={.status.root}",
+        ],
+        KILL_HOST,
+    );
+    let (leading, following) = if leader == 0 { (&a, &b) } else { (&b, &a) };
+    let stop = AtomicBool::new(false);
+    let samples = Mutex::new(Vec::new());
+    let created: Vec<bool> = std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                samples.lock().unwrap().push(usage(cp, KILL_HOST));
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let mut created = Vec::new();
+        for i in 0..KILL_CLAIMS {
+            if i == 2 {
+                leading.process.kill();
+            }
+            created.push(
+                cp.kubectl_stdin(
+                    &["create", "-f", "-"],
+                    &allocation(&format!("{KILL_PREFIX}{i}"), 1000 + i, KILL_HOST),
+                )
+                .success,
+            );
+            std::thread::sleep(Duration::from_millis(800));
+        }
+        let admitted = created.iter().filter(|c| **c).count();
+        settled(cp, KILL_PREFIX, admitted);
+        std::thread::sleep(Duration::from_secs(2));
+        stop.store(true, Ordering::Relaxed);
+        sampler.join().unwrap();
+        created
+    });
+    let admitted = created.iter().filter(|c| **c).count();
+    let verdicts = settled(cp, KILL_PREFIX, admitted);
+    let applied = verdicts.iter().filter(|(_, s, _)| s == "True").count();
+    let samples = samples.into_inner().unwrap();
+    let final_usage = usage(cp, KILL_HOST);
+    let log = following.process.output();
+    cleanup(cp, KILL_PREFIX, KILL_CLAIMS, KILL_HOST);
+    a.stop_and_unregister(cp);
+    b.process.stop(Duration::from_secs(10));
+    eprintln!(
+        "leader killed: {admitted} of {KILL_CLAIMS} admitted, {applied} counted, first admitted after the kill: claim {:?}",
+        created.iter().skip(2).position(|c| *c).map(|p| p + 2)
+    );
+    assert!(
+        log.contains("deciding claims"),
+        "the other replica never took over the claims:\n{log}"
+    );
+    assert_eq!(admitted, 6, "exactly what fits was admitted: {created:?}");
+    assert_eq!(applied, 6, "{verdicts:?}");
+    assert_eq!(final_usage, 6);
+    assert!(
+        samples.iter().all(|u| *u <= 6),
         "the provider counted more than its capacity at some moment: {samples:?}"
     );
 }

@@ -270,18 +270,34 @@ fn the_placement_api_over_the_cluster() {
         "a claim above the free capacity was accepted"
     );
 
-    // A Placement name that is not an object name is refused with the API server's reason.
-    let (status, invalid) = call(
+    // A Placement name that is not an object name (Nova's nested providers, Neutron's
+    // agents) is stored under a derived object name and keeps its Placement name.
+    let (status, numa) = call(
         port,
         "POST",
         "/resource_providers",
         Some(&writer),
-        Some(&json!({"name": "cn1_NUMA0"})),
+        Some(&json!({"name": "cn1_NUMA0", "parent_provider_uuid": cn1})),
     );
-    assert_eq!(status, 400, "{invalid}");
+    assert_eq!(status, 200, "{numa}");
+    assert_eq!(numa["name"], "cn1_NUMA0");
+    let numa_uuid = numa["uuid"].as_str().expect("a uuid").to_string();
+    let objects = cp
+        .kubectl(&[
+            "get",
+            "resourceproviders",
+            "-o",
+            r#"jsonpath={range .items[*]}{.metadata.name} {.metadata.annotations.placement\.kubeplace\.io/name} {.spec.parent}{"\n"}{end}"#,
+        ])
+        .ok()
+        .to_string();
+    let line = objects
+        .lines()
+        .find(|l| l.contains(" cn1_NUMA0 "))
+        .unwrap_or_else(|| panic!("no object keeps the name cn1_NUMA0:\n{objects}"));
     assert!(
-        invalid.to_string().contains("cn1_NUMA0") && invalid.to_string().contains("RFC 1123"),
-        "{invalid}"
+        line.starts_with("cn1-numa0-") && line.ends_with(" cn-api-1"),
+        "{line}"
     );
     let (_, listed) = call(
         port,
@@ -291,9 +307,9 @@ fn the_placement_api_over_the_cluster() {
         None,
     );
     assert_eq!(
-        listed["resource_providers"],
-        json!([]),
-        "nothing half-made: {listed}"
+        listed["resource_providers"][0]["uuid"],
+        numa_uuid.as_str(),
+        "{listed}"
     );
 
     // A write from a stale generation is Placement's concurrent update.
@@ -425,14 +441,16 @@ fn the_placement_api_over_the_cluster() {
     ok(&split(&format!(
         "resource provider allocation delete {consumer}"
     )));
-    let (status, _) = call(
-        port,
-        "DELETE",
-        &format!("/resource_providers/{cn1}"),
-        Some(&writer),
-        None,
-    );
-    assert_eq!(status, 204);
+    for uuid in [&numa_uuid, &cn1] {
+        let (status, body) = call(
+            port,
+            "DELETE",
+            &format!("/resource_providers/{uuid}"),
+            Some(&writer),
+            None,
+        );
+        assert_eq!(status, 204, "{body}");
+    }
     cp.kubectl(&["delete", "allocations", "--all"]).ok();
     cp.kubectl(&[
         "delete",

@@ -1,0 +1,237 @@
+//! Where Allocations are decided when several replicas run: only the leader decides.
+//!
+//! Every replica serves the webhook, and the API server may send an Allocation's review to
+//! any of them. A replica that does not lead passes the review on, unchanged, to the leader,
+//! which it finds on the leader Lease: the leader keeps there the address its webhook
+//! listens on, the name its serving certificate is checked against, and the CA that signed
+//! it. The leader's answer is returned as it is. So every claim is decided by one ledger,
+//! which sees every claim decided before it, admitted or not yet watched.
+//!
+//! A new leader decides nothing until it is sure it sees every claim its predecessor
+//! decided: it waits out the longest an admission can still be in flight (the webhook
+//! timeout), then lists the Allocations from the API server and waits until its store holds
+//! every one of them. Until then claims are refused with a message to retry; the bound on
+//! that unavailability is in docs/architecture.md.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, header};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio_rustls::TlsConnector;
+
+/// The leader's webhook address (`HOST:PORT`), on the Lease.
+pub const ADDRESS_ANNOTATION: &str = "claims.kubeplace.io/address";
+/// The name the leader's serving certificate is checked against, on the Lease.
+pub const SERVER_NAME_ANNOTATION: &str = "claims.kubeplace.io/server-name";
+/// The PEM of the CA that signed the leader's serving certificate, on the Lease.
+pub const CA_ANNOTATION: &str = "claims.kubeplace.io/ca";
+/// Marks a review passed on by another replica: it is not passed on again.
+pub const FORWARDED_HEADER: &str = "x-kubeplace-forwarded";
+
+/// Longest a passed-on review may take: less than the API server's webhook timeout, so the
+/// replica can still answer with a reason.
+const FORWARD_TIMEOUT: Duration = Duration::from_secs(8);
+/// The largest answer read from the leader.
+const MAX_ANSWER: usize = 1024 * 1024;
+
+/// Where the leader decides claims.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    pub address: String,
+    pub server_name: String,
+    pub ca_pem: String,
+}
+
+impl Endpoint {
+    /// The endpoint a lease's annotations name, if they name one.
+    pub fn from_annotations(annotations: &BTreeMap<String, String>) -> Option<Endpoint> {
+        Some(Endpoint {
+            address: annotations.get(ADDRESS_ANNOTATION)?.clone(),
+            server_name: annotations.get(SERVER_NAME_ANNOTATION)?.clone(),
+            ca_pem: annotations.get(CA_ANNOTATION)?.clone(),
+        })
+    }
+
+    /// The annotations that name this endpoint.
+    pub fn annotations(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            (ADDRESS_ANNOTATION.to_string(), self.address.clone()),
+            (SERVER_NAME_ANNOTATION.to_string(), self.server_name.clone()),
+            (CA_ANNOTATION.to_string(), self.ca_pem.clone()),
+        ])
+    }
+}
+
+/// What a replica knows to route claims: whether it leads, whether (leading) it may decide
+/// yet, and the lease's annotations while another replica leads.
+#[derive(Clone)]
+pub struct ClaimsRoute {
+    pub leading: watch::Receiver<bool>,
+    pub fenced: watch::Receiver<bool>,
+    pub other: watch::Receiver<Option<BTreeMap<String, String>>>,
+}
+
+/// Where one Allocation review is decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// Here.
+    Decide,
+    /// By the leader at this endpoint.
+    Forward(Endpoint),
+    /// Nowhere now: refuse with this reason.
+    Refuse(String),
+}
+
+impl ClaimsRoute {
+    /// Where a review is decided; `forwarded` when another replica passed it on.
+    pub fn route(&self, forwarded: bool) -> Route {
+        let leading = *self.leading.borrow();
+        if leading {
+            return if *self.fenced.borrow() {
+                Route::Decide
+            } else {
+                Route::Refuse(
+                    "kubeplace's leader changed a moment ago and is making sure it sees every claim its predecessor decided; retry in a few seconds".into(),
+                )
+            };
+        }
+        if forwarded {
+            return Route::Refuse(
+                "the kubeplace replica this claim was passed to no longer leads; retry".into(),
+            );
+        }
+        match self.other.borrow().as_ref().map(Endpoint::from_annotations) {
+            Some(Some(endpoint)) => Route::Forward(endpoint),
+            Some(None) => Route::Refuse(
+                "the kubeplace leader does not say where it decides claims (its lease has no claims.kubeplace.io/ annotations); upgrade every replica".into(),
+            ),
+            None => Route::Refuse(
+                "no kubeplace replica leads at the moment, and only the leader decides claims; retry in a few seconds".into(),
+            ),
+        }
+    }
+}
+
+/// Passes an AdmissionReview body to the leader's `/validate/<plural>`; the answer's body.
+pub async fn forward(endpoint: &Endpoint, plural: &str, body: Bytes) -> Result<Bytes, String> {
+    tokio::time::timeout(FORWARD_TIMEOUT, send(endpoint, plural, body))
+        .await
+        .map_err(|_| format!("the leader at {} did not answer in time", endpoint.address))?
+}
+
+async fn send(endpoint: &Endpoint, plural: &str, body: Bytes) -> Result<Bytes, String> {
+    let at = &endpoint.address;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(endpoint.ca_pem.as_bytes()) {
+        let cert = cert.map_err(|e| format!("the leader's CA is not PEM: {e}"))?;
+        roots
+            .add(cert)
+            .map_err(|e| format!("the leader's CA is not usable: {e}"))?;
+    }
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = ServerName::try_from(endpoint.server_name.clone())
+        .map_err(|e| format!("{:?} is not a server name: {e}", endpoint.server_name))?;
+    let tcp = TcpStream::connect(at.as_str())
+        .await
+        .map_err(|e| format!("cannot reach the leader at {at}: {e}"))?;
+    let tls = TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .map_err(|e| format!("TLS with the leader at {at} failed: {e}"))?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .map_err(|e| format!("HTTP with the leader at {at} failed: {e}"))?;
+    tokio::spawn(connection);
+    let request = Request::builder()
+        .method(Method::POST)
+        .uri(format!("/validate/{plural}"))
+        .header(header::HOST, endpoint.server_name.as_str())
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(FORWARDED_HEADER, "1")
+        .body(Full::new(body))
+        .map_err(|e| e.to_string())?;
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(|e| format!("the leader at {at} failed to answer: {e}"))?;
+    if !response.status().is_success() {
+        return Err(format!("the leader at {at} answered {}", response.status()));
+    }
+    Limited::new(response.into_body(), MAX_ANSWER)
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .map_err(|e| format!("the leader's answer could not be read: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn route(leading: bool, fenced: bool, other: Option<BTreeMap<String, String>>) -> ClaimsRoute {
+        ClaimsRoute {
+            leading: watch::channel(leading).1,
+            fenced: watch::channel(fenced).1,
+            other: watch::channel(other).1,
+        }
+    }
+
+    fn endpoint() -> Endpoint {
+        Endpoint {
+            address: "10.0.0.7:8443".into(),
+            server_name: "kubeplace-webhook.kubeplace-system.svc".into(),
+            ca_pem: "-----BEGIN CERTIFICATE-----\n…".into(),
+        }
+    }
+
+    #[test]
+    fn only_a_fenced_leader_decides() {
+        assert_eq!(route(true, true, None).route(false), Route::Decide);
+        assert_eq!(route(true, true, None).route(true), Route::Decide);
+        assert!(
+            matches!(route(true, false, None).route(false), Route::Refuse(m) if m.contains("retry"))
+        );
+    }
+
+    #[test]
+    fn a_follower_passes_claims_to_the_leader_once() {
+        let annotated = Some(endpoint().annotations());
+        assert_eq!(
+            route(false, false, annotated.clone()).route(false),
+            Route::Forward(endpoint())
+        );
+        // A review passed on already is never passed on again: no loops between replicas
+        // that disagree for a moment on who leads.
+        assert!(matches!(
+            route(false, false, annotated).route(true),
+            Route::Refuse(_)
+        ));
+        assert!(
+            matches!(route(false, false, None).route(false), Route::Refuse(m) if m.contains("no kubeplace replica leads"))
+        );
+        assert!(
+            matches!(route(false, false, Some(BTreeMap::new())).route(false), Route::Refuse(m) if m.contains("annotations"))
+        );
+    }
+
+    #[test]
+    fn endpoints_round_trip_through_annotations() {
+        assert_eq!(
+            Endpoint::from_annotations(&endpoint().annotations()),
+            Some(endpoint())
+        );
+        let mut partial = endpoint().annotations();
+        partial.remove(CA_ANNOTATION);
+        assert_eq!(Endpoint::from_annotations(&partial), None);
+    }
+}
