@@ -224,7 +224,10 @@ impl Webhook {
                 Route::Forward(endpoint) => {
                     return match self.forwarded(&endpoint, plural, body).await {
                         Ok(mut leader) => {
+                            // The answer is to this request: its uid and its types (which
+                            // are not part of a response's JSON).
                             leader.uid = response.uid.clone();
+                            leader.types = response.types.clone();
                             Answer {
                                 kind: label,
                                 verdict: if leader.allowed { "allowed" } else { "denied" },

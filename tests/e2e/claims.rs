@@ -119,11 +119,10 @@ fn round_robin(backends: Vec<u16>) -> (u16, Arc<Vec<AtomicUsize>>) {
 fn replica_on(
     cp: &ControlPlane,
     name: &str,
-    cert: &Path,
-    key: &Path,
-    ca: &Path,
+    (cert, key, ca): (&Path, &Path, &Path),
     config: &str,
     webhook_port: u16,
+    placement_port: u16,
 ) -> (Operator, u16) {
     let metrics_port = support::free_port();
     let args: Vec<String> = vec![
@@ -138,6 +137,7 @@ fn replica_on(
         format!("--claims-address=127.0.0.1:{webhook_port}"),
         "--claims-server-name=127.0.0.1".into(),
         format!("--ca-file={}", ca.display()),
+        format!("--placement-addr=127.0.0.1:{placement_port}"),
     ];
     (
         Operator::launch(cp, name, args, metrics_port, config),
@@ -191,8 +191,23 @@ fn twenty_racing_kubectl_claims_on_two_replicas_never_oversubscribe() {
         &serde_json::to_string(&config).unwrap(),
     )
     .ok();
-    let (a, _) = replica_on(cp, "kubeplace-claims-a", &cert, &key, &ca, CONFIG, ports[0]);
-    let (b, _) = replica_on(cp, "kubeplace-claims-b", &cert, &key, &ca, CONFIG, ports[1]);
+    let api_ports = [support::free_port(), support::free_port()];
+    let (a, _) = replica_on(
+        cp,
+        "kubeplace-claims-a",
+        (&cert, &key, &ca),
+        CONFIG,
+        ports[0],
+        api_ports[0],
+    );
+    let (b, _) = replica_on(
+        cp,
+        "kubeplace-claims-b",
+        (&cert, &key, &ca),
+        CONFIG,
+        ports[1],
+        api_ports[1],
+    );
     let leader = deciding_leader(&[&a, &b]);
     cp.kubectl_stdin(&["apply", "-f", "-"], &provider(HOST, 4))
         .ok();
@@ -220,11 +235,14 @@ fn twenty_racing_kubectl_claims_on_two_replicas_never_oversubscribe() {
         let racers: Vec<_> = (0..CLAIMS)
             .map(|i| {
                 s.spawn(move || {
-                    cp.kubectl_stdin(
+                    let run = cp.kubectl_stdin(
                         &["create", "-f", "-"],
                         &allocation(&format!("{PREFIX}{i}"), i, HOST),
-                    )
-                    .success
+                    );
+                    if !run.success && !run.stderr.contains("capacity") {
+                        eprintln!("claim {i}: {}", run.stderr.trim());
+                    }
+                    run.success
                 })
             })
             .collect();
@@ -277,6 +295,10 @@ fn twenty_racing_kubectl_claims_on_two_replicas_never_oversubscribe() {
         samples.iter().all(|u| *u <= 4),
         "the provider counted more than its capacity at some moment: {samples:?}"
     );
+
+    // Every kind of claimer at once, on both replicas: Servers placed by the leader,
+    // Allocations from kubectl, and Placement API clients on each replica's API.
+    mixed_race(cp, &a, &b, api_ports);
 
     // The leader SIGKILLed in the middle of a burst: claims are refused until another
     // replica leads and has seen every claim decided before, then decided by it; never
@@ -410,4 +432,232 @@ fn claims_written_without_the_webhook_are_settled_oldest_first() {
         events.contains("OverCapacity"),
         "no Warning Event: {events:?}"
     );
+}
+
+const MIXED_HOST: &str = "e2e-mixed-host";
+const MIXED_NS: &str = "e2e-mixed";
+const MIXED_EACH: usize = 6;
+const MIXED_CAPACITY: i64 = 6;
+
+const MIXED_CLOUD: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: e2e-mixed}
+---
+apiVersion: kubeplace.io/v1alpha1
+kind: ResourceProvider
+metadata:
+  name: e2e-mixed-host
+spec:
+  inventories:
+    VCPU: {total: 6}
+    MEMORY_MB: {total: 65536}
+  traits: [COMPUTE_NODE, CUSTOM_E2E_MIXED]
+---
+apiVersion: kubeplace.io/v1alpha1
+kind: Flavor
+metadata:
+  name: e2e.mixed
+spec:
+  vcpus: 1
+  memoryMb: 64
+  extraSpecs:
+    trait:CUSTOM_E2E_MIXED: required
+---
+apiVersion: kubeplace.io/v1alpha1
+kind: Image
+metadata:
+  name: e2e-mixed-image
+spec:
+  properties: {os_distro: ubuntu}
+"#;
+
+/// Servers, kubectl Allocations and Placement API claims race for 6 VCPU on two replicas:
+/// exactly 6 win, counted usage never exceeds 6.
+fn mixed_race(cp: &ControlPlane, a: &Operator, b: &Operator, api_ports: [u16; 2]) {
+    use super::placement_api::{ACCESS, call, token, wait_for_api};
+    use serde_json::json;
+    cp.kubectl_stdin(&["apply", "-f", "-"], ACCESS).ok();
+    let writer = token(cp, "placement-writer");
+    wait_for_api(api_ports[0], a);
+    wait_for_api(api_ports[1], b);
+    cp.kubectl_stdin(&["apply", "-f", "-"], MIXED_CLOUD).ok();
+    eventually(
+        cp,
+        &[
+            "get",
+            "resourceprovider",
+            MIXED_HOST,
+            "-o",
+            "jsonpath={.status.root}",
+        ],
+        MIXED_HOST,
+    );
+    let found = (0..60).find_map(|_| {
+        let (_, list) = call(
+            api_ports[0],
+            "GET",
+            &format!("/resource_providers?name={MIXED_HOST}"),
+            Some(&writer),
+            None,
+        );
+        let uuid = list["resource_providers"][0]["uuid"]
+            .as_str()
+            .map(str::to_string);
+        if uuid.is_none() {
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        uuid
+    });
+    let host_uuid = found.expect("the API shows the host");
+    let stop = AtomicBool::new(false);
+    let samples = Mutex::new(Vec::new());
+    let (api_wins, kubectl_wins) = std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                samples.lock().unwrap().push(usage(cp, MIXED_HOST));
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let servers: Vec<_> = (0..MIXED_EACH)
+            .map(|i| {
+                s.spawn(move || {
+                    cp.kubectl_stdin(
+                        &["create", "-f", "-"],
+                        &format!(
+                            "apiVersion: kubeplace.io/v1alpha1\nkind: Server\nmetadata:\n  name: mixed-{i}\n  namespace: {MIXED_NS}\nspec:\n  flavor: e2e.mixed\n  image: e2e-mixed-image\n"
+                        ),
+                    )
+                    .ok();
+                })
+            })
+            .collect();
+        let kubectl: Vec<_> = (0..MIXED_EACH)
+            .map(|i| {
+                s.spawn(move || {
+                    let run = cp.kubectl_stdin(
+                        &["create", "-f", "-"],
+                        &allocation(&format!("e2e-mixed-{i}"), 2000 + i, MIXED_HOST),
+                    );
+                    if !run.success && !run.stderr.contains("capacity") {
+                        eprintln!("kubectl claim {i}: {}", run.stderr.trim());
+                    }
+                    run.success
+                })
+            })
+            .collect();
+        let api: Vec<_> = (0..MIXED_EACH)
+            .map(|i| {
+                let writer = writer.clone();
+                let host_uuid = host_uuid.clone();
+                s.spawn(move || {
+                    let body = json!({"allocations": {host_uuid: {"resources": {"VCPU": 1}}},
+                                      "project_id": "p", "user_id": "u",
+                                      "consumer_generation": null, "consumer_type": "INSTANCE"});
+                    let consumer = format!("77777777-7777-4777-8777-{i:012}");
+                    // kubectl takes a moment to start: let the three kinds of claimer
+                    // arrive together.
+                    std::thread::sleep(Duration::from_millis(300 + 120 * i as u64));
+                    let (status, answer) = call(
+                        api_ports[i % 2],
+                        "PUT",
+                        &format!("/allocations/{consumer}"),
+                        Some(&writer),
+                        Some(&body),
+                    );
+                    if status != 204 && status != 409 {
+                        eprintln!("API claim {i}: {status} {answer}");
+                    }
+                    status == 204
+                })
+            })
+            .collect();
+        for t in servers {
+            t.join().unwrap();
+        }
+        let kubectl_wins = kubectl
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .filter(|won| *won)
+            .count();
+        let api_wins = api
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .filter(|won| *won)
+            .count();
+        // Servers are placed by the leader after they are created: wait until the host is
+        // full (18 claims of 1 VCPU for 6) and every claim has settled.
+        for _ in 0..120 {
+            let placed = placed_servers(cp);
+            if usage(cp, MIXED_HOST) == MIXED_CAPACITY
+                && placed + kubectl_wins + api_wins >= MIXED_CAPACITY as usize
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        // Keep sampling a moment: nothing more may be placed.
+        std::thread::sleep(Duration::from_secs(3));
+        stop.store(true, Ordering::Relaxed);
+        sampler.join().unwrap();
+        (api_wins, kubectl_wins)
+    });
+    let placed = placed_servers(cp);
+    let final_usage = usage(cp, MIXED_HOST);
+    let samples = samples.into_inner().unwrap();
+    eprintln!(
+        "mixed race: {placed} servers placed, {kubectl_wins} kubectl claims admitted, {api_wins} API claims won; {} usage samples",
+        samples.len()
+    );
+    // Servers first (the leader removes their finalizers); the namespace then goes in the
+    // background (this control plane runs no namespace controller).
+    cp.kubectl(&[
+        "delete",
+        "servers",
+        "--all",
+        "-n",
+        MIXED_NS,
+        "--timeout=60s",
+    ])
+    .ok();
+    cp.kubectl(&["delete", "namespace", MIXED_NS, "--wait=false"])
+        .ok();
+    let names: Vec<String> = (0..MIXED_EACH).map(|i| format!("e2e-mixed-{i}")).collect();
+    let mut args = vec!["delete", "allocation", "--ignore-not-found"];
+    args.extend(names.iter().map(String::as_str));
+    let consumers: Vec<String> = (0..MIXED_EACH)
+        .map(|i| format!("77777777-7777-4777-8777-{i:012}"))
+        .collect();
+    args.extend(consumers.iter().map(String::as_str));
+    cp.kubectl(&args).ok();
+    assert_eq!(
+        placed + kubectl_wins + api_wins,
+        MIXED_CAPACITY as usize,
+        "exactly the capacity's worth of claims won"
+    );
+    assert!(
+        api_wins > 0 || kubectl_wins > 0 || placed > 0,
+        "some claimer won"
+    );
+    assert_eq!(final_usage, MIXED_CAPACITY);
+    assert!(
+        samples.iter().all(|u| *u <= MIXED_CAPACITY),
+        "the host counted more than its capacity at some moment: {samples:?}"
+    );
+}
+
+/// How many of the race's Servers the leader placed on the host.
+fn placed_servers(cp: &ControlPlane) -> usize {
+    cp.kubectl(&[
+        "get",
+        "servers",
+        "-n",
+        MIXED_NS,
+        "-o",
+        "jsonpath={range .items[*]}{.status.host}{\"\\n\"}{end}",
+    ])
+    .stdout
+    .lines()
+    .filter(|l| l.trim() == MIXED_HOST)
+    .count()
 }

@@ -16,7 +16,7 @@ use super::support::{self, exclusive_lock};
 use super::{ControlPlane, Operator, crds_installed, eventually};
 
 /// Service accounts with the chart's reader and writer rules.
-const ACCESS: &str = r#"
+pub(super) const ACCESS: &str = r#"
 apiVersion: v1
 kind: ServiceAccount
 metadata: {name: placement-writer, namespace: default}
@@ -55,7 +55,7 @@ subjects: [{kind: ServiceAccount, name: placement-reader, namespace: default}]
 "#;
 
 /// One HTTP request to the API; the status and the body.
-fn call(
+pub(super) fn call(
     port: u16,
     method: &str,
     path: &str,
@@ -87,7 +87,7 @@ fn call(
 }
 
 /// A token for a service account of the default namespace.
-fn token(cp: &ControlPlane, account: &str) -> String {
+pub(super) fn token(cp: &ControlPlane, account: &str) -> String {
     cp.kubectl(&["create", "token", account, "-n", "default"])
         .ok()
         .trim()
@@ -95,7 +95,7 @@ fn token(cp: &ControlPlane, account: &str) -> String {
 }
 
 /// Waits until the API answers `GET /` (it serves once the store has synced).
-fn wait_for_api(port: u16, op: &Operator) {
+pub(super) fn wait_for_api(port: u16, op: &Operator) {
     let up = (0..120).any(|_| {
         let ok = TcpStream::connect(("127.0.0.1", port)).is_ok()
             && call(port, "GET", "/", None, None).0 == 200;
