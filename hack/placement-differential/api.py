@@ -53,6 +53,7 @@ def normalized(value):
 
 
 U1='a1111111-1111-4111-8111-111111111111'; U2='a2222222-2222-4222-8222-222222222222'; C='c3333333-3333-4333-8333-333333333333'
+U3='a3333333-1111-4111-8111-111111111111'; U4='a4444444-1111-4111-8111-111111111111'
 C5='c5555555-3333-4333-8333-333333333333'; C6='c6666666-3333-4333-8333-333333333333'; C7='c7777777-3333-4333-8333-333333333333'
 STEPS = [
  ('POST','/resource_providers','1.39',{'name':'d1','uuid':U1}),
@@ -115,6 +116,16 @@ STEPS = [
  ('GET','/usages?user_id=u','1.38',None),
  ('GET','/usages?project_id=p&consumer_type=all','1.37',None),
  ('GET','/usages?project_id=p','1.8',None),
+ # Names that are not Kubernetes object names (Nova's and Neutron's nested providers).
+ ('POST','/resource_providers','1.39',{'name':'cn9:Open vSwitch agent:br-ex','uuid':U3}),
+ ('POST','/resource_providers','1.39',{'name':'cn9_NUMA0','uuid':U4,'parent_provider_uuid':U3}),
+ ('GET','/resource_providers/'+U4,'1.39',None),
+ ('GET','/resource_providers?name=cn9:Open%20vSwitch%20agent:br-ex','1.39',None),
+ ('POST','/resource_providers','1.39',{'name':'cn9_NUMA0'}),
+ ('PUT','/resource_providers/'+U4,'1.39',{'name':'CN9_numa_0'}),
+ ('GET','/resource_providers?name=CN9_numa_0','1.39',None),
+ ('GET','/resource_providers?name=cn9_NUMA0','1.39',None),
+ ('GET','/resource_providers?in_tree='+U3,'1.39',None),
 ]
 
 
