@@ -145,7 +145,11 @@ fn main() {
         std::thread::sleep(Duration::from_millis(500));
         operator.output().contains("deciding claims")
     });
-    assert!(deciding, "the operator never decided claims:\n{}", operator.output());
+    assert!(
+        deciding,
+        "the operator never decided claims:\n{}",
+        operator.output()
+    );
     cp.kubectl_stdin(
         &["apply", "-f", "-"],
         "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata:\n  name: bench-host\nspec:\n  inventories:\n    VCPU: {total: 100000}\n",
@@ -249,7 +253,10 @@ fn main() {
     println!(
         "\n{} cores; load average at the end: {}",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
-        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
     );
     operator.kill();
 }

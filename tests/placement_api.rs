@@ -118,10 +118,13 @@ fn unknown_paths_404_and_methods_405() {
     // No `code` before 1.23.
     let a = s.call("GET", "/nope", Some("1.22"), None);
     assert_eq!(a.error().1, None);
-    // Not served by kubeplace yet: a clear 404.
+    // A path served from a later version is a 404 before it, a 405 for another method.
+    s.call("POST", "/reshaper", Some("1.29"), Some(&json!({})))
+        .expect(404);
+    s.call("GET", "/reshaper", LATEST, None).expect(405);
     let a = s.call("POST", "/reshaper", LATEST, Some(&json!({})));
-    a.expect(404);
-    assert!(a.error().0.contains("kubeplace does not serve /reshaper"));
+    a.expect(400);
+    assert!(a.error().0.contains("inventories"), "{:?}", a.error());
 }
 
 #[test]
@@ -1151,4 +1154,127 @@ fn provider_names_that_are_not_object_names_round_trip() {
     assert!(uuids(&listed.json()).is_empty(), "the old name is gone");
     let listed = s.call("GET", "/resource_providers?name=cn9_NUMA_0", LATEST, None);
     assert_eq!(uuids(&listed.json()), vec![child_uuid]);
+}
+
+#[test]
+fn reshaper_moves_inventory_and_allocations_to_a_child_all_or_nothing() {
+    let s = Server::start(&[]);
+    let create = |name: &str, parent: Option<&str>| {
+        let mut body = json!({"name": name});
+        if let Some(p) = parent {
+            body["parent_provider_uuid"] = json!(p);
+        }
+        let a = s.call("POST", "/resource_providers", LATEST, Some(&body));
+        a.expect(200);
+        a.json()["uuid"].as_str().unwrap().to_string()
+    };
+    let cn = create("cn-reshape", None);
+    let gpu = create("cn-reshape_pgpu0", Some(&cn));
+    s.call(
+        "PUT",
+        &format!("/resource_providers/{cn}/inventories"),
+        LATEST,
+        Some(&json!({"resource_provider_generation": 0,
+                     "inventories": {"VCPU": {"total": 8}, "VGPU": {"total": 4}}})),
+    )
+    .expect(200);
+    let vm = "5e5e5e5e-0000-4000-8000-000000000001";
+    s.call(
+        "PUT",
+        &format!("/allocations/{vm}"),
+        LATEST,
+        Some(
+            &json!({"allocations": {&cn: {"resources": {"VCPU": 2, "VGPU": 1}}},
+                     "project_id": "p", "user_id": "u",
+                     "consumer_generation": null, "consumer_type": "INSTANCE"}),
+        ),
+    )
+    .expect(204);
+    let generation = |uuid: &str| {
+        s.call("GET", &format!("/resource_providers/{uuid}"), LATEST, None)
+            .json()["generation"]
+            .as_i64()
+            .unwrap()
+    };
+    let reshape = |vcpu: i64, vm_generation: i64| {
+        json!({
+            "inventories": {
+                &cn: {"resource_provider_generation": generation(&cn),
+                      "inventories": {"VCPU": {"total": 8}}},
+                &gpu: {"resource_provider_generation": generation(&gpu),
+                       "inventories": {"VGPU": {"total": 4}}}
+            },
+            "allocations": {
+                vm: {"allocations": {&cn: {"resources": {"VCPU": vcpu}},
+                                     &gpu: {"resources": {"VGPU": 1}}},
+                     "project_id": "p", "user_id": "u",
+                     "consumer_generation": vm_generation, "consumer_type": "INSTANCE"}
+            }
+        })
+    };
+    // Not served before 1.30.
+    s.call("POST", "/reshaper", Some("1.29"), Some(&reshape(2, 1)))
+        .expect(404);
+    // A stale consumer generation refuses the whole reshape: nothing moved.
+    s.call("POST", "/reshaper", LATEST, Some(&reshape(2, 7)))
+        .expect(409);
+    // Allocations that do not fit refuse it after the inventories were changed: all of it
+    // is put back.
+    let generations = (generation(&cn), generation(&gpu));
+    s.call("POST", "/reshaper", LATEST, Some(&reshape(9, 1)))
+        .expect(409);
+    assert_eq!(
+        (generation(&cn), generation(&gpu)),
+        generations,
+        "a refused reshape moves no generation"
+    );
+    let unchanged = s.call("GET", &format!("/allocations/{vm}"), LATEST, None);
+    assert_eq!(
+        unchanged.json()["allocations"][&cn]["resources"],
+        json!({"VCPU": 2, "VGPU": 1}),
+        "{}",
+        unchanged.json()
+    );
+    let inv = s.call(
+        "GET",
+        &format!("/resource_providers/{cn}/inventories"),
+        LATEST,
+        None,
+    );
+    assert!(
+        inv.json()["inventories"]["VGPU"].is_object(),
+        "{}",
+        inv.json()
+    );
+
+    s.call("POST", "/reshaper", LATEST, Some(&reshape(2, 1)))
+        .expect(204);
+    let moved = s.call("GET", &format!("/allocations/{vm}"), LATEST, None);
+    assert_eq!(
+        moved.json()["allocations"][&cn]["resources"],
+        json!({"VCPU": 2})
+    );
+    assert_eq!(
+        moved.json()["allocations"][&gpu]["resources"],
+        json!({"VGPU": 1})
+    );
+    assert_eq!(moved.json()["consumer_generation"], 2);
+    let inv = s.call(
+        "GET",
+        &format!("/resource_providers/{cn}/inventories"),
+        LATEST,
+        None,
+    );
+    assert!(
+        inv.json()["inventories"]["VGPU"].is_null(),
+        "{}",
+        inv.json()
+    );
+    let usages = s.call(
+        "GET",
+        &format!("/resource_providers/{gpu}/usages"),
+        LATEST,
+        None,
+    );
+    assert_eq!(usages.json()["usages"]["VGPU"], 1);
 }

@@ -54,6 +54,7 @@ def normalized(value):
 
 U1='a1111111-1111-4111-8111-111111111111'; U2='a2222222-2222-4222-8222-222222222222'; C='c3333333-3333-4333-8333-333333333333'
 U3='a3333333-1111-4111-8111-111111111111'; U4='a4444444-1111-4111-8111-111111111111'
+C8='c8888888-3333-4333-8333-333333333333'
 C5='c5555555-3333-4333-8333-333333333333'; C6='c6666666-3333-4333-8333-333333333333'; C7='c7777777-3333-4333-8333-333333333333'
 STEPS = [
  ('POST','/resource_providers','1.39',{'name':'d1','uuid':U1}),
@@ -126,6 +127,23 @@ STEPS = [
  ('GET','/resource_providers?name=CN9_numa_0','1.39',None),
  ('GET','/resource_providers?name=cn9_NUMA0','1.39',None),
  ('GET','/resource_providers?in_tree='+U3,'1.39',None),
+ # Reshaper (1.30): VGPU moves from U3 to its child U4 with the consumer's allocation.
+ ('PUT','/resource_providers/'+U3+'/inventories','1.39',{'resource_provider_generation':0,'inventories':{'VCPU':{'total':8},'VGPU':{'total':4}}}),
+ ('PUT','/allocations/'+C8,'1.39',{'allocations':{U3:{'resources':{'VCPU':2,'VGPU':1}}},'project_id':'p','user_id':'u','consumer_generation':None,'consumer_type':'INSTANCE'}),
+ ('POST','/reshaper','1.29',{'inventories':{},'allocations':{}}),
+ ('GET','/reshaper','1.39',None),
+ ('POST','/reshaper','1.39',{'inventories':{}}),
+ ('POST','/reshaper','1.39',{'inventories':{U3:{'resource_provider_generation':9,'inventories':{'VCPU':{'total':8}}}},'allocations':{}}),
+ ('POST','/reshaper','1.39',{'inventories':{U3:{'resource_provider_generation':2,'inventories':{'VCPU':{'total':8}}}},'allocations':{}}),
+ ('POST','/reshaper','1.39',{'inventories':{U3:{'resource_provider_generation':2,'inventories':{'VCPU':{'total':8}}},
+                                            U4:{'resource_provider_generation':0,'inventories':{'VGPU':{'total':4}}}},
+                             'allocations':{C8:{'allocations':{U3:{'resources':{'VCPU':2}},U4:{'resources':{'VGPU':1}}},'project_id':'p','user_id':'u','consumer_generation':1,'consumer_type':'INSTANCE'}}}),
+ ('GET','/allocations/'+C8,'1.39',None),
+ ('GET','/resource_providers/'+U3+'/inventories','1.39',None),
+ ('GET','/resource_providers/'+U4+'/inventories','1.39',None),
+ ('GET','/resource_providers/'+U4+'/usages','1.39',None),
+ ('GET','/resource_providers/'+U3,'1.39',None),
+ ('GET','/resource_providers/'+U4,'1.39',None),
 ]
 
 

@@ -207,6 +207,11 @@ def load_manifests(paths):
 
 def write_config(tmp, debug=False):
     conf = os.path.join(tmp, "placement.conf")
+    # noauth2's admin token has no `service` role, which Placement's default policy asks
+    # for POST /reshaper; the token kubeplace's serve accepts may do everything.
+    policy = os.path.join(tmp, "policy.yaml")
+    with open(policy, "w") as f:
+        f.write('"placement:reshaper:reshape": "role:admin"\n')
     with open(conf, "w") as f:
         f.write("[DEFAULT]\n"
                 "debug = %s\n"
@@ -218,9 +223,12 @@ def write_config(tmp, debug=False):
                 "sqlite_synchronous = False\n"
                 "[placement]\n"
                 "randomize_allocation_candidates = False\n"
+                "[oslo_policy]\n"
+                "policy_file = %s\n"
                 % ("True" if debug else "False",
                    os.path.join(tmp, "placement.log"),
-                   os.path.join(tmp, "placement.sqlite")))
+                   os.path.join(tmp, "placement.sqlite"),
+                   policy))
     return conf
 
 

@@ -71,11 +71,11 @@ fn allocations_empty(v: &Value) -> bool {
 }
 
 /// What a PUT asks for: amounts per provider uuid, and the consumer's attributes.
-struct Wanted {
+pub(super) struct Wanted {
     resources: BTreeMap<String, BTreeMap<String, i64>>,
     project_id: Option<String>,
     user_id: Option<String>,
-    consumer_generation: Option<i64>,
+    pub(super) consumer_generation: Option<i64>,
     consumer_type: Option<String>,
 }
 
@@ -122,7 +122,7 @@ fn parse_resources(at: &str, v: Option<&Value>) -> Result<BTreeMap<String, i64>,
 /// Reads one consumer's allocations in the form of the version: a list before 1.12, an
 /// object keyed by provider uuid from 1.12 (which may be empty from 1.28, and in
 /// `POST /allocations`, to remove the allocations).
-fn parse_consumer(
+pub(super) fn parse_consumer(
     ctx: &Ctx,
     b: &Map<String, Value>,
     may_be_empty: bool,
@@ -201,7 +201,7 @@ fn parse_consumer(
 }
 
 /// The consumer generation check of 1.28: null for a new consumer, else the current one.
-fn check_consumer_generation(
+pub(super) fn check_consumer_generation(
     state: &State<'_>,
     consumer: &str,
     sent: Option<i64>,
@@ -225,7 +225,7 @@ fn check_consumer_generation(
 }
 
 /// A consumer uuid from a path or a body key.
-fn consumer_uuid(consumer: &str) -> Result<String, ApiError> {
+pub(super) fn consumer_uuid(consumer: &str) -> Result<String, ApiError> {
     if body::is_uuid(consumer) {
         Ok(body::normalize_uuid(consumer))
     } else {
@@ -236,7 +236,7 @@ fn consumer_uuid(consumer: &str) -> Result<String, ApiError> {
 }
 
 /// One consumer's checked write: what it asked for and its entries by provider name.
-struct Plan {
+pub(super) struct Plan {
     consumer: String,
     wanted: Wanted,
     entries: Vec<ProviderAllocation>,
@@ -244,10 +244,24 @@ struct Plan {
 
 /// Checks one consumer's write against the state (generation, providers, classes,
 /// inventories); capacity is left to admission.
-fn plan(state: &State<'_>, ctx: &Ctx, consumer: String, wanted: Wanted) -> Result<Plan, ApiError> {
+pub(super) fn plan(
+    state: &State<'_>,
+    ctx: &Ctx,
+    consumer: String,
+    wanted: Wanted,
+) -> Result<Plan, ApiError> {
     if ctx.mv.0 >= 28 {
         check_consumer_generation(state, &consumer, wanted.consumer_generation)?;
     }
+    plan_checked(state, consumer, wanted)
+}
+
+/// [`plan`], the consumer generation checked already.
+pub(super) fn plan_checked(
+    state: &State<'_>,
+    consumer: String,
+    wanted: Wanted,
+) -> Result<Plan, ApiError> {
     let mut entries = Vec::new();
     for (uuid, resources) in &wanted.resources {
         let name = state.provider_name(uuid).map_err(|_| {
@@ -324,7 +338,7 @@ pub(crate) fn post(state: &mut State<'_>, ctx: &Ctx, call: &Call) -> Result<Repl
 /// Placement's do (once per provider per request: those given resources, and for a
 /// consumer emptied, those it had; a consumer leaving a provider for another does not move
 /// the one left) and the consumers' records are updated.
-fn apply(state: &mut State<'_>, plans: Vec<Plan>) -> Result<(), ApiError> {
+pub(super) fn apply(state: &mut State<'_>, plans: Vec<Plan>) -> Result<(), ApiError> {
     let olds: Vec<Vec<(ObjectKey, Allocation)>> = plans
         .iter()
         .map(|p| state.consumer_allocations(&p.consumer))

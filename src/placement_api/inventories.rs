@@ -17,7 +17,7 @@ use super::state::State;
 use super::wire::{ApiError, Reply, code, empty, json_reply, located};
 
 /// The inventory fields Placement takes, besides the generation.
-const FIELDS: [&str; 6] = [
+pub(super) const FIELDS: [&str; 6] = [
     "total",
     "reserved",
     "min_unit",
@@ -38,7 +38,11 @@ fn inventory_json(i: &CoreInventory) -> Value {
 }
 
 /// One inventory from a body, with Placement's defaults for the fields left out.
-fn parse_inventory(b: &Map<String, Value>, uuid: &str, class: &str) -> Result<Inventory, ApiError> {
+pub(super) fn parse_inventory(
+    b: &Map<String, Value>,
+    uuid: &str,
+    class: &str,
+) -> Result<Inventory, ApiError> {
     let ratio = match b.get("allocation_ratio") {
         None => 1.0,
         Some(v) => match v.as_f64() {
@@ -67,7 +71,7 @@ fn parse_inventory(b: &Map<String, Value>, uuid: &str, class: &str) -> Result<In
 }
 
 /// The provider's effective inventories.
-fn effective(state: &State<'_>, name: &str) -> BTreeMap<String, CoreInventory> {
+pub(super) fn effective(state: &State<'_>, name: &str) -> BTreeMap<String, CoreInventory> {
     state
         .store
         .index()
@@ -91,12 +95,12 @@ pub(crate) fn list(state: &State<'_>, uuid: &str) -> Result<Reply, ApiError> {
 }
 
 /// The amount of a class in use on a provider.
-fn used(state: &State<'_>, name: &str, class: &str) -> i64 {
+pub(super) fn used(state: &State<'_>, name: &str, class: &str) -> i64 {
     state.store.index().used(name, class)
 }
 
 /// A class the client names must exist (standard, or created).
-fn known_class(state: &State<'_>, uuid: &str, class: &str) -> Result<(), ApiError> {
+pub(super) fn known_class(state: &State<'_>, uuid: &str, class: &str) -> Result<(), ApiError> {
     if state.class_exists(class) {
         Ok(())
     } else {
@@ -107,7 +111,7 @@ fn known_class(state: &State<'_>, uuid: &str, class: &str) -> Result<(), ApiErro
 }
 
 /// Stores the provider's new inventories and moves its generation.
-fn store_inventories(
+pub(super) fn store_inventories(
     state: &mut State<'_>,
     uuid: &str,
     name: &str,

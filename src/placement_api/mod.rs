@@ -16,6 +16,7 @@ mod cluster;
 mod inventories;
 mod names;
 mod providers;
+mod reshaper;
 mod router;
 mod state;
 mod traits;
@@ -222,12 +223,13 @@ impl PlacementApi {
 
     /// Puts back what a failed write changed, where nothing else changed it since.
     fn undo(&self, journal: &Journal) -> Result<(), ApiError> {
-        if journal.changes.is_empty() {
+        if journal.changes.is_empty() && journal.generations_before.is_empty() {
             return Ok(());
         }
         let book = self.book.write().map_err(|_| ApiError::poisoned())?;
         let store = self.store.write().map_err(|_| ApiError::poisoned())?;
         let mut state = State::new(Guard::Write(store), Guard::Write(book), self.backing);
+        state.restore_generations(&journal.generations_before)?;
         for (key, before, after) in journal.changes.iter().rev() {
             if state.store.get(key) != after.as_ref() {
                 continue;

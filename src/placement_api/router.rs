@@ -6,7 +6,7 @@ use http::{Method, StatusCode};
 
 use super::wire::{ApiError, Reply};
 use super::{Call, Ctx, PlacementApi};
-use super::{allocations, classes, inventories, providers, traits};
+use super::{allocations, classes, inventories, providers, reshaper, traits};
 
 /// One route: the methods served on a path, each from a microversion.
 type Methods<'a> = &'a [(Method, u16)];
@@ -129,10 +129,10 @@ pub(crate) fn route(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply,
             allowed(ctx, m, &[(M::GET, 9)])?;
             api.read(|s| allocations::project_usages(s, ctx, &call.query))
         }
-        ["reshaper"] => Err(ApiError::not_found(format!(
-            "kubeplace does not serve /{} yet; docs/placement-api.md lists what is served",
-            segments.join("/")
-        ))),
+        ["reshaper"] => {
+            allowed(ctx, m, &[(M::POST, 30)])?;
+            api.write(|s| reshaper::reshape(s, ctx, call))
+        }
         _ => Err(ApiError::not_found("")),
     }
 }

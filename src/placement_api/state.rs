@@ -178,6 +178,8 @@ pub struct State<'a> {
     book: Guard<'a, Book>,
     backing: Backing,
     journal: Vec<(ObjectKey, Option<Object>)>,
+    /// Provider generations (in memory) before their first change in this request.
+    generations_before: Vec<(String, Option<u64>)>,
     registries_changed: bool,
 }
 
@@ -185,6 +187,7 @@ pub struct State<'a> {
 /// touched; and whether the registries changed.
 pub(crate) struct Journal {
     pub changes: Vec<(ObjectKey, Option<Object>, Option<Object>)>,
+    pub generations_before: Vec<(String, Option<u64>)>,
     pub registries_changed: bool,
 }
 
@@ -195,6 +198,7 @@ impl<'a> State<'a> {
             book,
             backing,
             journal: Vec::new(),
+            generations_before: Vec::new(),
             registries_changed: false,
         }
     }
@@ -211,6 +215,7 @@ impl<'a> State<'a> {
             .collect();
         Journal {
             changes,
+            generations_before: self.generations_before,
             registries_changed: self.registries_changed,
         }
     }
@@ -325,12 +330,27 @@ impl<'a> State<'a> {
     /// when the spec changes; allocations do not move it there.
     pub(crate) fn bump(&mut self, uuid: &str) -> Result<(), ApiError> {
         if self.backing == Backing::Memory {
-            *self
-                .book
-                .get_mut()?
-                .generations
-                .entry(uuid.to_string())
-                .or_insert(0) += 1;
+            let book = self.book.get_mut()?;
+            if !self.generations_before.iter().any(|(u, _)| u == uuid) {
+                let before = book.generations.get(uuid).copied();
+                self.generations_before.push((uuid.to_string(), before));
+            }
+            *book.generations.entry(uuid.to_string()).or_insert(0) += 1;
+        }
+        Ok(())
+    }
+
+    /// Puts provider generations back as they were before a failed write.
+    pub(crate) fn restore_generations(
+        &mut self,
+        before: &[(String, Option<u64>)],
+    ) -> Result<(), ApiError> {
+        let book = self.book.get_mut()?;
+        for (uuid, generation) in before {
+            match generation {
+                Some(g) => book.generations.insert(uuid.clone(), *g),
+                None => book.generations.remove(uuid),
+            };
         }
         Ok(())
     }

@@ -437,6 +437,67 @@ fn the_placement_api_over_the_cluster() {
     );
     assert_eq!(alloc["project_id"], "proj", "{alloc}");
 
+    // A reshape over the cluster: VCPU moves from cn1 to its child with the consumer's
+    // allocation, whole.
+    let generation = |uuid: &str| {
+        call(
+            port,
+            "GET",
+            &format!("/resource_providers/{uuid}"),
+            Some(&writer),
+            None,
+        )
+        .1["generation"]
+            .as_i64()
+            .expect("a generation")
+    };
+    let (_, current) = call(
+        port,
+        "GET",
+        &format!("/allocations/{consumer}"),
+        Some(&writer),
+        None,
+    );
+    let body = json!({
+        "inventories": {
+            &cn1: {"resource_provider_generation": generation(&cn1),
+                   "inventories": {"MEMORY_MB": {"total": 4096}}},
+            &numa_uuid: {"resource_provider_generation": generation(&numa_uuid),
+                         "inventories": {"VCPU": {"total": 4}}}
+        },
+        "allocations": {
+            consumer: {"allocations": {&numa_uuid: {"resources": {"VCPU": 3}}},
+                       "project_id": "proj", "user_id": "usr",
+                       "consumer_generation": current["consumer_generation"],
+                       "consumer_type": "INSTANCE"}
+        }
+    });
+    let (status, answer) = call(port, "POST", "/reshaper", Some(&writer), Some(&body));
+    assert_eq!(status, 204, "{answer}");
+    let (_, moved) = call(
+        port,
+        "GET",
+        &format!("/allocations/{consumer}"),
+        Some(&writer),
+        None,
+    );
+    assert_eq!(
+        moved["allocations"][&numa_uuid]["resources"]["VCPU"], 3,
+        "{moved}"
+    );
+    assert!(moved["allocations"].get(&cn1).is_none(), "{moved}");
+    eventually(
+        cp,
+        &[
+            "get",
+            "resourceprovider",
+            "cn-api-1",
+            "-o",
+            "jsonpath={.spec.inventories.MEMORY_MB.total}-{.spec.inventories.VCPU.total}",
+        ],
+        "4096-",
+    );
+
     // Cleanup through the API and kubectl.
     ok(&split(&format!(
         "resource provider allocation delete {consumer}"

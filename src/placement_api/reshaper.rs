@@ -1,0 +1,128 @@
+//! `POST /reshaper` (1.30): new inventories for some providers and new allocations for some
+//! consumers, all at once, as a virt driver does when it moves resources from a compute
+//! node to new child providers (VGPU to one provider per physical GPU).
+//!
+//! Every check that can be made first is (body, providers, classes, generations); then the
+//! consumers' old allocations go, the inventories change, and the new allocations are
+//! written through the claim path, seeing the new inventories. Any refusal on the way
+//! undoes all of it (the write path puts back what a failed write changed), so a reshape
+//! happens whole or not at all.
+
+use std::collections::BTreeMap;
+
+use http::StatusCode;
+use serde_json::Value;
+
+use super::allocations::{self, Wanted};
+use super::inventories::{self, FIELDS};
+use super::state::State;
+use super::wire::{ApiError, Reply, code, empty};
+use super::{Call, Ctx, body};
+
+/// One provider's new inventories, as asked.
+struct NewInventories {
+    uuid: String,
+    name: String,
+    inventories: BTreeMap<String, kubeplace_api::Inventory>,
+}
+
+/// `POST /reshaper`.
+pub(crate) fn reshape(state: &mut State<'_>, ctx: &Ctx, call: &Call) -> Result<Reply, ApiError> {
+    let b = body::object(call)?;
+    body::only(&b, &["inventories", "allocations"])?;
+    let Value::Object(given_inventories) = body::required(&b, "inventories")? else {
+        return Err(body::invalid(
+            "inventories is an object of provider uuid to {resource_provider_generation, inventories}",
+        ));
+    };
+    let Value::Object(given_allocations) = body::required(&b, "allocations")? else {
+        return Err(body::invalid(
+            "allocations is an object of consumer uuid to that consumer's allocations",
+        ));
+    };
+
+    let mut providers = Vec::new();
+    for (uuid, entry) in given_inventories {
+        let Value::Object(entry) = entry else {
+            return Err(body::invalid(format!(
+                "inventories.{uuid} is {entry}, not an object"
+            )));
+        };
+        body::only(entry, &["inventories", "resource_provider_generation"])?;
+        let generation = body::provider_generation(entry)?;
+        let Some(Value::Object(classes)) = entry.get("inventories") else {
+            return Err(body::invalid(format!(
+                "inventories.{uuid}.inventories is required: an object of resource class to inventory"
+            )));
+        };
+        let name = state.provider_name(uuid).map_err(|_| {
+            ApiError::bad_request(format!(
+                "Resource provider {uuid} in inventories not found."
+            ))
+        })?;
+        state.check_generation(uuid, generation)?;
+        let mut inventories = BTreeMap::new();
+        for (class, fields) in classes {
+            inventories::known_class(state, uuid, class)?;
+            let Value::Object(fields) = fields else {
+                return Err(body::invalid(format!(
+                    "inventories.{uuid}.inventories.{class} is {fields}, not an object"
+                )));
+            };
+            body::only(fields, &FIELDS)?;
+            inventories.insert(
+                class.clone(),
+                inventories::parse_inventory(fields, uuid, class)?,
+            );
+        }
+        providers.push(NewInventories {
+            uuid: uuid.clone(),
+            name,
+            inventories,
+        });
+    }
+
+    let mut consumers: Vec<(String, Wanted)> = Vec::new();
+    for (consumer, entry) in given_allocations {
+        let consumer = allocations::consumer_uuid(consumer)?;
+        let Value::Object(entry) = entry else {
+            return Err(body::invalid(format!(
+                "allocations.{consumer} is {entry}, not an object"
+            )));
+        };
+        let wanted = allocations::parse_consumer(ctx, entry, true)?;
+        allocations::check_consumer_generation(state, &consumer, wanted.consumer_generation)?;
+        consumers.push((consumer, wanted));
+    }
+
+    // The consumers' old allocations go first, so that the classes they used can leave
+    // the providers that had them.
+    for (consumer, _) in &consumers {
+        for (key, _) in state.consumer_allocations(consumer) {
+            state.delete(&key)?;
+        }
+    }
+    for p in providers {
+        for class in inventories::effective(state, &p.name).keys() {
+            let n = inventories::used(state, &p.name, class);
+            if !p.inventories.contains_key(class) && n > 0 {
+                return Err(ApiError::conflict(format!(
+                    "update conflict: Inventory for '{class}' on resource provider '{}' in use ({n} allocated).",
+                    p.uuid
+                ))
+                .with_code(code::INVENTORY_INUSE));
+            }
+        }
+        inventories::store_inventories(state, &p.uuid, &p.name, p.inventories)?;
+        // Placement moves the generation of a reshaped provider twice for its inventories
+        // (as the differential against Placement 16 shows), then once more if it is given
+        // allocations.
+        state.bump(&p.uuid)?;
+    }
+    let plans = consumers
+        .into_iter()
+        .map(|(consumer, wanted)| allocations::plan_checked(state, consumer, wanted))
+        .collect::<Result<Vec<_>, _>>()?;
+    allocations::apply(state, plans)?;
+    Ok(empty(StatusCode::NO_CONTENT))
+}
