@@ -10,7 +10,7 @@
 //! Run with `cargo bench --bench cluster_claims`; it prints a table.
 
 #[path = "../tests/support/mod.rs"]
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 mod support;
 
 use std::io::{Read, Write};
