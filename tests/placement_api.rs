@@ -864,14 +864,42 @@ fn allocation_candidates_follow_claims_traits_and_classes() {
         )
         .json();
     assert!(v["allocation_requests"][0].get("mappings").is_some());
-    // Below 1.16 kubeplace does not answer (Placement does from 1.10).
-    s.call(
+    // From 1.10: before 1.12 each request lists its providers; `limit` waits for 1.16.
+    let old = s.call(
+        "GET",
+        "/allocation_candidates?resources=VCPU:1",
+        Some("1.10"),
+        None,
+    );
+    old.expect(200);
+    let first = &old.json()["allocation_requests"][0]["allocations"][0];
+    assert!(
+        first["resource_provider"]["uuid"].is_string(),
+        "{}",
+        old.json()
+    );
+    assert_eq!(first["resources"]["VCPU"], 1);
+    let dict = s.call(
         "GET",
         "/allocation_candidates?resources=VCPU:1",
         Some("1.12"),
         None,
+    );
+    assert!(dict.json()["allocation_requests"][0]["allocations"].is_object());
+    s.call(
+        "GET",
+        "/allocation_candidates?resources=VCPU:1&limit=1",
+        Some("1.15"),
+        None,
     )
-    .expect(406);
+    .expect(400);
+    s.call(
+        "GET",
+        "/allocation_candidates?resources=VCPU:1",
+        Some("1.9"),
+        None,
+    )
+    .expect(404);
 }
 
 #[test]

@@ -144,6 +144,14 @@ STEPS = [
  ('GET','/resource_providers/'+U4+'/usages','1.39',None),
  ('GET','/resource_providers/'+U3,'1.39',None),
  ('GET','/resource_providers/'+U4,'1.39',None),
+ # Allocation candidates before 1.16: from 1.10, the list form of requests before 1.12.
+ ('GET','/allocation_candidates?resources=VGPU:1','1.9',None),
+ ('GET','/allocation_candidates?resources=VGPU:1','1.10',None),
+ ('GET','/allocation_candidates?resources=VCPU:1,VGPU:1','1.11',None),
+ ('GET','/allocation_candidates?resources=VGPU:1','1.12',None),
+ ('GET','/allocation_candidates?resources=VGPU:1&limit=1','1.15',None),
+ ('GET','/allocation_candidates?resources=VGPU:1&required=CUSTOM_X','1.14',None),
+ ('GET','/allocation_candidates?resources=VCPU:1','1.14',None),
 ]
 
 

@@ -111,7 +111,7 @@ pub struct PlacementArgs {
     /// Placement's query string, e.g. `resources=VCPU:1,MEMORY_MB:512&required=!CUSTOM_GOLD`.
     #[arg(long)]
     pub query: String,
-    /// Placement microversion, 1.16 to 1.39 or `latest`.
+    /// Placement microversion, 1.10 to 1.39 or `latest`.
     #[arg(long, default_value = "1.39")]
     pub microversion: String,
     /// Output format (JSON, Placement's shape).

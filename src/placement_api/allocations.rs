@@ -507,15 +507,6 @@ pub(crate) fn provider_usages(state: &State<'_>, uuid: &str) -> Result<Reply, Ap
 /// `GET /allocation_candidates`: what `kubeplace placement candidates` answers, after
 /// Placement's checks that every class and trait named exists.
 pub(crate) fn candidates(state: &State<'_>, ctx: &Ctx, query: &str) -> Result<Reply, ApiError> {
-    if ctx.mv.0 < 16 {
-        return Err(ApiError::new(
-            StatusCode::NOT_ACCEPTABLE,
-            format!(
-                "kubeplace answers GET /allocation_candidates from microversion 1.16; {} was asked for",
-                ctx.mv
-            ),
-        ));
-    }
     let q = parse_candidates_query(query, ctx.mv).map_err(|e| ApiError::bad_request(e.detail))?;
     for group in q.groups.values() {
         if let Some(class) = group.resources.keys().find(|c| !state.class_exists(c)) {

@@ -11,7 +11,7 @@ impl Microversion {
     /// The newest microversion kubeplace speaks (Placement 16.x).
     pub const LATEST: Microversion = Microversion(39);
     /// The oldest microversion kubeplace answers allocation candidate queries at.
-    pub(crate) const OLDEST: Microversion = Microversion(16);
+    pub(crate) const OLDEST: Microversion = Microversion(10);
 
     /// Whether this version is at least `1.minor`.
     pub(crate) fn at_least(self, minor: u16) -> bool {
@@ -27,7 +27,7 @@ impl fmt::Display for Microversion {
 
 /// A microversion string kubeplace does not serve.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("microversion {0:?} is not served; use 1.16 to 1.39, or latest")]
+#[error("microversion {0:?} is not served; use 1.10 to 1.39, or latest")]
 pub struct MicroversionError(pub String);
 
 impl FromStr for Microversion {
@@ -58,7 +58,8 @@ mod tests {
         assert_eq!("1.16".parse(), Ok(Microversion(16)));
         assert_eq!("latest".parse(), Ok(Microversion::LATEST));
         assert!("1.40".parse::<Microversion>().is_err());
-        assert!("1.15".parse::<Microversion>().is_err());
+        assert!("1.9".parse::<Microversion>().is_err());
+        assert_eq!("1.10".parse(), Ok(Microversion(10)));
         assert!("2.0".parse::<Microversion>().is_err());
         assert!("1.x".parse::<Microversion>().is_err());
     }

@@ -374,7 +374,7 @@ fn apply_group_key(
     mv: Microversion,
 ) -> Result<(), QueryError> {
     let since = match prefix {
-        "resources" => 16,
+        "resources" => 10,
         "required" => 17,
         "member_of" => 21,
         _ => 31,

@@ -44,7 +44,19 @@ pub fn candidates_body(index: &ProviderIndex, set: &CandidateSet, mv: Microversi
             // Values are moved into place: `json!` with a variable would copy it by
             // serialising it, which costs more than the search on large answers.
             let mut request = Map::new();
-            request.insert("allocations".into(), Value::Object(allocations));
+            if mv.at_least(12) {
+                request.insert("allocations".into(), Value::Object(allocations));
+            } else {
+                // Before 1.12 a request lists its providers, each with its resources.
+                let listed: Vec<Value> = allocations
+                    .into_iter()
+                    .map(|(uuid, mut entry)| {
+                        json!({"resource_provider": {"uuid": uuid},
+                               "resources": entry["resources"].take()})
+                    })
+                    .collect();
+                request.insert("allocations".into(), Value::Array(listed));
+            }
             if mv.at_least(34) {
                 let mappings: Map<String, Value> = c
                     .mappings
