@@ -326,10 +326,11 @@ fn providers_create_show_list_update_delete() {
     a.expect(200);
     assert_eq!(a.json()["name"], "cn2-renamed");
     assert_eq!(a.json()["generation"], 0, "a rename keeps the generation");
+    // Re-parenting: refused before 1.37, a cycle refused always, allowed from 1.37.
     let a = s.call(
         "PUT",
         &format!("/resource_providers/{CN1_NUMA0}"),
-        LATEST,
+        Some("1.36"),
         Some(&json!({"name": "cn1-numa0", "parent_provider_uuid": CN2})),
     );
     a.expect(400);
@@ -341,6 +342,22 @@ fn providers_create_show_list_update_delete() {
         Some(&json!({"name": "cn1", "parent_provider_uuid": CN1_NUMA0})),
     )
     .expect(400);
+    let a = s.call(
+        "PUT",
+        &format!("/resource_providers/{CN1_NUMA0}"),
+        LATEST,
+        Some(&json!({"name": "cn1-numa0", "parent_provider_uuid": CN2})),
+    );
+    a.expect(200);
+    assert_eq!(a.json()["root_provider_uuid"], CN2);
+    let a = s.call(
+        "PUT",
+        &format!("/resource_providers/{CN1_NUMA0}"),
+        LATEST,
+        Some(&json!({"name": "cn1-numa0", "parent_provider_uuid": CN1})),
+    );
+    a.expect(200);
+    assert_eq!(a.json()["root_provider_uuid"], CN1);
     s.call(
         "PUT",
         &format!("/resource_providers/{CN2}"),

@@ -388,13 +388,18 @@ async fn deletion_and_updates_see_the_rest_of_the_cluster() {
         .unwrap()
         .apply(Object::from_value(Kind::ResourceProvider, unused.clone()).unwrap());
     assert!(allowed(&server.review("DELETE", &unused, None).await));
-    // Re-parenting a child is refused (Placement allows it only from no parent).
+    // Re-parenting a child is allowed (Placement allows it from 1.37); a cycle is not.
     let old = value(Kind::ResourceProvider, "cn1-numa0");
     let mut moved = old.clone();
     moved["spec"]["parent"] = json!("cn2");
     let r = server.review("UPDATE", &moved, Some(&old)).await;
+    assert!(allowed(&r), "{r}");
+    let root = value(Kind::ResourceProvider, "cn1");
+    let mut looped = root.clone();
+    looped["spec"]["parent"] = json!("cn1-numa0");
+    let r = server.review("UPDATE", &looped, Some(&root)).await;
     assert!(
-        !allowed(&r) && message(&r).contains("spec.parent cannot change"),
+        !allowed(&r) && message(&r).contains("would make a cycle"),
         "{r}"
     );
     // An allocation beyond capacity is Placement's 409, here a denial.

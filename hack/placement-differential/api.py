@@ -45,8 +45,13 @@ def call(base, method, path, version, body=None):
 
 def normalized(value):
     if isinstance(value, dict):
-        return {k: ("..." if k in ("request_id", "detail") else normalized(v))
-                for k, v in value.items()}
+        out = {k: ("..." if k in ("request_id", "detail") else normalized(v))
+               for k, v in value.items()}
+        # Placement lists providers in creation order, kubeplace by name
+        # (docs/placement-api.md): compare the sets.
+        if isinstance(out.get("resource_providers"), list):
+            out["resource_providers"].sort(key=lambda p: p.get("uuid", ""))
+        return out
     if isinstance(value, list):
         return [normalized(v) for v in value]
     return value
@@ -54,6 +59,7 @@ def normalized(value):
 
 U1='a1111111-1111-4111-8111-111111111111'; U2='a2222222-2222-4222-8222-222222222222'; C='c3333333-3333-4333-8333-333333333333'
 U3='a3333333-1111-4111-8111-111111111111'; U4='a4444444-1111-4111-8111-111111111111'
+U5='a5555555-1111-4111-8111-111111111111'
 C8='c8888888-3333-4333-8333-333333333333'
 C5='c5555555-3333-4333-8333-333333333333'; C6='c6666666-3333-4333-8333-333333333333'; C7='c7777777-3333-4333-8333-333333333333'
 STEPS = [
@@ -152,6 +158,17 @@ STEPS = [
  ('GET','/allocation_candidates?resources=VGPU:1&limit=1','1.15',None),
  ('GET','/allocation_candidates?resources=VGPU:1&required=CUSTOM_X','1.14',None),
  ('GET','/allocation_candidates?resources=VCPU:1','1.14',None),
+ # Re-parenting and un-parenting from 1.37; a cycle is refused.
+ ('POST','/resource_providers','1.39',{'name':'rp-top','uuid':U5}),
+ ('PUT','/resource_providers/'+U4,'1.36',{'name':'CN9_numa_0','parent_provider_uuid':U5}),
+ ('PUT','/resource_providers/'+U4,'1.37',{'name':'CN9_numa_0','parent_provider_uuid':U5}),
+ ('GET','/resource_providers?in_tree='+U5,'1.39',None),
+ ('GET','/resource_providers?in_tree='+U3,'1.39',None),
+ ('GET','/allocation_candidates?resources=VGPU:1','1.39',None),
+ ('PUT','/resource_providers/'+U5,'1.37',{'name':'rp-top','parent_provider_uuid':U4}),
+ ('PUT','/resource_providers/'+U4,'1.37',{'name':'CN9_numa_0','parent_provider_uuid':None}),
+ ('GET','/resource_providers/'+U4,'1.39',None),
+ ('GET','/allocation_candidates?resources=VGPU:1','1.39',None),
 ]
 
 

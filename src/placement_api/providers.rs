@@ -213,14 +213,16 @@ pub(crate) fn update(
         let wanted = body::uuid(&b, "parent_provider_uuid", true)?
             .map(|p| parent_name(state, &p))
             .transpose()?;
-        if rp.spec.parent.is_some() && wanted != rp.spec.parent {
+        // Placement lets a provider change or lose its parent from 1.37 (a cycle is
+        // refused by admission); before, only a root may be given one.
+        if ctx.mv.0 < 37 && rp.spec.parent.is_some() && wanted != rp.spec.parent {
             let what = if wanted.is_none() {
                 "un-parenting"
             } else {
                 "re-parenting"
             };
             return Err(ApiError::bad_request(format!(
-                "{what} a provider is not currently allowed: provider {uuid} keeps parent {:?}; kubeplace refuses this at every microversion (Placement allows it from 1.37)",
+                "{what} a provider is not currently allowed: provider {uuid} keeps parent {:?}; microversion 1.37 or later allows it",
                 rp.spec
                     .parent
                     .as_deref()

@@ -133,9 +133,7 @@ pub fn admit_with_pending(
             resource_provider::review_delete(rp, store, &mut review)
         }
         (Operation::Delete, _) => {}
-        (_, Object::ResourceProvider(rp)) => {
-            resource_provider::review(rp, old_of(old), store, &mut review)
-        }
+        (_, Object::ResourceProvider(rp)) => resource_provider::review(rp, store, &mut review),
         (_, Object::Allocation(a)) => allocation::review(a, store, pending, &mut review),
         (_, Object::ProviderConfig(pc)) => provider_config::review(pc, store, &mut review),
         (_, Object::ExtraSpecDefinition(d)) => extra_spec_definition::review(d, store, &mut review),
@@ -151,25 +149,4 @@ pub fn admit_with_pending(
         }
     }
     review.into_verdict(object.kind(), object.name())
-}
-
-fn old_of<T: Clone>(old: Option<&Object>) -> Option<T>
-where
-    Object: AsKind<T>,
-{
-    old.and_then(|o| o.as_kind().cloned())
-}
-
-/// Borrowing the typed object out of an [`Object`].
-pub(crate) trait AsKind<T> {
-    fn as_kind(&self) -> Option<&T>;
-}
-
-impl AsKind<kubeplace_api::ResourceProvider> for Object {
-    fn as_kind(&self) -> Option<&kubeplace_api::ResourceProvider> {
-        match self {
-            Object::ResourceProvider(rp) => Some(rp),
-            _ => None,
-        }
-    }
 }

@@ -6,12 +6,7 @@ use crate::translate::{inventory, provider_record};
 use kubeplace_api::ResourceProvider;
 use kubeplace_core::placement::{check_resource_class, check_trait, is_uuid};
 
-pub(super) fn review(
-    rp: &ResourceProvider,
-    old: Option<ResourceProvider>,
-    store: &Store,
-    review: &mut Review,
-) {
+pub(super) fn review(rp: &ResourceProvider, store: &Store, review: &mut Review) {
     let name = rp.metadata.name.as_deref().unwrap_or("");
     let index = store.index();
     if let Some(uuid) = &rp.spec.uuid
@@ -45,13 +40,6 @@ pub(super) fn review(
                 "spec.parent {parent:?} does not exist yet; the provider is not Ready until it does"
             ));
         }
-    }
-    if let Some(old) = &old
-        && old.spec.parent != rp.spec.parent
-        && index.provider(name).is_some()
-        && old.spec.parent.is_some()
-    {
-        review.problem("spec.parent cannot change once set; Placement only lets a provider be re-parented from no parent");
     }
     for (class, inv) in &rp.spec.inventories {
         if let Err(e) = check_resource_class(class) {
