@@ -727,19 +727,6 @@ impl<'a> Search<'a> {
         covered_choices(g.required.len(), &masks[..n])
     }
 
-    fn ancestors(&self, p: ProviderId) -> Vec<ProviderId> {
-        let mut out = vec![p];
-        let mut cur = self.index.get(p).parent;
-        while let Some(pid) = cur {
-            if out.contains(&pid) {
-                break;
-            }
-            out.push(pid);
-            cur = self.index.get(pid).parent;
-        }
-        out
-    }
-
     /// Whether `a` is `p` or above it.
     fn is_ancestor_or_self(&self, a: ProviderId, p: ProviderId) -> bool {
         let mut cur = Some(p);
@@ -752,21 +739,6 @@ impl<'a> Search<'a> {
             }
         }
         false
-    }
-
-    fn same_subtree(&self, providers: &BTreeSet<ProviderId>) -> bool {
-        if providers.len() <= 1 {
-            return true;
-        }
-        let mut common: Option<BTreeSet<ProviderId>> = None;
-        for p in providers {
-            let a: BTreeSet<ProviderId> = self.ancestors(*p).into_iter().collect();
-            common = Some(match common {
-                None => a,
-                Some(c) => c.intersection(&a).copied().collect(),
-            });
-        }
-        common.is_some_and(|c| c.iter().any(|p| providers.contains(p)))
     }
 
     /// Combines one part per group into summed allocations in `sums`; false when the
@@ -787,11 +759,18 @@ impl<'a> Search<'a> {
             }
         }
         for members in &self.subtree_groups {
-            let providers: BTreeSet<ProviderId> = members
+            let mut providers: SmallVec<[ProviderId; 8]> = members
                 .iter()
                 .flat_map(|i| parts[*i].providers.iter().copied())
                 .collect();
-            if !self.same_subtree(&providers) {
+            providers.sort_unstable();
+            providers.dedup();
+            // Some provider of the set is at or above all of them.
+            let top = providers.len() <= 1
+                || providers
+                    .iter()
+                    .any(|t| providers.iter().all(|p| self.is_ancestor_or_self(*t, *p)));
+            if !top {
                 return false;
             }
         }
