@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 use kubeplace_api::manifest::read_paths;
-use kubeplace_core::placement::candidates::allocation_candidates;
+use kubeplace_core::placement::candidates::try_allocation_candidates;
 use kubeplace_core::placement::microversion::Microversion;
 use kubeplace_core::placement::query::{parse_candidates_query, parse_providers_query};
 use kubeplace_core::placement::resource_providers::matching_providers;
@@ -52,10 +52,11 @@ pub(crate) fn answer(store: &Store, call: Call, query: &str, microversion: &str)
     let index = store.index();
     match call {
         Call::Candidates => match parse_candidates_query(query, mv) {
-            Ok(q) => (
-                candidates_body(index, &allocation_candidates(index, &q), mv),
-                0,
-            ),
+            // A search that runs out of budget without a limit is a 400 naming the budget.
+            Ok(q) => match try_allocation_candidates(index, &q) {
+                Ok(set) => (candidates_body(index, &set, mv), 0),
+                Err(e) => (error_body(400, &e.to_string()), 1),
+            },
             Err(e) => (error_body(400, &e.detail), 1),
         },
         Call::Providers => match parse_providers_query(query, mv) {

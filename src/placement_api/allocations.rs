@@ -12,7 +12,7 @@ use http::StatusCode;
 use serde_json::{Map, Value, json};
 
 use kubeplace_api::{Allocation, AllocationSpec, Object, ProviderAllocation};
-use kubeplace_core::placement::candidates::allocation_candidates;
+use kubeplace_core::placement::candidates::try_allocation_candidates;
 use kubeplace_core::placement::query::{decode_pairs, parse_candidates_query};
 use kubeplace_core::placement::response::candidates_body;
 use kubeplace_policy::store::ObjectKey;
@@ -531,9 +531,13 @@ pub(crate) fn candidates(state: &State<'_>, ctx: &Ctx, query: &str) -> Result<Re
         )));
     }
     let index = state.store.index();
+    // Without a limit, a search that runs out of budget is a 400 naming the budget; with
+    // one, it answers with the candidates found.
+    let set =
+        try_allocation_candidates(index, &q).map_err(|e| ApiError::bad_request(e.to_string()))?;
     Ok(json_reply(
         StatusCode::OK,
-        &candidates_body(index, &allocation_candidates(index, &q), ctx.mv),
+        &candidates_body(index, &set, ctx.mv),
     ))
 }
 

@@ -5,7 +5,13 @@
 //! CUSTOM_GOLD on a tenth) with two NUMA cells (VCPU, PCPU, MEMORY_MB) and one or two SR-IOV
 //! physical functions; ten sharing DISK_GB pools serve the trees through ten aggregates.
 //!
-//! Run: `cargo bench --bench placement` (add `-- 10k` to pick sizes).
+//! Wide trees: 4 compute nodes, each with 2 NUMA cells (VCPU, HW_NUMA_ROOT) holding 8,
+//! 16 or 64 one-unit CUSTOM_ACCEL device providers in all (a quarter with CUSTOM_FAST),
+//! asked for VCPU and 1, 4 or 8 numbered groups of one device, isolate or none, with and
+//! without limit=1000, and with same_subtree keeping the devices in one cell.
+//!
+//! Run: `cargo bench --bench placement` (add `-- 10k` to pick sizes, `-- wide` for the
+//! wide trees only).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
@@ -13,7 +19,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use criterion::{BenchmarkId, Criterion};
-use kubeplace_core::placement::candidates::{allocation_candidates, count_candidates};
+use kubeplace_core::placement::candidates::{
+    allocation_candidates, count_candidates, try_allocation_candidates,
+};
 use kubeplace_core::placement::microversion::Microversion;
 use kubeplace_core::placement::provider_tree::ProviderRecord;
 use kubeplace_core::placement::query::parse_candidates_query;
@@ -181,9 +189,134 @@ fn sizes() -> Vec<(usize, &'static str)> {
     vec![(1_000, "1k"), (10_000, "10k"), (100_000, "100k")]
 }
 
+/// A wide cloud: 4 compute nodes of 2 NUMA cells with `devices` device providers in all.
+fn wide_cloud(devices: usize) -> Vec<ProviderRecord> {
+    let record = |name: String, parent: Option<String>, inv: &[(&str, i64)], traits: &[&str]| {
+        ProviderRecord {
+            uuid: kubeplace_core::placement::derived_provider_uuid(&name),
+            name,
+            parent,
+            inventories: inv
+                .iter()
+                .map(|(c, t)| (c.to_string(), Inventory::with_total(*t)))
+                .collect(),
+            traits: traits.iter().map(|t| t.to_string()).collect(),
+            ..Default::default()
+        }
+    };
+    let mut out = Vec::new();
+    for n in 0..4 {
+        let cn = format!("cn{n}");
+        out.push(record(
+            cn.clone(),
+            None,
+            &[("DISK_GB", 1000)],
+            &["COMPUTE_NODE"],
+        ));
+        for cell in 0..2 {
+            let numa = format!("{cn}-numa{cell}");
+            out.push(record(
+                numa.clone(),
+                Some(cn.clone()),
+                &[("VCPU", 32), ("MEMORY_MB", 65536)],
+                &["HW_NUMA_ROOT"],
+            ));
+            for d in 0..devices / 2 {
+                let traits: &[&str] = if d % 4 == 0 { &["CUSTOM_FAST"] } else { &[] };
+                out.push(record(
+                    format!("{numa}-dev{d:02}"),
+                    Some(numa.clone()),
+                    &[("CUSTOM_ACCEL", 1)],
+                    traits,
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The wide rows' queries: (name, query without limit).
+fn wide_queries() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for groups in [1, 4, 8] {
+        let mut q = "resources=VCPU:1".to_string();
+        for i in 1..=groups {
+            q.push_str(&format!("&resources{i}=CUSTOM_ACCEL:1"));
+        }
+        for policy in ["isolate", "none"] {
+            out.push((
+                format!("{groups}g-{policy}"),
+                format!("{q}&group_policy={policy}"),
+            ));
+        }
+        let members: Vec<String> = (1..=groups).map(|i| i.to_string()).collect();
+        out.push((
+            format!("{groups}g-isolate-same-subtree"),
+            format!(
+                "{q}&group_policy=isolate&required_N=HW_NUMA_ROOT&same_subtree=_N,{}",
+                members.join(",")
+            ),
+        ));
+    }
+    out
+}
+
+/// Wide-tree rows. Searches that run out of budget are timed once, not by criterion.
+fn wide(c: &mut Criterion) {
+    for devices in [8, 16, 64] {
+        let index = build(&wide_cloud(devices));
+        let mut group = c.benchmark_group(format!("placement/wide-{devices}"));
+        group
+            .warm_up_time(std::time::Duration::from_millis(300))
+            .measurement_time(std::time::Duration::from_secs(1));
+        for (name, q) in wide_queries() {
+            for limit in [None, Some(1000)] {
+                let qs = match limit {
+                    Some(l) => format!("{q}&limit={l}"),
+                    None => q.clone(),
+                };
+                let id = match limit {
+                    Some(l) => format!("{name}/limit={l}"),
+                    None => name.clone(),
+                };
+                let query = parse_candidates_query(&qs, Microversion::LATEST).expect("valid query");
+                let started = Instant::now();
+                let outcome = try_allocation_candidates(&index, &query);
+                let once = started.elapsed().as_secs_f64() * 1e3;
+                match outcome {
+                    Ok(set) => {
+                        eprintln!(
+                            "wide-{devices} {id}: {} candidates{}",
+                            set.candidates.len(),
+                            if set.exhausted.is_some() {
+                                " (budget)"
+                            } else {
+                                ""
+                            }
+                        );
+                        group.bench_with_input(
+                            BenchmarkId::new("candidates", &id),
+                            &query,
+                            |b, q| {
+                                b.iter(|| {
+                                    black_box(allocation_candidates(&index, q).candidates.len())
+                                })
+                            },
+                        );
+                    }
+                    Err(e) => eprintln!("wide-{devices} {id}: {once:.0} ms, {e}"),
+                }
+            }
+        }
+        group.finish();
+    }
+}
+
 fn main() {
     let mut c = Criterion::default().sample_size(10).configure_from_args();
-    for (trees, label) in sizes() {
+    wide(&mut c);
+    let only_wide = std::env::args().skip(1).any(|a| a.contains("wide"));
+    for (trees, label) in sizes().into_iter().filter(|_| !only_wide) {
         let records = cloud(trees);
         let before = LIVE.load(Ordering::Relaxed);
         let started = Instant::now();

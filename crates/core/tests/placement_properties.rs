@@ -5,7 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use kubeplace_core::placement::candidates::{
-    allocation_candidates, count_candidates, counted_candidates, counted_candidates_walking,
+    Walk, allocation_candidates, count_candidates, counted_candidates, counted_candidates_walking,
+    counted_candidates_with, try_allocation_candidates, try_counted_candidates,
 };
 use kubeplace_core::placement::ids::ProviderId;
 use kubeplace_core::placement::microversion::Microversion;
@@ -604,5 +605,180 @@ proptest! {
                 prop_assert_eq!(kept.candidates.as_slice(), first, "{}", qs);
             }
         }
+    }
+}
+
+// Wide trees: compute nodes whose NUMA cells hold many small device providers, asked for
+// several numbered groups at once, with same_subtree over the cells. Building the parts
+// group by group and abandoning hopeless prefixes must give the candidates of trying every
+// combination, in the same order, and a limit must keep the first of them.
+
+#[derive(Debug, Clone)]
+struct WideTree {
+    /// Per cell, per device: CUSTOM_ACCEL total, and whether it has CUSTOM_A.
+    cells: Vec<Vec<(i64, bool)>>,
+    vcpu_on_root: bool,
+}
+
+fn wide_cloud() -> impl Strategy<Value = Vec<WideTree>> {
+    proptest::collection::vec(
+        (
+            proptest::collection::vec(
+                proptest::collection::vec((1i64..3, proptest::bool::weighted(0.3)), 0..5),
+                1..3,
+            ),
+            any::<bool>(),
+        )
+            .prop_map(|(cells, vcpu_on_root)| WideTree {
+                cells,
+                vcpu_on_root,
+            }),
+        1..4,
+    )
+}
+
+fn build_wide(trees: &[WideTree]) -> ProviderIndex {
+    let mut idx = ProviderIndex::default();
+    let record = |name: String, parent: Option<String>, inv: &[(&str, i64)], traits: &[&str]| {
+        ProviderRecord {
+            uuid: kubeplace_core::placement::derived_provider_uuid(&name),
+            name,
+            parent,
+            inventories: inv
+                .iter()
+                .map(|(c, t)| (c.to_string(), Inventory::with_total(*t)))
+                .collect(),
+            traits: traits.iter().map(|t| t.to_string()).collect(),
+            aggregates: BTreeSet::new(),
+        }
+    };
+    for (n, t) in trees.iter().enumerate() {
+        let cn = format!("cn{n}");
+        let root_inv: &[(&str, i64)] = if t.vcpu_on_root { &[("VCPU", 8)] } else { &[] };
+        idx.upsert_provider(record(cn.clone(), None, root_inv, &[]));
+        for (c, devices) in t.cells.iter().enumerate() {
+            let numa = format!("{cn}-numa{c}");
+            let cell_inv: &[(&str, i64)] = if t.vcpu_on_root { &[] } else { &[("VCPU", 8)] };
+            idx.upsert_provider(record(
+                numa.clone(),
+                Some(cn.clone()),
+                cell_inv,
+                &["HW_NUMA_ROOT"],
+            ));
+            for (d, (total, a)) in devices.iter().enumerate() {
+                let traits: &[&str] = if *a { &["CUSTOM_A"] } else { &[] };
+                idx.upsert_provider(record(
+                    format!("{numa}-dev{d}"),
+                    Some(numa.clone()),
+                    &[("CUSTOM_ACCEL", *total)],
+                    traits,
+                ));
+            }
+        }
+    }
+    idx
+}
+
+#[derive(Debug, Clone)]
+struct WideQuery {
+    /// Per numbered group: CUSTOM_ACCEL amount, whether it requires CUSTOM_A.
+    groups: Vec<(i64, bool)>,
+    vcpu: bool,
+    isolate: bool,
+    same_subtree: bool,
+    limit: Option<usize>,
+}
+
+fn wide_query() -> impl Strategy<Value = WideQuery> {
+    (
+        proptest::collection::vec((1i64..3, proptest::bool::weighted(0.25)), 1..5),
+        any::<bool>(),
+        any::<bool>(),
+        proptest::bool::weighted(0.4),
+        proptest::option::of(1usize..20),
+    )
+        .prop_map(|(groups, vcpu, isolate, same_subtree, limit)| WideQuery {
+            groups,
+            vcpu,
+            isolate,
+            same_subtree,
+            limit,
+        })
+}
+
+fn wide_query_string(q: &WideQuery) -> String {
+    let mut parts = Vec::new();
+    if q.vcpu {
+        parts.push("resources=VCPU:1".to_string());
+    }
+    for (i, (amount, a)) in q.groups.iter().enumerate() {
+        parts.push(format!("resources{}=CUSTOM_ACCEL:{amount}", i + 1));
+        if *a {
+            parts.push(format!("required{}=CUSTOM_A", i + 1));
+        }
+    }
+    let policy = if q.isolate { "isolate" } else { "none" };
+    parts.push(format!("group_policy={policy}"));
+    if q.same_subtree {
+        parts.push("required_N=HW_NUMA_ROOT".to_string());
+        let members: Vec<String> = (1..=q.groups.len()).map(|i| i.to_string()).collect();
+        parts.push(format!("same_subtree=_N,{}", members.join(",")));
+    }
+    if let Some(l) = q.limit {
+        parts.push(format!("limit={l}"));
+    }
+    parts.join("&")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn wide_trees_backtracking_equals_trying_every_combination(
+        trees in wide_cloud(),
+        q in wide_query(),
+        walk_first in 0usize..3,
+    ) {
+        let idx = build_wide(&trees);
+        let qs = wide_query_string(&q);
+        let parsed = parse_candidates_query(&qs, Microversion::LATEST).expect("valid query");
+        let unlimited_qs = wide_query_string(&WideQuery { limit: None, ..q.clone() });
+        let unlimited =
+            parse_candidates_query(&unlimited_qs, Microversion::LATEST).expect("valid query");
+        let every = Walk {
+            prune: false,
+            closed_form: false,
+            backtrack: false,
+            budget: u64::MAX,
+            ..Walk::default()
+        };
+        let (full_count, full) = counted_candidates_with(&idx, &unlimited, usize::MAX, every);
+        prop_assert_eq!(full_count, full.candidates.len());
+        prop_assert!(full.exhausted.is_none());
+        for prune in [false, true] {
+            for closed_form in [false, true] {
+                let walk = Walk {
+                    prune,
+                    walk_before_pruning: walk_first,
+                    closed_form,
+                    ..Walk::default()
+                };
+                let (count, got) = counted_candidates_with(&idx, &unlimited, usize::MAX, walk);
+                prop_assert_eq!(count, full_count, "{}", unlimited_qs);
+                prop_assert_eq!(&got.candidates, &full.candidates, "{}", unlimited_qs);
+                prop_assert_eq!(&got.summary_trees, &full.summary_trees);
+                // Stopped by the limit: the first candidates of the whole answer.
+                let (count, limited) = counted_candidates_with(&idx, &parsed, usize::MAX, walk);
+                let n = q.limit.unwrap_or(usize::MAX).min(full_count);
+                prop_assert_eq!(count, n, "{}", qs);
+                prop_assert_eq!(&limited.candidates[..], &full.candidates[..n], "{}", qs);
+            }
+        }
+        // What callers get.
+        let default = try_allocation_candidates(&idx, &parsed).expect("small answers fit the budget");
+        let n = q.limit.unwrap_or(usize::MAX).min(full_count);
+        prop_assert_eq!(&default.candidates[..], &full.candidates[..n], "{}", qs);
+        let (count, _) = try_counted_candidates(&idx, &unlimited, 0).expect("fits the budget");
+        prop_assert_eq!(count, full_count);
     }
 }

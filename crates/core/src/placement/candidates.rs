@@ -26,6 +26,27 @@ use super::query::{CandidatesQuery, GroupPolicy, GroupQuery};
 /// Required any-of sets up to which a tree's candidates are counted in closed form.
 const MAX_CLOSED_FORM_SETS: usize = 8;
 
+/// Steps of work one search may take: trees visited, combinations of group parts tried,
+/// parts of the unnumbered group built, options looked at when checking that a partial
+/// combination can still be completed, and, per candidate kept, one per allocation and
+/// mapped provider. Counting steps rather than time keeps answers deterministic. A search
+/// that uses it all takes well under a second and a few hundred MiB; building all 720,000
+/// candidates of a plain query over 100,000 compute nodes takes about 5 million.
+pub const SEARCH_BUDGET: u64 = 10_000_000;
+
+/// A search used its whole budget of work before it finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the allocation candidate search stopped at its budget of {budget} steps after finding \
+     {found} candidates; ask with a limit, or with fewer or narrower request groups"
+)]
+pub struct BudgetExhausted {
+    /// The budget, in steps (see [`SEARCH_BUDGET`]).
+    pub budget: u64,
+    /// Candidates found before it ran out.
+    pub found: usize,
+}
+
 /// One candidate: amounts per provider and class, and which providers serve each group.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Candidate {
@@ -45,6 +66,9 @@ pub struct CandidateSet {
     pub summary_only: Option<BTreeSet<ProviderId>>,
     /// Resource classes the request names (summaries before 1.27 show only these).
     pub requested_classes: BTreeSet<ClassId>,
+    /// Set when the search ran out of budget under a `limit`: the candidates are those
+    /// found before it did, fewer than the limit.
+    pub exhausted: Option<BudgetExhausted>,
 }
 
 /// One group's request in interned form. `None` in a filter means "names something the
@@ -173,6 +197,12 @@ struct Search<'a> {
     /// Whether trees whose candidates the caller only counts are counted in closed form
     /// where that is exact.
     closed_form: bool,
+    /// Whether combinations of group parts are built group by group, abandoning a prefix
+    /// that no choice for the remaining groups can complete (the same candidates in the
+    /// same order as trying every combination, which is what it does otherwise).
+    backtrack: bool,
+    /// Steps the search may take.
+    budget: u64,
 }
 
 /// A candidate the search found, before it is built: its summed allocations and the
@@ -208,8 +238,8 @@ impl Found<'_> {
 trait Visit {
     /// Whether each candidate is needed (to keep or judge it), not only how many there are.
     fn wants_each(&self) -> bool;
-    /// One candidate; false to stop the search.
-    fn one(&mut self, found: &Found<'_>) -> bool;
+    /// One candidate; `None` to stop the search, else the steps it took to keep it.
+    fn one(&mut self, found: &Found<'_>) -> Option<u64>;
     /// `n` candidates of one tree, counted without building them; false to stop.
     fn many(&mut self, n: usize) -> bool;
 }
@@ -225,7 +255,7 @@ impl<V: Visit> Visit for Tally<'_, V> {
         self.inner.wants_each()
     }
 
-    fn one(&mut self, found: &Found<'_>) -> bool {
+    fn one(&mut self, found: &Found<'_>) -> Option<u64> {
         self.found += 1;
         self.inner.one(found)
     }
@@ -251,6 +281,34 @@ struct Scratch {
     /// Candidates made only of sharing providers repeat under every tree those providers
     /// serve; they count once.
     sharing_seen: HashSet<Candidate>,
+    steps: Steps,
+    /// Per group after the current prefix, the providers of its parts that still fit
+    /// (isolate's matching), and which group each provider is matched to.
+    options: Vec<Vec<ProviderId>>,
+    matched: Vec<(ProviderId, usize)>,
+    ancestors: Vec<ProviderId>,
+    subtree_providers: Vec<ProviderId>,
+}
+
+/// What is left of a search's budget.
+#[derive(Default)]
+struct Steps {
+    left: u64,
+    /// Set when the search stopped for want of steps.
+    ran_out: bool,
+}
+
+impl Steps {
+    /// Takes `n` steps; false (and noted) when the budget has run out.
+    fn spend(&mut self, n: u64) -> bool {
+        if self.left < n {
+            self.left = 0;
+            self.ran_out = true;
+            return false;
+        }
+        self.left -= n;
+        true
+    }
 }
 
 /// Whether sorted `aggregates` meet every any-of set.
@@ -537,8 +595,18 @@ impl<'a> Search<'a> {
 
     /// The unnumbered group's parts for one anchor: one provider per class from the tree
     /// or its sharing providers, with the traits of the chosen providers judged together.
-    fn spread_parts(&self, g: &Group, lists: &[Vec<ProviderId>], out: &mut Vec<GroupPart>) {
+    /// False when the budget ran out first.
+    fn spread_parts(
+        &self,
+        g: &Group,
+        lists: &[Vec<ProviderId>],
+        out: &mut Vec<GroupPart>,
+        steps: &mut Steps,
+    ) -> bool {
         product(&lists[..g.resources.len()], |choice| {
+            if !steps.spend(1) {
+                return false;
+            }
             let traits_ok = g.required.iter().all(|any| {
                 choice.iter().any(|p| {
                     let prov = self.index.get(*p);
@@ -556,7 +624,8 @@ impl<'a> Search<'a> {
                 providers.dedup();
                 out.push(GroupPart { items, providers });
             }
-        });
+            true
+        })
     }
 
     /// How many candidates the unnumbered group alone makes from its lists, without
@@ -658,32 +727,18 @@ impl<'a> Search<'a> {
         covered_choices(g.required.len(), &masks[..n])
     }
 
-    fn ancestors(&self, p: ProviderId) -> Vec<ProviderId> {
-        let mut out = vec![p];
-        let mut cur = self.index.get(p).parent;
-        while let Some(pid) = cur {
-            if out.contains(&pid) {
-                break;
+    /// Whether `a` is `p` or above it.
+    fn is_ancestor_or_self(&self, a: ProviderId, p: ProviderId) -> bool {
+        let mut cur = Some(p);
+        // The index keeps trees acyclic; the bound only guards the walk.
+        for _ in 0..=self.index.len() {
+            match cur {
+                Some(q) if q == a => return true,
+                Some(q) => cur = self.index.get(q).parent,
+                None => return false,
             }
-            out.push(pid);
-            cur = self.index.get(pid).parent;
         }
-        out
-    }
-
-    fn same_subtree(&self, providers: &BTreeSet<ProviderId>) -> bool {
-        if providers.len() <= 1 {
-            return true;
-        }
-        let mut common: Option<BTreeSet<ProviderId>> = None;
-        for p in providers {
-            let a: BTreeSet<ProviderId> = self.ancestors(*p).into_iter().collect();
-            common = Some(match common {
-                None => a,
-                Some(c) => c.intersection(&a).copied().collect(),
-            });
-        }
-        common.is_some_and(|c| c.iter().any(|p| providers.contains(p)))
+        false
     }
 
     /// Combines one part per group into summed allocations in `sums`; false when the
@@ -704,11 +759,18 @@ impl<'a> Search<'a> {
             }
         }
         for members in &self.subtree_groups {
-            let providers: BTreeSet<ProviderId> = members
+            let mut providers: SmallVec<[ProviderId; 8]> = members
                 .iter()
                 .flat_map(|i| parts[*i].providers.iter().copied())
                 .collect();
-            if !self.same_subtree(&providers) {
+            providers.sort_unstable();
+            providers.dedup();
+            // Some provider of the set is at or above all of them.
+            let top = providers.len() <= 1
+                || providers
+                    .iter()
+                    .any(|t| providers.iter().all(|p| self.is_ancestor_or_self(*t, *p)));
+            if !top {
                 return false;
             }
         }
@@ -935,10 +997,11 @@ impl<'a> Search<'a> {
         anchors
     }
 
-    /// Visits every candidate in order; `visit` returns false to stop.
-    fn run(&self, visit: &mut impl Visit) {
+    /// Visits every candidate in order; `visit` returns false to stop. True when the
+    /// search stopped because its budget ran out.
+    fn run(&self, visit: &mut impl Visit) -> bool {
         if self.groups.iter().any(|g| g.impossible) || self.root_required.is_none() {
-            return;
+            return false;
         }
         let mut visit = Tally {
             inner: visit,
@@ -946,8 +1009,18 @@ impl<'a> Search<'a> {
         };
         let mut scratch = Scratch {
             parts: vec![Vec::new(); self.groups.len()],
+            steps: Steps {
+                left: self.budget,
+                ran_out: false,
+            },
             ..Default::default()
         };
+        self.visit_anchors(&mut scratch, &mut visit);
+        scratch.steps.ran_out
+    }
+
+    /// [`Self::run`]'s walk over the trees.
+    fn visit_anchors(&self, scratch: &mut Scratch, visit: &mut Tally<'_, impl Visit>) {
         let order = self.index.root_order();
         let roots = &order.roots;
         let early = if self.prune {
@@ -956,7 +1029,7 @@ impl<'a> Search<'a> {
             roots.len()
         };
         for &anchor in &roots[..early] {
-            if !self.visit_anchor(anchor, &mut scratch, &mut visit) {
+            if !self.visit_anchor(anchor, scratch, visit) {
                 return;
             }
         }
@@ -973,7 +1046,7 @@ impl<'a> Search<'a> {
         match self.possible_anchors(max_cost) {
             None => {
                 for &anchor in &roots[early..] {
-                    if !self.visit_anchor(anchor, &mut scratch, &mut visit) {
+                    if !self.visit_anchor(anchor, scratch, visit) {
                         return;
                     }
                 }
@@ -987,15 +1060,14 @@ impl<'a> Search<'a> {
                     .collect();
                 left.sort_unstable_by_key(|&r| rank(r));
                 for anchor in left {
-                    if !self.visit_anchor(anchor, &mut scratch, &mut visit) {
+                    if !self.visit_anchor(anchor, scratch, visit) {
                         return;
                     }
                 }
             }
             Some(set) => {
                 for &anchor in &roots[early..] {
-                    if set.contains(anchor) && !self.visit_anchor(anchor, &mut scratch, &mut visit)
-                    {
+                    if set.contains(anchor) && !self.visit_anchor(anchor, scratch, visit) {
                         return;
                     }
                 }
@@ -1005,6 +1077,9 @@ impl<'a> Search<'a> {
 
     /// Visits the candidates of one tree; false when `visit` asks to stop.
     fn visit_anchor(&self, anchor: ProviderId, s: &mut Scratch, visit: &mut impl Visit) -> bool {
+        if !s.steps.spend(1) {
+            return false;
+        }
         let pack = self.index.root_pack(anchor);
         if !self.anchor_allowed(pack.traits(0)) {
             return true;
@@ -1058,64 +1133,297 @@ impl<'a> Search<'a> {
                 {
                     return n == 0 || visit.many(n);
                 }
-                self.spread_parts(g, &s.lists, out);
+                if !self.spread_parts(g, &s.lists, out, &mut s.steps) {
+                    return false;
+                }
             }
             if out.is_empty() {
                 return true;
             }
         }
+        self.walk_combinations(s, visit)
+    }
+
+    /// Visits the combinations of one part per group that make candidates, in the order
+    /// of trying every combination with the last group's part changing fastest; false
+    /// when `visit` asks to stop or the budget runs out.
+    ///
+    /// With `backtrack`, the parts are chosen group by group and a prefix is abandoned as
+    /// soon as [`Self::prefix_ok`] or [`Self::completable`] shows that no choice for the
+    /// remaining groups makes a candidate. Both only ever reject prefixes that every
+    /// completion would fail in [`Self::combine`], so the candidates and their order are
+    /// those of trying every combination.
+    fn walk_combinations(&self, s: &mut Scratch, visit: &mut impl Visit) -> bool {
+        let n = s.parts.len();
         s.idx.clear();
-        s.idx.resize(s.parts.len(), 0);
+        s.idx.resize(n, 0);
+        let mut k = 0;
         loop {
-            let combo: SmallVec<[&GroupPart; 4]> =
-                s.parts.iter().zip(&s.idx).map(|(l, i)| &l[*i]).collect();
-            if self.combine(&combo, &mut s.sums) {
-                let found = Found {
-                    allocations: &s.sums,
-                    groups: &self.groups,
-                    parts: &combo,
-                };
-                let only_sharing = s
-                    .sums
-                    .iter()
-                    .all(|(p, _, _)| self.index.sharing.binary_search(p).is_ok());
-                if (!only_sharing || s.sharing_seen.insert(found.candidate())) && !visit.one(&found)
-                {
-                    return false;
-                }
-            }
-            let mut k = s.parts.len();
-            let done = loop {
+            if s.idx[k] == s.parts[k].len() {
                 if k == 0 {
-                    break true;
-                }
-                k -= 1;
-                s.idx[k] += 1;
-                if s.idx[k] < s.parts[k].len() {
-                    break false;
+                    return true;
                 }
                 s.idx[k] = 0;
-            };
-            if done {
-                return true;
+                k -= 1;
+                s.idx[k] += 1;
+                continue;
+            }
+            if !s.steps.spend(1) {
+                return false;
+            }
+            if k + 1 < n {
+                if !self.backtrack || (self.prefix_ok(s, k) && self.completable(s, k)) {
+                    k += 1;
+                    s.idx[k] = 0;
+                    continue;
+                }
+            } else if !self.leaf(s, visit) {
+                return false;
+            }
+            s.idx[k] += 1;
+        }
+    }
+
+    /// Judges the full combination `s.idx` and reports it when it makes a candidate;
+    /// false when `visit` asks to stop.
+    fn leaf(&self, s: &mut Scratch, visit: &mut impl Visit) -> bool {
+        let combo: SmallVec<[&GroupPart; 8]> =
+            s.parts.iter().zip(&s.idx).map(|(l, i)| &l[*i]).collect();
+        if !self.combine(&combo, &mut s.sums) {
+            return true;
+        }
+        let found = Found {
+            allocations: &s.sums,
+            groups: &self.groups,
+            parts: &combo,
+        };
+        let only_sharing = s
+            .sums
+            .iter()
+            .all(|(p, _, _)| self.index.sharing.binary_search(p).is_ok());
+        if only_sharing && !s.sharing_seen.insert(found.candidate()) {
+            return true;
+        }
+        match visit.one(&found) {
+            Some(cost) => s.steps.spend(cost),
+            None => false,
+        }
+    }
+
+    /// Whether the part chosen for group `k` agrees with those chosen for groups before it:
+    /// isolated numbered groups on distinct providers, summed amounts within capacity and
+    /// max unit, and same_subtree still reachable. Amounts are at least 1, so a prefix
+    /// that breaks capacity breaks it in every completion.
+    fn prefix_ok(&self, s: &mut Scratch, k: usize) -> bool {
+        let part = &s.parts[k][s.idx[k]];
+        let chosen = |j: usize| &s.parts[j][s.idx[j]];
+        if self.isolate && self.groups[k].same_provider {
+            let taken = (0..k).filter(|j| self.groups[*j].same_provider).any(|j| {
+                chosen(j)
+                    .providers
+                    .iter()
+                    .any(|p| part.providers.contains(p))
+            });
+            if taken {
+                return false;
             }
         }
+        for &(p, c, amount) in &part.items {
+            let before: i64 = (0..k)
+                .flat_map(|j| chosen(j).items.iter())
+                .filter(|(q, d, _)| *q == p && *d == c)
+                .map(|(_, _, a)| a)
+                .sum();
+            if before > 0 && !self.sum_fits(p, c, before + amount) {
+                return false;
+            }
+        }
+        self.subtrees_reachable(s, k)
+    }
+
+    /// Whether a summed amount fits a provider, as [`Self::combine`] judges sums.
+    fn sum_fits(&self, p: ProviderId, c: ClassId, amount: i64) -> bool {
+        let prov = self.index.get(p);
+        prov.inventory(c)
+            .is_some_and(|inv| prov.used(c) + amount <= inv.capacity() && amount <= inv.max_unit)
+    }
+
+    /// For each same_subtree set with group `k` in it: the providers chosen so far for its
+    /// groups (up to `k`) must have a common ancestor (or self) that is among them, or that
+    /// some part of a group of the set still to choose uses. Every completion's top provider
+    /// is such an ancestor.
+    fn subtrees_reachable(&self, s: &mut Scratch, k: usize) -> bool {
+        for members in self.subtree_groups.iter().filter(|m| m.contains(&k)) {
+            s.subtree_providers.clear();
+            for &j in members.iter().filter(|j| **j <= k) {
+                s.subtree_providers
+                    .extend(s.parts[j][s.idx[j]].providers.iter().copied());
+            }
+            s.subtree_providers.sort_unstable();
+            s.subtree_providers.dedup();
+            if s.subtree_providers.len() <= 1 {
+                continue;
+            }
+            // Common ancestors: those of the first provider that are above all others.
+            // Each provider and part looked at costs a step.
+            if !s.steps.spend(s.subtree_providers.len() as u64) {
+                return false;
+            }
+            s.ancestors.clear();
+            let mut cur = Some(s.subtree_providers[0]);
+            while let Some(a) = cur {
+                if s.ancestors.contains(&a) {
+                    break;
+                }
+                s.ancestors.push(a);
+                cur = self.index.get(a).parent;
+            }
+            let others = &s.subtree_providers[1..];
+            s.ancestors
+                .retain(|a| others.iter().all(|p| self.is_ancestor_or_self(*a, *p)));
+            if s.ancestors.iter().any(|a| s.subtree_providers.contains(a)) {
+                continue;
+            }
+            let looked: usize = members
+                .iter()
+                .filter(|j| **j > k)
+                .map(|&j| s.parts[j].len())
+                .sum();
+            if !s.steps.spend(looked as u64) {
+                return false;
+            }
+            let later = members.iter().filter(|j| **j > k).any(|&j| {
+                s.parts[j]
+                    .iter()
+                    .any(|part| part.providers.iter().any(|p| s.ancestors.contains(p)))
+            });
+            if !later {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Whether every group after `k` still has a part that agrees with the prefix (distinct
+    /// from the isolated providers taken, fitting beside the amounts chosen), and, with
+    /// isolate, whether the numbered groups after `k` can take distinct providers among
+    /// those parts (a matching). Looking at a part costs a step.
+    fn completable(&self, s: &mut Scratch, k: usize) -> bool {
+        let n = s.parts.len();
+        s.options.resize_with(n, Vec::new);
+        for j in k + 1..n {
+            s.options[j].clear();
+            let cost = s.parts[j].len() as u64;
+            if !s.steps.spend(cost) {
+                return false;
+            }
+            for part in &s.parts[j] {
+                if self.agrees(s, k, j, part) {
+                    // The unnumbered group's parts may use no provider; only numbered
+                    // groups' (one provider each) take part in the matching.
+                    let p = part.providers.first().copied();
+                    s.options[j].push(p.unwrap_or(ProviderId(u32::MAX)));
+                }
+            }
+            if s.options[j].is_empty() {
+                return false;
+            }
+        }
+        if !self.isolate {
+            return true;
+        }
+        let later: SmallVec<[usize; 8]> = (k + 1..n)
+            .filter(|j| self.groups[*j].same_provider)
+            .collect();
+        if later.len() <= 1 {
+            return true;
+        }
+        s.matched.clear();
+        for &j in &later {
+            let mut seen: SmallVec<[ProviderId; 16]> = SmallVec::new();
+            if !augment(&s.options, &mut s.matched, &mut seen, j, &mut s.steps) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Whether `part` for group `j` agrees with the parts chosen for groups up to `k`.
+    fn agrees(&self, s: &Scratch, k: usize, j: usize, part: &GroupPart) -> bool {
+        let chosen = |i: usize| &s.parts[i][s.idx[i]];
+        if self.isolate && self.groups[j].same_provider {
+            let taken = (0..=k).filter(|i| self.groups[*i].same_provider).any(|i| {
+                chosen(i)
+                    .providers
+                    .iter()
+                    .any(|p| part.providers.contains(p))
+            });
+            if taken {
+                return false;
+            }
+        }
+        part.items.iter().all(|&(p, c, amount)| {
+            let before: i64 = (0..=k)
+                .flat_map(|i| chosen(i).items.iter())
+                .filter(|(q, d, _)| *q == p && *d == c)
+                .map(|(_, _, a)| a)
+                .sum();
+            before == 0 || self.sum_fits(p, c, before + amount)
+        })
     }
 }
 
-/// Calls `f` with every combination of one item from each list, in order.
-fn product(lists: &[Vec<ProviderId>], mut f: impl FnMut(&[ProviderId])) {
+/// Kuhn's augmenting path for group `j` over `options` (one provider per numbered group's
+/// part): true when `j` gets a provider, rematching earlier groups as needed. Each
+/// provider looked at costs a step; running out counts as no matching.
+fn augment(
+    options: &[Vec<ProviderId>],
+    matched: &mut Vec<(ProviderId, usize)>,
+    seen: &mut SmallVec<[ProviderId; 16]>,
+    j: usize,
+    steps: &mut Steps,
+) -> bool {
+    for &p in &options[j] {
+        if !steps.spend(1) {
+            return false;
+        }
+        if seen.contains(&p) {
+            continue;
+        }
+        seen.push(p);
+        match matched.iter().position(|(q, _)| *q == p) {
+            None => {
+                matched.push((p, j));
+                return true;
+            }
+            Some(at) => {
+                let other = matched[at].1;
+                if augment(options, matched, seen, other, steps) {
+                    matched[at].1 = j;
+                    return true;
+                }
+            }
+        }
+    }
+    false
+}
+
+/// Calls `f` with every combination of one item from each list, in order, until `f`
+/// returns false; false when it did.
+fn product(lists: &[Vec<ProviderId>], mut f: impl FnMut(&[ProviderId]) -> bool) -> bool {
     if lists.iter().any(|l| l.is_empty()) {
-        return;
+        return true;
     }
     let mut idx: SmallVec<[usize; 8]> = smallvec![0; lists.len()];
     let mut choice: SmallVec<[ProviderId; 8]> = lists.iter().map(|l| l[0]).collect();
     loop {
-        f(&choice);
+        if !f(&choice) {
+            return false;
+        }
         let mut k = lists.len();
         loop {
             if k == 0 {
-                return;
+                return true;
             }
             k -= 1;
             idx[k] += 1;
@@ -1273,6 +1581,8 @@ fn prepare<'a>(index: &'a ProviderIndex, query: &CandidatesQuery) -> Search<'a> 
         walk_before_pruning: if limited { 32 } else { 0 },
         limit: query.limit.filter(|_| limited),
         closed_form: true,
+        backtrack: true,
+        budget: SEARCH_BUDGET,
     }
 }
 
@@ -1291,14 +1601,60 @@ fn one_provider_per_tree(
     providers.len() == roots.len()
 }
 
-/// Counts the candidates of a query without keeping them.
+/// Counts the candidates of a query without keeping them. Bounded by [`SEARCH_BUDGET`]:
+/// where that runs out, the count so far (use [`try_counted_candidates`] to know).
 pub fn count_candidates(index: &ProviderIndex, query: &CandidatesQuery) -> usize {
     counted_candidates(index, query, 0).0
 }
 
-/// Runs a query over the index.
+/// Runs a query over the index. Bounded by [`SEARCH_BUDGET`]: where that runs out, the
+/// candidates found so far (use [`try_allocation_candidates`] to know).
 pub fn allocation_candidates(index: &ProviderIndex, query: &CandidatesQuery) -> CandidateSet {
     counted_candidates(index, query, usize::MAX).1
+}
+
+/// Runs a query over the index within [`SEARCH_BUDGET`]. Where the budget runs out, a
+/// query with a `limit` gets the candidates found so far (fewer than the limit, noted in
+/// [`CandidateSet::exhausted`]), as Placement answers when it caps the candidates it
+/// generates; a query without one gets the error.
+pub fn try_allocation_candidates(
+    index: &ProviderIndex,
+    query: &CandidatesQuery,
+) -> Result<CandidateSet, BudgetExhausted> {
+    try_counted_candidates(index, query, usize::MAX).map(|(_, set)| set)
+}
+
+/// [`counted_candidates`] within [`SEARCH_BUDGET`], answering as
+/// [`try_allocation_candidates`] does where the budget runs out.
+pub fn try_counted_candidates(
+    index: &ProviderIndex,
+    query: &CandidatesQuery,
+    keep: usize,
+) -> Result<(usize, CandidateSet), BudgetExhausted> {
+    bounded(query, counted_candidates(index, query, keep))
+}
+
+/// [`try_counted_candidates`] walked as `walk` says.
+#[doc(hidden)]
+pub fn try_counted_candidates_with(
+    index: &ProviderIndex,
+    query: &CandidatesQuery,
+    keep: usize,
+    walk: Walk,
+) -> Result<(usize, CandidateSet), BudgetExhausted> {
+    bounded(query, counted_candidates_with(index, query, keep, walk))
+}
+
+/// A search's answer as callers get it: an error where the budget ran out and the query
+/// has no limit to answer with fewer candidates.
+fn bounded(
+    query: &CandidatesQuery,
+    (count, set): (usize, CandidateSet),
+) -> Result<(usize, CandidateSet), BudgetExhausted> {
+    match set.exhausted {
+        Some(e) if query.limit.is_none() => Err(e),
+        _ => Ok((count, set)),
+    }
 }
 
 /// [`counted_candidates`] with the tree walk chosen: with `prune`, trees that cannot serve
@@ -1315,14 +1671,65 @@ pub fn counted_candidates_walking(
     walk_before_pruning: usize,
     closed_form: bool,
 ) -> (usize, CandidateSet) {
+    let walk = Walk {
+        prune,
+        walk_before_pruning,
+        closed_form,
+        ..Walk::default()
+    };
+    counted_candidates_with(index, query, keep, walk)
+}
+
+/// How a search walks, for tests and benchmarks that compare the ways. The default is
+/// the search callers get, except that it walks no trees before pruning (with a limit,
+/// callers' searches walk 32 first).
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct Walk {
+    /// Skip trees that cannot serve every group, after the first `walk_before_pruning`.
+    pub prune: bool,
+    pub walk_before_pruning: usize,
+    /// Count trees in closed form where that is exact and only the count is wanted.
+    pub closed_form: bool,
+    /// Abandon prefixes of group parts no completion can use, instead of trying every
+    /// combination.
+    pub backtrack: bool,
+    /// Steps the search may take.
+    pub budget: u64,
+}
+
+impl Default for Walk {
+    fn default() -> Self {
+        Walk {
+            prune: true,
+            walk_before_pruning: 0,
+            closed_form: true,
+            backtrack: true,
+            budget: SEARCH_BUDGET,
+        }
+    }
+}
+
+/// [`counted_candidates`] walked as `walk` says.
+#[doc(hidden)]
+pub fn counted_candidates_with(
+    index: &ProviderIndex,
+    query: &CandidatesQuery,
+    keep: usize,
+    walk: Walk,
+) -> (usize, CandidateSet) {
     let mut search = prepare(index, query);
-    search.prune = prune;
-    search.walk_before_pruning = walk_before_pruning;
-    search.closed_form = closed_form;
+    search.prune = walk.prune;
+    search.walk_before_pruning = walk.walk_before_pruning;
+    search.closed_form = walk.closed_form;
+    search.backtrack = walk.backtrack;
+    search.budget = walk.budget;
     search_candidates(index, query, &search, keep)
 }
 
 /// Counts every candidate (up to the query's limit) and keeps the first `keep` of them.
+/// Bounded by [`SEARCH_BUDGET`]: where that runs out, what was found so far, with
+/// [`CandidateSet::exhausted`] set.
 pub fn counted_candidates(
     index: &ProviderIndex,
     query: &CandidatesQuery,
@@ -1348,7 +1755,8 @@ impl Visit for Gather<'_, '_> {
         !self.nested || self.result.candidates.len() < self.keep
     }
 
-    fn one(&mut self, found: &Found<'_>) -> bool {
+    fn one(&mut self, found: &Found<'_>) -> Option<u64> {
+        let mut cost = 0;
         if self.nested || one_provider_per_tree(self.index, found.allocations) {
             self.count += 1;
             if !self.nested {
@@ -1356,10 +1764,15 @@ impl Visit for Gather<'_, '_> {
                     .extend(found.allocations.iter().map(|(p, _, _)| *p));
             }
             if self.result.candidates.len() < self.keep {
-                self.result.candidates.push(found.candidate());
+                let candidate = found.candidate();
+                // Keeping a candidate costs steps in proportion to its size, so that the
+                // budget bounds the memory an answer takes as well as the time.
+                let mapped: usize = candidate.mappings.iter().map(|(_, ps)| ps.len()).sum();
+                cost = (candidate.allocations.len() + mapped) as u64;
+                self.result.candidates.push(candidate);
             }
         }
-        !self.nested || self.count < self.limit
+        (!self.nested || self.count < self.limit).then_some(cost)
     }
 
     fn many(&mut self, n: usize) -> bool {
@@ -1395,11 +1808,17 @@ fn search_candidates(
         limit: query.limit.unwrap_or(usize::MAX),
         result: &mut result,
     };
-    search.run(&mut gather);
+    let ran_out = search.run(&mut gather);
     let count = gather.count.min(gather.limit);
     let used_by_any = std::mem::take(&mut gather.used_by_any);
     if !nested {
         result.summary_only = Some(used_by_any);
+    }
+    if ran_out {
+        result.exhausted = Some(BudgetExhausted {
+            budget: search.budget,
+            found: count,
+        });
     }
     let trees: BTreeSet<ProviderId> = result
         .candidates

@@ -558,3 +558,157 @@ fn pruning_keeps_every_tree_that_can_serve() {
         }
     }
 }
+
+/// `nodes` compute nodes of `cells` NUMA cells (VCPU, HW_NUMA_ROOT) with `devices`
+/// one-unit CUSTOM_ACCEL providers each; device 0 of each cell has CUSTOM_FAST.
+fn wide(nodes: usize, cells: usize, devices: usize) -> Cloud {
+    let mut c = Cloud::new();
+    for n in 0..nodes {
+        let cn = format!("cn{n}");
+        c = c.rp(&cn, None, &[("DISK_GB", 100)], &["COMPUTE_NODE"], &[]);
+        for cell in 0..cells {
+            let numa = format!("{cn}-numa{cell}");
+            c = c.rp(&numa, Some(&cn), &[("VCPU", 16)], &["HW_NUMA_ROOT"], &[]);
+            for d in 0..devices {
+                let traits: &[&str] = if d == 0 { &["CUSTOM_FAST"] } else { &[] };
+                let dev = format!("{numa}-dev{d:02}");
+                c = c.rp(&dev, Some(&numa), &[("CUSTOM_ACCEL", 1)], traits, &[]);
+            }
+        }
+    }
+    c
+}
+
+/// `resources=VCPU:1` and `groups` numbered groups of one CUSTOM_ACCEL.
+fn accel_query(groups: usize, extra: &str) -> String {
+    let mut q = "resources=VCPU:1".to_string();
+    for i in 1..=groups {
+        q.push_str(&format!("&resources{i}=CUSTOM_ACCEL:1"));
+    }
+    q + extra
+}
+
+fn walked(c: &Cloud, q: &str, keep: usize, walk: Walk) -> (usize, CandidateSet) {
+    let query = parse_candidates_query(q, Microversion(39)).unwrap();
+    counted_candidates_with(&c.0, &query, keep, walk)
+}
+
+#[test]
+fn backtracking_gives_the_candidates_of_trying_every_combination_in_order() {
+    let c = wide(2, 2, 3);
+    let every = Walk {
+        backtrack: false,
+        budget: u64::MAX,
+        ..Walk::default()
+    };
+    let subtree = "&required_N=HW_NUMA_ROOT&same_subtree=_N,1,2,3";
+    for extra in [
+        "&group_policy=isolate",
+        "&group_policy=none",
+        "&group_policy=isolate&required3=CUSTOM_FAST",
+        "&group_policy=none&required2=CUSTOM_FAST&required3=CUSTOM_FAST",
+        &format!("&group_policy=isolate{subtree}"),
+        &format!("&group_policy=none{subtree}"),
+    ] {
+        let q = accel_query(3, extra);
+        let (all_count, all) = walked(&c, &q, usize::MAX, every);
+        let (count, got) = walked(&c, &q, usize::MAX, Walk::default());
+        assert_eq!(count, all_count, "{q}");
+        assert_eq!(got.candidates, all.candidates, "{q}");
+        // Under a limit, the first candidates of the whole answer.
+        let limited = format!("{q}&limit=7");
+        let (_, first) = walked(&c, &limited, usize::MAX, Walk::default());
+        assert_eq!(first.candidates, all.candidates[..7.min(all_count)], "{q}");
+    }
+    // Six devices in two trees, three isolated groups: 6·5·4 per tree, times the two cells
+    // giving VCPU; same_subtree keeps the three devices in one cell: 3·2·1 per cell.
+    assert_eq!(
+        walked(&c, &accel_query(3, "&group_policy=isolate"), 0, every).0,
+        480
+    );
+    let q = accel_query(3, &format!("&group_policy=isolate{subtree}"));
+    assert_eq!(walked(&c, &q, 0, Walk::default()).0, 48);
+}
+
+#[test]
+fn a_group_only_one_device_can_serve_does_not_stall_the_others() {
+    // Seven groups take any device, the eighth only a CUSTOM_FAST one, which the first
+    // group takes first: without looking ahead, 63·62·…·57 prefixes would fail in turn.
+    let c = wide(1, 2, 32);
+    let q = accel_query(8, "&group_policy=isolate&required8=CUSTOM_FAST&limit=5");
+    let query = parse_candidates_query(&q, Microversion(39)).unwrap();
+    let set = try_allocation_candidates(&c.0, &query).unwrap();
+    assert_eq!(set.candidates.len(), 5);
+    assert_eq!(set.exhausted, None);
+    let fast = [
+        c.0.id("cn0-numa0-dev00").unwrap(),
+        c.0.id("cn0-numa1-dev00").unwrap(),
+    ];
+    for cand in &set.candidates {
+        let eighth = &cand.mappings.iter().find(|(s, _)| s == "8").unwrap().1;
+        assert_eq!(eighth.len(), 1);
+        assert!(fast.contains(&eighth[0]), "{eighth:?}");
+    }
+    // Two groups both needing the one fast device of a cell cannot both have it.
+    let q = accel_query(
+        8,
+        "&group_policy=isolate&required7=CUSTOM_FAST&required8=CUSTOM_FAST",
+    );
+    let query = parse_candidates_query(&q, Microversion(39)).unwrap();
+    let wide_one = wide(1, 1, 32);
+    let (count, set) = try_counted_candidates(&wide_one.0, &query, 0).unwrap();
+    assert_eq!((count, set.exhausted), (0, None));
+}
+
+#[test]
+fn a_search_that_runs_out_of_budget_says_so() {
+    let c = wide(4, 2, 32);
+    let q = accel_query(8, "&group_policy=isolate");
+    let query = parse_candidates_query(&q, Microversion(39)).unwrap();
+    let small = Walk {
+        budget: 20_000,
+        ..Walk::default()
+    };
+    // Without a limit, the answer (4·2·64!/56! candidates) is out of reach: an error
+    // naming the budget.
+    let err = try_counted_candidates_with(&c.0, &query, 0, small).unwrap_err();
+    assert_eq!(err.budget, 20_000);
+    assert!(err.found > 0);
+    assert!(err.to_string().contains("budget of 20000 steps"), "{err}");
+    // With Nova's limit, the first thousand, found long before the budget runs out.
+    let limited = parse_candidates_query(&format!("{q}&limit=1000"), Microversion(39)).unwrap();
+    let set = try_allocation_candidates(&c.0, &limited).unwrap();
+    assert_eq!((set.candidates.len(), set.exhausted), (1000, None));
+    // A budget too small for the limit: what was found, marked, and the same candidates
+    // as the start of the unhurried answer.
+    let tiny = Walk {
+        budget: 5_000,
+        ..Walk::default()
+    };
+    let (count, few) = try_counted_candidates_with(&c.0, &limited, usize::MAX, tiny).unwrap();
+    let exhausted = few.exhausted.expect("ran out");
+    assert_eq!((exhausted.budget, exhausted.found), (5_000, count));
+    assert!(count > 0 && count < 1000, "{count}");
+    assert_eq!(few.candidates, set.candidates[..count]);
+}
+
+#[test]
+fn same_subtree_over_numa_cells_under_a_limit() {
+    let c = wide(4, 2, 32);
+    let q = accel_query(
+        8,
+        "&required_N=HW_NUMA_ROOT&same_subtree=_N,1,2,3,4,5,6,7,8&group_policy=isolate&limit=1000",
+    );
+    let query = parse_candidates_query(&q, Microversion(39)).unwrap();
+    let set = try_allocation_candidates(&c.0, &query).unwrap();
+    assert_eq!((set.candidates.len(), set.exhausted), (1000, None));
+    for cand in &set.candidates {
+        let numa = &cand.mappings.iter().find(|(s, _)| s == "_N").unwrap().1;
+        assert_eq!(numa.len(), 1);
+        for (s, ps) in &cand.mappings {
+            if !s.is_empty() && s != "_N" {
+                assert_eq!(c.0.get(ps[0]).parent, Some(numa[0]), "{s} outside its cell");
+            }
+        }
+    }
+}

@@ -5,6 +5,10 @@
 //! provider's capacity still free after the allocation is computed; a candidate scores the
 //! smallest of those shares, and the highest score wins. Ties go to the candidate whose
 //! provider names sort first. The same store always gives the same choice.
+//!
+//! As Nova's scheduler does (`max_placement_results`), the search asks for at most
+//! [`MAX_PLACEMENT_RESULTS`] candidates, so a flavor with astronomically many (several
+//! isolated groups over wide device trees) is placed as fast as one with few.
 
 use std::collections::BTreeMap;
 
@@ -13,7 +17,7 @@ use kubeplace_api::{
     Allocation, AllocationSpec, Flavor, Image, Object, ProviderAllocation, Server,
 };
 use kubeplace_core::placement::ProviderIndex;
-use kubeplace_core::placement::candidates::allocation_candidates;
+use kubeplace_core::placement::candidates::try_allocation_candidates;
 use kubeplace_core::placement::microversion::Microversion;
 use kubeplace_core::placement::query::parse_candidates_query;
 use kubeplace_core::placement::request::TraitConflict;
@@ -22,10 +26,15 @@ use crate::translate::{flavor_request, required_traits};
 use kubeplace_api::Kind;
 use kubeplace_api::{ServerRef, allocation_name, consumer_uuid};
 
+/// Candidates the scheduler weighs at most: Nova's default `max_placement_results`.
+pub const MAX_PLACEMENT_RESULTS: usize = 1000;
+
 /// Why a server cannot be placed now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unplaceable {
-    /// `FlavorNotFound`, `ImageNotFound`, `TraitConflict`, `InvalidRequest` or `NoValidHost`.
+    /// `FlavorNotFound`, `ImageNotFound`, `TraitConflict`, `InvalidRequest`,
+    /// `SearchBudgetExhausted` (the search ran out of work before finding a candidate) or
+    /// `NoValidHost`.
     pub reason: &'static str,
     pub message: String,
 }
@@ -70,12 +79,12 @@ pub fn plan(store: &Store, server: &Server) -> Result<Allocation, Unplaceable> {
                 server.spec.flavor, server.spec.image
             ),
         })?;
-    let query = parse_candidates_query(&request.to_query(), Microversion::LATEST).map_err(|e| {
-        Unplaceable {
+    let query_string = format!("{}&limit={MAX_PLACEMENT_RESULTS}", request.to_query());
+    let query =
+        parse_candidates_query(&query_string, Microversion::LATEST).map_err(|e| Unplaceable {
             reason: "InvalidRequest",
             message: e.detail,
-        }
-    })?;
+        })?;
     let name = allocation_name(server);
     let owned;
     let index: &ProviderIndex = if store.index().allocations(&name).is_some() {
@@ -86,7 +95,16 @@ pub fn plan(store: &Store, server: &Server) -> Result<Allocation, Unplaceable> {
     } else {
         store.index()
     };
-    let set = allocation_candidates(index, &query);
+    let budget = |e: kubeplace_core::placement::candidates::BudgetExhausted| Unplaceable {
+        reason: "SearchBudgetExhausted",
+        message: format!("placing {}: {e}", server.spec.flavor),
+    };
+    let set = try_allocation_candidates(index, &query).map_err(budget)?;
+    if set.candidates.is_empty()
+        && let Some(e) = set.exhausted
+    {
+        return Err(budget(e));
+    }
     let best = set
         .candidates
         .iter()

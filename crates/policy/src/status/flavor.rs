@@ -7,7 +7,7 @@ use kubeplace_api::{
     PlacementRequestStatus, RequestGroupStatus,
 };
 use kubeplace_core::placement::ProviderIndex;
-use kubeplace_core::placement::candidates::counted_candidates;
+use kubeplace_core::placement::candidates::{BudgetExhausted, counted_candidates};
 use kubeplace_core::placement::microversion::Microversion;
 use kubeplace_core::placement::query::parse_candidates_query;
 use kubeplace_core::placement::request::Request;
@@ -40,15 +40,22 @@ pub(crate) fn request_status(r: &Request) -> PlacementRequestStatus {
 /// Where a request fits: the candidate count and the first few candidates, or why the
 /// request is not one Placement would answer.
 pub struct Placement {
+    /// Every candidate, or, when `exhausted` is set, those counted before the search ran
+    /// out of budget (at least this many exist).
     pub count: usize,
     pub first: Vec<CandidateStatus>,
+    /// Set when the search ran out of budget before counting them all.
+    pub exhausted: Option<BudgetExhausted>,
 }
 
 /// Runs a request against the index as Placement's latest microversion would.
 pub fn place(index: &ProviderIndex, request: &Request) -> Result<Placement, String> {
     let query =
         parse_candidates_query(&request.to_query(), Microversion::LATEST).map_err(|e| e.detail)?;
+    // Counting stops at the search budget (the status then says "at least"); the first
+    // candidates are found long before.
     let (count, set) = counted_candidates(index, &query, STATUS_CANDIDATES);
+    let exhausted = set.exhausted;
     let first = set
         .candidates
         .iter()
@@ -68,12 +75,32 @@ pub fn place(index: &ProviderIndex, request: &Request) -> Result<Placement, Stri
             }
         })
         .collect();
-    Ok(Placement { count, first })
+    Ok(Placement {
+        count,
+        first,
+        exhausted,
+    })
 }
 
 /// The Schedulable condition for a placement outcome.
 pub fn schedulable(outcome: &Result<Placement, String>) -> Condition {
     match outcome {
+        Ok(Placement {
+            count,
+            exhausted: Some(e),
+            ..
+        }) => {
+            if *count > 0 {
+                Condition::new(
+                    "Schedulable",
+                    true,
+                    "CandidatesBeyondBudget",
+                    format!("at least {count} allocation candidates; counting stopped: {e}"),
+                )
+            } else {
+                Condition::new("Schedulable", false, "SearchBudgetExhausted", e.to_string())
+            }
+        }
         Ok(p) if p.count > 0 => Condition::new(
             "Schedulable",
             true,
