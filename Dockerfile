@@ -9,6 +9,8 @@ COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY crates ./crates
 COPY schemas ./schemas
+# Cargo reads every declared target when it loads the package, benches included.
+COPY benches/cluster_claims.rs ./benches/
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked --bin kubeplace \
