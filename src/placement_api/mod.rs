@@ -128,6 +128,23 @@ impl PlacementApi {
         Ok(())
     }
 
+    /// Answers one request whose body has been read whole: what the server does with every
+    /// request once it is read, usable without a listener.
+    pub fn answer_request(
+        &self,
+        request: Request<Bytes>,
+    ) -> http::Response<http_body_util::Full<Bytes>> {
+        let (parts, body) = request.into_parts();
+        let call = Call {
+            method: parts.method,
+            path: parts.uri.path().to_string(),
+            query: parts.uri.query().unwrap_or("").to_string(),
+            headers: parts.headers,
+            body,
+        };
+        self.answer(&call)
+    }
+
     /// Answers one request read whole.
     pub(crate) fn answer(&self, call: &Call) -> Reply {
         let n = self.requests.fetch_add(1, Ordering::Relaxed);
@@ -261,15 +278,9 @@ async fn handle(api: Arc<PlacementApi>, request: Request<Incoming>) -> Reply {
             );
         }
     };
-    let call = Call {
-        method: parts.method,
-        path: parts.uri.path().to_string(),
-        query: parts.uri.query().unwrap_or("").to_string(),
-        headers: parts.headers,
-        body,
-    };
+    let request = Request::from_parts(parts, body);
     // Candidate searches over large clouds take a while: keep them off the reactor.
-    match tokio::task::spawn_blocking(move || api.answer(&call)).await {
+    match tokio::task::spawn_blocking(move || api.answer_request(request)).await {
         Ok(reply) => reply,
         Err(e) => wire::plain_error(
             http::StatusCode::INTERNAL_SERVER_ERROR,

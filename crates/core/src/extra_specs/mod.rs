@@ -164,6 +164,7 @@ fn judge<'v>(
     value: &str,
     validators: &Validators<'v>,
     mode: ValidationMode,
+    suggest: bool,
 ) -> Judgement<'v> {
     let problem = |why: String, accepted: Option<String>, suggestion: Option<String>| SpecProblem {
         key: key.to_string(),
@@ -182,7 +183,11 @@ fn judge<'v>(
         return Judgement::UnknownKey(problem(
             unknown_key_reason(key),
             Some("use an in-tree key (kubeplace extra-specs docs lists them) or define this one with an ExtraSpecDefinition".into()),
-            validators.suggest(key),
+            if suggest {
+                validators.suggest(key)
+            } else {
+                None
+            },
         ));
     };
     if let Err(v) = def.value.check(value) {
@@ -222,7 +227,7 @@ pub fn check_spec(
         problem: None,
         warning: None,
     };
-    let judgement = judge(key, value, validators, mode);
+    let judgement = judge(key, value, validators, mode, true);
     let def = match &judgement {
         Judgement::Valid(d) | Judgement::Deprecated(d, _) | Judgement::InvalidValue(d, _) => {
             Some(*d)
@@ -292,15 +297,25 @@ fn unknown_key_reason(key: &str) -> String {
     "no in-tree or custom definition matches this key".to_string()
 }
 
-/// Checks every extra spec under a mode, reporting all problems at once.
+/// How many unknown keys of one flavor get a "did you mean": finding the closest known key
+/// compares it with every key of its namespace, and a flavor may carry thousands of specs.
+pub const MAX_SUGGESTIONS: usize = 16;
+
+/// Checks every extra spec under a mode, reporting all problems at once. The first
+/// [`MAX_SUGGESTIONS`] unknown keys come with the closest known key.
 pub fn check_extra_specs<'a>(
     specs: impl IntoIterator<Item = (&'a str, &'a str)>,
     mode: ValidationMode,
     validators: &Validators<'_>,
 ) -> SpecReport {
     let mut report = SpecReport::default();
+    let mut unknown = 0;
     for (key, value) in specs {
-        match judge(key, value, validators, mode) {
+        let judgement = judge(key, value, validators, mode, unknown < MAX_SUGGESTIONS);
+        if matches!(judgement, Judgement::UnknownKey(_)) {
+            unknown += 1;
+        }
+        match judgement {
             Judgement::Valid(_) | Judgement::Unchecked => {}
             Judgement::Deprecated(_, w) => report.warnings.push(w),
             Judgement::InvalidValue(_, p) | Judgement::BadSyntax(p) => report.problems.push(p),

@@ -279,3 +279,23 @@ fn namespace_knowledge_for_nova_parity() {
     assert!(check_spec("hw:nope", "1", &v, ValidationMode::Strict).in_tree_namespace);
     assert!(!check_spec("acme:nope", "1", &v, ValidationMode::Strict).in_tree_namespace);
 }
+
+#[test]
+fn only_the_first_unknown_keys_of_a_flavor_get_a_suggestion() {
+    // Each suggestion compares the key with every trait; thousands of near-miss keys in one
+    // flavor must not cost thousands of such searches.
+    let keys: Vec<String> = (0..MAX_SUGGESTIONS + 4)
+        .map(|i| format!("trait:HW_CPU_X86_AVX2X{i}"))
+        .collect();
+    let specs: Vec<(&str, &str)> = keys.iter().map(|k| (k.as_str(), "required")).collect();
+    let report = strict(&specs);
+    assert_eq!(report.problems.len(), specs.len());
+    let suggested = report
+        .problems
+        .iter()
+        .filter(|p| p.suggestion.is_some())
+        .count();
+    assert_eq!(suggested, MAX_SUGGESTIONS);
+    assert!(report.problems[0].suggestion.is_some());
+    assert!(report.problems.last().unwrap().suggestion.is_none());
+}

@@ -88,6 +88,10 @@ fn percent_decode(s: &str) -> Result<String, QueryError> {
                 let hex = s.get(i + 1..i + 3).ok_or_else(|| {
                     bad(format!("query string has a bad escape near {:?}", &s[i..]))
                 })?;
+                // Two hex digits exactly: `from_str_radix` alone would take a sign (`%+1`).
+                if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Err(bad(format!("query string has a bad escape %{hex}")));
+                }
                 let b = u8::from_str_radix(hex, 16)
                     .map_err(|_| bad(format!("query string has a bad escape %{hex}")))?;
                 out.push(b);
@@ -780,6 +784,18 @@ mod tests {
         let q = parse_candidates_query("resources=VCPU%3A1&required=%21CUSTOM_GOLD", MV).unwrap();
         assert_eq!(q.groups[""].resources["VCPU"], 1);
         assert!(q.groups[""].forbidden.contains("CUSTOM_GOLD"));
+    }
+
+    #[test]
+    fn an_escape_is_two_hex_digits_without_a_sign() {
+        assert_eq!(
+            decode_pairs("a=%2B%2b").unwrap(),
+            [("a".into(), "++".into())]
+        );
+        for bad in ["a=%+1", "a=%-1", "a=%1", "a=%g0", "a=%é"] {
+            let e = decode_pairs(bad).unwrap_err();
+            assert!(e.detail.contains("bad escape"), "{bad}: {}", e.detail);
+        }
     }
 
     #[test]
