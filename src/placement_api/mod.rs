@@ -14,7 +14,6 @@ mod body;
 mod classes;
 mod cluster;
 mod inventories;
-mod names;
 mod providers;
 mod reshaper;
 mod router;

@@ -1,7 +1,7 @@
 //! `/resource_providers`, `/resource_providers/{uuid}` and its aggregates.
 //!
 //! A provider created through the API is a ResourceProvider object named after its
-//! Placement name (see [`super::names`]) whose `spec.uuid` is the uuid given (else
+//! Placement name (see [`kubeplace_api::provider_name`]) whose `spec.uuid` is the uuid given (else
 //! kubeplace's UUIDv5 of the name), written through admission.
 
 use std::collections::BTreeMap;
@@ -18,10 +18,10 @@ use kubeplace_policy::admission::{Operation, admit};
 use kubeplace_policy::store::ObjectKey;
 
 use super::body;
-use super::names::{name_provider, object_name};
 use super::state::State;
 use super::wire::{ApiError, Reply, code, empty, json_reply, located};
 use super::{Call, Ctx};
+use kubeplace_api::provider_name::{name_provider, object_name};
 
 /// Longest provider name Placement stores.
 const MAX_NAME: usize = 200;

@@ -292,7 +292,7 @@ impl<'a> State<'a> {
     /// A provider's Placement name by object name.
     pub(crate) fn placement_name(&self, object: &str) -> String {
         match self.store.get_cluster(Kind::ResourceProvider, object) {
-            Some(Object::ResourceProvider(rp)) => super::names::placement_name(rp),
+            Some(Object::ResourceProvider(rp)) => kubeplace_api::provider_name::placement_name(rp),
             _ => object.to_string(),
         }
     }

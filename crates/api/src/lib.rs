@@ -12,6 +12,7 @@
 
 pub mod fields;
 pub mod manifest;
+pub mod provider_name;
 
 mod allocation;
 mod conditions;

@@ -1,4 +1,4 @@
-//! Placement names and object names.
+//! A provider's Placement name and its object name.
 //!
 //! Placement takes any provider name of 1–200 characters; Nova and Neutron use names such
 //! as `cn1_pci_0000_84_00_0` or `cn1:Open vSwitch agent:br-ex`. A ResourceProvider's object
@@ -8,7 +8,7 @@
 //! Placement name is kept in the annotation `placement.kubeplace.io/name`. The API answers
 //! with the Placement name; `kubectl get` shows the object name.
 
-use kubeplace_api::ResourceProvider;
+use crate::ResourceProvider;
 use kubeplace_core::placement::derived_provider_uuid;
 
 /// The annotation that keeps a provider's Placement name when its object name differs.
@@ -126,7 +126,7 @@ mod tests {
     fn the_annotation_keeps_the_placement_name() {
         let mut rp = ResourceProvider::new(
             "x",
-            kubeplace_api::ResourceProviderSpec {
+            crate::ResourceProviderSpec {
                 uuid: None,
                 parent: None,
                 inventories: Default::default(),
