@@ -320,6 +320,20 @@ fn twenty_racing_kubectl_claims_on_two_replicas_never_oversubscribe() {
         KILL_HOST,
     );
     let (leading, following) = if leader == 0 { (&a, &b) } else { (&b, &a) };
+    let following_api = api_ports[1 - leader];
+    let writer = super::placement_api::token(cp, "placement-writer");
+    let kill_uuid = cp
+        .kubectl(&[
+            "get",
+            "resourceprovider",
+            KILL_HOST,
+            "-o",
+            "jsonpath={.status.uuid}",
+        ])
+        .ok()
+        .trim()
+        .to_string();
+    let mut api_won: Vec<usize> = Vec::new();
     let stop = AtomicBool::new(false);
     let samples = Mutex::new(Vec::new());
     let created: Vec<bool> = std::thread::scope(|s| {
@@ -334,13 +348,33 @@ fn twenty_racing_kubectl_claims_on_two_replicas_never_oversubscribe() {
             if i == 2 {
                 leading.process.kill();
             }
-            created.push(
+            // Every third claim through the surviving replica's Placement API, the others
+            // with kubectl.
+            let won = if i % 3 == 2 {
+                let body = serde_json::json!({
+                    "allocations": {&kill_uuid: {"resources": {"VCPU": 1}}},
+                    "project_id": "p", "user_id": "u",
+                    "consumer_generation": null, "consumer_type": "INSTANCE"});
+                let status = super::placement_api::call(
+                    following_api,
+                    "PUT",
+                    &format!("/allocations/00000000-0000-4000-8000-{:012}", 1000 + i),
+                    Some(&writer),
+                    Some(&body),
+                )
+                .0;
+                if status == 204 {
+                    api_won.push(i);
+                }
+                false
+            } else {
                 cp.kubectl_stdin(
                     &["create", "-f", "-"],
                     &allocation(&format!("{KILL_PREFIX}{i}"), 1000 + i, KILL_HOST),
                 )
-                .success,
-            );
+                .success
+            };
+            created.push(won);
             std::thread::sleep(Duration::from_millis(800));
         }
         let admitted = created.iter().filter(|c| **c).count();
@@ -359,16 +393,34 @@ fn twenty_racing_kubectl_claims_on_two_replicas_never_oversubscribe() {
     cleanup(cp, KILL_PREFIX, KILL_CLAIMS, KILL_HOST);
     a.stop_and_unregister(cp);
     b.process.stop(Duration::from_secs(10));
+    let api_names: Vec<String> = (0..KILL_CLAIMS)
+        .map(|i| format!("00000000-0000-4000-8000-{:012}", 1000 + i))
+        .collect();
+    let mut args = vec!["delete", "allocation", "--ignore-not-found", "--wait=false"];
+    args.extend(api_names.iter().map(String::as_str));
+    cp.kubectl(&args).ok();
+    let first_after_kill = created
+        .iter()
+        .enumerate()
+        .skip(2)
+        .filter(|(_, c)| **c)
+        .map(|(i, _)| i)
+        .chain(api_won.iter().copied().filter(|i| *i >= 2))
+        .min();
     eprintln!(
-        "leader killed: {admitted} of {KILL_CLAIMS} admitted, {applied} counted, first admitted after the kill: claim {:?}",
-        created.iter().skip(2).position(|c| *c).map(|p| p + 2)
+        "leader killed: {admitted} kubectl and {} API claims of {KILL_CLAIMS} admitted, {applied} kubectl claims counted, first admitted after the kill: claim {first_after_kill:?}",
+        api_won.len()
     );
     assert!(
         log.contains("deciding claims"),
         "the other replica never took over the claims:\n{log}"
     );
-    assert_eq!(admitted, 6, "exactly what fits was admitted: {created:?}");
-    assert_eq!(applied, 6, "{verdicts:?}");
+    assert_eq!(
+        admitted + api_won.len(),
+        6,
+        "exactly what fits was admitted: kubectl {created:?}, API {api_won:?}"
+    );
+    assert_eq!(applied, admitted, "{verdicts:?}");
     assert_eq!(final_usage, 6);
     assert!(
         samples.iter().all(|u| *u <= 6),
