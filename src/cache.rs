@@ -16,3 +16,11 @@ pub(crate) fn to_object(kind: Kind, object: &DynamicObject) -> Result<Object, St
     let value = serde_json::to_value(object).map_err(|e| e.to_string())?;
     Object::from_value(kind, value).map_err(|e| format!("field {}: {}", e.path, e.message))
 }
+
+/// An object's resourceVersion as a number (etcd's revision, which grows with every write);
+/// none when it has none or it is not a number.
+pub(crate) fn resource_version(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Option<u64> {
+    meta.resource_version.as_deref()?.parse().ok()
+}

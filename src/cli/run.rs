@@ -17,7 +17,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
-use crate::cache::SharedStore;
+use crate::cache::{SharedStore, resource_version};
 use crate::controllers::lease::{Elector, LeaseSettings};
 use crate::controllers::reconciler::{Pacing, Reconciler, Retries, recorder};
 use crate::controllers::trigger::Trigger;
@@ -521,10 +521,10 @@ async fn catch_up(client: &Client, store: &SharedStore) -> bool {
                 let store = store.read().unwrap_or_else(|e| e.into_inner());
                 listed.iter().any(|a| {
                     let name = a.metadata.name.as_deref().unwrap_or_default();
-                    let want = version(a.metadata.resource_version.as_deref());
+                    let want = resource_version(&a.metadata).unwrap_or(0);
                     store
                         .get_cluster(Kind::Allocation, name)
-                        .is_none_or(|o| version(o.meta().resource_version.as_deref()) < want)
+                        .is_none_or(|o| resource_version(o.meta()).unwrap_or(0) < want)
                 })
             };
             if !missing {
@@ -536,11 +536,6 @@ async fn catch_up(client: &Client, store: &SharedStore) -> bool {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
-}
-
-/// A resourceVersion as a number (etcd's revision), 0 when it is not one.
-fn version(rv: Option<&str>) -> u64 {
-    rv.and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
 /// How often the Placement API re-reads the custom registries other replicas may have

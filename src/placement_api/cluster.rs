@@ -295,13 +295,11 @@ fn refused(kind: Kind, e: kube::Error) -> ApiError {
 /// Whether `stored` is as new as `written` or newer (by resourceVersion, which the API
 /// server increases on every write).
 pub(crate) fn newer_or_same(stored: &Object, written: &Object) -> bool {
-    let version = |o: &Object| {
-        o.meta()
-            .resource_version
-            .as_deref()
-            .and_then(|v| v.parse::<u64>().ok())
-    };
-    match (version(stored), version(written)) {
+    use crate::cache::resource_version;
+    match (
+        resource_version(stored.meta()),
+        resource_version(written.meta()),
+    ) {
         (Some(s), Some(w)) => s >= w,
         _ => false,
     }

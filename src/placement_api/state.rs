@@ -142,6 +142,19 @@ fn consumer_of(objects: &[Allocation], generation: u64) -> Consumer {
     }
 }
 
+/// A consumer's attributes from its Allocation objects over a cluster: its generation is
+/// theirs (summed, for a consumer with several); none without objects.
+fn consumer_from_objects(objects: &[Allocation]) -> Option<Consumer> {
+    if objects.is_empty() {
+        return None;
+    }
+    let generation = objects
+        .iter()
+        .map(|a| a.metadata.generation.unwrap_or(1).max(0) as u64)
+        .sum();
+    Some(consumer_of(objects, generation))
+}
+
 /// A lock guard of either kind: reads share the lock, writes hold it alone.
 pub(crate) enum Guard<'a, T> {
     Read(RwLockReadGuard<'a, T>),
@@ -433,14 +446,7 @@ impl<'a> State<'a> {
                     .into_iter()
                     .map(|(_, a)| a)
                     .collect();
-                if objects.is_empty() {
-                    return None;
-                }
-                let generation = objects
-                    .iter()
-                    .map(|a| a.metadata.generation.unwrap_or(1).max(0) as u64)
-                    .sum();
-                Some(consumer_of(&objects, generation))
+                consumer_from_objects(&objects)
             }
         }
     }
@@ -455,17 +461,19 @@ impl<'a> State<'a> {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
             Backing::Cluster => {
-                let uuids: BTreeSet<String> = self
-                    .store
-                    .list(Kind::Allocation)
-                    .filter_map(|o| match o {
-                        Object::Allocation(a) => Some(a.spec.consumer.clone()),
-                        _ => None,
-                    })
-                    .collect();
-                uuids
+                // One pass over the Allocations, grouped by consumer.
+                let mut by_consumer: BTreeMap<String, Vec<Allocation>> = BTreeMap::new();
+                for o in self.store.list(Kind::Allocation) {
+                    if let Object::Allocation(a) = o {
+                        by_consumer
+                            .entry(a.spec.consumer.clone())
+                            .or_default()
+                            .push(a.clone());
+                    }
+                }
+                by_consumer
                     .into_iter()
-                    .filter_map(|u| self.consumer(&u).map(|c| (u, c)))
+                    .filter_map(|(u, objects)| consumer_from_objects(&objects).map(|c| (u, c)))
                     .collect()
             }
         }
