@@ -71,7 +71,7 @@ pub(super) fn parse_inventory(
 }
 
 /// The provider's effective inventories.
-pub(super) fn effective(state: &State<'_>, name: &str) -> BTreeMap<String, CoreInventory> {
+fn effective(state: &State<'_>, name: &str) -> BTreeMap<String, CoreInventory> {
     state
         .store
         .index()
@@ -95,7 +95,7 @@ pub(crate) fn list(state: &State<'_>, uuid: &str) -> Result<Reply, ApiError> {
 }
 
 /// The amount of a class in use on a provider.
-pub(super) fn used(state: &State<'_>, name: &str, class: &str) -> i64 {
+fn used(state: &State<'_>, name: &str, class: &str) -> i64 {
     state.store.index().used(name, class)
 }
 
@@ -108,6 +108,26 @@ pub(super) fn known_class(state: &State<'_>, uuid: &str, class: &str) -> Result<
             "Unknown resource class in inventory for resource provider {uuid}: No such resource class {class}."
         )))
     }
+}
+
+/// A new set of inventories must keep every class the provider has allocations of
+/// (Placement's 409 `inventory.inuse`).
+pub(super) fn keeps_classes_in_use(
+    state: &State<'_>,
+    uuid: &str,
+    name: &str,
+    inventories: &BTreeMap<String, Inventory>,
+) -> Result<(), ApiError> {
+    for class in effective(state, name).keys() {
+        let n = used(state, name, class);
+        if !inventories.contains_key(class) && n > 0 {
+            return Err(ApiError::conflict(format!(
+                "update conflict: Inventory for '{class}' on resource provider '{uuid}' in use ({n} allocated)."
+            ))
+            .with_code(code::INVENTORY_INUSE));
+        }
+    }
+    Ok(())
 }
 
 /// Stores the provider's new inventories and moves its generation.
@@ -147,15 +167,7 @@ pub(crate) fn replace(state: &mut State<'_>, uuid: &str, call: &Call) -> Result<
         body::only(fields, &FIELDS)?;
         inventories.insert(class.clone(), parse_inventory(fields, uuid, class)?);
     }
-    for class in effective(state, &name).keys() {
-        let n = used(state, &name, class);
-        if !inventories.contains_key(class) && n > 0 {
-            return Err(ApiError::conflict(format!(
-                "update conflict: Inventory for '{class}' on resource provider '{uuid}' in use ({n} allocated)."
-            ))
-            .with_code(code::INVENTORY_INUSE));
-        }
-    }
+    keeps_classes_in_use(state, uuid, &name, &inventories)?;
     store_inventories(state, uuid, &name, inventories)?;
     Ok(json_reply(StatusCode::OK, &list_body(state, uuid, &name)))
 }

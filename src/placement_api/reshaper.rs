@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::allocations::{self, Wanted};
 use super::inventories::{self, FIELDS};
 use super::state::State;
-use super::wire::{ApiError, Reply, code, empty};
+use super::wire::{ApiError, Reply, empty};
 use super::{Call, Ctx, body};
 
 /// One provider's new inventories, as asked.
@@ -103,16 +103,7 @@ pub(crate) fn reshape(state: &mut State<'_>, ctx: &Ctx, call: &Call) -> Result<R
         }
     }
     for p in providers {
-        for class in inventories::effective(state, &p.name).keys() {
-            let n = inventories::used(state, &p.name, class);
-            if !p.inventories.contains_key(class) && n > 0 {
-                return Err(ApiError::conflict(format!(
-                    "update conflict: Inventory for '{class}' on resource provider '{}' in use ({n} allocated).",
-                    p.uuid
-                ))
-                .with_code(code::INVENTORY_INUSE));
-            }
-        }
+        inventories::keeps_classes_in_use(state, &p.uuid, &p.name, &p.inventories)?;
         inventories::store_inventories(state, &p.uuid, &p.name, p.inventories)?;
         // Placement moves the generation of a reshaped provider twice for its inventories
         // (as the differential against Placement 16 shows), then once more if it is given
