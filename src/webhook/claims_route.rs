@@ -14,7 +14,7 @@
 //! that unavailability is in docs/architecture.md.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -127,10 +127,17 @@ pub async fn forward(endpoint: &Endpoint, plural: &str, body: Bytes) -> Result<B
         .map_err(|_| format!("the leader at {} did not answer in time", endpoint.address))?
 }
 
-async fn send(endpoint: &Endpoint, plural: &str, body: Bytes) -> Result<Bytes, String> {
-    let at = &endpoint.address;
+/// The TLS client for the leader's CA, made once per CA rather than once per claim.
+fn connector(ca_pem: &str) -> Result<TlsConnector, String> {
+    static MADE: Mutex<Option<(String, TlsConnector)>> = Mutex::new(None);
+    let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((ca, connector)) = made.as_ref()
+        && ca == ca_pem
+    {
+        return Ok(connector.clone());
+    }
     let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(endpoint.ca_pem.as_bytes()) {
+    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
         let cert = cert.map_err(|e| format!("the leader's CA is not PEM: {e}"))?;
         roots
             .add(cert)
@@ -139,12 +146,20 @@ async fn send(endpoint: &Endpoint, plural: &str, body: Bytes) -> Result<Bytes, S
     let config = rustls::ClientConfig::builder()
         .with_root_certificates(roots)
         .with_no_client_auth();
+    let connector = TlsConnector::from(Arc::new(config));
+    *made = Some((ca_pem.to_string(), connector.clone()));
+    Ok(connector)
+}
+
+async fn send(endpoint: &Endpoint, plural: &str, body: Bytes) -> Result<Bytes, String> {
+    let at = &endpoint.address;
+    let connector = connector(&endpoint.ca_pem)?;
     let name = ServerName::try_from(endpoint.server_name.clone())
         .map_err(|e| format!("{:?} is not a server name: {e}", endpoint.server_name))?;
     let tcp = TcpStream::connect(at.as_str())
         .await
         .map_err(|e| format!("cannot reach the leader at {at}: {e}"))?;
-    let tls = TlsConnector::from(Arc::new(config))
+    let tls = connector
         .connect(name, tcp)
         .await
         .map_err(|e| format!("TLS with the leader at {at} failed: {e}"))?;
