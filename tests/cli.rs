@@ -291,6 +291,10 @@ fn every_rejected_example_is_rejected_with_its_reason() {
         ),
         ("service-profile-no-driver.yaml", "spec.driver is empty"),
         (
+            "service-profile-growing-template.yaml",
+            "spec.metadata is not a valid template: line 5: this expression could make a value of up to 131072 bytes; at most 65536 are allowed",
+        ),
+        (
             "unknown-api-version.yaml",
             "field apiVersion is \"kubeplace.io/v1\"; Flavor is served as kubeplace.io/v1alpha1",
         ),

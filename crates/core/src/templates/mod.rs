@@ -5,9 +5,13 @@
 //! therefore always data: quotes, braces, newlines or YAML in it cannot change the shape of
 //! the rendered document. Filters that produce markup on purpose (`tojson`) are written as
 //! they are. There is no loader, so templates cannot read files or include others; fuel
-//! bounds the work a template may do, and the output size is capped.
+//! bounds the work a template may do, [`bounds`] the size of every value it makes, and the
+//! output stops at [`MAX_OUTPUT`] bytes.
 
-use std::collections::BTreeMap;
+mod bounds;
+
+use std::collections::{BTreeMap, HashMap};
+use std::io;
 
 use minijinja::value::Value;
 use minijinja::{Environment, Error, UndefinedBehavior};
@@ -25,10 +29,12 @@ pub enum TemplateError {
     Syntax { line: usize, reason: String },
     #[error("rendering failed{}: {reason}", .line.map(|l| format!(" at line {l}")).unwrap_or_default())]
     Render { line: Option<usize>, reason: String },
-    #[error("the rendered metadata is {0} bytes; at most 65536 are allowed")]
+    #[error("the rendered metadata passes {0} bytes, the most allowed")]
     TooLarge(usize),
     #[error("the rendered metadata is not a YAML or JSON mapping: {0}")]
     NotAMapping(String),
+    #[error("line {line}: {reason}")]
+    Unbounded { line: usize, reason: String },
 }
 
 /// What a template can see of a server.
@@ -74,14 +80,77 @@ fn reason(e: &Error) -> String {
 }
 
 /// Checks that a template compiles; the error names the line and what is wrong.
+/// It also checks, for a server whose attributes have the largest sizes Nova allows (names of
+/// 255 bytes, 64 flavor metadata entries of 255 bytes), that no value could outgrow the limits.
 pub fn check(template: &str) -> Result<(), TemplateError> {
     let env = environment();
     env.template_from_str(template)
-        .map(|_| ())
         .map_err(|e| TemplateError::Syntax {
             line: e.line().unwrap_or(1),
             reason: reason(&e),
+        })?;
+    bounds::check(template, &nominal_bounds())
+}
+
+fn template_value<T: Serialize>(value: &T) -> Value {
+    Value::from(minijinja::value::Serde(value))
+}
+
+/// Bounds of a server's attributes when the template is checked without a server.
+fn nominal_bounds() -> HashMap<&'static str, bounds::Bound> {
+    let name = Value::from("n".repeat(255));
+    let meta: BTreeMap<String, String> = (0..64)
+        .map(|i| (format!("{i:0>255}"), "v".repeat(255)))
+        .collect();
+    let allocation: BTreeMap<String, BTreeMap<String, i64>> = (0..8)
+        .map(|i| {
+            let classes = (0..8).map(|c| (format!("{c:0>255}"), i64::MAX)).collect();
+            (format!("{i:0>255}"), classes)
         })
+        .collect();
+    HashMap::from([
+        ("name", bounds::Bound::of(&name)),
+        ("namespace", bounds::Bound::of(&name)),
+        ("flavor", bounds::Bound::of(&name)),
+        ("image", bounds::Bound::of(&name)),
+        ("meta", bounds::Bound::of(&template_value(&meta))),
+        (
+            "allocation",
+            bounds::Bound::of(&template_value(&allocation)),
+        ),
+    ])
+}
+
+/// Bounds of this server's attributes.
+fn server_bounds(server: &ServerContext) -> HashMap<&'static str, bounds::Bound> {
+    let of = |v: Value| bounds::Bound::of(&v);
+    HashMap::from([
+        ("name", of(Value::from(server.name.as_str()))),
+        ("namespace", of(Value::from(server.namespace.as_str()))),
+        ("flavor", of(Value::from(server.flavor.as_str()))),
+        ("image", of(Value::from(server.image.as_str()))),
+        ("meta", of(template_value(&server.meta))),
+        ("allocation", of(template_value(&server.allocation))),
+    ])
+}
+
+/// Collects output and fails once it passes [`MAX_OUTPUT`], so a template cannot fill memory
+/// by printing in a loop.
+#[derive(Default)]
+struct CappedOutput(Vec<u8>);
+
+impl io::Write for CappedOutput {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.0.len() + buf.len() > MAX_OUTPUT {
+            return Err(io::Error::other("output limit"));
+        }
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Renders a template for a server and parses the result as a mapping.
@@ -93,15 +162,20 @@ pub fn render(template: &str, server: &ServerContext) -> Result<serde_json::Valu
             line: e.line().unwrap_or(1),
             reason: reason(&e),
         })?;
-    let text = compiled
-        .render(Value::from(minijinja::value::Serde(server)))
-        .map_err(|e| TemplateError::Render {
+    bounds::check(template, &server_bounds(server))?;
+    let mut out = CappedOutput::default();
+    let rendered =
+        compiled.render_captured_to(Value::from(minijinja::value::Serde(server)), &mut out);
+    if let Err(e) = rendered {
+        if e.kind() == minijinja::ErrorKind::WriteFailure {
+            return Err(TemplateError::TooLarge(MAX_OUTPUT));
+        }
+        return Err(TemplateError::Render {
             line: e.line(),
             reason: reason(&e),
-        })?;
-    if text.len() > MAX_OUTPUT {
-        return Err(TemplateError::TooLarge(text.len()));
+        });
     }
+    let text = String::from_utf8_lossy(&out.0);
     let parsed: serde_json::Value = if text.trim().is_empty() {
         serde_json::Value::Object(Default::default())
     } else {
@@ -220,10 +294,7 @@ mod tests {
         assert!(matches!(err, TemplateError::Render { .. }), "{err}");
         let err = render("a: {{ 'x' * 70000 }}", &server(&[])).unwrap_err();
         assert!(
-            matches!(
-                err,
-                TemplateError::TooLarge(_) | TemplateError::Render { .. }
-            ),
+            matches!(err, TemplateError::Unbounded { line: 1, .. }),
             "{err}"
         );
         assert!(matches!(
@@ -246,5 +317,143 @@ mod tests {
             ),
             "{err}"
         );
+    }
+
+    fn doubling(times: usize) -> String {
+        let mut t = String::from("{% set s = \"xxxxxxxxxxxxxxxx\" %}");
+        for _ in 0..times {
+            t.push_str("{% set s = s ~ s %}");
+        }
+        t.push_str("a: {{ s|length }}\n");
+        t
+    }
+
+    fn refusal(template: &str) -> (usize, String) {
+        match check(template) {
+            Err(TemplateError::Unbounded { line, reason }) => (line, reason),
+            other => panic!("{template:?} was not refused for its size: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn values_that_could_outgrow_the_limit_are_refused_before_rendering() {
+        // Forty doublings would ask for 16 TiB; twelve stay under 64 KiB.
+        let (line, reason) = refusal(&doubling(40));
+        assert_eq!(line, 1);
+        assert!(reason.contains("at most 65536"), "{reason}");
+        assert!(matches!(
+            render(&doubling(40), &server(&[])),
+            Err(TemplateError::Unbounded { .. })
+        ));
+        assert_eq!(
+            render(&doubling(11), &server(&[])).unwrap(),
+            json!({"a": 32768})
+        );
+        assert!(check(&doubling(11)).is_ok());
+
+        // Each line reads one way of building a huge value; the refusal names its line.
+        for (template, line, says) in [
+            ("a: 1\nb: {{ 'x' * 99999999 }}\n", 2, "at most 65536"),
+            ("a: {{ meta.k * meta.n }}", 1, "literal count"),
+            (
+                "a: {{ ('x' * 4000) | replace('x', 'x' * 4000) }}",
+                1,
+                "at most 65536",
+            ),
+            (
+                "a: {{ range(100000) | join('x' * 100) }}",
+                1,
+                "at most 65536",
+            ),
+            ("a: {{ name | indent(100000) }}", 1, "at most 65536"),
+            ("a: {{ name | indent(meta.w) }}", 1, "literal width"),
+            (
+                "{% set ns = namespace(s='x') %}",
+                1,
+                "`namespace` is not available",
+            ),
+            (
+                "a: {{ '%s' | format(name) }}",
+                1,
+                "`format` is not available",
+            ),
+            ("a: {{ name.upper() }}", 1, "calling methods"),
+            ("{% set s %}x{% endset %}", 1, "`{% set %}…{% endset %}`"),
+            ("{% filter upper %}x{% endfilter %}", 1, "`{% filter %}`"),
+            (
+                "{% set s = 'x' %}\n{% for i in range(3) %}{% set s = s ~ s %}{% endfor %}",
+                2,
+                "grow on every pass",
+            ),
+            (
+                "{% for x in [[1]] recursive %}{{ loop(x) }}{% endfor %}",
+                1,
+                "recursive",
+            ),
+            (
+                "a: {{ meta | map('replace', 'a', 'bb') | list }}",
+                1,
+                "`map` can apply only",
+            ),
+        ] {
+            let (at, reason) = refusal(template);
+            assert!(reason.contains(says), "{template:?}: {reason}");
+            assert_eq!(at, line, "{template:?}: {reason}");
+        }
+        let many: String = (0..20)
+            .map(|i| format!("{{% set v{i} = 'x' * 60000 %}}"))
+            .collect();
+        assert!(refusal(&many).1.contains("variables could hold"));
+    }
+
+    #[test]
+    fn a_servers_own_sizes_decide_at_render_time() {
+        // Sixty-four flavor metadata values of 255 bytes could not be repeated 10 times; the
+        // server's own short values can.
+        let template = "a: {{ (meta.x * 10) | length }}\n";
+        assert!(
+            matches!(check(template), Err(TemplateError::Unbounded { .. }))
+                || check(template).is_ok()
+        );
+        assert_eq!(
+            render(template, &server(&[("x", "ab")])).unwrap(),
+            json!({"a": 20})
+        );
+        let long = "y".repeat(10_000);
+        assert!(matches!(
+            render(template, &server(&[("x", &long)])),
+            Err(TemplateError::Unbounded { .. })
+        ));
+    }
+
+    #[test]
+    fn printing_in_a_loop_stops_at_the_output_limit() {
+        let err = render(
+            "a: '{% for i in range(200) %}{{ name * 100 }}{% endfor %}'",
+            &server(&[]),
+        )
+        .unwrap_err();
+        assert_eq!(err, TemplateError::TooLarge(MAX_OUTPUT));
+    }
+
+    #[test]
+    fn ordinary_templates_are_accepted() {
+        for template in [
+            DDOS,
+            "owner: {{ namespace ~ '/' ~ name }}\n",
+            "{% for host, classes in allocation | items %}{{ host }}: {{ classes | tojson }}\n{% endfor %}",
+            "{% set cpus = allocation.cn1.VCPU %}cpus: {{ cpus * 2 }}\n",
+            "sep: {{ '-' * 8 }}\nlist: {{ meta | list | join(',') }}\nw: {{ meta.whitelist | upper }}\n",
+            "{% with w = meta.whitelist | default('none') %}w: {{ w }}{% endwith %}\n",
+            "{% for i in range(3) %}{% set x = i %}k{{ x }}: {{ loop.index }}\n{% endfor %}",
+        ] {
+            assert!(
+                check(template).is_ok(),
+                "{template:?}: {:?}",
+                check(template)
+            );
+            render(template, &server(&[("whitelist", "1.2.3.4")]))
+                .unwrap_or_else(|e| panic!("{template:?}: {e}"));
+        }
     }
 }
