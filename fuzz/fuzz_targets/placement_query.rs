@@ -25,7 +25,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = decode_pairs(query);
     if let Ok(q) = parse_candidates_query(query, mv) {
         let set = allocation_candidates(index, &q);
-        let _ = candidates_body(index, &set, mv);
+        let _ = serde_json::to_vec(&candidates_body(index, &set, mv));
     }
     if let Ok(q) = parse_providers_query(query, mv) {
         let found = matching_providers(index, &q);

@@ -3,8 +3,6 @@
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
-use serde_json::Value;
-
 use kubeplace_api::manifest::read_paths;
 use kubeplace_core::placement::candidates::try_allocation_candidates;
 use kubeplace_core::placement::microversion::Microversion;
@@ -43,25 +41,46 @@ pub(crate) fn load_state(files: &[PathBuf], stdin: &mut dyn Read) -> Result<Stor
     Ok(store)
 }
 
-/// Answers one query; returns the body and the exit code (0, or 1 for a Placement error).
-pub(crate) fn answer(store: &Store, call: Call, query: &str, microversion: &str) -> (Value, u8) {
+/// Answers one query; returns the JSON body (pretty-printed when asked) and the exit code (0,
+/// or 1 for a Placement error).
+pub(crate) fn answer(
+    store: &Store,
+    call: Call,
+    query: &str,
+    microversion: &str,
+    pretty: bool,
+) -> (String, u8) {
+    fn text(body: &impl serde::Serialize, pretty: bool) -> String {
+        let written = if pretty {
+            serde_json::to_string_pretty(body)
+        } else {
+            serde_json::to_string(body)
+        };
+        written.unwrap_or_default()
+    }
     let mv: Microversion = match microversion.parse() {
         Ok(mv) => mv,
-        Err(e) => return (error_body(406, &e.to_string()), 1),
+        Err(e) => return (text(&error_body(406, &e.to_string()), pretty), 1),
     };
     let index = store.index();
     match call {
         Call::Candidates => match parse_candidates_query(query, mv) {
             // A search that runs out of budget without a limit is a 400 naming the budget.
             Ok(q) => match try_allocation_candidates(index, &q) {
-                Ok(set) => (candidates_body(index, &set, mv), 0),
-                Err(e) => (error_body(400, &e.to_string()), 1),
+                Ok(set) => (text(&candidates_body(index, &set, mv), pretty), 0),
+                Err(e) => (text(&error_body(400, &e.to_string()), pretty), 1),
             },
-            Err(e) => (error_body(400, &e.detail), 1),
+            Err(e) => (text(&error_body(400, &e.detail), pretty), 1),
         },
         Call::Providers => match parse_providers_query(query, mv) {
-            Ok(q) => (providers_body(index, &matching_providers(index, &q), mv), 0),
-            Err(e) => (error_body(400, &e.detail), 1),
+            Ok(q) => (
+                text(
+                    &providers_body(index, &matching_providers(index, &q), mv),
+                    pretty,
+                ),
+                0,
+            ),
+            Err(e) => (text(&error_body(400, &e.detail), pretty), 1),
         },
     }
 }
@@ -91,7 +110,7 @@ pub fn run(
         let mut times: Vec<f64> = (0..time_repeat)
             .map(|_| {
                 let started = std::time::Instant::now();
-                std::hint::black_box(answer(&store, call, query, microversion));
+                std::hint::black_box(answer(&store, call, query, microversion, false));
                 started.elapsed().as_secs_f64() * 1e3
             })
             .collect();
@@ -103,10 +122,10 @@ pub fn run(
             times[0]
         );
     }
-    let (body, code) = answer(&store, call, query, microversion);
-    match serde_json::to_string_pretty(&body) {
-        Ok(text) if writeln!(out, "{text}").is_ok() => code,
-        _ => {
+    let (text, code) = answer(&store, call, query, microversion, true);
+    match writeln!(out, "{text}") {
+        Ok(()) => code,
+        Err(_) => {
             let _ = writeln!(err, "kubeplace placement: cannot write output");
             2
         }

@@ -97,7 +97,7 @@ pub(crate) fn request_id(n: u64) -> String {
 }
 
 /// A JSON reply.
-pub(crate) fn json_reply(status: StatusCode, body: &Value) -> Reply {
+pub(crate) fn json_reply(status: StatusCode, body: &impl serde::Serialize) -> Reply {
     let bytes = serde_json::to_vec(body).unwrap_or_default();
     Response::builder()
         .status(status)

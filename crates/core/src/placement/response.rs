@@ -1,9 +1,11 @@
 //! Placement-shaped JSON: `GET /allocation_candidates` and `GET /resource_providers`
 //! responses at a microversion, and the error body.
 
+use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
 use serde_json::{Map, Value, json};
 
-use super::candidates::CandidateSet;
+use super::candidates::{Candidate, CandidateSet};
 use super::ids::ProviderId;
 use super::microversion::Microversion;
 use super::provider_tree::ProviderIndex;
@@ -28,98 +30,278 @@ fn root_of(index: &ProviderIndex, p: ProviderId) -> ProviderId {
     index.get(p).root.unwrap_or(p)
 }
 
-/// The `GET /allocation_candidates` body.
-pub fn candidates_body(index: &ProviderIndex, set: &CandidateSet, mv: Microversion) -> Value {
-    let requests: Vec<Value> = set
-        .candidates
+/// The `GET /allocation_candidates` body, written straight to the serializer: a large answer
+/// (tens of thousands of candidates, megabytes of JSON) is never built as a JSON tree first.
+/// Objects list their keys in sorted order, as a JSON tree would.
+pub fn candidates_body<'a>(
+    index: &'a ProviderIndex,
+    set: &'a CandidateSet,
+    mv: Microversion,
+) -> CandidatesBody<'a> {
+    CandidatesBody { index, set, mv }
+}
+
+/// See [`candidates_body`].
+pub struct CandidatesBody<'a> {
+    index: &'a ProviderIndex,
+    set: &'a CandidateSet,
+    mv: Microversion,
+}
+
+impl Serialize for CandidatesBody<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut body = s.serialize_map(Some(2))?;
+        body.serialize_entry("allocation_requests", &Requests(self))?;
+        body.serialize_entry("provider_summaries", &Summaries(self))?;
+        body.end()
+    }
+}
+
+struct Requests<'b, 'a>(&'b CandidatesBody<'a>);
+
+impl Serialize for Requests<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let CandidatesBody { index, set, mv } = self.0;
+        s.collect_seq(set.candidates.iter().map(|c| Request {
+            index,
+            candidate: c,
+            mv: *mv,
+        }))
+    }
+}
+
+struct Request<'a> {
+    index: &'a ProviderIndex,
+    candidate: &'a Candidate,
+    mv: Microversion,
+}
+
+/// A candidate's allocations by provider uuid, sorted, each with its classes sorted by name;
+/// providers that share a uuid share an entry, and a class named twice keeps its last amount.
+fn allocations_by_uuid<'a>(
+    index: &'a ProviderIndex,
+    c: &Candidate,
+) -> Vec<(&'a str, Vec<(&'a str, i64)>)> {
+    let mut flat: Vec<(&str, &str, i64)> = c
+        .allocations
         .iter()
-        .map(|c| {
-            let mut allocations = Map::new();
-            for (p, class, amount) in &c.allocations {
-                let entry = allocations
-                    .entry(index.get(*p).uuid.to_string())
-                    .or_insert_with(|| json!({"resources": {}}));
-                entry["resources"][index.classes.name(*class)] = Value::from(*amount);
-            }
-            // Values are moved into place: `json!` with a variable would copy it by
-            // serialising it, which costs more than the search on large answers.
-            let mut request = Map::new();
-            if mv.at_least(12) {
-                request.insert("allocations".into(), Value::Object(allocations));
-            } else {
-                // Before 1.12 a request lists its providers, each with its resources.
-                let listed: Vec<Value> = allocations
-                    .into_iter()
-                    .map(|(uuid, mut entry)| {
-                        json!({"resource_provider": {"uuid": uuid},
-                               "resources": entry["resources"].take()})
-                    })
-                    .collect();
-                request.insert("allocations".into(), Value::Array(listed));
-            }
-            if mv.at_least(34) {
-                let mappings: Map<String, Value> = c
-                    .mappings
-                    .iter()
-                    .map(|(suffix, ps)| {
-                        let mut uuids: Vec<Value> = ps.iter().map(|p| uuid(index, *p)).collect();
-                        uuids.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
-                        (suffix.clone(), Value::Array(uuids))
-                    })
-                    .collect();
-                request.insert("mappings".into(), Value::Object(mappings));
-            }
-            Value::Object(request)
-        })
+        .map(|(p, class, amount)| (&*index.get(*p).uuid, index.classes.name(*class), *amount))
         .collect();
-    let mut summaries = Map::new();
-    let mut tree = Vec::new();
-    for root in &set.summary_trees {
-        tree.clear();
-        index.tree(*root, &mut tree);
-        for &p in &tree {
-            if set
-                .summary_only
-                .as_ref()
-                .is_some_and(|only| !only.contains(&p))
-            {
-                continue;
-            }
-            let prov = index.get(p);
-            let mut resources = Map::new();
-            for (class, inv) in &prov.inventories {
-                if mv.at_least(27) || set.requested_classes.contains(class) {
-                    let mut usage = Map::new();
-                    usage.insert("capacity".into(), Value::from(inv.capacity()));
-                    usage.insert("used".into(), Value::from(prov.used(*class)));
-                    resources.insert(index.classes.name(*class).to_string(), Value::Object(usage));
-                }
-            }
-            let mut summary = Map::new();
-            summary.insert("resources".into(), Value::Object(resources));
-            if mv.at_least(17) {
-                let mut traits: Vec<&str> =
-                    prov.traits().iter().map(|t| index.traits.name(t)).collect();
-                traits.sort_unstable();
-                summary.insert(
-                    "traits".into(),
-                    Value::Array(traits.into_iter().map(Value::from).collect()),
-                );
-            }
-            if mv.at_least(29) {
-                summary.insert(
-                    "parent_provider_uuid".into(),
-                    prov.parent.map(|pp| uuid(index, pp)).unwrap_or(Value::Null),
-                );
-                summary.insert("root_provider_uuid".into(), uuid(index, root_of(index, p)));
-            }
-            summaries.insert(prov.uuid.to_string(), Value::Object(summary));
+    flat.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    let mut grouped: Vec<(&str, Vec<(&str, i64)>)> = Vec::new();
+    for (uuid, class, amount) in flat {
+        match grouped.last_mut() {
+            Some((u, classes)) if *u == uuid => match classes.last_mut() {
+                Some((c, a)) if *c == class => *a = amount,
+                _ => classes.push((class, amount)),
+            },
+            _ => grouped.push((uuid, vec![(class, amount)])),
         }
     }
-    let mut body = Map::new();
-    body.insert("allocation_requests".into(), Value::Array(requests));
-    body.insert("provider_summaries".into(), Value::Object(summaries));
-    Value::Object(body)
+    grouped
+}
+
+/// `{"CLASS": amount, …}`.
+struct Resources<'b, 'a>(&'b [(&'a str, i64)]);
+
+impl Serialize for Resources<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|(class, amount)| (*class, *amount)))
+    }
+}
+
+/// `{"resources": {…}}` (1.12+), or with the provider before 1.12.
+struct ProviderAllocation<'b, 'a> {
+    uuid: Option<&'a str>,
+    resources: Resources<'b, 'a>,
+}
+
+impl Serialize for ProviderAllocation<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        if let Some(uuid) = self.uuid {
+            m.serialize_entry("resource_provider", &Uuid { uuid })?;
+        }
+        m.serialize_entry("resources", &self.resources)?;
+        m.end()
+    }
+}
+
+#[derive(Serialize)]
+struct Uuid<'a> {
+    uuid: &'a str,
+}
+
+impl Serialize for Request<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let Request {
+            index,
+            candidate: c,
+            mv,
+        } = self;
+        let grouped = allocations_by_uuid(index, c);
+        let mut request = s.serialize_map(None)?;
+        if mv.at_least(12) {
+            let allocations = Collect(|| {
+                grouped.iter().map(|(uuid, classes)| {
+                    (
+                        *uuid,
+                        ProviderAllocation {
+                            uuid: None,
+                            resources: Resources(classes),
+                        },
+                    )
+                })
+            });
+            request.serialize_entry("allocations", &MapOf(allocations))?;
+        } else {
+            // Before 1.12 a request lists its providers, each with its resources.
+            let listed = Collect(|| {
+                grouped.iter().map(|(uuid, classes)| ProviderAllocation {
+                    uuid: Some(uuid),
+                    resources: Resources(classes),
+                })
+            });
+            request.serialize_entry("allocations", &SeqOf(listed))?;
+        }
+        if mv.at_least(34) {
+            let mappings = Collect(|| {
+                c.mappings.iter().map(|(suffix, ps)| {
+                    let mut uuids: Vec<&str> = ps.iter().map(|p| &*index.get(*p).uuid).collect();
+                    uuids.sort_unstable();
+                    (suffix.as_str(), uuids)
+                })
+            });
+            request.serialize_entry("mappings", &MapOf(mappings))?;
+        }
+        request.end()
+    }
+}
+
+/// Something that can make the same iterator again, to be serialized without collecting it.
+struct Collect<F>(F);
+struct MapOf<F>(Collect<F>);
+struct SeqOf<F>(Collect<F>);
+
+impl<F, I, K, V> Serialize for MapOf<F>
+where
+    F: Fn() -> I,
+    I: Iterator<Item = (K, V)>,
+    K: Serialize,
+    V: Serialize,
+{
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map((self.0.0)())
+    }
+}
+
+impl<F, I, T> Serialize for SeqOf<F>
+where
+    F: Fn() -> I,
+    I: Iterator<Item = T>,
+    T: Serialize,
+{
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq((self.0.0)())
+    }
+}
+
+struct Summaries<'b, 'a>(&'b CandidatesBody<'a>);
+
+impl Serialize for Summaries<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let CandidatesBody { index, set, mv } = self.0;
+        let mut providers: Vec<(&str, ProviderId)> = Vec::new();
+        let mut tree = Vec::new();
+        for root in &set.summary_trees {
+            tree.clear();
+            index.tree(*root, &mut tree);
+            for &p in &tree {
+                if set
+                    .summary_only
+                    .as_ref()
+                    .is_some_and(|only| !only.contains(&p))
+                {
+                    continue;
+                }
+                providers.push((&index.get(p).uuid, p));
+            }
+        }
+        // Sorted by uuid; of providers sharing one, the last listed is summarised.
+        providers.sort_by_key(|(uuid, _)| *uuid);
+        let mut kept: Vec<(&str, ProviderId)> = Vec::with_capacity(providers.len());
+        for entry in providers {
+            match kept.last_mut() {
+                Some(last) if last.0 == entry.0 => *last = entry,
+                _ => kept.push(entry),
+            }
+        }
+        s.collect_map(kept.into_iter().map(|(uuid, p)| {
+            (
+                uuid,
+                Summary {
+                    index,
+                    set,
+                    p,
+                    mv: *mv,
+                },
+            )
+        }))
+    }
+}
+
+struct Summary<'a> {
+    index: &'a ProviderIndex,
+    set: &'a CandidateSet,
+    p: ProviderId,
+    mv: Microversion,
+}
+
+#[derive(Serialize)]
+struct Usage {
+    capacity: i64,
+    used: i64,
+}
+
+impl Serialize for Summary<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let Summary { index, set, p, mv } = self;
+        let prov = index.get(*p);
+        let mut summary = s.serialize_map(None)?;
+        if mv.at_least(29) {
+            summary.serialize_entry(
+                "parent_provider_uuid",
+                &prov.parent.map(|pp| &*index.get(pp).uuid),
+            )?;
+        }
+        let mut resources: Vec<(&str, Usage)> = prov
+            .inventories
+            .iter()
+            .filter(|(class, _)| mv.at_least(27) || set.requested_classes.contains(class))
+            .map(|(class, inv)| {
+                let usage = Usage {
+                    capacity: inv.capacity(),
+                    used: prov.used(*class),
+                };
+                (index.classes.name(*class), usage)
+            })
+            .collect();
+        resources.sort_by_key(|(name, _)| *name);
+        summary.serialize_entry(
+            "resources",
+            &MapOf(Collect(|| resources.iter().map(|(k, v)| (k, v)))),
+        )?;
+        if mv.at_least(29) {
+            summary.serialize_entry("root_provider_uuid", &*index.get(root_of(index, *p)).uuid)?;
+        }
+        if mv.at_least(17) {
+            let mut traits: Vec<&str> =
+                prov.traits().iter().map(|t| index.traits.name(t)).collect();
+            traits.sort_unstable();
+            summary.serialize_entry("traits", &traits)?;
+        }
+        summary.end()
+    }
 }
 
 /// The `GET /resource_providers` body for the given providers.
