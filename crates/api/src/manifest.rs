@@ -235,6 +235,63 @@ fn options_for(text: &str) -> serde_saphyr::Options {
 /// Parses one file's text: every document becomes a [`Document`]; empty documents are skipped;
 /// `kind: List` is expanded into its items.
 pub fn parse_stream(file: &str, text: &str) -> Result<Vec<Document>, ReadError> {
+    if let Some(documents) = parse_json_fast(file, text) {
+        return Ok(documents);
+    }
+    parse_located(file, text)
+}
+
+/// One JSON document (a `List`, as `kubectl get -o json` writes, or one object) whose every
+/// object reads cleanly, read with a JSON parser: many times faster than the YAML parser that
+/// records where each value was written. Each object keeps the line it starts on; nodes inside
+/// it are placed on that line, which is all a clean object's messages use. `None` sends the
+/// text to [`parse_located`], whose messages name the line of the offending field: when it is
+/// not one JSON value, or an object in it has an error or an unknown field.
+fn parse_json_fast(file: &str, text: &str) -> Option<Vec<Document>> {
+    use serde_json::value::RawValue;
+    if !text.trim_start().starts_with('{') {
+        return None;
+    }
+    #[derive(serde::Deserialize)]
+    struct Top<'a> {
+        kind: Option<String>,
+        #[serde(borrow)]
+        items: Option<Vec<&'a RawValue>>,
+    }
+    let top: Top<'_> = serde_json::from_str(text).ok()?;
+    let items: Vec<&RawValue> = match top {
+        Top {
+            kind: Some(kind),
+            items: Some(items),
+        } if kind == "List" => items,
+        _ => vec![serde_json::from_str::<&RawValue>(text).ok()?],
+    };
+    let mut out = Vec::with_capacity(items.len());
+    let (mut counted_to, mut line) = (0usize, 1u64);
+    for item in items {
+        let offset = item.get().as_ptr() as usize - text.as_ptr() as usize;
+        line += text.as_bytes()[counted_to..offset]
+            .iter()
+            .filter(|b| **b == b'\n')
+            .count() as u64;
+        counted_to = offset;
+        let value: serde_json::Value = serde_json::from_str(item.get()).ok()?;
+        let origin = Origin {
+            file: file.to_string(),
+            document: 1,
+            line,
+        };
+        let doc = document(origin, &Located::from_json(value, line));
+        if doc.content.is_err() || !doc.unknown_fields.is_empty() {
+            return None;
+        }
+        out.push(doc);
+    }
+    Some(out)
+}
+
+/// [`parse_stream`] with every value's line and column kept.
+fn parse_located(file: &str, text: &str) -> Result<Vec<Document>, ReadError> {
     let roots: Vec<serde_saphyr::Spanned<Node>> =
         serde_saphyr::from_multiple_with_options(text, options_for(text)).map_err(|e| {
             ReadError::Syntax {
@@ -465,6 +522,61 @@ mod tests {
         assert_eq!(docs[1].origin.line, 12);
         assert_eq!(docs[1].name, "m1.large");
         assert!(docs.iter().all(|d| d.content.is_ok()));
+    }
+
+    fn json_list(items: &[&str]) -> String {
+        format!(
+            "{{\n  \"apiVersion\": \"v1\",\n  \"kind\": \"List\",\n  \"items\": [\n{}\n  ]\n}}\n",
+            items.join(",\n")
+        )
+    }
+
+    const FLAVOR_JSON: &str = "    {\n      \"apiVersion\": \"kubeplace.io/v1alpha1\",\n      \"kind\": \"Flavor\",\n      \"metadata\": {\"name\": \"m1.small\"},\n      \"spec\": {\"vcpus\": 1, \"memoryMb\": 512}\n    }";
+
+    #[test]
+    fn a_clean_json_list_reads_the_same_fast_and_located() {
+        let other = FLAVOR_JSON
+            .replace("m1.small", "m1.large")
+            .replace("512", "2048");
+        let text = json_list(&[FLAVOR_JSON, &other]);
+        let fast = parse_json_fast("f.json", &text).expect("clean JSON takes the fast path");
+        let located = parse_located("f.json", &text).unwrap();
+        assert_eq!(fast.len(), 2);
+        for (f, l) in fast.iter().zip(&located) {
+            assert_eq!(f.origin, l.origin);
+            assert_eq!(f.content, l.content);
+            assert_eq!((&f.kind, &f.name), (&l.kind, &l.name));
+        }
+        assert_eq!(fast[1].origin.line, 11);
+        // One object, not a List.
+        let one = parse_stream("one.json", FLAVOR_JSON).unwrap();
+        assert_eq!((one.len(), one[0].origin.line), (1, 1));
+    }
+
+    #[test]
+    fn a_json_list_with_a_mistake_names_the_line_of_the_field() {
+        // An unknown field and a wrong type on lines 17 and 18: the fast path steps aside and
+        // the messages name those lines, not the object's first line.
+        let typo = "    {\n      \"apiVersion\": \"kubeplace.io/v1alpha1\",\n      \"kind\": \"Flavor\",\n      \"metadata\": {\"name\": \"m1.typo\"},\n      \"spec\": {\n        \"vcpus\": 1,\n        \"diskGB\": 10,\n        \"memoryMb\": \"lots\"\n      }\n    }";
+        let text = json_list(&[FLAVOR_JSON, typo]);
+        assert!(parse_json_fast("f.json", &text).is_none());
+        let docs = parse_stream("f.json", &text).unwrap();
+        assert!(docs[0].content.is_ok());
+        let err = docs[1].content.as_ref().unwrap_err();
+        assert_eq!(err.line(), 18, "{err}");
+        // The unknown field alone also steps aside, so its warning can name line 17.
+        let text = json_list(&[FLAVOR_JSON, &typo.replace("\"lots\"", "512")]);
+        assert!(parse_json_fast("f.json", &text).is_none());
+        let docs = parse_stream("f.json", &text).unwrap();
+        assert_eq!(docs[1].unknown_fields.len(), 1);
+        assert!(
+            format!("{:?}", docs[1].unknown_fields).contains("17"),
+            "{:?}",
+            docs[1].unknown_fields
+        );
+        // Not JSON at all, or two JSON values: the located reader decides.
+        assert!(parse_json_fast("f.json", GOOD).is_none());
+        assert!(parse_json_fast("f.json", &format!("{FLAVOR_JSON}\n{FLAVOR_JSON}")).is_none());
     }
 
     #[test]
