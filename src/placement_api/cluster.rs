@@ -10,7 +10,8 @@
 //!
 //! The custom trait and resource class registries are kept in a ConfigMap
 //! (`kubeplace-placement-registry` in the operator's namespace), so they survive restarts
-//! and every replica learns them.
+//! and every replica learns them. A write saves only the names it created or deleted, from
+//! the ConfigMap's current resourceVersion, so replicas saving at once keep each other's.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -22,8 +23,11 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams
 use kubeplace_api::{Kind, Object};
 use kubeplace_policy::store::ObjectKey;
 
+use super::state::{Registry, RegistryChange};
 use super::wire::{ApiError, code};
 
+/// How many times saving the registries is tried while other replicas save theirs.
+const REGISTRY_ATTEMPTS: usize = 20;
 /// The ConfigMap that keeps the custom registries.
 pub const REGISTRY_CONFIGMAP: &str = "kubeplace-placement-registry";
 /// How many times a write is retried over changes of the status alone.
@@ -213,51 +217,94 @@ impl Cluster {
             .runtime
             .block_on(api.get_opt(REGISTRY_CONFIGMAP))
             .map_err(|e| format!("reading ConfigMap {REGISTRY_CONFIGMAP}: {e}"))?;
-        let data = found.and_then(|c| c.data).unwrap_or_default();
-        let set = |key: &str| -> BTreeSet<String> {
-            data.get(key)
-                .map(|v| {
-                    v.lines()
-                        .filter(|l| !l.is_empty())
-                        .map(str::to_string)
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        Ok((set("traits"), set("resourceClasses")))
+        Ok(registry_sets(found.as_ref()))
     }
 
-    /// Keeps the custom registries in the cluster.
-    pub(crate) fn save_registries(
-        &self,
-        traits: &BTreeSet<String>,
-        classes: &BTreeSet<String>,
-    ) -> Result<(), ApiError> {
-        let join = |s: &BTreeSet<String>| s.iter().map(|n| format!("{n}\n")).collect::<String>();
-        let body = ConfigMap {
-            metadata: kube::api::ObjectMeta {
-                name: Some(REGISTRY_CONFIGMAP.to_string()),
-                namespace: Some(self.namespace.clone()),
-                ..Default::default()
-            },
-            data: Some(BTreeMap::from([
-                ("traits".to_string(), join(traits)),
-                ("resourceClasses".to_string(), join(classes)),
-            ])),
-            ..Default::default()
-        };
+    /// Adds and removes names in the registries kept in the cluster. Each attempt reads the
+    /// ConfigMap and writes it back from the resourceVersion it read, so names another
+    /// replica saved in between are kept: its write makes this one conflict and try again.
+    pub(crate) fn save_registry_changes(&self, changes: &[RegistryChange]) -> Result<(), ApiError> {
         let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.namespace);
-        let params = PatchParams::apply(FIELD_MANAGER).force();
-        self.runtime
-            .block_on(api.patch(REGISTRY_CONFIGMAP, &params, &Patch::Apply(&body)))
-            .map(|_| ())
-            .map_err(|e| {
-                ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    format!("the registry of custom traits and resource classes could not be saved in ConfigMap {REGISTRY_CONFIGMAP}: {e}"),
-                )
-            })
+        let unavailable = |e: kube::Error| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "the registry of custom traits and resource classes could not be saved in ConfigMap {REGISTRY_CONFIGMAP}: {e}"
+                ),
+            )
+        };
+        for _ in 0..REGISTRY_ATTEMPTS {
+            let found = self
+                .runtime
+                .block_on(api.get_opt(REGISTRY_CONFIGMAP))
+                .map_err(unavailable)?;
+            let (mut traits, mut classes) = registry_sets(found.as_ref());
+            for change in changes {
+                let set = match change.registry {
+                    Registry::Traits => &mut traits,
+                    Registry::ResourceClasses => &mut classes,
+                };
+                if change.added {
+                    set.insert(change.name.clone());
+                } else {
+                    set.remove(&change.name);
+                }
+            }
+            let join =
+                |s: &BTreeSet<String>| s.iter().map(|n| format!("{n}\n")).collect::<String>();
+            let body = ConfigMap {
+                metadata: kube::api::ObjectMeta {
+                    name: Some(REGISTRY_CONFIGMAP.to_string()),
+                    namespace: Some(self.namespace.clone()),
+                    resource_version: found
+                        .as_ref()
+                        .and_then(|c| c.metadata.resource_version.clone()),
+                    ..Default::default()
+                },
+                data: Some(BTreeMap::from([
+                    ("traits".to_string(), join(&traits)),
+                    ("resourceClasses".to_string(), join(&classes)),
+                ])),
+                ..Default::default()
+            };
+            let params = PostParams {
+                field_manager: Some(FIELD_MANAGER.to_string()),
+                ..Default::default()
+            };
+            let written = match found {
+                Some(_) => self
+                    .runtime
+                    .block_on(api.replace(REGISTRY_CONFIGMAP, &params, &body)),
+                None => self.runtime.block_on(api.create(&params, &body)),
+            };
+            match written {
+                Ok(_) => return Ok(()),
+                // Another replica wrote first (or created it first): read again.
+                Err(kube::Error::Api(s)) if s.code == 409 => continue,
+                Err(e) => return Err(unavailable(e)),
+            }
+        }
+        Err(ApiError::conflict(format!(
+            "ConfigMap {REGISTRY_CONFIGMAP} kept changing under {REGISTRY_ATTEMPTS} attempts to save the registry; retry."
+        ))
+        .with_code(code::CONCURRENT_UPDATE))
     }
+}
+
+/// The names kept in the registry ConfigMap, traits and resource classes.
+fn registry_sets(found: Option<&ConfigMap>) -> (BTreeSet<String>, BTreeSet<String>) {
+    let data = found.and_then(|c| c.data.as_ref());
+    let set = |key: &str| -> BTreeSet<String> {
+        data.and_then(|d| d.get(key))
+            .map(|v| {
+                v.lines()
+                    .filter(|l| !l.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    (set("traits"), set("resourceClasses"))
 }
 
 /// An object as the dynamic client sends it.

@@ -206,10 +206,8 @@ impl PlacementApi {
             return Ok(value);
         };
         let committed = cluster.commit(&journal.changes).and_then(|written| {
-            if journal.registries_changed {
-                let book = self.book.read().map_err(|_| ApiError::poisoned())?;
-                let (traits, classes) = book.registries();
-                cluster.save_registries(traits, classes)?;
+            if !journal.registry_changes.is_empty() {
+                cluster.save_registry_changes(&journal.registry_changes)?;
             }
             Ok(written)
         });
@@ -239,10 +237,15 @@ impl PlacementApi {
 
     /// Puts back what a failed write changed, where nothing else changed it since.
     fn undo(&self, journal: &Journal) -> Result<(), ApiError> {
-        if journal.changes.is_empty() && journal.generations_before.is_empty() {
+        if journal.changes.is_empty()
+            && journal.generations_before.is_empty()
+            && journal.registry_changes.is_empty()
+        {
             return Ok(());
         }
-        let book = self.book.write().map_err(|_| ApiError::poisoned())?;
+        let mut book = self.book.write().map_err(|_| ApiError::poisoned())?;
+        let undone: Vec<_> = journal.registry_changes.iter().rev().cloned().collect();
+        book.apply_registry_changes(&undone, true);
         let store = self.store.write().map_err(|_| ApiError::poisoned())?;
         let mut state = State::new(Guard::Write(store), Guard::Write(book), self.backing);
         state.restore_generations(&journal.generations_before)?;

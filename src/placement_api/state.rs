@@ -115,10 +115,35 @@ impl Book {
         }
     }
 
-    /// The custom traits and classes created, for keeping them in the cluster.
-    pub fn registries(&self) -> (&BTreeSet<String>, &BTreeSet<String>) {
-        (&self.custom_traits, &self.custom_classes)
+    /// Applies registry changes to this book, or undoes them.
+    pub(crate) fn apply_registry_changes(&mut self, changes: &[RegistryChange], undo: bool) {
+        for change in changes {
+            let set = match change.registry {
+                Registry::Traits => &mut self.custom_traits,
+                Registry::ResourceClasses => &mut self.custom_classes,
+            };
+            if change.added != undo {
+                set.insert(change.name.clone());
+            } else {
+                set.remove(&change.name);
+            }
+        }
     }
+}
+
+/// A registry of custom names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Registry {
+    Traits,
+    ResourceClasses,
+}
+
+/// A custom trait or resource class a write created (`added`) or deleted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RegistryChange {
+    pub registry: Registry,
+    pub name: String,
+    pub added: bool,
 }
 
 /// A consumer's attributes from its Allocation objects: the annotations of the first that
@@ -193,15 +218,15 @@ pub struct State<'a> {
     journal: Vec<(ObjectKey, Option<Object>)>,
     /// Provider generations (in memory) before their first change in this request.
     generations_before: Vec<(String, Option<u64>)>,
-    registries_changed: bool,
+    registry_changes: Vec<RegistryChange>,
 }
 
 /// What a write changed: every object touched, before and after, in the order first
-/// touched; and whether the registries changed.
+/// touched; and the custom traits and classes it created or deleted, in order.
 pub(crate) struct Journal {
     pub changes: Vec<(ObjectKey, Option<Object>, Option<Object>)>,
     pub generations_before: Vec<(String, Option<u64>)>,
-    pub registries_changed: bool,
+    pub registry_changes: Vec<RegistryChange>,
 }
 
 impl<'a> State<'a> {
@@ -212,7 +237,7 @@ impl<'a> State<'a> {
             backing,
             journal: Vec::new(),
             generations_before: Vec::new(),
-            registries_changed: false,
+            registry_changes: Vec::new(),
         }
     }
 
@@ -229,7 +254,7 @@ impl<'a> State<'a> {
         Journal {
             changes,
             generations_before: self.generations_before,
-            registries_changed: self.registries_changed,
+            registry_changes: self.registry_changes,
         }
     }
 
@@ -516,27 +541,50 @@ impl<'a> State<'a> {
 
     /// Adds a custom trait; whether it is new.
     pub(crate) fn add_custom_trait(&mut self, name: &str) -> Result<bool, ApiError> {
-        let added = self.book.get_mut()?.custom_traits.insert(name.to_string());
-        self.registries_changed |= added;
-        Ok(added)
+        self.change_registry(Registry::Traits, name, true)
     }
 
     /// Removes a custom trait.
     pub(crate) fn remove_custom_trait(&mut self, name: &str) -> Result<(), ApiError> {
-        self.registries_changed |= self.book.get_mut()?.custom_traits.remove(name);
-        Ok(())
+        self.change_registry(Registry::Traits, name, false)
+            .map(|_| ())
     }
 
     /// Adds a custom resource class; whether it is new.
     pub(crate) fn add_custom_class(&mut self, name: &str) -> Result<bool, ApiError> {
-        let added = self.book.get_mut()?.custom_classes.insert(name.to_string());
-        self.registries_changed |= added;
-        Ok(added)
+        self.change_registry(Registry::ResourceClasses, name, true)
     }
 
     /// Removes a custom resource class.
     pub(crate) fn remove_custom_class(&mut self, name: &str) -> Result<(), ApiError> {
-        self.registries_changed |= self.book.get_mut()?.custom_classes.remove(name);
-        Ok(())
+        self.change_registry(Registry::ResourceClasses, name, false)
+            .map(|_| ())
+    }
+
+    /// Adds or removes a name; whether that changed the registry (and was journalled).
+    fn change_registry(
+        &mut self,
+        registry: Registry,
+        name: &str,
+        added: bool,
+    ) -> Result<bool, ApiError> {
+        let book = self.book.get_mut()?;
+        let set = match registry {
+            Registry::Traits => &mut book.custom_traits,
+            Registry::ResourceClasses => &mut book.custom_classes,
+        };
+        let changed = if added {
+            set.insert(name.to_string())
+        } else {
+            set.remove(name)
+        };
+        if changed {
+            self.registry_changes.push(RegistryChange {
+                registry,
+                name: name.to_string(),
+                added,
+            });
+        }
+        Ok(changed)
     }
 }

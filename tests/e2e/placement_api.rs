@@ -424,6 +424,55 @@ fn the_placement_api_over_the_cluster() {
         json!(["CUSTOM_API_GOLD", "CUSTOM_API_UNUSED"]),
         "{traits}"
     );
+
+    // Two replicas creating custom traits at the same instant: the ConfigMap keeps every
+    // name, since each saves only its own change from the version it read.
+    let port2 = support::free_port();
+    let op2 = Operator::start_named(
+        cp,
+        "kubeplace-placement-api-2",
+        "kubeplace-registry-race",
+        &[
+            "--leader-elect=false",
+            &format!("--placement-addr=127.0.0.1:{port2}"),
+        ],
+    );
+    wait_for_api(port2, &op2);
+    let racers = 8;
+    let barrier = Arc::new(Barrier::new(racers));
+    let created: Vec<u16> = (0..racers)
+        .map(|i| {
+            let barrier = barrier.clone();
+            let writer = writer.clone();
+            let replica = if i % 2 == 0 { port } else { port2 };
+            std::thread::spawn(move || {
+                barrier.wait();
+                let path = format!("/traits/CUSTOM_REGISTRY_RACE_{i}");
+                call(replica, "PUT", &path, Some(&writer), None).0
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|h| h.join().expect("a racer"))
+        .collect();
+    assert!(created.iter().all(|s| *s == 201), "{created:?}");
+    let kept = cp
+        .kubectl(&[
+            "get",
+            "configmap",
+            "kubeplace-placement-registry",
+            "-n",
+            "default",
+            "-o",
+            "jsonpath={.data.traits}",
+        ])
+        .ok()
+        .to_string();
+    for i in 0..racers {
+        let name = format!("CUSTOM_REGISTRY_RACE_{i}");
+        assert!(kept.lines().any(|l| l == name), "{name} was lost:\n{kept}");
+    }
+    op2.stop_and_unregister(cp);
     let (_, alloc) = call(
         port,
         "GET",

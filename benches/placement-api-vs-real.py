@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""Placement's REST API served by kubeplace, side by side with real Placement, over HTTP.
+
+    python3 -m venv V && V/bin/pip install 'openstack-placement>=16,<17'
+    cargo build --release
+    PLACEMENT_VENV=V python3 benches/placement-api-vs-real.py --trees 10000 \
+        --state-dir ~/.cache/kubeplace/placement-10k
+
+Writes the cloud of benches/placement-vs-real.py (the same files, so a database that script
+loaded is reused), starts Placement 16 on it (hack/placement-oracle/oracle.py serve: SQLite,
+Python's WSGI server, one process) and `kubeplace placement serve -f …`, then in one run:
+
+1. times every query of benches/placement-vs-real.py, with and without `limit=50`, on both
+   servers with the same client (Python's http.client, keep-alive, the whole body read):
+   median of --repeat runs (Placement) and of 5x as many (kubeplace), and their ratio;
+2. requests/s of `GET /allocation_candidates?resources=VCPU:1,MEMORY_MB:512&limit=1000` at
+   --clients concurrent clients (one process each) for --seconds, on each server;
+3. claims/s: `PUT /allocations/{new consumer}` of 1 VCPU, spread over the first providers
+   of `resources=VCPU:1`, one client and --clients clients, on each server.
+
+The client is part of what is measured: the figures are lower bounds for both servers, and
+the ratios understate kubeplace's where its answers are fast. Loading 10,000 trees into
+Placement takes about half an hour on a 2-core machine; --state-dir keeps the database.
+"""
+import argparse
+import http.client
+import importlib.util
+import json
+import multiprocessing
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+HEADERS = {"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.39"}
+LIMITED = "resources=VCPU:1,MEMORY_MB:512&limit=1000"
+
+spec = importlib.util.spec_from_file_location("vs_real", ROOT / "benches" / "placement-vs-real.py")
+vs_real = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(vs_real)
+
+
+def write_cloud(trees, tmp):
+    files = []
+    for first in range(0, max(trees, 1), vs_real.TREES_PER_FILE):
+        path = pathlib.Path(tmp) / ("cloud-%03d.json" % (first // vs_real.TREES_PER_FILE))
+        items = vs_real.cloud(min(trees, first + vs_real.TREES_PER_FILE), first)
+        path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+        files.append(str(path))
+    return files
+
+
+def url_of(line):
+    host, port = line.strip().rsplit("http://", 1)[1].rstrip("/").split(":")
+    return host, int(port)
+
+
+def start_kubeplace(binary, files):
+    cmd = [binary, "placement", "serve", "--listen", "127.0.0.1:0"]
+    for f in files:
+        cmd += ["-f", f]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    return proc, url_of(line), time.perf_counter() - t0
+
+
+def start_placement(files, state_dir):
+    cmd = [sys.executable, str(ROOT / "hack" / "placement-oracle" / "oracle.py"), "serve"]
+    for f in files:
+        cmd += ["-f", f]
+    if state_dir:
+        cmd += ["--state-dir", os.path.expanduser(state_dir)]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    if not line:
+        sys.exit("Placement did not start (see the oracle's messages above)")
+    return proc, url_of(line), time.perf_counter() - t0
+
+
+def get(conn, path):
+    conn.request("GET", path, headers=HEADERS)
+    r = conn.getresponse()
+    body = r.read()
+    return r.status, body
+
+
+def time_query(addr, path, runs):
+    conn = http.client.HTTPConnection(*addr, timeout=600)
+    status, body = get(conn, path)
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        get(conn, path)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return status, body, statistics.median(times)
+
+
+def reader(args):
+    addr, path, seconds = args
+    conn = http.client.HTTPConnection(*addr, timeout=600)
+    deadline = time.time() + seconds
+    latencies = []
+    while time.time() < deadline:
+        t0 = time.perf_counter()
+        status, _ = get(conn, path)
+        assert status == 200, status
+        latencies.append(time.perf_counter() - t0)
+    return latencies
+
+
+def throughput(addr, clients, seconds):
+    path = "/allocation_candidates?" + LIMITED
+    t0 = time.time()
+    with multiprocessing.Pool(clients) as pool:
+        results = pool.map(reader, [(addr, path, seconds)] * clients)
+    took = time.time() - t0
+    latencies = [x for r in results for x in r]
+    return len(latencies) / took, statistics.median(latencies) * 1e3
+
+
+def claimer(args):
+    addr, targets, count, offset = args
+    conn = http.client.HTTPConnection(*addr, timeout=600)
+    ok = refused = 0
+    for i in range(count):
+        rp = targets[(offset + i) % len(targets)]
+        body = json.dumps({"allocations": {rp: {"resources": {"VCPU": 1}}}, "project_id": "p",
+                           "user_id": "u", "consumer_generation": None, "consumer_type": "INSTANCE"})
+        conn.request("PUT", "/allocations/%s" % uuid.uuid4(), body=body,
+                     headers=dict(HEADERS, **{"Content-Type": "application/json"}))
+        r = conn.getresponse()
+        r.read()
+        ok += r.status == 204
+        refused += r.status == 409
+    return ok, refused
+
+
+def claims(addr, clients, per_client):
+    conn = http.client.HTTPConnection(*addr, timeout=600)
+    _, body = get(conn, "/allocation_candidates?resources=VCPU:1&limit=1000")
+    targets = [next(iter(r["allocations"])) for r in json.loads(body)["allocation_requests"]]
+    t0 = time.time()
+    with multiprocessing.Pool(clients) as pool:
+        results = pool.map(claimer, [(addr, targets, per_client, i * per_client) for i in range(clients)])
+    took = time.time() - t0
+    ok = sum(r[0] for r in results)
+    refused = sum(r[1] for r in results)
+    return clients * per_client / took, ok, refused
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trees", type=int, default=10000)
+    ap.add_argument("--repeat", type=int, default=3, help="timed runs per query on Placement")
+    ap.add_argument("--kubeplace", default=str(ROOT / "target" / "release" / "kubeplace"))
+    ap.add_argument("--state-dir", help="keep Placement's loaded database here (see above)")
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--seconds", type=float, default=10)
+    ap.add_argument("--claims", type=int, default=200, help="claims per client")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        files = write_cloud(args.trees, tmp)
+        print("starting Placement (loading %d trees unless --state-dir holds them) …" % args.trees,
+              file=sys.stderr, flush=True)
+        placement, p_addr, p_load = start_placement(files, args.state_dir)
+        kubeplace, k_addr, k_load = start_kubeplace(args.kubeplace, files)
+        try:
+            print(f"{args.trees} trees; kubeplace serves after {k_load:.2f} s, "
+                  f"Placement after {p_load:.0f} s")
+            print(f"load averages at start: {os.getloadavg()}")
+            rows = []
+            for name, q in vs_real.QUERIES:
+                for label, query in ((name, q), (name + ", limit=50", q + "&limit=50")):
+                    path = "/allocation_candidates?" + query
+                    k_status, k_body, k_ms = time_query(k_addr, path, args.repeat * 5)
+                    p_status, p_body, p_ms = time_query(p_addr, path, args.repeat)
+                    assert k_status == p_status == 200, (label, k_status, p_status)
+                    k_n = len(json.loads(k_body)["allocation_requests"])
+                    p_n = len(json.loads(p_body)["allocation_requests"])
+                    rows.append((label, k_n, p_n, len(k_body), p_ms, k_ms))
+            print(f"\n| query | candidates (kubeplace / Placement) | JSON MB | Placement ms | kubeplace ms | ratio |")
+            print("| --- | --- | --- | --- | --- | --- |")
+            for label, k_n, p_n, size, p_ms, k_ms in rows:
+                print(f"| {label} | {k_n} / {p_n} | {size / 1e6:.1f} | {p_ms:.1f} | {k_ms:.2f} | {p_ms / k_ms:.0f}x |")
+            geo = statistics.geometric_mean([p / k for *_, p, k in rows])
+            print(f"\ngeometric mean ratio: {geo:.0f}x; smallest: {min(p / k for *_, p, k in rows):.0f}x")
+
+            print(f"\n| {LIMITED}, {args.clients} clients, {args.seconds:.0f} s | requests/s | p50 ms |")
+            print("| --- | --- | --- |")
+            for who, addr in (("Placement", p_addr), ("kubeplace", k_addr)):
+                rps, p50 = throughput(addr, args.clients, args.seconds)
+                print(f"| {who} | {rps:.1f} | {p50:.1f} |")
+
+            print(f"\n| claims (PUT /allocations, 1 VCPU, new consumers) | clients | claims/s | accepted | refused |")
+            print("| --- | --- | --- | --- | --- |")
+            for clients in (1, args.clients):
+                for who, addr in (("Placement", p_addr), ("kubeplace", k_addr)):
+                    rate, ok, refused = claims(addr, clients, max(args.claims // clients, 10))
+                    print(f"| {who} | {clients} | {rate:.1f} | {ok} | {refused} |")
+            print(f"\nload averages at end: {os.getloadavg()}")
+        finally:
+            kubeplace.kill()
+            placement.terminate()
+            placement.wait(timeout=60)
+
+
+if __name__ == "__main__":
+    main()
