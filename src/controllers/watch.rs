@@ -237,7 +237,10 @@ pub async fn run(client: Client, resource: ApiResource, mut state: KindWatch) {
         for event in batch {
             match event {
                 Ok(event) => ok.push(event),
-                Err(e) => warn!(kind = %resource.kind, error = %e, "watch failed; retrying"),
+                Err(e) => {
+                    state.metrics.watch_error(state.kind);
+                    warn!(kind = %resource.kind, error = %e, "watch failed; retrying")
+                }
             }
         }
         state.handle_batch(ok);
