@@ -486,7 +486,10 @@ async fn run(args: RunArgs) -> Result<(), String> {
     // Not ready at once, so the Service stops sending requests here; they are still
     // answered until the drain ends. Leadership goes now: another replica takes over.
     stopping.send_replace(true);
-    info!(drain_seconds = drain.as_secs(), "shutting down: not ready, serving until the drain ends");
+    info!(
+        drain_seconds = drain.as_secs(),
+        "shutting down: not ready, serving until the drain ends"
+    );
     cancel.cancel();
     if let Some(task) = elector_task
         && tokio::time::timeout(Duration::from_secs(5), task)
@@ -728,8 +731,21 @@ mod tests {
             "k"
         ]));
         assert!(!bad(&["--tls-cert-file", "c", "--tls-key-file", "k"]));
-        assert!(bad(&["--tls-secret", "s", "--self-signed", "--webhook-host", "h"]));
-        assert!(bad(&["--tls-secret", "s", "--tls-cert-file", "c", "--tls-key-file", "k"]));
+        assert!(bad(&[
+            "--tls-secret",
+            "s",
+            "--self-signed",
+            "--webhook-host",
+            "h"
+        ]));
+        assert!(bad(&[
+            "--tls-secret",
+            "s",
+            "--tls-cert-file",
+            "c",
+            "--tls-key-file",
+            "k"
+        ]));
         assert!(bad(&["--tls-secret", "s", "--tls-validity-days", "0"]));
     }
 

@@ -270,11 +270,13 @@ pub fn issue(
     let kept_ca = previous
         .and_then(|p| p.signing_ca().map(|ca| (p, ca)))
         .filter(|(_, ca)| {
-            pem_certificates(&ca.cert_pem).first().is_some_and(|(_, der)| {
-                parse(der).is_ok_and(|c| {
-                    key_matches(&c, &ca.key_pem) && time_of(c.validity().not_after) > not_after
+            pem_certificates(&ca.cert_pem)
+                .first()
+                .is_some_and(|(_, der)| {
+                    parse(der).is_ok_and(|c| {
+                        key_matches(&c, &ca.key_pem) && time_of(c.validity().not_after) > not_after
+                    })
                 })
-            })
         });
     let (ca, bundle) = match kept_ca {
         Some((p, ca)) => (ca, still_valid(&p.ca_bundle)),
@@ -481,10 +483,14 @@ impl TlsSecret {
                         info!(secret = %self.name, "serving the Secret's new certificate");
                         served = m;
                     }
-                    Err(e) => warn!(error = %e, "the Secret's certificate does not load; keeping the previous one"),
+                    Err(e) => {
+                        warn!(error = %e, "the Secret's certificate does not load; keeping the previous one")
+                    }
                 },
                 Ok(m) => served = m,
-                Err(e) => warn!(error = %e, "cannot read the webhook's certificate; serving the previous one"),
+                Err(e) => {
+                    warn!(error = %e, "cannot read the webhook's certificate; serving the previous one")
+                }
             }
         }
     }
@@ -513,12 +519,18 @@ mod tests {
             panic!("fresh material is renewed");
         };
         assert_eq!(renew_at, at(365) - time::Duration::days(365) / 3);
-        assert!(matches!(decide(&m, &names(), YEAR, at(243)), Decision::Keep { .. }));
+        assert!(matches!(
+            decide(&m, &names(), YEAR, at(243)),
+            Decision::Keep { .. }
+        ));
         let Decision::Renew(why) = decide(&m, &names(), YEAR, at(244)) else {
             panic!("not renewed four months before its end");
         };
         assert!(why.contains("tls.crt expires at"), "{why}");
-        assert!(matches!(decide(&m, &names(), YEAR, at(400)), Decision::Renew(_)));
+        assert!(matches!(
+            decide(&m, &names(), YEAR, at(400)),
+            Decision::Renew(_)
+        ));
     }
 
     #[test]
@@ -531,7 +543,10 @@ mod tests {
         let Decision::Renew(why) = decide(&m, &other, YEAR, at(1)) else {
             panic!("kept for the wrong names");
         };
-        assert!(why.contains("tls.crt is not for other.kubeplace-system.svc"), "{why}");
+        assert!(
+            why.contains("tls.crt is not for other.kubeplace-system.svc"),
+            "{why}"
+        );
         let ip = issue(None, &["127.0.0.1".to_string()], YEAR, at(0)).unwrap();
         assert!(matches!(
             decide(&ip, &["127.0.0.1".to_string()], YEAR, at(1)),
@@ -596,7 +611,10 @@ mod tests {
         assert_eq!(second.ca_key, first.ca_key);
         assert_eq!(second.ca_bundle, first.ca_bundle);
         assert_ne!(second.cert, first.cert);
-        assert!(matches!(decide(&second, &names(), YEAR, at(251)), Decision::Keep { .. }));
+        assert!(matches!(
+            decide(&second, &names(), YEAR, at(251)),
+            Decision::Keep { .. }
+        ));
     }
 
     #[test]
@@ -609,7 +627,10 @@ mod tests {
         let bundle = pem_certificates(&renewed.ca_bundle);
         assert_eq!(bundle.len(), 2, "the old CA stays trusted while valid");
         assert_eq!(bundle[1].0, first.ca_bundle);
-        assert!(matches!(decide(&renewed, &names(), YEAR, later), Decision::Keep { .. }));
+        assert!(matches!(
+            decide(&renewed, &names(), YEAR, later),
+            Decision::Keep { .. }
+        ));
         // Once the old CA has expired it leaves the bundle.
         let again = issue(Some(&renewed), &names(), YEAR, at(3660 + 365)).unwrap();
         assert_eq!(pem_certificates(&again.ca_bundle).len(), 1);
