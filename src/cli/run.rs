@@ -293,6 +293,8 @@ async fn run(args: RunArgs) -> Result<(), String> {
 
     // The serving certificate, and the CA other replicas check this one's with (`ca_pem`).
     let mut register_ca = None;
+    // The CA as it changes (a renewal in the Secret), for the Lease.
+    let (ca_tx, mut ca_rx) = watch::channel(String::new());
     let (resolver, ca_pem) = match (&args.tls_cert_file, &args.tls_key_file, &args.tls_secret) {
         (Some(cert), Some(key), _) => {
             let loaded = certs::load_files(cert, key).map_err(|e| e.to_string())?;
@@ -319,7 +321,8 @@ async fn run(args: RunArgs) -> Result<(), String> {
             let resolver =
                 certs::CertResolver::new(material.certified_key().map_err(|e| e.to_string())?);
             let ca = material.ca_bundle.clone();
-            tokio::spawn(kept.keep(resolver.clone(), material, serving.clone()));
+            ca_tx.send_replace(ca.clone());
+            tokio::spawn(kept.keep(resolver.clone(), material, ca_tx, serving.clone()));
             (resolver, Some(ca))
         }
         _ => {
@@ -351,7 +354,24 @@ async fn run(args: RunArgs) -> Result<(), String> {
     if args.leader_elect {
         let mut settings = LeaseSettings::new(&args.lease_name, &args.namespace, &identity);
         match claims_endpoint(&args, webhook_port, ca_pem.as_deref()) {
-            Ok(endpoint) => settings.annotations = endpoint.annotations(),
+            Ok(endpoint) => {
+                let (annotations, rx) = watch::channel(endpoint.annotations());
+                settings.annotations = rx;
+                // A renewed CA goes on the Lease, so followers keep trusting this leader.
+                ca_rx.mark_unchanged();
+                tokio::spawn(async move {
+                    while ca_rx.changed().await.is_ok() {
+                        let ca_pem = ca_rx.borrow_and_update().clone();
+                        annotations.send_replace(
+                            Endpoint {
+                                ca_pem,
+                                ..endpoint.clone()
+                            }
+                            .annotations(),
+                        );
+                    }
+                });
+            }
             Err(e) => warn!("other replicas cannot pass claims to this one: {e}"),
         }
         let (e, leading) = Elector::new(client.clone(), settings);

@@ -461,11 +461,13 @@ impl TlsSecret {
     }
 
     /// Every [`REFRESH`] until `cancel`: reads (and renews) the Secret, serves a changed
-    /// certificate, and keeps the caBundle equal to the Secret's CA.
+    /// certificate, publishes a changed CA bundle on `ca`, and keeps the caBundle equal to
+    /// the Secret's CA.
     pub async fn keep(
         self,
         resolver: Arc<CertResolver>,
         mut served: Material,
+        ca: tokio::sync::watch::Sender<String>,
         cancel: CancellationToken,
     ) {
         loop {
@@ -481,6 +483,11 @@ impl TlsSecret {
                     Ok(key) => {
                         resolver.set(key);
                         info!(secret = %self.name, "serving the Secret's new certificate");
+                        ca.send_if_modified(|c| {
+                            let changed = *c != m.ca_bundle;
+                            c.clone_from(&m.ca_bundle);
+                            changed
+                        });
                         served = m;
                     }
                     Err(e) => {
