@@ -6,7 +6,7 @@ use serde_json::Value;
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 const REFRESH: &str = "cargo run -- crds | tee crds/kubeplace.yaml manifests/01-crds.yaml \
-                       charts/kubeplace/crds/kubeplace.yaml >/dev/null";
+                       charts/kubeplace/files/crds.yaml >/dev/null";
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(format!("{ROOT}/{path}")).unwrap_or_else(|e| panic!("{path}: {e}"))
@@ -26,9 +26,16 @@ fn manifests_crds_are_a_copy_of_crds() {
 
 #[test]
 fn chart_crds_are_a_copy_of_crds() {
+    // templates/crds.yaml renders this file (tests/e2e/chart.rs compares the rendered CRDs).
     assert!(
-        read("charts/kubeplace/crds/kubeplace.yaml") == read("crds/kubeplace.yaml"),
-        "charts/kubeplace/crds/kubeplace.yaml is stale: {REFRESH}"
+        read("charts/kubeplace/files/crds.yaml") == read("crds/kubeplace.yaml"),
+        "charts/kubeplace/files/crds.yaml is stale: {REFRESH}"
+    );
+    // The chart's crds/ folder would be installed once and never upgraded, and would
+    // clash with the templated CRDs.
+    assert!(
+        !std::path::Path::new(&format!("{ROOT}/charts/kubeplace/crds")).exists(),
+        "charts/kubeplace/crds/ is back: the CRDs live in templates/crds.yaml"
     );
 }
 

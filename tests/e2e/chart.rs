@@ -315,3 +315,166 @@ fn sigterm_makes_the_operator_unready_while_it_still_admits_then_it_exits() {
         .ok();
     operator.stop_and_unregister(cp);
 }
+
+/// The CustomResourceDefinitions of a YAML stream.
+fn crd_documents(yaml: &str) -> Vec<serde_json::Value> {
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(yaml).expect("YAML");
+    docs.into_iter()
+        .filter(|d| d["kind"] == "CustomResourceDefinition")
+        .collect()
+}
+
+#[test]
+fn the_chart_renders_the_crds_of_the_crds_folder_kept_on_uninstall() {
+    let cp = support::cluster();
+    let want = crd_documents(
+        &std::fs::read_to_string(format!("{}/crds/kubeplace.yaml", super::ROOT)).unwrap(),
+    );
+    assert_eq!(want.len(), super::CRDS.len());
+    let rendered = cp.helm(&["template", "kubeplace", "charts/kubeplace"]);
+    let mut got = crd_documents(rendered.ok());
+    for crd in &mut got {
+        let annotations = crd["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("annotations")
+            .unwrap_or_default();
+        assert_eq!(
+            annotations,
+            serde_json::json!({"helm.sh/resource-policy": "keep"}),
+            "{}",
+            crd["metadata"]["name"]
+        );
+    }
+    assert_eq!(got, want, "the chart's CRDs are not crds/kubeplace.yaml");
+    let unkept = cp.helm(&[
+        "template",
+        "kubeplace",
+        "charts/kubeplace",
+        "--set",
+        "crds.keep=false",
+    ]);
+    assert_eq!(crd_documents(unkept.ok()), want);
+    let none = cp.helm(&[
+        "template",
+        "kubeplace",
+        "charts/kubeplace",
+        "--set",
+        "crds.enabled=false",
+    ]);
+    assert!(crd_documents(none.ok()).is_empty());
+}
+
+const NEW_FIELD: &str = "e2eUpgradedField";
+
+/// A copy of the chart in `dir` whose Flavor CRD has the spec field [`NEW_FIELD`].
+fn chart_with_a_new_field(dir: &std::path::Path) -> std::path::PathBuf {
+    let chart = dir.join("kubeplace");
+    let copied = std::process::Command::new("cp")
+        .args(["-r", &format!("{}/charts/kubeplace", super::ROOT)])
+        .arg(&chart)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let path = chart.join("files/crds.yaml");
+    let mut docs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let flavor = docs
+        .iter_mut()
+        .find(|d| d["metadata"]["name"] == "flavors.kubeplace.io")
+        .unwrap();
+    flavor["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        .as_object_mut()
+        .unwrap()
+        .insert(
+            NEW_FIELD.into(),
+            serde_json::json!({"type": "string", "description": "A field the upgraded chart adds."}),
+        );
+    let text: String = docs
+        .iter()
+        .map(|d| format!("---\n{}", serde_saphyr::to_string(d).unwrap()))
+        .collect();
+    std::fs::write(&path, text).unwrap();
+    chart
+}
+
+#[test]
+fn helm_upgrade_upgrades_the_crds() {
+    let _exclusive = exclusive_lock();
+    let cp = crds_installed();
+    let (release, ns) = ("kubeplace-crds", "kubeplace-crds");
+    // No pod runs here: the webhook is set to Ignore so that objects can be tried.
+    let common = [
+        "--namespace",
+        ns,
+        "--set",
+        "webhook.failurePolicy=Ignore",
+        "--set",
+        "replicaCount=1",
+    ];
+    let mut install = vec![
+        "install",
+        release,
+        "charts/kubeplace",
+        "--create-namespace",
+        "--take-ownership",
+    ];
+    install.extend(common);
+    assert!(cp.helm(&install).ok().contains("STATUS: deployed"));
+    let flavor = format!(
+        "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata:\n  name: e2e-upgraded\n\
+         spec:\n  vcpus: 1\n  memoryMb: 512\n  {NEW_FIELD}: x\n"
+    );
+    let try_flavor = || {
+        cp.kubectl_stdin(
+            &["apply", "--dry-run=server", "--validate=strict", "-f", "-"],
+            &flavor,
+        )
+    };
+    // Before the upgrade the API server does not know the field.
+    assert!(
+        try_flavor()
+            .fails()
+            .contains(&format!("unknown field \"spec.{NEW_FIELD}\""))
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let chart = chart_with_a_new_field(dir.path());
+    // The CRDs were applied with kubectl before this release took them over: kubectl's
+    // field manager still owns their fields, so the first upgrade forces Helm's.
+    let mut upgrade = vec![
+        "upgrade",
+        release,
+        chart.to_str().unwrap(),
+        "--force-conflicts",
+    ];
+    upgrade.extend(common);
+    assert!(cp.helm(&upgrade).ok().contains("STATUS: deployed"));
+    // The API server serves the new schema a moment after the CRD changes.
+    let served = (0..60).any(|_| {
+        let explained = cp.kubectl(&["explain", &format!("flavor.spec.{NEW_FIELD}")]);
+        let accepted = try_flavor();
+        let yes = explained
+            .stdout
+            .contains("A field the upgraded chart adds.")
+            && accepted.stdout.contains("created (server dry run)");
+        if !yes {
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        yes
+    });
+    assert!(
+        served,
+        "the upgraded CRD's field is not served: {:?}",
+        try_flavor().stderr
+    );
+    // Uninstalling leaves the CRDs (and so every object) in place.
+    cp.helm(&["uninstall", release, "--namespace", ns]).ok();
+    for crd in super::CRDS {
+        cp.kubectl(&["get", "crd", crd]).ok();
+    }
+    // The other tests expect the CRDs of crds/.
+    cp.kubectl(&["replace", "-f", "crds/"]).ok();
+    cp.kubectl(&["delete", "namespace", ns, "--wait=false"])
+        .ok();
+}

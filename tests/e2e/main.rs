@@ -357,6 +357,8 @@ fn helm_install_creates_the_objects_and_uninstall_removes_them() {
     let _exclusive = exclusive_lock();
     let cp = cluster();
     let (release, ns) = ("kubeplace-e2e", "kubeplace-e2e");
+    // The CRDs are templates of the release; other tests applied them with kubectl, so
+    // the release takes them over, as an install over an earlier one would.
     let installed = cp.helm(&[
         "install",
         release,
@@ -364,6 +366,7 @@ fn helm_install_creates_the_objects_and_uninstall_removes_them() {
         "--namespace",
         ns,
         "--create-namespace",
+        "--take-ownership",
     ]);
     assert!(
         installed.ok().contains("STATUS: deployed"),
@@ -505,8 +508,8 @@ fn helm_install_creates_the_objects_and_uninstall_removes_them() {
         let gone = cp.kubectl(&["get", object]);
         assert!(gone.fails().contains("NotFound"), "{object} is still there");
     }
-    // Helm never deletes CRDs from a chart's crds/ (that would delete every
-    // kubeplace object); they stay.
+    // The CRDs are kept (helm.sh/resource-policy: keep): deleting them would delete
+    // every kubeplace object.
     for crd in CRDS {
         cp.kubectl(&["get", "crd", crd]).ok();
     }
