@@ -93,6 +93,29 @@ impl ResolvesServerCert for CertResolver {
     }
 }
 
+/// A TLS client configuration (ring) that trusts the CAs of `ca_pem` only.
+pub fn client_config(ca_pem: &str) -> Result<Arc<rustls::ClientConfig>, CertError> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        let cert = cert.map_err(|e| CertError::Certificate(e.to_string()))?;
+        roots
+            .add(cert)
+            .map_err(|e| CertError::Certificate(e.to_string()))?;
+    }
+    if roots.is_empty() {
+        return Err(CertError::Certificate(
+            "the CA file holds no CERTIFICATE block".into(),
+        ));
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
 /// A TLS server configuration (ring, TLS 1.2 and 1.3, HTTP/1.1) serving the resolver's
 /// certificate.
 pub fn server_config(resolver: Arc<CertResolver>) -> Result<Arc<ServerConfig>, CertError> {

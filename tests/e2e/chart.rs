@@ -212,6 +212,42 @@ fn replicas_make_one_certificate_in_the_secret_and_follow_its_renewal() {
     }
     eventually_ca_bundle(cp, config_name, &first["ca.crt"]);
     webhook_refuses_a_bad_flavor(cp);
+    // `kubeplace probe`, what `helm test` runs, checks the webhook against the Secret's CA.
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("ca.crt");
+    std::fs::write(&ca_file, &first["ca.crt"]).unwrap();
+    let probe = |ca: &std::path::Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_kubeplace"))
+            .arg("probe")
+            .arg(format!("--ca-file={}", ca.display()))
+            .arg(format!("https://127.0.0.1:{}/healthz", ports[1].0))
+            .arg(format!("http://127.0.0.1:{}/readyz", ports[1].1))
+            .output()
+            .unwrap()
+    };
+    let out = probe(&ca_file);
+    let said = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(said.matches(": 200 OK").count(), 2, "{said}");
+    let stranger = dir.path().join("other-ca.crt");
+    std::fs::write(
+        &stranger,
+        kubeplace::webhook::certs::self_signed("127.0.0.1")
+            .unwrap()
+            .ca_pem,
+    )
+    .unwrap();
+    let out = probe(&stranger);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("TLS failed"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 
     // A lost or broken Secret is made again by one replica, and both serve the new
     // certificate, with no restart, once they have read it (every 10 s).
@@ -363,6 +399,77 @@ fn the_chart_renders_the_crds_of_the_crds_folder_kept_on_uninstall() {
         "crds.enabled=false",
     ]);
     assert!(crd_documents(none.ok()).is_empty());
+}
+
+#[test]
+fn helm_test_probes_the_release_through_its_services() {
+    let _objects = super::objects_lock();
+    let cp = crds_installed();
+    let rendered = cp.helm(&[
+        "template",
+        "kubeplace",
+        "charts/kubeplace",
+        "--namespace",
+        "e2e-helm-test",
+        "--show-only",
+        "templates/tests/probe.yaml",
+    ]);
+    let pod: serde_json::Value = serde_saphyr::from_str(rendered.ok()).unwrap();
+    assert_eq!(pod["metadata"]["annotations"]["helm.sh/hook"], "test");
+    let container = &pod["spec"]["containers"][0];
+    assert_eq!(container["image"], "kubeplace:0.1.0", "the release's image");
+    assert_eq!(
+        container["args"],
+        serde_json::json!([
+            "probe",
+            "--ca-file=/tls/ca.crt",
+            "http://kubeplace-metrics.e2e-helm-test.svc:8080/readyz",
+            "https://kubeplace-webhook.e2e-helm-test.svc/healthz",
+            "http://kubeplace-placement.e2e-helm-test.svc:8778/"
+        ])
+    );
+    assert_eq!(
+        pod["spec"]["volumes"][0]["secret"]["secretName"],
+        "kubeplace-webhook-tls"
+    );
+    // Every argument parses: `kubeplace probe` refuses bad input with exit 2 before it
+    // connects anywhere, and these fail only to connect (exit 1).
+    let args: Vec<String> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .filter(|a| !a.starts_with("--ca-file"))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.crt");
+    std::fs::write(
+        &ca,
+        kubeplace::webhook::certs::self_signed("x").unwrap().ca_pem,
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubeplace"))
+        .args(&args)
+        .arg(format!("--ca-file={}", ca.display()))
+        .arg("--timeout-seconds=2")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The API server accepts the Pod.
+    // (No controller-manager runs here to make the namespace's default ServiceAccount.)
+    cp.kubectl(&["create", "namespace", "e2e-helm-test"]);
+    cp.kubectl(&["create", "serviceaccount", "default", "-n", "e2e-helm-test"]);
+    let applied = cp.kubectl_stdin(&["apply", "--dry-run=server", "-f", "-"], rendered.ok());
+    assert!(
+        applied
+            .ok()
+            .contains("pod/kubeplace-test created (server dry run)")
+    );
 }
 
 const NEW_FIELD: &str = "e2eUpgradedField";
