@@ -34,14 +34,12 @@ pub struct ProbeArgs {
 
 /// A URL with a scheme of http or https and a host.
 fn parse_url(text: &str) -> Result<Uri, String> {
-    let uri: Uri = text
-        .parse()
-        .map_err(|e| format!("{text:?} is not a URL: {e}"))?;
+    let expected =
+        || format!("{text:?}: expected http://HOST[:PORT]/PATH or https://HOST[:PORT]/PATH");
+    let uri: Uri = text.parse().map_err(|_| expected())?;
     match uri.scheme_str() {
         Some("http" | "https") if uri.host().is_some() => Ok(uri),
-        _ => Err(format!(
-            "{text:?}: expected http://HOST[:PORT]/PATH or https://HOST[:PORT]/PATH"
-        )),
+        _ => Err(expected()),
     }
 }
 
