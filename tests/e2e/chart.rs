@@ -135,18 +135,14 @@ fn webhook_refuses_a_bad_flavor(cp: &ControlPlane) {
     );
 }
 
-#[test]
-fn replicas_make_one_certificate_in_the_secret_and_follow_its_renewal() {
-    let _exclusive = exclusive_lock();
-    let cp = crds_installed();
-    let (config_name, secret_name) = ("e2e-tls-secret", "e2e-webhook-tls");
-    let ports: Vec<(u16, u16)> = (0..2)
-        .map(|_| (support::free_port(), support::free_port()))
-        .collect();
-    // A configuration by URL (no Service endpoints here) with no caBundle, for flavors.
+/// Registers the ValidatingWebhookConfiguration `name` for flavors at
+/// https://127.0.0.1:`port` (by URL: no Service has endpoints here), with no caBundle:
+/// the operator's `--tls-secret` sets it. Flavors only, so that a Server applied with its
+/// Flavor in one stream cannot reach the webhook before the watch has the Flavor.
+pub fn flavor_webhook_without_ca(cp: &ControlPlane, name: &str, port: u16) {
     let mut config = kubeplace::webhook::config::webhook_configuration(
-        config_name,
-        &kubeplace::webhook::config::base_url("127.0.0.1", ports[0].0),
+        name,
+        &kubeplace::webhook::config::base_url("127.0.0.1", port),
         "",
     );
     let hooks = config.webhooks.get_or_insert_with(Vec::new);
@@ -159,6 +155,17 @@ fn replicas_make_one_certificate_in_the_secret_and_follow_its_renewal() {
         &serde_json::to_string(&config).unwrap(),
     )
     .ok();
+}
+
+#[test]
+fn replicas_make_one_certificate_in_the_secret_and_follow_its_renewal() {
+    let _exclusive = exclusive_lock();
+    let cp = crds_installed();
+    let (config_name, secret_name) = ("e2e-tls-secret", "e2e-webhook-tls");
+    let ports: Vec<(u16, u16)> = (0..2)
+        .map(|_| (support::free_port(), support::free_port()))
+        .collect();
+    flavor_webhook_without_ca(cp, config_name, ports[0].0);
     // Two replicas start at the same moment; both find no Secret.
     let operators: Vec<Operator> = std::thread::scope(|s| {
         let started: Vec<_> = ports

@@ -110,27 +110,10 @@ fn the_operator_needs_nothing_beyond_the_manifests_rbac() {
     ]);
     assert!(denied.fails().contains("Forbidden"), "{}", denied.stderr);
 
-    // The webhook configuration the Role's resourceNames allow (`kubeplace`), by URL as
-    // this control plane has no Services with endpoints, for flavors only (a Server
-    // applied in one stream with its Flavor could otherwise reach the webhook before the
-    // watch has brought the Flavor in), and with no caBundle: the operator sets it.
+    // The webhook configuration the ClusterRole's resourceNames allow (`kubeplace`).
     let webhook_port = support::free_port();
     let metrics_port = support::free_port();
-    let mut config = kubeplace::webhook::config::webhook_configuration(
-        "kubeplace",
-        &kubeplace::webhook::config::base_url("127.0.0.1", webhook_port),
-        "",
-    );
-    let hooks = config.webhooks.get_or_insert_with(Vec::new);
-    hooks.retain(|w| w.name == "flavors.kubeplace.io");
-    for hook in hooks.iter_mut() {
-        hook.client_config.ca_bundle = None;
-    }
-    cp.kubectl_stdin(
-        &["apply", "-f", "-"],
-        &serde_json::to_string(&config).unwrap(),
-    )
-    .ok();
+    super::chart::flavor_webhook_without_ca(cp, "kubeplace", webhook_port);
     // The certificate is made into the Secret the Role names, as the chart runs it.
     let args: Vec<String> = vec![
         "run".into(),
