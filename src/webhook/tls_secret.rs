@@ -642,4 +642,136 @@ mod tests {
         let again = issue(Some(&renewed), &names(), YEAR, at(3660 + 365)).unwrap();
         assert_eq!(pem_certificates(&again.ca_bundle).len(), 1);
     }
+
+    mod api {
+        use http::{Method, Request, Response, StatusCode};
+        use kube::client::Body;
+        use serde_json::{Value, json};
+        use tower_test::mock;
+
+        use super::super::*;
+        use super::{YEAR, names};
+
+        type Handle = mock::Handle<Request<Body>, Response<Body>>;
+
+        const SECRET: &str = "/api/v1/namespaces/kubeplace-system/secrets/kubeplace-webhook-tls";
+        const SECRETS: &str = "/api/v1/namespaces/kubeplace-system/secrets";
+        const CONFIG: &str =
+            "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/kubeplace";
+
+        /// Answers the next request, which must be `method path`, and returns its body.
+        async fn expect(
+            h: &mut Handle,
+            method: Method,
+            path: &str,
+            code: u16,
+            reply: Value,
+        ) -> Value {
+            let (request, send) = h.next_request().await.expect("a request");
+            assert_eq!((request.method(), request.uri().path()), (&method, path));
+            let body = request.into_body().collect_bytes().await.unwrap();
+            send.send_response(
+                Response::builder()
+                    .status(StatusCode::from_u16(code).unwrap())
+                    .body(Body::from(serde_json::to_vec(&reply).unwrap()))
+                    .unwrap(),
+            );
+            serde_json::from_slice(&body).unwrap_or(Value::Null)
+        }
+
+        fn status(code: u16, reason: &str) -> Value {
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                   "reason": reason, "code": code, "message": reason})
+        }
+
+        fn secret(m: &Material) -> Value {
+            json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+                   "metadata": {"name": "kubeplace-webhook-tls", "namespace": "kubeplace-system",
+                                "resourceVersion": "41"},
+                   "data": serde_json::to_value(m.to_data()).unwrap()})
+        }
+
+        fn kept() -> (TlsSecret, Handle) {
+            let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
+            let client = Client::new(service, "default");
+            let kept = TlsSecret::new(
+                client,
+                "kubeplace-system",
+                "kubeplace-webhook-tls",
+                "kubeplace",
+                names(),
+                YEAR,
+            );
+            (kept, handle)
+        }
+
+        #[tokio::test]
+        async fn a_replica_whose_create_loses_serves_the_winners_secret() {
+            let (kept, mut h) = kept();
+            let winner = issue(None, &names(), YEAR, OffsetDateTime::now_utc()).unwrap();
+            let served = tokio::spawn(async move { kept.ensure().await });
+            expect(&mut h, Method::GET, SECRET, 404, status(404, "NotFound")).await;
+            let sent = expect(
+                &mut h,
+                Method::POST,
+                SECRETS,
+                409,
+                status(409, "AlreadyExists"),
+            )
+            .await;
+            assert_eq!(sent["type"], "kubernetes.io/tls");
+            expect(&mut h, Method::GET, SECRET, 200, secret(&winner)).await;
+            assert_eq!(served.await.unwrap().unwrap(), winner);
+        }
+
+        #[tokio::test]
+        async fn a_renewal_is_written_at_the_version_read_and_yields_to_the_winner() {
+            let (kept, mut h) = kept();
+            let long_ago = OffsetDateTime::now_utc() - time::Duration::days(300);
+            let stale = issue(None, &names(), YEAR, long_ago).unwrap();
+            let winner = issue(Some(&stale), &names(), YEAR, OffsetDateTime::now_utc()).unwrap();
+            let served = tokio::spawn(async move { kept.ensure().await });
+            expect(&mut h, Method::GET, SECRET, 200, secret(&stale)).await;
+            let sent = expect(&mut h, Method::PUT, SECRET, 409, status(409, "Conflict")).await;
+            assert_eq!(sent["metadata"]["resourceVersion"], "41");
+            let written =
+                Material::from_data(&serde_json::from_value(sent["data"].clone()).unwrap())
+                    .unwrap();
+            assert_eq!(written.ca_key, stale.ca_key, "the renewal kept the CA");
+            assert_ne!(written.cert, stale.cert);
+            expect(&mut h, Method::GET, SECRET, 200, secret(&winner)).await;
+            assert_eq!(served.await.unwrap().unwrap(), winner);
+        }
+
+        #[tokio::test]
+        async fn the_ca_bundle_is_written_only_where_it_differs() {
+            let (kept, mut h) = kept();
+            let config = |bundles: [&str; 2]| {
+                let hook = |name: &str, ca: &str| {
+                    json!({
+                    "name": name, "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                    "clientConfig": {"service": {"name": "kubeplace-webhook", "namespace": "kubeplace-system"},
+                                     "caBundle": ca}})
+                };
+                json!({"apiVersion": "admissionregistration.k8s.io/v1",
+                       "kind": "ValidatingWebhookConfiguration",
+                       "metadata": {"name": "kubeplace", "resourceVersion": "7"},
+                       "webhooks": [hook("flavors.kubeplace.io", bundles[0]),
+                                    hook("servers.kubeplace.io", bundles[1])]})
+            };
+            let new = "bmV3"; // base64 of "new"
+            let task = tokio::spawn(async move {
+                let first = kept.sync_ca_bundle("new").await.unwrap();
+                let second = kept.sync_ca_bundle("new").await.unwrap();
+                (first, second)
+            });
+            expect(&mut h, Method::GET, CONFIG, 200, config([new, "b2xk"])).await;
+            let sent = expect(&mut h, Method::PUT, CONFIG, 200, config([new, new])).await;
+            assert_eq!(sent["metadata"]["resourceVersion"], "7");
+            assert_eq!(sent["webhooks"][0]["clientConfig"]["caBundle"], new);
+            assert_eq!(sent["webhooks"][1]["clientConfig"]["caBundle"], new);
+            expect(&mut h, Method::GET, CONFIG, 200, config([new, new])).await;
+            assert_eq!(task.await.unwrap(), (true, false));
+        }
+    }
 }
