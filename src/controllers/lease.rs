@@ -484,6 +484,32 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn each_renewal_writes_the_latest_claims_annotations() {
+        let (service, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
+        let mut settings = LeaseSettings::new("kubeplace-leader", "kubeplace-system", "me");
+        let ca = |pem: &str| {
+            BTreeMap::from([(format!("{CLAIMS_ANNOTATION_PREFIX}ca"), pem.to_string())])
+        };
+        let (annotations, rx) = watch::channel(ca("old CA"));
+        settings.annotations = rx;
+        let (mut e, _rx) = Elector::new(Client::new(service, "default"), settings);
+        let api = tokio::spawn(async move {
+            let mut sent = Vec::new();
+            for _ in 0..2 {
+                expect(&mut handle, Method::GET, PATH, 200, lease(Some("me"), 1)).await;
+                let put = expect(&mut handle, Method::PUT, PATH, 200, lease(Some("me"), 1)).await;
+                sent.push(put["metadata"]["annotations"]["claims.kubeplace.io/ca"].clone());
+            }
+            sent
+        });
+        assert!(e.try_acquire_or_renew().await.unwrap());
+        // The CA was renewed in the Secret: followers must trust the new one.
+        annotations.send_replace(ca("new CA"));
+        assert!(e.try_acquire_or_renew().await.unwrap());
+        assert_eq!(api.await.unwrap(), ["old CA", "new CA"]);
+    }
+
+    #[tokio::test]
     async fn release_empties_the_holder() {
         let (mut e, rx, mut handle) = elector();
         let api = tokio::spawn(async move {
