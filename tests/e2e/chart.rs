@@ -299,12 +299,33 @@ fn sigterm_makes_the_operator_unready_while_it_still_admits_then_it_exits() {
     let _exclusive = exclusive_lock();
     let cp = crds_installed();
     let drain = Duration::from_secs(8);
+    let placement_port = support::free_port();
+    let placement = format!("--placement-addr=127.0.0.1:{placement_port}");
     let operator = Operator::start_named(
         cp,
         "kubeplace-drain",
         "e2e-drain",
-        &["--leader-elect=false", "--drain-seconds=8"],
+        &["--leader-elect=false", "--drain-seconds=8", &placement],
     );
+    // The Placement API's version document, which needs no token.
+    let placement_status = || {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", placement_port)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        s.write_all(b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            .ok()?;
+        let mut reply = String::new();
+        s.read_to_string(&mut reply).ok()?;
+        reply.split(' ').nth(1).map(str::to_string)
+    };
+    let serving = (0..60).any(|_| {
+        let up = placement_status().as_deref() == Some("200");
+        if !up {
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        up
+    });
+    assert!(serving, "the Placement API never answered");
     let status = |o: &Operator| {
         o.http_get("/readyz")
             .and_then(|r| r.split(' ').nth(1).map(str::to_string))
@@ -333,6 +354,11 @@ fn sigterm_makes_the_operator_unready_while_it_still_admits_then_it_exits() {
          spec:\n  vcpus: 1\n  memoryMb: 512\n",
     );
     good.ok();
+    assert_eq!(
+        placement_status().as_deref(),
+        Some("200"),
+        "the Placement API stopped answering during the drain"
+    );
     assert!(
         term.elapsed() < drain,
         "the admissions took the whole drain"
@@ -354,6 +380,7 @@ fn sigterm_makes_the_operator_unready_while_it_still_admits_then_it_exits() {
         stopped >= drain,
         "stopped after {stopped:?}, before the drain"
     );
+    assert_eq!(placement_status(), None, "the Placement API still answers");
     cp.kubectl(&["delete", "flavor", "e2e-drain-ok", "--ignore-not-found"])
         .ok();
     operator.stop_and_unregister(cp);
