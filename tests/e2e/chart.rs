@@ -619,3 +619,58 @@ fn helm_upgrade_upgrades_the_crds() {
     cp.kubectl(&["delete", "namespace", ns, "--wait=false"])
         .ok();
 }
+
+#[test]
+fn helm_upgrade_keeps_the_ca_bundle_the_operator_set() {
+    let _exclusive = exclusive_lock();
+    let cp = crds_installed();
+    let (release, ns) = ("kubeplace-ca", "kubeplace-ca");
+    // No pod runs here (Ignore: nothing is refused meanwhile); the CRDs stay kubectl's.
+    let values = [
+        "--namespace",
+        ns,
+        "--set",
+        "webhook.failurePolicy=Ignore",
+        "--set",
+        "crds.enabled=false",
+    ];
+    let mut install = vec!["install", release, "charts/kubeplace", "--create-namespace"];
+    install.extend(values);
+    assert!(cp.helm(&install).ok().contains("STATUS: deployed"));
+    // The operator, run as the chart runs it, for this release.
+    let (webhook, metrics) = (support::free_port(), support::free_port());
+    let args: Vec<String> = vec![
+        "run".into(),
+        format!("--kubeconfig={}", cp.kubeconfig.display()),
+        format!("--tls-secret={release}-webhook-tls"),
+        format!("--webhook-service={release}-webhook"),
+        format!("--webhook-config-name={release}"),
+        format!("--namespace={ns}"),
+        format!("--webhook-addr=127.0.0.1:{webhook}"),
+        format!("--metrics-addr=127.0.0.1:{metrics}"),
+        "--leader-elect=false".into(),
+    ];
+    let operator = Operator::launch(cp, "kubeplace-ca", args, metrics, release);
+    let made = secret(cp, ns, &format!("{release}-webhook-tls"));
+    eventually_ca_bundle(cp, release, &made["ca.crt"]);
+    assert!(operator.process.stop(Duration::from_secs(10)));
+    // An upgrade (the chart renders no caBundle) leaves the one the operator set: with the
+    // operator stopped, nothing could set it again.
+    let mut upgrade = vec![
+        "upgrade",
+        release,
+        "charts/kubeplace",
+        "--set",
+        "logFormat=text",
+    ];
+    upgrade.extend(values);
+    assert!(cp.helm(&upgrade).ok().contains("STATUS: deployed"));
+    let bundles = ca_bundles(cp, release);
+    assert!(
+        !bundles.is_empty() && bundles.iter().all(|b| *b == made["ca.crt"]),
+        "the upgrade changed the caBundles: {bundles:?}"
+    );
+    cp.helm(&["uninstall", release, "--namespace", ns]).ok();
+    cp.kubectl(&["delete", "namespace", ns, "--wait=false"])
+        .ok();
+}
