@@ -16,6 +16,8 @@ pub(crate) struct Health {
     pub metrics: Arc<Metrics>,
     pub ready: watch::Receiver<bool>,
     pub synced: Arc<Synced>,
+    /// True from the shutdown signal on: not ready, though still serving.
+    pub stopping: watch::Receiver<bool>,
 }
 
 /// Answers `/healthz` (alive), `/readyz` (every kind listed) and `/metrics`.
@@ -23,7 +25,12 @@ pub async fn handle(health: Health, request: Request<Incoming>) -> Reply {
     match request.uri().path() {
         "/healthz" | "/livez" => text(StatusCode::OK, "ok\n"),
         "/readyz" => {
-            if *health.ready.borrow() {
+            if *health.stopping.borrow() {
+                text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "not ready: shutting down\n",
+                )
+            } else if *health.ready.borrow() {
                 text(StatusCode::OK, "ok\n")
             } else {
                 let pending = health.synced.pending(&kubeplace_api::Kind::ALL);

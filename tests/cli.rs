@@ -782,3 +782,54 @@ fn custom_definitions_change_the_next_admission_and_report_shadowing() {
     assert_eq!(conditions[1]["status"], "True");
     assert_eq!(conditions[1]["reason"], "ShadowedByInTree");
 }
+
+/// A one-shot HTTP server on 127.0.0.1 that answers every request with `status`; its port.
+fn answering(status: &'static str, requests: usize) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(requests) {
+            let mut stream = stream.unwrap();
+            let mut buf = [0u8; 1024];
+            let _ = std::io::Read::read(&mut stream, &mut buf);
+            let _ = stream.write_all(
+                format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                    .as_bytes(),
+            );
+        }
+    });
+    port
+}
+
+#[test]
+fn probe_exits_0_when_every_url_answers_2xx_and_1_otherwise() {
+    let ok = answering("200 OK", 2);
+    let unready = answering("503 Service Unavailable", 1);
+    let out = kubeplace(
+        &[
+            "probe",
+            &format!("http://127.0.0.1:{ok}/readyz"),
+            &format!("http://127.0.0.1:{ok}/"),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains(&format!("http://127.0.0.1:{ok}/readyz: 200 OK")),
+        "{said}"
+    );
+    let out = kubeplace(
+        &["probe", &format!("http://127.0.0.1:{unready}/readyz")],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("503 Service Unavailable"));
+    // Bad input is refused before anything is tried.
+    let out = kubeplace(&["probe", "kubeplace-metrics:8080/readyz"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expected http://HOST"));
+    let out = kubeplace(&["probe", "https://127.0.0.1:1/healthz"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("give --ca-file"));
+}

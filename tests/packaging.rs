@@ -6,7 +6,7 @@ use serde_json::Value;
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 const REFRESH: &str = "cargo run -- crds | tee crds/kubeplace.yaml manifests/01-crds.yaml \
-                       charts/kubeplace/crds/kubeplace.yaml >/dev/null";
+                       charts/kubeplace/files/crds.yaml >/dev/null";
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(format!("{ROOT}/{path}")).unwrap_or_else(|e| panic!("{path}: {e}"))
@@ -26,9 +26,16 @@ fn manifests_crds_are_a_copy_of_crds() {
 
 #[test]
 fn chart_crds_are_a_copy_of_crds() {
+    // templates/crds.yaml renders this file (tests/e2e/chart.rs compares the rendered CRDs).
     assert!(
-        read("charts/kubeplace/crds/kubeplace.yaml") == read("crds/kubeplace.yaml"),
-        "charts/kubeplace/crds/kubeplace.yaml is stale: {REFRESH}"
+        read("charts/kubeplace/files/crds.yaml") == read("crds/kubeplace.yaml"),
+        "charts/kubeplace/files/crds.yaml is stale: {REFRESH}"
+    );
+    // The chart's crds/ folder would be installed once and never upgraded, and would
+    // clash with the templated CRDs.
+    assert!(
+        !std::path::Path::new(&format!("{ROOT}/charts/kubeplace/crds")).exists(),
+        "charts/kubeplace/crds/ is back: the CRDs live in templates/crds.yaml"
     );
 }
 
@@ -99,10 +106,6 @@ fn crd_kinds() -> Vec<(String, String)> {
 #[test]
 fn manifest_webhook_covers_every_kind() {
     let webhook = yaml(&read("manifests/50-webhook.yaml"));
-    assert_eq!(
-        webhook["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
-        "kubeplace-system/kubeplace-webhook"
-    );
     let hooks = webhook["webhooks"].as_array().unwrap();
     let kinds = crd_kinds();
     assert_eq!(hooks.len(), kinds.len());
@@ -120,17 +123,60 @@ fn manifest_webhook_covers_every_kind() {
         assert_eq!(hook["rules"][0]["resources"][0], plural.as_str());
         assert_eq!(hook["rules"][0]["scope"], scope.as_str());
     }
-    // The certificate the annotation names is the one the Deployment mounts.
-    let cert: Vec<Value> =
-        serde_saphyr::from_multiple(&read("manifests/20-certificate.yaml")).unwrap();
-    let cert = cert.iter().find(|d| d["kind"] == "Certificate").unwrap();
-    assert_eq!(cert["metadata"]["name"], "kubeplace-webhook");
-    assert_eq!(cert["spec"]["secretName"], "kubeplace-webhook-tls");
-    let deployment = yaml(&read("manifests/30-deployment.yaml"));
-    assert_eq!(
-        deployment["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"],
-        "kubeplace-webhook-tls"
+    // No CA is written down: kubeplace sets the caBundle of the configuration its
+    // Deployment names, from the Secret its Role lets it keep, and nothing else.
+    assert!(
+        hooks
+            .iter()
+            .all(|h| h["clientConfig"]["caBundle"].is_null())
     );
+    let deployment = yaml(&read("manifests/30-deployment.yaml"));
+    let pod = &deployment["spec"]["template"]["spec"];
+    let args: Vec<&str> = pod["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let config_name = webhook["metadata"]["name"].as_str().unwrap();
+    for arg in [
+        "--tls-secret=kubeplace-webhook-tls",
+        "--webhook-service=kubeplace-webhook",
+        &format!("--webhook-config-name={config_name}"),
+    ] {
+        assert!(args.contains(&arg), "no {arg} in {args:?}");
+    }
+    let rbac: Vec<Value> = serde_saphyr::from_multiple(&read("manifests/10-rbac.yaml")).unwrap();
+    let names_of = |kind: &str, resource: &str| -> Vec<Value> {
+        let role = rbac.iter().find(|d| d["kind"] == kind).unwrap();
+        role["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["resources"][0] == resource)
+            .flat_map(|r| r["resourceNames"].as_array().cloned().unwrap_or_default())
+            .collect()
+    };
+    assert_eq!(
+        names_of("ClusterRole", "validatingwebhookconfigurations"),
+        [Value::from(config_name)]
+    );
+    assert_eq!(
+        names_of("Role", "secrets"),
+        [Value::from("kubeplace-webhook-tls")]
+    );
+    // Drain: preStop sleep, then SIGTERM and --drain-seconds, within the grace period.
+    let sleep = pod["containers"][0]["lifecycle"]["preStop"]["sleep"]["seconds"]
+        .as_u64()
+        .unwrap();
+    let drain: u64 = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--drain-seconds="))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let grace = pod["terminationGracePeriodSeconds"].as_u64().unwrap();
+    assert!(grace > sleep + drain, "{grace} <= {sleep} + {drain}");
 }
 
 #[test]
@@ -158,10 +204,28 @@ fn manifest_rbac_covers_every_kind() {
             "the ClusterRole cannot write {plural}/status"
         );
     }
-    // Least privilege: no wildcards, no secrets.
+    // Least privilege: no wildcards; Secrets only to create one and to read and update
+    // that one by name (never list, watch or read others).
     let text = read("manifests/10-rbac.yaml");
     assert!(!text.contains('*'), "wildcard in RBAC");
-    assert!(!text.contains("secrets"), "RBAC grants secrets");
+    for d in &docs {
+        for rule in d["rules"].as_array().into_iter().flatten() {
+            if rule["resources"]
+                .as_array()
+                .unwrap()
+                .contains(&Value::from("secrets"))
+            {
+                let verbs = rule["verbs"].clone();
+                assert!(
+                    verbs == serde_json::json!(["create"])
+                        || (verbs == serde_json::json!(["get", "update"])
+                            && rule["resourceNames"]
+                                == serde_json::json!(["kubeplace-webhook-tls"])),
+                    "RBAC grants too much on secrets: {rule}"
+                );
+            }
+        }
+    }
 }
 
 /// The sources `COPY` brings into the image's build stage.

@@ -6,6 +6,7 @@ pub mod crds;
 pub(crate) mod extra_specs;
 pub mod placement;
 pub mod placement_serve;
+pub mod probe;
 pub mod provider_config;
 pub mod run;
 
@@ -82,6 +83,9 @@ pub enum Command {
     /// extra specs or image properties.
     #[command(subcommand)]
     ExtraSpecs(extra_specs::ExtraSpecsCommand),
+    /// GET each URL and say whether it answered 2xx (exit 0) or not (exit 1): the chart's
+    /// `helm test` runs it against the release's Services.
+    Probe(probe::ProbeArgs),
     /// Print a shell completion script: `source <(kubeplace completion bash)`, or write it
     /// where the shell loads completions from (bash, zsh, fish, elvish, powershell).
     Completion {
@@ -160,6 +164,7 @@ pub fn main() -> ExitCode {
             ExitCode::from(extra_specs::run(command, stdin, stdout, stderr))
         }
         Command::Run(args) => run::main(*args),
+        Command::Probe(args) => probe::main(&args),
         Command::Completion { shell } => {
             completion::write(shell, &mut std::io::stdout().lock());
             ExitCode::SUCCESS

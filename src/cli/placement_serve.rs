@@ -69,7 +69,7 @@ pub fn main(args: &ServeArgs) -> ExitCode {
         drop(out);
         let cancel = CancellationToken::new();
         let server = tokio::spawn(placement_api::serve(api, listener, None, cancel.clone()));
-        super::run::shutdown_signal().await;
+        let _ = super::run::shutdown_signal().await;
         cancel.cancel();
         let _ = server.await;
         ExitCode::SUCCESS

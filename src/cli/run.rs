@@ -26,6 +26,7 @@ use crate::health::{self, Health};
 use crate::metrics::Metrics;
 use crate::placement_api::{self, Auth, Cluster, KubernetesAuth, PlacementApi};
 use crate::webhook::claims_route::{ClaimsRoute, Endpoint};
+use crate::webhook::tls_secret::{self, Lifetimes, TlsSecret};
 use crate::webhook::{Webhook, certs, config, server};
 use kubeplace_api::Kind;
 
@@ -74,7 +75,28 @@ pub struct RunArgs {
     /// The IP address or DNS name the API server reaches the webhook at (with --self-signed).
     #[arg(long, value_name = "HOST")]
     pub webhook_host: Option<String>,
-    /// Name of the ValidatingWebhookConfiguration --self-signed manages.
+    /// Keep the webhook's CA and serving certificate in this Secret of --namespace: made
+    /// when missing, renewed before it expires, shared by every replica (the one whose
+    /// write loses serves the winner's), re-read every 10 s; the caBundle of the webhooks
+    /// of --webhook-config-name is kept equal to its CA. The certificate is for the names
+    /// of --webhook-service and for --webhook-host.
+    #[arg(
+        long,
+        value_name = "NAME",
+        conflicts_with_all = ["self_signed", "tls_cert_file"]
+    )]
+    pub tls_secret: Option<String>,
+    /// The webhook's Service in --namespace (with --tls-secret): the certificate is for
+    /// NAME, NAME.NAMESPACE, NAME.NAMESPACE.svc and NAME.NAMESPACE.svc.cluster.local.
+    #[arg(long, value_name = "NAME")]
+    pub webhook_service: Option<String>,
+    /// Validity of the serving certificate --tls-secret makes, in days; it is renewed when a
+    /// third is left. Its CA lasts ten times as long.
+    #[arg(long, value_name = "DAYS", default_value_t = 365,
+          value_parser = clap::value_parser!(u32).range(1..=36500))]
+    pub tls_validity_days: u32,
+    /// Name of the ValidatingWebhookConfiguration --self-signed manages, and whose caBundle
+    /// --tls-secret keeps.
     #[arg(long, value_name = "NAME", default_value = "kubeplace")]
     pub webhook_config_name: String,
     /// Elect a leader on a Lease so that only one replica writes status
@@ -106,6 +128,12 @@ pub struct RunArgs {
     /// Serve the Placement API over HTTPS with the webhook's serving certificate.
     #[arg(long, requires = "placement_addr")]
     pub placement_tls: bool,
+    /// On SIGTERM, report not ready at once, keep serving the webhook and the Placement API
+    /// for this many seconds, then stop: long enough for the Service's endpoints to drop
+    /// this replica, so rollouts refuse no request. A second signal, or Ctrl-C, stops at
+    /// once.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    pub drain_seconds: u64,
     /// Log format (the level is set by RUST_LOG, default info).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -133,9 +161,15 @@ pub fn main(args: RunArgs) -> ExitCode {
     init_logging(args.log_format);
     // The one TLS crypto provider in the build; kube's client uses it too.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    if args.tls_cert_file.is_none() && !args.self_signed {
+    if args.tls_cert_file.is_none() && !args.self_signed && args.tls_secret.is_none() {
         eprintln!(
-            "kubeplace run: the webhook needs a certificate: give --tls-cert-file and --tls-key-file, or --self-signed --webhook-host HOST"
+            "kubeplace run: the webhook needs a certificate: give --tls-secret NAME --webhook-service SERVICE, --tls-cert-file and --tls-key-file, or --self-signed --webhook-host HOST"
+        );
+        return ExitCode::from(2);
+    }
+    if args.tls_secret.is_some() && certificate_names(&args).is_empty() {
+        eprintln!(
+            "kubeplace run: --tls-secret needs the names the API server calls the webhook by: give --webhook-service SERVICE (and/or --webhook-host HOST)"
         );
         return ExitCode::from(2);
     }
@@ -194,26 +228,48 @@ fn identity() -> String {
     format!("{host}_{}_{nanos:08x}", std::process::id())
 }
 
-pub(crate) async fn shutdown_signal() {
+/// The signal that asked the process to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stop {
+    /// SIGTERM, as the kubelet sends: drain first.
+    Terminate,
+    /// Ctrl-C: stop at once.
+    Interrupt,
+}
+
+pub(crate) async fn shutdown_signal() -> Stop {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
         match signal(SignalKind::terminate()) {
             Ok(mut term) => {
                 tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => Stop::Interrupt,
+                    _ = term.recv() => Stop::Terminate,
                 }
             }
             Err(_) => {
                 let _ = tokio::signal::ctrl_c().await;
+                Stop::Interrupt
             }
         }
     }
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+        Stop::Interrupt
     }
+}
+
+/// The names the certificate of --tls-secret is for.
+fn certificate_names(args: &RunArgs) -> Vec<String> {
+    let mut names = args
+        .webhook_service
+        .as_deref()
+        .map(|s| tls_secret::service_names(s, &args.namespace))
+        .unwrap_or_default();
+    names.extend(args.webhook_host.clone());
+    names
 }
 
 async fn bind(addr: SocketAddr, what: &str) -> Result<TcpListener, String> {
@@ -225,16 +281,22 @@ async fn bind(addr: SocketAddr, what: &str) -> Result<TcpListener, String> {
 async fn run(args: RunArgs) -> Result<(), String> {
     let client = client(&args).await?;
     let identity = identity();
-    let cancel = CancellationToken::new();
+    // `serving` stops the servers; `cancel`, its child, stops everything else, first.
+    let serving = CancellationToken::new();
+    let cancel = serving.child_token();
+    let (stopping, stopping_rx) = watch::channel(false);
     let metrics = Arc::new(Metrics::new());
     let store = SharedStore::default();
     let trigger = Arc::new(Trigger::default());
     let resources = Kind::ALL.map(Kind::api_resource);
     let (synced, ready) = Synced::new(resources.len());
 
-    // The serving certificate.
-    let (resolver, ca_pem) = match (&args.tls_cert_file, &args.tls_key_file) {
-        (Some(cert), Some(key)) => {
+    // The serving certificate, and the CA other replicas check this one's with (`ca_pem`).
+    let mut register_ca = None;
+    // The CA as it changes (a renewal in the Secret), for the Lease.
+    let (ca_tx, mut ca_rx) = watch::channel(String::new());
+    let (resolver, ca_pem) = match (&args.tls_cert_file, &args.tls_key_file, &args.tls_secret) {
+        (Some(cert), Some(key), _) => {
             let loaded = certs::load_files(cert, key).map_err(|e| e.to_string())?;
             let resolver = certs::CertResolver::new(loaded);
             tokio::spawn(certs::reload_on_change(
@@ -246,11 +308,29 @@ async fn run(args: RunArgs) -> Result<(), String> {
             ));
             (resolver, None)
         }
+        (_, _, Some(secret)) => {
+            let kept = TlsSecret::new(
+                client.clone(),
+                &args.namespace,
+                secret,
+                &args.webhook_config_name,
+                certificate_names(&args),
+                Lifetimes::days(args.tls_validity_days),
+            );
+            let material = kept.ensure().await.map_err(|e| e.to_string())?;
+            let resolver =
+                certs::CertResolver::new(material.certified_key().map_err(|e| e.to_string())?);
+            let ca = material.ca_bundle.clone();
+            ca_tx.send_replace(ca.clone());
+            tokio::spawn(kept.keep(resolver.clone(), material, ca_tx, serving.clone()));
+            (resolver, Some(ca))
+        }
         _ => {
             let host = args.webhook_host.clone().unwrap_or_default();
             let generated = certs::self_signed(&host).map_err(|e| e.to_string())?;
             let resolver =
                 certs::CertResolver::new(generated.certified_key().map_err(|e| e.to_string())?);
+            register_ca = Some(generated.ca_pem.clone());
             (resolver, Some(generated.ca_pem))
         }
     };
@@ -274,7 +354,24 @@ async fn run(args: RunArgs) -> Result<(), String> {
     if args.leader_elect {
         let mut settings = LeaseSettings::new(&args.lease_name, &args.namespace, &identity);
         match claims_endpoint(&args, webhook_port, ca_pem.as_deref()) {
-            Ok(endpoint) => settings.annotations = endpoint.annotations(),
+            Ok(endpoint) => {
+                let (annotations, rx) = watch::channel(endpoint.annotations());
+                settings.annotations = rx;
+                // A renewed CA goes on the Lease, so followers keep trusting this leader.
+                ca_rx.mark_unchanged();
+                tokio::spawn(async move {
+                    while ca_rx.changed().await.is_ok() {
+                        let ca_pem = ca_rx.borrow_and_update().clone();
+                        annotations.send_replace(
+                            Endpoint {
+                                ca_pem,
+                                ..endpoint.clone()
+                            }
+                            .annotations(),
+                        );
+                    }
+                });
+            }
             Err(e) => warn!("other replicas cannot pass claims to this one: {e}"),
         }
         let (e, leading) = Elector::new(client.clone(), settings);
@@ -302,18 +399,19 @@ async fn run(args: RunArgs) -> Result<(), String> {
         webhook_listener,
         Some(tls),
         move |req| server::handle(webhook.clone(), req),
-        cancel.clone(),
+        serving.clone(),
     ));
     let health = Health {
         metrics: metrics.clone(),
         ready: ready.clone(),
         synced: synced.clone(),
+        stopping: stopping_rx,
     };
     tokio::spawn(server::serve(
         metrics_listener,
         None,
         move |req| health::handle(health.clone(), req),
-        cancel.clone(),
+        serving.clone(),
     ));
 
     // Watches: every replica keeps the whole store.
@@ -328,7 +426,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
         }
     }
 
-    if let Some(ca) = &ca_pem {
+    if let Some(ca) = &register_ca {
         let host = args.webhook_host.as_deref().unwrap_or_default();
         let url = config::base_url(host, webhook_port);
         let configuration = config::webhook_configuration(&args.webhook_config_name, &url, ca);
@@ -351,7 +449,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
             args.namespace.clone(),
             listener,
             placement_tls,
-            cancel.clone(),
+            serving.clone(),
         ));
     }
 
@@ -399,8 +497,19 @@ async fn run(args: RunArgs) -> Result<(), String> {
         leader_elect = args.leader_elect,
         "kubeplace is running"
     );
-    shutdown_signal().await;
-    info!("shutting down");
+    let signal = shutdown_signal().await;
+    let drain = match signal {
+        Stop::Terminate => Duration::from_secs(args.drain_seconds),
+        Stop::Interrupt => Duration::ZERO,
+    };
+    let drained = tokio::time::Instant::now() + drain;
+    // Not ready at once, so the Service stops sending requests here; they are still
+    // answered until the drain ends. Leadership goes now: another replica takes over.
+    stopping.send_replace(true);
+    info!(
+        drain_seconds = drain.as_secs(),
+        "shutting down: not ready, serving until the drain ends"
+    );
     cancel.cancel();
     if let Some(task) = elector_task
         && tokio::time::timeout(Duration::from_secs(5), task)
@@ -410,6 +519,11 @@ async fn run(args: RunArgs) -> Result<(), String> {
         warn!("the leader lease was not released in time");
     }
     let _ = tokio::time::timeout(Duration::from_secs(5), reconciling).await;
+    tokio::select! {
+        _ = tokio::time::sleep_until(drained) => {}
+        _ = shutdown_signal() => info!("a second signal: stopping without waiting out the drain"),
+    }
+    serving.cancel();
     for w in watches {
         w.abort();
     }
@@ -637,5 +751,48 @@ mod tests {
             "k"
         ]));
         assert!(!bad(&["--tls-cert-file", "c", "--tls-key-file", "k"]));
+        assert!(bad(&[
+            "--tls-secret",
+            "s",
+            "--self-signed",
+            "--webhook-host",
+            "h"
+        ]));
+        assert!(bad(&[
+            "--tls-secret",
+            "s",
+            "--tls-cert-file",
+            "c",
+            "--tls-key-file",
+            "k"
+        ]));
+        assert!(bad(&["--tls-secret", "s", "--tls-validity-days", "0"]));
+    }
+
+    #[test]
+    fn the_secrets_certificate_is_for_the_service_and_the_host() {
+        let a = parse(&[
+            "--tls-secret",
+            "kubeplace-webhook-tls",
+            "--webhook-service",
+            "kubeplace-webhook",
+            "--namespace",
+            "ops",
+            "--webhook-host",
+            "10.0.0.5",
+        ]);
+        assert_eq!(a.tls_validity_days, 365);
+        assert_eq!(a.drain_seconds, 10);
+        assert_eq!(
+            super::certificate_names(&a),
+            [
+                "kubeplace-webhook.ops.svc",
+                "kubeplace-webhook",
+                "kubeplace-webhook.ops",
+                "kubeplace-webhook.ops.svc.cluster.local",
+                "10.0.0.5"
+            ]
+        );
+        assert!(super::certificate_names(&parse(&["--tls-secret", "s"])).is_empty());
     }
 }

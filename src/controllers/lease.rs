@@ -28,8 +28,9 @@ pub(crate) struct LeaseSettings {
     pub renew_deadline: Duration,
     /// How often the lease is renewed or tried.
     pub retry_period: Duration,
-    /// Annotations the holder keeps on the lease: where the other replicas reach it.
-    pub annotations: BTreeMap<String, String>,
+    /// Annotations the holder keeps on the lease: where the other replicas reach it. They
+    /// may change (a renewed CA); every renewal writes the latest.
+    pub annotations: watch::Receiver<BTreeMap<String, String>>,
 }
 
 impl LeaseSettings {
@@ -42,7 +43,7 @@ impl LeaseSettings {
             lease_duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),
-            annotations: BTreeMap::new(),
+            annotations: watch::channel(BTreeMap::new()).1,
         }
     }
 }
@@ -182,7 +183,7 @@ impl Elector {
                     metadata: ObjectMeta {
                         name: Some(self.settings.name.clone()),
                         namespace: Some(self.settings.namespace.clone()),
-                        annotations: Some(self.settings.annotations.clone()),
+                        annotations: Some(self.settings.annotations.borrow().clone()),
                         ..Default::default()
                     },
                     spec: Some(LeaseSpec {
@@ -210,7 +211,7 @@ impl Elector {
                 // The holder's annotations replace its predecessor's.
                 let annotations = lease.metadata.annotations.get_or_insert_with(BTreeMap::new);
                 annotations.retain(|k, _| !k.starts_with(CLAIMS_ANNOTATION_PREFIX));
-                annotations.extend(self.settings.annotations.clone());
+                annotations.extend(self.settings.annotations.borrow().clone());
                 self.api
                     .replace(&self.settings.name, &PostParams::default(), &lease)
                     .await
@@ -480,6 +481,32 @@ mod tests {
         assert!(e.try_acquire_or_renew().await.unwrap());
         assert!(!e.try_acquire_or_renew().await.unwrap());
         api.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn each_renewal_writes_the_latest_claims_annotations() {
+        let (service, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
+        let mut settings = LeaseSettings::new("kubeplace-leader", "kubeplace-system", "me");
+        let ca = |pem: &str| {
+            BTreeMap::from([(format!("{CLAIMS_ANNOTATION_PREFIX}ca"), pem.to_string())])
+        };
+        let (annotations, rx) = watch::channel(ca("old CA"));
+        settings.annotations = rx;
+        let (mut e, _rx) = Elector::new(Client::new(service, "default"), settings);
+        let api = tokio::spawn(async move {
+            let mut sent = Vec::new();
+            for _ in 0..2 {
+                expect(&mut handle, Method::GET, PATH, 200, lease(Some("me"), 1)).await;
+                let put = expect(&mut handle, Method::PUT, PATH, 200, lease(Some("me"), 1)).await;
+                sent.push(put["metadata"]["annotations"]["claims.kubeplace.io/ca"].clone());
+            }
+            sent
+        });
+        assert!(e.try_acquire_or_renew().await.unwrap());
+        // The CA was renewed in the Secret: followers must trust the new one.
+        annotations.send_replace(ca("new CA"));
+        assert!(e.try_acquire_or_renew().await.unwrap());
+        assert_eq!(api.await.unwrap(), ["old CA", "new CA"]);
     }
 
     #[tokio::test]

@@ -1,5 +1,6 @@
 //! The webhook's serving certificate: from PEM files (re-read when they change), or a CA
-//! and serving certificate generated at start for `--self-signed`.
+//! and serving certificate generated here (at start for `--self-signed`, into a Secret for
+//! `--tls-secret`, see [`super::tls_secret`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -92,6 +93,29 @@ impl ResolvesServerCert for CertResolver {
     }
 }
 
+/// A TLS client configuration (ring) that trusts the CAs of `ca_pem` only.
+pub fn client_config(ca_pem: &str) -> Result<Arc<rustls::ClientConfig>, CertError> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        let cert = cert.map_err(|e| CertError::Certificate(e.to_string()))?;
+        roots
+            .add(cert)
+            .map_err(|e| CertError::Certificate(e.to_string()))?;
+    }
+    if roots.is_empty() {
+        return Err(CertError::Certificate(
+            "the CA file holds no CERTIFICATE block".into(),
+        ));
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
 /// A TLS server configuration (ring, TLS 1.2 and 1.3, HTTP/1.1) serving the resolver's
 /// certificate.
 pub fn server_config(resolver: Arc<CertResolver>) -> Result<Arc<ServerConfig>, CertError> {
@@ -151,17 +175,20 @@ pub struct SelfSigned {
     pub key_pem: String,
 }
 
-/// Generates a CA and a serving certificate for `host` (an IP address or a DNS name),
-/// valid for a year from an hour ago.
-pub fn self_signed(host: &str) -> Result<SelfSigned, CertError> {
-    use rcgen::{
-        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
-        KeyPair, KeyUsagePurpose,
-    };
-    let not_before = time::OffsetDateTime::now_utc() - time::Duration::hours(1);
-    let not_after = not_before + time::Duration::days(366);
+/// A CA certificate and its private key, PEM.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ca {
+    pub cert_pem: String,
+    pub key_pem: String,
+}
 
-    let ca_key = KeyPair::generate()?;
+/// Generates a CA (ECDSA P-256) valid from `not_before` to `not_after`.
+pub fn generate_ca(
+    not_before: time::OffsetDateTime,
+    not_after: time::OffsetDateTime,
+) -> Result<Ca, CertError> {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
+    let key = KeyPair::generate()?;
     let mut ca = CertificateParams::new(Vec::<String>::new())?;
     ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     ca.distinguished_name
@@ -169,12 +196,31 @@ pub fn self_signed(host: &str) -> Result<SelfSigned, CertError> {
     ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
     ca.not_before = not_before;
     ca.not_after = not_after;
-    let ca_cert = ca.self_signed(&ca_key)?;
-    let issuer = Issuer::new(ca, ca_key);
+    let cert = ca.self_signed(&key)?;
+    Ok(Ca {
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+    })
+}
 
+/// A serving certificate for `names` (IP addresses or DNS names, the first also the
+/// common name) signed by `ca`, and its new key: (certificate PEM, key PEM).
+pub fn sign_serving(
+    ca: &Ca,
+    names: &[String],
+    not_before: time::OffsetDateTime,
+    not_after: time::OffsetDateTime,
+) -> Result<(String, String), CertError> {
+    use rcgen::{
+        CertificateParams, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair, KeyUsagePurpose,
+    };
+    let issuer = Issuer::from_ca_cert_pem(&ca.cert_pem, KeyPair::from_pem(&ca.key_pem)?)?;
     let key = KeyPair::generate()?;
-    let mut leaf = CertificateParams::new(vec![host.to_string()])?;
-    leaf.distinguished_name.push(DnType::CommonName, host);
+    let mut leaf = CertificateParams::new(names.to_vec())?;
+    if let Some(first) = names.first() {
+        leaf.distinguished_name
+            .push(DnType::CommonName, first.as_str());
+    }
     leaf.key_usages = vec![
         KeyUsagePurpose::DigitalSignature,
         KeyUsagePurpose::KeyEncipherment,
@@ -183,10 +229,20 @@ pub fn self_signed(host: &str) -> Result<SelfSigned, CertError> {
     leaf.not_before = not_before;
     leaf.not_after = not_after;
     let cert = leaf.signed_by(&key, &issuer)?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+/// Generates a CA and a serving certificate for `host` (an IP address or a DNS name),
+/// valid for a year from an hour ago.
+pub fn self_signed(host: &str) -> Result<SelfSigned, CertError> {
+    let not_before = time::OffsetDateTime::now_utc() - time::Duration::hours(1);
+    let not_after = not_before + time::Duration::days(366);
+    let ca = generate_ca(not_before, not_after)?;
+    let (cert_pem, key_pem) = sign_serving(&ca, &[host.to_string()], not_before, not_after)?;
     Ok(SelfSigned {
-        ca_pem: ca_cert.pem(),
-        cert_pem: cert.pem(),
-        key_pem: key.serialize_pem(),
+        ca_pem: ca.cert_pem,
+        cert_pem,
+        key_pem,
     })
 }
 

@@ -14,15 +14,14 @@
 //! that unavailability is in docs/architecture.md.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, Request, header};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::rt::TokioIo;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio_rustls::TlsConnector;
@@ -136,17 +135,9 @@ fn connector(ca_pem: &str) -> Result<TlsConnector, String> {
     {
         return Ok(connector.clone());
     }
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-        let cert = cert.map_err(|e| format!("the leader's CA is not PEM: {e}"))?;
-        roots
-            .add(cert)
-            .map_err(|e| format!("the leader's CA is not usable: {e}"))?;
-    }
-    let config = rustls::ClientConfig::builder()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let connector = TlsConnector::from(Arc::new(config));
+    let config =
+        super::certs::client_config(ca_pem).map_err(|e| format!("the leader's CA: {e}"))?;
+    let connector = TlsConnector::from(config);
     *made = Some((ca_pem.to_string(), connector.clone()));
     Ok(connector)
 }

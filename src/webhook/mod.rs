@@ -7,6 +7,7 @@ pub mod claims_route;
 pub mod config;
 mod read_through;
 pub mod server;
+pub mod tls_secret;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

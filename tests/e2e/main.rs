@@ -7,6 +7,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod chart;
 mod claims;
 mod failover;
 mod placement_api;
@@ -246,12 +247,15 @@ fn helm_lint_passes() {
 fn helm_template_is_accepted_by_the_api_server() {
     let _objects = objects_lock();
     let cp = crds_installed();
+    // The helm test Pod needs the namespace's default ServiceAccount, which no
+    // controller-manager makes here; tests/e2e/chart.rs checks it on its own.
     let rendered = cp.helm(&[
         "template",
         "kubeplace",
         "charts/kubeplace",
         "--namespace",
         "default",
+        "--skip-tests",
     ]);
     let rendered = rendered.ok().to_string();
     let applied = cp.kubectl_stdin(&["apply", "--dry-run=server", "-f", "-"], &rendered);
@@ -262,7 +266,6 @@ fn helm_template_is_accepted_by_the_api_server() {
         "clusterrolebinding.rbac.authorization.k8s.io/kubeplace",
         "role.rbac.authorization.k8s.io/kubeplace",
         "rolebinding.rbac.authorization.k8s.io/kubeplace",
-        "secret/kubeplace-webhook-tls",
         "service/kubeplace-webhook",
         "service/kubeplace-metrics",
         "deployment.apps/kubeplace",
@@ -316,14 +319,13 @@ fn manifests_are_accepted_by_the_api_server() {
     let _objects = objects_lock();
     let cp = crds_installed();
     // The namespace for real (namespaced objects need it even in a dry run),
-    // everything else as a server-side dry run. 20-certificate.yaml needs
-    // cert-manager's CRDs, which this API server does not have.
+    // everything else as a server-side dry run.
     cp.kubectl(&["apply", "-f", "manifests/00-namespace.yaml"])
         .ok();
     let mut files: Vec<String> = std::fs::read_dir(format!("{ROOT}/manifests"))
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|f| f.ends_with(".yaml") && f != "20-certificate.yaml")
+        .filter(|f| f.ends_with(".yaml"))
         .collect();
     files.sort();
     let mut args = vec!["apply", "--dry-run=server"];
@@ -358,6 +360,8 @@ fn helm_install_creates_the_objects_and_uninstall_removes_them() {
     let _exclusive = exclusive_lock();
     let cp = cluster();
     let (release, ns) = ("kubeplace-e2e", "kubeplace-e2e");
+    // The CRDs are templates of the release; other tests applied them with kubectl, so
+    // the release takes them over, as an install over an earlier one would.
     let installed = cp.helm(&[
         "install",
         release,
@@ -365,6 +369,7 @@ fn helm_install_creates_the_objects_and_uninstall_removes_them() {
         "--namespace",
         ns,
         "--create-namespace",
+        "--take-ownership",
     ]);
     assert!(
         installed.ok().contains("STATUS: deployed"),
@@ -387,7 +392,6 @@ fn helm_install_creates_the_objects_and_uninstall_removes_them() {
         "role/kubeplace-e2e",
         "rolebinding/kubeplace-e2e",
         "poddisruptionbudget/kubeplace-e2e",
-        "secret/kubeplace-e2e-webhook-tls",
     ];
     let cluster_scoped = [
         "clusterrole/kubeplace-e2e",
@@ -404,8 +408,9 @@ fn helm_install_creates_the_objects_and_uninstall_removes_them() {
         cp.kubectl(&["get", "crd", crd]).ok();
     }
 
-    // The webhook points at the Service, trusts the generated CA, and the
-    // Deployment runs `kubeplace run` with the mounted certificate.
+    // The webhook points at the Service; the chart renders no CA (the operator sets it,
+    // and no pod runs here), and the Deployment runs `kubeplace run` keeping its
+    // certificate in the Secret.
     let webhook = cp.kubectl(&[
         "get",
         "validatingwebhookconfiguration",
@@ -422,19 +427,12 @@ fn helm_install_creates_the_objects_and_uninstall_removes_them() {
         assert_eq!(f[1], "Fail", "{line}");
         assert_eq!(f[2], "kubeplace-e2e-webhook", "{line}");
         assert_eq!(f[3], format!("/validate/{plural}"), "{line}");
-        assert!(f[4].len() > 100, "no caBundle: {line}");
+        assert_eq!(f[4], "", "the chart rendered a caBundle: {line}");
     }
-    let ca = cp.kubectl(&[
-        "get",
-        "-n",
-        ns,
-        "secret/kubeplace-e2e-webhook-tls",
-        "-o",
-        "jsonpath={.data.ca\\.crt}",
-    ]);
+    let secret = cp.kubectl(&["get", "-n", ns, "secret/kubeplace-e2e-webhook-tls"]);
     assert!(
-        webhook.contains(ca.ok().trim()),
-        "caBundle is not the Secret's CA"
+        secret.fails().contains("NotFound"),
+        "the chart made the Secret"
     );
     let args = cp.kubectl(&[
         "get",
@@ -448,15 +446,16 @@ fn helm_install_creates_the_objects_and_uninstall_removes_them() {
     assert!(args.starts_with("2 "), "{args}");
     for arg in [
         "\"run\"",
-        "--tls-cert-file=/tls/tls.crt",
-        "--tls-key-file=/tls/tls.key",
+        "--tls-secret=kubeplace-e2e-webhook-tls",
+        "--webhook-service=kubeplace-e2e-webhook",
+        "--webhook-config-name=kubeplace-e2e",
+        "--drain-seconds=10",
         "--leader-elect=true",
     ] {
         assert!(args.contains(arg), "no {arg}: {args}");
     }
 
-    // An upgrade keeps the generated CA and certificate (the webhook would
-    // otherwise distrust running replicas) and applies the new values.
+    // An upgrade applies the new values.
     let upgraded = cp.helm(&[
         "upgrade",
         release,
@@ -472,27 +471,6 @@ fn helm_install_creates_the_objects_and_uninstall_removes_them() {
         upgraded.ok().contains("STATUS: deployed"),
         "{}",
         upgraded.stdout
-    );
-    let after = cp.kubectl(&[
-        "get",
-        "-n",
-        ns,
-        "secret/kubeplace-e2e-webhook-tls",
-        "-o",
-        "jsonpath={.data.ca\\.crt}",
-    ]);
-    assert_eq!(after.ok(), ca.stdout, "the upgrade replaced the CA");
-    let bundle = cp.kubectl(&[
-        "get",
-        "validatingwebhookconfiguration",
-        "kubeplace-e2e",
-        "-o",
-        "jsonpath={.webhooks[0].clientConfig.caBundle}",
-    ]);
-    assert_eq!(
-        bundle.ok(),
-        ca.stdout.trim(),
-        "the upgrade changed the caBundle"
     );
     let args = cp.kubectl(&[
         "get",
@@ -533,8 +511,8 @@ fn helm_install_creates_the_objects_and_uninstall_removes_them() {
         let gone = cp.kubectl(&["get", object]);
         assert!(gone.fails().contains("NotFound"), "{object} is still there");
     }
-    // Helm never deletes CRDs from a chart's crds/ (that would delete every
-    // kubeplace object); they stay.
+    // The CRDs are kept (helm.sh/resource-policy: keep): deleting them would delete
+    // every kubeplace object.
     for crd in CRDS {
         cp.kubectl(&["get", "crd", crd]).ok();
     }
@@ -599,13 +577,18 @@ impl Operator {
         Operator::launch(cp, name, args, metrics_port, webhook_config)
     }
 
+    /// Starts `kubeplace run ARGS` (with no drain on SIGTERM unless ARGS give one) and
+    /// waits until `webhook_config` exists and it reports ready.
     fn launch(
         cp: &ControlPlane,
         name: &str,
-        args: Vec<String>,
+        mut args: Vec<String>,
         metrics_port: u16,
         webhook_config: &str,
     ) -> Operator {
+        if !args.iter().any(|a| a.starts_with("--drain-seconds")) {
+            args.push("--drain-seconds=0".into());
+        }
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kubeplace"));
         cmd.current_dir(ROOT).args(&args);
         let process = cp.spawn(cmd, name);

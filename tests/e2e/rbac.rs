@@ -110,42 +110,31 @@ fn the_operator_needs_nothing_beyond_the_manifests_rbac() {
     ]);
     assert!(denied.fails().contains("Forbidden"), "{}", denied.stderr);
 
-    // The serving certificate as files, as cert-manager would mount them.
-    let certs = kubeplace::webhook::certs::self_signed("127.0.0.1").unwrap();
-    let cert = cp.kubeconfig.with_file_name("rbac-webhook.crt");
-    let key = cp.kubeconfig.with_file_name("rbac-webhook.key");
-    std::fs::write(&cert, &certs.cert_pem).unwrap();
-    std::fs::write(&key, &certs.key_pem).unwrap();
+    // The webhook configuration the ClusterRole's resourceNames allow (`kubeplace`).
     let webhook_port = support::free_port();
     let metrics_port = support::free_port();
-    // The webhook configuration `--self-signed` registers, with the files' CA, for flavors
-    // only: a Server applied in one stream with its Flavor could otherwise reach the
-    // webhook before the watch has brought the Flavor in.
-    let mut config = kubeplace::webhook::config::webhook_configuration(
-        "kubeplace-rbac",
-        &kubeplace::webhook::config::base_url("127.0.0.1", webhook_port),
-        &certs.ca_pem,
-    );
-    config
-        .webhooks
-        .get_or_insert_with(Vec::new)
-        .retain(|w| w.name == "flavors.kubeplace.io");
-    cp.kubectl_stdin(
-        &["apply", "-f", "-"],
-        &serde_json::to_string(&config).unwrap(),
-    )
-    .ok();
+    super::chart::flavor_webhook_without_ca(cp, "kubeplace", webhook_port);
+    // The certificate is made into the Secret the Role names, as the chart runs it.
     let args: Vec<String> = vec![
         "run".into(),
         format!("--kubeconfig={}", kubeconfig.display()),
-        format!("--tls-cert-file={}", cert.display()),
-        format!("--tls-key-file={}", key.display()),
+        "--tls-secret=kubeplace-webhook-tls".into(),
+        "--webhook-service=kubeplace-webhook".into(),
+        "--webhook-host=127.0.0.1".into(),
+        "--webhook-config-name=kubeplace".into(),
         format!("--webhook-addr=127.0.0.1:{webhook_port}"),
         format!("--metrics-addr=127.0.0.1:{metrics_port}"),
         "--namespace=kubeplace-system".into(),
         "--lease-name=e2e-rbac".into(),
     ];
-    let operator = Operator::launch(cp, "kubeplace-rbac", args, metrics_port, "kubeplace-rbac");
+    let operator = Operator::launch(cp, "kubeplace-rbac", args, metrics_port, "kubeplace");
+    // The Secret holds a CA and a certificate, and the webhook trusts that CA: every
+    // admission below passes through it.
+    let secret = super::chart::secret(cp, "kubeplace-system", "kubeplace-webhook-tls");
+    let mut keys: Vec<&str> = secret.keys().map(String::as_str).collect();
+    keys.sort();
+    assert_eq!(keys, ["ca.crt", "ca.key", "tls.crt", "tls.key"]);
+    super::chart::eventually_ca_bundle(cp, "kubeplace", &secret["ca.crt"]);
     // It leads on its Lease in its own namespace.
     let leads = (0..60).any(|_| {
         let yes = operator.metric("kubeplace_leader") == Some(1.0);
@@ -231,6 +220,14 @@ fn the_operator_needs_nothing_beyond_the_manifests_rbac() {
         .ok();
     operator.stop_and_unregister(cp);
     cp.kubectl(&["delete", "-f", "manifests/10-rbac.yaml"]).ok();
+    cp.kubectl(&[
+        "delete",
+        "secret",
+        "kubeplace-webhook-tls",
+        "-n",
+        "kubeplace-system",
+    ])
+    .ok();
     cp.kubectl(&[
         "delete",
         "lease",
