@@ -82,23 +82,39 @@ fn allocations_by_uuid<'a>(
     index: &'a ProviderIndex,
     c: &Candidate,
 ) -> Vec<(&'a str, Vec<(&'a str, i64)>)> {
-    let mut flat: Vec<(&str, &str, i64)> = c
-        .allocations
-        .iter()
-        .map(|(p, class, amount)| (&*index.get(*p).uuid, index.classes.name(*class), *amount))
-        .collect();
-    flat.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
-    let mut grouped: Vec<(&str, Vec<(&str, i64)>)> = Vec::new();
-    for (uuid, class, amount) in flat {
+    // The allocations come sorted by provider then class: group by provider first, so
+    // only a candidate's few providers, and each one's few classes, are sorted by name.
+    let mut grouped: Vec<(&str, Vec<(&str, i64)>)> = Vec::with_capacity(4);
+    let mut last: Option<ProviderId> = None;
+    for (p, class, amount) in &c.allocations {
+        let entry = (index.classes.name(*class), *amount);
         match grouped.last_mut() {
-            Some((u, classes)) if *u == uuid => match classes.last_mut() {
-                Some((c, a)) if *c == class => *a = amount,
-                _ => classes.push((class, amount)),
-            },
-            _ => grouped.push((uuid, vec![(class, amount)])),
+            Some((_, classes)) if last == Some(*p) => classes.push(entry),
+            _ => grouped.push((&index.get(*p).uuid, vec![entry])),
+        }
+        last = Some(*p);
+    }
+    for (_, classes) in &mut grouped {
+        classes.sort_by_key(|(name, _)| *name);
+    }
+    grouped.sort_by_key(|(uuid, _)| *uuid);
+    // Providers sharing a uuid share an entry; a class named twice keeps its last amount.
+    let mut merged: Vec<(&str, Vec<(&str, i64)>)> = Vec::with_capacity(grouped.len());
+    for (uuid, classes) in grouped {
+        match merged.last_mut() {
+            Some((u, kept)) if *u == uuid => {
+                for (class, amount) in classes {
+                    match kept.iter_mut().find(|(c, _)| *c == class) {
+                        Some(slot) => slot.1 = amount,
+                        None => kept.push((class, amount)),
+                    }
+                }
+                kept.sort_by_key(|(name, _)| *name);
+            }
+            _ => merged.push((uuid, classes)),
         }
     }
-    grouped
+    merged
 }
 
 /// `{"CLASS": amount, …}`.
