@@ -833,3 +833,19 @@ fn probe_exits_0_when_every_url_answers_2xx_and_1_otherwise() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("give --ca-file"));
 }
+
+#[test]
+fn run_refuses_a_log_filter_it_cannot_read() {
+    let out = kubeplace(
+        &["run", "--self-signed", "--log-level", "kubeplace=lots"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--log-level")
+            && err.contains("\"kubeplace=lots\" is not a log filter")
+            && err.contains("error, warn, info, debug, trace"),
+        "{err}"
+    );
+}

@@ -134,14 +134,29 @@ pub struct RunArgs {
     /// once.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     pub drain_seconds: u64,
-    /// Log format (the level is set by RUST_LOG, default info).
+    /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// Which logs to write: a level (error, warn, info, debug, trace), or directives such as
+    /// `info,kubeplace=debug`.
+    #[arg(long, env = "RUST_LOG", default_value = "info", value_parser = log_filter)]
+    pub log_level: String,
 }
 
-fn init_logging(format: LogFormat) {
+/// Checks a log filter, so a typo is refused at start instead of silently logging at info.
+fn log_filter(text: &str) -> Result<String, String> {
+    tracing_subscriber::EnvFilter::try_new(text)
+        .map(|_| text.to_string())
+        .map_err(|e| {
+            format!(
+                "{text:?} is not a log filter ({e}); give a level (error, warn, info, debug, trace) or directives such as info,kubeplace=debug"
+            )
+        })
+}
+
+fn init_logging(format: LogFormat, level: &str) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = EnvFilter::try_new(level).unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -158,7 +173,7 @@ fn init_logging(format: LogFormat) {
 
 /// Runs the operator until SIGTERM or Ctrl-C; the process's exit code.
 pub fn main(args: RunArgs) -> ExitCode {
-    init_logging(args.log_format);
+    init_logging(args.log_format, &args.log_level);
     // The one TLS crypto provider in the build; kube's client uses it too.
     let _ = rustls::crypto::ring::default_provider().install_default();
     if args.tls_cert_file.is_none() && !args.self_signed && args.tls_secret.is_none() {
