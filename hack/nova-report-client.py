@@ -189,6 +189,21 @@ def main():
         step(f"update_from_provider_tree again {name}",
              rc._provider_tree.data(uuid).generation, 3 if aggs else 2)
 
+    # Two workers creating the same provider at once (the loser's GET found nothing, then
+    # its POST is refused): Nova reads the provider back when the conflict is on the
+    # uuid, and gives up when it is on the name alone.
+    racer = client(url, token)
+    got = racer._create_resource_provider(ctx, CN2, "cn2")
+    step("create_resource_provider race",
+         {k: got.get(k) for k in ("uuid", "name", "generation")} if got else got,
+         {"uuid": CN2, "name": "cn2", "generation": 3})
+    try:
+        racer._create_resource_provider(ctx, "c0a80001-0000-4000-8000-0000000000f2", "cn2")
+        clash = None
+    except Exception as e:
+        clash = type(e).__name__
+    step("create_resource_provider name clash", clash, "ResourceProviderCreationFailed")
+
     # --- nova-compute restarted: a fresh client reads the tree back from Placement.
     rc = client(url, token)
     tree = rc.get_provider_tree_and_ensure_root(ctx, CN1, name="cn1")

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use placement_server::Server;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 /// The venv's python, or a failure that says how to make it.
 fn nova_python() -> PathBuf {
@@ -85,7 +85,7 @@ fn nova_report_client_uses_kubeplace_as_placement() {
             .1["got"]
     };
     // Each step the script has; a run that stops early is a failure.
-    assert_eq!(steps.len(), 39, "{steps:#?}");
+    assert_eq!(steps.len(), 41, "{steps:#?}");
 
     let cn1 = "c0a80001-0000-4000-8000-0000000000c1";
     let vm_a = "9a000000-0000-4000-8000-0000000000a1";
