@@ -266,6 +266,47 @@ def main():
           "user_id": allocs["user_id"], "consumer_generation": allocs["consumer_generation"]},
          {"allocations": want_a, "project_id": PROJECT, "user_id": USER,
           "consumer_generation": 1})
+    # A write from a stale view of the consumer (generation 0 where it is 1): Nova tells
+    # this conflict from a provider's by the words "consumer generation conflict".
+    stale = {"allocations": {CN1: {"resources": want_a[CN1]}}, "project_id": PROJECT,
+             "user_id": USER, "consumer_generation": 0}
+    try:
+        outcome = sched.put_allocations(ctx, VM_A, stale)
+    except Exception as e:
+        outcome = type(e).__name__
+    step("put_allocations stale consumer generation", outcome, "AllocationUpdateFailed")
+
+    # The compute's cached generation of cn1 is older than the claim (Placement moves a
+    # provider's generation with its allocations): its next inventory change is a
+    # conflict, and the resource tracker redrives it from a fresh tree.
+    tree = rc.get_provider_tree_and_ensure_root(ctx, CN1)
+    tree.update_inventory("cn1", inventory(8, 16384, 100))
+    try:
+        rc.update_from_provider_tree(ctx, tree)
+        outcome = "updated"
+    except Exception as e:
+        outcome = type(e).__name__
+    tree = rc.get_provider_tree_and_ensure_root(ctx, CN1)
+    tree.update_inventory("cn1", inventory(8, 16384, 100))
+    rc.update_from_provider_tree(ctx, tree)
+    step("inventory change on a stale generation, then redriven",
+         {"first": outcome, "generation": rc._provider_tree.data(CN1).generation,
+          "MEMORY_MB reserved": rc._provider_tree.data(CN1).inventory["MEMORY_MB"]["reserved"]},
+         {"first": "ResourceProviderUpdateConflict", "generation": 6,
+          "MEMORY_MB reserved": 512})
+    # Removing a class the instance uses is refused with Placement's inventory-in-use code.
+    tree = rc.get_provider_tree_and_ensure_root(ctx, CN1)
+    no_disk = inventory(8, 16384, 100)
+    del no_disk["DISK_GB"]
+    tree.update_inventory("cn1", no_disk)
+    try:
+        rc.update_from_provider_tree(ctx, tree)
+        outcome = "updated"
+    except Exception as e:
+        outcome = type(e).__name__
+    rc.clear_provider_cache()
+    step("inventory in use", outcome, "InventoryInUse")
+
     # VM_B's candidate is stale: 8192 MB more does not fit in the 15360 - 8192 left.
     # Placement refuses the claim and Nova's claim_resources answers False (the
     # scheduler then tries the next candidate or fails the build).

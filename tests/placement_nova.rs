@@ -85,7 +85,7 @@ fn nova_report_client_uses_kubeplace_as_placement() {
             .1["got"]
     };
     // Each step the script has; a run that stops early is a failure.
-    assert_eq!(steps.len(), 41, "{steps:#?}");
+    assert_eq!(steps.len(), 44, "{steps:#?}");
 
     let cn1 = "c0a80001-0000-4000-8000-0000000000c1";
     let vm_a = "9a000000-0000-4000-8000-0000000000a1";
@@ -99,6 +99,22 @@ fn nova_report_client_uses_kubeplace_as_placement() {
         got("get_allocs_for_consumer")["allocations"],
         json!({cn1: {"DISK_GB": 20, "MEMORY_MB": 8192, "VCPU": 4}})
     );
+    // Conflicts Nova tells apart by Placement's codes and words: a provider another
+    // worker created first is read back, a stale consumer or provider generation and an
+    // inventory in use are refused as such.
+    assert_eq!(
+        got("create_resource_provider race")["uuid"],
+        "c0a80001-0000-4000-8000-0000000000c2"
+    );
+    assert_eq!(
+        got("put_allocations stale consumer generation"),
+        "AllocationUpdateFailed"
+    );
+    assert_eq!(
+        got("inventory change on a stale generation, then redriven")["first"],
+        "ResourceProviderUpdateConflict"
+    );
+    assert_eq!(got("inventory in use"), "InventoryInUse");
     // The second instance's candidate went stale when the first claimed: Nova must see
     // the refusal, and nothing is allocated to it.
     assert_eq!(got("claim_resources over capacity"), &json!(false));
@@ -122,6 +138,14 @@ fn nova_report_client_uses_kubeplace_as_placement() {
         json!({cn1: {"DISK_GB": 20, "MEMORY_MB": 8192, "VCPU": 4}})
     );
     assert_eq!(got("move_allocations")["instance"], json!({}));
+    // VGPU inventory and the allocation on it move to a child provider in one reshape.
+    assert_eq!(
+        got("update_from_provider_tree reshape")["allocations"],
+        json!({
+            "c0a80001-0000-4000-8000-0000000000c3": {"DISK_GB": 1, "MEMORY_MB": 512, "VCPU": 1},
+            "c0a80001-0000-4000-8000-0000000000d3": {"VGPU": 1}
+        })
+    );
     assert_eq!(
         got("get_usages_counts_for_quota after deletes"),
         &json!({"project": {"cores": 0, "ram": 0}, "user": {"cores": 0, "ram": 0}})
