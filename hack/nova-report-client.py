@@ -97,8 +97,9 @@ def step(name, got, expected):
 def client(url, token):
     """A report client over an explicit keystoneauth Adapter: a static token and the
     endpoint given, as `[placement] auth_type = admin_token` would set up. raise_exc is
-    off because the report client reads statuses itself."""
-    sess = session.Session(auth=token_endpoint.Token(url, token))
+    off because the report client reads statuses itself. The timeout turns a server that
+    stops answering into a failed run instead of a hung test."""
+    sess = session.Session(auth=token_endpoint.Token(url, token), timeout=60)
     ad = adapter.Adapter(sess, service_type="placement", endpoint_override=url,
                          raise_exc=False)
     return report.SchedulerReportClient(adapter=ad)
