@@ -20,7 +20,8 @@ with a granular group for the PCI device, asks for allocation candidates and cla
 a claim made on a stale candidate is refused; the quota code counts usages; a migration
 moves an instance's allocations to its migration record; allocations are deleted; VGPU
 inventory and an allocation on it are reshaped into a child provider; nova-api mirrors a
-host aggregate; a compute node's providers are deleted.
+host aggregate; a compute node's providers are deleted; a shared storage pool in cn1's
+aggregate joins cn1's tree and gives the disk of a claim.
 """
 
 import json
@@ -53,6 +54,7 @@ VM_B = "9a000000-0000-4000-8000-0000000000b1"
 VM_C = "9a000000-0000-4000-8000-0000000000c1"
 VM_D = "9a000000-0000-4000-8000-0000000000d1"
 MIGRATION = "3e000000-0000-4000-8000-0000000000a1"
+SHARED = "5a000000-0000-4000-8000-000000000001"
 PCI_CLASS = "CUSTOM_PCI_8086_154D"
 
 
@@ -427,6 +429,32 @@ def main():
          [rp["uuid"] for rp in sched.get_providers_in_tree(ctx, CN1)]
          + [sched._get_resource_provider(ctx, u) for u in (CN3, CN3_GPU)],
          [CN1, CN1_PCI, None, None])
+
+    # --- shared storage: an operator's DISK_GB pool shared with cn1's aggregate. The
+    # compute sees it in its tree, and the scheduler gets disk from it or from the host.
+    op = client(url, token)
+    op.get_provider_tree_and_ensure_root(ctx, SHARED, name="shared-storage")
+    op.set_inventory_for_provider(ctx, SHARED, {"DISK_GB": {
+        "total": 1000, "reserved": 0, "min_unit": 1, "max_unit": 1000, "step_size": 1,
+        "allocation_ratio": 1.0}})
+    op.set_traits_for_provider(ctx, SHARED, {"MISC_SHARES_VIA_AGGREGATE"})
+    op.set_aggregates_for_provider(ctx, SHARED, {AGG})
+    step("sharing provider in the compute's tree",
+         client(url, token).get_provider_tree_and_ensure_root(ctx, CN1).get_provider_uuids(),
+         [CN1, CN1_PCI, SHARED])
+    spec_e = request_spec(flavor(1, 512, 500, {"trait:CUSTOM_GOLD": "required",
+                                               "trait:HW_CPU_X86_SGX": "forbidden"}), VM_A)
+    acs_e = candidates(sched, ctx, spec_e)
+    want_e = {SHARED: {"DISK_GB": 500}, CN1: {"MEMORY_MB": 512, "VCPU": 1}}
+    step("get_allocation_candidates shared disk",
+         {"candidates": candidates_view(acs_e),
+          "mappings": [sorted(r["mappings"][""]) for r in acs_e[0] or []]},
+         {"candidates": [want_e], "mappings": [sorted([SHARED, CN1])]})
+    step("claim_resources shared disk",
+         {"claimed": scheduler_utils.claim_resources(
+             ctx, sched, spec_e, VM_A, acs_e[0][0], allocation_request_version=acs_e[2]),
+          "allocations": allocs_view(sched.get_allocs_for_consumer(ctx, VM_A))},
+         {"claimed": True, "allocations": want_e})
 
     if failures:
         print(f"nova-report-client: {len(failures)} step(s) differ from Placement: "

@@ -85,7 +85,7 @@ fn nova_report_client_uses_kubeplace_as_placement() {
             .1["got"]
     };
     // Each step the script has; a run that stops early is a failure.
-    assert_eq!(steps.len(), 44, "{steps:#?}");
+    assert_eq!(steps.len(), 47, "{steps:#?}");
 
     let cn1 = "c0a80001-0000-4000-8000-0000000000c1";
     let vm_a = "9a000000-0000-4000-8000-0000000000a1";
@@ -151,6 +151,15 @@ fn nova_report_client_uses_kubeplace_as_placement() {
         &json!({"project": {"cores": 0, "ram": 0}, "user": {"cores": 0, "ram": 0}})
     );
 
+    // A disk too big for cn1 comes from the storage pool shared with cn1's aggregate.
+    assert_eq!(
+        got("claim_resources shared disk")["allocations"],
+        json!({
+            "5a000000-0000-4000-8000-000000000001": {"DISK_GB": 500},
+            cn1: {"MEMORY_MB": 512, "VCPU": 1}
+        })
+    );
+
     // What Nova wrote is what the server holds, read without Nova.
     let usages = s
         .call(
@@ -163,7 +172,7 @@ fn nova_report_client_uses_kubeplace_as_placement() {
         .json();
     assert_eq!(
         usages["usages"],
-        json!({"VCPU": 0, "MEMORY_MB": 0, "DISK_GB": 0})
+        json!({"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 0})
     );
     let traits = s
         .call(
@@ -186,5 +195,12 @@ fn nova_report_client_uses_kubeplace_as_placement() {
         .call("GET", &format!("/allocations/{vm_a}"), Some("1.39"), None)
         .expect(200)
         .json();
-    assert_eq!(consumer["allocations"], json!({}));
+    assert_eq!(
+        consumer["project_id"],
+        "6f1d0e52-0000-4000-8000-00000000000a"
+    );
+    assert_eq!(
+        consumer["allocations"]["5a000000-0000-4000-8000-000000000001"]["resources"],
+        json!({"DISK_GB": 500})
+    );
 }
