@@ -1,9 +1,9 @@
 //! Nova's own Placement client against `kubeplace placement serve`:
 //! `hack/nova-report-client.py` drives `nova.scheduler.client.report.SchedulerReportClient`
-//! as nova-compute, nova-scheduler, nova-conductor and nova-api do (provider trees,
-//! allocation candidates from a flavor, claims, a refused claim, a migration's move,
-//! deletes, quota usages) and prints one JSON line per step with what Nova got and what
-//! real Placement 16 gives.
+//! as nova-compute, nova-scheduler, nova-conductor and nova-api do (provider trees, a
+//! reshape, allocation candidates from a flavor, claims, a refused claim, the conflicts
+//! Nova tells apart, a migration's move, shared storage, deletes, quota usages) and prints
+//! one JSON line per step with what Nova got and what real Placement 16 gives.
 //!
 //! Nova lives in a virtualenv made by `hack/nova-venv.sh` (CI runs it before
 //! `cargo test`); without it this test fails and says how to make it.
@@ -39,7 +39,8 @@ fn nova_python() -> PathBuf {
     python
 }
 
-/// Every step's line, by step name, in order.
+/// Runs the client against the server: whether it exited 0, each step's line by name in
+/// order, and its standard error.
 fn run_client(python: &PathBuf, s: &Server) -> (bool, Vec<(String, Value)>, String) {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/hack/nova-report-client.py");
     let out = Command::new(python)
