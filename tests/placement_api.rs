@@ -406,6 +406,59 @@ fn providers_create_show_list_update_delete() {
         .expect(404);
 }
 
+/// Creating a provider that exists (same uuid and name: two workers racing to create a
+/// compute node's provider) is a uuid conflict, as Placement 16 reports it; Nova's report
+/// client then reads the provider back, where a "name" conflict makes it fail.
+#[test]
+fn creating_an_existing_provider_is_a_uuid_conflict() {
+    let s = Server::seeded();
+    for mv in ["1.20", "1.39"] {
+        let a = s.call(
+            "POST",
+            "/resource_providers",
+            Some(mv),
+            Some(&json!({"name": "cn1", "uuid": CN1})),
+        );
+        a.expect(409);
+        let (detail, code) = a.error();
+        assert!(
+            detail.ends_with(&format!(
+                "Conflicting resource provider uuid: {CN1} already exists.  "
+            )),
+            "{detail:?}"
+        );
+        assert_eq!(
+            code.as_deref(),
+            (mv == "1.39").then_some("placement.duplicate_name")
+        );
+    }
+    // A taken uuid with a free name: the same conflict and code.
+    let a = s.call(
+        "POST",
+        "/resource_providers",
+        LATEST,
+        Some(&json!({"name": "fresh", "uuid": CN1})),
+    );
+    a.expect(409);
+    assert!(a.error().0.contains("resource provider uuid"), "{}", a.body);
+    assert_eq!(a.error().1.as_deref(), Some("placement.duplicate_name"));
+    // A taken name with a free (or no) uuid names the name.
+    for body in [
+        json!({"name": "cn1", "uuid": "d0000000-0000-4000-8000-0000000000ff"}),
+        json!({"name": "cn1"}),
+    ] {
+        let a = s.call("POST", "/resource_providers", LATEST, Some(&body));
+        a.expect(409);
+        assert!(
+            a.error()
+                .0
+                .contains("Conflicting resource provider name: cn1 already exists."),
+            "{}",
+            a.body
+        );
+    }
+}
+
 #[test]
 fn inventories_generations_and_validation() {
     let s = Server::seeded();

@@ -65,6 +65,9 @@ C5='c5555555-3333-4333-8333-333333333333'; C6='c6666666-3333-4333-8333-333333333
 STEPS = [
  ('POST','/resource_providers','1.39',{'name':'d1','uuid':U1}),
  ('POST','/resource_providers','1.39',{'name':'d2','uuid':U2,'parent_provider_uuid':U1}),
+ # Creating again (two Nova workers racing), and a taken uuid with a free name.
+ ('POST','/resource_providers','1.39',{'name':'d1','uuid':U1}),
+ ('POST','/resource_providers','1.39',{'name':'d1-other','uuid':U1}),
  ('GET','/resource_providers/'+U2,'1.0',None),
  ('GET','/resource_providers/'+U2,'1.14',None),
  ('PUT','/resource_providers/'+U1+'/inventories','1.39',{'resource_provider_generation':0,'inventories':{'VCPU':{'total':4,'allocation_ratio':2.0},'DISK_GB':{'total':10}}}),

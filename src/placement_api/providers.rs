@@ -143,18 +143,29 @@ pub(crate) fn create(state: &mut State<'_>, ctx: &Ctx, call: &Call) -> Result<Re
     body::only(&b, &fields(ctx, true))?;
     body::required(&b, "name")?;
     let name = body::string(&b, "name", MAX_NAME)?.unwrap_or_default();
-    let uuid = body::uuid(&b, "uuid", false)?.unwrap_or_else(|| derived_provider_uuid(&name));
+    let given_uuid = body::uuid(&b, "uuid", false)?;
+    let uuid = given_uuid
+        .clone()
+        .unwrap_or_else(|| derived_provider_uuid(&name));
     let parent_uuid = body::uuid(&b, "parent_provider_uuid", true)?;
-    if state.store.index().contains(&object_name(&name)) {
+    // A given uuid is checked first, as Placement's database reports it first when both
+    // are taken: Nova's report client reads "Conflicting resource provider name:" as a
+    // real name clash and fails, and anything else as another worker having created the
+    // same provider, which it then reads back. A uuid derived from a taken name is a name
+    // clash (Placement's would be a fresh random uuid). Both have the duplicate_name code.
+    let name_taken = state.store.index().contains(&object_name(&name));
+    let uuid_taken = !state.store.index().names_with_uuid(&uuid).is_empty();
+    if uuid_taken && (given_uuid.is_some() || !name_taken) {
+        return Err(ApiError::conflict(format!(
+            "Conflicting resource provider uuid: {uuid} already exists."
+        ))
+        .with_code(code::DUPLICATE_NAME));
+    }
+    if name_taken {
         return Err(ApiError::conflict(format!(
             "Conflicting resource provider name: {name} already exists."
         ))
         .with_code(code::DUPLICATE_NAME));
-    }
-    if !state.store.index().names_with_uuid(&uuid).is_empty() {
-        return Err(ApiError::conflict(format!(
-            "Conflicting resource provider uuid: {uuid} already exists."
-        )));
     }
     let parent = parent_uuid
         .as_deref()

@@ -1,0 +1,207 @@
+//! Nova's own Placement client against `kubeplace placement serve`:
+//! `hack/nova-report-client.py` drives `nova.scheduler.client.report.SchedulerReportClient`
+//! as nova-compute, nova-scheduler, nova-conductor and nova-api do (provider trees, a
+//! reshape, allocation candidates from a flavor, claims, a refused claim, the conflicts
+//! Nova tells apart, a migration's move, shared storage, deletes, quota usages) and prints
+//! one JSON line per step with what Nova got and what real Placement 16 gives.
+//!
+//! Nova lives in a virtualenv made by `hack/nova-venv.sh` (CI runs it before
+//! `cargo test`); without it this test fails and says how to make it.
+
+mod placement_server;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use placement_server::Server;
+use serde_json::{Value, json};
+
+/// The venv's python, or a failure that says how to make it.
+fn nova_python() -> PathBuf {
+    let venv = std::env::var_os("KUBEPLACE_NOVA_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").expect("HOME is set"))
+                .join(".cache/kubeplace/nova-venv")
+        });
+    let python = venv.join("bin/python");
+    let has_nova = python.is_file()
+        && Command::new(&python)
+            .args(["-c", "import nova.scheduler.client.report"])
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+    assert!(
+        has_nova,
+        "{} cannot import Nova: run hack/nova-venv.sh to create the Nova virtualenv (python3 and PyPI needed)",
+        python.display()
+    );
+    python
+}
+
+/// Runs the client against the server: whether it exited 0, each step's line by name in
+/// order, and its standard error.
+fn run_client(python: &PathBuf, s: &Server) -> (bool, Vec<(String, Value)>, String) {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/hack/nova-report-client.py");
+    let out = Command::new(python)
+        .args([script, &s.url(), "admin"])
+        .output()
+        .expect("the Nova client runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let steps = stdout
+        .lines()
+        .map(|l| {
+            let v: Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
+            (v["step"].as_str().expect("a step name").to_string(), v)
+        })
+        .collect();
+    (
+        out.status.success(),
+        steps,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn nova_report_client_uses_kubeplace_as_placement() {
+    let python = nova_python();
+    let s = Server::start(&[]);
+    let (success, steps, stderr) = run_client(&python, &s);
+    let failed: Vec<&Value> = steps
+        .iter()
+        .map(|(_, v)| v)
+        .filter(|v| v["ok"] != true)
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "steps where Nova got other than Placement 16 gives: {failed:#?}\nstderr: {stderr}"
+    );
+    assert!(success, "the client failed: {stderr}");
+    let got = |name: &str| -> &Value {
+        &steps
+            .iter()
+            .find(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("no step {name:?} in {steps:#?}"))
+            .1["got"]
+    };
+    // Each step the script has; a run that stops early is a failure.
+    assert_eq!(steps.len(), 47, "{steps:#?}");
+
+    let cn1 = "c0a80001-0000-4000-8000-0000000000c1";
+    let vm_a = "9a000000-0000-4000-8000-0000000000a1";
+    // Of three computes, only cn1 is gold without the forbidden trait.
+    assert_eq!(
+        got("get_allocation_candidates")["candidates"],
+        json!([{cn1: {"DISK_GB": 20, "MEMORY_MB": 8192, "VCPU": 4}}])
+    );
+    assert_eq!(got("claim_resources"), &json!(true));
+    assert_eq!(
+        got("get_allocs_for_consumer")["allocations"],
+        json!({cn1: {"DISK_GB": 20, "MEMORY_MB": 8192, "VCPU": 4}})
+    );
+    // Conflicts Nova tells apart by Placement's codes and words: a provider another
+    // worker created first is read back, a stale consumer or provider generation and an
+    // inventory in use are refused as such.
+    assert_eq!(
+        got("create_resource_provider race")["uuid"],
+        "c0a80001-0000-4000-8000-0000000000c2"
+    );
+    assert_eq!(
+        got("put_allocations stale consumer generation"),
+        "AllocationUpdateFailed"
+    );
+    assert_eq!(
+        got("inventory change on a stale generation, then redriven")["first"],
+        "ResourceProviderUpdateConflict"
+    );
+    assert_eq!(got("inventory in use"), "InventoryInUse");
+    // The second instance's candidate went stale when the first claimed: Nova must see
+    // the refusal, and nothing is allocated to it.
+    assert_eq!(got("claim_resources over capacity"), &json!(false));
+    assert_eq!(
+        got("get_allocs_for_consumer after the refused claim"),
+        &json!({})
+    );
+    assert_eq!(got("get_allocation_candidates when full"), &json!([]));
+    // The PCI device comes from the nested child, in its own request group.
+    assert_eq!(
+        got("get_allocation_candidates nested")["mappings"],
+        json!({"": [cn1], "1": ["c0a80001-0000-4000-8000-0000000000d1"]})
+    );
+    // Quota usages are the sum of the two claims (4 + 1 cores, 8192 + 1024 MB).
+    assert_eq!(
+        got("get_usages_counts_for_quota"),
+        &json!({"project": {"cores": 5, "ram": 9216}, "user": {"cores": 5, "ram": 9216}})
+    );
+    assert_eq!(
+        got("move_allocations")["migration"],
+        json!({cn1: {"DISK_GB": 20, "MEMORY_MB": 8192, "VCPU": 4}})
+    );
+    assert_eq!(got("move_allocations")["instance"], json!({}));
+    // VGPU inventory and the allocation on it move to a child provider in one reshape.
+    assert_eq!(
+        got("update_from_provider_tree reshape")["allocations"],
+        json!({
+            "c0a80001-0000-4000-8000-0000000000c3": {"DISK_GB": 1, "MEMORY_MB": 512, "VCPU": 1},
+            "c0a80001-0000-4000-8000-0000000000d3": {"VGPU": 1}
+        })
+    );
+    assert_eq!(
+        got("get_usages_counts_for_quota after deletes"),
+        &json!({"project": {"cores": 0, "ram": 0}, "user": {"cores": 0, "ram": 0}})
+    );
+
+    // A disk too big for cn1 comes from the storage pool shared with cn1's aggregate.
+    assert_eq!(
+        got("claim_resources shared disk")["allocations"],
+        json!({
+            "5a000000-0000-4000-8000-000000000001": {"DISK_GB": 500},
+            cn1: {"MEMORY_MB": 512, "VCPU": 1}
+        })
+    );
+
+    // What Nova wrote is what the server holds, read without Nova.
+    let usages = s
+        .call(
+            "GET",
+            &format!("/resource_providers/{cn1}/usages"),
+            Some("1.39"),
+            None,
+        )
+        .expect(200)
+        .json();
+    assert_eq!(
+        usages["usages"],
+        json!({"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 0})
+    );
+    let traits = s
+        .call(
+            "GET",
+            &format!("/resource_providers/{cn1}/traits"),
+            Some("1.39"),
+            None,
+        )
+        .expect(200)
+        .json();
+    let mut names: Vec<&str> = traits["traits"]
+        .as_array()
+        .expect("traits")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, ["COMPUTE_NODE", "CUSTOM_GOLD", "HW_CPU_X86_AVX2"]);
+    let consumer = s
+        .call("GET", &format!("/allocations/{vm_a}"), Some("1.39"), None)
+        .expect(200)
+        .json();
+    assert_eq!(
+        consumer["project_id"],
+        "6f1d0e52-0000-4000-8000-00000000000a"
+    );
+    assert_eq!(
+        consumer["allocations"]["5a000000-0000-4000-8000-000000000001"]["resources"],
+        json!({"DISK_GB": 500})
+    );
+}
