@@ -242,6 +242,8 @@ trait Visit {
     fn one(&mut self, found: &Found<'_>) -> Option<u64>;
     /// `n` candidates of one tree, counted without building them; false to stop.
     fn many(&mut self, n: usize) -> bool;
+    /// The tree whose candidates come next (explain counts candidates per tree).
+    fn tree(&mut self, _anchor: ProviderId) {}
 }
 
 /// Counts what passes through to `inner`, for the limit's pruning estimate.
@@ -263,6 +265,10 @@ impl<V: Visit> Visit for Tally<'_, V> {
     fn many(&mut self, n: usize) -> bool {
         self.found += n;
         self.inner.many(n)
+    }
+
+    fn tree(&mut self, anchor: ProviderId) {
+        self.inner.tree(anchor);
     }
 }
 
@@ -1080,6 +1086,7 @@ impl<'a> Search<'a> {
         if !s.steps.spend(1) {
             return false;
         }
+        visit.tree(anchor);
         let pack = self.index.root_pack(anchor);
         if !self.anchor_allowed(pack.traits(0)) {
             return true;
@@ -1736,6 +1743,82 @@ pub fn counted_candidates(
     keep: usize,
 ) -> (usize, CandidateSet) {
     search_candidates(index, query, &prepare(index, query), keep)
+}
+
+/// Candidates per tree, counted as the search counts them but whatever the limit.
+pub(crate) struct TreeCounts {
+    /// Roots whose tree anchors at least one candidate, with how many.
+    pub(crate) per_tree: Vec<(ProviderId, usize)>,
+    pub(crate) total: usize,
+    /// Set when the search ran out of budget: the counts are those found before.
+    pub(crate) exhausted: Option<BudgetExhausted>,
+}
+
+/// Counts candidates by the tree that anchors them (explain compares this with the trees
+/// its funnel keeps). Below 1.29 only candidates with one provider per tree count, as there.
+struct PerTree<'i> {
+    index: &'i ProviderIndex,
+    nested: bool,
+    current: Option<ProviderId>,
+    counts: Vec<(ProviderId, usize)>,
+    total: usize,
+}
+
+impl PerTree<'_> {
+    fn add(&mut self, n: usize) {
+        let Some(anchor) = self.current else { return };
+        self.total += n;
+        match self.counts.last_mut() {
+            Some((a, c)) if *a == anchor => *c += n,
+            _ => self.counts.push((anchor, n)),
+        }
+    }
+}
+
+impl Visit for PerTree<'_> {
+    fn wants_each(&self) -> bool {
+        !self.nested
+    }
+
+    fn one(&mut self, found: &Found<'_>) -> Option<u64> {
+        if self.nested || one_provider_per_tree(self.index, found.allocations) {
+            self.add(1);
+        }
+        Some(0)
+    }
+
+    fn many(&mut self, n: usize) -> bool {
+        self.add(n);
+        true
+    }
+
+    fn tree(&mut self, anchor: ProviderId) {
+        self.current = Some(anchor);
+    }
+}
+
+/// Every candidate of the query, limit aside, counted per anchoring tree within
+/// [`SEARCH_BUDGET`].
+pub(crate) fn candidates_per_tree(index: &ProviderIndex, query: &CandidatesQuery) -> TreeCounts {
+    let mut search = prepare(index, query);
+    search.limit = None;
+    search.walk_before_pruning = 0;
+    let mut per_tree = PerTree {
+        index,
+        nested: query.microversion.at_least(29),
+        current: None,
+        counts: Vec::new(),
+        total: 0,
+    };
+    let ran_out = search.run(&mut per_tree);
+    TreeCounts {
+        exhausted: ran_out.then_some(BudgetExhausted {
+            budget: search.budget,
+            found: per_tree.total,
+        }),
+        per_tree: per_tree.counts,
+        total: per_tree.total,
+    }
 }
 
 /// Counts the candidates the search reports, keeps the first few, and below 1.29 keeps
