@@ -778,3 +778,139 @@ fn custom_definitions_change_the_next_admission_and_report_shadowing() {
     assert_eq!(conditions[1]["status"], "True");
     assert_eq!(conditions[1]["reason"], "ShadowedByInTree");
 }
+
+#[test]
+fn candidates_explain_where_they_were_lost() {
+    // Only cn2 has CUSTOM_GOLD, and only cn1's numa1 NIC offloads VXLAN: no tree has both.
+    let query = "resources=VCPU:8,MEMORY_MB:4096,DISK_GB:20&required=CUSTOM_GOLD,!HW_CPU_X86_AVX512F\
+                 &resources1=SRIOV_NET_VF:2&required1=HW_NIC_OFFLOAD_VXLAN";
+    let args = [
+        "placement",
+        "candidates",
+        "-f",
+        "examples/cloud",
+        "--explain",
+        "--query",
+        query,
+    ];
+    let out = kubeplace(&args, None);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    for line in [
+        "The unnumbered group: 13 providers",
+        "  - with forbidden trait HW_CPU_X86_AVX512F: 1 provider",
+        "Group 1: 13 providers",
+        "  - lacking required trait HW_NIC_OFFLOAD_VXLAN: 12 providers",
+        "Provider trees: 4",
+        "  - no provider supplying the unnumbered group with required trait CUSTOM_GOLD: 2 trees",
+        "  - no provider for group 1: 1 tree",
+        "  = with candidates: 0 trees",
+        "Candidates: 0; returned 0",
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "no line {line:?} in\n{text}"
+        );
+    }
+    // As JSON: Placement's answer with the explanation beside it, counting what it returns.
+    let mut args = args.to_vec();
+    args[6] = "resources=VCPU:1&limit=2";
+    args.extend(["-o", "json"]);
+    let out = kubeplace(&args, None);
+    assert_eq!(out.status.code(), Some(0));
+    let body = json(&out);
+    assert_eq!(body["allocation_requests"].as_array().unwrap().len(), 2);
+    let e = &body["explain"];
+    assert_eq!(
+        (e["candidates"].as_u64(), e["cutByLimit"].as_u64()),
+        (Some(6), Some(4))
+    );
+    assert_eq!(e["returned"], 2);
+    assert_eq!(e["groups"][0]["lost"][0]["reason"], "NoInventory");
+    assert_eq!(
+        e["groups"][0]["lost"][0]["classes"],
+        serde_json::json!(["VCPU"])
+    );
+    // Without --explain the body is Placement's alone.
+    let plain = kubeplace(
+        &[
+            "placement",
+            "candidates",
+            "-f",
+            "examples/cloud",
+            "--query",
+            args[6],
+        ],
+        None,
+    );
+    assert_eq!(plain.status.code(), Some(0));
+    assert!(json(&plain).get("explain").is_none());
+}
+
+#[test]
+fn explain_refuses_bad_input_by_name() {
+    let base = [
+        "placement",
+        "candidates",
+        "-f",
+        "examples/cloud",
+        "--explain",
+    ];
+    let bad_query = kubeplace(
+        &[&base[..], &["--query", "resources=VCPU:x"]].concat(),
+        None,
+    );
+    assert_eq!(bad_query.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&bad_query.stderr);
+    assert!(
+        err.contains("resource VCPU asks for \"x\", which is not a whole number"),
+        "{err}"
+    );
+    let json_bad = kubeplace(
+        &[&base[..], &["--query", "resources=VCPU:x", "-o", "json"]].concat(),
+        None,
+    );
+    assert_eq!(json_bad.status.code(), Some(1));
+    assert_eq!(json(&json_bad)["errors"][0]["status"], 400);
+    let providers = kubeplace(
+        &[
+            "placement",
+            "providers",
+            "-f",
+            "examples/cloud",
+            "--explain",
+            "--query",
+            "resources=VCPU:1",
+        ],
+        None,
+    );
+    assert_eq!(providers.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&providers.stderr)
+            .contains("--explain explains allocation candidates")
+    );
+    let text = kubeplace(
+        &[
+            "placement",
+            "candidates",
+            "-f",
+            "examples/cloud",
+            "-o",
+            "text",
+            "--query",
+            "resources=VCPU:1",
+        ],
+        None,
+    );
+    assert_eq!(text.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&text.stderr)
+            .contains("-o text prints an explanation; add --explain")
+    );
+    let format = kubeplace(
+        &[&base[..], &["--query", "resources=VCPU:1", "-o", "yaml"]].concat(),
+        None,
+    );
+    assert_eq!(format.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&format.stderr).contains("[possible values: json, text]"));
+}

@@ -114,9 +114,14 @@ pub struct PlacementArgs {
     /// Placement microversion, 1.10 to 1.39 or `latest`.
     #[arg(long, default_value = "1.39")]
     pub microversion: String,
-    /// Output format (JSON, Placement's shape).
-    #[arg(short = 'o', long, value_parser = ["json"], default_value = "json")]
-    pub output: String,
+    /// Output format: `json` (Placement's shape; with `--explain`, the explanation under
+    /// the key `explain`), or `text` (the explanation alone; the default with `--explain`).
+    #[arg(short = 'o', long, value_parser = ["json", "text"])]
+    pub output: Option<String>,
+    /// Say where the candidates were lost, in order, with counts: per request group, over
+    /// the provider trees, when the groups are combined, and by `limit` (candidates only).
+    #[arg(long)]
+    pub explain: bool,
     /// Answer the query this many times after loading and print the median and fastest
     /// time in milliseconds to standard error (for speed comparisons).
     #[arg(long, hide = true, default_value_t = 0)]

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use kubeplace_api::manifest::read_paths;
 use kubeplace_core::placement::candidates::try_allocation_candidates;
+use kubeplace_core::placement::explain::{Explanation, explain};
 use kubeplace_core::placement::microversion::Microversion;
 use kubeplace_core::placement::query::{parse_candidates_query, parse_providers_query};
 use kubeplace_core::placement::resource_providers::matching_providers;
@@ -66,6 +67,48 @@ pub(crate) fn answer(store: &Store, call: Call, query: &str, microversion: &str)
     }
 }
 
+/// How the answer is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// Placement's JSON body.
+    Json,
+    /// Placement's JSON body with the explanation under `explain`.
+    JsonExplained,
+    /// The explanation as text.
+    Text,
+}
+
+fn shape(call: Call, args: &super::PlacementArgs) -> Result<Shape, String> {
+    match (call, args.explain, args.output.as_deref()) {
+        (Call::Providers, true, _) => Err(
+            "--explain explains allocation candidates; use it with `kubeplace placement candidates`"
+                .to_string(),
+        ),
+        (_, false, Some("text")) => Err(
+            "-o text prints an explanation; add --explain, or use -o json for Placement's answer"
+                .to_string(),
+        ),
+        (_, false, _) => Ok(Shape::Json),
+        (_, true, Some("json")) => Ok(Shape::JsonExplained),
+        (_, true, _) => Ok(Shape::Text),
+    }
+}
+
+/// The explanation of a candidates query, or Placement's error body for a bad one.
+pub(crate) fn explained(
+    store: &Store,
+    query: &str,
+    microversion: &str,
+) -> Result<Explanation, Value> {
+    let mv: Microversion = microversion.parse().map_err(
+        |e: kubeplace_core::placement::microversion::MicroversionError| {
+            error_body(406, &e.to_string())
+        },
+    )?;
+    let q = parse_candidates_query(query, mv).map_err(|e| error_body(400, &e.detail))?;
+    Ok(explain(store.index(), &q))
+}
+
 /// Runs the subcommand; returns the exit code.
 pub fn run(
     call: Call,
@@ -80,6 +123,13 @@ pub fn run(
         args.microversion.as_str(),
         args.time_repeat,
     );
+    let shape = match shape(call, args) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = writeln!(err, "kubeplace placement: {e}");
+            return 2;
+        }
+    };
     let store = match load_state(files, stdin) {
         Ok(s) => s,
         Err(e) => {
@@ -103,7 +153,26 @@ pub fn run(
             times[0]
         );
     }
-    let (body, code) = answer(&store, call, query, microversion);
+    let (mut body, code) = answer(&store, call, query, microversion);
+    if shape != Shape::Json && code == 0 {
+        match explained(&store, query, microversion) {
+            Ok(e) if shape == Shape::Text => {
+                return match write!(out, "{}", e.text()) {
+                    Ok(()) => 0,
+                    Err(_) => 2,
+                };
+            }
+            Ok(e) => body["explain"] = serde_json::to_value(&e).unwrap_or(Value::Null),
+            Err(e) => body = e,
+        }
+    }
+    if shape == Shape::Text && code != 0 {
+        let detail = body["errors"][0]["detail"]
+            .as_str()
+            .unwrap_or("bad request");
+        let _ = writeln!(err, "kubeplace placement: {detail}");
+        return code;
+    }
     match serde_json::to_string_pretty(&body) {
         Ok(text) if writeln!(out, "{text}").is_ok() => code,
         _ => {

@@ -60,6 +60,8 @@ pub enum Loss {
     RootHasTrait { name: String },
     /// A tree where no provider (of its own or shared with it) can serve a numbered group.
     NoProviderForGroup { group: String },
+    /// A tree with no inventory of a class the unnumbered group asks for.
+    NoInventoryInTree { group: String, class: String },
     /// A tree where no provider left for the unnumbered group has room for a class.
     NoRoomInTree {
         group: String,
@@ -156,6 +158,7 @@ enum TreeRule {
 enum GroupRule {
     OutsideTree,
     NoProvider,
+    NoInventory(usize),
     NoRoom(usize),
     NoTrait(usize),
 }
@@ -481,7 +484,7 @@ fn group_funnel(g: &Resolved<'_>, providers: usize, tally: Tally<Rule>) -> Group
                     asked: class(j).1,
                 },
             };
-            step(count, loss, "providers")
+            step(count, loss, "provider")
         })
         .collect();
     let lost_total: usize = lost.iter().map(|s| s.count).sum();
@@ -501,37 +504,38 @@ fn step(count: usize, loss: Loss, what: &str) -> Step {
     }
 }
 
-/// One loss in words: "3 providers lack trait HW_CPU_X86_AVX2".
+/// One loss in words: "lacking required trait HW_CPU_X86_AVX2: 3 providers".
 fn describe(n: usize, loss: &Loss, what: &str) -> String {
-    let list = |v: &[String]| v.join(", ");
     let why = match loss {
         Loss::SelectsNothing => {
-            "are not picked: the group asks for no resources, required trait or aggregate"
-                .to_string()
+            "not picked, the group asking for no resources, required trait or aggregate".to_string()
         }
-        Loss::OutsideTree { in_tree } => format!("are outside in_tree {in_tree}"),
+        Loss::OutsideTree { in_tree } => format!("outside in_tree {in_tree}"),
         Loss::OutsideAggregates { member_of } => {
             let sets: Vec<String> = member_of.iter().map(|s| s.join(" or ")).collect();
-            format!("are outside member_of {}", sets.join(" and "))
+            format!("outside member_of {}", sets.join(" and "))
         }
         Loss::InForbiddenAggregate { aggregates } => {
-            format!("are in forbidden aggregate {}", aggregates.join(" or "))
+            format!("in forbidden aggregate {}", aggregates.join(" or "))
         }
-        Loss::LacksTrait { any_of } => format!("lack required trait {}", any_of.join(" or ")),
-        Loss::HasForbiddenTrait { name } => format!("have forbidden trait {name}"),
-        Loss::NoInventory { classes } => format!("have no inventory of {}", list(classes)),
+        Loss::LacksTrait { any_of } => format!("lacking required trait {}", any_of.join(" or ")),
+        Loss::HasForbiddenTrait { name } => format!("with forbidden trait {name}"),
+        Loss::NoInventory { classes } => format!("no inventory of {}", classes.join(", ")),
         Loss::NoRoom {
             class,
             asked,
             largest_free,
-        } => format!("have no room for {class}:{asked} (largest free: {largest_free})"),
-        Loss::UnitRules { class, asked } => format!(
-            "have room for {class}:{asked} but not in their units (min_unit, max_unit, step_size)"
-        ),
-        Loss::RootLacksTrait { name } => format!("have a root without root_required trait {name}"),
-        Loss::RootHasTrait { name } => format!("have a root with root_forbidden trait {name}"),
+        } => format!("no room for {class}:{asked} (largest free {largest_free})"),
+        Loss::UnitRules { class, asked } => {
+            format!("room for {class}:{asked} but not in its units (min_unit, max_unit, step_size)")
+        }
+        Loss::RootLacksTrait { name } => format!("root without root_required trait {name}"),
+        Loss::RootHasTrait { name } => format!("root with root_forbidden trait {name}"),
         Loss::NoProviderForGroup { group } => {
-            format!("have no provider for {}", group_label(group))
+            format!("no provider for {}", group_label(group))
+        }
+        Loss::NoInventoryInTree { group, class } => {
+            format!("no inventory of {class} for {}", group_label(group))
         }
         Loss::NoRoomInTree {
             group,
@@ -539,19 +543,27 @@ fn describe(n: usize, loss: &Loss, what: &str) -> String {
             asked,
             largest_free,
         } => format!(
-            "have no provider with room for {class}:{asked} in {} (largest free: {largest_free})",
+            "no room for {class}:{asked} for {} (largest free {largest_free})",
             group_label(group)
         ),
         Loss::NoProviderWithTrait { group, any_of } => format!(
-            "have no provider supplying {} with required trait {}",
+            "no provider supplying {} with required trait {}",
             group_label(group),
             any_of.join(" or ")
         ),
-        Loss::GroupsCombined => "serve each group alone but no combination of them \
+        Loss::GroupsCombined => "every group served alone but no combination of them \
              (group_policy, same_subtree, summed amounts, traits judged together)"
             .to_string(),
     };
-    format!("{n} {what} {why}")
+    format!("{why}: {n} {}", plural(n, what))
+}
+
+fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        what.to_string()
+    } else {
+        format!("{what}s")
+    }
 }
 
 /// Sharing providers by aggregate, as the search links them to trees.
@@ -662,6 +674,10 @@ fn tree_funnel(
                             in_tree: q.in_tree.clone().unwrap_or_default(),
                         },
                         GroupRule::NoProvider => Loss::NoProviderForGroup { group },
+                        GroupRule::NoInventory(j) => Loss::NoInventoryInTree {
+                            group,
+                            class: groups[gi].classes[j].1.to_string(),
+                        },
                         GroupRule::NoRoom(j) => Loss::NoRoomInTree {
                             group,
                             class: groups[gi].classes[j].1.to_string(),
@@ -676,7 +692,7 @@ fn tree_funnel(
                 }
                 TreeRule::Combined => Loss::GroupsCombined,
             };
-            step(count, loss, "trees")
+            step(count, loss, "tree")
         })
         .collect();
     TreeFunnel {
@@ -709,7 +725,16 @@ fn group_in_tree(
     }
     for j in 0..g.classes.len() {
         if !pool().any(|p| g.fits(index.get(p), j)) {
-            return Some(GroupRule::NoRoom(j));
+            let held = g.classes[j].0.is_some_and(|c| {
+                tree.iter()
+                    .chain(linked)
+                    .any(|p| index.get(*p).inventory(c).is_some())
+            });
+            return Some(if held {
+                GroupRule::NoRoom(j)
+            } else {
+                GroupRule::NoInventory(j)
+            });
         }
     }
     let supplies = |p: ProviderId| (0..g.classes.len()).any(|j| g.fits(index.get(p), j));
@@ -768,15 +793,20 @@ impl Explanation {
             for s in &g.lost {
                 out.push_str(&format!("  - {}\n", s.message));
             }
-            out.push_str(&format!("  = {} providers left\n", g.left));
+            out.push_str(&format!(
+                "  = left: {} {}\n",
+                g.left,
+                plural(g.left, "provider")
+            ));
         }
         out.push_str(&format!("Provider trees: {}\n", self.trees.trees));
         for s in &self.trees.lost {
             out.push_str(&format!("  - {}\n", s.message));
         }
+        let kept = self.trees.with_candidates;
         out.push_str(&format!(
-            "  = {} trees with candidates\n",
-            self.trees.with_candidates
+            "  = with candidates: {kept} {}\n",
+            plural(kept, "tree")
         ));
         let at_least = if self.budget_exhausted {
             "at least "

@@ -91,16 +91,16 @@ fn each_provider_is_lost_at_its_first_rule() {
     assert_eq!(
         messages(&g.lost),
         [
-            "1 providers have forbidden trait CUSTOM_GOLD",
-            "3 providers have no inventory of VCPU",
-            "1 providers have no room for VCPU:4 (largest free: 2)",
+            "with forbidden trait CUSTOM_GOLD: 1 provider",
+            "no inventory of VCPU: 3 providers",
+            "no room for VCPU:4 (largest free 2): 1 provider",
         ]
     );
     assert_eq!(g.left, 1);
     assert_eq!(e.trees.trees, 3);
     assert_eq!(
         messages(&e.trees.lost),
-        ["2 trees have no provider with room for VCPU:4 in the unnumbered group (largest free: 8)"]
+        ["no room for VCPU:4 for the unnumbered group (largest free 8): 2 trees"]
     );
     assert_eq!(
         (e.trees.with_candidates, e.candidates, e.returned),
@@ -114,9 +114,7 @@ fn unnumbered_required_traits_are_judged_per_tree() {
     assert_eq!(e.groups[0].left, 3);
     assert_eq!(
         messages(&e.trees.lost),
-        [
-            "2 trees have no provider supplying the unnumbered group with required trait HW_CPU_X86_AVX2"
-        ]
+        ["no provider supplying the unnumbered group with required trait HW_CPU_X86_AVX2: 2 trees"]
     );
     assert_eq!(e.returned, 1);
 }
@@ -132,7 +130,7 @@ fn numbered_groups_isolate_and_limit() {
     assert_eq!(e.groups[1].left, 3);
     assert_eq!(
         messages(&e.groups[1].lost),
-        ["3 providers have no inventory of SRIOV_NET_VF"]
+        ["no inventory of SRIOV_NET_VF: 3 providers"]
     );
     assert_eq!(e.trees.lost.len(), 1);
     assert_eq!(e.trees.lost[0].loss, Loss::GroupsCombined);
@@ -160,12 +158,12 @@ fn root_required_and_unknown_names() {
     );
     assert_eq!(
         messages(&e.trees.lost),
-        ["2 trees have a root without root_required trait HW_CPU_X86_AVX2"]
+        ["root without root_required trait HW_CPU_X86_AVX2: 2 trees"]
     );
     let e = ask(&cloud(), "resources=CUSTOM_NOWHERE:1");
     assert_eq!(
         messages(&e.groups[0].lost),
-        ["6 providers have no inventory of CUSTOM_NOWHERE"]
+        ["no inventory of CUSTOM_NOWHERE: 6 providers"]
     );
     assert_eq!(e.returned, 0);
 }
@@ -179,10 +177,8 @@ fn summary_is_bounded_and_names_the_group_behind_a_tree_loss() {
     let lines = e.summary(3);
     assert!(lines.len() <= 3);
     assert!(
-        lines
-            .iter()
-            .any(|l| l.contains("have no provider for group 1")
-                && l.contains("lack required trait CUSTOM_PHYSNET_B")),
+        lines.iter().any(|l| l.contains("no provider for group 1")
+            && l.contains("lacking required trait CUSTOM_PHYSNET_B")),
         "{lines:?}"
     );
     assert_eq!(e.summary(1).len(), 1);
