@@ -159,6 +159,18 @@ fn example_cloud_is_admitted_with_statuses() {
         item(&report, "Server", "batch-1")["status"]["conditions"][0]["reason"],
         "NoValidHost"
     );
+    // Its message says why in at most three reasons, with counts.
+    let why = item(&report, "Server", "batch-1")["status"]["conditions"][0]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        why.contains(
+            "no room for MEMORY_MB:1048576 for the unnumbered group (largest free 95232): 3 trees"
+        ),
+        "{why}"
+    );
+    assert!(why.split("; ").count() <= 3, "{why}");
     assert_eq!(
         item(&report, "Server", "licensed-1")["status"]["conditions"][0]["reason"],
         "TraitConflict"

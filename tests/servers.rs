@@ -97,6 +97,15 @@ fn servers_fill_the_cloud_and_the_rest_wait() {
             "NoValidHost"
         ]
     );
+    // The one left waiting says why, with counts: each node has 0 of 4 VCPU free.
+    let why = server_status(&store, "s4")["conditions"][0]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        why.ends_with(": no room for VCPU:2 for the unnumbered group (largest free 0): 2 trees"),
+        "{why}"
+    );
     // Spread: the first two servers land on different nodes.
     assert_ne!(
         server_status(&store, "s0")["host"],

@@ -18,6 +18,7 @@ use kubeplace_api::{
 };
 use kubeplace_core::placement::ProviderIndex;
 use kubeplace_core::placement::candidates::try_allocation_candidates;
+use kubeplace_core::placement::explain::explain;
 use kubeplace_core::placement::microversion::Microversion;
 use kubeplace_core::placement::query::parse_candidates_query;
 use kubeplace_core::placement::request::TraitConflict;
@@ -28,6 +29,9 @@ use kubeplace_api::{ServerRef, allocation_name, consumer_uuid};
 
 /// Candidates the scheduler weighs at most: Nova's default `max_placement_results`.
 pub const MAX_PLACEMENT_RESULTS: usize = 1000;
+
+/// Reasons a NoValidHost message gives at most (the largest losses of provider trees).
+pub const EXPLAIN_LINES: usize = 3;
 
 /// Why a server cannot be placed now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,12 +131,15 @@ pub fn plan(store: &Store, server: &Server) -> Result<Allocation, Unplaceable> {
         })
         .max_by(|a, b| a.0.total_cmp(&b.0).then_with(|| b.1.cmp(&a.1)));
     let Some((_, _, named)) = best else {
+        // Why, in the few lines that matter most: a bounded status and Event, not a log.
+        let why = explain(index, &query).summary(EXPLAIN_LINES);
         return Err(Unplaceable {
             reason: "NoValidHost",
             message: format!(
-                "no provider tree can host {} ({})",
+                "no provider tree can host {} ({}): {}",
                 server.spec.flavor,
-                request.to_query()
+                request.to_query(),
+                why.join("; ")
             ),
         });
     };
