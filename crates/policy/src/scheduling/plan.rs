@@ -21,7 +21,7 @@ use kubeplace_core::placement::candidates::try_allocation_candidates;
 use kubeplace_core::placement::explain::explain;
 use kubeplace_core::placement::microversion::Microversion;
 use kubeplace_core::placement::query::parse_candidates_query;
-use kubeplace_core::placement::request::TraitConflict;
+use kubeplace_core::placement::request::{Request, TraitConflict};
 
 use crate::translate::{flavor_request, required_traits};
 use kubeplace_api::Kind;
@@ -83,12 +83,6 @@ pub fn plan(store: &Store, server: &Server) -> Result<Allocation, Unplaceable> {
                 server.spec.flavor, server.spec.image
             ),
         })?;
-    let query_string = format!("{}&limit={MAX_PLACEMENT_RESULTS}", request.to_query());
-    let query =
-        parse_candidates_query(&query_string, Microversion::LATEST).map_err(|e| Unplaceable {
-            reason: "InvalidRequest",
-            message: e.detail,
-        })?;
     let name = allocation_name(server);
     let owned;
     let index: &ProviderIndex = if store.index().allocations(&name).is_some() {
@@ -99,9 +93,51 @@ pub fn plan(store: &Store, server: &Server) -> Result<Allocation, Unplaceable> {
     } else {
         store.index()
     };
+    let per_provider = choose(index, &request, &server.spec.flavor)?;
+    let mut allocation = Allocation::new(
+        &name,
+        AllocationSpec {
+            consumer: consumer_uuid(server),
+            allocations: per_provider
+                .into_iter()
+                .map(|(provider, resources)| ProviderAllocation {
+                    provider,
+                    resources,
+                })
+                .collect(),
+        },
+    );
+    let who = ServerRef::of(server);
+    allocation.metadata.labels = Some(
+        [
+            (
+                kubeplace_api::SERVER_NAMESPACE_LABEL.to_string(),
+                who.namespace,
+            ),
+            (kubeplace_api::SERVER_NAME_LABEL.to_string(), who.name),
+        ]
+        .into(),
+    );
+    Ok(allocation)
+}
+
+/// What the scheduler chooses for a request over the index: the best weighed of at most
+/// [`MAX_PLACEMENT_RESULTS`] candidates, as amounts per provider and class. `flavor` names
+/// the request in messages.
+pub(crate) fn choose(
+    index: &ProviderIndex,
+    request: &Request,
+    flavor: &str,
+) -> Result<BTreeMap<String, BTreeMap<String, i64>>, Unplaceable> {
+    let query_string = format!("{}&limit={MAX_PLACEMENT_RESULTS}", request.to_query());
+    let query =
+        parse_candidates_query(&query_string, Microversion::LATEST).map_err(|e| Unplaceable {
+            reason: "InvalidRequest",
+            message: e.detail,
+        })?;
     let budget = |e: kubeplace_core::placement::candidates::BudgetExhausted| Unplaceable {
         reason: "SearchBudgetExhausted",
-        message: format!("placing {}: {e}", server.spec.flavor),
+        message: format!("placing {flavor}: {e}"),
     };
     let set = try_allocation_candidates(index, &query).map_err(budget)?;
     if set.candidates.is_empty()
@@ -137,7 +173,7 @@ pub fn plan(store: &Store, server: &Server) -> Result<Allocation, Unplaceable> {
             reason: "NoValidHost",
             message: format!(
                 "no provider tree can host {} ({}): {}",
-                server.spec.flavor,
+                flavor,
                 request.to_query(),
                 why.join("; ")
             ),
@@ -147,31 +183,7 @@ pub fn plan(store: &Store, server: &Server) -> Result<Allocation, Unplaceable> {
     for (p, class, amount) in named {
         *per_provider.entry(p).or_default().entry(class).or_default() += amount;
     }
-    let mut allocation = Allocation::new(
-        &name,
-        AllocationSpec {
-            consumer: consumer_uuid(server),
-            allocations: per_provider
-                .into_iter()
-                .map(|(provider, resources)| ProviderAllocation {
-                    provider,
-                    resources,
-                })
-                .collect(),
-        },
-    );
-    let who = ServerRef::of(server);
-    allocation.metadata.labels = Some(
-        [
-            (
-                kubeplace_api::SERVER_NAMESPACE_LABEL.to_string(),
-                who.namespace,
-            ),
-            (kubeplace_api::SERVER_NAME_LABEL.to_string(), who.name),
-        ]
-        .into(),
-    );
-    Ok(allocation)
+    Ok(per_provider)
 }
 
 /// Whether the server's current Allocation still matches what its flavor asks (per class
