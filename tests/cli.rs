@@ -926,3 +926,96 @@ fn explain_refuses_bad_input_by_name() {
     assert_eq!(format.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&format.stderr).contains("[possible values: json, text]"));
 }
+
+#[test]
+fn headroom_counts_servers_placed_one_by_one_and_after_a_drain() {
+    let base = [
+        "placement",
+        "headroom",
+        "-f",
+        "examples/cloud",
+        "--flavor",
+        "m1.small",
+    ];
+    let out = kubeplace(&[&base[..], &["-o", "json"]].concat(), None);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let all = json(&out);
+    let fits = all["fits"].as_u64().unwrap();
+    let per_tree = all["perTree"].as_object().unwrap();
+    assert_eq!(
+        per_tree.values().filter_map(Value::as_u64).sum::<u64>(),
+        fits
+    );
+    assert_eq!(all["capped"], false);
+    assert!(
+        all["stoppedBy"]
+            .as_str()
+            .unwrap()
+            .starts_with("NoValidHost")
+    );
+    // The example's waiting servers take their places first.
+    assert_eq!(all["pendingPlaced"], 4);
+    // Draining cn1 (named by any provider of its tree) takes exactly its share away.
+    let drained = json(&kubeplace(
+        &[&base[..], &["--without", "cn1-numa0", "-o", "json"]].concat(),
+        None,
+    ));
+    assert_eq!(drained["drained"], serde_json::json!(["cn1"]));
+    assert!(drained["perTree"].get("cn1").is_none());
+    assert!(drained["fits"].as_u64().unwrap() < fits);
+    // A cap stops counting and says so.
+    let table = kubeplace(&[&base[..], &["--cap", "3"]].concat(), None);
+    let text = String::from_utf8(table.stdout).unwrap();
+    assert!(
+        text.starts_with(
+            "Flavor m1.small: at least 3 more fit (counting stopped at the cap of 3)\n"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn headroom_refuses_unknown_names_with_what_exists() {
+    let base = ["placement", "headroom", "-f", "examples/cloud"];
+    let flavor = kubeplace(&[&base[..], &["--flavor", "m1.tiny"]].concat(), None);
+    assert_eq!(flavor.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&flavor.stderr);
+    assert!(
+        err.contains(
+            "flavor \"m1.tiny\" does not exist; flavors: c1.avx2, lb.ddos, m1.large, m1.small"
+        ),
+        "{err}"
+    );
+    let provider = kubeplace(
+        &[&base[..], &["--flavor", "m1.small", "--without", "cn9"]].concat(),
+        None,
+    );
+    assert_eq!(provider.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&provider.stderr);
+    assert!(err.contains("provider \"cn9\" (to drain) does not exist; give a ResourceProvider's name, e.g. one of: ceph-pool-ssd, cn1"), "{err}");
+    let cap = kubeplace(
+        &[&base[..], &["--flavor", "m1.small", "--cap", "0"]].concat(),
+        None,
+    );
+    assert_eq!(cap.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&cap.stderr).contains("the cap must be at least 1 server, not 0")
+    );
+    let missing = kubeplace(
+        &[
+            "placement",
+            "headroom",
+            "-f",
+            "no/such/dir",
+            "--flavor",
+            "f",
+        ],
+        None,
+    );
+    assert_eq!(missing.status.code(), Some(2));
+}

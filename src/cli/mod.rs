@@ -97,6 +97,9 @@ pub enum PlacementCall {
     Candidates(PlacementArgs),
     /// `GET /resource_providers?QUERY`.
     Providers(PlacementArgs),
+    /// How many more servers of a flavor fit, placed one by one with the scheduler's
+    /// choice and claims; with `--without`, after draining those providers' trees.
+    Headroom(placement::HeadroomArgs),
     /// Placement's REST API (microversions 1.0–1.39, reads and writes) over an in-memory
     /// store seeded from manifests; docs/placement-api.md.
     Serve(placement_serve::ServeArgs),
@@ -147,6 +150,12 @@ pub fn main() -> ExitCode {
                 PlacementCall::Candidates(a) => (placement::Call::Candidates, a),
                 PlacementCall::Providers(a) => (placement::Call::Providers, a),
                 PlacementCall::Serve(a) => return placement_serve::main(a),
+                PlacementCall::Headroom(a) => {
+                    let stdin = &mut std::io::stdin().lock();
+                    let stdout = &mut std::io::stdout().lock();
+                    let stderr = &mut std::io::stderr().lock();
+                    return ExitCode::from(placement::headroom(a, stdin, stdout, stderr));
+                }
             };
             let stdin = &mut std::io::stdin().lock();
             let stdout = &mut std::io::stdout().lock();

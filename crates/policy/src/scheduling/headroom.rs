@@ -16,7 +16,7 @@ use kubeplace_api::provider_name::placement_name;
 use kubeplace_api::{Allocation, AllocationSpec, Kind, Object, ProviderAllocation};
 
 use super::place::schedule_pending;
-use super::plan::{Unplaceable, choose};
+use super::plan::{Unplaceable, choose, host};
 use crate::admission::admit_and_store;
 use crate::store::{ObjectKey, Store};
 use crate::translate::flavor_request;
@@ -157,21 +157,19 @@ fn claim_one(
     n: usize,
 ) -> Result<String, Unplaceable> {
     let per_provider = choose(store.index(), request, flavor)?;
-    let root = per_provider
-        .keys()
-        .find_map(|p| store.index().root_of(p).ok())
-        .unwrap_or_default();
+    let allocations: Vec<ProviderAllocation> = per_provider
+        .into_iter()
+        .map(|(provider, resources)| ProviderAllocation {
+            provider,
+            resources,
+        })
+        .collect();
+    let root = host(store.index(), &allocations).unwrap_or_default();
     let allocation = Allocation::new(
         &format!("headroom-{n}"),
         AllocationSpec {
             consumer: consumer(n),
-            allocations: per_provider
-                .into_iter()
-                .map(|(provider, resources)| ProviderAllocation {
-                    provider,
-                    resources,
-                })
-                .collect(),
+            allocations,
         },
     );
     let verdict = admit_and_store(store, Object::Allocation(allocation));

@@ -9,4 +9,4 @@ pub mod release;
 pub use headroom::{Headroom, HeadroomError, headroom};
 pub use place::{place, schedule_pending};
 pub use plan::plan;
-pub(crate) use plan::{allocation_matches, flavor_and_image};
+pub(crate) use plan::{allocation_matches, flavor_and_image, host};

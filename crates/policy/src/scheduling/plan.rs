@@ -22,6 +22,7 @@ use kubeplace_core::placement::explain::explain;
 use kubeplace_core::placement::microversion::Microversion;
 use kubeplace_core::placement::query::parse_candidates_query;
 use kubeplace_core::placement::request::{Request, TraitConflict};
+use kubeplace_core::placement::trait_name::MISC_SHARES_VIA_AGGREGATE;
 
 use crate::translate::{flavor_request, required_traits};
 use kubeplace_api::Kind;
@@ -184,6 +185,20 @@ pub(crate) fn choose(
         *per_provider.entry(p).or_default().entry(class).or_default() += amount;
     }
     Ok(per_provider)
+}
+
+/// The tree a server runs in: the root of a provider it holds, preferring providers that
+/// are not sharing providers it borrows from.
+pub(crate) fn host(index: &ProviderIndex, held: &[ProviderAllocation]) -> Option<String> {
+    let shares = |p: &str| {
+        index
+            .effective(p)
+            .is_some_and(|(_, t)| t.contains(MISC_SHARES_VIA_AGGREGATE))
+    };
+    held.iter()
+        .filter(|pa| !shares(&pa.provider))
+        .chain(held.iter())
+        .find_map(|pa| index.root_of(&pa.provider).ok())
 }
 
 /// Whether the server's current Allocation still matches what its flavor asks (per class
