@@ -814,7 +814,7 @@ fn candidates_explain_where_they_were_lost() {
         "Group 1: 13 providers",
         "  - lacking required trait HW_NIC_OFFLOAD_VXLAN: 12 providers",
         "Provider trees: 4",
-        "  - no provider supplying the unnumbered group with required trait CUSTOM_GOLD: 2 trees",
+        "  - no provider supplying the unnumbered group with required trait CUSTOM_GOLD: 3 trees",
         "  - no provider for group 1: 1 tree",
         "  = with candidates: 0 trees",
         "Candidates: 0; returned 0",

@@ -158,9 +158,9 @@ enum TreeRule {
 enum GroupRule {
     OutsideTree,
     NoProvider,
+    NoTrait(usize),
     NoInventory(usize),
     NoRoom(usize),
-    NoTrait(usize),
 }
 
 /// Where `in_tree` points.
@@ -388,7 +388,8 @@ impl<R: Ord> Tally<R> {
 pub fn explain(index: &ProviderIndex, query: &CandidatesQuery) -> Explanation {
     let groups: Vec<Resolved<'_>> = query.groups.values().map(|g| resolve(index, g)).collect();
     let order = index.root_order();
-    // Per group, by slot: whether the provider is left for the group.
+    // Per group, by slot: whether the provider is left for the group; for the unnumbered
+    // group, whether it passes the group's filters (room is judged per tree, after traits).
     let mut left: Vec<Vec<bool>> = vec![vec![false; index.slots.len()]; groups.len()];
     let mut funnels = Vec::with_capacity(groups.len());
     for (g, kept) in groups.iter().zip(left.iter_mut()) {
@@ -403,8 +404,10 @@ pub fn explain(index: &ProviderIndex, query: &CandidatesQuery) -> Explanation {
                 } else {
                     g.unnumbered_rule(index, p, root)
                 };
+                let room_only = matches!(rule, Some(Rule::NoInventoryOfAny | Rule::Class(..)));
+                kept[p.index()] = rule.is_none() || (!g.numbered && room_only);
                 match rule {
-                    None => kept[p.index()] = true,
+                    None => {}
                     Some(r) => {
                         let free = match r {
                             Rule::Class(j, _) => g.classes[j].0.map_or(0, |c| free(prov, c)),
@@ -723,51 +726,52 @@ fn group_in_tree(
     if g.outside_tree(root) {
         return Some(GroupRule::OutsideTree);
     }
-    for j in 0..g.classes.len() {
-        if !pool().any(|p| g.fits(index.get(p), j)) {
-            let held = g.classes[j].0.is_some_and(|c| {
-                tree.iter()
-                    .chain(linked)
-                    .any(|p| index.get(*p).inventory(c).is_some())
-            });
-            return Some(if held {
-                GroupRule::NoRoom(j)
-            } else {
-                GroupRule::NoInventory(j)
-            });
-        }
-    }
-    let supplies = |p: ProviderId| (0..g.classes.len()).any(|j| g.fits(index.get(p), j));
-    g.required
+    // Traits before room: a tree with the traits but no room is the nearer miss, and the
+    // one an operator adds capacity to. A provider counts for a trait when it has an
+    // inventory of a class the group asks for (room is judged next).
+    let offers = |p: ProviderId| {
+        g.classes
+            .iter()
+            .any(|(c, _, _)| c.is_some_and(|c| index.get(p).inventory(c).is_some()))
+    };
+    if let Some(k) = g
+        .required
         .iter()
-        .position(|any| !pool().any(|p| supplies(p) && has_any(index.get(p), any)))
-        .map(GroupRule::NoTrait)
+        .position(|any| !pool().any(|p| offers(p) && has_any(index.get(p), any)))
+    {
+        return Some(GroupRule::NoTrait(k));
+    }
+    (0..g.classes.len()).find_map(|j| {
+        if pool().any(|p| g.fits(index.get(p), j)) {
+            return None;
+        }
+        let held = g.classes[j].0.is_some_and(|c| {
+            tree.iter()
+                .chain(linked)
+                .any(|p| index.get(*p).inventory(c).is_some())
+        });
+        Some(if held {
+            GroupRule::NoRoom(j)
+        } else {
+            GroupRule::NoInventory(j)
+        })
+    })
 }
 
 impl Explanation {
-    /// The few reasons that matter most, for a status message: the tree losses by count,
-    /// at most `max` lines, each with the group loss behind it where there is one.
+    /// The few reasons that matter most, for a status message, at most `max` lines in
+    /// funnel order: the trees lost last (the nearest miss, where capacity would help),
+    /// and the largest losses before it; a numbered group's line names its largest loss
+    /// of providers.
     pub fn summary(&self, max: usize) -> Vec<String> {
-        let mut steps: Vec<&Step> = self.trees.lost.iter().collect();
-        steps.sort_by_key(|s| std::cmp::Reverse(s.count));
-        let mut lines: Vec<String> = steps
-            .into_iter()
-            .take(max)
-            .map(|s| match &s.loss {
-                Loss::NoProviderForGroup { group } => {
-                    match self
-                        .groups
-                        .iter()
-                        .find(|g| g.group == *group)
-                        .and_then(|g| g.lost.iter().max_by_key(|l| l.count))
-                    {
-                        Some(why) => format!("{} (of its providers, {})", s.message, why.message),
-                        None => s.message.clone(),
-                    }
-                }
-                _ => s.message.clone(),
-            })
-            .collect();
+        let lost = &self.trees.lost;
+        let mut picked: Vec<usize> = lost.len().checked_sub(1).into_iter().collect();
+        let mut by_count: Vec<usize> = (0..lost.len().saturating_sub(1)).collect();
+        by_count.sort_by_key(|i| std::cmp::Reverse(lost[*i].count));
+        picked.extend(by_count);
+        picked.truncate(max);
+        picked.sort_unstable();
+        let mut lines: Vec<String> = picked.into_iter().map(|i| self.line(&lost[i])).collect();
         if lines.is_empty() && self.returned == 0 && self.trees.trees == 0 {
             lines.push("there are no provider trees".to_string());
         }
@@ -779,6 +783,22 @@ impl Explanation {
             ));
         }
         lines
+    }
+
+    /// One tree loss in words, with the group loss behind it where it is a numbered group's.
+    fn line(&self, s: &Step) -> String {
+        let Loss::NoProviderForGroup { group } = &s.loss else {
+            return s.message.clone();
+        };
+        match self
+            .groups
+            .iter()
+            .find(|g| g.group == *group)
+            .and_then(|g| g.lost.iter().max_by_key(|l| l.count))
+        {
+            Some(why) => format!("{} (of its providers, {})", s.message, why.message),
+            None => s.message.clone(),
+        }
     }
 
     /// The whole explanation as text, one line per step, in order.

@@ -183,3 +183,25 @@ fn summary_is_bounded_and_names_the_group_behind_a_tree_loss() {
     );
     assert_eq!(e.summary(1).len(), 1);
 }
+
+#[test]
+fn summary_keeps_the_nearest_miss_however_few_trees_it_is() {
+    // cn1 alone has AVX2 and has 2 VCPU free; the others lack AVX2 on a provider that
+    // supplies VCPU. The one tree that has the trait but no room is what to fix.
+    let mut i = cloud();
+    for n in 4..9 {
+        rp(&mut i, &format!("cn{n}"), None, &[("VCPU", 8)], &[]);
+    }
+    let e = ask(&i, "resources=VCPU:4&required=HW_CPU_X86_AVX2");
+    assert_eq!(
+        e.summary(1),
+        ["no room for VCPU:4 for the unnumbered group (largest free 2): 1 tree"]
+    );
+    assert_eq!(
+        e.summary(3),
+        [
+            "no provider supplying the unnumbered group with required trait HW_CPU_X86_AVX2: 7 trees",
+            "no room for VCPU:4 for the unnumbered group (largest free 2): 1 tree"
+        ]
+    );
+}
