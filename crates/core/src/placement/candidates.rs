@@ -318,13 +318,16 @@ impl Steps {
 }
 
 /// Whether sorted `aggregates` meet every any-of set.
-fn in_every_set(aggregates: SortedIds<'_, AggregateId>, sets: &[Vec<AggregateId>]) -> bool {
+pub(crate) fn in_every_set(
+    aggregates: SortedIds<'_, AggregateId>,
+    sets: &[Vec<AggregateId>],
+) -> bool {
     sets.iter()
         .all(|any| any.iter().any(|a| aggregates.contains(*a)))
 }
 
 /// Whether sorted `aggregates` hold any of `wanted`.
-fn in_any(aggregates: SortedIds<'_, AggregateId>, wanted: &[AggregateId]) -> bool {
+pub(crate) fn in_any(aggregates: SortedIds<'_, AggregateId>, wanted: &[AggregateId]) -> bool {
     wanted.iter().any(|a| aggregates.contains(*a))
 }
 
@@ -1444,6 +1447,39 @@ fn product(lists: &[Vec<ProviderId>], mut f: impl FnMut(&[ProviderId]) -> bool) 
     }
 }
 
+/// The root of the tree of the provider `in_tree` names by uuid (in any case).
+pub(crate) fn tree_root_of_uuid(index: &ProviderIndex, uuid: &str) -> Option<ProviderId> {
+    let names = index.names_with_uuid(uuid);
+    let names = if names.is_empty() {
+        index.names_with_uuid(&uuid.to_ascii_lowercase())
+    } else {
+        names
+    };
+    names
+        .first()
+        .and_then(|n| index.id(n))
+        .and_then(|p| index.get(p).root)
+}
+
+/// Sharing providers in well-formed trees, by aggregate index: a sharing provider serves
+/// every tree with a provider in one of its aggregates.
+pub(crate) fn sharing_by_aggregate(index: &ProviderIndex) -> Vec<SmallVec<[ProviderId; 2]>> {
+    let mut out: Vec<SmallVec<[ProviderId; 2]>> = Vec::new();
+    for &s in &index.sharing {
+        if index.get(s).root.is_none() {
+            continue;
+        }
+        for a in index.get(s).aggregates().iter() {
+            let a = a.index();
+            if out.len() <= a {
+                out.resize_with(a + 1, SmallVec::new);
+            }
+            out[a].push(s);
+        }
+    }
+    out
+}
+
 fn resolve_group(index: &ProviderIndex, q: &GroupQuery) -> Group {
     let mut impossible = false;
     let required = q
@@ -1481,26 +1517,14 @@ fn resolve_group(index: &ProviderIndex, q: &GroupQuery) -> Group {
         .collect();
     let in_tree_root = match &q.in_tree {
         None => None,
-        Some(u) => {
-            let names = index.names_with_uuid(u);
-            let names = if names.is_empty() {
-                index.names_with_uuid(&u.to_ascii_lowercase())
-            } else {
-                names
-            };
-            match names
-                .first()
-                .and_then(|n| index.id(n))
-                .and_then(|p| index.get(p).root)
-            {
-                Some(r) => Some(r),
-                None => {
-                    // Placement ignores in_tree for a group without resources.
-                    impossible |= !q.resources.is_empty();
-                    None
-                }
+        Some(u) => match tree_root_of_uuid(index, u) {
+            Some(r) => Some(r),
+            None => {
+                // Placement ignores in_tree for a group without resources.
+                impossible |= !q.resources.is_empty();
+                None
             }
-        }
+        },
     };
     Group {
         suffix: q.suffix.clone(),
@@ -1539,19 +1563,6 @@ fn prepare<'a>(index: &'a ProviderIndex, query: &CandidatesQuery) -> Search<'a> 
         .iter()
         .filter_map(|t| index.traits.get(t))
         .collect();
-    let mut sharing_by_aggregate: Vec<SmallVec<[ProviderId; 2]>> = Vec::new();
-    for &s in &index.sharing {
-        if index.get(s).root.is_none() {
-            continue;
-        }
-        for a in index.get(s).aggregates().iter() {
-            let a = a.index();
-            if sharing_by_aggregate.len() <= a {
-                sharing_by_aggregate.resize_with(a + 1, SmallVec::new);
-            }
-            sharing_by_aggregate[a].push(s);
-        }
-    }
     let spread_sharing = match groups.iter().find(|g| !g.same_provider) {
         Some(g) => index
             .sharing
@@ -1581,7 +1592,7 @@ fn prepare<'a>(index: &'a ProviderIndex, query: &CandidatesQuery) -> Search<'a> 
         groups,
         root_required,
         root_forbidden,
-        sharing_by_aggregate,
+        sharing_by_aggregate: sharing_by_aggregate(index),
         spread_sharing,
         subtree_groups,
         prune: true,

@@ -20,8 +20,10 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::candidates::candidates_per_tree;
-use super::ids::{AggregateId, ClassId, ProviderId, SortedIds, TraitId};
+use super::candidates::{
+    candidates_per_tree, in_any, in_every_set, sharing_by_aggregate, tree_root_of_uuid,
+};
+use super::ids::{AggregateId, ClassId, ProviderId, TraitId};
 use super::provider::Provider;
 use super::provider_tree::ProviderIndex;
 use super::query::{CandidatesQuery, GroupQuery};
@@ -188,22 +190,12 @@ struct Resolved<'q> {
 fn resolve<'q>(index: &ProviderIndex, q: &'q GroupQuery) -> Resolved<'q> {
     let in_tree = match &q.in_tree {
         None => InTree::Any,
-        Some(u) => {
-            let mut names = index.names_with_uuid(u);
-            if names.is_empty() {
-                names = index.names_with_uuid(&u.to_ascii_lowercase());
-            }
-            match names
-                .first()
-                .and_then(|n| index.id(n))
-                .and_then(|p| index.get(p).root)
-            {
-                Some(r) => InTree::Root(r),
-                // Placement ignores in_tree for a group without resources.
-                None if q.resources.is_empty() => InTree::Any,
-                None => InTree::Nowhere,
-            }
-        }
+        Some(u) => match tree_root_of_uuid(index, u) {
+            Some(r) => InTree::Root(r),
+            // Placement ignores in_tree for a group without resources.
+            None if q.resources.is_empty() => InTree::Any,
+            None => InTree::Nowhere,
+        },
     };
     Resolved {
         q,
@@ -235,15 +227,6 @@ fn resolve<'q>(index: &ProviderIndex, q: &'q GroupQuery) -> Resolved<'q> {
             .collect(),
         in_tree,
     }
-}
-
-fn in_every_set(aggregates: SortedIds<'_, AggregateId>, sets: &[Vec<AggregateId>]) -> bool {
-    sets.iter()
-        .all(|any| any.iter().any(|a| aggregates.contains(*a)))
-}
-
-fn in_any(aggregates: SortedIds<'_, AggregateId>, wanted: &[AggregateId]) -> bool {
-    wanted.iter().any(|a| aggregates.contains(*a))
 }
 
 fn has_any(p: &Provider, wanted: &[TraitId]) -> bool {
@@ -569,20 +552,6 @@ fn plural(n: usize, what: &str) -> String {
     }
 }
 
-/// Sharing providers by aggregate, as the search links them to trees.
-fn sharing_by_aggregate(index: &ProviderIndex) -> BTreeMap<AggregateId, Vec<ProviderId>> {
-    let mut out: BTreeMap<AggregateId, Vec<ProviderId>> = BTreeMap::new();
-    for &s in &index.sharing {
-        if index.get(s).root.is_none() {
-            continue;
-        }
-        for a in index.get(s).aggregates().iter() {
-            out.entry(a).or_default().push(s);
-        }
-    }
-    out
-}
-
 fn tree_funnel(
     index: &ProviderIndex,
     query: &CandidatesQuery,
@@ -612,7 +581,7 @@ fn tree_funnel(
         linked.clear();
         for &p in &tree {
             for a in index.get(p).aggregates().iter() {
-                for &s in sharing.get(&a).into_iter().flatten() {
+                for &s in sharing.get(a.index()).into_iter().flatten() {
                     if !linked.contains(&s) && !tree.contains(&s) {
                         linked.push(s);
                     }
