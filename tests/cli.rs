@@ -159,6 +159,21 @@ fn example_cloud_is_admitted_with_statuses() {
         item(&report, "Server", "batch-1")["status"]["conditions"][0]["reason"],
         "NoValidHost"
     );
+    // The flavor says why nothing fits it, as the server does.
+    let huge = &item(&report, "Flavor", "x1.huge")["status"]["conditions"];
+    let schedulable = huge
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Schedulable")
+        .unwrap();
+    assert_eq!(schedulable["reason"], "NoCandidates");
+    assert!(
+        schedulable["message"].as_str().unwrap().ends_with(
+            "no room for MEMORY_MB:1048576 for the unnumbered group (largest free 95232): 3 trees"
+        ),
+        "{schedulable}"
+    );
     // Its message says why in at most three reasons, with counts.
     let why = item(&report, "Server", "batch-1")["status"]["conditions"][0]["message"]
         .as_str()
