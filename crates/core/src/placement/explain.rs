@@ -328,19 +328,18 @@ impl Resolved<'_> {
         if self.classes.is_empty() {
             return None;
         }
-        let rules: Vec<Option<ClassRule>> = (0..self.classes.len())
-            .map(|j| self.class_rule(p, j))
-            .collect();
-        if rules.iter().any(Option::is_none) {
-            return None;
+        // Lost at the first class it has an inventory of, unless some class fits.
+        let mut first = None;
+        for j in 0..self.classes.len() {
+            match self.class_rule(p, j) {
+                None => return None,
+                Some(ClassRule::NoInventory) => {}
+                Some(r) => {
+                    first.get_or_insert(Rule::Class(j, r));
+                }
+            }
         }
-        match rules
-            .iter()
-            .position(|r| *r != Some(ClassRule::NoInventory))
-        {
-            None => Some(Rule::NoInventoryOfAny),
-            Some(j) => rules[j].map(|r| Rule::Class(j, r)),
-        }
+        Some(first.unwrap_or(Rule::NoInventoryOfAny))
     }
 
     fn fits(&self, p: &Provider, j: usize) -> bool {
@@ -571,7 +570,12 @@ fn tree_funnel(
         .iter()
         .map(|t| index.traits.get(t))
         .collect();
-    let has_candidates = |r: ProviderId| with_candidates.iter().any(|(a, _)| *a == r);
+    // By slot: a lookup per tree, not a scan of every tree with candidates.
+    let mut anchors = vec![false; index.slots.len()];
+    for (a, _) in with_candidates {
+        anchors[a.index()] = true;
+    }
+    let has_candidates = |r: ProviderId| anchors[r.index()];
     let mut tally: Tally<TreeRule> = Tally::new();
     let mut tree: Vec<ProviderId> = Vec::new();
     let mut linked: Vec<ProviderId> = Vec::new();
