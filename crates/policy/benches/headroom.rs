@@ -1,7 +1,9 @@
-//! Headroom on a cloud of 10,000 compute-node trees (the shape of the core's placement
-//! bench: two NUMA cells with VCPU, PCPU and MEMORY_MB, local DISK_GB on four in five,
-//! AVX2 on half, CUSTOM_GOLD on a tenth): servers of a flavor placed one by one with the
-//! scheduler's choice and claimed through admission, up to a cap; and with one tree drained.
+//! Headroom on a cloud of 10,000 compute-node trees (the core placement bench's compute
+//! nodes without their SR-IOV functions and sharing pools: two NUMA cells with VCPU, PCPU
+//! and MEMORY_MB, local DISK_GB on four in five, AVX2 on half, CUSTOM_GOLD on a tenth):
+//! servers of a flavor placed one by one with the scheduler's choice and claimed through
+//! admission, up to a cap; a flavor only the gold nodes (which supply DISK_GB, so their
+//! trait counts) can take; and with one tree drained.
 //!
 //! Run: `cargo bench -p kubeplace-policy --bench headroom`.
 
@@ -54,7 +56,7 @@ fn cloud_yaml(trees: usize) -> String {
         }
     }
     y.push_str("apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata: {name: m1.small}\nspec: {vcpus: 1, memoryMb: 2048, diskGb: 20}\n---\n");
-    y.push_str("apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata: {name: gold.xl}\nspec: {vcpus: 64, memoryMb: 65536, extraSpecs: {\"trait:CUSTOM_GOLD\": required}}\n---\n");
+    y.push_str("apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata: {name: gold.xl}\nspec: {vcpus: 64, memoryMb: 65536, diskGb: 20, extraSpecs: {\"trait:CUSTOM_GOLD\": required}}\n---\n");
     y
 }
 
