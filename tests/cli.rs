@@ -159,6 +159,33 @@ fn example_cloud_is_admitted_with_statuses() {
         item(&report, "Server", "batch-1")["status"]["conditions"][0]["reason"],
         "NoValidHost"
     );
+    // The flavor says why nothing fits it, as the server does.
+    let huge = &item(&report, "Flavor", "x1.huge")["status"]["conditions"];
+    let schedulable = huge
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Schedulable")
+        .unwrap();
+    assert_eq!(schedulable["reason"], "NoCandidates");
+    assert!(
+        schedulable["message"].as_str().unwrap().ends_with(
+            "no room for MEMORY_MB:1048576 for the unnumbered group (largest free 95232): 3 trees"
+        ),
+        "{schedulable}"
+    );
+    // Its message says why in at most three reasons, with counts.
+    let why = item(&report, "Server", "batch-1")["status"]["conditions"][0]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        why.contains(
+            "no room for MEMORY_MB:1048576 for the unnumbered group (largest free 95232): 3 trees"
+        ),
+        "{why}"
+    );
+    assert!(why.split("; ").count() <= 3, "{why}");
     assert_eq!(
         item(&report, "Server", "licensed-1")["status"]["conditions"][0]["reason"],
         "TraitConflict"
@@ -848,4 +875,233 @@ fn run_refuses_a_log_filter_it_cannot_read() {
             && err.contains("error, warn, info, debug, trace"),
         "{err}"
     );
+}
+
+#[test]
+fn candidates_explain_where_they_were_lost() {
+    // Only cn2 has CUSTOM_GOLD, and only cn1's numa1 NIC offloads VXLAN: no tree has both.
+    let query = "resources=VCPU:8,MEMORY_MB:4096,DISK_GB:20&required=CUSTOM_GOLD,!HW_CPU_X86_AVX512F\
+                 &resources1=SRIOV_NET_VF:2&required1=HW_NIC_OFFLOAD_VXLAN";
+    let args = [
+        "placement",
+        "candidates",
+        "-f",
+        "examples/cloud",
+        "--explain",
+        "--query",
+        query,
+    ];
+    let out = kubeplace(&args, None);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    for line in [
+        "The unnumbered group: 13 providers",
+        "  - with forbidden trait HW_CPU_X86_AVX512F: 1 provider",
+        "Group 1: 13 providers",
+        "  - lacking required trait HW_NIC_OFFLOAD_VXLAN: 12 providers",
+        "Provider trees: 4",
+        "  - no provider supplying the unnumbered group with required trait CUSTOM_GOLD: 3 trees",
+        "  - no provider for group 1: 1 tree",
+        "  = with candidates: 0 trees",
+        "Candidates: 0; returned 0",
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "no line {line:?} in\n{text}"
+        );
+    }
+    // As JSON: Placement's answer with the explanation beside it, counting what it returns.
+    let mut args = args.to_vec();
+    args[6] = "resources=VCPU:1&limit=2";
+    args.extend(["-o", "json"]);
+    let out = kubeplace(&args, None);
+    assert_eq!(out.status.code(), Some(0));
+    let body = json(&out);
+    assert_eq!(body["allocation_requests"].as_array().unwrap().len(), 2);
+    let e = &body["explain"];
+    assert_eq!(
+        (e["candidates"].as_u64(), e["cutByLimit"].as_u64()),
+        (Some(6), Some(4))
+    );
+    assert_eq!(e["returned"], 2);
+    assert_eq!(e["groups"][0]["lost"][0]["reason"], "NoInventory");
+    assert_eq!(
+        e["groups"][0]["lost"][0]["classes"],
+        serde_json::json!(["VCPU"])
+    );
+    // Without --explain the body is Placement's alone.
+    let plain = kubeplace(
+        &[
+            "placement",
+            "candidates",
+            "-f",
+            "examples/cloud",
+            "--query",
+            args[6],
+        ],
+        None,
+    );
+    assert_eq!(plain.status.code(), Some(0));
+    assert!(json(&plain).get("explain").is_none());
+}
+
+#[test]
+fn explain_refuses_bad_input_by_name() {
+    let base = [
+        "placement",
+        "candidates",
+        "-f",
+        "examples/cloud",
+        "--explain",
+    ];
+    let bad_query = kubeplace(
+        &[&base[..], &["--query", "resources=VCPU:x"]].concat(),
+        None,
+    );
+    assert_eq!(bad_query.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&bad_query.stderr);
+    assert!(
+        err.contains("resource VCPU asks for \"x\", which is not a whole number"),
+        "{err}"
+    );
+    let json_bad = kubeplace(
+        &[&base[..], &["--query", "resources=VCPU:x", "-o", "json"]].concat(),
+        None,
+    );
+    assert_eq!(json_bad.status.code(), Some(1));
+    assert_eq!(json(&json_bad)["errors"][0]["status"], 400);
+    let providers = kubeplace(
+        &[
+            "placement",
+            "providers",
+            "-f",
+            "examples/cloud",
+            "--explain",
+            "--query",
+            "resources=VCPU:1",
+        ],
+        None,
+    );
+    assert_eq!(providers.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&providers.stderr)
+            .contains("--explain explains allocation candidates")
+    );
+    let text = kubeplace(
+        &[
+            "placement",
+            "candidates",
+            "-f",
+            "examples/cloud",
+            "-o",
+            "text",
+            "--query",
+            "resources=VCPU:1",
+        ],
+        None,
+    );
+    assert_eq!(text.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&text.stderr)
+            .contains("-o text prints an explanation; add --explain")
+    );
+    let format = kubeplace(
+        &[&base[..], &["--query", "resources=VCPU:1", "-o", "yaml"]].concat(),
+        None,
+    );
+    assert_eq!(format.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&format.stderr).contains("[possible values: json, text]"));
+}
+
+#[test]
+fn headroom_counts_servers_placed_one_by_one_and_after_a_drain() {
+    let base = [
+        "placement",
+        "headroom",
+        "-f",
+        "examples/cloud",
+        "--flavor",
+        "m1.small",
+    ];
+    let out = kubeplace(&[&base[..], &["-o", "json"]].concat(), None);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let all = json(&out);
+    let fits = all["fits"].as_u64().unwrap();
+    let per_tree = all["perTree"].as_object().unwrap();
+    assert_eq!(
+        per_tree.values().filter_map(Value::as_u64).sum::<u64>(),
+        fits
+    );
+    assert_eq!(all["capped"], false);
+    assert!(
+        all["stoppedBy"]
+            .as_str()
+            .unwrap()
+            .starts_with("NoValidHost")
+    );
+    // The example's waiting servers take their places first.
+    assert_eq!(all["pendingPlaced"], 4);
+    // Draining cn1 (named by any provider of its tree) takes exactly its share away.
+    let drained = json(&kubeplace(
+        &[&base[..], &["--without", "cn1-numa0", "-o", "json"]].concat(),
+        None,
+    ));
+    assert_eq!(drained["drained"], serde_json::json!(["cn1"]));
+    assert!(drained["perTree"].get("cn1").is_none());
+    assert!(drained["fits"].as_u64().unwrap() < fits);
+    // A cap stops counting and says so.
+    let table = kubeplace(&[&base[..], &["--cap", "3"]].concat(), None);
+    let text = String::from_utf8(table.stdout).unwrap();
+    assert!(
+        text.starts_with(
+            "Flavor m1.small: at least 3 more fit (counting stopped at the cap of 3)\n"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn headroom_refuses_unknown_names_with_what_exists() {
+    let base = ["placement", "headroom", "-f", "examples/cloud"];
+    let flavor = kubeplace(&[&base[..], &["--flavor", "m1.tiny"]].concat(), None);
+    assert_eq!(flavor.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&flavor.stderr);
+    assert!(
+        err.contains(
+            "flavor \"m1.tiny\" does not exist; flavors: c1.avx2, lb.ddos, m1.large, m1.small"
+        ),
+        "{err}"
+    );
+    let provider = kubeplace(
+        &[&base[..], &["--flavor", "m1.small", "--without", "cn9"]].concat(),
+        None,
+    );
+    assert_eq!(provider.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&provider.stderr);
+    assert!(err.contains("provider \"cn9\" (to drain) does not exist; give a ResourceProvider's name, e.g. one of: ceph-pool-ssd, cn1"), "{err}");
+    let cap = kubeplace(
+        &[&base[..], &["--flavor", "m1.small", "--cap", "0"]].concat(),
+        None,
+    );
+    assert_eq!(cap.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&cap.stderr).contains("the cap must be at least 1 server, not 0")
+    );
+    let missing = kubeplace(
+        &[
+            "placement",
+            "headroom",
+            "-f",
+            "no/such/dir",
+            "--flavor",
+            "f",
+        ],
+        None,
+    );
+    assert_eq!(missing.status.code(), Some(2));
 }

@@ -101,6 +101,9 @@ pub enum PlacementCall {
     Candidates(PlacementArgs),
     /// `GET /resource_providers?QUERY`.
     Providers(PlacementArgs),
+    /// How many more servers of a flavor fit, placed one by one with the scheduler's
+    /// choice and claims; with `--without`, after draining those providers' trees.
+    Headroom(placement::HeadroomArgs),
     /// Placement's REST API (microversions 1.0–1.39, reads and writes) over an in-memory
     /// store seeded from manifests; docs/placement-api.md.
     Serve(placement_serve::ServeArgs),
@@ -118,9 +121,14 @@ pub struct PlacementArgs {
     /// Placement microversion, 1.10 to 1.39 or `latest`.
     #[arg(long, default_value = "1.39")]
     pub microversion: String,
-    /// Output format (JSON, Placement's shape).
-    #[arg(short = 'o', long, value_parser = ["json"], default_value = "json")]
-    pub output: String,
+    /// Output format: `json` (Placement's shape; with `--explain`, the explanation under
+    /// the key `explain`), or `text` (the explanation alone; the default with `--explain`).
+    #[arg(short = 'o', long, value_parser = ["json", "text"])]
+    pub output: Option<String>,
+    /// Say where the candidates were lost, in order, with counts: per request group, over
+    /// the provider trees, when the groups are combined, and by `limit` (candidates only).
+    #[arg(long)]
+    pub explain: bool,
     /// Answer the query this many times after loading and print the median and fastest
     /// time in milliseconds to standard error (for speed comparisons).
     #[arg(long, hide = true, default_value_t = 0)]
@@ -146,6 +154,12 @@ pub fn main() -> ExitCode {
                 PlacementCall::Candidates(a) => (placement::Call::Candidates, a),
                 PlacementCall::Providers(a) => (placement::Call::Providers, a),
                 PlacementCall::Serve(a) => return placement_serve::main(a),
+                PlacementCall::Headroom(a) => {
+                    let stdin = &mut std::io::stdin().lock();
+                    let stdout = &mut std::io::stdout().lock();
+                    let stderr = &mut std::io::stderr().lock();
+                    return ExitCode::from(placement::headroom(a, stdin, stdout, stderr));
+                }
             };
             let stdin = &mut std::io::stdin().lock();
             let stdout = &mut std::io::stdout().lock();

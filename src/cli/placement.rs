@@ -3,12 +3,16 @@
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
+use serde_json::Value;
+
 use kubeplace_api::manifest::read_paths;
 use kubeplace_core::placement::candidates::try_allocation_candidates;
+use kubeplace_core::placement::explain::{Explanation, explain};
 use kubeplace_core::placement::microversion::Microversion;
 use kubeplace_core::placement::query::{parse_candidates_query, parse_providers_query};
 use kubeplace_core::placement::resource_providers::matching_providers;
 use kubeplace_core::placement::response::{candidates_body, error_body, providers_body};
+use kubeplace_policy::scheduling::headroom::{DEFAULT_CAP, Headroom};
 use kubeplace_policy::store::{Change, Store};
 
 /// Which Placement call to answer.
@@ -85,6 +89,48 @@ pub(crate) fn answer(
     }
 }
 
+/// How the answer is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// Placement's JSON body.
+    Json,
+    /// Placement's JSON body with the explanation under `explain`.
+    JsonExplained,
+    /// The explanation as text.
+    Text,
+}
+
+fn shape(call: Call, args: &super::PlacementArgs) -> Result<Shape, String> {
+    match (call, args.explain, args.output.as_deref()) {
+        (Call::Providers, true, _) => Err(
+            "--explain explains allocation candidates; use it with `kubeplace placement candidates`"
+                .to_string(),
+        ),
+        (_, false, Some("text")) => Err(
+            "-o text prints an explanation; add --explain, or use -o json for Placement's answer"
+                .to_string(),
+        ),
+        (_, false, _) => Ok(Shape::Json),
+        (_, true, Some("json")) => Ok(Shape::JsonExplained),
+        (_, true, _) => Ok(Shape::Text),
+    }
+}
+
+/// The explanation of a candidates query, or Placement's error body for a bad one.
+pub(crate) fn explained(
+    store: &Store,
+    query: &str,
+    microversion: &str,
+) -> Result<Explanation, Value> {
+    let mv: Microversion = microversion.parse().map_err(
+        |e: kubeplace_core::placement::microversion::MicroversionError| {
+            error_body(406, &e.to_string())
+        },
+    )?;
+    let q = parse_candidates_query(query, mv).map_err(|e| error_body(400, &e.detail))?;
+    Ok(explain(store.index(), &q))
+}
+
 /// Runs the subcommand; returns the exit code.
 pub fn run(
     call: Call,
@@ -99,6 +145,13 @@ pub fn run(
         args.microversion.as_str(),
         args.time_repeat,
     );
+    let shape = match shape(call, args) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = writeln!(err, "kubeplace placement: {e}");
+            return 2;
+        }
+    };
     let store = match load_state(files, stdin) {
         Ok(s) => s,
         Err(e) => {
@@ -123,11 +176,135 @@ pub fn run(
         );
     }
     let (text, code) = answer(&store, call, query, microversion, true);
-    match writeln!(out, "{text}") {
-        Ok(()) => code,
-        Err(_) => {
+    if shape == Shape::Json {
+        return match writeln!(out, "{text}") {
+            Ok(()) => code,
+            Err(_) => {
+                let _ = writeln!(err, "kubeplace placement: cannot write output");
+                2
+            }
+        };
+    }
+    // With --explain the answer is read back as JSON to carry the explanation.
+    let mut body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    if code == 0 {
+        match explained(&store, query, microversion) {
+            Ok(e) if shape == Shape::Text => {
+                return match write!(out, "{}", e.text()) {
+                    Ok(()) => 0,
+                    Err(_) => 2,
+                };
+            }
+            Ok(e) => body["explain"] = serde_json::to_value(&e).unwrap_or(Value::Null),
+            Err(e) => body = e,
+        }
+    }
+    if shape == Shape::Text && code != 0 {
+        let detail = body["errors"][0]["detail"]
+            .as_str()
+            .unwrap_or("bad request");
+        let _ = writeln!(err, "kubeplace placement: {detail}");
+        return code;
+    }
+    match serde_json::to_string_pretty(&body) {
+        Ok(text) if writeln!(out, "{text}").is_ok() => code,
+        _ => {
             let _ = writeln!(err, "kubeplace placement: cannot write output");
             2
         }
     }
+}
+
+/// Arguments of `kubeplace placement headroom`.
+#[derive(clap::Args, Debug)]
+pub struct HeadroomArgs {
+    /// Files, folders or `-` with ResourceProviders, Allocations, Flavors and Servers.
+    #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
+    /// The Flavor whose servers are counted.
+    #[arg(long)]
+    pub flavor: String,
+    /// Providers whose whole trees are drained first (their servers are placed again).
+    #[arg(long, num_args = 1..)]
+    pub without: Vec<String>,
+    /// Servers placed at most; beyond it the answer is "at least".
+    #[arg(long, default_value_t = DEFAULT_CAP)]
+    pub cap: usize,
+    /// Output format: `table` or `json`.
+    #[arg(short = 'o', long, value_parser = ["table", "json"], default_value = "table")]
+    pub output: String,
+}
+
+/// Runs `kubeplace placement headroom`: 0 answered, 1 for a flavor or provider that does
+/// not exist, 2 for input that cannot be read.
+pub fn headroom(
+    args: &HeadroomArgs,
+    stdin: &mut dyn Read,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> u8 {
+    let store = match load_state(&args.files, stdin) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = writeln!(err, "kubeplace placement headroom: {e}");
+            return 2;
+        }
+    };
+    let h =
+        match kubeplace_policy::scheduling::headroom(&store, &args.flavor, &args.without, args.cap)
+        {
+            Ok(h) => h,
+            Err(e) => {
+                let _ = writeln!(err, "kubeplace placement headroom: {e}");
+                return 1;
+            }
+        };
+    let text = if args.output == "json" {
+        serde_json::to_string_pretty(&h)
+            .map(|t| t + "\n")
+            .unwrap_or_default()
+    } else {
+        headroom_table(&h)
+    };
+    match out.write_all(text.as_bytes()) {
+        Ok(()) => 0,
+        Err(_) => 2,
+    }
+}
+
+/// Headroom for people: the count, where they would go, and what the drain moved.
+fn headroom_table(h: &Headroom) -> String {
+    let mut out = if h.capped {
+        format!(
+            "Flavor {}: at least {} more fit (counting stopped at the cap of {})\n",
+            h.flavor, h.fits, h.cap
+        )
+    } else {
+        format!("Flavor {}: {} more fit\n", h.flavor, h.fits)
+    };
+    let width = h.per_tree.keys().map(String::len).max().unwrap_or(0).max(4);
+    if !h.per_tree.is_empty() {
+        out.push_str(&format!("  {:<width$}  SERVERS\n", "TREE"));
+        for (tree, n) in &h.per_tree {
+            out.push_str(&format!("  {tree:<width$}  {n}\n"));
+        }
+    }
+    if let Some(why) = &h.stopped_by {
+        out.push_str(&format!("The next did not fit: {why}\n"));
+    }
+    if !h.drained.is_empty() {
+        out.push_str(&format!(
+            "Drained: {} ({} servers moved first, {} of them found no host)\n",
+            h.drained.join(", "),
+            h.displaced,
+            h.displaced_unplaced
+        ));
+    }
+    if h.pending_placed > 0 {
+        out.push_str(&format!(
+            "Placed first: {} servers that were waiting for a host\n",
+            h.pending_placed
+        ));
+    }
+    out
 }

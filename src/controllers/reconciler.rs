@@ -313,13 +313,7 @@ impl Reconciler {
         if w.turned_false.is_empty() {
             return;
         }
-        let reference = ObjectReference {
-            api_version: Some(API_VERSION.to_string()),
-            kind: Some(w.key.kind.to_string()),
-            name: Some(w.key.name.clone()),
-            uid: w.uid.clone(),
-            ..Default::default()
-        };
+        let reference = event_reference(w);
         for c in &w.turned_false {
             let note = if c.message.is_empty() {
                 format!("{} is False", c.type_)
@@ -337,6 +331,19 @@ impl Reconciler {
                 debug!(error = %e, kind = %w.key.kind, name = %w.key.name, "cannot publish an Event");
             }
         }
+    }
+}
+
+/// What an Event is about. A Server's Event lives in its namespace, where `kubectl
+/// describe server` looks for it.
+fn event_reference(w: &StatusWrite) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(API_VERSION.to_string()),
+        kind: Some(w.key.kind.to_string()),
+        name: Some(w.key.name.clone()),
+        namespace: (!w.key.namespace.is_empty()).then(|| w.key.namespace.clone()),
+        uid: w.uid.clone(),
+        ..Default::default()
     }
 }
 
@@ -452,6 +459,25 @@ mod tests {
         let s = store.read().unwrap();
         let stale = s.get(&ObjectKey::cluster(Kind::Flavor, "stale")).unwrap();
         assert!(stale.status().is_some());
+    }
+
+    #[test]
+    fn a_servers_event_is_in_its_namespace_a_flavors_in_none() {
+        let write = |kind, namespace: &str| StatusWrite {
+            key: ObjectKey {
+                kind,
+                namespace: namespace.into(),
+                name: "x".into(),
+            },
+            uid: Some("u".into()),
+            status: kubeplace_api::Status::Flavor(Default::default()),
+            json: Value::Null,
+            turned_false: Vec::new(),
+        };
+        let server = event_reference(&write(Kind::Server, "shop"));
+        assert_eq!(server.namespace.as_deref(), Some("shop"));
+        assert_eq!(server.kind.as_deref(), Some("Server"));
+        assert_eq!(event_reference(&write(Kind::Flavor, "")).namespace, None);
     }
 
     #[test]

@@ -138,6 +138,24 @@ fn servers_are_placed_rebuilt_resized_and_give_capacity_back_when_deleted() {
         "{table}"
     );
     assert_eq!(row("s3")[3], "NoValidHost", "{table}");
+    // Why it waits is in its condition and in a Warning Event in its namespace, both of
+    // which `kubectl describe` shows: the host has no VCPU left.
+    let mut described = String::new();
+    for _ in 0..60 {
+        described = cp
+            .kubectl(&["describe", "server", "s3", "-n", NS])
+            .ok()
+            .to_string();
+        if described.contains("Warning") && described.matches("no room for VCPU:2").count() >= 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(described.contains("NoValidHost"), "{described}");
+    assert!(
+        described.matches("no room for VCPU:2").count() >= 2,
+        "the condition and the Event explain: {described}"
+    );
     // Every server carries the finalizer that releases its allocation.
     server_field(
         cp,

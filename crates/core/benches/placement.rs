@@ -10,8 +10,11 @@
 //! asked for VCPU and 1, 4 or 8 numbered groups of one device, isolate or none, with and
 //! without limit=1000, and with same_subtree keeping the devices in one cell.
 //!
-//! Run: `cargo bench --bench placement` (add `-- 10k` to pick sizes, `-- wide` for the
-//! wide trees only).
+//! Each query is also explained (`explain` rows: the explain funnels and a count of every
+//! candidate), beside the plain search.
+//!
+//! Run: `cargo bench --bench placement` (add `-- 10k/` to build and run one size only, e.g.
+//! `-- 10k/explain`, `-- wide` for the wide trees only).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
@@ -22,6 +25,7 @@ use criterion::{BenchmarkId, Criterion};
 use kubeplace_core::placement::candidates::{
     allocation_candidates, count_candidates, try_allocation_candidates,
 };
+use kubeplace_core::placement::explain::explain;
 use kubeplace_core::placement::microversion::Microversion;
 use kubeplace_core::placement::provider_tree::ProviderRecord;
 use kubeplace_core::placement::query::parse_candidates_query;
@@ -314,9 +318,18 @@ fn wide(c: &mut Criterion) {
 
 fn main() {
     let mut c = Criterion::default().sample_size(10).configure_from_args();
-    wide(&mut c);
-    let only_wide = std::env::args().skip(1).any(|a| a.contains("wide"));
-    for (trees, label) in sizes().into_iter().filter(|_| !only_wide) {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    // A size named in the filter (`-- 10k/explain`) builds that cloud only, and no wide rows.
+    let picked: Vec<(usize, &str)> = sizes()
+        .into_iter()
+        .filter(|(_, label)| args.iter().any(|a| a.contains(&format!("{label}/"))))
+        .collect();
+    if picked.is_empty() {
+        wide(&mut c);
+    }
+    let only_wide = args.iter().any(|a| a.contains("wide"));
+    let sizes = if picked.is_empty() { sizes() } else { picked };
+    for (trees, label) in sizes.into_iter().filter(|_| !only_wide) {
         let records = cloud(trees);
         let before = LIVE.load(Ordering::Relaxed);
         let started = Instant::now();
@@ -357,6 +370,10 @@ fn main() {
                         b.iter(|| black_box(count_candidates(&index, q)))
                     });
                 }
+                // Explain beside the search it explains: its funnels plus a full count.
+                group.bench_with_input(BenchmarkId::new("explain", &id), &query, |b, q| {
+                    b.iter(|| black_box(explain(&index, q).returned))
+                });
             }
         }
         group.finish();

@@ -8,6 +8,7 @@ use kubeplace_core::placement::candidates::{
     Walk, allocation_candidates, count_candidates, counted_candidates, counted_candidates_walking,
     counted_candidates_with, try_allocation_candidates, try_counted_candidates,
 };
+use kubeplace_core::placement::explain::explain;
 use kubeplace_core::placement::ids::ProviderId;
 use kubeplace_core::placement::microversion::Microversion;
 use kubeplace_core::placement::provider_tree::{ConsumerAllocations, ProviderRecord};
@@ -780,5 +781,69 @@ proptest! {
         prop_assert_eq!(&default.candidates[..], &full.candidates[..n], "{}", qs);
         let (count, _) = try_counted_candidates(&idx, &unlimited, 0).expect("fits the budget");
         prop_assert_eq!(count, full_count);
+    }
+}
+
+// Explain against the search: the survivors it counts are the candidates the search
+// returns, every provider and tree is lost at exactly one step or kept, and the trees it
+// keeps hold every tree that anchors a candidate.
+
+fn explained(
+    idx: &ProviderIndex,
+    parsed: &kubeplace_core::placement::query::CandidatesQuery,
+    qs: &str,
+) -> Result<(), TestCaseError> {
+    let e = explain(idx, parsed);
+    let set = allocation_candidates(idx, parsed);
+    let count = count_candidates(idx, parsed);
+    prop_assert!(!e.budget_exhausted);
+    prop_assert_eq!(e.returned, count, "{}\n{}", qs, e.text());
+    prop_assert_eq!(e.returned, set.candidates.len(), "{}\n{}", qs, e.text());
+    prop_assert_eq!(e.returned == 0, set.candidates.is_empty());
+    prop_assert_eq!(e.candidates - e.cut_by_limit, e.returned);
+    for g in &e.groups {
+        let lost: usize = g.lost.iter().map(|s| s.count).sum();
+        prop_assert_eq!(lost + g.left, g.providers, "{}\n{}", qs, e.text());
+        prop_assert!(g.lost.iter().all(|s| s.count > 0));
+    }
+    let lost: usize = e.trees.lost.iter().map(|s| s.count).sum();
+    prop_assert_eq!(
+        lost + e.trees.with_candidates,
+        e.trees.trees,
+        "a tree with candidates was lost in the funnel: {}\n{}",
+        qs,
+        e.text()
+    );
+    prop_assert_eq!(e.trees.with_candidates == 0, e.candidates == 0);
+    let summary = e.summary(3);
+    prop_assert!(summary.len() <= 3);
+    prop_assert_eq!(
+        summary.is_empty(),
+        lost == 0 && e.trees.trees > 0,
+        "{:?}",
+        summary
+    );
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1500, ..ProptestConfig::default() })]
+
+    #[test]
+    fn explain_agrees_with_the_search(nodes in shared_cloud(), q in shared_query()) {
+        let idx = build_shared(&nodes);
+        let qs = shared_query_string(&q, &nodes);
+        let Ok(parsed) = parse_candidates_query(&qs, Microversion(q.microversion)) else {
+            return Ok(());
+        };
+        explained(&idx, &parsed, &qs)?;
+    }
+
+    #[test]
+    fn explain_agrees_on_wide_trees(trees in wide_cloud(), q in wide_query()) {
+        let idx = build_wide(&trees);
+        let qs = wide_query_string(&q);
+        let parsed = parse_candidates_query(&qs, Microversion::LATEST).expect("valid query");
+        explained(&idx, &parsed, &qs)?;
     }
 }

@@ -242,6 +242,8 @@ trait Visit {
     fn one(&mut self, found: &Found<'_>) -> Option<u64>;
     /// `n` candidates of one tree, counted without building them; false to stop.
     fn many(&mut self, n: usize) -> bool;
+    /// The tree whose candidates come next (explain counts candidates per tree).
+    fn tree(&mut self, _anchor: ProviderId) {}
 }
 
 /// Counts what passes through to `inner`, for the limit's pruning estimate.
@@ -263,6 +265,10 @@ impl<V: Visit> Visit for Tally<'_, V> {
     fn many(&mut self, n: usize) -> bool {
         self.found += n;
         self.inner.many(n)
+    }
+
+    fn tree(&mut self, anchor: ProviderId) {
+        self.inner.tree(anchor);
     }
 }
 
@@ -312,13 +318,16 @@ impl Steps {
 }
 
 /// Whether sorted `aggregates` meet every any-of set.
-fn in_every_set(aggregates: SortedIds<'_, AggregateId>, sets: &[Vec<AggregateId>]) -> bool {
+pub(crate) fn in_every_set(
+    aggregates: SortedIds<'_, AggregateId>,
+    sets: &[Vec<AggregateId>],
+) -> bool {
     sets.iter()
         .all(|any| any.iter().any(|a| aggregates.contains(*a)))
 }
 
 /// Whether sorted `aggregates` hold any of `wanted`.
-fn in_any(aggregates: SortedIds<'_, AggregateId>, wanted: &[AggregateId]) -> bool {
+pub(crate) fn in_any(aggregates: SortedIds<'_, AggregateId>, wanted: &[AggregateId]) -> bool {
     wanted.iter().any(|a| aggregates.contains(*a))
 }
 
@@ -1080,6 +1089,7 @@ impl<'a> Search<'a> {
         if !s.steps.spend(1) {
             return false;
         }
+        visit.tree(anchor);
         let pack = self.index.root_pack(anchor);
         if !self.anchor_allowed(pack.traits(0)) {
             return true;
@@ -1437,6 +1447,39 @@ fn product(lists: &[Vec<ProviderId>], mut f: impl FnMut(&[ProviderId]) -> bool) 
     }
 }
 
+/// The root of the tree of the provider `in_tree` names by uuid (in any case).
+pub(crate) fn tree_root_of_uuid(index: &ProviderIndex, uuid: &str) -> Option<ProviderId> {
+    let names = index.names_with_uuid(uuid);
+    let names = if names.is_empty() {
+        index.names_with_uuid(&uuid.to_ascii_lowercase())
+    } else {
+        names
+    };
+    names
+        .first()
+        .and_then(|n| index.id(n))
+        .and_then(|p| index.get(p).root)
+}
+
+/// Sharing providers in well-formed trees, by aggregate index: a sharing provider serves
+/// every tree with a provider in one of its aggregates.
+pub(crate) fn sharing_by_aggregate(index: &ProviderIndex) -> Vec<SmallVec<[ProviderId; 2]>> {
+    let mut out: Vec<SmallVec<[ProviderId; 2]>> = Vec::new();
+    for &s in &index.sharing {
+        if index.get(s).root.is_none() {
+            continue;
+        }
+        for a in index.get(s).aggregates().iter() {
+            let a = a.index();
+            if out.len() <= a {
+                out.resize_with(a + 1, SmallVec::new);
+            }
+            out[a].push(s);
+        }
+    }
+    out
+}
+
 fn resolve_group(index: &ProviderIndex, q: &GroupQuery) -> Group {
     let mut impossible = false;
     let required = q
@@ -1474,26 +1517,14 @@ fn resolve_group(index: &ProviderIndex, q: &GroupQuery) -> Group {
         .collect();
     let in_tree_root = match &q.in_tree {
         None => None,
-        Some(u) => {
-            let names = index.names_with_uuid(u);
-            let names = if names.is_empty() {
-                index.names_with_uuid(&u.to_ascii_lowercase())
-            } else {
-                names
-            };
-            match names
-                .first()
-                .and_then(|n| index.id(n))
-                .and_then(|p| index.get(p).root)
-            {
-                Some(r) => Some(r),
-                None => {
-                    // Placement ignores in_tree for a group without resources.
-                    impossible |= !q.resources.is_empty();
-                    None
-                }
+        Some(u) => match tree_root_of_uuid(index, u) {
+            Some(r) => Some(r),
+            None => {
+                // Placement ignores in_tree for a group without resources.
+                impossible |= !q.resources.is_empty();
+                None
             }
-        }
+        },
     };
     Group {
         suffix: q.suffix.clone(),
@@ -1532,19 +1563,6 @@ fn prepare<'a>(index: &'a ProviderIndex, query: &CandidatesQuery) -> Search<'a> 
         .iter()
         .filter_map(|t| index.traits.get(t))
         .collect();
-    let mut sharing_by_aggregate: Vec<SmallVec<[ProviderId; 2]>> = Vec::new();
-    for &s in &index.sharing {
-        if index.get(s).root.is_none() {
-            continue;
-        }
-        for a in index.get(s).aggregates().iter() {
-            let a = a.index();
-            if sharing_by_aggregate.len() <= a {
-                sharing_by_aggregate.resize_with(a + 1, SmallVec::new);
-            }
-            sharing_by_aggregate[a].push(s);
-        }
-    }
     let spread_sharing = match groups.iter().find(|g| !g.same_provider) {
         Some(g) => index
             .sharing
@@ -1574,7 +1592,7 @@ fn prepare<'a>(index: &'a ProviderIndex, query: &CandidatesQuery) -> Search<'a> 
         groups,
         root_required,
         root_forbidden,
-        sharing_by_aggregate,
+        sharing_by_aggregate: sharing_by_aggregate(index),
         spread_sharing,
         subtree_groups,
         prune: true,
@@ -1736,6 +1754,82 @@ pub fn counted_candidates(
     keep: usize,
 ) -> (usize, CandidateSet) {
     search_candidates(index, query, &prepare(index, query), keep)
+}
+
+/// Candidates per tree, counted as the search counts them but whatever the limit.
+pub(crate) struct TreeCounts {
+    /// Roots whose tree anchors at least one candidate, with how many.
+    pub(crate) per_tree: Vec<(ProviderId, usize)>,
+    pub(crate) total: usize,
+    /// Set when the search ran out of budget: the counts are those found before.
+    pub(crate) exhausted: Option<BudgetExhausted>,
+}
+
+/// Counts candidates by the tree that anchors them (explain compares this with the trees
+/// its funnel keeps). Below 1.29 only candidates with one provider per tree count, as there.
+struct PerTree<'i> {
+    index: &'i ProviderIndex,
+    nested: bool,
+    current: Option<ProviderId>,
+    counts: Vec<(ProviderId, usize)>,
+    total: usize,
+}
+
+impl PerTree<'_> {
+    fn add(&mut self, n: usize) {
+        let Some(anchor) = self.current else { return };
+        self.total += n;
+        match self.counts.last_mut() {
+            Some((a, c)) if *a == anchor => *c += n,
+            _ => self.counts.push((anchor, n)),
+        }
+    }
+}
+
+impl Visit for PerTree<'_> {
+    fn wants_each(&self) -> bool {
+        !self.nested
+    }
+
+    fn one(&mut self, found: &Found<'_>) -> Option<u64> {
+        if self.nested || one_provider_per_tree(self.index, found.allocations) {
+            self.add(1);
+        }
+        Some(0)
+    }
+
+    fn many(&mut self, n: usize) -> bool {
+        self.add(n);
+        true
+    }
+
+    fn tree(&mut self, anchor: ProviderId) {
+        self.current = Some(anchor);
+    }
+}
+
+/// Every candidate of the query, limit aside, counted per anchoring tree within
+/// [`SEARCH_BUDGET`].
+pub(crate) fn candidates_per_tree(index: &ProviderIndex, query: &CandidatesQuery) -> TreeCounts {
+    let mut search = prepare(index, query);
+    search.limit = None;
+    search.walk_before_pruning = 0;
+    let mut per_tree = PerTree {
+        index,
+        nested: query.microversion.at_least(29),
+        current: None,
+        counts: Vec::new(),
+        total: 0,
+    };
+    let ran_out = search.run(&mut per_tree);
+    TreeCounts {
+        exhausted: ran_out.then_some(BudgetExhausted {
+            budget: search.budget,
+            found: per_tree.total,
+        }),
+        per_tree: per_tree.counts,
+        total: per_tree.total,
+    }
 }
 
 /// Counts the candidates the search reports, keeps the first few, and below 1.29 keeps

@@ -1,10 +1,12 @@
 //! Scheduling: choosing a host for each Server, placing it through admission, and releasing
 //! what deleted Servers held.
 
+pub mod headroom;
 pub mod place;
 pub mod plan;
 pub mod release;
 
+pub use headroom::{Headroom, HeadroomError, headroom};
 pub use place::{place, schedule_pending};
 pub use plan::plan;
-pub(crate) use plan::{allocation_matches, flavor_and_image};
+pub(crate) use plan::{allocation_matches, flavor_and_image, host};

@@ -18,9 +18,11 @@ use kubeplace_api::{
 };
 use kubeplace_core::placement::ProviderIndex;
 use kubeplace_core::placement::candidates::try_allocation_candidates;
+use kubeplace_core::placement::explain::explain;
 use kubeplace_core::placement::microversion::Microversion;
 use kubeplace_core::placement::query::parse_candidates_query;
-use kubeplace_core::placement::request::TraitConflict;
+use kubeplace_core::placement::request::{Request, TraitConflict};
+use kubeplace_core::placement::trait_name::MISC_SHARES_VIA_AGGREGATE;
 
 use crate::translate::{flavor_request, required_traits};
 use kubeplace_api::Kind;
@@ -28,6 +30,9 @@ use kubeplace_api::{ServerRef, allocation_name, consumer_uuid};
 
 /// Candidates the scheduler weighs at most: Nova's default `max_placement_results`.
 pub const MAX_PLACEMENT_RESULTS: usize = 1000;
+
+/// Reasons a NoValidHost message gives at most (the largest losses of provider trees).
+pub const EXPLAIN_LINES: usize = 3;
 
 /// Why a server cannot be placed now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,12 +84,6 @@ pub fn plan(store: &Store, server: &Server) -> Result<Allocation, Unplaceable> {
                 server.spec.flavor, server.spec.image
             ),
         })?;
-    let query_string = format!("{}&limit={MAX_PLACEMENT_RESULTS}", request.to_query());
-    let query =
-        parse_candidates_query(&query_string, Microversion::LATEST).map_err(|e| Unplaceable {
-            reason: "InvalidRequest",
-            message: e.detail,
-        })?;
     let name = allocation_name(server);
     let owned;
     let index: &ProviderIndex = if store.index().allocations(&name).is_some() {
@@ -95,9 +94,51 @@ pub fn plan(store: &Store, server: &Server) -> Result<Allocation, Unplaceable> {
     } else {
         store.index()
     };
+    let per_provider = choose(index, &request, &server.spec.flavor)?;
+    let mut allocation = Allocation::new(
+        &name,
+        AllocationSpec {
+            consumer: consumer_uuid(server),
+            allocations: per_provider
+                .into_iter()
+                .map(|(provider, resources)| ProviderAllocation {
+                    provider,
+                    resources,
+                })
+                .collect(),
+        },
+    );
+    let who = ServerRef::of(server);
+    allocation.metadata.labels = Some(
+        [
+            (
+                kubeplace_api::SERVER_NAMESPACE_LABEL.to_string(),
+                who.namespace,
+            ),
+            (kubeplace_api::SERVER_NAME_LABEL.to_string(), who.name),
+        ]
+        .into(),
+    );
+    Ok(allocation)
+}
+
+/// What the scheduler chooses for a request over the index: the best weighed of at most
+/// [`MAX_PLACEMENT_RESULTS`] candidates, as amounts per provider and class. `flavor` names
+/// the request in messages.
+pub(crate) fn choose(
+    index: &ProviderIndex,
+    request: &Request,
+    flavor: &str,
+) -> Result<BTreeMap<String, BTreeMap<String, i64>>, Unplaceable> {
+    let query_string = format!("{}&limit={MAX_PLACEMENT_RESULTS}", request.to_query());
+    let query =
+        parse_candidates_query(&query_string, Microversion::LATEST).map_err(|e| Unplaceable {
+            reason: "InvalidRequest",
+            message: e.detail,
+        })?;
     let budget = |e: kubeplace_core::placement::candidates::BudgetExhausted| Unplaceable {
         reason: "SearchBudgetExhausted",
-        message: format!("placing {}: {e}", server.spec.flavor),
+        message: format!("placing {flavor}: {e}"),
     };
     let set = try_allocation_candidates(index, &query).map_err(budget)?;
     if set.candidates.is_empty()
@@ -127,12 +168,15 @@ pub fn plan(store: &Store, server: &Server) -> Result<Allocation, Unplaceable> {
         })
         .max_by(|a, b| a.0.total_cmp(&b.0).then_with(|| b.1.cmp(&a.1)));
     let Some((_, _, named)) = best else {
+        // Why, in the few lines that matter most: a bounded status and Event, not a log.
+        let why = explain(index, &query).summary(EXPLAIN_LINES);
         return Err(Unplaceable {
             reason: "NoValidHost",
             message: format!(
-                "no provider tree can host {} ({})",
-                server.spec.flavor,
-                request.to_query()
+                "no provider tree can host {} ({}): {}",
+                flavor,
+                request.to_query(),
+                why.join("; ")
             ),
         });
     };
@@ -140,31 +184,21 @@ pub fn plan(store: &Store, server: &Server) -> Result<Allocation, Unplaceable> {
     for (p, class, amount) in named {
         *per_provider.entry(p).or_default().entry(class).or_default() += amount;
     }
-    let mut allocation = Allocation::new(
-        &name,
-        AllocationSpec {
-            consumer: consumer_uuid(server),
-            allocations: per_provider
-                .into_iter()
-                .map(|(provider, resources)| ProviderAllocation {
-                    provider,
-                    resources,
-                })
-                .collect(),
-        },
-    );
-    let who = ServerRef::of(server);
-    allocation.metadata.labels = Some(
-        [
-            (
-                kubeplace_api::SERVER_NAMESPACE_LABEL.to_string(),
-                who.namespace,
-            ),
-            (kubeplace_api::SERVER_NAME_LABEL.to_string(), who.name),
-        ]
-        .into(),
-    );
-    Ok(allocation)
+    Ok(per_provider)
+}
+
+/// The tree a server runs in: the root of a provider it holds, preferring providers that
+/// are not sharing providers it borrows from.
+pub(crate) fn host(index: &ProviderIndex, held: &[ProviderAllocation]) -> Option<String> {
+    let shares = |p: &str| {
+        index
+            .effective(p)
+            .is_some_and(|(_, t)| t.contains(MISC_SHARES_VIA_AGGREGATE))
+    };
+    held.iter()
+        .filter(|pa| !shares(&pa.provider))
+        .chain(held.iter())
+        .find_map(|pa| index.root_of(&pa.provider).ok())
 }
 
 /// Whether the server's current Allocation still matches what its flavor asks (per class

@@ -8,11 +8,13 @@ use kubeplace_api::{
 };
 use kubeplace_core::placement::ProviderIndex;
 use kubeplace_core::placement::candidates::{BudgetExhausted, counted_candidates};
+use kubeplace_core::placement::explain::explain;
 use kubeplace_core::placement::microversion::Microversion;
 use kubeplace_core::placement::query::parse_candidates_query;
 use kubeplace_core::placement::request::Request;
 
 use super::{World, capped};
+use crate::scheduling::plan::EXPLAIN_LINES;
 use crate::translate::check_flavor_extra_specs;
 use crate::translate::flavor_request;
 
@@ -46,6 +48,8 @@ pub struct Placement {
     pub first: Vec<CandidateStatus>,
     /// Set when the search ran out of budget before counting them all.
     pub exhausted: Option<BudgetExhausted>,
+    /// With no candidate, why: explain's few largest losses of provider trees.
+    pub why: Vec<String>,
 }
 
 /// Runs a request against the index as Placement's latest microversion would.
@@ -75,10 +79,17 @@ pub fn place(index: &ProviderIndex, request: &Request) -> Result<Placement, Stri
             }
         })
         .collect();
+    // Explained only when nothing fits: one more bounded search, where it helps most.
+    let why = if count == 0 && exhausted.is_none() {
+        explain(index, &query).summary(EXPLAIN_LINES)
+    } else {
+        Vec::new()
+    };
     Ok(Placement {
         count,
         first,
         exhausted,
+        why,
     })
 }
 
@@ -107,11 +118,20 @@ pub fn schedulable(outcome: &Result<Placement, String>) -> Condition {
             "Candidates",
             format!("{} allocation candidates", p.count),
         ),
-        Ok(_) => Condition::new(
+        Ok(p) if p.why.is_empty() => Condition::new(
             "Schedulable",
             false,
             "NoCandidates",
             "no provider tree can satisfy the request",
+        ),
+        Ok(p) => Condition::new(
+            "Schedulable",
+            false,
+            "NoCandidates",
+            format!(
+                "no provider tree can satisfy the request: {}",
+                p.why.join("; ")
+            ),
         ),
         Err(e) => Condition::new("Schedulable", false, "InvalidRequest", e.clone()),
     }

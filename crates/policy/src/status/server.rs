@@ -5,11 +5,10 @@ use kubeplace_api::{
     ServerStatus, allocation_name, consumer_uuid,
 };
 use kubeplace_core::placement::rebuild::missing_traits;
-use kubeplace_core::placement::trait_name::MISC_SHARES_VIA_AGGREGATE;
 use kubeplace_core::templates::{ServerContext, render};
 
 use super::World;
-use crate::scheduling::{allocation_matches, flavor_and_image, plan};
+use crate::scheduling::{allocation_matches, flavor_and_image, host, plan};
 use crate::store::Store;
 use crate::translate::required_traits;
 
@@ -37,7 +36,7 @@ pub(super) fn status(server: &Server, world: &World<'_>, generation: Option<i64>
                     resources: pa.resources.clone(),
                 })
                 .collect();
-            status.host = host(store, a);
+            status.host = host(store.index(), &a.spec.allocations);
             held_condition(store, server, a, &name)
         }
         _ => waiting_condition(store, server),
@@ -48,22 +47,6 @@ pub(super) fn status(server: &Server, world: &World<'_>, generation: Option<i64>
     });
     status.conditions = std::iter::once(scheduled).chain(rendered).collect();
     status
-}
-
-/// The tree the server runs in: the root of a provider it holds, preferring providers that
-/// are not sharing providers it borrows from.
-fn host(store: &Store, allocation: &Allocation) -> Option<String> {
-    let index = store.index();
-    let shares = |p: &str| {
-        index
-            .effective(p)
-            .is_some_and(|(_, t)| t.contains(MISC_SHARES_VIA_AGGREGATE))
-    };
-    let held = &allocation.spec.allocations;
-    held.iter()
-        .filter(|pa| !shares(&pa.provider))
-        .chain(held.iter())
-        .find_map(|pa| index.root_of(&pa.provider).ok())
 }
 
 /// Scheduled, for a server holding an allocation that matches its flavor. The image may have

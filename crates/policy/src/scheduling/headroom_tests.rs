@@ -1,0 +1,148 @@
+//! Headroom on small clouds whose answers can be worked out by hand.
+
+use super::*;
+use kubeplace_api::manifest::parse_stream;
+
+fn store(yaml: &str) -> Store {
+    let mut store = Store::default();
+    for doc in parse_stream("t.yaml", yaml).unwrap() {
+        store.put(doc.object().unwrap().unwrap());
+    }
+    store
+}
+
+/// A compute node with its VCPU inventory written out (`{total: 8}`, …) and 64 GiB.
+fn node(name: &str, vcpu: &str) -> String {
+    format!(
+        "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata: {{name: {name}}}\nspec:\n  inventories:\n    VCPU: {vcpu}\n    MEMORY_MB: {{total: 65536}}\n---\n"
+    )
+}
+
+fn flavor(name: &str, vcpus: i64, memory_mb: i64) -> String {
+    format!(
+        "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata: {{name: {name}}}\nspec: {{vcpus: {vcpus}, memoryMb: {memory_mb}}}\n---\n"
+    )
+}
+
+fn fits(yaml: &str, f: &str, without: &[&str]) -> Headroom {
+    let without: Vec<String> = without.iter().map(|s| s.to_string()).collect();
+    headroom(&store(yaml), f, &without, DEFAULT_CAP).unwrap()
+}
+
+#[test]
+fn eight_vcpus_hold_four_two_vcpu_servers() {
+    let h = fits(
+        &(node("cn1", "{total: 8}") + &flavor("f2", 2, 512)),
+        "f2",
+        &[],
+    );
+    assert_eq!(h.fits, 4);
+    assert!(!h.capped);
+    assert!(
+        h.stopped_by.as_deref().unwrap().starts_with("NoValidHost"),
+        "{h:?}"
+    );
+    assert_eq!(h.per_tree, BTreeMap::from([("cn1".to_string(), 4)]));
+}
+
+#[test]
+fn ratio_reserved_and_max_unit_count() {
+    // (8 - 2) * 1.5 = 9 VCPU: four 2-VCPU servers.
+    let h = fits(
+        &(node("cn1", "{total: 8, reserved: 2, allocationRatio: 1.5}") + &flavor("f2", 2, 512)),
+        "f2",
+        &[],
+    );
+    assert_eq!(h.fits, 4);
+    // max_unit 1 refuses a 2-VCPU server outright, whatever is free.
+    let h = fits(
+        &(node("cn1", "{total: 8, maxUnit: 1}") + &flavor("f2", 2, 512)),
+        "f2",
+        &[],
+    );
+    assert_eq!(h.fits, 0);
+    // Memory runs out before VCPU: 64 GiB hold three 20 GiB servers.
+    let h = fits(
+        &(node("cn1", "{total: 64}") + &flavor("big", 1, 20480)),
+        "big",
+        &[],
+    );
+    assert_eq!(h.fits, 3);
+}
+
+#[test]
+fn existing_usage_and_the_cap() {
+    let used = "apiVersion: kubeplace.io/v1alpha1\nkind: Allocation\nmetadata: {name: a}\nspec:\n  consumer: 6f3c1a52-1d8e-4c2b-9a57-0f1e2d3c4b5a\n  allocations:\n  - provider: cn1\n    resources: {VCPU: 5}\n---\n";
+    let h = fits(
+        &(node("cn1", "{total: 8}") + used + &flavor("f1", 1, 512)),
+        "f1",
+        &[],
+    );
+    assert_eq!(h.fits, 3);
+    let capped = headroom(
+        &store(&(node("cn1", "{total: 64}") + &flavor("f1", 1, 512))),
+        "f1",
+        &[],
+        10,
+    )
+    .unwrap();
+    assert_eq!(
+        (capped.fits, capped.capped, capped.stopped_by),
+        (10, true, None)
+    );
+}
+
+#[test]
+fn draining_a_host_takes_its_room_and_moves_its_servers() {
+    let cloud = node("cn1", "{total: 8}")
+        + &node("cn2", "{total: 8}")
+        + &flavor("f2", 2, 512)
+        + "apiVersion: kubeplace.io/v1alpha1\nkind: Image\nmetadata: {name: i}\nspec: {properties: {}}\n---\n";
+    let mut s = store(&cloud);
+    for i in 0..3 {
+        let server = format!(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: Server\nmetadata: {{name: s{i}, namespace: ns}}\nspec: {{flavor: f2, image: i}}\n---\n"
+        );
+        for doc in parse_stream("s.yaml", &server).unwrap() {
+            s.put(doc.object().unwrap().unwrap());
+        }
+    }
+    schedule_pending(&mut s);
+    // 16 VCPU, 6 used: five more.
+    let before = headroom(&s, "f2", &[], DEFAULT_CAP).unwrap();
+    assert_eq!(before.fits, 5);
+    // Without cn1 its servers move to cn2 first: 8 - 6 = 2 VCPU, one more.
+    let after = headroom(&s, "f2", &["cn1".to_string()], DEFAULT_CAP).unwrap();
+    assert_eq!(after.drained, ["cn1"]);
+    assert_eq!(after.fits, 1, "{after:?}");
+    assert_eq!(after.per_tree, BTreeMap::from([("cn2".to_string(), 1)]));
+    let on_cn1 = 3 - s.index().used("cn2", "VCPU") as usize / 2;
+    assert_eq!((after.displaced, after.displaced_unplaced), (on_cn1, 0));
+    // Draining both leaves nothing, and the servers nowhere to go.
+    let both = headroom(&s, "f2", &["cn1".into(), "cn2".into()], DEFAULT_CAP).unwrap();
+    assert_eq!(
+        (both.fits, both.displaced, both.displaced_unplaced),
+        (0, 3, 3)
+    );
+    // The store itself is untouched.
+    assert_eq!(
+        s.index().used("cn1", "VCPU") + s.index().used("cn2", "VCPU"),
+        6
+    );
+}
+
+#[test]
+fn bad_questions_name_the_value_and_what_is_accepted() {
+    let s = store(&(node("cn1", "{total: 8}") + &flavor("f2", 2, 512)));
+    let e = headroom(&s, "f3", &[], DEFAULT_CAP).unwrap_err();
+    assert_eq!(e.to_string(), "flavor \"f3\" does not exist; flavors: f2");
+    let e = headroom(&s, "f2", &["cn9".into()], DEFAULT_CAP).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "provider \"cn9\" (to drain) does not exist; give a ResourceProvider's name, e.g. one of: cn1"
+    );
+    assert_eq!(
+        headroom(&s, "f2", &[], 0).unwrap_err(),
+        HeadroomError::ZeroCap
+    );
+}
