@@ -1,6 +1,6 @@
 //! The webhook's serving certificate: from PEM files (re-read when they change), or a CA
 //! and serving certificate generated here (at start for `--self-signed`, into a Secret for
-//! `--tls-secret`, see [`super::tls_secret`]).
+//! `--tls-secret`, see `tls_secret.rs`).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
