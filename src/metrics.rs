@@ -133,7 +133,7 @@ impl ProcessMetrics {
         };
         let fields: Vec<&str> = rest.split_whitespace().collect();
         let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<u64>().ok());
-        let ticks = procfs_ticks_per_second();
+        let ticks = PROC_TICKS_PER_SECOND;
         if let (Some(utime), Some(stime)) = (field(14), field(15)) {
             self.cpu_seconds.set((utime + stime) as f64 / ticks);
         }
@@ -157,9 +157,7 @@ impl ProcessMetrics {
 }
 
 /// Clock ticks per second of /proc's times: 100 on every Linux kubeplace runs on.
-fn procfs_ticks_per_second() -> f64 {
-    100.0
-}
+const PROC_TICKS_PER_SECOND: f64 = 100.0;
 
 /// The system's boot time, in seconds since the epoch (`btime` of /proc/stat).
 fn boot_time() -> Option<f64> {

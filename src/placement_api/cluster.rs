@@ -23,7 +23,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams
 use kubeplace_api::{Kind, Object};
 use kubeplace_policy::store::ObjectKey;
 
-use super::state::{Registry, RegistryChange};
+use super::state::{RegistryChange, apply_registry_changes};
 use super::wire::{ApiError, code};
 
 /// How many times saving the registries is tried while other replicas save theirs.
@@ -239,17 +239,7 @@ impl Cluster {
                 .block_on(api.get_opt(REGISTRY_CONFIGMAP))
                 .map_err(unavailable)?;
             let (mut traits, mut classes) = registry_sets(found.as_ref());
-            for change in changes {
-                let set = match change.registry {
-                    Registry::Traits => &mut traits,
-                    Registry::ResourceClasses => &mut classes,
-                };
-                if change.added {
-                    set.insert(change.name.clone());
-                } else {
-                    set.remove(&change.name);
-                }
-            }
+            apply_registry_changes(&mut traits, &mut classes, changes, false);
             let join =
                 |s: &BTreeSet<String>| s.iter().map(|n| format!("{n}\n")).collect::<String>();
             let body = ConfigMap {

@@ -117,16 +117,32 @@ impl Book {
 
     /// Applies registry changes to this book, or undoes them.
     pub(crate) fn apply_registry_changes(&mut self, changes: &[RegistryChange], undo: bool) {
-        for change in changes {
-            let set = match change.registry {
-                Registry::Traits => &mut self.custom_traits,
-                Registry::ResourceClasses => &mut self.custom_classes,
-            };
-            if change.added != undo {
-                set.insert(change.name.clone());
-            } else {
-                set.remove(&change.name);
-            }
+        apply_registry_changes(
+            &mut self.custom_traits,
+            &mut self.custom_classes,
+            changes,
+            undo,
+        );
+    }
+}
+
+/// Applies registry changes to a pair of trait and class sets (the book's, or the ones kept
+/// in the cluster), or undoes them.
+pub(crate) fn apply_registry_changes(
+    traits: &mut BTreeSet<String>,
+    classes: &mut BTreeSet<String>,
+    changes: &[RegistryChange],
+    undo: bool,
+) {
+    for change in changes {
+        let set = match change.registry {
+            Registry::Traits => &mut *traits,
+            Registry::ResourceClasses => &mut *classes,
+        };
+        if change.added != undo {
+            set.insert(change.name.clone());
+        } else {
+            set.remove(&change.name);
         }
     }
 }

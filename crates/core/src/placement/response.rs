@@ -158,7 +158,7 @@ impl Serialize for Request<'_> {
         let grouped = allocations_by_uuid(index, c);
         let mut request = s.serialize_map(None)?;
         if mv.at_least(12) {
-            let allocations = Collect(|| {
+            let allocations = MapOf(|| {
                 grouped.iter().map(|(uuid, classes)| {
                     (
                         *uuid,
@@ -169,35 +169,35 @@ impl Serialize for Request<'_> {
                     )
                 })
             });
-            request.serialize_entry("allocations", &MapOf(allocations))?;
+            request.serialize_entry("allocations", &allocations)?;
         } else {
             // Before 1.12 a request lists its providers, each with its resources.
-            let listed = Collect(|| {
+            let listed = SeqOf(|| {
                 grouped.iter().map(|(uuid, classes)| ProviderAllocation {
                     uuid: Some(uuid),
                     resources: Resources(classes),
                 })
             });
-            request.serialize_entry("allocations", &SeqOf(listed))?;
+            request.serialize_entry("allocations", &listed)?;
         }
         if mv.at_least(34) {
-            let mappings = Collect(|| {
+            let mappings = MapOf(|| {
                 c.mappings.iter().map(|(suffix, ps)| {
                     let mut uuids: Vec<&str> = ps.iter().map(|p| &*index.get(*p).uuid).collect();
                     uuids.sort_unstable();
                     (suffix.as_str(), uuids)
                 })
             });
-            request.serialize_entry("mappings", &MapOf(mappings))?;
+            request.serialize_entry("mappings", &mappings)?;
         }
         request.end()
     }
 }
 
-/// Something that can make the same iterator again, to be serialized without collecting it.
-struct Collect<F>(F);
-struct MapOf<F>(Collect<F>);
-struct SeqOf<F>(Collect<F>);
+/// A closure that makes the same iterator again, serialized as a map (or a list) of what it
+/// yields without collecting it first.
+struct MapOf<F>(F);
+struct SeqOf<F>(F);
 
 impl<F, I, K, V> Serialize for MapOf<F>
 where
@@ -207,7 +207,7 @@ where
     V: Serialize,
 {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_map((self.0.0)())
+        s.collect_map((self.0)())
     }
 }
 
@@ -218,7 +218,7 @@ where
     T: Serialize,
 {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq((self.0.0)())
+        s.collect_seq((self.0)())
     }
 }
 
@@ -305,7 +305,7 @@ impl Serialize for Summary<'_> {
         resources.sort_by_key(|(name, _)| *name);
         summary.serialize_entry(
             "resources",
-            &MapOf(Collect(|| resources.iter().map(|(k, v)| (k, v)))),
+            &MapOf(|| resources.iter().map(|(k, v)| (k, v))),
         )?;
         if mv.at_least(29) {
             summary.serialize_entry("root_provider_uuid", &*index.get(root_of(index, *p)).uuid)?;
