@@ -460,10 +460,10 @@ async fn run(args: RunArgs) -> Result<(), String> {
         tokio::spawn(serve_placement(
             client.clone(),
             store.clone(),
+            trigger.clone(),
             ready.clone(),
             args.namespace.clone(),
-            listener,
-            placement_tls,
+            (listener, placement_tls),
             serving.clone(),
         ));
     }
@@ -676,10 +676,10 @@ const REGISTRY_REFRESH: Duration = Duration::from_secs(10);
 async fn serve_placement(
     client: Client,
     store: SharedStore,
+    trigger: Arc<Trigger>,
     mut ready: watch::Receiver<bool>,
     namespace: String,
-    listener: TcpListener,
-    tls: Option<TlsAcceptor>,
+    (listener, tls): (TcpListener, Option<TlsAcceptor>),
     cancel: CancellationToken,
 ) {
     if ready.wait_for(|r| *r).await.is_err() {
@@ -688,7 +688,10 @@ async fn serve_placement(
     let runtime = tokio::runtime::Handle::current();
     let cluster = Cluster::new(client.clone(), runtime.clone(), namespace);
     let auth = Auth::Kubernetes(KubernetesAuth::new(client, runtime));
-    let api = Arc::new(PlacementApi::over_cluster(store, cluster, auth));
+    // The API's writes are in the store before the watch sees them: reconcile after each.
+    let api = Arc::new(
+        PlacementApi::over_cluster(store, cluster, auth).on_commit(move || trigger.full()),
+    );
     let refresh = |api: Arc<PlacementApi>| async move {
         match tokio::task::spawn_blocking(move || api.refresh_registries()).await {
             Ok(Err(e)) => warn!(error = %e, "could not read the Placement registries"),

@@ -73,6 +73,10 @@ pub struct PlacementApi {
     /// on one server are decided one at a time.
     writes: Mutex<()>,
     requests: AtomicU64,
+    /// Called after a write reached the cluster. The write is already in the store when
+    /// the watch brings it back, so the watch sees nothing new: this is how the status
+    /// writer learns that usages and statuses that read them may have changed.
+    committed: Option<Box<dyn Fn() + Send + Sync>>,
 }
 
 impl PlacementApi {
@@ -87,6 +91,7 @@ impl PlacementApi {
             cluster: None,
             writes: Mutex::new(()),
             requests: AtomicU64::new(0),
+            committed: None,
         }
     }
 
@@ -104,7 +109,14 @@ impl PlacementApi {
             cluster: Some(cluster),
             writes: Mutex::new(()),
             requests: AtomicU64::new(0),
+            committed: None,
         }
+    }
+
+    /// Calls `f` after each write that reached the cluster.
+    pub fn on_commit(mut self, f: impl Fn() + Send + Sync + 'static) -> PlacementApi {
+        self.committed = Some(Box::new(f));
+        self
     }
 
     /// Brings the custom trait and class registries up to date with the cluster: those
@@ -225,6 +237,12 @@ impl PlacementApi {
                     if !newer {
                         store.put(object);
                     }
+                }
+                drop(store);
+                if let Some(committed) = &self.committed
+                    && !journal.changes.is_empty()
+                {
+                    committed();
                 }
                 Ok(value)
             }

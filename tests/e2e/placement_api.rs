@@ -245,6 +245,18 @@ fn the_placement_api_over_the_cluster() {
         ],
         "cn-api-1 3 proj",
     );
+    // The provider's status counts a claim made through the API, with nothing else changing.
+    eventually(
+        cp,
+        &[
+            "get",
+            "resourceprovider",
+            "cn-api-1",
+            "-o",
+            "jsonpath={.status.usages.VCPU}",
+        ],
+        "3",
+    );
     let over = osc::run(
         &bin,
         &endpoint,
