@@ -657,7 +657,7 @@ fn metadefs_follow_glances_namespace_schema() {
         &[
             "extra-specs",
             "metadefs",
-            "-o",
+            "--output-dir",
             dir.path().to_str().unwrap(),
         ],
         None,
@@ -1104,4 +1104,78 @@ fn headroom_refuses_unknown_names_with_what_exists() {
         None,
     );
     assert_eq!(missing.status.code(), Some(2));
+}
+
+#[test]
+fn apply_prints_admission_warnings_on_stderr_as_kubectl_does() {
+    for format in ["table", "json"] {
+        let out = kubeplace(&["apply", "-f", "examples/", "-o", format], None);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(
+                "Warning: Flavor x1.experimental: spec.extraSpecs[\"lab:gpu_partition\"]"
+            ),
+            "{format}: {stderr}"
+        );
+        assert!(!stdout.contains("Warning:"), "{format}: {stdout}");
+    }
+    // The JSON report still carries the warning.
+    let report = json(&kubeplace(
+        &["apply", "-f", "examples/", "-o", "json"],
+        None,
+    ));
+    let warnings = &item(&report, "Flavor", "x1.experimental")["admission"]["warnings"];
+    assert_eq!(warnings.as_array().map(Vec::len), Some(1), "{warnings}");
+}
+
+#[test]
+fn metadefs_take_their_directory_from_output_dir_and_warn_on_the_old_flag() {
+    let count = |dir: &std::path::Path| std::fs::read_dir(dir).unwrap().count();
+    let short = tempfile::tempdir().unwrap();
+    let out = kubeplace(
+        &[
+            "extra-specs",
+            "metadefs",
+            "-d",
+            short.path().to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let written = count(short.path());
+    assert!(written > 10, "{written} files");
+    // The old spelling still works, with a warning that names the new one.
+    let old = tempfile::tempdir().unwrap();
+    let out = kubeplace(
+        &[
+            "extra-specs",
+            "metadefs",
+            "-o",
+            old.path().to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("use --output-dir DIR"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(count(old.path()), written);
+    // No directory, or both spellings, is a usage error.
+    let none = kubeplace(&["extra-specs", "metadefs"], None);
+    assert_eq!(none.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&none.stderr).contains("--output-dir"));
+    let both = kubeplace(&["extra-specs", "metadefs", "-d", "a", "-o", "b"], None);
+    assert_eq!(both.status.code(), Some(2));
 }

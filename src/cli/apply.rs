@@ -179,6 +179,13 @@ pub fn run(
         }
     };
     let (report, _) = apply_documents(documents, validate);
+    // As kubectl prints admission warnings: on stderr, whatever the output format (the
+    // JSON and YAML reports carry them too).
+    for i in &report.items {
+        for w in &i.admission.warnings {
+            let _ = writeln!(err, "Warning: {} {}: {w}", i.kind, i.name);
+        }
+    }
     let written = match output {
         Output::Json => serde_json::to_string_pretty(&report)
             .map(|s| writeln!(out, "{s}"))
@@ -239,11 +246,6 @@ fn write_table(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
     let (w0, w1, w2) = (width(0), width(1), width(2));
     for r in std::iter::once(&header).chain(rows.iter()) {
         writeln!(out, "{:w0$}  {:w1$}  {:w2$}  {}", r[0], r[1], r[2], r[3])?;
-    }
-    for i in &report.items {
-        for w in &i.admission.warnings {
-            writeln!(out, "Warning: {} {}: {w}", i.kind, i.name)?;
-        }
     }
     writeln!(
         out,

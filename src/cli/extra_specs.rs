@@ -43,8 +43,17 @@ pub enum ExtraSpecsCommand {
     /// Write Glance metadata-definition namespace files (JSON) into DIR.
     Metadefs {
         /// The directory to write into (created if missing).
-        #[arg(short = 'o', long = "output-dir")]
-        dir: PathBuf,
+        #[arg(
+            short = 'd',
+            long = "output-dir",
+            required_unless_present = "old_dir",
+            conflicts_with = "old_dir"
+        )]
+        dir: Option<PathBuf>,
+        /// The directory, as older releases took it; `-o` names an output format in every
+        /// other command, so this prints a warning.
+        #[arg(short = 'o', hide = true)]
+        old_dir: Option<PathBuf>,
     },
     /// Check extra specs given as KEY=VALUE (or image properties with --image) and print
     /// each verdict. Exit 0 when nothing is rejected, 1 otherwise, 2 on bad input.
@@ -131,7 +140,16 @@ pub fn run(
             let _ = write!(out, "{}", docs::render(format, &custom));
             0
         }
-        ExtraSpecsCommand::Metadefs { dir } => {
+        ExtraSpecsCommand::Metadefs { dir, old_dir } => {
+            if old_dir.is_some() {
+                let _ = writeln!(
+                    err,
+                    "Warning: kubeplace extra-specs metadefs: -o DIR is deprecated; use --output-dir DIR (-d DIR), as -o names an output format elsewhere"
+                );
+            }
+            let Some(dir) = dir.or(old_dir) else {
+                return 2;
+            };
             if let Err(e) = std::fs::create_dir_all(&dir) {
                 let _ = writeln!(
                     err,

@@ -308,20 +308,23 @@ impl Reconciler {
         }
     }
 
-    /// A Warning Event for each condition that turned False.
+    /// A Warning Event for each condition that turned False, a Normal one for each that
+    /// turned True and is worth telling.
     async fn publish(&self, w: &StatusWrite) {
-        if w.turned_false.is_empty() {
-            return;
-        }
         let reference = event_reference(w);
-        for c in &w.turned_false {
+        let events = w
+            .turned_false
+            .iter()
+            .map(|c| (EventType::Warning, c))
+            .chain(w.turned_true.iter().map(|c| (EventType::Normal, c)));
+        for (type_, c) in events {
             let note = if c.message.is_empty() {
-                format!("{} is False", c.type_)
+                format!("{} is {}", c.type_, c.status)
             } else {
                 format!("{}: {}", c.type_, c.message)
             };
             let event = Event {
-                type_: EventType::Warning,
+                type_,
                 reason: c.reason.clone(),
                 note: Some(truncate(&note, NOTE_MAX)),
                 action: "Reconcile".into(),
@@ -473,6 +476,7 @@ mod tests {
             status: kubeplace_api::Status::Flavor(Default::default()),
             json: Value::Null,
             turned_false: Vec::new(),
+            turned_true: Vec::new(),
         };
         let server = event_reference(&write(Kind::Server, "shop"));
         assert_eq!(server.namespace.as_deref(), Some("shop"));

@@ -9,7 +9,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use crate::metrics::{Metrics, kind_label};
-use kubeplace_api::{Condition, Object, Status, find_condition};
+use kubeplace_api::{Condition, Kind, Object, Status, find_condition};
 use kubeplace_policy::status::{World, desired_status};
 use kubeplace_policy::store::{ObjectKey, Store};
 
@@ -28,7 +28,14 @@ pub(crate) struct StatusWrite {
     pub json: Value,
     /// Conditions that turned `False` (or changed reason while `False`) in this write.
     pub turned_false: Vec<Condition>,
+    /// Conditions worth a Normal Event (see [`NORMAL_EVENTS`]) that turned `True`.
+    pub turned_true: Vec<Condition>,
 }
+
+/// The conditions whose turning `True` is a Normal Event, as a Pod's `Scheduled` is: a
+/// Server placed. Other conditions turn `True` on every object created (30,000 providers
+/// becoming Ready would be 30,000 Events) and say nothing `kubectl get` does not.
+const NORMAL_EVENTS: &[(Kind, &str)] = &[(Kind::Server, "Scheduled")];
 
 /// The conditions of any status.
 pub fn conditions(status: &Status) -> &[Condition] {
@@ -100,6 +107,19 @@ fn turned_false(desired: &Status, current: Option<&Status>) -> Vec<Condition> {
         .collect()
 }
 
+/// The conditions of `desired` named in [`NORMAL_EVENTS`] for `kind` that are `True` and
+/// were not before.
+fn turned_true(kind: Kind, desired: &Status, current: Option<&Status>) -> Vec<Condition> {
+    let before = current.map(conditions).unwrap_or_default();
+    conditions(desired)
+        .iter()
+        .filter(|c| c.status == "True")
+        .filter(|c| NORMAL_EVENTS.contains(&(kind, c.type_.as_str())))
+        .filter(|c| find_condition(before, &c.type_).is_none_or(|old| old.status != "True"))
+        .cloned()
+        .collect()
+}
+
 /// The writes a pass makes over `keys`: each object's desired status from
 /// [`desired_status`], stamped, where it differs from the stored status. Objects no
 /// longer in the store are skipped.
@@ -144,6 +164,7 @@ pub(crate) fn plan<'a>(
             key: key.clone(),
             uid: object.meta().uid.clone(),
             turned_false: turned_false(&desired, current.as_ref()),
+            turned_true: turned_true(key.kind, &desired, current.as_ref()),
             json: with_status.status_value(),
             status: desired,
         });
@@ -256,6 +277,34 @@ mod tests {
         assert_eq!(c["observedGeneration"], 2);
         assert_eq!(second[0].json["observedGeneration"], 2);
         assert!(second[0].turned_false.is_empty());
+    }
+
+    #[test]
+    fn a_server_turning_scheduled_is_a_normal_event_other_conditions_are_not() {
+        let server = |status: Option<bool>| {
+            Status::Server(kubeplace_api::ServerStatus {
+                conditions: status
+                    .map(|s| Condition::new("Scheduled", s, "Scheduled", "holds Allocation a"))
+                    .into_iter()
+                    .collect(),
+                ..Default::default()
+            })
+        };
+        let placed = server(Some(true));
+        for before in [None, Some(server(None)), Some(server(Some(false)))] {
+            let turned = turned_true(Kind::Server, &placed, before.as_ref());
+            assert_eq!(turned.len(), 1, "{before:?}");
+            assert_eq!(turned[0].message, "holds Allocation a");
+        }
+        // Already placed: no second Event.
+        assert!(turned_true(Kind::Server, &placed, Some(&placed)).is_empty());
+        assert!(turned_true(Kind::Server, &server(Some(false)), None).is_empty());
+        // A flavor turning schedulable is not worth an Event.
+        let schedulable = Status::Flavor(kubeplace_api::FlavorStatus {
+            conditions: vec![Condition::new("Schedulable", true, "Candidates", "")],
+            ..Default::default()
+        });
+        assert!(turned_true(Kind::Flavor, &schedulable, None).is_empty());
     }
 
     #[test]

@@ -156,6 +156,31 @@ fn servers_are_placed_rebuilt_resized_and_give_capacity_back_when_deleted() {
         described.matches("no room for VCPU:2").count() >= 2,
         "the condition and the Event explain: {described}"
     );
+    // A placed server has a Normal Event, as a scheduled Pod has.
+    let mut events = String::new();
+    for _ in 0..60 {
+        events = cp
+            .kubectl(&[
+                "get",
+                "events",
+                "-n",
+                NS,
+                "--field-selector",
+                "involvedObject.name=s1,type=Normal",
+                "-o",
+                "jsonpath={range .items[*]}{.reason}: {.note}{.message}{\"\\n\"}{end}",
+            ])
+            .ok()
+            .to_string();
+        if events.contains("Scheduled: Scheduled: holds Allocation") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(
+        events.contains("Scheduled: Scheduled: holds Allocation"),
+        "no Normal Scheduled Event for s1: {events:?}"
+    );
     // Every server carries the finalizer that releases its allocation.
     server_field(
         cp,
