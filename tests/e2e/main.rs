@@ -10,6 +10,7 @@ mod support;
 mod chart;
 mod claims;
 mod failover;
+mod faults;
 mod placement_api;
 mod provider_config;
 mod rbac;

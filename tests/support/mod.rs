@@ -80,8 +80,9 @@ struct Reaper {
     /// Started processes, killed in reverse order (apiserver before etcd:
     /// the other way round the apiserver's shutdown waits for etcd).
     children: Vec<Child>,
-    /// The watchdog's stdin; closing it (at exit or death) wakes the watchdog.
-    watchdog_stdin: Option<ChildStdin>,
+    /// The watchdogs' stdins (one per control plane); closing them (at exit or death)
+    /// wakes the watchdogs.
+    watchdog_stdins: Vec<ChildStdin>,
     dirs: Vec<PathBuf>,
 }
 
@@ -117,7 +118,7 @@ fn reap() {
         let _ = child.kill();
         let _ = child.wait();
     }
-    drop(reaper.watchdog_stdin.take());
+    reaper.watchdog_stdins.clear();
     for dir in reaper.dirs.drain(..) {
         let _ = std::fs::remove_dir_all(dir);
     }
@@ -175,7 +176,7 @@ fn start_watchdog(dir: &Path) {
         .stderr(Stdio::null());
     let mut child = cmd.spawn().expect("start the watchdog");
     let r = reaper.as_mut().expect("reaper");
-    r.watchdog_stdin = child.stdin.take();
+    r.watchdog_stdins.extend(child.stdin.take());
     r.children.push(child);
 }
 
@@ -199,6 +200,59 @@ pub struct ControlPlane {
     pub dir: PathBuf,
     pub kubeconfig: PathBuf,
     pub server: String,
+    etcd: Server,
+    apiserver: Server,
+}
+
+/// One of the control plane's servers: how it is started, and the running process.
+struct Server {
+    name: &'static str,
+    args: Vec<String>,
+    process: Mutex<Option<Process>>,
+}
+
+impl Server {
+    fn new(name: &'static str, args: Vec<String>) -> Server {
+        Server {
+            name,
+            args,
+            process: Mutex::new(None),
+        }
+    }
+
+    /// Starts it with its arguments, its output appended to `<dir>/<name>.log`.
+    fn launch(&self, bin: &Path, dir: &Path) {
+        let log = dir.join(format!("{}.log", self.name));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .expect("a log file");
+        let mut cmd = Command::new(bin.join(self.name));
+        cmd.args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("log file"))
+            .stderr(file);
+        let pid = spawn_registered(cmd, self.name);
+        record_pid(dir, pid);
+        *self.process.lock().unwrap_or_else(|e| e.into_inner()) = Some(Process { pid, log });
+    }
+
+    /// Stops it: SIGKILL when `crash`, else SIGTERM with 30 s to exit.
+    fn halt(&self, crash: bool) {
+        let process = self
+            .process
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(p) = process {
+            if crash {
+                p.kill();
+            } else {
+                p.stop(Duration::from_secs(30));
+            }
+        }
+    }
 }
 
 static CLUSTER: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
@@ -272,50 +326,46 @@ impl ControlPlane {
         let etcd_port = free_port();
         let peer_port = free_port();
         let api_port = free_port();
-        let log = |name: &str| std::fs::File::create(dir.join(name)).expect("a log file");
 
-        let mut etcd = Command::new(bin.join("etcd"));
         let client = format!("http://127.0.0.1:{etcd_port}");
         let peer = format!("http://127.0.0.1:{peer_port}");
-        etcd.arg("--name=kubeplace-test")
-            .arg(format!("--data-dir={}", dir.join("etcd-data").display()))
-            .arg(format!("--listen-client-urls={client}"))
-            .arg(format!("--advertise-client-urls={client}"))
-            .arg(format!("--listen-peer-urls={peer}"))
-            .arg(format!("--initial-advertise-peer-urls={peer}"))
-            .arg(format!("--initial-cluster=kubeplace-test={peer}"))
-            .arg("--unsafe-no-fsync")
-            .arg("--log-level=warn")
-            .stdin(Stdio::null())
-            .stdout(log("etcd.log"))
-            .stderr(log("etcd.log"));
-        let etcd_pid = spawn_registered(etcd, "etcd");
+        let etcd = Server::new(
+            "etcd",
+            vec![
+                "--name=kubeplace-test".to_string(),
+                format!("--data-dir={}", dir.join("etcd-data").display()),
+                format!("--listen-client-urls={client}"),
+                format!("--advertise-client-urls={client}"),
+                format!("--listen-peer-urls={peer}"),
+                format!("--initial-advertise-peer-urls={peer}"),
+                format!("--initial-cluster=kubeplace-test={peer}"),
+                "--unsafe-no-fsync".into(),
+                "--log-level=warn".into(),
+            ],
+        );
+        etcd.launch(&bin, &dir);
 
         let p = |name: &str| dir.join(name).display().to_string();
-        let mut api = Command::new(bin.join("kube-apiserver"));
-        api.arg(format!("--etcd-servers={client}"))
-            .arg("--bind-address=127.0.0.1")
-            .arg("--advertise-address=127.0.0.1")
-            .arg(format!("--secure-port={api_port}"))
-            .arg(format!("--tls-cert-file={}", p("apiserver.crt")))
-            .arg(format!("--tls-private-key-file={}", p("apiserver.key")))
-            .arg(format!("--client-ca-file={}", p("ca.crt")))
-            .arg("--service-account-issuer=https://kubernetes.default.svc.cluster.local")
-            .arg(format!("--service-account-key-file={}", p("sa.pub")))
-            .arg(format!(
-                "--service-account-signing-key-file={}",
-                p("sa.key")
-            ))
-            .arg("--service-cluster-ip-range=10.0.0.0/24")
-            .arg("--authorization-mode=RBAC")
-            .arg("--endpoint-reconciler-type=none")
-            .arg("--profiling=false")
-            .stdin(Stdio::null())
-            .stdout(log("kube-apiserver.log"))
-            .stderr(log("kube-apiserver.log"));
-        let api_pid = spawn_registered(api, "kube-apiserver");
-        record_pid(&dir, api_pid);
-        record_pid(&dir, etcd_pid);
+        let apiserver = Server::new(
+            "kube-apiserver",
+            vec![
+                format!("--etcd-servers={client}"),
+                "--bind-address=127.0.0.1".into(),
+                "--advertise-address=127.0.0.1".into(),
+                format!("--secure-port={api_port}"),
+                format!("--tls-cert-file={}", p("apiserver.crt")),
+                format!("--tls-private-key-file={}", p("apiserver.key")),
+                format!("--client-ca-file={}", p("ca.crt")),
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+                format!("--service-account-key-file={}", p("sa.pub")),
+                format!("--service-account-signing-key-file={}", p("sa.key")),
+                "--service-cluster-ip-range=10.0.0.0/24".into(),
+                "--authorization-mode=RBAC".into(),
+                "--endpoint-reconciler-type=none".into(),
+                "--profiling=false".into(),
+            ],
+        );
+        apiserver.launch(&bin, &dir);
         start_watchdog(&dir);
 
         let server = format!("https://127.0.0.1:{api_port}");
@@ -325,6 +375,8 @@ impl ControlPlane {
             dir: dir.clone(),
             kubeconfig,
             server: server.clone(),
+            etcd,
+            apiserver,
         };
         for args in [
             vec![
@@ -360,9 +412,20 @@ impl ControlPlane {
             cp.kubectl(&args).ok();
         }
 
+        cp.wait_ready(started);
+        eprintln!(
+            "kube-apiserver ready at {server} after {:.1?} (kubeconfig {})",
+            started.elapsed(),
+            cp.kubeconfig.display()
+        );
+        cp
+    }
+
+    /// Waits until `/readyz` answers, at most [`READY_TIMEOUT`] after `started`.
+    fn wait_ready(&self, started: Instant) {
         loop {
-            if cp.kubectl(&["get", "--raw", "/readyz"]).success {
-                break;
+            if self.kubectl(&["get", "--raw", "/readyz"]).success {
+                return;
             }
             let failure = exited_process().or_else(|| {
                 (started.elapsed() > READY_TIMEOUT)
@@ -370,19 +433,42 @@ impl ControlPlane {
             });
             if let Some(failure) = failure {
                 panic!(
-                    "kube-apiserver at {server}: {failure}\n--- etcd.log\n{}\n--- kube-apiserver.log\n{}",
-                    tail(&dir.join("etcd.log"), 20),
-                    tail(&dir.join("kube-apiserver.log"), 40)
+                    "kube-apiserver at {}: {failure}\n--- etcd.log\n{}\n--- kube-apiserver.log\n{}",
+                    self.server,
+                    tail(&self.dir.join("etcd.log"), 20),
+                    tail(&self.dir.join("kube-apiserver.log"), 40)
                 );
             }
             std::thread::sleep(Duration::from_millis(500));
         }
-        eprintln!(
-            "kube-apiserver ready at {server} after {:.1?} (kubeconfig {})",
-            started.elapsed(),
-            cp.kubeconfig.display()
-        );
-        cp
+    }
+
+    /// A control plane of the caller's own, for a test that stops and restarts its
+    /// servers (the shared one, [`cluster`], serves every other test).
+    pub fn private() -> ControlPlane {
+        ControlPlane::start(bin_dir().to_path_buf())
+    }
+
+    /// Stops kube-apiserver (SIGKILL when `crash`, else SIGTERM), starts it again with
+    /// the same flags, and waits until it is ready.
+    pub fn restart_apiserver(&self, crash: bool) {
+        self.apiserver.halt(crash);
+        self.apiserver.launch(&self.bin, &self.dir);
+        self.wait_ready(Instant::now());
+    }
+
+    /// Stops etcd (SIGKILL when `crash`, else SIGTERM), starts it again on the same data,
+    /// and waits until kube-apiserver is ready again.
+    pub fn restart_etcd(&self, crash: bool) {
+        self.etcd.halt(crash);
+        self.etcd.launch(&self.bin, &self.dir);
+        self.wait_ready(Instant::now());
+    }
+
+    /// Stops both servers, apiserver first.
+    pub fn shutdown(&self) {
+        self.apiserver.halt(false);
+        self.etcd.halt(false);
     }
 
     fn command(&self, tool: &str) -> Command {
