@@ -417,7 +417,23 @@ impl<'a> State<'a> {
 
     /// Writes a ResourceProvider through admission; a rejection is a 400 with admission's
     /// message.
-    pub(crate) fn write_provider(&mut self, rp: ResourceProvider) -> Result<(), ApiError> {
+    pub(crate) fn write_provider(&mut self, mut rp: ResourceProvider) -> Result<(), ApiError> {
+        if self.backing == Backing::Cluster {
+            // The API server moves `metadata.generation` when the spec changes. The answer
+            // is made before the write is committed, and a client takes the generation it
+            // gives for its next write (Nova's report client does), so the stored copy
+            // carries the generation the API server will give it.
+            if let Some(Object::ResourceProvider(current)) = self.store.get_cluster(
+                Kind::ResourceProvider,
+                rp.metadata.name.as_deref().unwrap_or(""),
+            ) {
+                rp.metadata.generation = if current.spec == rp.spec {
+                    current.metadata.generation
+                } else {
+                    current.metadata.generation.map(|g| g + 1)
+                };
+            }
+        }
         let object = Object::ResourceProvider(rp);
         self.touch(&ObjectKey::of(&object));
         let verdict = admit_and_store(self.store.get_mut()?, object);

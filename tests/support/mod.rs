@@ -14,6 +14,7 @@
 
 #![allow(dead_code)]
 
+pub mod nova;
 pub mod osc;
 
 use std::ffi::c_int;

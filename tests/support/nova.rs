@@ -1,0 +1,60 @@
+//! Nova's own Placement client (`hack/nova-report-client.py`), from the virtualenv
+//! `hack/nova-venv.sh` makes.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+
+/// The venv's python, or a failure that says how to make it.
+pub fn nova_python() -> PathBuf {
+    let venv = std::env::var_os("KUBEPLACE_NOVA_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").expect("HOME is set"))
+                .join(".cache/kubeplace/nova-venv")
+        });
+    let python = venv.join("bin/python");
+    let has_nova = python.is_file()
+        && Command::new(&python)
+            .args(["-c", "import nova.scheduler.client.report"])
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+    assert!(
+        has_nova,
+        "{} cannot import Nova: run hack/nova-venv.sh to create the Nova virtualenv (python3 and PyPI needed)",
+        python.display()
+    );
+    python
+}
+
+/// Runs the client against the Placement endpoint `url` with `token`: whether it exited 0,
+/// each step's line by name in order, and its standard error.
+pub fn run_client(
+    python: &PathBuf,
+    url: &str,
+    token: &str,
+) -> (bool, Vec<(String, Value)>, String) {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/hack/nova-report-client.py");
+    let out = Command::new(python)
+        .args([script, url, token])
+        .output()
+        .expect("the Nova client runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let steps = stdout
+        .lines()
+        .map(|l| {
+            let v: Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
+            (v["step"].as_str().expect("a step name").to_string(), v)
+        })
+        .collect();
+    (
+        out.status.success(),
+        steps,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
