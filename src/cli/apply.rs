@@ -289,6 +289,15 @@ fn status_summary(kind: &str, status: &Value) -> String {
             format!("requires [{}]", traits.join(","))
         }
         "ProviderConfig" => format!("matched {}", status["matchedProviderCount"]),
+        "Aggregate" => {
+            let hosts: Vec<&str> = status["hostNames"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            format!("hosts {} [{}]", status["hosts"], hosts.join(","))
+        }
         _ => String::new(),
     };
     [lead, conditions.join(" ")]

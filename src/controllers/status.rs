@@ -48,6 +48,7 @@ pub fn conditions(status: &Status) -> &[Condition] {
         Status::Image(s) => &s.conditions,
         Status::ServiceProfile(s) => &s.conditions,
         Status::Server(s) => &s.conditions,
+        Status::Aggregate(s) => &s.conditions,
     }
 }
 
@@ -61,6 +62,7 @@ fn conditions_mut(status: &mut Status) -> &mut Vec<Condition> {
         Status::Image(s) => &mut s.conditions,
         Status::ServiceProfile(s) => &mut s.conditions,
         Status::Server(s) => &mut s.conditions,
+        Status::Aggregate(s) => &mut s.conditions,
     }
 }
 

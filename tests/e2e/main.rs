@@ -16,6 +16,7 @@ mod placement_api;
 mod provider_config;
 mod rbac;
 mod servers;
+mod zones;
 
 use std::sync::Once;
 use std::time::Duration;
@@ -23,7 +24,7 @@ use std::time::Duration;
 use support::{ControlPlane, ROOT, cluster, exclusive_lock, objects_lock};
 
 /// Every CRD in crds/kubeplace.yaml, by name.
-const CRDS: [&str; 8] = [
+const CRDS: [&str; 9] = [
     "resourceproviders.kubeplace.io",
     "allocations.kubeplace.io",
     "providerconfigs.kubeplace.io",
@@ -32,6 +33,7 @@ const CRDS: [&str; 8] = [
     "images.kubeplace.io",
     "serviceprofiles.kubeplace.io",
     "servers.kubeplace.io",
+    "aggregates.kubeplace.io",
 ];
 
 static CRDS_APPLIED: Once = Once::new();

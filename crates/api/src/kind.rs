@@ -8,8 +8,8 @@ use kube::Resource;
 use kube::core::ApiResource;
 
 use crate::{
-    Allocation, ExtraSpecDefinition, Flavor, Image, ProviderConfig, ResourceProvider, Server,
-    ServiceProfile,
+    Aggregate, Allocation, ExtraSpecDefinition, Flavor, Image, ProviderConfig, ResourceProvider,
+    Server, ServiceProfile,
 };
 
 /// One of kubeplace's kinds.
@@ -23,11 +23,12 @@ pub enum Kind {
     Image,
     ServiceProfile,
     Server,
+    Aggregate,
 }
 
 impl Kind {
     /// Every kind, in the order `kubeplace crds` prints them.
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 9] = [
         Kind::ResourceProvider,
         Kind::Allocation,
         Kind::ProviderConfig,
@@ -36,6 +37,7 @@ impl Kind {
         Kind::Image,
         Kind::ServiceProfile,
         Kind::Server,
+        Kind::Aggregate,
     ];
 
     /// The kind as written in manifests (`Flavor`).
@@ -49,6 +51,7 @@ impl Kind {
             Kind::Image => "Image",
             Kind::ServiceProfile => "ServiceProfile",
             Kind::Server => "Server",
+            Kind::Aggregate => "Aggregate",
         }
     }
 
@@ -73,6 +76,7 @@ impl Kind {
             Kind::Image => "images",
             Kind::ServiceProfile => "serviceprofiles",
             Kind::Server => "servers",
+            Kind::Aggregate => "aggregates",
         }
     }
 
@@ -92,6 +96,7 @@ impl Kind {
             Kind::Image => ApiResource::erase::<Image>(&()),
             Kind::ServiceProfile => ApiResource::erase::<ServiceProfile>(&()),
             Kind::Server => ApiResource::erase::<Server>(&()),
+            Kind::Aggregate => ApiResource::erase::<Aggregate>(&()),
         }
     }
 

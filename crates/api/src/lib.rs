@@ -14,6 +14,7 @@ pub mod fields;
 pub mod manifest;
 pub mod provider_name;
 
+mod aggregate;
 mod allocation;
 mod conditions;
 mod extra_spec_definition;
@@ -27,6 +28,7 @@ mod server;
 mod server_ref;
 mod service_profile;
 
+pub use aggregate::*;
 pub use allocation::*;
 pub use conditions::*;
 pub use extra_spec_definition::*;
@@ -67,5 +69,6 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
         Image::crd(),
         ServiceProfile::crd(),
         Server::crd(),
+        Aggregate::crd(),
     ]
 }

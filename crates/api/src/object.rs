@@ -96,6 +96,7 @@ kinds! {
     Image => ImageStatus,
     ServiceProfile => ServiceProfileStatus,
     Server => ServerStatus,
+    Aggregate => AggregateStatus,
 }
 
 impl Object {

@@ -64,6 +64,11 @@ pub struct ServerSpec {
     /// Which of the flavor's service profiles to use; by default the first enabled one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_profile: Option<String>,
+    /// The availability zone to place the server in: an Aggregate's `availabilityZone`, or
+    /// `nova` for hosts in no zone's aggregate. Absent: any zone. Read when the server is
+    /// placed (and placed again by a resize); a placed server does not move when it changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub availability_zone: Option<String>,
 }
 
 /// Where the server was placed and what its driver receives.

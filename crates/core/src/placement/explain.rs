@@ -612,9 +612,13 @@ fn tree_funnel(
         match rule {
             Some(rule) => {
                 let free = match rule {
+                    // Among the providers left for the group: room on a lost one is
+                    // no room for this request.
                     TreeRule::Group(gi, GroupRule::NoRoom(j)) => {
                         groups[gi].classes[j].0.map_or(0, |c| {
                             tree.iter()
+                                .chain(&linked)
+                                .filter(|p| left[gi][p.index()])
                                 .map(|p| free(index.get(*p), c))
                                 .max()
                                 .unwrap_or(0)
@@ -699,6 +703,11 @@ fn group_in_tree(
     if g.outside_tree(root) {
         return Some(GroupRule::OutsideTree);
     }
+    // Every provider lost to the group's filters (aggregates, forbidden traits): that, not
+    // room, is why the tree serves nothing.
+    if pool().next().is_none() {
+        return Some(GroupRule::NoProvider);
+    }
     // Traits before room: a tree with the traits but no room is the nearer miss, and the
     // one an operator adds capacity to. A provider counts for a trait when it has an
     // inventory of a class the group asks for (room is judged next).
@@ -718,13 +727,16 @@ fn group_in_tree(
         if pool().any(|p| g.fits(index.get(p), j)) {
             return None;
         }
-        let held = g.classes[j].0.is_some_and(|c| {
-            tree.iter()
-                .chain(linked)
-                .any(|p| index.get(*p).inventory(c).is_some())
-        });
-        Some(if held {
+        let holds = |p: ProviderId| {
+            g.classes[j]
+                .0
+                .is_some_and(|c| index.get(p).inventory(c).is_some())
+        };
+        Some(if pool().any(holds) {
             GroupRule::NoRoom(j)
+        } else if tree.iter().chain(linked).any(|p| holds(*p)) {
+            // The class is there, on providers the group's filters lost.
+            GroupRule::NoProvider
         } else {
             GroupRule::NoInventory(j)
         })
@@ -767,8 +779,22 @@ impl Explanation {
             .groups
             .iter()
             .find(|g| g.group == *group)
-            .and_then(|g| g.lost.iter().max_by_key(|l| l.count))
-        {
+            .and_then(|g| {
+                // The unnumbered group keeps providers without room (judged per tree), so
+                // what lost a tree's providers there is one of its filters.
+                g.lost
+                    .iter()
+                    .filter(|l| {
+                        !group.is_empty()
+                            || !matches!(
+                                l.loss,
+                                Loss::NoInventory { .. }
+                                    | Loss::NoRoom { .. }
+                                    | Loss::UnitRules { .. }
+                            )
+                    })
+                    .max_by_key(|l| l.count)
+            }) {
             Some(why) => format!("{} (of its providers, {})", s.message, why.message),
             None => s.message.clone(),
         }

@@ -98,9 +98,21 @@ fn each_provider_is_lost_at_its_first_rule() {
     );
     assert_eq!(g.left, 1);
     assert_eq!(e.trees.trees, 3);
+    // cn2's VCPU is on a provider the forbidden trait lost: no provider is left there;
+    // cn1 is the one without room.
     assert_eq!(
         messages(&e.trees.lost),
-        ["no room for VCPU:4 for the unnumbered group (largest free 8): 2 trees"]
+        [
+            "no provider for the unnumbered group: 1 tree",
+            "no room for VCPU:4 for the unnumbered group (largest free 2): 1 tree"
+        ]
+    );
+    assert_eq!(
+        e.summary(3),
+        [
+            "no provider for the unnumbered group: 1 tree (of its providers, with forbidden trait CUSTOM_GOLD: 1 provider)",
+            "no room for VCPU:4 for the unnumbered group (largest free 2): 1 tree"
+        ]
     );
     assert_eq!(
         (e.trees.with_candidates, e.candidates, e.returned),

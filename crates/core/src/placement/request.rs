@@ -13,11 +13,24 @@ pub struct RequestGroup {
     pub forbidden: BTreeSet<String>,
 }
 
-/// A whole request: groups by suffix, and the group policy.
+/// One `member_of` clause: the tree must be in any of these aggregates, or (`forbidden`)
+/// in none of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberOf {
+    pub aggregates: BTreeSet<String>,
+    pub forbidden: bool,
+}
+
+/// A whole request: groups by suffix, the group policy, and what the scheduler's
+/// pre-filters add (Nova's request filters): `member_of` clauses on the unnumbered group
+/// and traits the root provider must have or lack.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Request {
     pub groups: BTreeMap<String, RequestGroup>,
     pub group_policy: Option<String>,
+    pub member_of: Vec<MemberOf>,
+    pub root_required: BTreeSet<String>,
+    pub root_forbidden: BTreeSet<String>,
 }
 
 /// A flavor's sizes and extra specs, as the request is derived from them.
@@ -138,6 +151,25 @@ impl Request {
                 parts.push(format!("required{suffix}={}", traits.join(",")));
             }
         }
+        for clause in &self.member_of {
+            // An empty `!in:` forbids nothing: it is left out. An empty `in:` would allow
+            // nothing; it is written, and the query is refused rather than widened.
+            if clause.forbidden && clause.aggregates.is_empty() {
+                continue;
+            }
+            let list: Vec<&str> = clause.aggregates.iter().map(String::as_str).collect();
+            let bang = if clause.forbidden { "!" } else { "" };
+            parts.push(format!("member_of={bang}in:{}", list.join(",")));
+        }
+        let root: Vec<String> = self
+            .root_required
+            .iter()
+            .cloned()
+            .chain(self.root_forbidden.iter().map(|t| format!("!{t}")))
+            .collect();
+        if !root.is_empty() {
+            parts.push(format!("root_required={}", root.join(",")));
+        }
         if let Some(policy) = &self.group_policy {
             parts.push(format!("group_policy={policy}"));
         }
@@ -235,5 +267,48 @@ mod tests {
             Request::from_flavor(&flavor).with_image_traits(&gold),
             Err(TraitConflict("CUSTOM_GOLD".into()))
         );
+    }
+
+    #[test]
+    fn pre_filters_become_member_of_and_root_required() {
+        const A1: &str = "aaaaaaaa-0000-4000-8000-000000000001";
+        const A2: &str = "aaaaaaaa-0000-4000-8000-000000000002";
+        const A3: &str = "aaaaaaaa-0000-4000-8000-000000000003";
+        let mut request = Request::from_flavor(&FlavorShape {
+            vcpus: 1,
+            ..Default::default()
+        });
+        request.member_of.push(MemberOf {
+            aggregates: [A2.to_string(), A1.to_string()].into(),
+            forbidden: false,
+        });
+        request.member_of.push(MemberOf {
+            aggregates: [A3.to_string()].into(),
+            forbidden: true,
+        });
+        request.member_of.push(MemberOf {
+            aggregates: BTreeSet::new(),
+            forbidden: true,
+        });
+        request
+            .root_forbidden
+            .insert("COMPUTE_STATUS_DISABLED".into());
+        assert_eq!(
+            request.to_query(),
+            format!(
+                "resources=VCPU:1&member_of=in:{A1},{A2}&member_of=!in:{A3}&root_required=!COMPUTE_STATUS_DISABLED"
+            )
+        );
+        let parsed = super::super::query::parse_candidates_query(
+            &request.to_query(),
+            super::super::microversion::Microversion::LATEST,
+        );
+        assert!(parsed.is_ok(), "{parsed:?}");
+        // A clause that allows no aggregate is kept, so the query is refused, not widened.
+        request.member_of = vec![MemberOf {
+            aggregates: BTreeSet::new(),
+            forbidden: false,
+        }];
+        assert!(request.to_query().contains("member_of=in:"));
     }
 }

@@ -5,6 +5,7 @@
 
 use kubeplace_api::Kind;
 
+mod aggregate;
 mod allocation;
 mod extra_spec_definition;
 mod flavor;
@@ -140,6 +141,7 @@ pub fn admit_with_pending(
         (_, Object::Flavor(f)) => flavor::review(f, store, &mut review),
         (_, Object::Image(i)) => image::review(i, &mut review),
         (_, Object::ServiceProfile(sp)) => service_profile::review(sp, &mut review),
+        (_, Object::Aggregate(a)) => aggregate::review(a, store, &mut review),
         (_, Object::Server(s)) => {
             let old = match old {
                 Some(Object::Server(o)) => Some(o),

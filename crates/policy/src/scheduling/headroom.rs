@@ -101,7 +101,9 @@ pub fn headroom(
                 .collect(),
         });
     };
-    let request = flavor_request(f);
+    let mut request = flavor_request(f);
+    // Servers of the flavor asking for no zone, from a namespace no aggregate keeps hosts for.
+    super::aggregates::host_filters(store, None, &mut request);
     let mut copy = store.clone();
     let drain = drain(&mut copy, without)?;
     let placed_first = schedule_pending(&mut copy);

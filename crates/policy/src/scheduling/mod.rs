@@ -1,6 +1,7 @@
 //! Scheduling: choosing a host for each Server, placing it through admission, and releasing
 //! what deleted Servers held.
 
+pub mod aggregates;
 pub mod headroom;
 pub mod place;
 pub mod plan;

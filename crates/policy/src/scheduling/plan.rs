@@ -24,6 +24,7 @@ use kubeplace_core::placement::query::parse_candidates_query;
 use kubeplace_core::placement::request::{Request, TraitConflict};
 use kubeplace_core::placement::trait_name::MISC_SHARES_VIA_AGGREGATE;
 
+use super::aggregates::Placing;
 use crate::translate::{flavor_request, required_traits};
 use kubeplace_api::Kind;
 use kubeplace_api::{ServerRef, allocation_name, consumer_uuid};
@@ -70,12 +71,27 @@ pub(crate) fn flavor_and_image<'a>(
     Ok((flavor, image))
 }
 
+/// An explanation with each aggregate uuid followed by its Aggregate's name, so that a
+/// NoValidHost says "outside member_of 6a1c… (zone-a, zone zone-a)". The query before the
+/// explanation is left as the search read it.
+fn with_aggregate_names(store: &Store, mut u: Unplaceable) -> Unplaceable {
+    let Some((query, why)) = u.message.split_once("): ") else {
+        return u;
+    };
+    let mut why = why.to_string();
+    for (uuid, label) in super::aggregates::labels(store) {
+        why = why.replace(&uuid, &label);
+    }
+    u.message = format!("{query}): {why}");
+    u
+}
+
 /// Picks a candidate for the server and returns the Allocation to create (or replace).
 /// The server's own current allocation, if any, is not counted as usage (a resize may stay
 /// where it is).
 pub fn plan(store: &Store, server: &Server) -> Result<Allocation, Unplaceable> {
     let (flavor, image) = flavor_and_image(store, server)?;
-    let request = flavor_request(flavor)
+    let mut request = flavor_request(flavor)
         .with_image_traits(&required_traits(image))
         .map_err(|TraitConflict(t)| Unplaceable {
             reason: "TraitConflict",
@@ -84,6 +100,14 @@ pub fn plan(store: &Store, server: &Server) -> Result<Allocation, Unplaceable> {
                 server.spec.flavor, server.spec.image
             ),
         })?;
+    let placing = Placing {
+        namespace: Some(server.metadata.namespace.as_deref().unwrap_or("default")),
+        zone: server.spec.availability_zone.as_deref(),
+    };
+    super::aggregates::apply(store, placing, &mut request).map_err(|e| Unplaceable {
+        reason: "AvailabilityZoneNotFound",
+        message: e.to_string(),
+    })?;
     let name = allocation_name(server);
     let owned;
     let index: &ProviderIndex = if store.index().allocations(&name).is_some() {
@@ -94,7 +118,8 @@ pub fn plan(store: &Store, server: &Server) -> Result<Allocation, Unplaceable> {
     } else {
         store.index()
     };
-    let per_provider = choose(index, &request, &server.spec.flavor)?;
+    let per_provider =
+        choose(index, &request, &server.spec.flavor).map_err(|u| with_aggregate_names(store, u))?;
     let mut allocation = Allocation::new(
         &name,
         AllocationSpec {

@@ -3,6 +3,7 @@
 //! The controllers and `kubeplace apply` both call [`desired_status`] over a [`World`];
 //! neither computes a status any other way.
 
+mod aggregate;
 mod allocation;
 mod extra_spec_definition;
 mod flavor;
@@ -59,6 +60,7 @@ pub fn desired_status(object: &Object, world: &World<'_>) -> Status {
         Object::ServiceProfile(sp) => {
             Status::ServiceProfile(service_profile::status(sp, generation))
         }
+        Object::Aggregate(a) => Status::Aggregate(aggregate::status(a, world, generation)),
     }
 }
 
