@@ -289,6 +289,15 @@ fn status_summary(kind: &str, status: &Value) -> String {
             format!("requires [{}]", traits.join(","))
         }
         "ProviderConfig" => format!("matched {}", status["matchedProviderCount"]),
+        "ServerGroup" => {
+            let hosts: Vec<String> = status["hosts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|h| format!("{}:{}", h["host"].as_str().unwrap_or(""), h["members"]))
+                .collect();
+            format!("members {} [{}]", status["memberCount"], hosts.join(","))
+        }
         "Aggregate" => {
             let hosts: Vec<&str> = status["hostNames"]
                 .as_array()

@@ -49,6 +49,7 @@ pub fn conditions(status: &Status) -> &[Condition] {
         Status::ServiceProfile(s) => &s.conditions,
         Status::Server(s) => &s.conditions,
         Status::Aggregate(s) => &s.conditions,
+        Status::ServerGroup(s) => &s.conditions,
     }
 }
 
@@ -63,6 +64,7 @@ fn conditions_mut(status: &mut Status) -> &mut Vec<Condition> {
         Status::ServiceProfile(s) => &mut s.conditions,
         Status::Server(s) => &mut s.conditions,
         Status::Aggregate(s) => &mut s.conditions,
+        Status::ServerGroup(s) => &mut s.conditions,
     }
 }
 

@@ -24,7 +24,7 @@ use std::time::Duration;
 use support::{ControlPlane, ROOT, cluster, exclusive_lock, objects_lock};
 
 /// Every CRD in crds/kubeplace.yaml, by name.
-const CRDS: [&str; 9] = [
+const CRDS: [&str; 10] = [
     "resourceproviders.kubeplace.io",
     "allocations.kubeplace.io",
     "providerconfigs.kubeplace.io",
@@ -34,6 +34,7 @@ const CRDS: [&str; 9] = [
     "serviceprofiles.kubeplace.io",
     "servers.kubeplace.io",
     "aggregates.kubeplace.io",
+    "servergroups.kubeplace.io",
 ];
 
 static CRDS_APPLIED: Once = Once::new();

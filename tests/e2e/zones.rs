@@ -1,7 +1,7 @@
-//! Availability zones, tenant isolation, isolated aggregates and a cordoned host through
-//! kubectl: `examples/zones/` applied to a control plane of the test's own, every Server
-//! placed where the Aggregates allow, and the ones that cannot be placed saying why in
-//! `kubectl describe`.
+//! Availability zones, tenant isolation, isolated aggregates, a cordoned host and an
+//! anti-affinity server group through kubectl: `examples/zones/` applied to a control
+//! plane of the test's own, every Server placed where the Aggregates and its group allow,
+//! and the ones that cannot be placed saying why in `kubectl describe`.
 
 use std::time::Duration;
 
@@ -102,6 +102,37 @@ fn zones_tenants_and_isolated_hosts_decide_where_servers_land() {
     assert!(
         nowhere.contains("the zones are east, nova, west"),
         "{nowhere}"
+    );
+    // The anti-affinity group: two members on the two hosts the lab namespace may use,
+    // the third refused with the hosts the group rules out.
+    eventually(
+        &cp,
+        &[
+            "get",
+            "server",
+            "web-c",
+            "-n",
+            "lab",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Scheduled\")].message}",
+        ],
+        "every candidate for z.small is on a host that server group web (anti-affinity, at most 1 per host) rules out: z-cn1, z-cn3",
+    );
+    let mut pair = vec![host(&cp, "lab", "web-a"), host(&cp, "lab", "web-b")];
+    pair.sort();
+    assert_eq!(pair, ["z-cn1", "z-cn3"]);
+    eventually(
+        &cp,
+        &[
+            "get",
+            "servergroup",
+            "web",
+            "-n",
+            "lab",
+            "-o",
+            "jsonpath={.status.memberCount}",
+        ],
+        "3",
     );
     // kubectl lists the aggregates with their zone and hosts.
     eventually(

@@ -9,7 +9,7 @@ use kube::core::ApiResource;
 
 use crate::{
     Aggregate, Allocation, ExtraSpecDefinition, Flavor, Image, ProviderConfig, ResourceProvider,
-    Server, ServiceProfile,
+    Server, ServerGroup, ServiceProfile,
 };
 
 /// One of kubeplace's kinds.
@@ -24,11 +24,12 @@ pub enum Kind {
     ServiceProfile,
     Server,
     Aggregate,
+    ServerGroup,
 }
 
 impl Kind {
     /// Every kind, in the order `kubeplace crds` prints them.
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 10] = [
         Kind::ResourceProvider,
         Kind::Allocation,
         Kind::ProviderConfig,
@@ -38,6 +39,7 @@ impl Kind {
         Kind::ServiceProfile,
         Kind::Server,
         Kind::Aggregate,
+        Kind::ServerGroup,
     ];
 
     /// The kind as written in manifests (`Flavor`).
@@ -52,6 +54,7 @@ impl Kind {
             Kind::ServiceProfile => "ServiceProfile",
             Kind::Server => "Server",
             Kind::Aggregate => "Aggregate",
+            Kind::ServerGroup => "ServerGroup",
         }
     }
 
@@ -77,12 +80,13 @@ impl Kind {
             Kind::ServiceProfile => "serviceprofiles",
             Kind::Server => "servers",
             Kind::Aggregate => "aggregates",
+            Kind::ServerGroup => "servergroups",
         }
     }
 
-    /// Whether objects of the kind live in a namespace (only Servers do).
+    /// Whether objects of the kind live in a namespace (Servers and ServerGroups do).
     pub fn is_namespaced(self) -> bool {
-        self == Kind::Server
+        matches!(self, Kind::Server | Kind::ServerGroup)
     }
 
     /// The kind's API resource, for dynamic clients and watches.
@@ -97,6 +101,7 @@ impl Kind {
             Kind::ServiceProfile => ApiResource::erase::<ServiceProfile>(&()),
             Kind::Server => ApiResource::erase::<Server>(&()),
             Kind::Aggregate => ApiResource::erase::<Aggregate>(&()),
+            Kind::ServerGroup => ApiResource::erase::<ServerGroup>(&()),
         }
     }
 

@@ -25,6 +25,7 @@ mod object;
 mod provider_config;
 mod resource_provider;
 mod server;
+mod server_group;
 mod server_ref;
 mod service_profile;
 
@@ -39,6 +40,7 @@ pub use object::*;
 pub use provider_config::*;
 pub use resource_provider::*;
 pub use server::*;
+pub use server_group::*;
 pub use server_ref::{
     SERVER_NAME_LABEL, SERVER_NAMESPACE_LABEL, ServerRef, allocation_name, allocation_server,
     consumer_uuid,
@@ -70,5 +72,6 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
         ServiceProfile::crd(),
         Server::crd(),
         Aggregate::crd(),
+        ServerGroup::crd(),
     ]
 }

@@ -97,6 +97,7 @@ kinds! {
     ServiceProfile => ServiceProfileStatus,
     Server => ServerStatus,
     Aggregate => AggregateStatus,
+    ServerGroup => ServerGroupStatus,
 }
 
 impl Object {

@@ -69,6 +69,10 @@ pub struct ServerSpec {
     /// placed (and placed again by a resize); a placed server does not move when it changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub availability_zone: Option<String>,
+    /// The ServerGroup of the namespace the server belongs to, placed by its policy. Set
+    /// when the server is created; it cannot change, as in Nova.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
 }
 
 /// Where the server was placed and what its driver receives.

@@ -31,6 +31,8 @@ pub struct Request {
     pub member_of: Vec<MemberOf>,
     pub root_required: BTreeSet<String>,
     pub root_forbidden: BTreeSet<String>,
+    /// The uuid of a provider whose tree the unnumbered group must be in (`in_tree`).
+    pub in_tree: Option<String>,
 }
 
 /// A flavor's sizes and extra specs, as the request is derived from them.
@@ -160,6 +162,9 @@ impl Request {
             let list: Vec<&str> = clause.aggregates.iter().map(String::as_str).collect();
             let bang = if clause.forbidden { "!" } else { "" };
             parts.push(format!("member_of={bang}in:{}", list.join(",")));
+        }
+        if let Some(uuid) = &self.in_tree {
+            parts.push(format!("in_tree={uuid}"));
         }
         let root: Vec<String> = self
             .root_required

@@ -13,6 +13,7 @@ mod image;
 mod provider_config;
 mod resource_provider;
 mod server;
+mod server_group;
 mod service_profile;
 
 pub use allocation::PendingUsage;
@@ -142,6 +143,13 @@ pub fn admit_with_pending(
         (_, Object::Image(i)) => image::review(i, &mut review),
         (_, Object::ServiceProfile(sp)) => service_profile::review(sp, &mut review),
         (_, Object::Aggregate(a)) => aggregate::review(a, store, &mut review),
+        (_, Object::ServerGroup(g)) => {
+            let old = match old {
+                Some(Object::ServerGroup(o)) => Some(o),
+                _ => None,
+            };
+            server_group::review(g, old, &mut review)
+        }
         (_, Object::Server(s)) => {
             let old = match old {
                 Some(Object::Server(o)) => Some(o),

@@ -11,6 +11,15 @@ use crate::translate::required_traits;
 use kubeplace_api::Kind;
 
 pub(super) fn review(server: &Server, old: Option<&Server>, store: &Store, review: &mut Review) {
+    if let Some(old) = old
+        && old.spec.group != server.spec.group
+    {
+        review.problem(format!(
+            "spec.group cannot change (from {} to {}): a server joins its group when it is created, as in Nova; create a new server in the group",
+            old.spec.group.as_deref().map_or("none".to_string(), |g| format!("{g:?}")),
+            server.spec.group.as_deref().map_or("none".to_string(), |g| format!("{g:?}")),
+        ));
+    }
     let flavor = match store.get_cluster(Kind::Flavor, &server.spec.flavor) {
         Some(Object::Flavor(f)) => Some(f),
         _ => {

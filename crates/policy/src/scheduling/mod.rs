@@ -6,6 +6,7 @@ pub mod headroom;
 pub mod place;
 pub mod plan;
 pub mod release;
+pub mod server_groups;
 
 pub use headroom::{Headroom, HeadroomError, headroom};
 pub use place::{place, schedule_pending};

@@ -22,9 +22,9 @@ use kubeplace_core::placement::explain::explain;
 use kubeplace_core::placement::microversion::Microversion;
 use kubeplace_core::placement::query::parse_candidates_query;
 use kubeplace_core::placement::request::{Request, TraitConflict};
-use kubeplace_core::placement::trait_name::MISC_SHARES_VIA_AGGREGATE;
 
 use super::aggregates::Placing;
+use super::server_groups::{Members, host_of};
 use crate::translate::{flavor_request, required_traits};
 use kubeplace_api::Kind;
 use kubeplace_api::{ServerRef, allocation_name, consumer_uuid};
@@ -118,8 +118,15 @@ pub fn plan(store: &Store, server: &Server) -> Result<Allocation, Unplaceable> {
     } else {
         store.index()
     };
-    let per_provider =
-        choose(index, &request, &server.spec.flavor).map_err(|u| with_aggregate_names(store, u))?;
+    let members = super::server_groups::members(store, server).map_err(|e| Unplaceable {
+        reason: "ServerGroupNotFound",
+        message: e.to_string(),
+    })?;
+    if let Some(host) = members.as_ref().and_then(|m| m.affinity_host()) {
+        request.in_tree = index.provider(host).map(|r| r.uuid);
+    }
+    let per_provider = choose(index, &request, &server.spec.flavor, members.as_ref())
+        .map_err(|u| with_aggregate_names(store, u))?;
     let mut allocation = Allocation::new(
         &name,
         AllocationSpec {
@@ -154,6 +161,7 @@ pub(crate) fn choose(
     index: &ProviderIndex,
     request: &Request,
     flavor: &str,
+    members: Option<&Members>,
 ) -> Result<BTreeMap<String, BTreeMap<String, i64>>, Unplaceable> {
     let query_string = format!("{}&limit={MAX_PLACEMENT_RESULTS}", request.to_query());
     let query =
@@ -171,11 +179,20 @@ pub(crate) fn choose(
     {
         return Err(budget(e));
     }
+    let mut refused_hosts: Vec<String> = Vec::new();
     let best = set
         .candidates
         .iter()
-        .map(|c| {
+        .filter_map(|c| {
             let named = set.named(index, c);
+            let host = host_of(index, named.iter().map(|(p, _, _)| p.as_str())).unwrap_or_default();
+            if let Some(m) = members
+                && !m.allows(&host)
+            {
+                refused_hosts.push(host);
+                return None;
+            }
+            let preference = members.map_or(0, |m| m.preference(&host));
             let score = named
                 .iter()
                 .map(|(p, class, amount)| {
@@ -189,10 +206,29 @@ pub(crate) fn choose(
             let mut providers: Vec<String> = named.iter().map(|(p, _, _)| p.clone()).collect();
             providers.sort();
             providers.dedup();
-            (score, providers, named)
+            Some((preference, score, providers, named))
         })
-        .max_by(|a, b| a.0.total_cmp(&b.0).then_with(|| b.1.cmp(&a.1)));
-    let Some((_, _, named)) = best else {
+        .max_by(|a, b| {
+            a.0.cmp(&b.0)
+                .then_with(|| a.1.total_cmp(&b.1))
+                .then_with(|| b.2.cmp(&a.2))
+        });
+    if best.is_none()
+        && !refused_hosts.is_empty()
+        && let Some(m) = members
+    {
+        refused_hosts.sort();
+        refused_hosts.dedup();
+        return Err(Unplaceable {
+            reason: "NoValidHost",
+            message: format!(
+                "every candidate for {flavor} is on a host that server group {} rules out: {}",
+                m.describe(),
+                refused_hosts.join(", ")
+            ),
+        });
+    }
+    let Some((_, _, _, named)) = best else {
         // Why, in the few lines that matter most: a bounded status and Event, not a log.
         let why = explain(index, &query).summary(EXPLAIN_LINES);
         return Err(Unplaceable {
@@ -215,15 +251,7 @@ pub(crate) fn choose(
 /// The tree a server runs in: the root of a provider it holds, preferring providers that
 /// are not sharing providers it borrows from.
 pub(crate) fn host(index: &ProviderIndex, held: &[ProviderAllocation]) -> Option<String> {
-    let shares = |p: &str| {
-        index
-            .effective(p)
-            .is_some_and(|(_, t)| t.contains(MISC_SHARES_VIA_AGGREGATE))
-    };
-    held.iter()
-        .filter(|pa| !shares(&pa.provider))
-        .chain(held.iter())
-        .find_map(|pa| index.root_of(&pa.provider).ok())
+    host_of(index, held.iter().map(|pa| pa.provider.as_str()))
 }
 
 /// Whether the server's current Allocation still matches what its flavor asks (per class

@@ -11,6 +11,7 @@ mod image;
 mod provider_config;
 mod resource_provider;
 mod server;
+mod server_group;
 mod service_profile;
 
 use crate::store::{ObjectKey, Store};
@@ -61,6 +62,7 @@ pub fn desired_status(object: &Object, world: &World<'_>) -> Status {
             Status::ServiceProfile(service_profile::status(sp, generation))
         }
         Object::Aggregate(a) => Status::Aggregate(aggregate::status(a, world, generation)),
+        Object::ServerGroup(g) => Status::ServerGroup(server_group::status(g, world, generation)),
     }
 }
 
