@@ -1376,3 +1376,136 @@ fn reshaper_moves_inventory_and_allocations_to_a_child_all_or_nothing() {
     );
     assert_eq!(usages.json()["usages"]["VGPU"], 1);
 }
+
+#[test]
+fn kubeplace_explain_and_headroom_beside_placements_paths() {
+    let s = Server::start(&["-f", "examples/cloud"]);
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubeplace"))
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    // The explanation is the one `--explain -o json` gives, under the request's version.
+    let q = "resources=VCPU:512,MEMORY_MB:1024&required=HW_CPU_X86_AVX2";
+    let e = s
+        .call("GET", &format!("/kubeplace/explain?{q}"), LATEST, None)
+        .expect(200)
+        .json();
+    let cli = run(&[
+        "placement",
+        "candidates",
+        "-f",
+        "examples/cloud",
+        "--query",
+        q,
+        "--explain",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(e, cli["explain"]);
+    assert_eq!(e["candidates"], 0);
+    // Headroom over the served state is the CLI's over the same files.
+    let h = s
+        .call(
+            "GET",
+            "/kubeplace/headroom?flavor=m1.small&without=cn2&cap=50",
+            LATEST,
+            None,
+        )
+        .expect(200)
+        .json();
+    let cli = run(&[
+        "placement",
+        "headroom",
+        "-f",
+        "examples/cloud",
+        "--flavor",
+        "m1.small",
+        "--without",
+        "cn2",
+        "--cap",
+        "50",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(h, cli);
+    assert_eq!(h["fits"], 50, "{h}");
+    // A claim through the API is counted by the next headroom.
+    let fits = || {
+        s.call("GET", "/kubeplace/headroom?flavor=m1.small", LATEST, None)
+            .expect(200)
+            .json()["fits"]
+            .as_i64()
+            .unwrap()
+    };
+    let before = fits();
+    let numa = s
+        .call("GET", "/resource_providers?name=cn3-numa0", LATEST, None)
+        .expect(200)
+        .json()["resource_providers"][0]["uuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    s.call(
+        "PUT",
+        "/allocations/9e000000-0000-4000-8000-0000000000f1",
+        LATEST,
+        Some(
+            &json!({"allocations": {numa: {"resources": {"MEMORY_MB": 8192}}},
+                     "project_id": "p", "user_id": "u", "consumer_generation": null,
+                     "consumer_type": "INSTANCE"}),
+        ),
+    )
+    .expect(204);
+    let after = fits();
+    assert!(after < before, "{before} then {after}");
+    // Bad input is named, with what is accepted.
+    for (path, status, words) in [
+        ("/kubeplace/headroom", 400, "flavor is required"),
+        (
+            "/kubeplace/headroom?flavor=nope",
+            404,
+            "flavor \"nope\" does not exist",
+        ),
+        (
+            "/kubeplace/headroom?flavor=m1.small&cap=lots",
+            400,
+            "cap=\"lots\" is not a number",
+        ),
+        (
+            "/kubeplace/headroom?flavor=m1.small&cap=0",
+            400,
+            "at least 1",
+        ),
+        (
+            "/kubeplace/headroom?flavor=m1.small&without=cn9",
+            404,
+            "provider \"cn9\"",
+        ),
+        (
+            "/kubeplace/headroom?flavor=m1.small&size=2",
+            400,
+            "unknown parameter \"size\"",
+        ),
+        (
+            "/kubeplace/explain?resources=VCPU:x",
+            400,
+            "resource VCPU asks for \"x\"",
+        ),
+    ] {
+        let a = s.call("GET", path, LATEST, None);
+        a.expect(status);
+        let detail = a.json()["errors"][0]["detail"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        assert!(detail.contains(words), "{path}: {detail}");
+    }
+    s.call("POST", "/kubeplace/headroom?flavor=m1.small", LATEST, None)
+        .expect(405);
+    s.raw("GET", "/kubeplace/headroom?flavor=m1.small", &[], None)
+        .expect(401);
+}

@@ -13,6 +13,7 @@ mod auth;
 mod body;
 mod classes;
 mod cluster;
+mod extensions;
 mod inventories;
 mod providers;
 mod reshaper;

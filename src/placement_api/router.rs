@@ -6,7 +6,7 @@ use http::{Method, StatusCode};
 
 use super::wire::{ApiError, Reply};
 use super::{Call, Ctx, PlacementApi};
-use super::{allocations, classes, inventories, providers, reshaper, traits};
+use super::{allocations, classes, extensions, inventories, providers, reshaper, traits};
 
 /// One route: the methods served on a path, each from a microversion.
 type Methods<'a> = &'a [(Method, u16)];
@@ -116,6 +116,14 @@ pub(crate) fn route(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply,
                 M::PUT => api.write(|s| allocations::put(s, ctx, consumer, call)),
                 _ => api.write(|s| allocations::delete(s, consumer)),
             }
+        }
+        ["kubeplace", "explain"] => {
+            allowed(ctx, m, &[(M::GET, 0)])?;
+            api.read(|s| extensions::explain_candidates(s, ctx, &call.query))
+        }
+        ["kubeplace", "headroom"] => {
+            allowed(ctx, m, &[(M::GET, 0)])?;
+            api.read(|s| extensions::flavor_headroom(s, &call.query))
         }
         ["allocation_candidates"] => {
             allowed(ctx, m, &[(M::GET, 10)])?;
