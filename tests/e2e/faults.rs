@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::support::ControlPlane;
-use super::{CRDS, Operator};
+use super::{Operator, private_with_crds};
 
 const NS: &str = "faults";
 /// Batches applied in the burst; each is one compute node and two servers, and deletes
@@ -184,12 +184,7 @@ fn idle(op: &Operator, quiet: Duration) {
 
 #[test]
 fn faults_mid_burst_lose_nothing_and_statuses_match_a_fresh_start() {
-    let cp = ControlPlane::private();
-    cp.kubectl(&["apply", "-f", "crds/"]).ok();
-    let mut args = vec!["wait", "--for", "condition=established", "--timeout=60s"];
-    let names: Vec<String> = CRDS.iter().map(|c| format!("crd/{c}")).collect();
-    args.extend(names.iter().map(String::as_str));
-    cp.kubectl(&args).ok();
+    let cp = private_with_crds();
     let operator = Operator::start(&cp, "kubeplace-faults", &["--leader-elect=false"]);
     apply_until_done(&cp, BASE);
 

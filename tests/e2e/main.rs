@@ -40,31 +40,42 @@ const CRDS: [&str; 10] = [
 static CRDS_APPLIED: Once = Once::new();
 
 /// `kubectl apply -f crds/` and wait until every CRD is Established.
+fn install_crds(cp: &ControlPlane) {
+    let out = cp.kubectl(&["apply", "-f", "crds/"]);
+    let applied = out.ok();
+    for crd in CRDS {
+        assert!(
+            applied.contains(&format!(
+                "customresourcedefinition.apiextensions.k8s.io/{crd}"
+            )),
+            "kubectl apply did not mention {crd}:\n{applied}"
+        );
+    }
+    let mut args = vec!["wait", "--for", "condition=established", "--timeout=60s"];
+    let names: Vec<String> = CRDS.iter().map(|c| format!("crd/{c}")).collect();
+    args.extend(names.iter().map(String::as_str));
+    let waited = cp.kubectl(&args);
+    for crd in CRDS {
+        assert!(
+            waited.ok().contains(&format!("{crd} condition met")),
+            "{crd} is not Established:\n{}",
+            waited.stdout
+        );
+    }
+}
+
+/// The shared control plane with the CRDs installed (once).
 fn crds_installed() -> &'static ControlPlane {
     let cp = cluster();
-    CRDS_APPLIED.call_once(|| {
-        let out = cp.kubectl(&["apply", "-f", "crds/"]);
-        let applied = out.ok();
-        for crd in CRDS {
-            assert!(
-                applied.contains(&format!(
-                    "customresourcedefinition.apiextensions.k8s.io/{crd}"
-                )),
-                "kubectl apply did not mention {crd}:\n{applied}"
-            );
-        }
-        let mut args = vec!["wait", "--for", "condition=established", "--timeout=60s"];
-        let names: Vec<String> = CRDS.iter().map(|c| format!("crd/{c}")).collect();
-        args.extend(names.iter().map(String::as_str));
-        let waited = cp.kubectl(&args);
-        for crd in CRDS {
-            assert!(
-                waited.ok().contains(&format!("{crd} condition met")),
-                "{crd} is not Established:\n{}",
-                waited.stdout
-            );
-        }
-    });
+    CRDS_APPLIED.call_once(|| install_crds(cp));
+    cp
+}
+
+/// A control plane of the caller's own with the CRDs installed, for a test that needs
+/// an empty cluster or restarts its servers.
+fn private_with_crds() -> ControlPlane {
+    let cp = ControlPlane::private();
+    install_crds(&cp);
     cp
 }
 

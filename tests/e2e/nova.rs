@@ -5,19 +5,14 @@
 //! stored as Kubernetes objects.
 
 use super::placement_api::{ACCESS, token, wait_for_api};
-use super::support::{self, ControlPlane, nova};
-use super::{CRDS, Operator};
+use super::support::{self, nova};
+use super::{Operator, private_with_crds};
 
 #[test]
 fn novas_report_client_uses_the_operators_placement_api() {
     let python = nova::nova_python();
     // The client's providers and consumers have fixed uuids: the cloud must start empty.
-    let cp = ControlPlane::private();
-    cp.kubectl(&["apply", "-f", "crds/"]).ok();
-    let mut args = vec!["wait", "--for", "condition=established", "--timeout=60s"];
-    let names: Vec<String> = CRDS.iter().map(|c| format!("crd/{c}")).collect();
-    args.extend(names.iter().map(String::as_str));
-    cp.kubectl(&args).ok();
+    let cp = private_with_crds();
     cp.kubectl_stdin(&["apply", "-f", "-"], ACCESS).ok();
     let writer = token(&cp, "placement-writer");
     let port = support::free_port();

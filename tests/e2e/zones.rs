@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::support::ControlPlane;
-use super::{CRDS, Operator, eventually};
+use super::{Operator, eventually, private_with_crds};
 
 fn host(cp: &ControlPlane, ns: &str, server: &str) -> String {
     cp.kubectl(&[
@@ -25,12 +25,7 @@ fn host(cp: &ControlPlane, ns: &str, server: &str) -> String {
 
 #[test]
 fn zones_tenants_and_isolated_hosts_decide_where_servers_land() {
-    let cp = ControlPlane::private();
-    cp.kubectl(&["apply", "-f", "crds/"]).ok();
-    let mut args = vec!["wait", "--for", "condition=established", "--timeout=60s"];
-    let names: Vec<String> = CRDS.iter().map(|c| format!("crd/{c}")).collect();
-    args.extend(names.iter().map(String::as_str));
-    cp.kubectl(&args).ok();
+    let cp = private_with_crds();
     let op = Operator::start(&cp, "kubeplace-zones", &["--leader-elect=false"]);
     let applied = cp.kubectl(&["apply", "-f", "examples/zones/"]);
     assert!(
