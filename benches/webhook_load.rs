@@ -22,8 +22,9 @@
 //! one or two SR-IOV functions each, ten sharing disk pools; 4.5 providers a tree). The trees
 //! are created through the API server with the operator stopped and its webhook
 //! unregistered, so admission does not pace the bulk load; the operator is then started
-//! again, lists them, and writes their statuses; the load starts once it has written none
-//! for [`SETTLED`].
+//! again, lists them, and writes their statuses. One run at 500 requests/s is made while it
+//! writes them; the others once it has computed, written and been told of nothing for
+//! [`SETTLED`]. The operator's logs are kept under `$CARGO_TARGET_TMPDIR/webhook_load/`.
 //!
 //! Run with `cargo bench --bench webhook_load`; `KUBEPLACE_BENCH_TREES=N` sets the number of
 //! trees. It prints markdown tables.
