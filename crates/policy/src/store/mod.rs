@@ -268,9 +268,22 @@ impl Store {
         for change in changes {
             match change {
                 Change::Put(object) => {
-                    remerge |= changes_merge(object.kind());
-                    self.index_object(&object);
-                    self.objects.insert(ObjectKey::of(&object), *object);
+                    let key = ObjectKey::of(&object);
+                    // A provider's index record and the merge are read from names and
+                    // specs only: a provider or provider config whose spec is unchanged (a
+                    // status written back, a label) changes neither. Watches deliver every
+                    // status write, so with thousands of providers this skips a merge over
+                    // all of them per written status.
+                    let unchanged = changes_merge(object.kind())
+                        && self
+                            .objects
+                            .get(&key)
+                            .is_some_and(|old| old.same_spec(&object));
+                    if !unchanged {
+                        remerge |= changes_merge(object.kind());
+                        self.index_object(&object);
+                    }
+                    self.objects.insert(key, *object);
                 }
                 Change::Delete(key) => {
                     if self.remove_unmerged(&key).is_some() {
@@ -410,6 +423,38 @@ mod tests {
         );
         assert_eq!(view(&batched), view(&one_by_one));
         assert!(!batched.config_merge().providers.is_empty());
+    }
+
+    #[test]
+    fn providers_and_configs_put_again_with_the_same_spec_leave_the_store_as_a_rebuild_does() {
+        // As the watches deliver them after a status write or a label: the spec unchanged.
+        let relabel = |mut o: Object| {
+            if changes_merge(o.kind()) {
+                o.meta_mut()
+                    .labels
+                    .get_or_insert_default()
+                    .insert("kubeplace.io/seen".into(), "again".into());
+            }
+            o
+        };
+        let objects = cloud();
+        let mut store = Store::default();
+        store.apply_changes(objects.iter().cloned().map(|o| Change::Put(Box::new(o))));
+        store.apply_changes(
+            objects
+                .iter()
+                .filter(|o| changes_merge(o.kind()))
+                .cloned()
+                .map(|o| Change::Put(Box::new(relabel(o)))),
+        );
+        let mut rebuilt = Store::default();
+        rebuilt.apply_changes(
+            objects
+                .into_iter()
+                .map(|o| Change::Put(Box::new(relabel(o)))),
+        );
+        assert_eq!(view(&store), view(&rebuilt));
+        assert!(!store.config_merge().providers.is_empty());
     }
 
     #[test]

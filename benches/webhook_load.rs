@@ -1,0 +1,851 @@
+//! The admission webhook under load, on loopback: `kubeplace run` against the real control
+//! plane of the end-to-end tests (tests/support), its webhook registered with a self-signed
+//! CA, and AdmissionReviews POSTed straight to its HTTPS port as kube-apiserver sends them,
+//! over TLS checked against the CA the operator registered.
+//!
+//! The load is open-loop: request `i` of a run at `r` requests/s is due at `i / r` seconds
+//! after the start and is sent then, whether or not earlier ones were answered (on an idle
+//! keep-alive connection, or a new one when none is idle). A request's latency runs from the
+//! moment it was due to the end of its answer, so time spent queued behind slow answers is
+//! counted. Each rate runs for [`SECONDS`] seconds.
+//!
+//! The requests cycle through [`fixtures`]: Flavor creates and an update (extra specs
+//! validated, one against the operator's ExtraSpecDefinitions), Server creates (flavor, image
+//! and service-profile metadata checked), a ResourceProvider update (inventories checked
+//! against the provider's usages) and an Allocation create with `dryRun: true` (the claim
+//! is decided against capacity but not held, as for `kubectl create --dry-run=server`).
+//! Every one is allowed: a denial is reviewed again 250 ms later (the store may lag the
+//! API server), which would measure that wait rather than the webhook.
+//!
+//! Two stores: the example cloud (examples/cloud/), then the example cloud plus a cloud of
+//! [`TREES`] compute-node trees (those of benches/placement-vs-real.py: two NUMA cells and
+//! one or two SR-IOV functions each, ten sharing disk pools; 4.5 providers a tree). The trees
+//! are created through the API server with the operator stopped and its webhook
+//! unregistered, so admission does not pace the bulk load; the operator is then started
+//! again, lists them, and writes their statuses. One run at 500 requests/s is made while it
+//! writes them; the others once it has computed, written and been told of nothing for
+//! [`SETTLED`]. The operator's logs are kept under `$CARGO_TARGET_TMPDIR/webhook_load/`.
+//!
+//! Run with `cargo bench --bench webhook_load`; `KUBEPLACE_BENCH_TREES=N` sets the number of
+//! trees. It prints markdown tables.
+
+#[path = "../tests/support/mod.rs"]
+#[allow(unused_imports)]
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::StreamExt;
+use http::{Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use kube::api::{Api, DynamicObject, PostParams};
+use kubeplace_api::Kind;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::{Value, json};
+use tokio::net::TcpStream as AsyncTcpStream;
+use tokio::sync::Semaphore;
+use tokio_rustls::TlsConnector;
+
+/// Requests per second of each run.
+const RATES: [u64; 3] = [100, 500, 2000];
+/// How long each rate runs.
+const SECONDS: u64 = 10;
+/// Compute-node trees of the large cloud (`KUBEPLACE_BENCH_TREES` overrides).
+const TREES: usize = 10_000;
+/// Creates in flight at once while loading the trees.
+const CREATE_CONCURRENCY: usize = 32;
+/// A request not answered in this long counts as an error (the webhook configuration gives
+/// the API server 10 s).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections the generator keeps open at most; a request waits for one beyond that.
+const MAX_CONNECTIONS: usize = 256;
+/// How long the operator must have written no status before the load starts.
+const SETTLED: Duration = Duration::from_secs(5);
+/// The ValidatingWebhookConfiguration the operator registers.
+const WEBHOOK_CONFIG: &str = "kubeplace-bench";
+
+/// One kind of request in the mix: the path, and the AdmissionReview's request without
+/// its uid (serialized once; each request adds its own uid in front).
+struct Fixture {
+    what: &'static str,
+    plural: &'static str,
+    request_tail: String,
+}
+
+fn fixture(
+    what: &'static str,
+    op: &str,
+    object: Value,
+    old: Option<Value>,
+    dry_run: bool,
+) -> Fixture {
+    let kind = object["kind"].as_str().unwrap_or_default().to_string();
+    let plural = Kind::from_name(&kind).expect("a kubeplace kind").plural();
+    let namespace = object["metadata"]["namespace"].clone();
+    let resource = json!({"group": "kubeplace.io", "version": "v1alpha1", "resource": plural});
+    let gvk = json!({"group": "kubeplace.io", "version": "v1alpha1", "kind": kind});
+    let mut request = json!({
+        "kind": gvk, "resource": resource, "requestKind": gvk, "requestResource": resource,
+        "name": object["metadata"]["name"], "operation": op,
+        "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]},
+        "object": object, "oldObject": old.unwrap_or(Value::Null),
+        "dryRun": dry_run, "options": null,
+    });
+    if !namespace.is_null() {
+        request["namespace"] = namespace;
+    }
+    let text = request.to_string();
+    Fixture {
+        what,
+        plural,
+        request_tail: text[1..].to_string(),
+    }
+}
+
+impl Fixture {
+    fn body(&self, uid: &str) -> Bytes {
+        Bytes::from(format!(
+            "{{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{{\"uid\":\"{uid}\",{}}}",
+            self.request_tail
+        ))
+    }
+}
+
+fn object(kind: &str, name: &str, spec: Value) -> Value {
+    json!({"apiVersion": "kubeplace.io/v1alpha1", "kind": kind,
+           "metadata": {"name": name}, "spec": spec})
+}
+
+/// The mix, every one allowed against the example cloud (with or without the trees).
+fn fixtures() -> Vec<Fixture> {
+    let cn1 = json!({
+        "uuid": "c0a80001-0000-4000-8000-000000000001",
+        "inventories": {"DISK_GB": {"total": 1000, "reserved": 50}},
+        "traits": ["COMPUTE_NODE", "HW_CPU_X86_AVX2", "HW_CPU_X86_AVX512F",
+                   "HW_CPU_HYPERTHREADING", "COMPUTE_VOLUME_MULTI_ATTACH"],
+        "aggregates": ["6a1c1b39-1b10-4f5e-9d2a-5c1f3f7e0a01"],
+    });
+    let mut cn1_more_disk = cn1.clone();
+    cn1_more_disk["inventories"]["DISK_GB"]["total"] = json!(1200);
+    let sriov = json!({
+        "vcpus": 4, "memoryMb": 8192, "diskGb": 20,
+        "extraSpecs": {"hw:cpu_policy": "dedicated",
+                       "resources1:SRIOV_NET_VF": "1", "trait1:CUSTOM_PHYSNET_DATA": "required",
+                       "resources2:SRIOV_NET_VF": "1", "trait2:CUSTOM_PHYSNET_DATA": "required",
+                       "group_policy": "isolate"},
+    });
+    let mut sriov_more_memory = sriov.clone();
+    sriov_more_memory["memoryMb"] = json!(16384);
+    let mut web = object(
+        "Server",
+        "web-9",
+        json!({"flavor": "m1.small", "image": "ubuntu-24.04"}),
+    );
+    web["metadata"]["namespace"] = json!("shop");
+    let mut lb = object(
+        "Server",
+        "lb-9",
+        json!({"flavor": "lb.ddos", "image": "ubuntu-24.04",
+               "flavorMeta": {"whitelist": "1.2.3.4, 8.8.8.8"}}),
+    );
+    lb["metadata"]["namespace"] = json!("shop");
+    vec![
+        fixture(
+            "Flavor create (traits)",
+            "CREATE",
+            object(
+                "Flavor",
+                "c2.avx2",
+                json!({"vcpus": 8, "memoryMb": 16384, "diskGb": 40,
+                       "extraSpecs": {"trait:HW_CPU_X86_AVX2": "required",
+                                      "trait:CUSTOM_GOLD": "forbidden",
+                                      "hw:mem_page_size": "large", "hw:numa_nodes": "1"}}),
+            ),
+            None,
+            false,
+        ),
+        fixture(
+            "Flavor create (operator's definitions)",
+            "CREATE",
+            object(
+                "Flavor",
+                "r2.cache",
+                json!({"vcpus": 2, "memoryMb": 4096, "diskGb": 20,
+                       "extraSpecs": {"resources:CUSTOM_LLC": "4", "acme:cache_ways": "4"}}),
+            ),
+            None,
+            false,
+        ),
+        fixture(
+            "Flavor update",
+            "UPDATE",
+            object("Flavor", "n1.sriov-pinned", sriov_more_memory),
+            Some(object("Flavor", "n1.sriov-pinned", sriov)),
+            false,
+        ),
+        fixture("Server create", "CREATE", web, None, false),
+        fixture("Server create (service profile)", "CREATE", lb, None, false),
+        fixture(
+            "ResourceProvider update",
+            "UPDATE",
+            object("ResourceProvider", "cn1", cn1_more_disk),
+            Some(object("ResourceProvider", "cn1", cn1)),
+            false,
+        ),
+        fixture(
+            "Allocation create, dry run",
+            "CREATE",
+            object(
+                "Allocation",
+                "bench-claim",
+                json!({"consumer": "77777777-7777-4777-8777-777777777777",
+                       "allocations": [{"provider": "cn1-numa0",
+                                        "resources": {"VCPU": 1, "MEMORY_MB": 512}}]}),
+            ),
+            None,
+            true,
+        ),
+    ]
+}
+
+/// HTTPS connections to the webhook, kept alive and reused as the API server does.
+struct Pool {
+    port: u16,
+    connector: TlsConnector,
+    idle: Mutex<Vec<SendRequest<Full<Bytes>>>>,
+    slots: Semaphore,
+    opened: std::sync::atomic::AtomicUsize,
+}
+
+impl Pool {
+    fn new(port: u16, ca_pem: &[u8]) -> Pool {
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(ca_pem) {
+            roots.add(cert.expect("a PEM certificate")).expect("a CA");
+        }
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        Pool {
+            port,
+            connector: TlsConnector::from(Arc::new(config)),
+            idle: Mutex::new(Vec::new()),
+            slots: Semaphore::new(MAX_CONNECTIONS),
+            opened: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    async fn connect(&self) -> Result<SendRequest<Full<Bytes>>, String> {
+        let tcp = AsyncTcpStream::connect(("127.0.0.1", self.port))
+            .await
+            .map_err(|e| format!("connect: {e}"))?;
+        tcp.set_nodelay(true).ok();
+        let name = ServerName::try_from("127.0.0.1").expect("a server name");
+        let tls = self
+            .connector
+            .connect(name, tcp)
+            .await
+            .map_err(|e| format!("TLS: {e}"))?;
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+            .await
+            .map_err(|e| format!("HTTP handshake: {e}"))?;
+        tokio::spawn(conn);
+        self.opened
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(sender)
+    }
+
+    /// POSTs `body` to `path`; the status and the body of the answer.
+    async fn post(&self, path: &str, body: Bytes) -> Result<(StatusCode, Bytes), String> {
+        let _slot = self.slots.acquire().await.map_err(|e| e.to_string())?;
+        let reused = self.idle.lock().expect("pool").pop();
+        let mut sender = match reused {
+            Some(mut s) => match s.ready().await {
+                Ok(()) => s,
+                // The webhook closed it: a new one.
+                Err(_) => self.connect().await?,
+            },
+            None => self.connect().await?,
+        };
+        let request = Request::post(path)
+            .header("host", "127.0.0.1")
+            .header("content-type", "application/json")
+            .header("accept", "application/json")
+            .body(Full::new(body))
+            .map_err(|e| e.to_string())?;
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|e| format!("request: {e}"))?;
+        let status = response.status();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| format!("body: {e}"))?
+            .to_bytes();
+        self.idle.lock().expect("pool").push(sender);
+        Ok((status, body))
+    }
+}
+
+/// How one request ended.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+enum Outcome {
+    Allowed,
+    NotAllowed,
+    BadStatus,
+    Failed,
+    TimedOut,
+}
+
+/// Sends one review and judges the answer: 200, the uid echoed, allowed.
+async fn one(
+    pool: Arc<Pool>,
+    fixture: Arc<Vec<Fixture>>,
+    i: usize,
+    due: tokio::time::Instant,
+) -> (usize, Duration, Outcome) {
+    let f = &fixture[i % fixture.len()];
+    let uid = format!("bench-{i:08}");
+    let path = format!("/validate/{}", f.plural);
+    let sent = pool.post(&path, f.body(&uid));
+    let outcome = match tokio::time::timeout_at(due + REQUEST_TIMEOUT, sent).await {
+        Err(_) => Outcome::TimedOut,
+        Ok(Err(_)) => Outcome::Failed,
+        Ok(Ok((status, _))) if status != StatusCode::OK => Outcome::BadStatus,
+        Ok(Ok((_, body))) => {
+            let review: Value = serde_json::from_slice(&body).unwrap_or_default();
+            let response = &review["response"];
+            if response["uid"] == uid.as_str() && response["allowed"] == true {
+                Outcome::Allowed
+            } else {
+                Outcome::NotAllowed
+            }
+        }
+    };
+    (i % fixture.len(), due.elapsed(), outcome)
+}
+
+/// One run's results.
+struct Run {
+    rate: u64,
+    sent: usize,
+    latencies: Vec<Duration>,
+    by_fixture: Vec<Vec<Duration>>,
+    errors: BTreeMap<Outcome, usize>,
+    wall: Duration,
+    /// The webhook's own mean time per review (its admission_duration_seconds histogram):
+    /// from the body read to the answer built, without TLS, HTTP or queueing.
+    own_mean: Duration,
+}
+
+/// Sends `rate` requests a second for `seconds`, each when it is due.
+async fn drive(pool: Arc<Pool>, fixtures: Arc<Vec<Fixture>>, rate: u64, seconds: u64) -> Run {
+    let n = (rate * seconds) as usize;
+    let start = tokio::time::Instant::now() + Duration::from_millis(20);
+    let mut tasks = Vec::with_capacity(n);
+    for i in 0..n {
+        let due = start + Duration::from_nanos(i as u64 * 1_000_000_000 / rate);
+        tokio::time::sleep_until(due).await;
+        tasks.push(tokio::spawn(one(pool.clone(), fixtures.clone(), i, due)));
+    }
+    let mut run = Run {
+        rate,
+        sent: n,
+        latencies: Vec::with_capacity(n),
+        by_fixture: vec![Vec::new(); fixtures.len()],
+        errors: BTreeMap::new(),
+        wall: Duration::ZERO,
+        own_mean: Duration::ZERO,
+    };
+    for task in tasks {
+        let (f, latency, outcome) = task.await.expect("a request task");
+        if outcome == Outcome::Allowed {
+            run.latencies.push(latency);
+            run.by_fixture[f].push(latency);
+        } else {
+            *run.errors.entry(outcome).or_default() += 1;
+        }
+    }
+    run.wall = start.elapsed();
+    run.latencies.sort();
+    for l in &mut run.by_fixture {
+        l.sort();
+    }
+    run
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2}", d.as_secs_f64() * 1e3)
+}
+
+fn print_runs(cloud: &str, runs: &[Run], fixtures: &[Fixture]) {
+    println!(
+        "\n| store | rate (req/s) | sent | answered, allowed | errors | p50 ms | p99 ms | max ms | achieved (req/s) | webhook's own mean ms |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for r in runs {
+        let errors: usize = r.errors.values().sum();
+        let detail = if errors == 0 {
+            "0".to_string()
+        } else {
+            format!("{errors} ({:?})", r.errors)
+        };
+        println!(
+            "| {cloud} | {} | {} | {} | {detail} | {} | {} | {} | {:.0} | {:.3} |",
+            r.rate,
+            r.sent,
+            r.latencies.len(),
+            ms(percentile(&r.latencies, 0.5)),
+            ms(percentile(&r.latencies, 0.99)),
+            ms(r.latencies.last().copied().unwrap_or_default()),
+            r.latencies.len() as f64 / r.wall.as_secs_f64(),
+            r.own_mean.as_secs_f64() * 1e3,
+        );
+    }
+    let rates = runs
+        .iter()
+        .map(|r| r.rate.to_string())
+        .collect::<Vec<_>>()
+        .join(" / ");
+    println!("\n| store | request | p50 ms at {rates} req/s | p99 ms at {rates} req/s |");
+    println!("|---|---|---|---|");
+    for (i, f) in fixtures.iter().enumerate() {
+        let at = |p: f64| {
+            runs.iter()
+                .map(|r| ms(percentile(&r.by_fixture[i], p)))
+                .collect::<Vec<_>>()
+                .join(" / ")
+        };
+        println!("| {cloud} | {} | {} | {} |", f.what, at(0.5), at(0.99));
+    }
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A plain HTTP GET on the operator's metrics port; the whole reply.
+fn http_get(port: u16, path: &str) -> Option<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).ok()?;
+    Some(reply)
+}
+
+/// The sum of a counter's series in the operator's metrics.
+fn counter(port: u16, name: &str) -> f64 {
+    http_get(port, "/metrics")
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with(name))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .fold(0.0, |sum, n| sum + n)
+}
+
+/// A running `kubeplace run` and its ports.
+struct Operator {
+    process: support::Process,
+    webhook_port: u16,
+    metrics_port: u16,
+}
+
+impl Operator {
+    /// Keeps its log (the control plane's directory is removed at exit) where cargo keeps
+    /// files of benches, and says where.
+    fn keep_log(&self, name: &str) {
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("webhook_load");
+        let kept = dir.join(format!("{name}.log"));
+        if std::fs::create_dir_all(&dir).is_ok() && std::fs::copy(&self.process.log, &kept).is_ok()
+        {
+            eprintln!("the operator's log: {}", kept.display());
+        }
+    }
+
+    /// Starts it (no leader election: it decides claims itself) and waits until it is ready.
+    fn start(cp: &support::ControlPlane, name: &str) -> Operator {
+        let webhook_port = support::free_port();
+        let metrics_port = support::free_port();
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kubeplace"));
+        cmd.args([
+            "run",
+            "--kubeconfig",
+            cp.kubeconfig.to_str().expect("a path"),
+            "--self-signed",
+            "--webhook-host",
+            "127.0.0.1",
+            "--webhook-config-name",
+            WEBHOOK_CONFIG,
+            "--namespace",
+            "default",
+            "--leader-elect=false",
+            "--drain-seconds=0",
+            // A line per reconcile pass, also those that write nothing, in the kept log.
+            "--log-level=info,kubeplace::controllers::reconciler=debug",
+            &format!("--webhook-addr=127.0.0.1:{webhook_port}"),
+            &format!("--metrics-addr=127.0.0.1:{metrics_port}"),
+        ]);
+        let process = cp.spawn(cmd, name);
+        eprintln!("{name}: pid {}, log {}", process.pid, process.log.display());
+        let ready = (0..1200).any(|_| {
+            let ok = http_get(metrics_port, "/readyz").is_some_and(|r| r.contains(" 200 "));
+            if !ok {
+                std::thread::sleep(Duration::from_millis(250));
+            }
+            ok
+        });
+        assert!(
+            ready,
+            "the operator never became ready:\n{}",
+            process.output()
+        );
+        Operator {
+            process,
+            webhook_port,
+            metrics_port,
+        }
+    }
+
+    /// Waits until it has computed some statuses and then, for [`SETTLED`], computed none,
+    /// written none (a pass counts its writes when they are all done) and received no watch
+    /// event (each status written comes back as one); the statuses it wrote.
+    fn settle(&self) -> f64 {
+        let progress = || {
+            (
+                counter(self.metrics_port, "kubeplace_reconciles_total"),
+                counter(self.metrics_port, "kubeplace_status_writes_total"),
+                counter(self.metrics_port, "kubeplace_watch_events_total"),
+            )
+        };
+        let mut last = progress();
+        let mut quiet_since = Instant::now();
+        loop {
+            std::thread::sleep(Duration::from_millis(500));
+            let now = progress();
+            if now != last || now.0 == 0.0 {
+                last = now;
+                quiet_since = Instant::now();
+            } else if quiet_since.elapsed() >= SETTLED {
+                return now.1;
+            }
+        }
+    }
+}
+
+/// The CA the operator registered in its webhook configuration (PEM).
+fn registered_ca(cp: &support::ControlPlane) -> Vec<u8> {
+    let encoded = (0..120)
+        .find_map(|_| {
+            let out = cp.kubectl(&[
+                "get",
+                "validatingwebhookconfiguration",
+                WEBHOOK_CONFIG,
+                "-o",
+                "jsonpath={.webhooks[0].clientConfig.caBundle}",
+            ]);
+            if out.success && !out.stdout.trim().is_empty() {
+                return Some(out.stdout.trim().to_string());
+            }
+            std::thread::sleep(Duration::from_millis(250));
+            None
+        })
+        .expect("the webhook configuration's caBundle");
+    base64_decode(&encoded)
+}
+
+/// Standard base64 (the caBundle field) to bytes.
+fn base64_decode(text: &str) -> Vec<u8> {
+    let value = |c: u8| match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'+' => 62,
+        _ => 63,
+    };
+    let digits: Vec<u8> = text.bytes().filter(|c| *c != b'=').map(value).collect();
+    let mut out = Vec::with_capacity(digits.len() * 3 / 4);
+    for chunk in digits.chunks(4) {
+        let mut n = 0u32;
+        for (i, d) in chunk.iter().enumerate() {
+            n |= u32::from(*d) << (18 - 6 * i);
+        }
+        let bytes = n.to_be_bytes();
+        out.extend_from_slice(&bytes[1..chunk.len()]);
+    }
+    out
+}
+
+/// The trees of benches/placement-vs-real.py: ten sharing disk pools, and per tree a compute
+/// node with two NUMA cells and one or two SR-IOV functions.
+fn tree_cloud(trees: usize) -> Vec<Value> {
+    let agg = |i: usize| format!("00000000-0000-4000-8000-{:012}", i % 10);
+    let inv = |total: i64, ratio: f64| json!({"total": total, "allocationRatio": ratio});
+    let mut docs = Vec::with_capacity(trees * 9 / 2 + 10);
+    for s in 0..10 {
+        docs.push(object(
+            "ResourceProvider",
+            &format!("pool-{s}"),
+            json!({"inventories": {"DISK_GB": inv(100_000, 1.0)},
+                   "traits": ["MISC_SHARES_VIA_AGGREGATE", "STORAGE_DISK_SSD"],
+                   "aggregates": [agg(s)]}),
+        ));
+    }
+    for i in 0..trees {
+        let cn = format!("cn{i:06}");
+        let mut traits = vec!["COMPUTE_NODE"];
+        if i % 2 == 0 {
+            traits.push("HW_CPU_X86_AVX2");
+        }
+        if i % 10 == 3 {
+            traits.push("CUSTOM_GOLD");
+        }
+        match i % 3 {
+            0 => traits.push("CUSTOM_A"),
+            1 => traits.push("CUSTOM_B"),
+            _ => {}
+        }
+        let mut spec = json!({"traits": traits, "aggregates": [agg(i)]});
+        if i % 5 != 0 {
+            spec["inventories"] = json!({"DISK_GB": inv(2000, 1.0)});
+        }
+        docs.push(object("ResourceProvider", &cn, spec));
+        for cell in 0..2 {
+            let numa = format!("{cn}-numa{cell}");
+            docs.push(object(
+                "ResourceProvider",
+                &numa,
+                json!({"parent": cn,
+                       "inventories": {"VCPU": inv(32, 4.0), "PCPU": inv(16, 1.0),
+                                       "MEMORY_MB": inv(131_072, 1.5)}}),
+            ));
+            if cell == 0 || i % 2 == 1 {
+                docs.push(object(
+                    "ResourceProvider",
+                    &format!("{numa}-pf0"),
+                    json!({"parent": numa,
+                           "inventories": {"SRIOV_NET_VF": inv(8, 1.0)},
+                           "traits": ["HW_NIC_SRIOV", format!("CUSTOM_PHYSNET_{}", i % 4)]}),
+                ));
+            }
+        }
+    }
+    docs
+}
+
+/// Creates `docs` through the API server, [`CREATE_CONCURRENCY`] at a time; the failures.
+async fn create_all(client: kube::Client, docs: Vec<Value>) -> usize {
+    let api: Api<DynamicObject> = Api::all_with(client, &Kind::ResourceProvider.api_resource());
+    let total = docs.len();
+    let started = Instant::now();
+    let mut done = 0usize;
+    let mut failed = 0usize;
+    let mut results = futures::stream::iter(docs.into_iter().map(|doc| {
+        let api = api.clone();
+        async move {
+            let object: DynamicObject = serde_json::from_value(doc).expect("an object");
+            // A create the API server could not take at once (it sheds load with 429) is
+            // tried again a few times.
+            for attempt in 0..5u32 {
+                match api.create(&PostParams::default(), &object).await {
+                    Ok(_) => return true,
+                    Err(kube::Error::Api(e)) if e.code == 409 => return true,
+                    Err(_) => {
+                        tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
+                    }
+                }
+            }
+            false
+        }
+    }))
+    .buffer_unordered(CREATE_CONCURRENCY);
+    while let Some(ok) = results.next().await {
+        done += 1;
+        if !ok {
+            failed += 1;
+        }
+        if done % 5000 == 0 {
+            eprintln!(
+                "created {done} of {total} providers in {:.0?}",
+                started.elapsed()
+            );
+        }
+    }
+    failed
+}
+
+/// Runs every rate against the operator's webhook and prints the tables.
+fn measure(
+    runtime: &tokio::runtime::Runtime,
+    operator: &Operator,
+    ca: &[u8],
+    cloud: &str,
+    rates: &[u64],
+) {
+    let pool = Arc::new(Pool::new(operator.webhook_port, ca));
+    let fixtures = Arc::new(fixtures());
+    let before = loadavg();
+    let runs: Vec<Run> = runtime.block_on(async {
+        // Warm up: connections, and every fixture answered once (and found allowed).
+        let warm = drive(pool.clone(), fixtures.clone(), 100, 2).await;
+        assert!(
+            !warm.errors.contains_key(&Outcome::NotAllowed),
+            "the webhook did not allow every request of the mix: {:?}",
+            warm.errors
+        );
+        let mut runs = Vec::new();
+        for &rate in rates {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            let own = |what: &str| {
+                counter(
+                    operator.metrics_port,
+                    &format!("kubeplace_admission_duration_seconds_{what}"),
+                )
+            };
+            let (sum, count) = (own("sum"), own("count"));
+            let mut run = drive(pool.clone(), fixtures.clone(), rate, SECONDS).await;
+            let reviews = own("count") - count;
+            if reviews > 0.0 {
+                run.own_mean = Duration::from_secs_f64((own("sum") - sum) / reviews);
+            }
+            runs.push(run);
+        }
+        runs
+    });
+    print_runs(cloud, &runs, &fixtures);
+    println!(
+        "\nload average (1, 5, 15 min) at the start {before}, at the end {}; {} connections opened",
+        loadavg(),
+        pool.opened.load(std::sync::atomic::Ordering::Relaxed)
+    );
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; nothing else is taken.
+    let trees = std::env::var("KUBEPLACE_BENCH_TREES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(TREES);
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    println!(
+        "{} cores; load average at the start: {}",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        loadavg()
+    );
+    let cp = support::cluster();
+    cp.kubectl(&["apply", "-f", "crds/"]).ok();
+    cp.kubectl(&[
+        "wait",
+        "--for",
+        "condition=established",
+        "--timeout=60s",
+        "crd",
+        "--all",
+    ])
+    .ok();
+
+    let operator = Operator::start(cp, "kubeplace-load");
+    let ca = registered_ca(cp);
+    // The example cloud goes through the webhook, as `kubectl apply` would send it.
+    cp.kubectl(&["apply", "-f", "examples/cloud/00-namespaces.yaml"])
+        .ok();
+    let applied = (0..40).any(|_| {
+        let out = cp.kubectl(&["apply", "-f", "examples/cloud/"]);
+        if !out.success {
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        out.success
+    });
+    assert!(applied, "examples/cloud/ was not admitted");
+    operator.settle();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    measure(&runtime, &operator, &ca, "example cloud", &RATES);
+
+    // The trees, created with no webhook in the way.
+    operator.process.stop(Duration::from_secs(10));
+    operator.keep_log("example-cloud");
+    cp.kubectl(&[
+        "delete",
+        "validatingwebhookconfiguration",
+        WEBHOOK_CONFIG,
+        "--ignore-not-found",
+    ])
+    .ok();
+    let docs = tree_cloud(trees);
+    let providers = docs.len();
+    let client = runtime.block_on(async {
+        let config = kube::Config::from_custom_kubeconfig(
+            kube::config::Kubeconfig::read_from(&cp.kubeconfig).expect("kubeconfig"),
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .expect("config");
+        kube::Client::try_from(config).expect("client")
+    });
+    let started = Instant::now();
+    let failed = runtime.block_on(create_all(client, docs));
+    let created_in = started.elapsed();
+    assert_eq!(failed, 0, "{failed} providers could not be created");
+
+    let started = Instant::now();
+    let operator = Operator::start(cp, "kubeplace-load-trees");
+    let ready_in = started.elapsed();
+    let ca = registered_ca(cp);
+    // Once: while the operator writes the statuses of the trees it has just listed.
+    measure(
+        &runtime,
+        &operator,
+        &ca,
+        &format!("example cloud + {trees} trees, statuses being written"),
+        &[RATES[1]],
+    );
+    let writes = operator.settle();
+    let settled_in = started.elapsed();
+    println!(
+        "\n{trees} trees, {providers} ResourceProviders: created in {:.1} s ({:.0}/s, {CREATE_CONCURRENCY} at a time); \
+         the operator was ready {:.1} s after its start and had written its {writes:.0} statuses {:.1} s after it",
+        created_in.as_secs_f64(),
+        providers as f64 / created_in.as_secs_f64(),
+        ready_in.as_secs_f64(),
+        settled_in.as_secs_f64() - SETTLED.as_secs_f64(),
+    );
+    measure(
+        &runtime,
+        &operator,
+        &ca,
+        &format!("example cloud + {trees} trees"),
+        &RATES,
+    );
+    operator.process.kill();
+    operator.keep_log("trees");
+}
