@@ -186,6 +186,8 @@ pub fn run(
             let _ = writeln!(err, "Warning: {} {}: {w}", i.kind, i.name);
         }
     }
+    // A line per object: one write per line would cost a system call each.
+    let out = &mut std::io::BufWriter::new(out);
     let written = match output {
         Output::Json => serde_json::to_string_pretty(&report)
             .map(|s| writeln!(out, "{s}"))
@@ -194,7 +196,8 @@ pub fn run(
             .map(|s| write!(out, "{s}"))
             .map_err(|e| e.to_string()),
         Output::Table => Ok(write_table(&report, out)),
-    };
+    }
+    .map(|w| w.and_then(|()| out.flush()));
     match written {
         Ok(Ok(())) => {}
         Ok(Err(e)) => {

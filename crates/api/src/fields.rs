@@ -122,36 +122,30 @@ fn unknown_fields_in(document: &Located, schema: &Value) -> Vec<UnknownField> {
 
 fn walk(node: &Located, schema: &Value, root: &Value, path: &str, found: &mut Vec<UnknownField>) {
     let schema = resolve(schema, root);
-    if schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true)) {
+    if preserves_unknown(schema) {
         return;
     }
     match &node.node {
         Node::Map(entries) => {
-            let properties = schema.get("properties").and_then(Value::as_object);
-            let additional = schema.get("additionalProperties");
             for (key, value) in entries {
                 let here = if path.is_empty() {
                     key.clone()
                 } else {
                     format!("{path}.{key}")
                 };
-                if let Some(p) = properties.and_then(|p| p.get(key)) {
-                    walk(value, p, root, &here, found);
-                } else if let Some(a) = additional.filter(|a| a.is_object()) {
-                    walk(value, a, root, &here, found);
-                } else if let Some(known) = properties
-                    && additional != Some(&Value::Bool(true))
-                {
-                    let names: Vec<&str> = known.keys().map(String::as_str).collect();
-                    found.push(UnknownField {
-                        path: here,
-                        line: value.line,
-                        suggestion: closest(key, &names),
-                        known: names.iter().map(|n| n.to_string()).collect(),
-                    });
+                match field_rule(schema, key) {
+                    FieldRule::Schema(s) => walk(value, s, root, &here, found),
+                    FieldRule::Unknown(known) => {
+                        let names: Vec<&str> = known.keys().map(String::as_str).collect();
+                        found.push(UnknownField {
+                            path: here,
+                            line: value.line,
+                            suggestion: closest(key, &names),
+                            known: names.iter().map(|n| n.to_string()).collect(),
+                        });
+                    }
+                    FieldRule::Free => {}
                 }
-                // A schema with neither properties nor additionalProperties is a free-form
-                // object: nothing is unknown in it.
             }
         }
         Node::Seq(items) => {
@@ -162,6 +156,74 @@ fn walk(node: &Located, schema: &Value, root: &Value, path: &str, found: &mut Ve
             }
         }
         _ => {}
+    }
+}
+
+/// Whether a kubeplace object's document, read without locations, has a field its kind's
+/// schema does not name: the same rules as [`unknown_fields`], without building messages.
+pub fn has_unknown_fields(kind: Kind, document: &Value) -> bool {
+    let index = Kind::ALL.iter().position(|k| *k == kind).unwrap_or(0);
+    schemas()
+        .kinds
+        .get(index)
+        .is_some_and(|schema| any_unknown(document, schema, schema))
+}
+
+/// Whether a core Namespace's document, read without locations, has an unknown field.
+pub fn has_unknown_namespace_fields(document: &Value) -> bool {
+    let schema = &schemas().namespace;
+    any_unknown(document, schema, schema)
+}
+
+fn any_unknown(node: &Value, schema: &Value, root: &Value) -> bool {
+    let schema = resolve(schema, root);
+    if preserves_unknown(schema) {
+        return false;
+    }
+    match node {
+        Value::Object(entries) => {
+            entries
+                .iter()
+                .any(|(key, value)| match field_rule(schema, key) {
+                    FieldRule::Schema(s) => any_unknown(value, s, root),
+                    FieldRule::Unknown(_) => true,
+                    FieldRule::Free => false,
+                })
+        }
+        Value::Array(items) => schema
+            .get("items")
+            .is_some_and(|s| items.iter().any(|item| any_unknown(item, s, root))),
+        _ => false,
+    }
+}
+
+fn preserves_unknown(schema: &Value) -> bool {
+    schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true))
+}
+
+/// What a schema says of one field of a mapping.
+enum FieldRule<'a> {
+    /// A known field (or any field of a map of values), with its schema.
+    Schema(&'a Value),
+    /// A field the schema does not name; the fields it names.
+    Unknown(&'a Map<String, Value>),
+    /// A free-form object (neither properties nor additionalProperties): nothing is unknown.
+    Free,
+}
+
+fn field_rule<'a>(schema: &'a Value, key: &str) -> FieldRule<'a> {
+    let properties = schema.get("properties").and_then(Value::as_object);
+    let additional = schema.get("additionalProperties");
+    if let Some(p) = properties.and_then(|p| p.get(key)) {
+        FieldRule::Schema(p)
+    } else if let Some(a) = additional.filter(|a| a.is_object()) {
+        FieldRule::Schema(a)
+    } else if let Some(known) = properties
+        && additional != Some(&Value::Bool(true))
+    {
+        FieldRule::Unknown(known)
+    } else {
+        FieldRule::Free
     }
 }
 

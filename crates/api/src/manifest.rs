@@ -7,7 +7,10 @@ use std::path::{Path, PathBuf};
 
 pub use kubeplace_core::yaml::{Located, Node};
 
-use crate::fields::{UnknownField, unknown_fields, unknown_namespace_fields};
+use crate::fields::{
+    UnknownField, has_unknown_fields, has_unknown_namespace_fields, unknown_fields,
+    unknown_namespace_fields,
+};
 use crate::{API_VERSION, Kind, Object};
 use kubeplace_core::placement::closest;
 
@@ -235,7 +238,7 @@ fn options_for(text: &str) -> serde_saphyr::Options {
 /// Parses one file's text: every document becomes a [`Document`]; empty documents are skipped;
 /// `kind: List` is expanded into its items.
 pub fn parse_stream(file: &str, text: &str) -> Result<Vec<Document>, ReadError> {
-    if let Some(documents) = parse_json_fast(file, text) {
+    if let Some(documents) = parse_json_fast(file, text).or_else(|| parse_yaml_fast(file, text)) {
         return Ok(documents);
     }
     parse_located(file, text)
@@ -243,10 +246,9 @@ pub fn parse_stream(file: &str, text: &str) -> Result<Vec<Document>, ReadError> 
 
 /// One JSON document (a `List`, as `kubectl get -o json` writes, or one object) whose every
 /// object reads cleanly, read with a JSON parser: many times faster than the YAML parser that
-/// records where each value was written. Each object keeps the line it starts on; nodes inside
-/// it are placed on that line, which is all a clean object's messages use. `None` sends the
-/// text to [`parse_located`], whose messages name the line of the offending field: when it is
-/// not one JSON value, or an object in it has an error or an unknown field.
+/// records where each value was written. Each object keeps the line it starts on. `None`
+/// sends the text to [`parse_located`], whose messages name the line of the offending field:
+/// when it is not one JSON value, or an object in it has an error or an unknown field.
 fn parse_json_fast(file: &str, text: &str) -> Option<Vec<Document>> {
     use serde_json::value::RawValue;
     if !text.trim_start().starts_with('{') {
@@ -281,13 +283,84 @@ fn parse_json_fast(file: &str, text: &str) -> Option<Vec<Document>> {
             document: 1,
             line,
         };
-        let doc = document(origin, &Located::from_json(value, line));
-        if doc.content.is_err() || !doc.unknown_fields.is_empty() {
-            return None;
-        }
-        out.push(doc);
+        out.push(clean_document(origin, value)?);
     }
     Some(out)
+}
+
+/// A YAML stream in the plain subset of [`kubeplace_core::yaml_plain`] whose every object
+/// reads cleanly, read without recording where each value was written. `None` sends the text
+/// to [`parse_located`]: when it is outside that subset or not valid YAML, when it holds a
+/// `List` (whose items' lines the plain reader does not keep), or when an object in it has an
+/// error or an unknown field.
+fn parse_yaml_fast(file: &str, text: &str) -> Option<Vec<Document>> {
+    let documents = kubeplace_core::yaml_plain::read_plain(text).ok()?;
+    let mut out = Vec::with_capacity(documents.len());
+    for (i, doc) in documents.into_iter().enumerate() {
+        if doc.value.is_null() {
+            continue;
+        }
+        if doc.value.get("kind").and_then(serde_json::Value::as_str) == Some("List") {
+            return None;
+        }
+        let origin = Origin {
+            file: file.to_string(),
+            document: i + 1,
+            line: doc.line,
+        };
+        out.push(clean_document(origin, doc.value)?);
+    }
+    Some(out)
+}
+
+/// A document read without locations, when it is a kubeplace object or a Namespace with no
+/// error and no unknown field: what [`document`] makes of the same tree. `None` otherwise,
+/// so that the located reader can say what is wrong and where.
+fn clean_document(origin: Origin, mut value: serde_json::Value) -> Option<Document> {
+    let text = |v: &serde_json::Value, key: &str| {
+        v.get(key)
+            .and_then(serde_json::Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    let kind = text(&value, "kind")?;
+    let api_version = text(&value, "apiVersion")?;
+    let name = value
+        .get("metadata")
+        .and_then(|m| text(m, "name"))
+        .unwrap_or_default();
+    let content = if kind == NAMESPACE_KIND {
+        if api_version != NAMESPACE_API_VERSION
+            || check_namespace_name(&name).is_err()
+            || has_unknown_namespace_fields(&value)
+        {
+            return None;
+        }
+        Content::Namespace(name.clone())
+    } else {
+        let typed_kind = Kind::from_name(&kind)?;
+        if api_version != API_VERSION
+            || check_object_name(&name).is_err()
+            || has_unknown_fields(typed_kind, &value)
+        {
+            return None;
+        }
+        if typed_kind.is_namespaced()
+            && let Some(meta) = value.get_mut("metadata").and_then(|m| m.as_object_mut())
+            && !meta.contains_key("namespace")
+        {
+            // kubectl puts an object without a namespace in its context's namespace, "default" here.
+            meta.insert("namespace".into(), "default".into());
+        }
+        Content::Object(Object::from_value_untracked(typed_kind, value)?)
+    };
+    Some(Document {
+        origin,
+        kind,
+        name,
+        content: Ok(content),
+        unknown_fields: Vec::new(),
+    })
 }
 
 /// [`parse_stream`] with every value's line and column kept.
@@ -551,6 +624,149 @@ mod tests {
         // One object, not a List.
         let one = parse_stream("one.json", FLAVOR_JSON).unwrap();
         assert_eq!((one.len(), one[0].origin.line), (1, 1));
+    }
+
+    /// Whether two readings give the same documents, field for field.
+    fn same(a: &[Document], b: &[Document]) -> Result<(), String> {
+        if a.len() != b.len() {
+            return Err(format!("{} documents against {}", a.len(), b.len()));
+        }
+        for (x, y) in a.iter().zip(b) {
+            let key = |d: &Document| {
+                (
+                    d.origin.clone(),
+                    d.kind.clone(),
+                    d.name.clone(),
+                    d.content.clone(),
+                    d.unknown_fields.clone(),
+                )
+            };
+            if key(x) != key(y) {
+                return Err(format!("{:?}\n  against\n{:?}", key(x), key(y)));
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn clean_yaml_reads_the_same_fast_and_located() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/cloud");
+        let mut fast_files = 0;
+        for file in files_under(&dir).unwrap() {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let located = parse_located("f", &text).unwrap();
+            if let Some(fast) = parse_yaml_fast("f", &text) {
+                fast_files += 1;
+                same(&fast, &located).unwrap_or_else(|e| panic!("{file:?}: {e}"));
+            }
+            same(&parse_stream("f", &text).unwrap(), &located).unwrap();
+        }
+        assert!(fast_files >= 5, "{fast_files}");
+        // A cloud as benches/manifest-load.py writes it: quoted strings, plain numbers.
+        let provider = |name: &str| {
+            format!(
+                "---\napiVersion: \"kubeplace.io/v1alpha1\"\nkind: \"ResourceProvider\"\nmetadata:\n  name: \"{name}\"\nspec:\n  parent: \"cn000001\"\n  inventories:\n    VCPU:\n      total: 32\n      allocationRatio: 4.0\n  traits:\n    - \"HW_NIC_SRIOV\"\n"
+            )
+        };
+        let text = format!(
+            "{GOOD}{}{}",
+            provider("cn000001-numa0"),
+            provider("cn000001-numa1")
+        );
+        let fast = parse_yaml_fast("cloud.yaml", &text).expect("a clean cloud takes the fast path");
+        same(&fast, &parse_located("cloud.yaml", &text).unwrap()).unwrap();
+        assert_eq!(fast.len(), 3);
+        assert_eq!(fast[2].origin.line, 22);
+    }
+
+    #[test]
+    fn yaml_with_a_mistake_is_read_by_the_located_reader() {
+        for text in [
+            GOOD.replace("vcpus: 1", "vcpus: two"),
+            format!("{GOOD}  diskGB: 10\n"),
+            GOOD.replace("kind: Flavor", "kind: Flavour"),
+            GOOD.replace("m1.small", "M1"),
+            format!("{GOOD}---\nkind: List\napiVersion: v1\nitems: []\n"),
+            format!("{GOOD}---\njust text\n"),
+        ] {
+            assert!(parse_yaml_fast("f.yaml", &text).is_none(), "{text}");
+            let docs = parse_stream("f.yaml", &text).unwrap();
+            same(&docs, &parse_located("f.yaml", &text).unwrap()).unwrap();
+        }
+    }
+
+    fn provider_yaml(
+        name: &str,
+        parent: Option<&str>,
+        total: i64,
+        traits: &[String],
+        style: u8,
+        mistake: u8,
+    ) -> String {
+        let q = |s: &str| match style {
+            0 => s.to_string(),
+            1 => format!("'{s}'"),
+            _ => format!("\"{s}\""),
+        };
+        let mut y = format!(
+            "apiVersion: {}\nkind: {}\nmetadata:\n  name: {}\nspec:\n",
+            q("kubeplace.io/v1alpha1"),
+            q("ResourceProvider"),
+            q(name)
+        );
+        if let Some(p) = parent {
+            y += &format!("  parent: {}\n", q(p));
+        }
+        let total = match mistake {
+            1 => "lots".to_string(),
+            _ => total.to_string(),
+        };
+        y += &format!("  inventories:\n    VCPU: {{total: {total}, allocationRatio: 1.5}}\n");
+        if mistake == 2 {
+            y += "  inventorys: {}\n";
+        }
+        if !traits.is_empty() {
+            y += "  traits:\n";
+            for t in traits {
+                y += &format!("  - {}\n", q(t));
+            }
+        }
+        if mistake == 3 {
+            y += "  aggregates: &a []\n";
+        }
+        y
+    }
+
+    proptest::proptest! {
+        /// A stream of providers, some with a mistake, in any quoting: the fast path, when it
+        /// reads the stream, gives what the located reader gives, and a mistake always comes
+        /// out with the located reader's message.
+        #[test]
+        fn yaml_streams_read_the_same_fast_and_located(
+            providers in proptest::collection::vec(
+                ("[a-z][a-z0-9-]{0,8}[a-z0-9]", proptest::option::of("[a-z]{1,4}"), 0i64..100,
+                 proptest::collection::vec("(CUSTOM_[A-Z]{1,5}|HW_CPU_X86_AVX2|yes|[A-Z]{2})", 0..3),
+                 0u8..3, proptest::prop_oneof![9 => proptest::strategy::Just(0u8), 1 => 1u8..4]),
+                1..8),
+            blank in 0usize..3,
+        ) {
+            let text = providers
+                .iter()
+                .map(|(name, parent, total, traits, style, mistake)| {
+                    provider_yaml(name, parent.as_deref(), *total, traits, *style, *mistake)
+                })
+                .collect::<Vec<_>>()
+                .join(&format!("{}---\n", "\n".repeat(blank)));
+            let located = parse_located("p.yaml", &text).unwrap();
+            if let Some(fast) = parse_yaml_fast("p.yaml", &text) {
+                proptest::prop_assert!(same(&fast, &located).is_ok(), "{}", same(&fast, &located).unwrap_err());
+            }
+            let read = parse_stream("p.yaml", &text).unwrap();
+            proptest::prop_assert!(same(&read, &located).is_ok(), "{}", same(&read, &located).unwrap_err());
+            if providers.iter().any(|p| p.5 != 0) {
+                proptest::prop_assert!(parse_yaml_fast("p.yaml", &text).is_none());
+            }
+        }
     }
 
     #[test]

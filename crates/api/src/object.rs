@@ -51,6 +51,14 @@ macro_rules! kinds {
                 }
             }
 
+            /// [`Object::from_value`] without tracking the path of a failure: for bodies
+            /// expected to be well-formed, where a failure is read again for its message.
+            pub fn from_value_untracked(kind: Kind, value: Value) -> Option<Object> {
+                match kind {
+                    $(Kind::$kind => serde_json::from_value(value).ok().map(Object::$kind),)*
+                }
+            }
+
             /// The object as JSON, as the API server would return it.
             pub fn to_value(&self) -> Value {
                 match self { $(Object::$kind(o) => serde_json::to_value(o),)* }

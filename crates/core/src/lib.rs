@@ -15,3 +15,4 @@ pub mod provider_config;
 pub mod templates;
 pub mod text;
 pub mod yaml;
+pub mod yaml_plain;

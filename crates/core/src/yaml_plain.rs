@@ -1,0 +1,426 @@
+//! A fast reader for plain YAML streams: documents of mappings, sequences, quoted strings and
+//! plain scalars whose type no YAML schema can read two ways (`true`, `false`, `null`, `~`,
+//! decimal integers and decimals, words starting with a letter). It builds JSON values
+//! without locations, with each document's first line.
+//!
+//! It is the fast path of the manifest reader: anything outside that plain subset (anchors,
+//! aliases, tags, block scalars, numbers in other notations, keys that are not strings,
+//! duplicate keys, deep nesting) is [`PlainError::Unsupported`], and a stream that is not
+//! valid YAML is [`PlainError::Syntax`]; either way the caller reads the text again with
+//! [`crate::yaml`], which records every value's line for the messages.
+
+use serde_json::{Map, Number, Value};
+use yaml_rust2::parser::{Event, Parser};
+use yaml_rust2::scanner::TScalarStyle;
+
+/// Deepest nesting read; manifests are a few levels deep.
+const MAX_DEPTH: usize = 64;
+
+/// One document of a plain stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlainDocument {
+    /// 1-based line its top-level value starts on.
+    pub line: u64,
+    pub value: Value,
+}
+
+/// Why a stream is not read by this reader.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlainError {
+    #[error("not plain YAML: {0}")]
+    Unsupported(&'static str),
+    #[error("not valid YAML: {0}")]
+    Syntax(String),
+}
+
+/// A mapping or sequence being read.
+enum Frame {
+    Seq(Vec<Value>),
+    /// The entries so far, and the key whose value comes next.
+    Map(Map<String, Value>, Option<String>),
+}
+
+/// Reads every document of a stream.
+pub fn read_plain(text: &str) -> Result<Vec<PlainDocument>, PlainError> {
+    if text.contains('\r') || text.starts_with('\u{feff}') {
+        return Err(PlainError::Unsupported(
+            "a carriage return or a byte order mark",
+        ));
+    }
+    let lines: Vec<Line<'_>> = text
+        .split('\n')
+        .map(|text| Line {
+            text,
+            ascii: text.is_ascii(),
+        })
+        .collect();
+    let mut parser = Parser::new_from_str(text);
+    let mut documents = Vec::new();
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut line = 0u64;
+    loop {
+        let (event, mark) = parser
+            .next_token()
+            .map_err(|e| PlainError::Syntax(e.to_string()))?;
+        let finished = match event {
+            Event::StreamEnd => return Ok(documents),
+            Event::Nothing | Event::StreamStart | Event::DocumentStart | Event::DocumentEnd => {
+                continue;
+            }
+            Event::Alias(_) => return Err(PlainError::Unsupported("an alias")),
+            Event::Scalar(text, style, anchor, tag) => {
+                if anchor != 0 || tag.is_some() {
+                    return Err(PlainError::Unsupported("an anchor or a tag"));
+                }
+                let at = (mark.line(), mark.col());
+                if !text.is_empty() && !on_one_line(&lines, at, &text, style) {
+                    return Err(PlainError::Unsupported("a scalar over several lines"));
+                }
+                if let Some(Frame::Map(_, key @ None)) = stack.last_mut() {
+                    *key = Some(key_text(text, style)?);
+                    continue;
+                }
+                if stack.is_empty() {
+                    line = mark.line() as u64;
+                }
+                scalar(text, style)?
+            }
+            Event::SequenceStart(anchor, ref tag) | Event::MappingStart(anchor, ref tag) => {
+                if anchor != 0 || tag.is_some() {
+                    return Err(PlainError::Unsupported("an anchor or a tag"));
+                }
+                if let Some(Frame::Map(_, None)) = stack.last() {
+                    return Err(PlainError::Unsupported("a key that is not a scalar"));
+                }
+                if stack.len() == MAX_DEPTH {
+                    return Err(PlainError::Unsupported("deep nesting"));
+                }
+                if stack.is_empty() {
+                    line = mark.line() as u64;
+                }
+                stack.push(if matches!(event, Event::SequenceStart(..)) {
+                    Frame::Seq(Vec::new())
+                } else {
+                    Frame::Map(Map::new(), None)
+                });
+                continue;
+            }
+            Event::SequenceEnd | Event::MappingEnd => match stack.pop() {
+                Some(Frame::Seq(items)) => Value::Array(items),
+                Some(Frame::Map(entries, None)) => Value::Object(entries),
+                _ => return Err(PlainError::Syntax("unbalanced events".into())),
+            },
+        };
+        match stack.last_mut() {
+            // Where a stream of comments or separators holds an empty document is read
+            // differently by YAML parsers, and the documents' numbers depend on it.
+            None if finished.is_null() => {
+                return Err(PlainError::Unsupported("an empty document"));
+            }
+            None => documents.push(PlainDocument {
+                line,
+                value: finished,
+            }),
+            Some(Frame::Seq(items)) => items.push(finished),
+            Some(Frame::Map(entries, key)) => {
+                let key = key.take().unwrap_or_default();
+                if entries.insert(key, finished).is_some() {
+                    return Err(PlainError::Unsupported("a duplicate key"));
+                }
+            }
+        }
+    }
+}
+
+/// A line of the stream, and whether it is ASCII (columns are then byte offsets).
+struct Line<'a> {
+    text: &'a str,
+    ascii: bool,
+}
+
+/// Longest line other than ASCII in which a column is looked up by counting characters.
+const MAX_COUNTED_LINE: usize = 4096;
+
+/// Whether a scalar starting at a 1-based line and 0-based column is written on that line
+/// alone: YAML parsers differ on how a quoted or plain scalar may go on over more lines.
+fn on_one_line(
+    lines: &[Line<'_>],
+    (line, column): (usize, usize),
+    value: &str,
+    style: TScalarStyle,
+) -> bool {
+    let Some(Line { text, ascii }) = line.checked_sub(1).and_then(|l| lines.get(l)) else {
+        return false;
+    };
+    let start = if *ascii {
+        Some(column)
+    } else if text.len() <= MAX_COUNTED_LINE {
+        text.char_indices().nth(column).map(|(i, _)| i)
+    } else {
+        None
+    };
+    let Some(rest) = start.and_then(|s| text.get(s..)) else {
+        return false;
+    };
+    let mut chars = rest.chars();
+    match (style, chars.next()) {
+        (TScalarStyle::Plain, _) => rest.starts_with(value),
+        (TScalarStyle::SingleQuoted, Some('\'')) => {
+            // `''` is a quote inside the scalar; a lone `'` closes it.
+            let mut chars = chars.peekable();
+            while let Some(c) = chars.next() {
+                if c == '\'' && chars.next_if_eq(&'\'').is_none() {
+                    return true;
+                }
+            }
+            false
+        }
+        (TScalarStyle::DoubleQuoted, Some('"')) => {
+            let mut escaped = false;
+            for c in chars {
+                if c == '"' && !escaped {
+                    return true;
+                }
+                escaped = c == '\\' && !escaped;
+            }
+            false
+        }
+        _ => false,
+    }
+}
+
+/// A mapping key: a string, quoted or plain.
+fn key_text(text: String, style: TScalarStyle) -> Result<String, PlainError> {
+    match scalar(text, style)? {
+        Value::String(s) => Ok(s),
+        _ => Err(PlainError::Unsupported("a key that is not a string")),
+    }
+}
+
+/// A scalar's value, when every YAML schema reads it so.
+fn scalar(text: String, style: TScalarStyle) -> Result<Value, PlainError> {
+    match style {
+        TScalarStyle::SingleQuoted | TScalarStyle::DoubleQuoted => Ok(Value::String(text)),
+        TScalarStyle::Literal | TScalarStyle::Folded => {
+            Err(PlainError::Unsupported("a block scalar"))
+        }
+        TScalarStyle::Plain => plain(text),
+    }
+}
+
+fn plain(text: String) -> Result<Value, PlainError> {
+    match text.as_str() {
+        // An empty node (`key:` with no value, or an empty document) reads as null.
+        "null" | "~" | "" => return Ok(Value::Null),
+        "true" => return Ok(Value::Bool(true)),
+        "false" => return Ok(Value::Bool(false)),
+        _ => {}
+    }
+    let unsigned = text.strip_prefix('-').unwrap_or(&text);
+    let (whole, fraction) = match unsigned.split_once('.') {
+        Some((w, f)) => (w, Some(f)),
+        None => (unsigned, None),
+    };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    // Decimal only: no leading zero (YAML 1.1 reads 010 as octal), no exponent, no `+`.
+    if digits(whole) && (whole == "0" || !whole.starts_with('0')) {
+        let number = match fraction {
+            None => text.parse::<i64>().ok().map(Number::from),
+            Some(f) if digits(f) => text.parse::<f64>().ok().and_then(Number::from_f64),
+            Some(_) => None,
+        };
+        return number.map(Value::Number).ok_or(PlainError::Unsupported(
+            "a number out of range or in another notation",
+        ));
+    }
+    let starts_with_letter = text.starts_with(|c: char| c.is_ascii_alphabetic());
+    // Words that YAML 1.1 or another spelling reads as a boolean or null.
+    let word = matches!(
+        text.to_ascii_lowercase().as_str(),
+        "y" | "n" | "yes" | "no" | "on" | "off" | "true" | "false" | "null"
+    );
+    if starts_with_letter && !word {
+        Ok(Value::String(text))
+    } else {
+        Err(PlainError::Unsupported("a plain scalar of another type"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reads_documents_with_their_first_line() {
+        let docs = read_plain(
+            "---\nkind: A\nspec:\n  num: 1\n  f: 1.5\n  s: 'x'\n  l: [a, \"b\"]\n  e:\n---\n# note\n\nkind: B\nv: ~\n",
+        )
+        .unwrap();
+        let lines: Vec<u64> = docs.iter().map(|d| d.line).collect();
+        assert_eq!(lines, [2, 12]);
+        assert_eq!(
+            docs[0].value,
+            json!({"kind": "A", "spec": {"num": 1, "f": 1.5, "s": "x", "l": ["a", "b"], "e": null}})
+        );
+        assert_eq!(docs[1].value, json!({"kind": "B", "v": null}));
+    }
+
+    #[test]
+    fn steps_aside_for_anything_read_two_ways_or_unusual() {
+        for text in [
+            "a: &x 1\nb: *x\n",
+            "a: !!str 1\n",
+            "a: |\n  text\n",
+            "a: yes\n",
+            "a: 010\n",
+            "a: 1e3\n",
+            "a: .inf\n",
+            "a: 0x1F\n",
+            "a: +1\n",
+            "1: a\n",
+            "? [a]\n: b\n",
+            "a: 1\na: 2\n",
+            "a: 99999999999999999999\n",
+            "a: 1\n---\n# nothing\n",
+        ] {
+            assert!(
+                matches!(read_plain(text), Err(PlainError::Unsupported(_))),
+                "{text:?}: {:?}",
+                read_plain(text)
+            );
+        }
+        assert!(matches!(
+            read_plain("kind: Flavor\nspec: [\n  vcpus: 2\n"),
+            Err(PlainError::Syntax(_))
+        ));
+        let deep = format!("{}{}", "[".repeat(100), "]".repeat(100));
+        assert!(read_plain(&deep).is_err());
+    }
+
+    /// The located reader's view of a stream: each non-empty document's first line and value.
+    fn located(text: &str) -> Option<Vec<(u64, Value)>> {
+        let roots: Vec<serde_saphyr::Spanned<crate::yaml::Node>> =
+            serde_saphyr::from_multiple(text).ok()?;
+        Some(
+            roots
+                .into_iter()
+                .map(crate::yaml::Located::from)
+                .map(|l| (l.line, l.to_json()))
+                // An empty document's line is never used.
+                .map(|(line, v)| (if v.is_null() { 0 } else { line }, v))
+                .collect(),
+        )
+    }
+
+    /// A scalar as a YAML writer might spell it: plain, single- or double-quoted.
+    fn spelled(word: &str, style: u8) -> String {
+        match style {
+            0 => word.to_string(),
+            1 => format!("'{}'", word.replace('\'', "''")),
+            _ => serde_json::to_string(word).unwrap(),
+        }
+    }
+
+    fn words() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        prop_oneof![
+            prop::sample::select(vec![
+                "yes",
+                "No",
+                "on",
+                "OFF",
+                "y",
+                "n",
+                "true",
+                "True",
+                "false",
+                "null",
+                "Null",
+                "~",
+                "",
+                "0",
+                "00",
+                "010",
+                "-0",
+                "-7",
+                "12",
+                "1.5",
+                "-2.25",
+                "1.",
+                ".5",
+                "1e3",
+                "0x1F",
+                "0o17",
+                "+1",
+                "1_000",
+                ".inf",
+                "-.inf",
+                ".nan",
+                "12:30",
+                "a b",
+                "hw:cpu_policy",
+                "trait:CUSTOM_GOLD",
+                "x#y",
+                "a # b",
+                "@x",
+                "`x",
+                "%x",
+                "!x",
+                "&x",
+                "*x",
+                "-x",
+                "- x",
+                "? x",
+                "|",
+                ">",
+                "é",
+                "a\tb",
+                "9223372036854775808",
+                "m1.small",
+                "CUSTOM_PHYSNET_1",
+                "it's",
+                "say \"hi\"",
+            ])
+            .prop_map(str::to_string),
+            "[a-zA-Z0-9 _.:/#'-]{0,10}",
+        ]
+    }
+
+    proptest::proptest! {
+        /// Whatever the plain reader accepts, the located reader reads the same: the same
+        /// documents, values and first lines.
+        #[test]
+        fn the_plain_reader_agrees_with_the_located_reader(
+            entries in proptest::collection::vec(
+                (words(), 0u8..3, words(), 0u8..3, 0u8..4), 1..6),
+            documents in 1usize..4,
+            leading in 0usize..3,
+        ) {
+            let mut text = "\n".repeat(leading);
+            for d in 0..documents {
+                if d > 0 || leading > 1 {
+                    text.push_str("---\n");
+                }
+                for (key, key_style, value, value_style, shape) in &entries {
+                    let (k, v) = (spelled(key, *key_style), spelled(value, *value_style));
+                    match shape {
+                        0 => text.push_str(&format!("{k}: {v}\n")),
+                        1 => text.push_str(&format!("{k}:\n  - {v}\n  - {v}\n")),
+                        2 => text.push_str(&format!("{k}: {{inner: {v}}}\n")),
+                        _ => text.push_str(&format!("# note\n{k}:\n  inner: [{v}, 1]\n")),
+                    }
+                }
+            }
+            if let Ok(plain) = read_plain(&text) {
+                let located = located(&text);
+                proptest::prop_assert!(located.is_some(), "{text:?}");
+                let plain: Vec<(u64, Value)> = plain
+                    .into_iter()
+                    .map(|d| (if d.value.is_null() { 0 } else { d.line }, d.value))
+                    .collect();
+                proptest::prop_assert_eq!(plain, located.unwrap(), "{:?}", text);
+            }
+        }
+    }
+}
