@@ -42,4 +42,12 @@ impl<I: Id> Interner<I> {
     pub(crate) fn name(&self, id: I) -> &str {
         &self.names[id.raw() as usize]
     }
+
+    /// The ids of the names equal to `name` but for ASCII case.
+    pub(crate) fn get_ignoring_case(&self, name: &str) -> Vec<I> {
+        (0..self.names.len())
+            .filter(|i| self.names[*i].eq_ignore_ascii_case(name))
+            .map(|i| I::from_raw(i as u32))
+            .collect()
+    }
 }

@@ -593,6 +593,29 @@ impl ProviderIndex {
         ids.into_iter().map(|id| self.record(id)).collect()
     }
 
+    /// Names of the roots of the trees with a provider in the aggregate `uuid` (compared
+    /// without ASCII case), sorted: an aggregate's hosts. Reads the providers' aggregate
+    /// ids; no record is built.
+    pub fn roots_in_aggregate(&self, uuid: &str) -> Vec<String> {
+        let wanted = self.aggregate_names.get_ignoring_case(uuid);
+        if wanted.is_empty() {
+            return Vec::new();
+        }
+        let mut roots: Vec<String> = self
+            .by_name
+            .values()
+            .filter(|id| {
+                let p = self.get(**id);
+                wanted.iter().any(|a| p.aggregates().contains(*a))
+            })
+            .filter_map(|id| self.root_id(*id).ok())
+            .map(|r| self.get(r).name.to_string())
+            .collect();
+        roots.sort();
+        roots.dedup();
+        roots
+    }
+
     /// Names of root providers having `trait_name` among their own traits, sorted.
     pub(crate) fn roots_with_own_trait(&self, trait_name: &str) -> Vec<String> {
         let Some(t) = self.traits.get(trait_name) else {

@@ -18,7 +18,6 @@
 use std::collections::BTreeSet;
 
 use kubeplace_api::{Aggregate, Kind, Object};
-use kubeplace_core::placement::ProviderIndex;
 use kubeplace_core::placement::request::{MemberOf, Request};
 
 use crate::store::Store;
@@ -55,19 +54,6 @@ fn aggregates(store: &Store) -> impl Iterator<Item = &Aggregate> {
 
 fn uuids<'a>(of: impl Iterator<Item = &'a Aggregate>) -> BTreeSet<String> {
     of.map(|a| a.spec.uuid.to_ascii_lowercase()).collect()
-}
-
-/// The root providers (hosts) whose tree has a provider in the aggregate, sorted.
-pub fn hosts_of(index: &ProviderIndex, uuid: &str) -> Vec<String> {
-    let mut hosts: Vec<String> = index
-        .providers()
-        .into_iter()
-        .filter(|p| p.aggregates.iter().any(|a| a.eq_ignore_ascii_case(uuid)))
-        .filter_map(|p| index.root_of(&p.name).ok())
-        .collect();
-    hosts.sort();
-    hosts.dedup();
-    hosts
 }
 
 /// Adds the pre-filters to `request`, or says why no host can qualify.

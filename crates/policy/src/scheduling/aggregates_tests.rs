@@ -191,9 +191,14 @@ fn a_disabled_host_is_left_alone_and_hosts_of_an_aggregate_are_listed() {
     store.put(Object::ResourceProvider(rp));
     let e = hosts_for(store.clone(), &server("web", "small", None)).unwrap_err();
     assert!(e.contains(DISABLED_TRAIT), "{e}");
-    assert_eq!(hosts_of(store.index(), AZ2), vec!["cn-b".to_string()]);
     assert_eq!(
-        hosts_of(store.index(), "a0000000-0000-4000-8000-00000000000f"),
+        store.index().roots_in_aggregate(AZ2),
+        vec!["cn-b".to_string()]
+    );
+    assert_eq!(
+        store
+            .index()
+            .roots_in_aggregate("a0000000-0000-4000-8000-00000000000f"),
         Vec::<String>::new()
     );
 }

@@ -8,7 +8,7 @@ use super::World;
 pub const HOST_NAMES_MAX: usize = 20;
 
 pub(super) fn status(a: &Aggregate, world: &World<'_>, generation: Option<i64>) -> AggregateStatus {
-    let hosts = crate::scheduling::aggregates::hosts_of(world.store.index(), &a.spec.uuid);
+    let hosts = world.store.index().roots_in_aggregate(&a.spec.uuid);
     AggregateStatus {
         hosts: hosts.len() as i64,
         host_names: hosts.into_iter().take(HOST_NAMES_MAX).collect(),
