@@ -14,7 +14,7 @@ use kubeplace_api::{Kind, Object, Server, ServerGroup, ServerGroupPolicy, alloca
 use kubeplace_core::placement::ProviderIndex;
 use kubeplace_core::placement::trait_name::MISC_SHARES_VIA_AGGREGATE;
 
-use crate::store::Store;
+use crate::store::{ObjectKey, Store};
 
 /// A server's group as its placement sees it: the policy and where the other members are.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,15 +54,15 @@ pub fn host_of<'a>(
 }
 
 fn group_of<'a>(store: &'a Store, namespace: &str, name: &str) -> Option<&'a ServerGroup> {
-    store.list(Kind::ServerGroup).find_map(|o| match o {
-        Object::ServerGroup(g)
-            if g.metadata.name.as_deref() == Some(name)
-                && g.metadata.namespace.as_deref().unwrap_or("default") == namespace =>
-        {
-            Some(g)
-        }
+    let key = ObjectKey {
+        kind: Kind::ServerGroup,
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+    };
+    match store.get(&key) {
+        Some(Object::ServerGroup(g)) => Some(g),
         _ => None,
-    })
+    }
 }
 
 /// The hosts of a group's placed members, `except` one server, by host.
