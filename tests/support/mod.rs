@@ -181,17 +181,6 @@ fn start_watchdog(dir: &Path) {
     r.children.push(child);
 }
 
-/// Whether every registered process still runs; else which one exited.
-fn exited_process() -> Option<String> {
-    let mut reaper = reaper();
-    for child in &mut reaper.as_mut().expect("reaper").children {
-        if let Ok(Some(status)) = child.try_wait() {
-            return Some(format!("pid {} exited ({status})", child.id()));
-        }
-    }
-    None
-}
-
 // ---------------------------------------------------------------------------
 // The control plane
 
@@ -218,6 +207,24 @@ impl Server {
             name,
             args,
             process: Mutex::new(None),
+        }
+    }
+
+    /// Its pid and exit status when it was started and has exited since. Only this
+    /// server is looked at: processes of other tests come and go as they please.
+    fn exited(&self) -> Option<String> {
+        let pid = self
+            .process
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()?
+            .pid;
+        let mut reaper = reaper();
+        let children = &mut reaper.as_mut().expect("reaper").children;
+        let child = children.iter_mut().find(|c| c.id() == pid)?;
+        match child.try_wait() {
+            Ok(Some(status)) => Some(format!("{} (pid {pid}) exited ({status})", self.name)),
+            _ => None,
         }
     }
 
@@ -422,13 +429,18 @@ impl ControlPlane {
         cp
     }
 
+    /// Which of this control plane's servers has exited, if one has.
+    fn exited_server(&self) -> Option<String> {
+        self.etcd.exited().or_else(|| self.apiserver.exited())
+    }
+
     /// Waits until `/readyz` answers, at most [`READY_TIMEOUT`] after `started`.
     fn wait_ready(&self, started: Instant) {
         loop {
             if self.kubectl(&["get", "--raw", "/readyz"]).success {
                 return;
             }
-            let failure = exited_process().or_else(|| {
+            let failure = self.exited_server().or_else(|| {
                 (started.elapsed() > READY_TIMEOUT)
                     .then(|| format!("not ready after {READY_TIMEOUT:?}"))
             });
