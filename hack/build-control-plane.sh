@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Builds a real Kubernetes control plane for end-to-end tests from Go modules
-# (the Go module proxy is the only source needed): kube-apiserver and kubectl
-# (k8s.io/kubernetes), etcd (go.etcd.io/etcd/server/v3) and helm. The versions
+# Builds a real Kubernetes control plane and node for end-to-end tests from Go
+# modules (the Go module proxy is the only source needed): kube-apiserver,
+# kubectl, and the node's kubelet, kube-proxy, kube-controller-manager and
+# kube-scheduler (k8s.io/kubernetes), etcd (go.etcd.io/etcd/server/v3) and helm. The versions
 # are pinned by the go.mod/go.sum files under hack/controlplane/.
 #
 # The binaries go to
 #   ${KUBEPLACE_CACHE:-$HOME/.cache/kubeplace}/controlplane/<key>/bin/
 # where <key> names the versions (k8s-X_etcd-Y_helm-Z). When all four binaries
-# are already there nothing is built. Progress goes to stderr; the last line
+# are already there nothing is built; otherwise only the missing ones are. Progress goes to stderr; the last line
 # of stdout is the bin directory:
 #   BIN=$(hack/build-control-plane.sh | tail -1)
 # A cold build is 18 CPU-minutes: about 10-15 min wall on 2 idle cores, 30 min
@@ -34,19 +35,24 @@ modver() {
 K8S_VERSION=$(modver "$CP/kubernetes" k8s.io/kubernetes)
 ETCD_VERSION=$(modver "$CP/etcd" go.etcd.io/etcd/server/v3)
 HELM_VERSION=$(modver "$CP/helm" helm.sh/helm/v4)
-[[ -n $K8S_VERSION && -n $ETCD_VERSION && -n $HELM_VERSION ]] \
+COREDNS_VERSION=$(modver "$CP/coredns" github.com/coredns/coredns)
+[[ -n $K8S_VERSION && -n $ETCD_VERSION && -n $HELM_VERSION && -n $COREDNS_VERSION ]] \
   || die "cannot read the pinned versions from $CP/*/go.mod"
 
-KEY="k8s-${K8S_VERSION#v}_etcd-${ETCD_VERSION#v}_helm-${HELM_VERSION#v}"
+KEY="k8s-${K8S_VERSION#v}_etcd-${ETCD_VERSION#v}_helm-${HELM_VERSION#v}_coredns-${COREDNS_VERSION#v}"
 CACHE="${KUBEPLACE_CACHE:-${HOME:?}/.cache/kubeplace}"
 OUT="$CACHE/controlplane/$KEY"
 BIN="$OUT/bin"
-BINARIES=(kube-apiserver kubectl etcd helm)
+K8S_BINARIES=(kube-apiserver kubectl kubelet kube-proxy kube-controller-manager kube-scheduler)
+BINARIES=("${K8S_BINARIES[@]}" etcd helm coredns)
 
-complete() {
+# missing NAME...: whether one of these binaries is not built yet.
+missing() {
   local b
-  for b in "${BINARIES[@]}"; do [[ -x "$BIN/$b" ]] || return 1; done
+  for b in "$@"; do [[ -x "$BIN/$b" ]] || return 0; done
+  return 1
 }
+complete() { ! missing "${BINARIES[@]}"; }
 
 if complete; then
   log "up to date: $BIN"
@@ -76,6 +82,13 @@ LDSTRIP="-s -w"
 TMP=$(mktemp -d "$OUT/.build.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 
+# CoreDNS, the local cluster's DNS (hack/local-cluster.sh); its root package
+# is its main, with every plugin of its default plugin.cfg.
+build_coredns() {
+  cd "$CP/coredns"
+  go build -ldflags "$LDSTRIP" -o "$TMP/coredns" github.com/coredns/coredns
+}
+
 timed() {
   local what=$1 start=$SECONDS
   shift
@@ -87,7 +100,7 @@ timed() {
 log "building $KEY into $BIN (go: $(go env GOVERSION))"
 total_start=$SECONDS
 
-# kube-apiserver and kubectl, with the version stamps hack/lib/version.sh sets
+# The Kubernetes binaries, with the version stamps hack/lib/version.sh sets
 # (kubectl version, version-skew checks and helm's kubeVersion checks read
 # them) and the build tags hack/lib/golang.sh uses for release builds.
 build_kubernetes() {
@@ -106,7 +119,7 @@ build_kubernetes() {
          "-X k8s.io/client-go/pkg/version.$key=$val")
   done
   go build -tags selinux,notest,grpcnotrace -ldflags "$LDSTRIP ${ld[*]}" \
-    -o "$TMP/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
+    -o "$TMP/" "${K8S_BINARIES[@]/#/k8s.io/kubernetes/cmd/}"
 }
 
 build_etcd() {
@@ -121,11 +134,16 @@ build_helm() {
     -o "$TMP/helm" helm.sh/helm/v4/cmd/helm
 }
 
-timed "etcd $ETCD_VERSION" build_etcd
-timed "helm $HELM_VERSION" build_helm
-timed "kube-apiserver and kubectl $K8S_VERSION" build_kubernetes
+built=()
+if missing etcd; then timed "etcd $ETCD_VERSION" build_etcd; built+=(etcd); fi
+if missing helm; then timed "helm $HELM_VERSION" build_helm; built+=(helm); fi
+if missing coredns; then timed "coredns $COREDNS_VERSION" build_coredns; built+=(coredns); fi
+if missing "${K8S_BINARIES[@]}"; then
+  timed "${K8S_BINARIES[*]} $K8S_VERSION" build_kubernetes
+  built+=("${K8S_BINARIES[@]}")
+fi
 
-for b in "${BINARIES[@]}"; do
+for b in "${built[@]}"; do
   [[ -x "$TMP/$b" ]] || die "$b was not built"
   mv -f "$TMP/$b" "$BIN/$b"
 done
@@ -133,6 +151,7 @@ cat >"$OUT/versions" <<EOF
 kubernetes $K8S_VERSION
 etcd $ETCD_VERSION
 helm $HELM_VERSION
+coredns $COREDNS_VERSION
 go $(go env GOVERSION)
 EOF
 log "built $KEY in $((SECONDS - total_start))s"

@@ -506,10 +506,10 @@ fn helm_test_probes_the_release_through_its_services() {
     );
 }
 
-const NEW_FIELD: &str = "e2eUpgradedField";
+pub const NEW_FIELD: &str = "e2eUpgradedField";
 
 /// A copy of the chart in `dir` whose Flavor CRD has the spec field [`NEW_FIELD`].
-fn chart_with_a_new_field(dir: &std::path::Path) -> std::path::PathBuf {
+pub fn chart_with_a_new_field(dir: &std::path::Path) -> std::path::PathBuf {
     let chart = dir.join("kubeplace");
     let copied = std::process::Command::new("cp")
         .args(["-r", &format!("{}/charts/kubeplace", super::ROOT)])

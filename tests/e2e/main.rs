@@ -11,6 +11,7 @@ mod chart;
 mod claims;
 mod failover;
 mod faults;
+mod node;
 mod nova;
 mod placement_api;
 mod provider_config;

@@ -697,3 +697,79 @@ impl Process {
         self.unrecord();
     }
 }
+
+// ---------------------------------------------------------------------------
+// A cluster with a node
+
+/// A control plane and a node (containerd, kubelet, kube-proxy, the controller
+/// manager and the scheduler) started by `hack/local-cluster.sh`, the script
+/// README gives users, with the kubeplace image built from `binary` loaded into
+/// the node. Stopped (pods, mounts, rules and all) when dropped; should the test
+/// process die first, the watchdog kills the daemons.
+pub struct Node {
+    pub cp: ControlPlane,
+}
+
+impl Node {
+    pub fn start(binary: &Path) -> Node {
+        let dir = tempfile::Builder::new()
+            .prefix("kubeplace-node.")
+            .tempdir()
+            .expect("a temporary directory")
+            .keep();
+        start_watchdog(&dir);
+        let out = Command::new(Path::new(ROOT).join("hack/local-cluster.sh"))
+            .arg("up")
+            .arg("--dir")
+            .arg(&dir)
+            .arg("--binary")
+            .arg(binary)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run hack/local-cluster.sh");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let node = Node {
+            cp: ControlPlane {
+                bin: bin_dir().to_path_buf(),
+                kubeconfig: dir.join("admin.kubeconfig"),
+                server: String::new(),
+                dir,
+                etcd: Server::new("etcd", Vec::new()),
+                apiserver: Server::new("kube-apiserver", Vec::new()),
+            },
+        };
+        assert!(
+            out.status.success(),
+            "hack/local-cluster.sh up failed ({}):\n{stderr}\n{stdout}",
+            out.status
+        );
+        eprintln!(
+            "{}",
+            stderr
+                .lines()
+                .filter(|l| l.starts_with("local-cluster:"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        node
+    }
+}
+
+impl std::ops::Deref for Node {
+    type Target = ControlPlane;
+    fn deref(&self) -> &ControlPlane {
+        &self.cp
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = Command::new(Path::new(ROOT).join("hack/local-cluster.sh"))
+            .arg("down")
+            .arg("--dir")
+            .arg(&self.cp.dir)
+            .stdin(Stdio::null())
+            .output();
+    }
+}

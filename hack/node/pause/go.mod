@@ -1,0 +1,3 @@
+module kubeplace/hack/node/pause
+
+go 1.22

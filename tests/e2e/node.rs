@@ -1,0 +1,301 @@
+//! kubeplace in pods on a real node: `helm install` with the image built here,
+//! the webhook reached through its Service, statuses written by the leader pod,
+//! the leader's pod deleted, a rollout under a stream of writes, a CRD upgrade,
+//! and `helm test`. The cluster is `hack/local-cluster.sh`'s, the one README
+//! offers users; it needs root and Debian's containerd, runc, CNI plugins,
+//! buildah, iptables and conntrack, which `.ci/run` installs.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::chart::{NEW_FIELD, chart_with_a_new_field};
+use crate::support::{ControlPlane, Node};
+
+const NS: &str = "kubeplace-system";
+/// Clients writing during the rollout, and the Flavors each apply carries.
+const WRITERS: usize = 3;
+const BATCH: usize = 10;
+
+/// Retries `check` every half second for up to `seconds`; panics with `what`
+/// and the last value otherwise.
+fn eventually<T: std::fmt::Debug>(
+    seconds: u64,
+    what: &str,
+    mut check: impl FnMut() -> Result<T, String>,
+) -> T {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    loop {
+        match check() {
+            Ok(value) => return value,
+            Err(last) if Instant::now() > deadline => {
+                panic!("{what} not within {seconds}s; last: {last}")
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(500)),
+        }
+    }
+}
+
+/// The Lease's holder: the leader pod's name (identities are `<pod>_<…>`).
+fn leader(cp: &ControlPlane) -> Option<String> {
+    let holder = cp.kubectl(&[
+        "get",
+        "lease",
+        "kubeplace-leader",
+        "-n",
+        NS,
+        "-o",
+        "jsonpath={.spec.holderIdentity}",
+    ]);
+    let holder = holder.stdout.trim();
+    (holder.starts_with("kubeplace-")).then(|| holder.split('_').next().unwrap().to_string())
+}
+
+/// The kubeplace pods that are Ready, by name.
+fn ready_pods(cp: &ControlPlane) -> Vec<String> {
+    let out = cp.kubectl(&[
+        "get",
+        "pods",
+        "-n",
+        NS,
+        "-l",
+        "app.kubernetes.io/name=kubeplace",
+        "-o",
+        r#"jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status} {.metadata.deletionTimestamp}{"\n"}{end}"#,
+    ]);
+    out.stdout
+        .lines()
+        .filter_map(|l| {
+            let fields: Vec<&str> = l.split_whitespace().collect();
+            (fields.len() == 2 && fields[1] == "True").then(|| fields[0].to_string())
+        })
+        .collect()
+}
+
+/// A Flavor the webhook admits; `n` varies its name, `label` its labels.
+fn flavor(name: &str, label: usize) -> String {
+    format!(
+        "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata:\n  name: {name}\n  \
+         labels:\n    e2e-iteration: \"{label}\"\nspec:\n  vcpus: 1\n  memoryMb: 512\n  diskGb: 1\n"
+    )
+}
+
+/// A Flavor's candidate count, once its status has one.
+fn candidates(cp: &ControlPlane, name: &str) -> Result<String, String> {
+    let out = cp.kubectl(&[
+        "get",
+        "flavor",
+        name,
+        "-o",
+        "jsonpath={.status.candidateCount}",
+    ]);
+    let got = out.stdout.trim().to_string();
+    if out.success && !got.is_empty() {
+        Ok(got)
+    } else {
+        Err(format!("{got:?} {}", out.stderr))
+    }
+}
+
+#[test]
+fn the_chart_runs_kubeplace_in_pods_on_a_real_node() {
+    let node = Node::start(env!("CARGO_BIN_EXE_kubeplace").as_ref());
+    let cp: &ControlPlane = &node;
+
+    // helm install with the image built here: two Ready pods.
+    cp.helm(&[
+        "install",
+        "kubeplace",
+        "charts/kubeplace",
+        "--namespace",
+        NS,
+        "--create-namespace",
+        "--set",
+        "image.pullPolicy=Never",
+        "--wait",
+        "--timeout",
+        "5m",
+    ])
+    .ok();
+    let ready = cp.kubectl(&[
+        "get",
+        "deployment",
+        "kubeplace",
+        "-n",
+        NS,
+        "-o",
+        "jsonpath={.status.readyReplicas}",
+    ]);
+    assert_eq!(ready.ok().trim(), "2", "ready replicas");
+
+    // The webhook is registered by Service, and the API server reaches it there:
+    // the example cloud is admitted and every rejected example refused by it.
+    let service = cp.kubectl(&[
+        "get",
+        "validatingwebhookconfiguration",
+        "-o",
+        "jsonpath={.items[*].webhooks[*].clientConfig.service.name}",
+    ]);
+    assert!(
+        service
+            .ok()
+            .split_whitespace()
+            .all(|s| s == "kubeplace-webhook"),
+        "{}",
+        service.stdout
+    );
+    // Claims wait a few seconds after a leader starts (it first makes sure it sees
+    // every claim decided before it); the refusal says so, and a retry goes in.
+    eventually(60, "examples/cloud/ admitted", || {
+        let out = cp.kubectl(&["apply", "-f", "examples/cloud/"]);
+        match out.success {
+            true => Ok(()),
+            false if out.stderr.contains("retry in a few seconds") => Err(out.stderr),
+            false => panic!("examples/cloud/ refused:\n{}", out.stderr),
+        }
+    });
+    let mut refused = 0;
+    for entry in std::fs::read_dir(format!("{}/examples/rejected", crate::ROOT)).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        if !text.contains("apiVersion: kubeplace.io/v1alpha1") {
+            continue; // refused by the API server itself (unknown version or kind)
+        }
+        let out = cp.kubectl(&["apply", "-f", path.to_str().unwrap()]);
+        let err = out.fails();
+        if err.contains("admission webhook") && err.contains("denied the request") {
+            refused += 1;
+        }
+    }
+    assert!(
+        refused >= 5,
+        "only {refused} examples refused by the webhook"
+    );
+
+    // The leader pod writes statuses.
+    let first = eventually(60, "a leader pod", || leader(cp).ok_or_else(String::new));
+    assert!(
+        ready_pods(cp).contains(&first),
+        "{first} is not a Ready pod"
+    );
+    eventually(60, "m1.small's status", || candidates(cp, "m1.small"));
+    let host = eventually(60, "web-2 placed", || {
+        let out = cp.kubectl(&[
+            "get",
+            "server",
+            "web-2",
+            "-n",
+            "shop",
+            "-o",
+            "jsonpath={.status.host}",
+        ]);
+        let host = out.stdout.trim().to_string();
+        if host.is_empty() {
+            Err(out.stderr)
+        } else {
+            Ok(host)
+        }
+    });
+    eprintln!("leader {first}; web-2 on {host}");
+
+    // The leader's pod is deleted: the other pod leads and writes statuses.
+    cp.kubectl(&["delete", "pod", &first, "-n", NS, "--wait=false"])
+        .ok();
+    let second = eventually(90, "another leader", || match leader(cp) {
+        Some(l) if l != first => Ok(l),
+        other => Err(format!("{other:?}")),
+    });
+    cp.kubectl_stdin(&["apply", "-f", "-"], &flavor("e2e-after-failover", 0))
+        .ok();
+    eventually(60, "a status from the new leader", || {
+        candidates(cp, "e2e-after-failover")
+    });
+    eprintln!("after deleting {first}, {second} leads");
+
+    // A rollout while a client creates and updates Flavors without pause: no
+    // admission fails (readiness, preStop, drain on SIGTERM).
+    eventually(120, "two Ready pods again", || {
+        let ready = ready_pods(cp);
+        if ready.len() == 2 {
+            Ok(ready)
+        } else {
+            Err(format!("{ready:?}"))
+        }
+    });
+    let done = AtomicBool::new(false);
+    let requests = AtomicUsize::new(0);
+    let failures = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for client in 0..WRITERS {
+            let (done, requests, failures) = (&done, &requests, &failures);
+            s.spawn(move || {
+                let mut i = 0;
+                while !done.load(Ordering::SeqCst) {
+                    i += 1;
+                    // Each apply creates or updates a batch of Flavors (a new label
+                    // value each time): every one is an admission request.
+                    let batch: Vec<String> = (0..BATCH)
+                        .map(|n| flavor(&format!("e2e-rollout-{client}-{n}"), i))
+                        .collect();
+                    let out = cp.kubectl_stdin(&["apply", "-f", "-"], &batch.join("---\n"));
+                    requests.fetch_add(BATCH, Ordering::SeqCst);
+                    if !out.success {
+                        failures.lock().unwrap().push(out.stderr.clone());
+                    }
+                }
+            });
+        }
+        cp.kubectl(&["rollout", "restart", "deployment/kubeplace", "-n", NS])
+            .ok();
+        let status = cp.kubectl(&[
+            "rollout",
+            "status",
+            "deployment/kubeplace",
+            "-n",
+            NS,
+            "--timeout=300s",
+        ]);
+        // Writes go on a little after the rollout, while the old pods drain.
+        std::thread::sleep(Duration::from_secs(10));
+        done.store(true, Ordering::SeqCst);
+        status.ok();
+    });
+    let failures = failures.into_inner().unwrap();
+    let requests = requests.load(Ordering::SeqCst);
+    eprintln!(
+        "rollout: {requests} admissions requested, {} failed",
+        failures.len()
+    );
+    assert!(
+        requests >= 20,
+        "only {requests} requests during the rollout"
+    );
+    assert!(failures.is_empty(), "admissions failed: {failures:#?}");
+
+    // helm upgrade to a chart whose Flavor CRD gained a field: the field is served.
+    let dir = tempfile::tempdir().unwrap();
+    let chart = chart_with_a_new_field(dir.path());
+    cp.helm(&[
+        "upgrade",
+        "kubeplace",
+        chart.to_str().unwrap(),
+        "--namespace",
+        NS,
+        "--reuse-values",
+        "--wait",
+        "--timeout",
+        "5m",
+    ])
+    .ok();
+    eventually(60, "the new field in kubectl explain", || {
+        let out = cp.kubectl(&["explain", &format!("flavor.spec.{NEW_FIELD}")]);
+        if out.success { Ok(()) } else { Err(out.stderr) }
+    });
+
+    // helm test: a pod probes the release through its Services.
+    let tested = cp.helm(&["test", "kubeplace", "--namespace", NS, "--timeout", "3m"]);
+    assert!(
+        tested.ok().contains("Phase:          Succeeded"),
+        "{}",
+        tested.stdout
+    );
+}
