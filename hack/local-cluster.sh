@@ -57,7 +57,18 @@ CTR_SOCK="$DIR/containerd/containerd.sock"
 # containers' shims, unmounts what kubelet and containerd mounted under DIR,
 # and removes kube-proxy's rules and the bridge.
 down() {
-  local pid
+  # Best effort from here on: every step runs whatever failed before it.
+  set +e +o pipefail
+  local pid netns=()
+  # The pods' network namespaces, asked of containerd before it stops: they
+  # live outside DIR (/var/run/netns) and nothing else removes them.
+  if [[ -S $CTR_SOCK ]]; then
+    local id
+    for id in $(ctr --address "$CTR_SOCK" -n k8s.io containers ls -q 2>/dev/null); do
+      netns+=($(ctr --address "$CTR_SOCK" -n k8s.io containers info "$id" 2>/dev/null \
+        | grep -o '/var/run/netns/cni-[0-9a-f-]*' | head -1))
+    done
+  fi
   if [[ -f $DIR/pids ]]; then
     for pid in $(tac "$DIR/pids"); do kill "$pid" 2>/dev/null || true; done
     for _ in $(seq 1 50); do
@@ -70,12 +81,40 @@ down() {
     rm -f "$DIR/pids"
   fi
   pkill -9 -f -- "-address $CTR_SOCK" 2>/dev/null || true
+  # The containers outlive their shims: kill every process in the pods'
+  # cgroups (kubelet's cgroupfs hierarchy, kubepods), then remove the cgroups.
+  local procs
+  for procs in $(find /sys/fs/cgroup/pids/kubepods -name cgroup.procs 2>/dev/null); do
+    for pid in $(cat "$procs"); do kill -9 "$pid" 2>/dev/null; done
+  done
+  for _ in $(seq 1 20); do
+    [[ -z $(find /sys/fs/cgroup/pids/kubepods -name cgroup.procs -exec cat {} + 2>/dev/null) ]] && break
+    sleep 0.2
+  done
+  find /sys/fs/cgroup/*/kubepods -depth -type d -exec rmdir {} + 2>/dev/null
   local m
   for _ in 1 2 3; do
     while read -r m; do umount -l "$m" 2>/dev/null || true; done \
       < <(awk -v d="$DIR/" 'index($2, d) == 1 { print $2 }' /proc/mounts | sort -r)
   done
+  local ns
+  for ns in "${netns[@]}"; do
+    umount "$ns" 2>/dev/null || true
+    rm -f "$ns"
+  done
   if [[ -x ${BIN:-}/kube-proxy ]]; then "$BIN/kube-proxy" --cleanup >/dev/null 2>&1 || true; fi
+  # kubelet's own chains, which kube-proxy's cleanup leaves.
+  local table chain
+  local tool
+  for tool in iptables ip6tables; do
+    for table in filter nat mangle; do
+      "$tool" -t "$table" -D INPUT -j KUBE-FIREWALL 2>/dev/null || true
+      "$tool" -t "$table" -D OUTPUT -j KUBE-FIREWALL 2>/dev/null || true
+      for chain in KUBE-FIREWALL KUBE-KUBELET-CANARY KUBE-IPTABLES-HINT; do
+        "$tool" -t "$table" -F "$chain" 2>/dev/null && "$tool" -t "$table" -X "$chain" 2>/dev/null || true
+      done
+    done
+  done
   ip link del "$BRIDGE" 2>/dev/null || true
   rm -rf "$DIR"
 }
@@ -246,7 +285,9 @@ cat >"$DIR/Corefile" <<EOF
 EOF
 start coredns "$BIN/coredns" -conf "$DIR/Corefile"
 
-# --- the node: networking
+# --- the node: networking. Pods talk only to this host (the API server,
+# CoreDNS) and to each other, so no masquerading: nothing is left in the nat
+# table when the cluster stops.
 sysctl -qw net.ipv4.ip_forward=1
 sysctl -qw net.bridge.bridge-nf-call-iptables=1 2>/dev/null \
   || log "net.bridge.bridge-nf-call-iptables is not settable: a pod reaching a Service on its own node may fail"
@@ -260,7 +301,7 @@ cat >"$DIR/cni/net.d/10-kubeplace.conflist" <<EOF
       "type": "bridge",
       "bridge": "$BRIDGE",
       "isGateway": true,
-      "ipMasq": true,
+      "ipMasq": false,
       "hairpinMode": true,
       "ipam": {
         "type": "host-local",
