@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use clap::{ArgAction, ValueEnum};
@@ -395,6 +396,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
             client.clone(),
             store.clone(),
             leading.clone(),
+            e.created_the_lease(),
             fence,
             cancel.clone(),
         ));
@@ -598,11 +600,14 @@ const CLAIMS_FENCE: Duration = Duration::from_secs(10);
 const CLAIMS_CATCH_UP: Duration = Duration::from_secs(30);
 
 /// Opens the claims decision point when this replica starts leading, once it is sure it
-/// sees every claim the previous leader decided; closes it when it stops leading.
+/// sees every claim the previous leader decided; closes it when it stops leading. When
+/// this replica created the lease (a fresh install), there was no previous leader and no
+/// fence to wait out.
 async fn fence_claims(
     client: Client,
     store: SharedStore,
     mut leading: watch::Receiver<bool>,
+    created_the_lease: Arc<AtomicBool>,
     fence: watch::Sender<bool>,
     cancel: CancellationToken,
 ) {
@@ -610,10 +615,11 @@ async fn fence_claims(
         let now_leading = *leading.borrow_and_update();
         fence.send_replace(false);
         if now_leading {
+            let first_leader = created_the_lease.swap(false, Ordering::SeqCst);
             let opened = tokio::select! {
                 _ = cancel.cancelled() => return,
                 _ = leading.changed() => false,
-                caught_up = catch_up(&client, &store) => caught_up,
+                caught_up = catch_up(&client, &store, first_leader) => caught_up,
             };
             if opened {
                 fence.send_replace(true);
@@ -629,10 +635,12 @@ async fn fence_claims(
     }
 }
 
-/// Waits out [`CLAIMS_FENCE`], then until the store holds every Allocation a fresh list of
-/// the API server shows (at least as new); true once it does.
-async fn catch_up(client: &Client, store: &SharedStore) -> bool {
-    tokio::time::sleep(CLAIMS_FENCE).await;
+/// Waits out [`CLAIMS_FENCE`] (unless `first_leader`), then until the store holds every
+/// Allocation a fresh list of the API server shows (at least as new); true once it does.
+async fn catch_up(client: &Client, store: &SharedStore, first_leader: bool) -> bool {
+    if !first_leader {
+        tokio::time::sleep(CLAIMS_FENCE).await;
+    }
     let api: kube::Api<kube::api::DynamicObject> =
         kube::Api::all_with(client.clone(), &Kind::Allocation.api_resource());
     loop {

@@ -5,6 +5,8 @@
 //! renew deadline steps down; a leader that shuts down releases the lease.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -121,6 +123,9 @@ pub(crate) struct Elector {
     leader: watch::Sender<bool>,
     /// The annotations of the lease while another replica holds it.
     other: watch::Sender<Option<BTreeMap<String, String>>>,
+    /// Set when this replica created the lease: nobody led before it, so no claim of a
+    /// predecessor can still be on its way.
+    created: Arc<AtomicBool>,
 }
 
 fn conflict_or_exists(e: &kube::Error) -> bool {
@@ -138,8 +143,14 @@ impl Elector {
             last_renewed: None,
             leader,
             other: watch::channel(None).0,
+            created: Arc::new(AtomicBool::new(false)),
         };
         (elector, rx)
+    }
+
+    /// Becomes true when this replica creates the lease (it had no holder before).
+    pub fn created_the_lease(&self) -> Arc<AtomicBool> {
+        self.created.clone()
     }
 
     /// The annotations of the lease whenever another replica holds it (none while this
@@ -176,6 +187,7 @@ impl Elector {
         };
         self.other
             .send_if_modified(|o| std::mem::replace(o, others.clone()) != others);
+        let creating = action == Action::Create;
         let result = match action {
             Action::Follow { .. } => return Ok(false),
             Action::Create => {
@@ -218,7 +230,12 @@ impl Elector {
             }
         };
         match result {
-            Ok(_) => Ok(true),
+            Ok(_) => {
+                if creating {
+                    self.created.store(true, Ordering::SeqCst);
+                }
+                Ok(true)
+            }
             Err(e) if conflict_or_exists(&e) => Ok(false),
             Err(e) => Err(e),
         }
@@ -426,8 +443,14 @@ mod tests {
             assert_eq!(sent["spec"]["leaseDurationSeconds"], 15);
             assert!(sent["spec"]["renewTime"].is_string());
         });
+        let created = e.created_the_lease();
+        assert!(!created.load(Ordering::SeqCst));
         assert!(e.try_acquire_or_renew().await.unwrap());
         api.await.unwrap();
+        assert!(
+            created.load(Ordering::SeqCst),
+            "nobody led before: no fence to wait out"
+        );
     }
 
     #[tokio::test]
@@ -460,6 +483,10 @@ mod tests {
         });
         assert!(e.try_acquire_or_renew().await.unwrap());
         api.await.unwrap();
+        assert!(
+            !e.created_the_lease().load(Ordering::SeqCst),
+            "a predecessor led: its claims may still be on their way"
+        );
     }
 
     #[tokio::test]
