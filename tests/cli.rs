@@ -1179,3 +1179,84 @@ fn metadefs_take_their_directory_from_output_dir_and_warn_on_the_old_flag() {
     let both = kubeplace(&["extra-specs", "metadefs", "-d", "a", "-o", "b"], None);
     assert_eq!(both.status.code(), Some(2));
 }
+
+/// Each server's host in `kubeplace apply -f examples/cloud` under `weighers`.
+fn cloud_hosts(weighers: &str) -> Vec<(String, Value)> {
+    let out = kubeplace(
+        &[
+            "apply",
+            "-f",
+            "examples/cloud",
+            "-o",
+            "json",
+            "--weighers",
+            weighers,
+        ],
+        None,
+    );
+    json(&out)["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["kind"] == "Server")
+        .map(|i| {
+            (
+                i["name"].as_str().unwrap().to_string(),
+                i["status"]["host"].clone(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn weighers_decide_where_servers_go_and_bad_ones_are_refused() {
+    let host = |hosts: &[(String, Value)], name: &str| {
+        hosts.iter().find(|(n, _)| n == name).unwrap().1.clone()
+    };
+    let default = cloud_hosts("spread=1");
+    assert_eq!(host(&default, "lb-1"), "cn2", "spread: the emptier tree");
+    // Packing RAM puts the load balancer beside web-2 and vault-1 on cn1.
+    let packed = cloud_hosts("spread=0,ram=-1");
+    assert_eq!(host(&packed, "lb-1"), "cn1");
+    assert_eq!(host(&packed, "web-2"), "cn1");
+    // Nova's default weighers (free RAM, VCPU and disk) move the web servers.
+    let nova = cloud_hosts("spread=0,ram=1,cpu=1,disk=1");
+    assert_eq!(host(&nova, "web-2"), "cn2");
+    assert_eq!(host(&nova, "web-3"), "cn3");
+
+    for (bad, says) in [
+        (
+            "gpu=1",
+            "unknown weigher \"gpu\"; the weighers are spread, ram, cpu and disk",
+        ),
+        (
+            "ram",
+            "\"ram\" is not NAME=MULTIPLIER (for example ram=1.0 or cpu=-1)",
+        ),
+        (
+            "cpu=lots",
+            "weigher cpu: multiplier \"lots\" is not a finite number",
+        ),
+    ] {
+        let out = kubeplace(&["apply", "-f", "examples/cloud", "--weighers", bad], None);
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{bad}: {err}");
+        assert!(out.stdout.is_empty(), "nothing applied under {bad}");
+    }
+    let out = kubeplace(
+        &[
+            "placement",
+            "headroom",
+            "-f",
+            "examples/cloud",
+            "--flavor",
+            "m1.small",
+            "--weighers",
+            "disk=x",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("weigher disk: multiplier \"x\""));
+}

@@ -60,7 +60,9 @@ fn chart_values_validate_against_their_schema() {
 fn chart_values_schema_refuses_mistakes() {
     let validator = values_validator();
     let good = yaml(&read("charts/kubeplace/values.yaml"));
-    let mistakes: [(&str, Value); 5] = [
+    let mistakes: [(&str, Value); 7] = [
+        ("/weighers", serde_json::json!("gpu=1")),
+        ("/weighers", serde_json::json!("ram")),
         ("/replicaCount", serde_json::json!("two")),
         ("/logFormat", serde_json::json!("xml")),
         ("/webhook/failurePolicy", serde_json::json!("Sometimes")),
@@ -80,6 +82,22 @@ fn chart_values_schema_refuses_mistakes() {
             "the schema accepts {pointer} = {}",
             values.pointer(pointer).unwrap()
         );
+    }
+}
+
+#[test]
+fn chart_values_schema_takes_the_weighers_kubeplace_takes() {
+    let validator = values_validator();
+    let good = yaml(&read("charts/kubeplace/values.yaml"));
+    for weighers in ["", "spread=1", "spread=0,ram=1,cpu=1,disk=1", "ram=-1.5"] {
+        let mut values = good.clone();
+        values["weighers"] = serde_json::json!(weighers);
+        assert!(validator.is_valid(&values), "{weighers:?} refused");
+        if !weighers.is_empty() {
+            weighers
+                .parse::<kubeplace_core::placement::weighers::Weighers>()
+                .unwrap_or_else(|e| panic!("{weighers}: {e}"));
+        }
     }
 }
 

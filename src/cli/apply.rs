@@ -1,5 +1,6 @@
 //! `kubeplace apply`: the cluster's admission and reconcile, in memory, over manifest files.
 
+use kubeplace_core::placement::weighers::Weighers;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
@@ -68,7 +69,17 @@ enum Applied {
 /// Applies documents in order to an empty store, as a cluster would, then reconciles.
 /// Unknown fields are handled as the API server handles them under `validate`.
 pub fn apply_documents(documents: Vec<Document>, validate: Validate) -> (Report, Store) {
+    apply_documents_weighed(documents, validate, Weighers::default())
+}
+
+/// [`apply_documents`] with servers placed by `weighers`.
+pub fn apply_documents_weighed(
+    documents: Vec<Document>,
+    validate: Validate,
+    weighers: Weighers,
+) -> (Report, Store) {
     let mut store = Store::default();
+    store.set_weighers(weighers);
     let mut namespaces = Namespaces::new(&documents);
     let mut outcomes = Vec::new();
     for doc in documents {
@@ -167,6 +178,7 @@ pub fn run(
     files: &[PathBuf],
     output: Output,
     validate: Validate,
+    weighers: &Weighers,
     stdin: &mut dyn Read,
     out: &mut dyn Write,
     err: &mut dyn Write,
@@ -178,7 +190,7 @@ pub fn run(
             return 2;
         }
     };
-    let (report, _) = apply_documents(documents, validate);
+    let (report, _) = apply_documents_weighed(documents, validate, weighers.clone());
     // As kubectl prints admission warnings: on stderr, whatever the output format (the
     // JSON and YAML reports carry them too).
     for i in &report.items {

@@ -10,6 +10,7 @@ pub mod probe;
 pub mod provider_config;
 pub mod run;
 
+use kubeplace_core::placement::weighers::Weighers;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -59,6 +60,12 @@ pub enum Command {
             default_missing_value = "strict"
         )]
         validate: apply::Validate,
+        /// How servers are weighed: NAME=MULTIPLIER items, comma-separated, over the
+        /// default spread=1. Weighers: spread (the smallest share of capacity left free),
+        /// ram, cpu, disk (free MEMORY_MB, VCPU, DISK_GB on the host tree, as Nova's);
+        /// negative packs, 0 turns one off. Nova's defaults: spread=0,ram=1,cpu=1,disk=1.
+        #[arg(long, value_name = "NAME=MULTIPLIER,...", default_value = "spread=1")]
+        weighers: Weighers,
     },
     /// Print every CustomResourceDefinition as YAML.
     Crds,
@@ -143,11 +150,14 @@ pub fn main() -> ExitCode {
             files,
             output,
             validate,
+            weighers,
         } => {
             let stdin = &mut std::io::stdin().lock();
             let stdout = &mut std::io::stdout().lock();
             let stderr = &mut std::io::stderr().lock();
-            ExitCode::from(apply::run(&files, output, validate, stdin, stdout, stderr))
+            ExitCode::from(apply::run(
+                &files, output, validate, &weighers, stdin, stdout, stderr,
+            ))
         }
         Command::Placement { call } => {
             let (which, args) = match &call {

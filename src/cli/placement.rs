@@ -1,5 +1,6 @@
 //! `kubeplace placement candidates|providers`: Placement's GET queries over manifests.
 
+use kubeplace_core::placement::weighers::Weighers;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
@@ -230,6 +231,12 @@ pub struct HeadroomArgs {
     /// Servers placed at most; beyond it the answer is "at least".
     #[arg(long, default_value_t = DEFAULT_CAP)]
     pub cap: usize,
+    /// How servers are weighed: NAME=MULTIPLIER items, comma-separated, over the
+    /// default spread=1. Weighers: spread (the smallest share of capacity left free),
+    /// ram, cpu, disk (free MEMORY_MB, VCPU, DISK_GB on the host tree, as Nova's);
+    /// negative packs, 0 turns one off. Nova's defaults: spread=0,ram=1,cpu=1,disk=1.
+    #[arg(long, value_name = "NAME=MULTIPLIER,...", default_value = "spread=1")]
+    pub weighers: Weighers,
     /// Output format: `table` or `json`.
     #[arg(short = 'o', long, value_parser = ["table", "json"], default_value = "table")]
     pub output: String,
@@ -243,13 +250,14 @@ pub fn headroom(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> u8 {
-    let store = match load_state(&args.files, stdin) {
+    let mut store = match load_state(&args.files, stdin) {
         Ok(s) => s,
         Err(e) => {
             let _ = writeln!(err, "kubeplace placement headroom: {e}");
             return 2;
         }
     };
+    store.set_weighers(args.weighers.clone());
     let h =
         match kubeplace_policy::scheduling::headroom(&store, &args.flavor, &args.without, args.cap)
         {

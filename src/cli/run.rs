@@ -2,6 +2,7 @@
 //! serves the admission webhook from it, and, while it holds the leader lease, writes the
 //! statuses the reconcile seam computes.
 
+use kubeplace_core::placement::weighers::Weighers;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -47,6 +48,17 @@ pub struct RunArgs {
     /// ~/.kube/config, then the in-cluster service account.
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
+    /// How servers are weighed: NAME=MULTIPLIER items, comma-separated, over the
+    /// default spread=1. Weighers: spread (the smallest share of capacity left free),
+    /// ram, cpu, disk (free MEMORY_MB, VCPU, DISK_GB on the host tree, as Nova's);
+    /// negative packs, 0 turns one off. Nova's defaults: spread=0,ram=1,cpu=1,disk=1.
+    #[arg(
+        long,
+        env = "KUBEPLACE_WEIGHERS",
+        value_name = "NAME=MULTIPLIER,...",
+        default_value = "spread=1"
+    )]
+    pub weighers: Weighers,
     /// Namespace kubeplace runs in; the leader Lease lives here.
     #[arg(long, env = "POD_NAMESPACE", default_value = "kubeplace-system")]
     pub namespace: String,
@@ -303,6 +315,11 @@ async fn run(args: RunArgs) -> Result<(), String> {
     let (stopping, stopping_rx) = watch::channel(false);
     let metrics = Arc::new(Metrics::new());
     let store = SharedStore::default();
+    store
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .set_weighers(args.weighers.clone());
+    info!(weighers = %args.weighers, "servers are weighed");
     let trigger = Arc::new(Trigger::default());
     let resources = Kind::ALL.map(Kind::api_resource);
     let (synced, ready) = Synced::new(resources.len());

@@ -158,7 +158,7 @@ fn claim_one(
     flavor: &str,
     n: usize,
 ) -> Result<String, Unplaceable> {
-    let per_provider = choose(store.index(), request, flavor, None)?;
+    let per_provider = choose(store.index(), store.weighers(), request, flavor, None)?;
     let allocations: Vec<ProviderAllocation> = per_provider
         .into_iter()
         .map(|(provider, resources)| ProviderAllocation {

@@ -1,16 +1,20 @@
 //! Scheduling a server: the request from its flavor and image, one candidate picked by a
 //! documented weighing, and the Allocation that holds it.
 //!
-//! Weighing spreads load: for every (provider, class) a candidate uses, the share of the
-//! provider's capacity still free after the allocation is computed; a candidate scores the
-//! smallest of those shares, and the highest score wins. Ties go to the candidate whose
-//! provider names sort first. The same store always gives the same choice.
+//! Weighing ([`Weighers`], set by the operator): by default it spreads load: for every
+//! (provider, class) a candidate uses, the share of the provider's capacity still free
+//! after the allocation is computed, and a candidate scores the smallest of those shares.
+//! The ram, cpu and disk weighers score the free amount of their class on the candidate's
+//! host tree, as Nova's do. Scores are normalized over the candidates, multiplied and
+//! summed; the highest sum wins. A server group's soft policy comes before the weighing.
+//! Ties go to the candidate whose provider names sort first, so the same store always
+//! gives the same choice.
 //!
 //! As Nova's scheduler does (`max_placement_results`), the search asks for at most
 //! [`MAX_PLACEMENT_RESULTS`] candidates, so a flavor with astronomically many (several
 //! isolated groups over wide device trees) is placed as fast as one with few.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::store::Store;
 use kubeplace_api::{
@@ -22,6 +26,7 @@ use kubeplace_core::placement::explain::explain;
 use kubeplace_core::placement::microversion::Microversion;
 use kubeplace_core::placement::query::parse_candidates_query;
 use kubeplace_core::placement::request::{Request, TraitConflict};
+use kubeplace_core::placement::weighers::Weighers;
 
 use super::aggregates::Placing;
 use super::server_groups::{Members, host_of};
@@ -125,8 +130,14 @@ pub fn plan(store: &Store, server: &Server) -> Result<Allocation, Unplaceable> {
     if let Some(host) = members.as_ref().and_then(|m| m.affinity_host()) {
         request.in_tree = index.provider(host).map(|r| r.uuid);
     }
-    let per_provider = choose(index, &request, &server.spec.flavor, members.as_ref())
-        .map_err(|u| with_aggregate_names(store, u))?;
+    let per_provider = choose(
+        index,
+        store.weighers(),
+        &request,
+        &server.spec.flavor,
+        members.as_ref(),
+    )
+    .map_err(|u| with_aggregate_names(store, u))?;
     let mut allocation = Allocation::new(
         &name,
         AllocationSpec {
@@ -159,6 +170,7 @@ pub fn plan(store: &Store, server: &Server) -> Result<Allocation, Unplaceable> {
 /// the request in messages.
 pub(crate) fn choose(
     index: &ProviderIndex,
+    weighers: &Weighers,
     request: &Request,
     flavor: &str,
     members: Option<&Members>,
@@ -180,7 +192,8 @@ pub(crate) fn choose(
         return Err(budget(e));
     }
     let mut refused_hosts: Vec<String> = Vec::new();
-    let best = set
+    let mut free_on_host = HashMap::new();
+    let mut weighed: Vec<_> = set
         .candidates
         .iter()
         .filter_map(|c| {
@@ -193,26 +206,30 @@ pub(crate) fn choose(
                 return None;
             }
             let preference = members.map_or(0, |m| m.preference(&host));
-            let score = named
-                .iter()
-                .map(|(p, class, amount)| {
-                    let inv = index
-                        .inventory(p, class)
-                        .expect("candidates use existing inventories");
-                    let capacity = inv.capacity().max(1) as f64;
-                    (capacity - (index.used(p, class) + amount) as f64) / capacity
-                })
-                .fold(f64::INFINITY, f64::min);
+            let mut raw = [0.0; 4];
+            for weigher in weighers.active() {
+                raw[weigher.column()] = match weigher.resource_class() {
+                    None => spread(index, &named),
+                    Some(class) => *free_on_host
+                        .entry((host.clone(), class))
+                        .or_insert_with(|| free_in_tree(index, &host, class)),
+                };
+            }
             let mut providers: Vec<String> = named.iter().map(|(p, _, _)| p.clone()).collect();
             providers.sort();
             providers.dedup();
-            Some((preference, score, providers, named))
+            Some((preference, raw, providers, named))
         })
-        .max_by(|a, b| {
-            a.0.cmp(&b.0)
-                .then_with(|| a.1.total_cmp(&b.1))
-                .then_with(|| b.2.cmp(&a.2))
-        });
+        .collect();
+    let raw: Vec<[f64; 4]> = weighed.iter().map(|w| w.1).collect();
+    let weights = weighers.weigh(&raw);
+    let best = (0..weighed.len()).max_by(|&a, &b| {
+        let (a_, b_) = (&weighed[a], &weighed[b]);
+        a_.0.cmp(&b_.0)
+            .then_with(|| weights[a].total_cmp(&weights[b]))
+            .then_with(|| b_.2.cmp(&a_.2))
+    });
+    let best = best.map(|i| weighed.swap_remove(i));
     if best.is_none()
         && !refused_hosts.is_empty()
         && let Some(m) = members
@@ -246,6 +263,35 @@ pub(crate) fn choose(
         *per_provider.entry(p).or_default().entry(class).or_default() += amount;
     }
     Ok(per_provider)
+}
+
+/// The spread weigher's raw value: the smallest share of capacity a candidate leaves free
+/// on any provider and class it uses.
+fn spread(index: &ProviderIndex, named: &[(String, String, i64)]) -> f64 {
+    named
+        .iter()
+        .map(|(p, class, amount)| {
+            let inv = index
+                .inventory(p, class)
+                .expect("candidates use existing inventories");
+            let capacity = inv.capacity().max(1) as f64;
+            (capacity - (index.used(p, class) + amount) as f64) / capacity
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// The free amount of `class` over the tree rooted at `root` (capacity less usage, summed
+/// over its providers), what the ram, cpu and disk weighers weigh.
+fn free_in_tree(index: &ProviderIndex, root: &str, class: &str) -> f64 {
+    let mut free = 0;
+    let mut pending = vec![root.to_string()];
+    while let Some(p) = pending.pop() {
+        if let Some(inv) = index.inventory(&p, class) {
+            free += (inv.capacity() - index.used(&p, class)).max(0);
+        }
+        pending.extend(index.children(&p));
+    }
+    free as f64
 }
 
 /// The tree a server runs in: the root of a provider it holds, preferring providers that
@@ -282,3 +328,7 @@ pub(crate) fn allocation_matches(store: &Store, server: &Server) -> Option<bool>
     }
     Some(wanted == held)
 }
+
+#[cfg(test)]
+#[path = "weighing_tests.rs"]
+mod weighing_tests;

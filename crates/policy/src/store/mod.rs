@@ -17,6 +17,7 @@ use kubeplace_core::extra_specs::registry::{Registry, Rejected};
 
 use crate::translate;
 use kubeplace_core::placement::ProviderIndex;
+use kubeplace_core::placement::weighers::Weighers;
 use kubeplace_core::provider_config::{MergeResult, merge};
 
 /// Where an object lives: kind, namespace (empty for cluster-scoped kinds) and name.
@@ -78,6 +79,8 @@ pub struct Store {
     /// The uids of the Allocations deleted last, newest at the back: a claim admitted and
     /// deleted before anyone looked is not waited for by the claims ledger.
     deleted_claims: std::collections::VecDeque<String>,
+    /// How the scheduler weighs candidates: the operator's setting, not an object.
+    weighers: Weighers,
 }
 
 /// How many deleted Allocations' uids the store remembers.
@@ -127,6 +130,16 @@ impl Store {
     /// The provider index.
     pub fn index(&self) -> &ProviderIndex {
         &self.index
+    }
+
+    /// How the scheduler weighs candidates.
+    pub fn weighers(&self) -> &Weighers {
+        &self.weighers
+    }
+
+    /// Sets how the scheduler weighs candidates (`kubeplace run --weighers`, …).
+    pub fn set_weighers(&mut self, weighers: Weighers) {
+        self.weighers = weighers;
     }
 
     /// The merge of every ProviderConfig into the providers.

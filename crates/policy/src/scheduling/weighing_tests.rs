@@ -1,0 +1,63 @@
+//! Weighing on three hosts: h1 has the most free RAM and the fewest free VCPU, h3 the
+//! reverse; h2 is in between on both. Each test places one server of 1 VCPU, 512 MB.
+
+use super::*;
+use crate::scheduling::schedule_pending;
+use kubeplace_api::manifest::parse_stream;
+
+fn put(store: &mut Store, yaml: &str) {
+    for doc in parse_stream("t.yaml", yaml).unwrap() {
+        store.put(doc.object().unwrap().unwrap());
+    }
+}
+
+/// The host the one server lands on under `weighers`.
+fn host_under(weighers: &str) -> String {
+    let mut store = Store::default();
+    store.set_weighers(weighers.parse().unwrap());
+    for (h, vcpu, ram) in [("h1", 4, 65536), ("h2", 8, 32768), ("h3", 16, 16384)] {
+        put(
+            &mut store,
+            &format!(
+                "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata: {{name: {h}}}\nspec:\n  inventories:\n    VCPU: {{total: {vcpu}}}\n    MEMORY_MB: {{total: {ram}}}\n"
+            ),
+        );
+    }
+    put(
+        &mut store,
+        "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata: {name: f1}\nspec: {vcpus: 1, memoryMb: 512}\n---\napiVersion: kubeplace.io/v1alpha1\nkind: Image\nmetadata: {name: img}\nspec: {}\n---\napiVersion: kubeplace.io/v1alpha1\nkind: Server\nmetadata: {name: s1, namespace: app}\nspec: {flavor: f1, image: img}\n",
+    );
+    let placed = schedule_pending(&mut store);
+    assert_eq!(placed.len(), 1, "the server is placed under {weighers}");
+    host(store.index(), &placed[0].spec.allocations).unwrap()
+}
+
+#[test]
+fn the_default_spreads_by_the_smallest_share_left_free() {
+    // VCPU is the scarcer share everywhere: h3 keeps 15/16 of it free.
+    assert_eq!(host_under("spread=1"), "h3");
+    assert_eq!(host_under(""), "h3");
+}
+
+#[test]
+fn ram_and_cpu_weighers_spread_and_pack_as_novas_do() {
+    assert_eq!(host_under("spread=0,ram=1"), "h1", "most free RAM");
+    assert_eq!(host_under("spread=0,ram=-1"), "h3", "packs RAM");
+    assert_eq!(host_under("spread=0,cpu=1"), "h3", "most free VCPU");
+    assert_eq!(host_under("spread=0,cpu=-1"), "h1", "packs VCPU");
+}
+
+#[test]
+fn multipliers_trade_weighers_against_each_other() {
+    // Normalized, RAM gives h1 1, h2 1/3, h3 0, and VCPU h1 0, h2 1/3, h3 1: the
+    // weigher counted twice wins; equal multipliers tie h1 and h3 (h2 has 2/3), and the
+    // tie goes to the provider name that sorts first.
+    assert_eq!(host_under("spread=0,ram=2,cpu=1"), "h1");
+    assert_eq!(host_under("spread=0,ram=1,cpu=2"), "h3");
+    assert_eq!(host_under("spread=0,ram=1,cpu=1"), "h1");
+}
+
+#[test]
+fn with_every_weigher_off_the_tie_break_alone_decides() {
+    assert_eq!(host_under("spread=0"), "h1");
+}
