@@ -66,6 +66,37 @@ pub struct AggregateSpec {
     /// for the flavors and images that ask for them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub required_traits: Vec<String>,
+    /// Weigher multipliers for the aggregate's hosts, in place of the operator's
+    /// `--weighers` (Nova's `ram_weight_multiplier`, `cpu_weight_multiplier` and
+    /// `disk_weight_multiplier` metadata). A host in several aggregates that set one takes
+    /// the smallest.
+    #[serde(default, skip_serializing_if = "WeigherMultipliers::is_empty")]
+    pub weigher_multipliers: WeigherMultipliers,
+}
+
+/// Multipliers by weigher; an absent one leaves the operator's setting.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WeigherMultipliers {
+    /// The spread weigher's (the smallest share of capacity a placement leaves free).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread: Option<f64>,
+    /// The RAM weigher's (free MEMORY_MB on the host); negative packs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ram: Option<f64>,
+    /// The CPU weigher's (free VCPU on the host); negative packs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<f64>,
+    /// The disk weigher's (free DISK_GB on the host); negative packs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<f64>,
+}
+
+impl WeigherMultipliers {
+    /// Whether it sets none.
+    pub fn is_empty(&self) -> bool {
+        self == &WeigherMultipliers::default()
+    }
 }
 
 /// What the aggregate holds.

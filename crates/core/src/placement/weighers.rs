@@ -103,25 +103,46 @@ impl Weighers {
     /// Each candidate's weight from its raw values (one row per candidate, one column per
     /// weigher in [`Weigher::ALL`] order).
     pub fn weigh(&self, raw: &[[f64; 4]]) -> Vec<f64> {
-        let mut weights = vec![0.0; raw.len()];
-        for weigher in self.active() {
-            let column = weigher.column();
-            let (low, high) = raw
-                .iter()
-                .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), r| {
-                    (l.min(r[column]), h.max(r[column]))
-                });
-            let span = high - low;
-            if !span.is_finite() || span <= 0.0 {
-                continue; // every candidate alike: this weigher decides nothing
-            }
-            let multiplier = self.multiplier(weigher);
-            for (weight, row) in weights.iter_mut().zip(raw) {
-                *weight += multiplier * (row[column] - low) / span;
+        weigh_each(raw, &vec![self.multipliers; raw.len()])
+    }
+
+    /// The multipliers for a host with these overrides (from its aggregates), in
+    /// [`Weigher::ALL`] order: each override replaces this setting's multiplier.
+    pub fn overridden(&self, overrides: [Option<f64>; 4]) -> [f64; 4] {
+        let mut row = self.multipliers;
+        for (m, o) in row.iter_mut().zip(overrides) {
+            if let Some(o) = o {
+                *m = o;
             }
         }
-        weights
+        row
     }
+}
+
+/// Each candidate's weight from its raw values and its own multipliers (a row each, in
+/// [`Weigher::ALL`] order): Nova's per-aggregate multipliers give hosts different ones.
+/// Normalization is over every candidate, whatever its multipliers.
+pub fn weigh_each(raw: &[[f64; 4]], multipliers: &[[f64; 4]]) -> Vec<f64> {
+    let mut weights = vec![0.0; raw.len()];
+    for weigher in Weigher::ALL {
+        let column = weigher.column();
+        if multipliers.iter().all(|m| m[column] == 0.0) {
+            continue;
+        }
+        let (low, high) = raw
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), r| {
+                (l.min(r[column]), h.max(r[column]))
+            });
+        let span = high - low;
+        if !span.is_finite() || span <= 0.0 {
+            continue; // every candidate alike: this weigher decides nothing
+        }
+        for ((weight, row), m) in weights.iter_mut().zip(raw).zip(multipliers) {
+            *weight += m[column] * (row[column] - low) / span;
+        }
+    }
+    weights
 }
 
 impl FromStr for Weighers {
@@ -227,6 +248,27 @@ mod tests {
         let raw = [[0.25, 512.0, 0.0, 0.0], [0.75, 512.0, 0.0, 0.0]];
         assert_eq!(w.weigh(&raw), [0.0, 1.0], "spread decides alone");
         assert_eq!(w.weigh(&[]), Vec::<f64>::new());
+    }
+
+    #[test]
+    fn a_host_with_its_own_multiplier_is_weighed_with_it() {
+        let w: Weighers = "spread=0,ram=1".parse().unwrap();
+        let raw = [[0.0, 100.0, 0.0, 0.0], [0.0, 300.0, 0.0, 0.0]];
+        // The second host's aggregate packs RAM: its 1.0 normalized counts -1.
+        let rows = [
+            w.overridden([None; 4]),
+            w.overridden([None, Some(-1.0), None, None]),
+        ];
+        assert_eq!(rows[1], [0.0, -1.0, 0.0, 0.0]);
+        assert_eq!(weigh_each(&raw, &rows), [0.0, -1.0]);
+        // An override turns on a weigher the setting leaves off, for that host alone.
+        let off = Weighers::default();
+        let rows = [
+            off.overridden([None; 4]),
+            off.overridden([None, None, Some(2.0), None]),
+        ];
+        let raw = [[0.5, 0.0, 8.0, 0.0], [0.5, 0.0, 16.0, 0.0]];
+        assert_eq!(weigh_each(&raw, &rows), [0.0, 2.0]);
     }
 
     #[test]

@@ -15,10 +15,12 @@
 //! - Isolated aggregates: hosts of an aggregate with `requiredTraits` take only requests
 //!   that require all of them (`enable_isolated_aggregate_filtering`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use kubeplace_api::{Aggregate, Kind, Object};
 use kubeplace_core::placement::request::{MemberOf, Request};
+#[cfg(doc)]
+use kubeplace_core::placement::weighers::Weigher;
 
 use crate::store::Store;
 
@@ -161,3 +163,27 @@ pub fn labels(store: &Store) -> Vec<(String, String)> {
 #[cfg(test)]
 #[path = "aggregates_tests.rs"]
 mod tests;
+
+/// Each host's weigher multipliers from the aggregates it is in (root provider name to
+/// overrides in [`Weigher::ALL`] order), for hosts in an aggregate that sets any. A host in
+/// several takes the smallest of each, as Nova does.
+pub fn weigher_overrides(store: &Store) -> HashMap<String, [Option<f64>; 4]> {
+    let mut per_host: HashMap<String, [Option<f64>; 4]> = HashMap::new();
+    for aggregate in aggregates(store) {
+        let m = &aggregate.spec.weigher_multipliers;
+        if m.is_empty() {
+            continue;
+        }
+        let set = [m.spread, m.ram, m.cpu, m.disk];
+        for host in store.index().roots_in_aggregate(&aggregate.spec.uuid) {
+            let row = per_host.entry(host).or_default();
+            for (have, new) in row.iter_mut().zip(set) {
+                *have = match (*have, new) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+        }
+    }
+    per_host
+}

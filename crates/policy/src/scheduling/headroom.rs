@@ -16,7 +16,7 @@ use kubeplace_api::provider_name::placement_name;
 use kubeplace_api::{Allocation, AllocationSpec, Kind, Object, ProviderAllocation};
 
 use super::place::schedule_pending;
-use super::plan::{Unplaceable, choose, host};
+use super::plan::{Unplaceable, Weighing, choose, host};
 use crate::admission::admit_and_store;
 use crate::store::{ObjectKey, Store};
 use crate::translate::flavor_request;
@@ -158,7 +158,7 @@ fn claim_one(
     flavor: &str,
     n: usize,
 ) -> Result<String, Unplaceable> {
-    let per_provider = choose(store.index(), store.weighers(), request, flavor, None)?;
+    let per_provider = choose(store.index(), &Weighing::of(store), request, flavor, None)?;
     let allocations: Vec<ProviderAllocation> = per_provider
         .into_iter()
         .map(|(provider, resources)| ProviderAllocation {

@@ -26,7 +26,7 @@ use kubeplace_core::placement::explain::explain;
 use kubeplace_core::placement::microversion::Microversion;
 use kubeplace_core::placement::query::parse_candidates_query;
 use kubeplace_core::placement::request::{Request, TraitConflict};
-use kubeplace_core::placement::weighers::Weighers;
+use kubeplace_core::placement::weighers::{Weigher, Weighers, weigh_each};
 
 use super::aggregates::Placing;
 use super::server_groups::{Members, host_of};
@@ -132,7 +132,7 @@ pub fn plan(store: &Store, server: &Server) -> Result<Allocation, Unplaceable> {
     }
     let per_provider = choose(
         index,
-        store.weighers(),
+        &Weighing::of(store),
         &request,
         &server.spec.flavor,
         members.as_ref(),
@@ -170,7 +170,7 @@ pub fn plan(store: &Store, server: &Server) -> Result<Allocation, Unplaceable> {
 /// the request in messages.
 pub(crate) fn choose(
     index: &ProviderIndex,
-    weighers: &Weighers,
+    weighing: &Weighing<'_>,
     request: &Request,
     flavor: &str,
     members: Option<&Members>,
@@ -206,8 +206,9 @@ pub(crate) fn choose(
                 return None;
             }
             let preference = members.map_or(0, |m| m.preference(&host));
+            let multipliers = weighing.multipliers(&host);
             let mut raw = [0.0; 4];
-            for weigher in weighers.active() {
+            for weigher in weighing.weighers_used() {
                 raw[weigher.column()] = match weigher.resource_class() {
                     None => spread(index, &named),
                     Some(class) => *free_on_host
@@ -218,11 +219,12 @@ pub(crate) fn choose(
             let mut providers: Vec<String> = named.iter().map(|(p, _, _)| p.clone()).collect();
             providers.sort();
             providers.dedup();
-            Some((preference, raw, providers, named))
+            Some((preference, (raw, multipliers), providers, named))
         })
         .collect();
-    let raw: Vec<[f64; 4]> = weighed.iter().map(|w| w.1).collect();
-    let weights = weighers.weigh(&raw);
+    let raw: Vec<[f64; 4]> = weighed.iter().map(|w| w.1.0).collect();
+    let multipliers: Vec<[f64; 4]> = weighed.iter().map(|w| w.1.1).collect();
+    let weights = weigh_each(&raw, &multipliers);
     let best = (0..weighed.len()).max_by(|&a, &b| {
         let (a_, b_) = (&weighed[a], &weighed[b]);
         a_.0.cmp(&b_.0)
@@ -263,6 +265,44 @@ pub(crate) fn choose(
         *per_provider.entry(p).or_default().entry(class).or_default() += amount;
     }
     Ok(per_provider)
+}
+
+/// How candidates are weighed: the operator's weighers, and the multipliers of hosts
+/// whose aggregates set their own.
+pub(crate) struct Weighing<'a> {
+    weighers: &'a Weighers,
+    per_host: HashMap<String, [Option<f64>; 4]>,
+}
+
+impl<'a> Weighing<'a> {
+    /// The store's weighing.
+    pub(crate) fn of(store: &'a Store) -> Weighing<'a> {
+        Weighing {
+            weighers: store.weighers(),
+            per_host: super::aggregates::weigher_overrides(store),
+        }
+    }
+
+    /// A host's multipliers, in [`Weigher::ALL`] order.
+    fn multipliers(&self, host: &str) -> [f64; 4] {
+        self.weighers
+            .overridden(self.per_host.get(host).copied().unwrap_or_default())
+    }
+
+    /// The weighers with a nonzero multiplier for some host: only their raw values are
+    /// worth computing.
+    fn weighers_used(&self) -> Vec<Weigher> {
+        Weigher::ALL
+            .into_iter()
+            .filter(|w| {
+                self.weighers.multiplier(*w) != 0.0
+                    || self
+                        .per_host
+                        .values()
+                        .any(|o| o[w.column()].is_some_and(|m| m != 0.0))
+            })
+            .collect()
+    }
 }
 
 /// The spread weigher's raw value: the smallest share of capacity a candidate leaves free

@@ -13,15 +13,29 @@ fn put(store: &mut Store, yaml: &str) {
 
 /// The host the one server lands on under `weighers`.
 fn host_under(weighers: &str) -> String {
+    host_with(weighers, "")
+}
+
+/// The host the one server lands on under `weighers`, with more objects (`extra`, YAML)
+/// in the store; h1 and h2 are in aggregate 11111111-1111-1111-1111-111111111111.
+fn host_with(weighers: &str, extra: &str) -> String {
     let mut store = Store::default();
     store.set_weighers(weighers.parse().unwrap());
     for (h, vcpu, ram) in [("h1", 4, 65536), ("h2", 8, 32768), ("h3", 16, 16384)] {
         put(
             &mut store,
             &format!(
-                "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata: {{name: {h}}}\nspec:\n  inventories:\n    VCPU: {{total: {vcpu}}}\n    MEMORY_MB: {{total: {ram}}}\n"
+                "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata: {{name: {h}}}\nspec:\n  inventories:\n    VCPU: {{total: {vcpu}}}\n    MEMORY_MB: {{total: {ram}}}\n{}",
+                if h == "h3" {
+                    ""
+                } else {
+                    "  aggregates: [11111111-1111-1111-1111-111111111111]\n"
+                }
             ),
         );
+    }
+    if !extra.is_empty() {
+        put(&mut store, extra);
     }
     put(
         &mut store,
@@ -60,4 +74,45 @@ fn multipliers_trade_weighers_against_each_other() {
 #[test]
 fn with_every_weigher_off_the_tie_break_alone_decides() {
     assert_eq!(host_under("spread=0"), "h1");
+}
+
+/// An aggregate over h1 and h2 with these weigher multipliers.
+fn aggregate(name: &str, multipliers: &str) -> String {
+    format!(
+        "---\napiVersion: kubeplace.io/v1alpha1\nkind: Aggregate\nmetadata: {{name: {name}}}\nspec:\n  uuid: 11111111-1111-1111-1111-111111111111\n  weigherMultipliers: {multipliers}\n"
+    )
+}
+
+#[test]
+fn an_aggregates_multipliers_replace_the_operators_for_its_hosts() {
+    // Spreading RAM, h1 wins (RAM normalized: h1 1, h2 1/3, h3 0).
+    assert_eq!(host_with("spread=0,ram=1", ""), "h1");
+    // The aggregate packs RAM on h1 and h2 (-1, -1/3): h3's 0 is now the most.
+    let packing = aggregate("packing", "{ram: -1}");
+    assert_eq!(host_with("spread=0,ram=1", &packing), "h3");
+    // An aggregate that triples RAM's weight keeps h1 first.
+    let tripling = aggregate("tripling", "{ram: 3}");
+    assert_eq!(host_with("spread=0,ram=1", &tripling), "h1");
+    // In both, a host takes the smaller multiplier, as Nova does: it packs.
+    let both = format!("{packing}{tripling}");
+    assert_eq!(host_with("spread=0,ram=1", &both), "h3");
+    // A weigher the setting leaves off counts on the aggregate's hosts alone: VCPU at 5
+    // lifts h2 (5 x 1/3, plus its spread of 2/3) over h3 (spread 1, no VCPU weight there).
+    assert_eq!(host_with("spread=1", &aggregate("cpu", "{cpu: 5}")), "h2");
+}
+
+#[test]
+fn weigher_overrides_are_per_host_and_take_the_smallest() {
+    let mut store = Store::default();
+    put(
+        &mut store,
+        &format!(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata: {{name: h1}}\nspec:\n  inventories: {{VCPU: {{total: 4}}}}\n  aggregates: [11111111-1111-1111-1111-111111111111]\n{}{}",
+            aggregate("a", "{spread: 0, ram: -1}"),
+            aggregate("b", "{ram: 3, disk: 2}")
+        ),
+    );
+    let overrides = crate::scheduling::aggregates::weigher_overrides(&store);
+    assert_eq!(overrides.len(), 1);
+    assert_eq!(overrides["h1"], [Some(0.0), Some(-1.0), None, Some(2.0)]);
 }
