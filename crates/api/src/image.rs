@@ -57,6 +57,39 @@ pub struct ImageSpec {
     #[serde(default)]
     #[schemars(range(min = 0, max = 2147483647))]
     pub min_ram_mb: i64,
+    /// The image's disk format (Glance's `disk_format`). When given, servers booted from
+    /// it go only to hosts whose root provider has the trait `COMPUTE_IMAGE_TYPE_<FORMAT>`
+    /// (Nova's `query_placement_for_image_type_support`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_format: Option<DiskFormat>,
+}
+
+/// A Glance disk format that os-traits has a `COMPUTE_IMAGE_TYPE_*` trait for.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DiskFormat {
+    Aki,
+    Ami,
+    Ari,
+    Iso,
+    Ploop,
+    Qcow2,
+    Raw,
+    Vdi,
+    Vhd,
+    Vhdx,
+    Vmdk,
+}
+
+impl DiskFormat {
+    /// The trait a compute host has when it can boot this format.
+    pub fn support_trait(self) -> String {
+        let name = serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_ascii_uppercase))
+            .unwrap_or_default();
+        format!("COMPUTE_IMAGE_TYPE_{name}")
+    }
 }
 
 /// What the image asks of the hosts it runs on.

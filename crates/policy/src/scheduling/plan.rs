@@ -30,7 +30,7 @@ use kubeplace_core::placement::weighers::{Weigher, Weighers, weigh_each};
 
 use super::aggregates::Placing;
 use super::server_groups::{Members, host_of};
-use crate::translate::{flavor_request, required_traits};
+use crate::translate::server_request;
 use kubeplace_api::Kind;
 use kubeplace_api::{ServerRef, allocation_name, consumer_uuid};
 
@@ -96,15 +96,13 @@ fn with_aggregate_names(store: &Store, mut u: Unplaceable) -> Unplaceable {
 /// where it is).
 pub fn plan(store: &Store, server: &Server) -> Result<Allocation, Unplaceable> {
     let (flavor, image) = flavor_and_image(store, server)?;
-    let mut request = flavor_request(flavor)
-        .with_image_traits(&required_traits(image))
-        .map_err(|TraitConflict(t)| Unplaceable {
-            reason: "TraitConflict",
-            message: format!(
-                "flavor {:?} forbids {t}, which image {:?} requires",
-                server.spec.flavor, server.spec.image
-            ),
-        })?;
+    let mut request = server_request(flavor, image).map_err(|TraitConflict(t)| Unplaceable {
+        reason: "TraitConflict",
+        message: format!(
+            "flavor {:?} forbids {t}, which image {:?} requires",
+            server.spec.flavor, server.spec.image
+        ),
+    })?;
     let placing = Placing {
         namespace: Some(server.metadata.namespace.as_deref().unwrap_or("default")),
         zone: server.spec.availability_zone.as_deref(),
@@ -351,7 +349,7 @@ pub(crate) fn allocation_matches(store: &Store, server: &Server) -> Option<bool>
     let Ok((flavor, image)) = flavor_and_image(store, server) else {
         return Some(true);
     };
-    let Ok(request) = flavor_request(flavor).with_image_traits(&required_traits(image)) else {
+    let Ok(request) = server_request(flavor, image) else {
         return Some(true);
     };
     let mut wanted: BTreeMap<&str, i64> = BTreeMap::new();

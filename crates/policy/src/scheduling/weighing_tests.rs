@@ -1,5 +1,5 @@
-//! Weighing on three hosts: h1 has the most free RAM and the fewest free VCPU, h3 the
-//! reverse; h2 is in between on both. Each test places one server of 1 VCPU, 512 MB.
+//! Choosing among three hosts (weighing, and the image-type pre-filter): h1 has the most
+//! free RAM and the fewest free VCPU, h3 the reverse; h2 is in between on both. Each test places one server of 1 VCPU, 512 MB.
 
 use super::*;
 use crate::scheduling::schedule_pending;
@@ -34,13 +34,13 @@ fn host_with(weighers: &str, extra: &str) -> String {
             ),
         );
     }
-    if !extra.is_empty() {
-        put(&mut store, extra);
-    }
     put(
         &mut store,
         "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata: {name: f1}\nspec: {vcpus: 1, memoryMb: 512}\n---\napiVersion: kubeplace.io/v1alpha1\nkind: Image\nmetadata: {name: img}\nspec: {}\n---\napiVersion: kubeplace.io/v1alpha1\nkind: Server\nmetadata: {name: s1, namespace: app}\nspec: {flavor: f1, image: img}\n",
     );
+    if !extra.is_empty() {
+        put(&mut store, extra); // after the defaults, to replace any of them
+    }
     let placed = schedule_pending(&mut store);
     assert_eq!(placed.len(), 1, "the server is placed under {weighers}");
     host(store.index(), &placed[0].spec.allocations).unwrap()
@@ -115,4 +115,29 @@ fn weigher_overrides_are_per_host_and_take_the_smallest() {
     let overrides = crate::scheduling::aggregates::weigher_overrides(&store);
     assert_eq!(overrides.len(), 1);
     assert_eq!(overrides["h1"], [Some(0.0), Some(-1.0), None, Some(2.0)]);
+}
+
+#[test]
+fn an_image_that_names_its_disk_format_goes_to_hosts_that_support_it() {
+    // h1 and h2 are in the aggregate only; h2 alone says it boots qcow2 images.
+    let supported = "---\napiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata: {name: h2}\nspec:\n  inventories:\n    VCPU: {total: 8}\n    MEMORY_MB: {total: 32768}\n  traits: [COMPUTE_IMAGE_TYPE_QCOW2]\n";
+    let qcow2 = "---\napiVersion: kubeplace.io/v1alpha1\nkind: Image\nmetadata: {name: img}\nspec: {diskFormat: qcow2}\n";
+    assert_eq!(host_with("", &format!("{supported}{qcow2}")), "h2");
+    // The trait is asked of the root provider, as Nova's pre-filter does.
+    let mut store = Store::default();
+    put(
+        &mut store,
+        "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata: {name: h1}\nspec:\n  inventories: {VCPU: {total: 8}, MEMORY_MB: {total: 8192}}\n---\napiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata: {name: f1}\nspec: {vcpus: 1, memoryMb: 512}\n---\napiVersion: kubeplace.io/v1alpha1\nkind: Image\nmetadata: {name: raw-img}\nspec: {diskFormat: raw}\n---\napiVersion: kubeplace.io/v1alpha1\nkind: Server\nmetadata: {name: s1, namespace: app}\nspec: {flavor: f1, image: raw-img}\n",
+    );
+    let server = match store.list(Kind::Server).next() {
+        Some(Object::Server(s)) => s.clone(),
+        _ => unreachable!(),
+    };
+    let why = plan(&store, &server).unwrap_err();
+    assert_eq!(why.reason, "NoValidHost");
+    assert!(
+        why.message.contains("root_required=COMPUTE_IMAGE_TYPE_RAW"),
+        "{}",
+        why.message
+    );
 }

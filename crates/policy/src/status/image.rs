@@ -5,8 +5,7 @@ use kubeplace_core::placement::request::TraitConflict;
 
 use super::flavor::place;
 use super::{World, capped};
-use crate::translate::flavor_request;
-use crate::translate::required_traits;
+use crate::translate::{required_traits, server_request};
 use kubeplace_api::Kind;
 
 pub(super) fn status(i: &Image, world: &World<'_>, generation: Option<i64>) -> ImageStatus {
@@ -17,7 +16,7 @@ pub(super) fn status(i: &Image, world: &World<'_>, generation: Option<i64>) -> I
     for object in world.store.list(Kind::Flavor) {
         let Object::Flavor(f) = object else { continue };
         let name = object.name().to_string();
-        match flavor_request(f).with_image_traits(&traits) {
+        match server_request(f, i) {
             Err(TraitConflict(t)) => {
                 conflicts.push(format!("{name} forbids {t}"));
                 flavors.push(ImageFlavorStatus {

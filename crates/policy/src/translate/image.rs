@@ -1,6 +1,9 @@
 //! Images: the traits an image requires of the hosts it boots on.
 
-use kubeplace_api::Image;
+use kubeplace_api::{Flavor, Image};
+use kubeplace_core::placement::request::{Request, TraitConflict};
+
+use super::flavor_request;
 
 /// The traits an image requires: `trait:NAME=required` properties, sorted.
 pub fn required_traits(image: &Image) -> Vec<String> {
@@ -14,4 +17,15 @@ pub fn required_traits(image: &Image) -> Vec<String> {
                 .map(str::to_string)
         })
         .collect()
+}
+
+/// The request to place a server of `flavor` booted from `image`: the flavor's groups, the
+/// image's required traits in the unnumbered group, and (when the image names its disk
+/// format) its image-type support trait required of the host's root provider.
+pub fn server_request(flavor: &Flavor, image: &Image) -> Result<Request, TraitConflict> {
+    let mut request = flavor_request(flavor).with_image_traits(&required_traits(image))?;
+    if let Some(format) = image.spec.disk_format {
+        request.root_required.insert(format.support_trait());
+    }
+    Ok(request)
 }

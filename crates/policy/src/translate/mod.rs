@@ -17,7 +17,7 @@ pub(crate) use allocation::{consumer_allocations, is_decided, is_refused, takes}
 pub use extra_spec_definition::custom_definitions;
 pub(crate) use extra_spec_definition::definition_shadowing;
 pub(crate) use flavor::{check_flavor_extra_specs, flavor_request, validation_mode};
-pub use image::required_traits;
+pub use image::{required_traits, server_request};
 pub use resource_provider::inventory;
 pub(crate) use resource_provider::{provider_record, provider_uuid};
 pub(crate) use server::chosen_profile;
