@@ -263,7 +263,7 @@ impl<V: Visit> Visit for Tally<'_, V> {
     }
 
     fn many(&mut self, n: usize) -> bool {
-        self.found += n;
+        self.found = self.found.saturating_add(n);
         self.inner.many(n)
     }
 
@@ -284,6 +284,10 @@ struct Scratch {
     keep: Vec<bool>,
     idx: Vec<usize>,
     sums: Vec<(ProviderId, ClassId, i64)>,
+    /// (provider, class, group, amount) each group's parts reach (counting numbered groups).
+    reach: Vec<(ProviderId, ClassId, usize, i64)>,
+    /// Per subset of numbered groups, the ways they take distinct providers.
+    ways: Vec<u128>,
     /// Candidates made only of sharing providers repeat under every tree those providers
     /// serve; they count once.
     sharing_seen: HashSet<Candidate>,
@@ -1168,7 +1172,114 @@ impl<'a> Search<'a> {
                 return true;
             }
         }
+        // Only counted (1.29+): where the count needs no walk, no walk.
+        if self.closed_form
+            && !visit.wants_each()
+            && let Some(n) = self.counted_combinations(s)
+        {
+            return n == 0 || visit.many(n);
+        }
         self.walk_combinations(s, visit)
+    }
+
+    /// How many candidates one tree's group parts make, counted without trying their
+    /// combinations; `None` where that would not be exact.
+    ///
+    /// Without same_subtree, [`Self::combine`] turns a combination down only for isolate
+    /// or for a summed amount that does not fit. Where no sum can fail (checked at the
+    /// most the groups can put on each provider and class together), the candidates are
+    /// the product of the groups' part counts, the numbered groups' under isolate replaced
+    /// by the ways they take distinct providers ([`distinct_choices`]). Candidates made
+    /// only of sharing providers count once across trees, so a tree where one is possible
+    /// is walked.
+    fn counted_combinations(&self, s: &mut Scratch) -> Option<usize> {
+        if self.subtree_groups.iter().any(|m| !m.is_empty()) {
+            return None;
+        }
+        let parts = &s.parts[..self.groups.len()];
+        let sharing = |p: &ProviderId| self.index.sharing.binary_search(p).is_ok();
+        // Some group with resources puts something on a provider that does not share in
+        // every part.
+        let never_only_sharing = parts.iter().any(|ps| {
+            ps.iter()
+                .all(|part| part.items.iter().any(|(p, _, _)| !sharing(p)))
+        });
+        if !never_only_sharing {
+            return None;
+        }
+        let looked: usize = parts.iter().map(Vec::len).sum();
+        if !s.steps.spend(looked as u64) {
+            return None;
+        }
+        if !self.sums_always_fit(parts, &mut s.reach) {
+            return None;
+        }
+        let mut count: u128 = 1;
+        for (g, ps) in self.groups.iter().zip(parts) {
+            if !(self.isolate && g.same_provider) {
+                count = count.checked_mul(ps.len() as u128)?;
+            }
+        }
+        if self.isolate {
+            let numbered: SmallVec<[&[GroupPart]; 8]> = self
+                .groups
+                .iter()
+                .zip(parts)
+                .filter(|(g, _)| g.same_provider)
+                .map(|(_, ps)| ps.as_slice())
+                .collect();
+            let ways = distinct_choices(&numbered, &mut s.reach, &mut s.ways)?;
+            count = count.checked_mul(ways)?;
+        }
+        usize::try_from(count).ok()
+    }
+
+    /// Whether every combination of the parts fits wherever amounts are summed: true when
+    /// no provider and class is reached by two groups, or when the most the groups can put
+    /// together on each provider and class fits there (under isolate, numbered groups
+    /// never share a provider, so only the largest of theirs counts).
+    fn sums_always_fit(
+        &self,
+        parts: &[Vec<GroupPart>],
+        reach: &mut Vec<(ProviderId, ClassId, usize, i64)>,
+    ) -> bool {
+        reach.clear();
+        for (g, ps) in parts.iter().enumerate() {
+            for part in ps {
+                reach.extend(part.items.iter().map(|&(p, c, a)| (p, c, g, a)));
+            }
+        }
+        reach.sort_unstable_by_key(|&(p, c, g, a)| (p, c, g, std::cmp::Reverse(a)));
+        let mut shared = false;
+        let mut all_fit = true;
+        for run in reach.chunk_by(|x, y| (x.0, x.1) == (y.0, y.1)) {
+            let (p, c) = (run[0].0, run[0].1);
+            let mut spread: i64 = 0;
+            let mut numbered: i64 = 0;
+            let mut groups = 0;
+            // Each group's largest amount comes first in its run.
+            for first in run.chunk_by(|x, y| x.2 == y.2).map(|r| r[0]) {
+                groups += 1;
+                let (g, a) = (first.2, first.3);
+                if !self.groups[g].same_provider {
+                    spread = spread.saturating_add(a);
+                } else if self.isolate {
+                    numbered = numbered.max(a);
+                } else {
+                    numbered = numbered.saturating_add(a);
+                }
+            }
+            shared |= groups > 1;
+            let most = spread.saturating_add(numbered);
+            let prov = self.index.get(p);
+            all_fit &= prov.inventory(c).is_some_and(|inv| {
+                prov.used(c)
+                    .checked_add(most)
+                    .is_some_and(|t| t <= inv.capacity())
+                    && most <= inv.max_unit
+            });
+        }
+        !shared || all_fit
     }
 
     /// Visits the combinations of one part per group that make candidates, in the order
@@ -1467,6 +1578,54 @@ impl<'a> Search<'a> {
             self.sum_fits(p, c, before + amount)
         })
     }
+}
+
+/// Numbered groups up to which [`distinct_choices`] counts (it keeps a count per subset).
+const MAX_DISTINCT_GROUPS: usize = 12;
+
+/// In how many ways the numbered groups whose parts are `groups` (one provider each) take
+/// pairwise distinct providers; `None` on overflow or when a part does not have exactly
+/// one provider. Providers are taken one at a time, each by at most one group not yet
+/// served, keeping per subset of groups the ways to have served exactly it.
+fn distinct_choices(
+    groups: &[&[GroupPart]],
+    reach: &mut Vec<(ProviderId, ClassId, usize, i64)>,
+    ways: &mut Vec<u128>,
+) -> Option<u128> {
+    let m = groups.len();
+    if m > MAX_DISTINCT_GROUPS {
+        return None;
+    }
+    reach.clear();
+    for (g, parts) in groups.iter().enumerate() {
+        for part in parts.iter() {
+            let [p] = part.providers[..] else {
+                return None;
+            };
+            reach.push((p, ClassId(0), g, 0));
+        }
+    }
+    reach.sort_unstable_by_key(|&(p, _, g, _)| (p, g));
+    ways.clear();
+    ways.resize(1 << m, 0);
+    ways[0] = 1;
+    for run in reach.chunk_by(|x, y| x.0 == y.0) {
+        let serves: usize = run.iter().fold(0, |mask, x| mask | 1 << x.2);
+        // Larger subsets first, so a provider serves one group per way.
+        for served in (0..ways.len()).rev() {
+            let w = ways[served];
+            if w == 0 {
+                continue;
+            }
+            let mut free = serves & !served;
+            while free != 0 {
+                let g = free & free.wrapping_neg();
+                ways[served | g] = ways[served | g].checked_add(w)?;
+                free &= free - 1;
+            }
+        }
+    }
+    ways.last().copied()
 }
 
 /// Kuhn's augmenting path for group `j` over `options` (one provider per numbered group's
@@ -1864,9 +2023,10 @@ struct PerTree<'i> {
 impl PerTree<'_> {
     fn add(&mut self, n: usize) {
         let Some(anchor) = self.current else { return };
-        self.total += n;
+        // Counted in closed form, a wide query's candidates can pass any integer.
+        self.total = self.total.saturating_add(n);
         match self.counts.last_mut() {
-            Some((a, c)) if *a == anchor => *c += n,
+            Some((a, c)) if *a == anchor => *c = c.saturating_add(n),
             _ => self.counts.push((anchor, n)),
         }
     }
@@ -1956,7 +2116,7 @@ impl Visit for Gather<'_, '_> {
     }
 
     fn many(&mut self, n: usize) -> bool {
-        self.count += n;
+        self.count = self.count.saturating_add(n);
         self.count < self.limit
     }
 }
