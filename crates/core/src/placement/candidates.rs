@@ -1192,6 +1192,7 @@ impl<'a> Search<'a> {
     /// by the ways they take distinct providers ([`distinct_choices`]). Candidates made
     /// only of sharing providers count once across trees, so a tree where one is possible
     /// is walked.
+    #[inline(never)]
     fn counted_combinations(&self, s: &mut Scratch) -> Option<usize> {
         if self.subtree_groups.iter().any(|m| !m.is_empty()) {
             return None;
@@ -1297,6 +1298,16 @@ impl<'a> Search<'a> {
         let n = s.parts.len();
         s.idx.clear();
         s.idx.resize(n, 0);
+        // One group: its parts are the combinations, with nothing to narrow.
+        if n == 1 {
+            for i in 0..s.parts[0].len() {
+                s.idx[0] = i;
+                if !s.steps.spend(1) || !self.leaf(s, visit) {
+                    return false;
+                }
+            }
+            return true;
+        }
         s.pos.clear();
         s.pos.resize(n, 0);
         // Row k of `viable` holds, per group, the parts still open after the first k
