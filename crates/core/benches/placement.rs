@@ -8,7 +8,8 @@
 //! Wide trees: 4 compute nodes, each with 2 NUMA cells (VCPU, HW_NUMA_ROOT) holding 8,
 //! 16 or 64 one-unit CUSTOM_ACCEL device providers in all (a quarter with CUSTOM_FAST),
 //! asked for VCPU and 1, 4 or 8 numbered groups of one device, isolate or none, with and
-//! without limit=1000, and with same_subtree keeping the devices in one cell.
+//! without limit=1000, and with same_subtree keeping the devices in one cell; each query
+//! without a limit is also only counted (`count` rows).
 //!
 //! Each query is also explained (`explain` rows: the explain funnels and a count of every
 //! candidate), beside the plain search.
@@ -23,7 +24,8 @@ use std::time::Instant;
 
 use criterion::{BenchmarkId, Criterion};
 use kubeplace_core::placement::candidates::{
-    allocation_candidates, count_candidates, try_allocation_candidates,
+    Walk, allocation_candidates, count_candidates, counted_candidates_with,
+    try_allocation_candidates, try_counted_candidates, try_counted_candidates_with,
 };
 use kubeplace_core::placement::explain::explain;
 use kubeplace_core::placement::microversion::Microversion;
@@ -309,6 +311,49 @@ fn wide(c: &mut Criterion) {
                         );
                     }
                     Err(e) => eprintln!("wide-{devices} {id}: {once:.0} ms, {e}"),
+                }
+                if limit.is_some() {
+                    continue;
+                }
+                // Counted only (a Flavor's candidateCount): numbered groups are counted
+                // without trying their combinations where that is exact.
+                let started = Instant::now();
+                match try_counted_candidates(&index, &query, 0) {
+                    Ok((n, _)) => {
+                        eprintln!("wide-{devices} {id}: counted {n}");
+                        group.bench_with_input(BenchmarkId::new("count", &id), &query, |b, q| {
+                            b.iter(|| black_box(count_candidates(&index, q)))
+                        });
+                    }
+                    Err(e) => eprintln!(
+                        "wide-{devices} {id}: counting took {:.0} ms, {e}",
+                        started.elapsed().as_secs_f64() * 1e3
+                    ),
+                }
+                // The same count walking every candidate, as before numbered groups were
+                // counted in closed form.
+                let walking = Walk {
+                    closed_form: false,
+                    walk_before_pruning: 0,
+                    ..Walk::default()
+                };
+                let started = Instant::now();
+                match try_counted_candidates_with(&index, &query, 0, walking) {
+                    Ok(_) => {
+                        group.bench_with_input(
+                            BenchmarkId::new("count-walked", &id),
+                            &query,
+                            |b, q| {
+                                b.iter(|| {
+                                    black_box(counted_candidates_with(&index, q, 0, walking).0)
+                                })
+                            },
+                        );
+                    }
+                    Err(e) => eprintln!(
+                        "wide-{devices} {id}: counting by walking took {:.0} ms, {e}",
+                        started.elapsed().as_secs_f64() * 1e3
+                    ),
                 }
             }
         }

@@ -775,6 +775,16 @@ proptest! {
                 prop_assert_eq!(&limited.candidates[..], &full.candidates[..n], "{}", qs);
             }
         }
+        // Only counted: numbered groups counted without trying their combinations where
+        // that is exact, and walked where not.
+        for closed_form in [false, true] {
+            let walk = Walk { closed_form, walk_before_pruning: walk_first, ..Walk::default() };
+            let (count, set) = counted_candidates_with(&idx, &unlimited, 0, walk);
+            prop_assert_eq!(count, full_count, "{} closed_form={}", unlimited_qs, closed_form);
+            prop_assert!(set.exhausted.is_none());
+            let (count, _) = counted_candidates_with(&idx, &parsed, 0, walk);
+            prop_assert_eq!(count, q.limit.unwrap_or(usize::MAX).min(full_count), "{}", qs);
+        }
         // What callers get.
         let default = try_allocation_candidates(&idx, &parsed).expect("small answers fit the budget");
         let n = q.limit.unwrap_or(usize::MAX).min(full_count);

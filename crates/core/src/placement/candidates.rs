@@ -263,7 +263,7 @@ impl<V: Visit> Visit for Tally<'_, V> {
     }
 
     fn many(&mut self, n: usize) -> bool {
-        self.found += n;
+        self.found = self.found.saturating_add(n);
         self.inner.many(n)
     }
 
@@ -284,6 +284,10 @@ struct Scratch {
     keep: Vec<bool>,
     idx: Vec<usize>,
     sums: Vec<(ProviderId, ClassId, i64)>,
+    /// (provider, class, group, amount) each group's parts reach (counting numbered groups).
+    reach: Vec<(ProviderId, ClassId, usize, i64)>,
+    /// Per subset of numbered groups, the ways they take distinct providers.
+    ways: Vec<u128>,
     /// Candidates made only of sharing providers repeat under every tree those providers
     /// serve; they count once.
     sharing_seen: HashSet<Candidate>,
@@ -294,6 +298,23 @@ struct Scratch {
     matched: Vec<(ProviderId, usize)>,
     ancestors: Vec<ProviderId>,
     subtree_providers: Vec<ProviderId>,
+    /// Per group, the position of its chosen part in its list of open parts.
+    pos: Vec<usize>,
+    /// Row k, group j (at `k * groups + j`): indices of group j's parts still open once
+    /// the first k groups have chosen theirs.
+    viable: Vec<Vec<u32>>,
+    subtree_facts: Vec<SubtreeFacts>,
+}
+
+/// One same_subtree set after some of its groups have chosen their parts.
+#[derive(Default)]
+struct SubtreeFacts {
+    /// The chosen parts' providers, sorted.
+    chosen: Vec<ProviderId>,
+    /// Their common ancestors (or selves), nearest first.
+    common: Vec<ProviderId>,
+    /// Providers of the parts still open to the set's later groups, sorted.
+    later: Vec<ProviderId>,
 }
 
 /// What is left of a search's budget.
@@ -1151,46 +1172,177 @@ impl<'a> Search<'a> {
                 return true;
             }
         }
+        // Only counted (1.29+): where the count needs no walk, no walk.
+        if self.closed_form
+            && !visit.wants_each()
+            && let Some(n) = self.counted_combinations(s)
+        {
+            return n == 0 || visit.many(n);
+        }
         self.walk_combinations(s, visit)
+    }
+
+    /// How many candidates one tree's group parts make, counted without trying their
+    /// combinations; `None` where that would not be exact.
+    ///
+    /// Without same_subtree, [`Self::combine`] turns a combination down only for isolate
+    /// or for a summed amount that does not fit. Where no sum can fail (checked at the
+    /// most the groups can put on each provider and class together), the candidates are
+    /// the product of the groups' part counts, the numbered groups' under isolate replaced
+    /// by the ways they take distinct providers ([`distinct_choices`]). Candidates made
+    /// only of sharing providers count once across trees, so a tree where one is possible
+    /// is walked.
+    #[inline(never)]
+    fn counted_combinations(&self, s: &mut Scratch) -> Option<usize> {
+        if self.subtree_groups.iter().any(|m| !m.is_empty()) {
+            return None;
+        }
+        let parts = &s.parts[..self.groups.len()];
+        let sharing = |p: &ProviderId| self.index.sharing.binary_search(p).is_ok();
+        // Some group with resources puts something on a provider that does not share in
+        // every part.
+        let never_only_sharing = parts.iter().any(|ps| {
+            ps.iter()
+                .all(|part| part.items.iter().any(|(p, _, _)| !sharing(p)))
+        });
+        if !never_only_sharing {
+            return None;
+        }
+        let looked: usize = parts.iter().map(Vec::len).sum();
+        if !s.steps.spend(looked as u64) {
+            return None;
+        }
+        if !self.sums_always_fit(parts, &mut s.reach) {
+            return None;
+        }
+        let mut count: u128 = 1;
+        for (g, ps) in self.groups.iter().zip(parts) {
+            if !(self.isolate && g.same_provider) {
+                count = count.checked_mul(ps.len() as u128)?;
+            }
+        }
+        if self.isolate {
+            let numbered: SmallVec<[&[GroupPart]; 8]> = self
+                .groups
+                .iter()
+                .zip(parts)
+                .filter(|(g, _)| g.same_provider)
+                .map(|(_, ps)| ps.as_slice())
+                .collect();
+            let ways = distinct_choices(&numbered, &mut s.reach, &mut s.ways)?;
+            count = count.checked_mul(ways)?;
+        }
+        usize::try_from(count).ok()
+    }
+
+    /// Whether every combination of the parts fits wherever amounts are summed: true when
+    /// no provider and class is reached by two groups, or when the most the groups can put
+    /// together on each provider and class fits there (under isolate, numbered groups
+    /// never share a provider, so only the largest of theirs counts).
+    fn sums_always_fit(
+        &self,
+        parts: &[Vec<GroupPart>],
+        reach: &mut Vec<(ProviderId, ClassId, usize, i64)>,
+    ) -> bool {
+        reach.clear();
+        for (g, ps) in parts.iter().enumerate() {
+            for part in ps {
+                reach.extend(part.items.iter().map(|&(p, c, a)| (p, c, g, a)));
+            }
+        }
+        reach.sort_unstable_by_key(|&(p, c, g, a)| (p, c, g, std::cmp::Reverse(a)));
+        let mut shared = false;
+        let mut all_fit = true;
+        for run in reach.chunk_by(|x, y| (x.0, x.1) == (y.0, y.1)) {
+            let (p, c) = (run[0].0, run[0].1);
+            let mut spread: i64 = 0;
+            let mut numbered: i64 = 0;
+            let mut groups = 0;
+            // Each group's largest amount comes first in its run.
+            for first in run.chunk_by(|x, y| x.2 == y.2).map(|r| r[0]) {
+                groups += 1;
+                let (g, a) = (first.2, first.3);
+                if !self.groups[g].same_provider {
+                    spread = spread.saturating_add(a);
+                } else if self.isolate {
+                    numbered = numbered.max(a);
+                } else {
+                    numbered = numbered.saturating_add(a);
+                }
+            }
+            shared |= groups > 1;
+            let most = spread.saturating_add(numbered);
+            let prov = self.index.get(p);
+            all_fit &= prov.inventory(c).is_some_and(|inv| {
+                prov.used(c)
+                    .checked_add(most)
+                    .is_some_and(|t| t <= inv.capacity())
+                    && most <= inv.max_unit
+            });
+        }
+        !shared || all_fit
     }
 
     /// Visits the combinations of one part per group that make candidates, in the order
     /// of trying every combination with the last group's part changing fastest; false
     /// when `visit` asks to stop or the budget runs out.
     ///
-    /// With `backtrack`, the parts are chosen group by group and a prefix is abandoned as
-    /// soon as [`Self::prefix_ok`] or [`Self::completable`] shows that no choice for the
-    /// remaining groups makes a candidate. Both only ever reject prefixes that every
-    /// completion would fail in [`Self::combine`], so the candidates and their order are
-    /// those of trying every combination.
+    /// With `backtrack`, the parts are chosen group by group. Choosing a part narrows each
+    /// later group's parts to those that can still join it ([`Self::completable`]), the
+    /// next group is chosen among those only, and a prefix is abandoned as soon as some
+    /// later group has none left, the isolated groups cannot take distinct providers, or
+    /// same_subtree is out of reach ([`Self::subtrees_reachable`]). Only parts and prefixes
+    /// that every completion would fail in [`Self::combine`] are dropped, so the candidates
+    /// and their order are those of trying every combination.
     fn walk_combinations(&self, s: &mut Scratch, visit: &mut impl Visit) -> bool {
         let n = s.parts.len();
         s.idx.clear();
         s.idx.resize(n, 0);
+        // One group: its parts are the combinations, with nothing to narrow.
+        if n == 1 {
+            for i in 0..s.parts[0].len() {
+                s.idx[0] = i;
+                if !s.steps.spend(1) || !self.leaf(s, visit) {
+                    return false;
+                }
+            }
+            return true;
+        }
+        s.pos.clear();
+        s.pos.resize(n, 0);
+        // Row k of `viable` holds, per group, the parts still open after the first k
+        // groups' choices; row 0 every part.
+        s.viable.resize_with(n * n, Vec::new);
+        for (j, parts) in s.parts.iter().enumerate() {
+            s.viable[j].clear();
+            s.viable[j].extend(0..parts.len() as u32);
+        }
         let mut k = 0;
         loop {
-            if s.idx[k] == s.parts[k].len() {
+            let row = if self.backtrack { k } else { 0 };
+            let list = &s.viable[row * n + k];
+            if s.pos[k] == list.len() {
                 if k == 0 {
                     return true;
                 }
-                s.idx[k] = 0;
                 k -= 1;
-                s.idx[k] += 1;
+                s.pos[k] += 1;
                 continue;
             }
+            s.idx[k] = list[s.pos[k]] as usize;
             if !s.steps.spend(1) {
                 return false;
             }
             if k + 1 < n {
-                if !self.backtrack || (self.prefix_ok(s, k) && self.completable(s, k)) {
+                if !self.backtrack || (self.subtrees_reachable(s, k) && self.completable(s, k)) {
                     k += 1;
-                    s.idx[k] = 0;
+                    s.pos[k] = 0;
                     continue;
                 }
             } else if !self.leaf(s, visit) {
                 return false;
             }
-            s.idx[k] += 1;
+            s.pos[k] += 1;
         }
     }
 
@@ -1220,37 +1372,6 @@ impl<'a> Search<'a> {
         }
     }
 
-    /// Whether the part chosen for group `k` agrees with those chosen for groups before it:
-    /// isolated numbered groups on distinct providers, summed amounts within capacity and
-    /// max unit, and same_subtree still reachable. Amounts are at least 1, so a prefix
-    /// that breaks capacity breaks it in every completion.
-    fn prefix_ok(&self, s: &mut Scratch, k: usize) -> bool {
-        let part = &s.parts[k][s.idx[k]];
-        let chosen = |j: usize| &s.parts[j][s.idx[j]];
-        if self.isolate && self.groups[k].same_provider {
-            let taken = (0..k).filter(|j| self.groups[*j].same_provider).any(|j| {
-                chosen(j)
-                    .providers
-                    .iter()
-                    .any(|p| part.providers.contains(p))
-            });
-            if taken {
-                return false;
-            }
-        }
-        for &(p, c, amount) in &part.items {
-            let before: i64 = (0..k)
-                .flat_map(|j| chosen(j).items.iter())
-                .filter(|(q, d, _)| *q == p && *d == c)
-                .map(|(_, _, a)| a)
-                .sum();
-            if before > 0 && !self.sum_fits(p, c, before + amount) {
-                return false;
-            }
-        }
-        self.subtrees_reachable(s, k)
-    }
-
     /// Whether a summed amount fits a provider, as [`Self::combine`] judges sums.
     fn sum_fits(&self, p: ProviderId, c: ClassId, amount: i64) -> bool {
         let prov = self.index.get(p);
@@ -1260,9 +1381,10 @@ impl<'a> Search<'a> {
 
     /// For each same_subtree set with group `k` in it: the providers chosen so far for its
     /// groups (up to `k`) must have a common ancestor (or self) that is among them, or that
-    /// some part of a group of the set still to choose uses. Every completion's top provider
-    /// is such an ancestor.
+    /// some part still open to a later group of the set uses. Every completion's top
+    /// provider is such an ancestor.
     fn subtrees_reachable(&self, s: &mut Scratch, k: usize) -> bool {
+        let n = s.parts.len();
         for members in self.subtree_groups.iter().filter(|m| m.contains(&k)) {
             s.subtree_providers.clear();
             for &j in members.iter().filter(|j| **j <= k) {
@@ -1274,38 +1396,28 @@ impl<'a> Search<'a> {
             if s.subtree_providers.len() <= 1 {
                 continue;
             }
-            // Common ancestors: those of the first provider that are above all others.
             // Each provider and part looked at costs a step.
             if !s.steps.spend(s.subtree_providers.len() as u64) {
                 return false;
             }
-            s.ancestors.clear();
-            let mut cur = Some(s.subtree_providers[0]);
-            while let Some(a) = cur {
-                if s.ancestors.contains(&a) {
-                    break;
-                }
-                s.ancestors.push(a);
-                cur = self.index.get(a).parent;
-            }
-            let others = &s.subtree_providers[1..];
-            s.ancestors
-                .retain(|a| others.iter().all(|p| self.is_ancestor_or_self(*a, *p)));
+            self.common_ancestors(&s.subtree_providers, &mut s.ancestors);
             if s.ancestors.iter().any(|a| s.subtree_providers.contains(a)) {
                 continue;
             }
             let looked: usize = members
                 .iter()
                 .filter(|j| **j > k)
-                .map(|&j| s.parts[j].len())
+                .map(|&j| s.viable[k * n + j].len())
                 .sum();
             if !s.steps.spend(looked as u64) {
                 return false;
             }
+            let (parts, open) = (&s.parts, &s.viable);
             let later = members.iter().filter(|j| **j > k).any(|&j| {
-                s.parts[j]
-                    .iter()
-                    .any(|part| part.providers.iter().any(|p| s.ancestors.contains(p)))
+                open[k * n + j].iter().any(|&i| {
+                    let part = &parts[j][i as usize];
+                    part.providers.iter().any(|p| s.ancestors.contains(p))
+                })
             });
             if !later {
                 return false;
@@ -1314,28 +1426,116 @@ impl<'a> Search<'a> {
         true
     }
 
-    /// Whether every group after `k` still has a part that agrees with the prefix (distinct
-    /// from the isolated providers taken, fitting beside the amounts chosen), and, with
-    /// isolate, whether the numbered groups after `k` can take distinct providers among
-    /// those parts (a matching). Looking at a part costs a step.
+    /// The common ancestors (or selves) of `providers` (not empty), nearest first.
+    fn common_ancestors(&self, providers: &[ProviderId], out: &mut Vec<ProviderId>) {
+        out.clear();
+        let mut cur = Some(providers[0]);
+        while let Some(a) = cur {
+            if out.contains(&a) {
+                break;
+            }
+            out.push(a);
+            cur = self.index.get(a).parent;
+        }
+        let others = &providers[1..];
+        out.retain(|a| others.iter().all(|p| self.is_ancestor_or_self(*a, *p)));
+    }
+
+    /// What the same_subtree sets make of the first `k + 1` groups' choices
+    /// (into `s.subtree_facts`, one per set); false when the budget ran out.
+    fn note_subtree_facts(&self, s: &mut Scratch, k: usize) -> bool {
+        let n = s.parts.len();
+        s.subtree_facts
+            .resize_with(self.subtree_groups.len(), SubtreeFacts::default);
+        for (members, f) in self.subtree_groups.iter().zip(s.subtree_facts.iter_mut()) {
+            f.chosen.clear();
+            f.common.clear();
+            f.later.clear();
+            for &j in members.iter().filter(|j| **j <= k) {
+                f.chosen
+                    .extend(s.parts[j][s.idx[j]].providers.iter().copied());
+            }
+            if f.chosen.is_empty() {
+                continue;
+            }
+            f.chosen.sort_unstable();
+            f.chosen.dedup();
+            for &j in members.iter().filter(|j| **j > k) {
+                let open = &s.viable[k * n + j];
+                if !s.steps.spend(open.len() as u64) {
+                    return false;
+                }
+                f.later.extend(
+                    open.iter()
+                        .flat_map(|&i| s.parts[j][i as usize].providers.iter().copied()),
+                );
+            }
+            f.later.sort_unstable();
+            f.later.dedup();
+            self.common_ancestors(&f.chosen, &mut f.common);
+        }
+        true
+    }
+
+    /// Whether a part for group `j` can still sit in every same_subtree set of `j` beside
+    /// the choices [`Self::note_subtree_facts`] noted: some common ancestor of the chosen
+    /// providers and the part's is among them, or among the providers still open to the
+    /// set's later groups. The top provider of any completion is such an ancestor.
+    fn under_a_top(&self, facts: &[SubtreeFacts], j: usize, part: &GroupPart) -> bool {
+        if part.providers.is_empty() {
+            return true;
+        }
+        self.subtree_groups
+            .iter()
+            .zip(facts)
+            .filter(|(members, f)| members.contains(&j) && !f.chosen.is_empty())
+            .all(|(_, f)| {
+                f.common.iter().any(|a| {
+                    part.providers
+                        .iter()
+                        .all(|p| self.is_ancestor_or_self(*a, *p))
+                        && (f.chosen.contains(a)
+                            || part.providers.contains(a)
+                            || f.later.binary_search(a).is_ok())
+                })
+            })
+    }
+
+    /// Narrows every group after `k` to the parts still open once group `k`'s part is
+    /// chosen (row `k + 1` of `s.viable`, from row `k`): distinct from the isolated
+    /// providers taken, fitting beside the amounts chosen, and under a reachable
+    /// same_subtree top. True when every such group keeps a part and, with isolate, the
+    /// numbered groups after `k` can take distinct providers among them (a matching).
+    /// Looking at a part costs a step.
     fn completable(&self, s: &mut Scratch, k: usize) -> bool {
         let n = s.parts.len();
+        if !self.subtree_groups.is_empty() && !self.note_subtree_facts(s, k) {
+            return false;
+        }
         s.options.resize_with(n, Vec::new);
+        let (open, next) = s.viable.split_at_mut((k + 1) * n);
+        let chosen = &s.parts[k][s.idx[k]];
         for j in k + 1..n {
+            let from = &open[k * n + j];
+            let to = &mut next[j];
+            to.clear();
             s.options[j].clear();
-            let cost = s.parts[j].len() as u64;
-            if !s.steps.spend(cost) {
+            if !s.steps.spend(from.len() as u64) {
                 return false;
             }
-            for part in &s.parts[j] {
-                if self.agrees(s, k, j, part) {
+            for &i in from {
+                let part = &s.parts[j][i as usize];
+                if self.agrees(&s.parts, &s.idx, k, (j, part), chosen)
+                    && self.under_a_top(&s.subtree_facts, j, part)
+                {
+                    to.push(i);
                     // The unnumbered group's parts may use no provider; only numbered
                     // groups' (one provider each) take part in the matching.
                     let p = part.providers.first().copied();
                     s.options[j].push(p.unwrap_or(ProviderId(u32::MAX)));
                 }
             }
-            if s.options[j].is_empty() {
+            if to.is_empty() {
                 return false;
             }
         }
@@ -1358,29 +1558,85 @@ impl<'a> Search<'a> {
         true
     }
 
-    /// Whether `part` for group `j` agrees with the parts chosen for groups up to `k`.
-    fn agrees(&self, s: &Scratch, k: usize, j: usize, part: &GroupPart) -> bool {
-        let chosen = |i: usize| &s.parts[i][s.idx[i]];
-        if self.isolate && self.groups[j].same_provider {
-            let taken = (0..=k).filter(|i| self.groups[*i].same_provider).any(|i| {
-                chosen(i)
-                    .providers
-                    .iter()
-                    .any(|p| part.providers.contains(p))
-            });
-            if taken {
-                return false;
-            }
+    /// Whether `part` for group `j`, which agrees with the parts chosen for the groups
+    /// before `k`, agrees with `chosen` for group `k` too: not on an isolated provider it
+    /// takes, and every amount landing where `chosen` puts one still fitting beside what
+    /// groups up to `k` put there.
+    fn agrees(
+        &self,
+        parts: &[Vec<GroupPart>],
+        idx: &[usize],
+        k: usize,
+        (j, part): (usize, &GroupPart),
+        chosen: &GroupPart,
+    ) -> bool {
+        if self.isolate
+            && self.groups[j].same_provider
+            && self.groups[k].same_provider
+            && chosen.providers.iter().any(|p| part.providers.contains(p))
+        {
+            return false;
         }
         part.items.iter().all(|&(p, c, amount)| {
+            if !chosen.items.iter().any(|(q, d, _)| *q == p && *d == c) {
+                return true;
+            }
             let before: i64 = (0..=k)
-                .flat_map(|i| chosen(i).items.iter())
+                .flat_map(|i| parts[i][idx[i]].items.iter())
                 .filter(|(q, d, _)| *q == p && *d == c)
                 .map(|(_, _, a)| a)
                 .sum();
-            before == 0 || self.sum_fits(p, c, before + amount)
+            self.sum_fits(p, c, before + amount)
         })
     }
+}
+
+/// Numbered groups up to which [`distinct_choices`] counts (it keeps a count per subset).
+const MAX_DISTINCT_GROUPS: usize = 12;
+
+/// In how many ways the numbered groups whose parts are `groups` (one provider each) take
+/// pairwise distinct providers; `None` on overflow or when a part does not have exactly
+/// one provider. Providers are taken one at a time, each by at most one group not yet
+/// served, keeping per subset of groups the ways to have served exactly it.
+fn distinct_choices(
+    groups: &[&[GroupPart]],
+    reach: &mut Vec<(ProviderId, ClassId, usize, i64)>,
+    ways: &mut Vec<u128>,
+) -> Option<u128> {
+    let m = groups.len();
+    if m > MAX_DISTINCT_GROUPS {
+        return None;
+    }
+    reach.clear();
+    for (g, parts) in groups.iter().enumerate() {
+        for part in parts.iter() {
+            let [p] = part.providers[..] else {
+                return None;
+            };
+            reach.push((p, ClassId(0), g, 0));
+        }
+    }
+    reach.sort_unstable_by_key(|&(p, _, g, _)| (p, g));
+    ways.clear();
+    ways.resize(1 << m, 0);
+    ways[0] = 1;
+    for run in reach.chunk_by(|x, y| x.0 == y.0) {
+        let serves: usize = run.iter().fold(0, |mask, x| mask | 1 << x.2);
+        // Larger subsets first, so a provider serves one group per way.
+        for served in (0..ways.len()).rev() {
+            let w = ways[served];
+            if w == 0 {
+                continue;
+            }
+            let mut free = serves & !served;
+            while free != 0 {
+                let g = free & free.wrapping_neg();
+                ways[served | g] = ways[served | g].checked_add(w)?;
+                free &= free - 1;
+            }
+        }
+    }
+    ways.last().copied()
 }
 
 /// Kuhn's augmenting path for group `j` over `options` (one provider per numbered group's
@@ -1778,9 +2034,10 @@ struct PerTree<'i> {
 impl PerTree<'_> {
     fn add(&mut self, n: usize) {
         let Some(anchor) = self.current else { return };
-        self.total += n;
+        // Counted in closed form, a wide query's candidates can pass any integer.
+        self.total = self.total.saturating_add(n);
         match self.counts.last_mut() {
-            Some((a, c)) if *a == anchor => *c += n,
+            Some((a, c)) if *a == anchor => *c = c.saturating_add(n),
             _ => self.counts.push((anchor, n)),
         }
     }
@@ -1870,7 +2127,7 @@ impl Visit for Gather<'_, '_> {
     }
 
     fn many(&mut self, n: usize) -> bool {
-        self.count += n;
+        self.count = self.count.saturating_add(n);
         self.count < self.limit
     }
 }

@@ -669,9 +669,9 @@ fn a_search_that_runs_out_of_budget_says_so() {
         budget: 20_000,
         ..Walk::default()
     };
-    // Without a limit, the answer (4·2·64!/56! candidates) is out of reach: an error
-    // naming the budget.
-    let err = try_counted_candidates_with(&c.0, &query, 0, small).unwrap_err();
+    // Without a limit, listing the answer (4·2·64!/56! candidates) is out of reach: an
+    // error naming the budget.
+    let err = try_counted_candidates_with(&c.0, &query, usize::MAX, small).unwrap_err();
     assert_eq!(err.budget, 20_000);
     assert!(err.found > 0);
     assert!(err.to_string().contains("budget of 20000 steps"), "{err}");
@@ -690,6 +690,54 @@ fn a_search_that_runs_out_of_budget_says_so() {
     assert_eq!((exhausted.budget, exhausted.found), (5_000, count));
     assert!(count > 0 && count < 1000, "{count}");
     assert_eq!(few.candidates, set.candidates[..count]);
+}
+
+#[test]
+fn numbered_groups_are_counted_without_trying_every_combination() {
+    let c = wide(4, 2, 32);
+    let small = Walk {
+        budget: 20_000,
+        ..Walk::default()
+    };
+    let walking = Walk {
+        closed_form: false,
+        ..small
+    };
+    // Per tree: 2 cells for VCPU, times 8 isolated groups on distinct devices of 64.
+    let isolated: usize = (57..=64).product();
+    let q = accel_query(8, "&group_policy=isolate");
+    assert_eq!(walked(&c, &q, 0, small).0, 4 * 2 * isolated);
+    assert!(walked(&c, &q, 0, small).1.exhausted.is_none());
+    assert!(walked(&c, &q, 0, walking).1.exhausted.is_some());
+    // No one-unit device takes two units.
+    let q = accel_query(
+        0,
+        "&resources1=CUSTOM_ACCEL:2&resources2=CUSTOM_ACCEL:1&group_policy=none",
+    );
+    assert_eq!(walked(&c, &q, 0, small).0, 0);
+    // Without isolate, several groups may land on one device, whose one unit then decides:
+    // the count walks, and agrees with trying every combination.
+    let few = wide(1, 1, 3);
+    let every = Walk {
+        backtrack: false,
+        closed_form: false,
+        budget: u64::MAX,
+        ..Walk::default()
+    };
+    for extra in ["&group_policy=none", "&group_policy=isolate"] {
+        let q = accel_query(2, extra);
+        let (count, _) = walked(&few, &q, 0, Walk::default());
+        assert_eq!(count, walked(&few, &q, usize::MAX, every).0, "{q}");
+        assert_eq!(count, 3 * 2, "{q}");
+    }
+    // Two-unit devices take two groups of one unit each, isolate aside.
+    let roomy = Cloud::new()
+        .rp("cn0", None, &[("VCPU", 4)], &[], &[])
+        .rp("cn0-dev0", Some("cn0"), &[("CUSTOM_ACCEL", 2)], &[], &[])
+        .rp("cn0-dev1", Some("cn0"), &[("CUSTOM_ACCEL", 2)], &[], &[]);
+    let q = accel_query(3, "&group_policy=none");
+    assert_eq!(walked(&roomy, &q, 0, Walk::default()).0, 2 * 2 * 2 - 2);
+    assert_eq!(walked(&roomy, &q, usize::MAX, every).0, 6);
 }
 
 #[test]
