@@ -1,5 +1,6 @@
 //! Choosing among three hosts (weighing, and the image-type pre-filter): h1 has the most
-//! free RAM and the fewest free VCPU, h3 the reverse; h2 is in between on both. Each test places one server of 1 VCPU, 512 MB.
+//! free RAM and the fewest free VCPU, h3 the reverse; h2 is in between on both. Each test
+//! places one server of 1 VCPU, 512 MB.
 
 use super::*;
 use crate::scheduling::schedule_pending;
