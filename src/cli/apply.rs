@@ -1,6 +1,5 @@
 //! `kubeplace apply`: the cluster's admission and reconcile, in memory, over manifest files.
 
-use kubeplace_core::placement::weighers::Weighers;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
@@ -10,6 +9,7 @@ use serde_json::Value;
 use super::Output;
 use kubeplace_api::Object;
 use kubeplace_api::manifest::{Content, Document, NAMESPACE_KIND, read_paths};
+use kubeplace_core::placement::weighers::Weighers;
 use kubeplace_policy::admission::{Verdict, admit_and_store};
 use kubeplace_policy::namespaces::Namespaces;
 use kubeplace_policy::scheduling::place;

@@ -10,11 +10,11 @@ pub mod probe;
 pub mod provider_config;
 pub mod run;
 
-use kubeplace_core::placement::weighers::Weighers;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use kubeplace_core::placement::weighers::Weighers;
 
 /// kubeplace: OpenStack's scheduling vocabulary (flavors, extra specs, provider trees,
 /// Placement's allocation candidates) as Kubernetes custom resources.

@@ -1,6 +1,5 @@
 //! `kubeplace placement candidates|providers`: Placement's GET queries over manifests.
 
-use kubeplace_core::placement::weighers::Weighers;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
@@ -13,6 +12,7 @@ use kubeplace_core::placement::microversion::Microversion;
 use kubeplace_core::placement::query::{parse_candidates_query, parse_providers_query};
 use kubeplace_core::placement::resource_providers::matching_providers;
 use kubeplace_core::placement::response::{candidates_body, error_body, providers_body};
+use kubeplace_core::placement::weighers::Weighers;
 use kubeplace_policy::scheduling::headroom::{DEFAULT_CAP, Headroom};
 use kubeplace_policy::store::{Change, Store};
 

@@ -2,7 +2,6 @@
 //! serves the admission webhook from it, and, while it holds the leader lease, writes the
 //! statuses the reconcile seam computes.
 
-use kubeplace_core::placement::weighers::Weighers;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -31,6 +30,7 @@ use crate::webhook::claims_route::{ClaimsRoute, Endpoint};
 use crate::webhook::tls_secret::{self, Lifetimes, TlsSecret};
 use crate::webhook::{Webhook, certs, config, server};
 use kubeplace_api::Kind;
+use kubeplace_core::placement::weighers::Weighers;
 
 /// Log formats.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
