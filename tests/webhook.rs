@@ -78,7 +78,7 @@ async fn start(store: Store, ready: bool) -> TestServer {
         listener,
         Some(tls),
         move |req| server::handle(served.clone(), req),
-        cancel.clone(),
+        server::Lifecycle::stop_at(cancel.clone()),
     ));
     TestServer {
         addr,

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::placement_api::{self, PlacementApi};
+use crate::webhook::server::Lifecycle;
 
 /// Arguments of `kubeplace placement serve`.
 #[derive(clap::Args, Debug)]
@@ -68,7 +69,12 @@ pub fn main(args: &ServeArgs) -> ExitCode {
         let _ = out.flush();
         drop(out);
         let cancel = CancellationToken::new();
-        let server = tokio::spawn(placement_api::serve(api, listener, None, cancel.clone()));
+        let server = tokio::spawn(placement_api::serve(
+            api,
+            listener,
+            None,
+            Lifecycle::stop_at(cancel.clone()),
+        ));
         let _ = super::run::shutdown_signal().await;
         cancel.cancel();
         let _ = server.await;

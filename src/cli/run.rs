@@ -27,6 +27,7 @@ use crate::health::{self, Health};
 use crate::metrics::Metrics;
 use crate::placement_api::{self, Auth, Cluster, KubernetesAuth, PlacementApi};
 use crate::webhook::claims_route::{ClaimsRoute, Endpoint};
+use crate::webhook::server::Lifecycle;
 use crate::webhook::tls_secret::{self, Lifetimes, TlsSecret};
 use crate::webhook::{Webhook, certs, config, server};
 use kubeplace_api::Kind;
@@ -310,8 +311,14 @@ async fn run(args: RunArgs) -> Result<(), String> {
     let client = client(&args).await?;
     let identity = identity();
     // `serving` stops the servers; `cancel`, its child, stops everything else, first.
+    // Between the two the servers drain: they close each connection after its response.
     let serving = CancellationToken::new();
     let cancel = serving.child_token();
+    let lifecycle = Lifecycle {
+        draining: CancellationToken::new(),
+        stop: serving.clone(),
+    };
+    let mut servers = Vec::new();
     let (stopping, stopping_rx) = watch::channel(false);
     let metrics = Arc::new(Metrics::new());
     let store = SharedStore::default();
@@ -429,24 +436,24 @@ async fn run(args: RunArgs) -> Result<(), String> {
     webhook.client = Some(client.clone());
     webhook.claims_route = claims_route.clone();
     let webhook = Arc::new(webhook);
-    tokio::spawn(server::serve(
+    servers.push(tokio::spawn(server::serve(
         webhook_listener,
         Some(tls),
         move |req| server::handle(webhook.clone(), req),
-        serving.clone(),
-    ));
+        lifecycle.clone(),
+    )));
     let health = Health {
         metrics: metrics.clone(),
         ready: ready.clone(),
         synced: synced.clone(),
         stopping: stopping_rx,
     };
-    tokio::spawn(server::serve(
+    servers.push(tokio::spawn(server::serve(
         metrics_listener,
         None,
         move |req| health::handle(health.clone(), req),
-        serving.clone(),
-    ));
+        lifecycle.clone(),
+    )));
 
     // Watches: every replica keeps the whole store.
     let mut watches = Vec::new();
@@ -476,15 +483,15 @@ async fn run(args: RunArgs) -> Result<(), String> {
     }
 
     if let Some(listener) = placement_listener {
-        tokio::spawn(serve_placement(
+        servers.push(tokio::spawn(serve_placement(
             client.clone(),
             store.clone(),
             trigger.clone(),
             ready.clone(),
             args.namespace.clone(),
             (listener, placement_tls),
-            serving.clone(),
-        ));
+            lifecycle.clone(),
+        )));
     }
 
     // Leadership.
@@ -540,6 +547,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
     // Not ready at once, so the Service stops sending requests here; they are still
     // answered until the drain ends. Leadership goes now: another replica takes over.
     stopping.send_replace(true);
+    lifecycle.draining.cancel();
     info!(
         drain_seconds = drain.as_secs(),
         "shutting down: not ready, serving until the drain ends"
@@ -558,6 +566,10 @@ async fn run(args: RunArgs) -> Result<(), String> {
         _ = shutdown_signal() => info!("a second signal: stopping without waiting out the drain"),
     }
     serving.cancel();
+    // Requests in progress are answered before the process ends.
+    for s in servers {
+        let _ = s.await;
+    }
     for w in watches {
         w.abort();
     }
@@ -705,7 +717,7 @@ async fn serve_placement(
     mut ready: watch::Receiver<bool>,
     namespace: String,
     (listener, tls): (TcpListener, Option<TlsAcceptor>),
-    cancel: CancellationToken,
+    lifecycle: Lifecycle,
 ) {
     if ready.wait_for(|r| *r).await.is_err() {
         return;
@@ -726,18 +738,19 @@ async fn serve_placement(
     };
     refresh(api.clone()).await;
     info!(addr = ?listener.local_addr().ok(), "serving the Placement API");
-    tokio::spawn(placement_api::serve(
+    let server = tokio::spawn(placement_api::serve(
         api.clone(),
         listener,
         tls,
-        cancel.clone(),
+        lifecycle.clone(),
     ));
     loop {
         tokio::select! {
-            _ = cancel.cancelled() => return,
+            _ = lifecycle.stop.cancelled() => break,
             _ = tokio::time::sleep(REGISTRY_REFRESH) => refresh(api.clone()).await,
         }
     }
+    let _ = server.await;
 }
 
 #[cfg(test)]

@@ -32,7 +32,6 @@ use http::{HeaderMap, Method, Request};
 use hyper::body::Incoming;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
-use tokio_util::sync::CancellationToken;
 
 use crate::cache::SharedStore;
 use kubeplace_policy::store::Store;
@@ -315,10 +314,10 @@ pub async fn serve(
     api: Arc<PlacementApi>,
     listener: TcpListener,
     tls: Option<TlsAcceptor>,
-    cancel: CancellationToken,
+    lifecycle: crate::webhook::server::Lifecycle,
 ) {
     let handler = move |request: Request<Incoming>| handle(api.clone(), request);
-    crate::webhook::server::serve(listener, tls, handler, cancel).await;
+    crate::webhook::server::serve(listener, tls, handler, lifecycle).await;
 }
 
 /// Binds `addr` and returns the listener with the address actually bound (port 0 picks one).

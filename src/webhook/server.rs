@@ -45,41 +45,91 @@ pub fn json(status: StatusCode, body: Vec<u8>) -> Reply {
         .unwrap_or_default()
 }
 
-async fn serve_connection<IO, H, F>(io: IO, handler: H)
+/// Longest the requests in progress when a server stops may take to be answered.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// When a server stops. Once `draining` is cancelled every response says
+/// `Connection: close`, so that clients (the API server keeps its connections to a Service
+/// open) move to a new connection, which the Service sends to a replica still ready. Once
+/// `stop` is cancelled no connection is accepted, idle connections close and requests in
+/// progress are answered first (up to [`STOP_GRACE`]). A connection closed while idle can
+/// cross a request already on its way; after a drain, hardly any connection is still idle.
+#[derive(Debug, Clone, Default)]
+pub struct Lifecycle {
+    pub draining: CancellationToken,
+    pub stop: CancellationToken,
+}
+
+impl Lifecycle {
+    /// Stops at `stop` with no drain before.
+    pub fn stop_at(stop: CancellationToken) -> Self {
+        Lifecycle {
+            draining: CancellationToken::new(),
+            stop,
+        }
+    }
+}
+
+async fn serve_connection<IO, H, F>(io: IO, handler: H, lifecycle: Lifecycle)
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     H: Fn(Request<Incoming>) -> F + Send + Sync + 'static,
     F: Future<Output = Reply> + Send + 'static,
 {
     let handler = Arc::new(handler);
+    let draining = lifecycle.draining.clone();
     let service = service_fn(move |req| {
         let handler = handler.clone();
-        async move { Ok::<_, Infallible>(handler(req).await) }
+        let draining = draining.clone();
+        async move {
+            let mut reply = handler(req).await;
+            if draining.is_cancelled() {
+                reply.headers_mut().insert(
+                    header::CONNECTION,
+                    header::HeaderValue::from_static("close"),
+                );
+            }
+            Ok::<_, Infallible>(reply)
+        }
     });
-    if let Err(e) = http1::Builder::new()
+    let connection = http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(HANDSHAKE_TIMEOUT)
-        .serve_connection(TokioIo::new(io), service)
-        .await
-    {
+        .serve_connection(TokioIo::new(io), service);
+    tokio::pin!(connection);
+    let ended = tokio::select! {
+        ended = connection.as_mut() => ended,
+        _ = lifecycle.stop.cancelled() => {
+            connection.as_mut().graceful_shutdown();
+            match tokio::time::timeout(STOP_GRACE, connection.as_mut()).await {
+                Ok(ended) => ended,
+                Err(_) => return,
+            }
+        }
+    };
+    if let Err(e) = ended {
         debug!(error = %e, "connection ended with an error");
     }
 }
 
-/// Accepts connections until `cancel`, over TLS when `tls` is given, and answers each
-/// request with `handler`.
+/// Accepts connections until `lifecycle.stop`, over TLS when `tls` is given, and answers
+/// each request with `handler`. Returns once every connection has closed (or
+/// [`STOP_GRACE`] has passed).
 pub async fn serve<H, F>(
     listener: TcpListener,
     tls: Option<TlsAcceptor>,
     handler: H,
-    cancel: CancellationToken,
+    lifecycle: Lifecycle,
 ) where
     H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Reply> + Send + 'static,
 {
+    let mut connections = tokio::task::JoinSet::new();
     loop {
         let accepted = tokio::select! {
-            _ = cancel.cancelled() => return,
+            _ = lifecycle.stop.cancelled() => break,
+            // Reaps the tasks of connections that have closed.
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
             a = listener.accept() => a,
         };
         let (tcp, peer) = match accepted {
@@ -93,12 +143,13 @@ pub async fn serve<H, F>(
         };
         let handler = handler.clone();
         let tls = tls.clone();
-        tokio::spawn(async move {
+        let lifecycle = lifecycle.clone();
+        connections.spawn(async move {
             match tls {
-                None => serve_connection(tcp, handler).await,
+                None => serve_connection(tcp, handler, lifecycle).await,
                 Some(acceptor) => {
                     match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                        Ok(Ok(stream)) => serve_connection(stream, handler).await,
+                        Ok(Ok(stream)) => serve_connection(stream, handler, lifecycle).await,
                         Ok(Err(e)) => debug!(%peer, error = %e, "TLS handshake failed"),
                         Err(_) => debug!(%peer, "TLS handshake timed out"),
                     }
@@ -106,6 +157,12 @@ pub async fn serve<H, F>(
             }
         });
     }
+    drop(listener);
+    // Each connection shuts down on its own, within STOP_GRACE; this bounds the rest.
+    let _ = tokio::time::timeout(STOP_GRACE + Duration::from_secs(1), async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
 }
 
 /// Reads a body of at most `max` bytes.
@@ -182,5 +239,101 @@ pub async fn handle(webhook: Arc<Webhook>, request: Request<Incoming>) -> Reply 
             "the request took longer than {} s",
             REQUEST_TIMEOUT.as_secs()
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    /// A plain-HTTP server whose handler waits `delay` before answering "ok".
+    async fn start(
+        delay: Duration,
+    ) -> (std::net::SocketAddr, Lifecycle, tokio::task::JoinHandle<()>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let lifecycle = Lifecycle::default();
+        let handler = move |_req: Request<Incoming>| async move {
+            tokio::time::sleep(delay).await;
+            text(StatusCode::OK, "ok\n")
+        };
+        let served = tokio::spawn(serve(listener, None, handler, lifecycle.clone()));
+        (addr, lifecycle, served)
+    }
+
+    const GET: &[u8] = b"GET /healthz HTTP/1.1\r\nHost: kubeplace\r\n\r\n";
+
+    /// Reads one response (this handler's bodies are 3 bytes) as lower-case text.
+    async fn response(stream: &mut TcpStream) -> String {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !String::from_utf8_lossy(&got).ends_with("ok\n") {
+            let n = stream.read(&mut buf).await.unwrap();
+            assert!(
+                n > 0,
+                "the connection closed before a whole response: {got:?}"
+            );
+            got.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&got).to_lowercase()
+    }
+
+    async fn closed(stream: &mut TcpStream) -> bool {
+        let mut buf = [0u8; 64];
+        matches!(
+            tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await,
+            Ok(Ok(0)) | Ok(Err(_))
+        )
+    }
+
+    #[tokio::test]
+    async fn once_draining_each_response_closes_its_connection() {
+        let (addr, lifecycle, _served) = start(Duration::ZERO).await;
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        stream.write_all(GET).await.unwrap();
+        let first = response(&mut stream).await;
+        assert!(first.starts_with("http/1.1 200"), "{first}");
+        assert!(!first.contains("connection: close"), "{first}");
+        // Kept alive: a second request on the same connection.
+        lifecycle.draining.cancel();
+        stream.write_all(GET).await.unwrap();
+        let second = response(&mut stream).await;
+        assert!(second.starts_with("http/1.1 200"), "{second}");
+        assert!(second.contains("connection: close"), "{second}");
+        assert!(
+            closed(&mut stream).await,
+            "the server kept the connection open"
+        );
+        // New connections are still answered while draining.
+        let mut again = TcpStream::connect(addr).await.unwrap();
+        again.write_all(GET).await.unwrap();
+        assert!(response(&mut again).await.contains("connection: close"));
+    }
+
+    #[tokio::test]
+    async fn at_stop_requests_in_progress_are_answered_and_idle_connections_close() {
+        let (addr, lifecycle, served) = start(Duration::from_millis(400)).await;
+        let mut busy = TcpStream::connect(addr).await.unwrap();
+        let mut idle = TcpStream::connect(addr).await.unwrap();
+        busy.write_all(GET).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        lifecycle.stop.cancel();
+        assert!(
+            closed(&mut idle).await,
+            "an idle connection stayed open after stop"
+        );
+        let answer = response(&mut busy).await;
+        assert!(answer.starts_with("http/1.1 200"), "{answer}");
+        assert!(closed(&mut busy).await);
+        tokio::time::timeout(Duration::from_secs(5), served)
+            .await
+            .expect("serve returns once its connections are closed")
+            .unwrap();
+        assert!(
+            TcpStream::connect(addr).await.is_err(),
+            "the listener still accepts after stop"
+        );
     }
 }
