@@ -116,11 +116,13 @@ pub fn headroom(
         .iter()
         .filter(|name| !replaced.contains(name.as_str()))
         .count();
+    // After the drain, which takes hosts out of their aggregates.
+    let weighing = Weighing::of(&copy);
     let mut per_tree: BTreeMap<String, usize> = BTreeMap::new();
     let mut fits = 0;
     let mut stopped_by = None;
     while fits < cap {
-        match claim_one(&mut copy, &request, flavor, fits) {
+        match claim_one(&mut copy, &weighing, &request, flavor, fits) {
             Ok(root) => {
                 *per_tree.entry(root).or_default() += 1;
                 fits += 1;
@@ -154,11 +156,12 @@ fn consumer(n: usize) -> String {
 /// admission; the root of the tree it landed in.
 fn claim_one(
     store: &mut Store,
+    weighing: &Weighing,
     request: &kubeplace_core::placement::request::Request,
     flavor: &str,
     n: usize,
 ) -> Result<String, Unplaceable> {
-    let per_provider = choose(store.index(), &Weighing::of(store), request, flavor, None)?;
+    let per_provider = choose(store.index(), weighing, request, flavor, None)?;
     let allocations: Vec<ProviderAllocation> = per_provider
         .into_iter()
         .map(|(provider, resources)| ProviderAllocation {

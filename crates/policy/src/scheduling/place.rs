@@ -5,7 +5,7 @@ use kubeplace_api::{Allocation, Object, Server, allocation_name};
 use crate::admission::admit_and_store;
 use crate::store::Store;
 
-use super::plan::{allocation_matches, plan};
+use super::plan::{Weighing, allocation_matches, plan_weighed};
 use kubeplace_api::Kind;
 
 /// Places every server that holds no allocation (or one its flavor no longer matches), one
@@ -27,9 +27,10 @@ pub fn schedule_pending(store: &mut Store) -> Vec<Allocation> {
             .cmp(&created(b))
             .then_with(|| allocation_name(a).cmp(&allocation_name(b)))
     });
+    let weighing = Weighing::of(store);
     servers
         .iter()
-        .filter_map(|server| place(store, server))
+        .filter_map(|server| place_weighed(store, server, &weighing))
         .collect()
 }
 
@@ -37,12 +38,17 @@ pub fn schedule_pending(store: &mut Store) -> Vec<Allocation> {
 /// chosen Allocation goes through admission, as any Allocation does, and into the store.
 /// Returns it, or `None` when the server needs nothing, fits nowhere, or admission refused.
 pub fn place(store: &mut Store, server: &Server) -> Option<Allocation> {
+    let weighing = Weighing::of(store);
+    place_weighed(store, server, &weighing)
+}
+
+fn place_weighed(store: &mut Store, server: &Server, weighing: &Weighing) -> Option<Allocation> {
     if server.metadata.deletion_timestamp.is_some()
         || allocation_matches(store, server) == Some(true)
     {
         return None;
     }
-    let allocation = plan(store, server).ok()?;
+    let allocation = plan_weighed(store, server, weighing).ok()?;
     admit_and_store(store, Object::Allocation(allocation.clone()))
         .allowed
         .then_some(allocation)

@@ -95,6 +95,16 @@ fn with_aggregate_names(store: &Store, mut u: Unplaceable) -> Unplaceable {
 /// The server's own current allocation, if any, is not counted as usage (a resize may stay
 /// where it is).
 pub fn plan(store: &Store, server: &Server) -> Result<Allocation, Unplaceable> {
+    plan_weighed(store, server, &Weighing::of(store))
+}
+
+/// [`plan`] with the weighing computed once by the caller: it depends on the Aggregates
+/// and the weighers only, which placing servers one after another does not change.
+pub(crate) fn plan_weighed(
+    store: &Store,
+    server: &Server,
+    weighing: &Weighing,
+) -> Result<Allocation, Unplaceable> {
     let (flavor, image) = flavor_and_image(store, server)?;
     let mut request = server_request(flavor, image).map_err(|TraitConflict(t)| Unplaceable {
         reason: "TraitConflict",
@@ -130,7 +140,7 @@ pub fn plan(store: &Store, server: &Server) -> Result<Allocation, Unplaceable> {
     }
     let per_provider = choose(
         index,
-        &Weighing::of(store),
+        weighing,
         &request,
         &server.spec.flavor,
         members.as_ref(),
@@ -168,7 +178,7 @@ pub fn plan(store: &Store, server: &Server) -> Result<Allocation, Unplaceable> {
 /// the request in messages.
 pub(crate) fn choose(
     index: &ProviderIndex,
-    weighing: &Weighing<'_>,
+    weighing: &Weighing,
     request: &Request,
     flavor: &str,
     members: Option<&Members>,
@@ -267,16 +277,16 @@ pub(crate) fn choose(
 
 /// How candidates are weighed: the operator's weighers, and the multipliers of hosts
 /// whose aggregates set their own.
-pub(crate) struct Weighing<'a> {
-    weighers: &'a Weighers,
+pub(crate) struct Weighing {
+    weighers: Weighers,
     per_host: HashMap<String, [Option<f64>; 4]>,
 }
 
-impl<'a> Weighing<'a> {
+impl Weighing {
     /// The store's weighing.
-    pub(crate) fn of(store: &'a Store) -> Weighing<'a> {
+    pub(crate) fn of(store: &Store) -> Weighing {
         Weighing {
-            weighers: store.weighers(),
+            weighers: store.weighers().clone(),
             per_host: super::aggregates::weigher_overrides(store),
         }
     }
