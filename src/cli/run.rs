@@ -143,9 +143,9 @@ pub struct RunArgs {
     #[arg(long, requires = "placement_addr")]
     pub placement_tls: bool,
     /// On SIGTERM, report not ready at once, keep serving the webhook and the Placement API
-    /// for this many seconds, then stop: long enough for the Service's endpoints to drop
-    /// this replica, so rollouts refuse no request. A second signal, or Ctrl-C, stops at
-    /// once.
+    /// for this many seconds (each response closing its connection, so clients reconnect to
+    /// a ready replica), then stop: long enough for the Service's endpoints to drop this
+    /// replica, so rollouts refuse no request. A second signal, or Ctrl-C, stops at once.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     pub drain_seconds: u64,
     /// Log format.
