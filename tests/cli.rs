@@ -861,6 +861,79 @@ fn probe_exits_0_when_every_url_answers_2xx_and_1_otherwise() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("give --ca-file"));
 }
 
+/// An operator that never reached its API server (so never ready, its Placement API still
+/// waiting for the first lists) stops on SIGTERM once the drain is over, instead of waiting
+/// for servers that never started.
+#[test]
+fn run_stops_on_sigterm_before_its_cluster_ever_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    let made = Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        ])
+        .args(["-subj", "/CN=localhost", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl runs");
+    assert!(made.status.success(), "{made:?}");
+    // Nothing listens on port 1: every list and watch fails, and the store never syncs.
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\n    insecure-skip-tls-verify: true\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\nusers:\n- name: u\n  user:\n    token: t\n",
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kubeplace"))
+        .args(["run", "--leader-elect=false", "--drain-seconds", "1"])
+        .args([
+            "--webhook-addr",
+            "127.0.0.1:0",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ])
+        .args(["--placement-addr", "127.0.0.1:0", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .arg("--tls-cert-file")
+        .arg(&cert)
+        .arg("--tls-key-file")
+        .arg(&key)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubeplace runs");
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "kubeplace run exited before SIGTERM: {:?}",
+        child.wait_with_output()
+    );
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "still running 10 s after SIGTERM (drain 1 s): {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(status.success(), "{status:?}");
+}
+
 #[test]
 fn run_refuses_a_log_filter_it_cannot_read() {
     let out = kubeplace(

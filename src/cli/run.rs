@@ -566,10 +566,14 @@ async fn run(args: RunArgs) -> Result<(), String> {
         _ = shutdown_signal() => info!("a second signal: stopping without waiting out the drain"),
     }
     serving.cancel();
-    // Requests in progress are answered before the process ends.
-    for s in servers {
-        let _ = s.await;
-    }
+    // Requests in progress are answered before the process ends (each server gives them
+    // at most its grace period; this bound is for a server that never started).
+    let _ = tokio::time::timeout(Duration::from_secs(15), async {
+        for s in servers {
+            let _ = s.await;
+        }
+    })
+    .await;
     for w in watches {
         w.abort();
     }
@@ -719,8 +723,9 @@ async fn serve_placement(
     (listener, tls): (TcpListener, Option<TlsAcceptor>),
     lifecycle: Lifecycle,
 ) {
-    if ready.wait_for(|r| *r).await.is_err() {
-        return;
+    tokio::select! {
+        synced = ready.wait_for(|r| *r) => if synced.is_err() { return },
+        _ = lifecycle.stop.cancelled() => return,
     }
     let runtime = tokio::runtime::Handle::current();
     let cluster = Cluster::new(client.clone(), runtime.clone(), namespace);
