@@ -566,9 +566,9 @@ async fn run(args: RunArgs) -> Result<(), String> {
         _ = shutdown_signal() => info!("a second signal: stopping without waiting out the drain"),
     }
     serving.cancel();
-    // Requests in progress are answered before the process ends (each server gives them
-    // at most its grace period; this bound is for a server that never started).
-    let _ = tokio::time::timeout(Duration::from_secs(15), async {
+    // Requests in progress are answered before the process ends; every server returns
+    // within its stop grace.
+    let _ = tokio::time::timeout(server::STOP_GRACE + server::STOP_SLACK * 2, async {
         for s in servers {
             let _ = s.await;
         }

@@ -46,7 +46,10 @@ pub fn json(status: StatusCode, body: Vec<u8>) -> Reply {
 }
 
 /// Longest the requests in progress when a server stops may take to be answered.
-const STOP_GRACE: Duration = Duration::from_secs(10);
+pub(crate) const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// Time over [`STOP_GRACE`] for connections to finish closing.
+pub(crate) const STOP_SLACK: Duration = Duration::from_secs(1);
 
 /// When a server stops. Once `draining` is cancelled every response says
 /// `Connection: close`, so that clients (the API server keeps its connections to a Service
@@ -159,7 +162,7 @@ pub async fn serve<H, F>(
     }
     drop(listener);
     // Each connection shuts down on its own, within STOP_GRACE; this bounds the rest.
-    let _ = tokio::time::timeout(STOP_GRACE + Duration::from_secs(1), async {
+    let _ = tokio::time::timeout(STOP_GRACE + STOP_SLACK, async {
         while connections.join_next().await.is_some() {}
     })
     .await;
