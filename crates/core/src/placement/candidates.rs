@@ -22,6 +22,7 @@ use super::packed_tree::PackedTree;
 use super::provider::Provider;
 use super::provider_tree::ProviderIndex;
 use super::query::{CandidatesQuery, GroupPolicy, GroupQuery};
+use super::tree_shapes::{Lookup, ShapeCounts};
 
 /// Required any-of sets up to which a tree's candidates are counted in closed form.
 const MAX_CLOSED_FORM_SETS: usize = 8;
@@ -304,6 +305,8 @@ struct Scratch {
     /// the first k groups have chosen theirs.
     viable: Vec<Vec<u32>>,
     subtree_facts: Vec<SubtreeFacts>,
+    /// Counts of trees counted in closed form, for the trees alike that follow.
+    shapes: ShapeCounts,
 }
 
 /// One same_subtree set after some of its groups have chosen their parts.
@@ -1115,6 +1118,23 @@ impl<'a> Search<'a> {
         if !self.anchor_allowed(pack.traits(0)) {
             return true;
         }
+        // The unnumbered group alone (1.29+, where the caller only counts): its candidates
+        // are the combinations of its lists, counted without walking them, and the same for
+        // every tree alike.
+        let alone = self.closed_form
+            && self.groups.len() == 1
+            && !self.groups[0].same_provider
+            && !self.groups[0].resources.is_empty()
+            && self.subtree_groups.iter().all(Vec::is_empty)
+            && !visit.wants_each();
+        let shape = if alone && self.groups[0].in_tree_root.is_none() {
+            s.shapes.lookup(self.index, pack)
+        } else {
+            Lookup::Off
+        };
+        if let Lookup::Counted(n) = shape {
+            return n == 0 || visit.many(n);
+        }
         // Sharing providers serve a tree when any of its providers is in one of their aggregates.
         s.linked.clear();
         for i in 0..pack.len() {
@@ -1131,18 +1151,13 @@ impl<'a> Search<'a> {
                 }
             }
         }
-        // The unnumbered group alone (1.29+, where the caller only counts): its candidates
-        // are the combinations of its lists, counted without walking them.
-        let alone = self.closed_form
-            && self.groups.len() == 1
-            && !self.groups[0].same_provider
-            && !self.groups[0].resources.is_empty()
-            && self.subtree_groups.iter().all(Vec::is_empty)
-            && !visit.wants_each();
         if alone
             && let Some(n) =
                 self.packed_spread_count(&self.groups[0], anchor, pack, &s.linked, &mut s.masks)
         {
+            if let Lookup::Unseen(hash) = shape {
+                s.shapes.remember(self.index, hash, anchor, n);
+            }
             return n == 0 || visit.many(n);
         }
         s.tree.clear();

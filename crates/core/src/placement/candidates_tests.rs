@@ -760,3 +760,69 @@ fn same_subtree_over_numa_cells_under_a_limit() {
         }
     }
 }
+
+#[test]
+fn trees_alike_are_counted_alike_and_only_those() {
+    // 400 compute nodes of a few kinds: most alike, every seventh at a different usage,
+    // every fifth in the pool's aggregate, a few with a sharing pool of their own inside
+    // the tree, and the last 150 each at a usage of their own (few alike: remembering
+    // counts stops, and the count must not change).
+    let mut c = Cloud::new().rp(
+        "pool",
+        None,
+        &[("DISK_GB", 1000)],
+        &["MISC_SHARES_VIA_AGGREGATE"],
+        &[AGG],
+    );
+    for i in 0..400 {
+        let cn = format!("cn{i:03}");
+        let traits: &[&str] = if i % 3 == 0 { &["CUSTOM_GOLD"] } else { &[] };
+        let aggs: &[&str] = if i % 5 == 0 { &[AGG] } else { &[AGG2] };
+        c = c
+            .rp(&cn, None, &[("DISK_GB", 100)], traits, aggs)
+            .rp(
+                &format!("{cn}-numa0"),
+                Some(&cn),
+                &[("VCPU", 4), ("MEMORY_MB", 1024)],
+                &[],
+                &[],
+            )
+            .rp(
+                &format!("{cn}-numa1"),
+                Some(&cn),
+                &[("VCPU", 4), ("MEMORY_MB", 1024)],
+                &[],
+                &[],
+            );
+        if i % 7 == 0 {
+            c = c.used(&format!("{cn}-numa0"), "VCPU", 3);
+        }
+        if i >= 250 {
+            c = c.used(&format!("{cn}-numa1"), "MEMORY_MB", i);
+        }
+        if i % 50 == 1 {
+            c = c.rp(
+                &format!("{cn}-nfs"),
+                Some(&cn),
+                &[("DISK_GB", 10 * (i + 1))],
+                &["MISC_SHARES_VIA_AGGREGATE"],
+                &[AGG2],
+            );
+        }
+    }
+    let queries = [
+        "resources=VCPU:1,MEMORY_MB:512,DISK_GB:10&required=CUSTOM_GOLD",
+        "resources=VCPU:2,MEMORY_MB:512,DISK_GB:10",
+        "resources=VCPU:2,MEMORY_MB:900&required=!CUSTOM_GOLD",
+        "resources=VCPU:1,DISK_GB:200",
+        "resources=VCPU:1,MEMORY_MB:700,DISK_GB:150",
+    ];
+    for q in queries {
+        let query = parse_candidates_query(q, Microversion(39)).unwrap();
+        let (walked, _) = counted_candidates_walking(&c.0, &query, usize::MAX, true, 0, false);
+        let (counted, _) = counted_candidates_walking(&c.0, &query, 0, true, 0, true);
+        assert!(walked > 0, "{q} has candidates");
+        assert_eq!(counted, walked, "{q}");
+        assert_eq!(count_candidates(&c.0, &query), walked, "{q}");
+    }
+}

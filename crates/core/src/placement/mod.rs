@@ -20,6 +20,7 @@ pub(crate) mod resource_class;
 pub mod resource_providers;
 pub mod response;
 pub mod trait_name;
+pub(crate) mod tree_shapes;
 pub mod weighers;
 
 pub use inventory::{CapacityError, Inventory, InventoryError};

@@ -233,6 +233,46 @@ impl<'a> PackedTree<'a> {
         }
     }
 
+    /// The pack's words in three runs that leave out its providers' slots: the count,
+    /// each entry's three offsets (relative to the pack, so equal trees give equal words),
+    /// and everything after the entries. What two trees must agree in for every query
+    /// that reads only packs to answer them alike.
+    fn shape_parts(&self) -> (u32, impl Iterator<Item = &'a [u32]>, &'a [u32]) {
+        let words = self.words();
+        let n = self.len();
+        let entries = words[1..1 + 4 * n].chunks_exact(4).map(|e| &e[1..]);
+        (words[0], entries, &words[1 + 4 * n..])
+    }
+
+    /// A hash of the words [`Self::shape_parts`] gives.
+    pub(crate) fn shape_hash(&self) -> u64 {
+        const K: u64 = 0x517c_c1b7_2722_0a95;
+        let mix = |h: u64, w: u32| (h.rotate_left(5) ^ u64::from(w)).wrapping_mul(K);
+        let (n, entries, rest) = self.shape_parts();
+        let mut h = mix(0, n);
+        for e in entries {
+            h = mix(mix(mix(h, e[0]), e[1]), e[2]);
+        }
+        // Two lanes, so that the multiplications do not wait on each other.
+        let mut pairs = rest.chunks_exact(2);
+        let mut g = h ^ K;
+        for p in &mut pairs {
+            h = mix(h, p[0]);
+            g = mix(g, p[1]);
+        }
+        for &w in pairs.remainder() {
+            h = mix(h, w);
+        }
+        mix(h ^ g.rotate_left(32), 0)
+    }
+
+    /// Whether two packs are alike in everything but their providers' slots.
+    pub(crate) fn same_shape(&self, other: &PackedTree<'_>) -> bool {
+        let (n, entries, rest) = self.shape_parts();
+        let (m, other_entries, other_rest) = other.shape_parts();
+        n == m && rest == other_rest && entries.zip(other_entries).all(|(a, b)| a == b)
+    }
+
     /// Whether `amount` of `class` fits on the `i`th provider.
     pub(crate) fn fits(&self, i: usize, class: ClassId, amount: i64) -> bool {
         self.fits_of(i)
