@@ -12,6 +12,7 @@ use kubeplace_api::manifest::{Content, Document, NAMESPACE_KIND, read_paths};
 use kubeplace_core::placement::weighers::Weighers;
 use kubeplace_policy::admission::{Verdict, admit_and_store};
 use kubeplace_policy::namespaces::Namespaces;
+use kubeplace_policy::scheduling::headroom::{STATUS_CAP, record_headroom};
 use kubeplace_policy::scheduling::place;
 use kubeplace_policy::status::reconcile_all;
 use kubeplace_policy::store::{ObjectKey, Store};
@@ -69,17 +70,45 @@ enum Applied {
 /// Applies documents in order to an empty store, as a cluster would, then reconciles.
 /// Unknown fields are handled as the API server handles them under `validate`.
 pub fn apply_documents(documents: Vec<Document>, validate: Validate) -> (Report, Store) {
-    apply_documents_weighed(documents, validate, Weighers::default())
+    apply_documents_with(
+        documents,
+        &Options {
+            validate,
+            ..Options::default()
+        },
+    )
 }
 
-/// [`apply_documents`] with servers placed by `weighers`.
-pub fn apply_documents_weighed(
-    documents: Vec<Document>,
-    validate: Validate,
-    weighers: Weighers,
-) -> (Report, Store) {
+/// How `kubeplace apply` admits, places and counts.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// What to do with fields the kind's schema does not name.
+    pub validate: Validate,
+    /// How servers are weighed.
+    pub weighers: Weighers,
+    /// Servers each Flavor's headroom counts at most (0: not counted).
+    pub headroom_cap: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            validate: Validate::Strict,
+            weighers: Weighers::default(),
+            headroom_cap: STATUS_CAP,
+        }
+    }
+}
+
+/// [`apply_documents`] with every [`Options`].
+pub fn apply_documents_with(documents: Vec<Document>, options: &Options) -> (Report, Store) {
+    let Options {
+        validate,
+        ref weighers,
+        headroom_cap,
+    } = *options;
     let mut store = Store::default();
-    store.set_weighers(weighers);
+    store.set_weighers(weighers.clone());
     let mut namespaces = Namespaces::new(&documents);
     let mut outcomes = Vec::new();
     for doc in documents {
@@ -134,6 +163,10 @@ pub fn apply_documents_weighed(
         }
         outcomes.push((doc.kind, doc.name, source, verdict, applied));
     }
+    // Counted first, as the operator does: the statuses show the last count.
+    if headroom_cap > 0 {
+        record_headroom(&mut store, headroom_cap);
+    }
     reconcile_all(&mut store, MAX_ROUNDS);
     let mut summary = Summary::default();
     let items = outcomes
@@ -177,8 +210,7 @@ pub(crate) fn schedule(store: &mut Store, key: &ObjectKey) {
 pub fn run(
     files: &[PathBuf],
     output: Output,
-    validate: Validate,
-    weighers: &Weighers,
+    options: &Options,
     stdin: &mut dyn Read,
     out: &mut dyn Write,
     err: &mut dyn Write,
@@ -190,7 +222,7 @@ pub fn run(
             return 2;
         }
     };
-    let (report, _) = apply_documents_weighed(documents, validate, weighers.clone());
+    let (report, _) = apply_documents_with(documents, options);
     // As kubectl prints admission warnings: on stderr, whatever the output format (the
     // JSON and YAML reports carry them too).
     for i in &report.items {

@@ -66,6 +66,9 @@ pub enum Command {
         /// negative packs, 0 turns one off. Nova's defaults: spread=0,ram=1,cpu=1,disk=1.
         #[arg(long, value_name = "NAME=MULTIPLIER,...", default_value = "spread=1")]
         weighers: Weighers,
+        /// Servers each Flavor's `status.headroom` counts at most; 0 counts none.
+        #[arg(long, value_name = "SERVERS", default_value_t = kubeplace_policy::scheduling::headroom::STATUS_CAP)]
+        headroom_cap: usize,
     },
     /// Print every CustomResourceDefinition as YAML.
     Crds,
@@ -151,13 +154,17 @@ pub fn main() -> ExitCode {
             output,
             validate,
             weighers,
+            headroom_cap,
         } => {
             let stdin = &mut std::io::stdin().lock();
             let stdout = &mut std::io::stdout().lock();
             let stderr = &mut std::io::stderr().lock();
-            ExitCode::from(apply::run(
-                &files, output, validate, &weighers, stdin, stdout, stderr,
-            ))
+            let options = apply::Options {
+                validate,
+                weighers,
+                headroom_cap,
+            };
+            ExitCode::from(apply::run(&files, output, &options, stdin, stdout, stderr))
         }
         Command::Placement { call } => {
             let (which, args) = match &call {

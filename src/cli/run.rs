@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use crate::cache::{SharedStore, resource_version};
+use crate::controllers::headroom::{HeadroomCounter, HeadroomSettings};
 use crate::controllers::lease::{Elector, LeaseSettings};
 use crate::controllers::reconciler::{Pacing, Reconciler, Retries, recorder};
 use crate::controllers::trigger::Trigger;
@@ -60,6 +61,16 @@ pub struct RunArgs {
         default_value = "spread=1"
     )]
     pub weighers: Weighers,
+    /// Servers each Flavor's `status.headroom` counts at most (placing them one by one as
+    /// the scheduler would); 0 turns headroom off. Counted by the leader in the background.
+    #[arg(long, value_name = "SERVERS",
+          default_value_t = kubeplace_policy::scheduling::headroom::STATUS_CAP)]
+    pub headroom_cap: usize,
+    /// Least seconds between the starts of two headroom rounds over every Flavor; a round
+    /// starts only when something other than a status changed since the last one.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub headroom_interval: u64,
     /// Namespace kubeplace runs in; the leader Lease lives here.
     #[arg(long, env = "POD_NAMESPACE", default_value = "kubeplace-system")]
     pub namespace: String,
@@ -517,6 +528,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
         });
     }
 
+    let leader_for_headroom = leader.clone();
     let reconciler = Reconciler {
         client: client.clone(),
         store: store.clone(),
@@ -529,6 +541,19 @@ async fn run(args: RunArgs) -> Result<(), String> {
         retries: Retries::default(),
     };
     let reconciling = tokio::spawn(reconciler.run(cancel.clone()));
+    tokio::spawn(
+        HeadroomCounter {
+            store: store.clone(),
+            trigger: trigger.clone(),
+            leader: leader_for_headroom,
+            ready: ready.clone(),
+            settings: HeadroomSettings {
+                cap: args.headroom_cap,
+                interval: Duration::from_secs(args.headroom_interval),
+            },
+        }
+        .run(cancel.clone()),
+    );
 
     info!(
         identity = %identity,

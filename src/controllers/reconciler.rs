@@ -104,17 +104,6 @@ impl Retries {
 /// Longest Event note the API server takes.
 const NOTE_MAX: usize = 1024;
 
-fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max - 3;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &s[..end])
-}
-
 /// The Event recorder kubeplace reports as.
 pub(crate) fn recorder(client: Client, identity: &str) -> Recorder {
     Recorder::new(
@@ -326,7 +315,7 @@ impl Reconciler {
             let event = Event {
                 type_,
                 reason: c.reason.clone(),
-                note: Some(truncate(&note, NOTE_MAX)),
+                note: Some(kubeplace_core::text::truncated(&note, NOTE_MAX)),
                 action: "Reconcile".into(),
                 secondary: None,
             };
@@ -591,14 +580,6 @@ mod tests {
         }
         cancel.cancel();
         running.await.unwrap();
-    }
-
-    #[test]
-    fn truncates_on_a_char_boundary() {
-        assert_eq!(truncate("short", 10), "short");
-        let s = "é".repeat(600);
-        let t = truncate(&s, 1024);
-        assert!(t.len() <= 1024 && t.ends_with("..."));
     }
 
     #[tokio::test]

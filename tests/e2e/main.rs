@@ -150,7 +150,16 @@ fn kubectl_get_flavors_shows_the_printer_columns() {
     let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
     assert_eq!(
         header,
-        ["NAME", "VCPUS", "RAM", "DISK", "CANDIDATES", "VALID", "AGE"],
+        [
+            "NAME",
+            "VCPUS",
+            "RAM",
+            "DISK",
+            "CANDIDATES",
+            "HEADROOM",
+            "VALID",
+            "AGE"
+        ],
         "{table}"
     );
     let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
@@ -549,6 +558,23 @@ fn eventually(cp: &ControlPlane, args: &[&str], want: &str) -> String {
     panic!("kubectl {args:?} never printed {want:?}; last: {last}");
 }
 
+/// A Flavor's `status.headroom.servers` as `kubeplace apply -f examples/cloud` counts it.
+fn offline_headroom(flavor: &str) -> i64 {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubeplace"))
+        .current_dir(ROOT)
+        .args(["apply", "-f", "examples/cloud", "-o", "json"])
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    report["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["kind"] == "Flavor" && i["name"] == flavor)
+        .and_then(|i| i["status"]["headroom"]["servers"].as_i64())
+        .unwrap_or_else(|| panic!("no headroom for {flavor} offline"))
+}
+
 /// `kubeplace run` out of cluster against the test control plane, with its own webhook
 /// configuration (`--self-signed`) and ports.
 pub struct Operator {
@@ -703,7 +729,11 @@ impl Operator {
 fn the_operator_admits_the_cloud_denies_bad_objects_and_writes_status() {
     let _exclusive = exclusive_lock();
     let cp = crds_installed();
-    let operator = Operator::start(cp, "kubeplace-run", &["--leader-elect=false"]);
+    let operator = Operator::start(
+        cp,
+        "kubeplace-run",
+        &["--leader-elect=false", "--headroom-interval=2"],
+    );
     // The example cloud is admitted into a fresh cluster, its namespaces with it (the
     // example creates them); the permissive flavor prints kubectl's Warning line.
     let applied = cp.kubectl(&["apply", "-f", "examples/cloud/"]);
@@ -892,8 +922,35 @@ fn the_operator_admits_the_cloud_denies_bad_objects_and_writes_status() {
         ],
         "NoValidHost",
     );
+    // Headroom is counted in the background and converges to what `kubeplace apply`
+    // counts offline: c1.avx2 fits only on cn1, beside vault-1.
+    let offline = offline_headroom("c1.avx2");
+    assert!(offline > 0, "c1.avx2 has room offline");
+    eventually(
+        cp,
+        &[
+            "get",
+            "flavor",
+            "c1.avx2",
+            "-o",
+            "jsonpath={.status.headroom.servers}",
+        ],
+        &offline.to_string(),
+    );
+    eventually(
+        cp,
+        &[
+            "get",
+            "flavor",
+            "x1.huge",
+            "-o",
+            "jsonpath={.status.headroom.servers}",
+        ],
+        "0",
+    );
     let table = cp.kubectl(&["get", "flavors"]);
     assert!(table.ok().contains("c1.avx2"), "{}", table.stdout);
+    assert!(table.stdout.contains("HEADROOM"), "{}", table.stdout);
     // Adding a provider with the forbidden trait changes nothing; a plain one adds candidates.
     let gold = "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata:\n  name: cn9\nspec:\n  inventories:\n    VCPU: {total: 64}\n    MEMORY_MB: {total: 65536}\n    DISK_GB: {total: 1000}\n  traits: [COMPUTE_NODE, HW_CPU_X86_AVX2, CUSTOM_GOLD]\n";
     cp.kubectl_stdin(&["apply", "-f", "-"], gold).ok();

@@ -43,6 +43,12 @@ use super::Condition;
         description = "Allocation candidates for this flavor"
     ),
     printcolumn(
+        name = "Headroom",
+        type_ = "integer",
+        json_path = ".status.headroom.servers",
+        description = "Servers of this flavor that still fit (at least, when capped)"
+    ),
+    printcolumn(
         name = "Valid",
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Valid\")].status",
@@ -117,12 +123,31 @@ pub struct FlavorStatus {
     /// The first candidates in Placement's order, at most 10.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub candidates: Vec<CandidateStatus>,
+    /// How many more servers of this flavor fit now. Counted apart from the other fields,
+    /// in the background, so it may lag a change by up to the operator's headroom interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headroom: Option<HeadroomStatus>,
     /// `Valid` (extra specs) and `Schedulable` (reasons `Candidates`, `NoCandidates`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// The `metadata.generation` this status was computed from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+}
+
+/// Servers of a flavor that still fit: placed one at a time with the scheduler's own
+/// choice and claimed as any Allocation is, on a copy of the cloud, until one does not fit.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HeadroomStatus {
+    /// How many fit.
+    pub servers: i64,
+    /// Counting stopped at the cap (`--headroom-cap`): at least `servers` fit.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub capped: bool,
+    /// Why one more would not fit, when counting was not capped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_by: Option<String>,
 }
 
 /// A placement request, group by group.

@@ -8,6 +8,19 @@ pub(crate) const TRUE_SPELLINGS: [&str; 6] = ["1", "t", "true", "on", "y", "yes"
 /// Spellings of false.
 pub(crate) const FALSE_SPELLINGS: [&str; 6] = ["0", "f", "false", "off", "n", "no"];
 
+/// `s` cut to at most `max` bytes (`max` ≥ 3) on a character boundary, ending in "..."
+/// where it was cut: for messages that go where length is bounded (Events, statuses).
+pub fn truncated(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max.saturating_sub(3);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &s[..end])
+}
+
 /// Python's `str.isspace`: Unicode White_Space plus the four ASCII separators 0x1c-0x1f.
 pub(crate) fn is_py_space(c: char) -> bool {
     c.is_whitespace() || ('\x1c'..='\x1f').contains(&c)
@@ -72,6 +85,15 @@ pub(crate) fn parse_bool(value: &str) -> Option<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn truncated_cuts_on_a_char_boundary() {
+        assert_eq!(truncated("short", 10), "short");
+        let s = "é".repeat(600);
+        let t = truncated(&s, 1024);
+        assert!(t.len() <= 1024 && t.ends_with("..."));
+        assert_eq!(truncated("abcdef", 5), "ab...");
+    }
 
     #[test]
     fn integers_as_python_reads_ordinary_input() {

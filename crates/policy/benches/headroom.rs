@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use criterion::Criterion;
 use kubeplace_api::manifest::parse_stream;
-use kubeplace_policy::scheduling::headroom;
+use kubeplace_policy::scheduling::{HeadroomRound, headroom};
 use kubeplace_policy::store::{Change, Store};
 
 const TREES: usize = 10_000;
@@ -108,6 +108,17 @@ fn main() {
             )
         })
     });
+    // What the operator's background rounds cost: the copy made once per round, then each
+    // Flavor counted in it (its claims taken back after).
+    group.bench_function("round/copy", |b| {
+        b.iter(|| black_box(HeadroomRound::new(&store).flavors().len()))
+    });
+    let mut round = HeadroomRound::new(&store);
+    for (flavor, cap) in [("m1.small", 10), ("m1.small", 100), ("gold.xl", 10)] {
+        group.bench_function(format!("round/{flavor}/cap={cap}"), |b| {
+            b.iter(|| black_box(round.count(flavor, cap).expect("flavor exists").servers))
+        });
+    }
     group.finish();
     c.final_summary();
 }

@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use kubeplace_api::provider_name::placement_name;
-use kubeplace_api::{Allocation, AllocationSpec, Kind, Object, ProviderAllocation};
+use kubeplace_api::{Allocation, AllocationSpec, HeadroomStatus, Kind, Object, ProviderAllocation};
 
 use super::place::schedule_pending;
 use super::plan::{Unplaceable, Weighing, choose, host};
@@ -23,6 +23,10 @@ use crate::translate::flavor_request;
 
 /// Servers headroom places at most by default: each costs one bounded search.
 pub const DEFAULT_CAP: usize = 1000;
+
+/// Servers a Flavor's status counts at most by default (`--headroom-cap`): enough to tell
+/// "plenty" from "a few", at the cost of that many searches per Flavor and count.
+pub const STATUS_CAP: usize = 100;
 
 /// Names listed at most in an error, so a cloud of thousands gives a readable message.
 const NAMES_LISTED: usize = 20;
@@ -118,33 +122,122 @@ pub fn headroom(
         .count();
     // After the drain, which takes hosts out of their aggregates.
     let weighing = Weighing::of(&copy);
-    let mut per_tree: BTreeMap<String, usize> = BTreeMap::new();
-    let mut fits = 0;
-    let mut stopped_by = None;
-    while fits < cap {
-        match claim_one(&mut copy, &weighing, &request, flavor, fits) {
-            Ok(root) => {
-                *per_tree.entry(root).or_default() += 1;
-                fits += 1;
-            }
-            Err(u) => {
-                stopped_by = Some(format!("{}: {}", u.reason, u.message));
-                break;
-            }
-        }
-    }
+    let counted = count(&mut copy, &weighing, flavor, &request, cap);
     Ok(Headroom {
         flavor: flavor.to_string(),
-        fits,
+        fits: counted.fits,
         cap,
-        capped: stopped_by.is_none(),
-        stopped_by,
-        per_tree,
+        capped: counted.stopped_by.is_none(),
+        stopped_by: counted.stopped_by,
+        per_tree: counted.per_tree,
         drained: drain.roots,
         displaced: drain.displaced.len(),
         displaced_unplaced,
         pending_placed: placed_first.len() - (drain.displaced.len() - displaced_unplaced),
     })
+}
+
+/// What one count placed.
+struct Counted {
+    fits: usize,
+    stopped_by: Option<String>,
+    per_tree: BTreeMap<String, usize>,
+    /// The Allocations it claimed, to take back.
+    claimed: Vec<ObjectKey>,
+}
+
+/// Places servers of the request one at a time until one does not fit or `cap` did.
+fn count(
+    store: &mut Store,
+    weighing: &Weighing,
+    flavor: &str,
+    request: &kubeplace_core::placement::request::Request,
+    cap: usize,
+) -> Counted {
+    let mut counted = Counted {
+        fits: 0,
+        stopped_by: None,
+        per_tree: BTreeMap::new(),
+        claimed: Vec::new(),
+    };
+    while counted.fits < cap {
+        match claim_one(store, weighing, request, flavor, counted.fits) {
+            Ok((root, key)) => {
+                *counted.per_tree.entry(root).or_default() += 1;
+                counted.claimed.push(key);
+                counted.fits += 1;
+            }
+            Err(u) => {
+                counted.stopped_by = Some(format!("{}: {}", u.reason, u.message));
+                break;
+            }
+        }
+    }
+    counted
+}
+
+/// Every Flavor's headroom over one copy of the store: the copy is made, and the servers
+/// waiting for a host placed in it, once; each Flavor's count is then taken back before
+/// the next, so every Flavor is counted against the same cloud.
+pub struct HeadroomRound {
+    copy: Store,
+    weighing: Weighing,
+}
+
+impl HeadroomRound {
+    /// A round over the store as it is now.
+    pub fn new(store: &Store) -> HeadroomRound {
+        let mut copy = store.clone();
+        schedule_pending(&mut copy);
+        let weighing = Weighing::of(&copy);
+        HeadroomRound { copy, weighing }
+    }
+
+    /// The Flavors of the store the round was made from, in name order.
+    pub fn flavors(&self) -> Vec<String> {
+        self.copy
+            .list(Kind::Flavor)
+            .map(|o| o.name().to_string())
+            .collect()
+    }
+
+    /// A Flavor's headroom, placing at most `cap` servers; `None` for a Flavor the store
+    /// does not hold (or a cap of 0).
+    pub fn count(&mut self, flavor: &str, cap: usize) -> Option<HeadroomStatus> {
+        let Some(Object::Flavor(f)) = self.copy.get_cluster(Kind::Flavor, flavor) else {
+            return None;
+        };
+        if cap == 0 {
+            return None;
+        }
+        let mut request = flavor_request(f);
+        super::aggregates::host_filters(&self.copy, None, &mut request);
+        let counted = count(&mut self.copy, &self.weighing, flavor, &request, cap);
+        for key in &counted.claimed {
+            self.copy.delete(key);
+        }
+        Some(HeadroomStatus {
+            servers: i64::try_from(counted.fits).unwrap_or(i64::MAX),
+            capped: counted.stopped_by.is_none(),
+            stopped_by: counted
+                .stopped_by
+                .map(|s| kubeplace_core::text::truncated(&s, STOPPED_BY_MAX)),
+        })
+    }
+}
+
+/// Longest reason a Flavor's status gives for the next server not fitting.
+const STOPPED_BY_MAX: usize = 512;
+
+/// Counts every Flavor's headroom in `store` (at most `cap` servers each) and records it
+/// there, as `kubeplace apply` does before it computes statuses.
+pub fn record_headroom(store: &mut Store, cap: usize) {
+    let mut round = HeadroomRound::new(store);
+    for flavor in round.flavors() {
+        let h = round.count(&flavor, cap);
+        store.set_headroom(&flavor, h);
+    }
+    store.forget_headroom_of_deleted_flavors();
 }
 
 /// The consumer of the `n`th server headroom places: a uuid no real consumer has.
@@ -160,7 +253,7 @@ fn claim_one(
     request: &kubeplace_core::placement::request::Request,
     flavor: &str,
     n: usize,
-) -> Result<String, Unplaceable> {
+) -> Result<(String, ObjectKey), Unplaceable> {
     let per_provider = choose(store.index(), weighing, request, flavor, None)?;
     let allocations: Vec<ProviderAllocation> = per_provider
         .into_iter()
@@ -177,9 +270,11 @@ fn claim_one(
             allocations,
         },
     );
-    let verdict = admit_and_store(store, Object::Allocation(allocation));
+    let allocation = Object::Allocation(allocation);
+    let key = ObjectKey::of(&allocation);
+    let verdict = admit_and_store(store, allocation);
     if verdict.allowed {
-        Ok(root)
+        Ok((root, key))
     } else {
         Err(Unplaceable {
             reason: "ClaimRefused",

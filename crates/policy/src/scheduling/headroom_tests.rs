@@ -146,3 +146,90 @@ fn bad_questions_name_the_value_and_what_is_accepted() {
         HeadroomError::ZeroCap
     );
 }
+
+#[test]
+fn a_round_counts_each_flavor_as_if_alone() {
+    // Two hosts, one with usage; three flavors of different sizes. Counted one after the
+    // other in one round, each count equals the headroom asked alone: a count's claims
+    // are taken back before the next.
+    let used = "apiVersion: kubeplace.io/v1alpha1\nkind: Allocation\nmetadata: {name: a}\nspec:\n  consumer: 6f3c1a52-1d8e-4c2b-9a57-0f1e2d3c4b5a\n  allocations:\n  - provider: cn1\n    resources: {VCPU: 3}\n---\n";
+    let yaml = node("cn1", "{total: 8}")
+        + &node("cn2", "{total: 16, allocationRatio: 2.0}")
+        + used
+        + &flavor("small", 1, 512)
+        + &flavor("medium", 4, 8192)
+        + &flavor("large", 8, 40000);
+    let original = store(&yaml);
+    let mut round = HeadroomRound::new(&original);
+    assert_eq!(round.flavors(), vec!["large", "medium", "small"]);
+    for f in ["large", "small", "medium", "small"] {
+        let counted = round.count(f, 40).unwrap();
+        let alone = headroom(&original, f, &[], 40).unwrap();
+        assert_eq!(counted.servers as usize, alone.fits, "{f}");
+        assert_eq!(counted.capped, alone.capped, "{f}");
+        assert_eq!(counted.stopped_by, alone.stopped_by, "{f}");
+    }
+    // 5 + 32 VCPU free: 37 one-VCPU servers, under the cap; capped at 10.
+    assert_eq!(round.count("small", 100).unwrap().servers, 37);
+    let capped = round.count("small", 10).unwrap();
+    assert_eq!(
+        (capped.servers, capped.capped, capped.stopped_by),
+        (10, true, None)
+    );
+    // cn1 has 5 VCPU free, too few for 8; cn2's 64 GiB hold one 40000 MiB server.
+    assert_eq!(round.count("large", 100).unwrap().servers, 1);
+    // Unknown flavors and a cap of 0 count nothing.
+    assert_eq!(round.count("nope", 10), None);
+    assert_eq!(round.count("small", 0), None);
+    // The store the round was made from is untouched.
+    assert!(
+        original
+            .get_cluster(Kind::Allocation, "headroom-0")
+            .is_none()
+    );
+}
+
+#[test]
+fn recorded_headroom_is_in_the_flavor_status_and_forgotten_with_the_flavor() {
+    let mut s = store(&(node("cn1", "{total: 8}") + &flavor("f2", 2, 512)));
+    record_headroom(&mut s, 100);
+    let h = s.headroom("f2").cloned().unwrap();
+    assert_eq!((h.servers, h.capped), (4, false));
+    assert!(h.stopped_by.unwrap().starts_with("NoValidHost"));
+    let world = crate::status::World::new(&s);
+    let flavor = s.get_cluster(Kind::Flavor, "f2").unwrap().clone();
+    match crate::status::desired_status(&flavor, &world) {
+        kubeplace_api::Status::Flavor(st) => assert_eq!(st.headroom.unwrap().servers, 4),
+        other => panic!("not a flavor status: {other:?}"),
+    }
+    // Recording again after the flavor is gone forgets it.
+    s.delete(&crate::store::ObjectKey::cluster(Kind::Flavor, "f2"));
+    record_headroom(&mut s, 100);
+    assert_eq!(s.headroom("f2"), None);
+}
+
+#[test]
+fn before_its_first_count_a_flavor_keeps_the_headroom_its_status_shows() {
+    let mut s = store(&(node("cn1", "{total: 8}") + &flavor("f2", 2, 512)));
+    let key = crate::store::ObjectKey::cluster(Kind::Flavor, "f2");
+    let shown = kubeplace_api::HeadroomStatus {
+        servers: 7,
+        capped: true,
+        stopped_by: None,
+    };
+    s.set_status(
+        &key,
+        kubeplace_api::Status::Flavor(kubeplace_api::FlavorStatus {
+            headroom: Some(shown.clone()),
+            ..Default::default()
+        }),
+    );
+    // A new leader has counted nothing yet: the status keeps what it shows.
+    assert_eq!(s.headroom("f2"), Some(&shown));
+    // Its first count replaces it.
+    record_headroom(&mut s, 100);
+    assert_eq!(s.headroom("f2").unwrap().servers, 4);
+    // With counting off, statuses show none.
+    s.turn_headroom_off();
+    assert_eq!(s.headroom("f2"), None);
+}

@@ -8,7 +8,7 @@ pub mod plan;
 pub mod release;
 pub mod server_groups;
 
-pub use headroom::{Headroom, HeadroomError, headroom};
+pub use headroom::{Headroom, HeadroomError, HeadroomRound, headroom, record_headroom};
 pub use place::{place, schedule_pending};
 pub use plan::plan;
 pub(crate) use plan::{allocation_matches, flavor_and_image, host};

@@ -175,6 +175,12 @@ pub(super) fn status(f: &Flavor, world: &World<'_>, generation: Option<i64>) -> 
         request: Some(request_status(&request)),
         candidate_count,
         candidates,
+        headroom: f
+            .metadata
+            .name
+            .as_deref()
+            .and_then(|name| world.store.headroom(name))
+            .cloned(),
         conditions,
         observed_generation: generation,
     }

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use records::config_entries;
 
-use kubeplace_api::{Object, Server, Status};
+use kubeplace_api::{HeadroomStatus, Object, Server, Status};
 use kubeplace_core::extra_specs::registry::{Registry, Rejected};
 
 use crate::translate;
@@ -81,6 +81,13 @@ pub struct Store {
     deleted_claims: std::collections::VecDeque<String>,
     /// How the scheduler weighs candidates: the operator's setting, not an object.
     weighers: Weighers,
+    /// Per Flavor, its headroom as last counted ([`crate::scheduling::headroom`]): counted
+    /// apart from the statuses, which show the last count.
+    headroom: BTreeMap<String, HeadroomStatus>,
+    /// Nobody counts headroom here (`--headroom-cap 0`): statuses show none.
+    headroom_off: bool,
+    /// Grows with every change of an object other than its status alone.
+    revision: u64,
 }
 
 /// How many deleted Allocations' uids the store remembers.
@@ -140,6 +147,52 @@ impl Store {
     /// Sets how the scheduler weighs candidates (`kubeplace run --weighers`, …).
     pub fn set_weighers(&mut self, weighers: Weighers) {
         self.weighers = weighers;
+    }
+
+    /// A number that grows whenever an object is added, deleted or changed in more than its
+    /// status: equal revisions of one store hold the same specs.
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+
+    /// A Flavor's headroom as last counted. Before its first count, the headroom its
+    /// status already shows (written by an earlier leader), so that a new leader's first
+    /// pass does not take it away only to write it back a round later.
+    pub fn headroom(&self, flavor: &str) -> Option<&HeadroomStatus> {
+        if self.headroom_off {
+            return None;
+        }
+        self.headroom
+            .get(flavor)
+            .or_else(|| match self.get_cluster(Kind::Flavor, flavor) {
+                Some(Object::Flavor(f)) => f.status.as_ref()?.headroom.as_ref(),
+                _ => None,
+            })
+    }
+
+    /// Says that nobody counts headroom in this store: Flavor statuses show none.
+    pub fn turn_headroom_off(&mut self) {
+        self.headroom_off = true;
+        self.headroom.clear();
+    }
+
+    /// Records a Flavor's headroom (or forgets it); whether that changed what was recorded.
+    pub fn set_headroom(&mut self, flavor: &str, headroom: Option<HeadroomStatus>) -> bool {
+        match headroom {
+            Some(h) if self.headroom.get(flavor) == Some(&h) => false,
+            Some(h) => {
+                self.headroom.insert(flavor.to_string(), h);
+                true
+            }
+            None => self.headroom.remove(flavor).is_some(),
+        }
+    }
+
+    /// Forgets the headroom of Flavors no longer in the store.
+    pub fn forget_headroom_of_deleted_flavors(&mut self) {
+        let objects = &self.objects;
+        self.headroom
+            .retain(|name, _| objects.contains_key(&ObjectKey::cluster(Kind::Flavor, name)));
     }
 
     /// The merge of every ProviderConfig into the providers.
@@ -225,6 +278,7 @@ impl Store {
         }
         let kind = object.kind();
         self.index_object(&object);
+        self.revision += 1;
         let old = self.objects.insert(key, object);
         self.after_change(kind);
         old
@@ -234,6 +288,7 @@ impl Store {
     pub fn put(&mut self, object: Object) -> Option<Object> {
         let kind = object.kind();
         self.index_object(&object);
+        self.revision += 1;
         let old = self.objects.insert(ObjectKey::of(&object), object);
         self.after_change(kind);
         old
@@ -254,6 +309,7 @@ impl Store {
 
     fn remove_unmerged(&mut self, key: &ObjectKey) -> Option<Object> {
         let old = self.objects.remove(key)?;
+        self.revision += 1;
         match &old {
             Object::ResourceProvider(_) => {
                 self.index.remove_provider(&key.name);
@@ -287,11 +343,14 @@ impl Store {
                     // status written back, a label) changes neither. Watches deliver every
                     // status write, so with thousands of providers this skips a merge over
                     // all of them per written status.
-                    let unchanged = changes_merge(object.kind())
-                        && self
-                            .objects
-                            .get(&key)
-                            .is_some_and(|old| old.same_spec(&object));
+                    let same_spec = self
+                        .objects
+                        .get(&key)
+                        .is_some_and(|old| old.same_spec(&object));
+                    if !same_spec {
+                        self.revision += 1;
+                    }
+                    let unchanged = changes_merge(object.kind()) && same_spec;
                     if !unchanged {
                         remerge |= changes_merge(object.kind());
                         self.index_object(&object);
