@@ -29,7 +29,7 @@ use kubeplace_core::placement::candidates::{
 };
 use kubeplace_core::placement::explain::explain;
 use kubeplace_core::placement::microversion::Microversion;
-use kubeplace_core::placement::provider_tree::ProviderRecord;
+use kubeplace_core::placement::provider_tree::{ConsumerAllocations, ProviderRecord};
 use kubeplace_core::placement::query::parse_candidates_query;
 use kubeplace_core::placement::{Inventory, ProviderIndex};
 
@@ -420,6 +420,32 @@ fn main() {
                     b.iter(|| black_box(explain(&index, q).returned))
                 });
             }
+        }
+        // The closed-form counts again where no two trees are alike: each compute node's
+        // first NUMA cell at a usage of its own, so that no count can be reused.
+        let mut varied = index.clone();
+        for i in 0..trees {
+            let numa = format!("cn{i:06}-numa0");
+            varied.upsert_allocations(
+                &numa,
+                ConsumerAllocations {
+                    consumer: numa.clone(),
+                    items: vec![(numa.clone(), "MEMORY_MB".to_string(), 1 + i as i64)],
+                },
+            );
+        }
+        for (name, q) in QUERIES
+            .iter()
+            .filter(|(n, _)| ["plain", "rare-forbidden-disk"].contains(n))
+        {
+            let query = parse_candidates_query(q, Microversion::LATEST).expect("valid query");
+            eprintln!(
+                "{label} {name}, every tree at its own usage: {} candidates",
+                count_candidates(&varied, &query)
+            );
+            group.bench_with_input(BenchmarkId::new("count-varied", name), &query, |b, q| {
+                b.iter(|| black_box(count_candidates(&varied, q)))
+            });
         }
         group.finish();
     }

@@ -1114,13 +1114,9 @@ impl<'a> Search<'a> {
             return false;
         }
         visit.tree(anchor);
-        let pack = self.index.root_pack(anchor);
-        if !self.anchor_allowed(pack.traits(0)) {
-            return true;
-        }
         // The unnumbered group alone (1.29+, where the caller only counts): its candidates
         // are the combinations of its lists, counted without walking them, and the same for
-        // every tree alike.
+        // every tree of one shape.
         let alone = self.closed_form
             && self.groups.len() == 1
             && !self.groups[0].same_provider
@@ -1128,12 +1124,19 @@ impl<'a> Search<'a> {
             && self.subtree_groups.iter().all(Vec::is_empty)
             && !visit.wants_each();
         let shape = if alone && self.groups[0].in_tree_root.is_none() {
-            s.shapes.lookup(self.index, pack)
+            s.shapes.lookup(self.index, anchor)
         } else {
             Lookup::Off
         };
         if let Lookup::Counted(n) = shape {
             return n == 0 || visit.many(n);
+        }
+        let pack = self.index.root_pack(anchor);
+        if !self.anchor_allowed(pack.traits(0)) {
+            if let Lookup::Unseen(id) = shape {
+                s.shapes.remember(self.index, id, anchor, 0);
+            }
+            return true;
         }
         // Sharing providers serve a tree when any of its providers is in one of their aggregates.
         s.linked.clear();
@@ -1155,8 +1158,8 @@ impl<'a> Search<'a> {
             && let Some(n) =
                 self.packed_spread_count(&self.groups[0], anchor, pack, &s.linked, &mut s.masks)
         {
-            if let Lookup::Unseen(hash) = shape {
-                s.shapes.remember(self.index, hash, anchor, n);
+            if let Lookup::Unseen(id) = shape {
+                s.shapes.remember(self.index, id, anchor, n);
             }
             return n == 0 || visit.many(n);
         }

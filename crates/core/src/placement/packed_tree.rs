@@ -8,6 +8,9 @@
 //! in root-name order (the order the search visits trees in) each time it is compacted.
 //! The index keeps the packs current as providers, provider configs and usages change.
 
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher, RandomState};
+
 use super::ids::{AggregateId, ClassId, ProviderId, SortedIds, TraitId};
 use super::inventory::Inventory;
 use super::provider::Provider;
@@ -244,26 +247,18 @@ impl<'a> PackedTree<'a> {
         (words[0], entries, &words[1 + 4 * n..])
     }
 
-    /// A hash of the words [`Self::shape_parts`] gives.
-    pub(crate) fn shape_hash(&self) -> u64 {
-        const K: u64 = 0x517c_c1b7_2722_0a95;
-        let mix = |h: u64, w: u32| (h.rotate_left(5) ^ u64::from(w)).wrapping_mul(K);
+    /// Feeds the words [`Self::shape_parts`] gives to `h`.
+    fn hash_shape(&self, h: &mut impl Hasher) {
         let (n, entries, rest) = self.shape_parts();
-        let mut h = mix(0, n);
+        h.write_u32(n);
         for e in entries {
-            h = mix(mix(mix(h, e[0]), e[1]), e[2]);
+            h.write_u32(e[0]);
+            h.write_u32(e[1]);
+            h.write_u32(e[2]);
         }
-        // Two lanes, so that the multiplications do not wait on each other.
-        let mut pairs = rest.chunks_exact(2);
-        let mut g = h ^ K;
-        for p in &mut pairs {
-            h = mix(h, p[0]);
-            g = mix(g, p[1]);
+        for &w in rest {
+            h.write_u32(w);
         }
-        for &w in pairs.remainder() {
-            h = mix(h, w);
-        }
-        mix(h ^ g.rotate_left(32), 0)
     }
 
     /// Whether two packs are alike in everything but their providers' slots.
@@ -289,7 +284,41 @@ pub(crate) struct PackedTrees {
     start: Vec<u32>,
     /// Words of packs replaced since the last compaction.
     garbage: usize,
+    shapes: Shapes,
 }
+
+/// A shape: the class of trees whose packs agree in everything but their providers' slots
+/// ([`PackedTree::same_shape`]). A query that reads only packs answers every tree of one
+/// shape alike, so it can answer a shape once; the index keeps each root's shape as its
+/// pack changes, comparing packs word for word, so that queries only look shapes up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct ShapeId(pub(crate) u32);
+
+/// The roots of each shape.
+#[derive(Debug, Clone, Default)]
+struct Shapes {
+    /// By slot: its shape, [`NO_SHAPE`] for a slot that is not a root.
+    of: Vec<u32>,
+    /// By slot: where it is among its shape's members.
+    at: Vec<u32>,
+    entries: Vec<ShapeEntry>,
+    /// Shape hash → the first entry with that hash (others follow `next`).
+    by_hash: HashMap<u64, u32>,
+    /// Entries without members, to use again.
+    free: Vec<u32>,
+    hasher: RandomState,
+}
+
+#[derive(Debug, Clone)]
+struct ShapeEntry {
+    hash: u64,
+    /// The roots of this shape; the first one's pack is compared with newcomers.
+    members: Vec<ProviderId>,
+    /// The next entry with the same hash, [`NO_SHAPE`] at the end.
+    next: u32,
+}
+
+const NO_SHAPE: u32 = u32::MAX;
 
 const NO_PACK: u32 = u32::MAX;
 
@@ -302,9 +331,122 @@ impl PackedTrees {
         }
     }
 
+    /// A root's shape.
+    pub(crate) fn shape(&self, root: ProviderId) -> Option<ShapeId> {
+        match self.shapes.of.get(root.index()) {
+            Some(&s) if s != NO_SHAPE => Some(ShapeId(s)),
+            _ => None,
+        }
+    }
+
+    /// How many shape ids there are (some may have no member now): every [`ShapeId`] is
+    /// below it.
+    pub(crate) fn shape_ids(&self) -> usize {
+        self.shapes.entries.len()
+    }
+
+    /// Takes a root out of its shape, before its pack changes.
+    fn leave_shape(&mut self, slot: ProviderId) {
+        let shapes = &mut self.shapes;
+        let Some(&id) = shapes.of.get(slot.index()) else {
+            return;
+        };
+        if id == NO_SHAPE {
+            return;
+        }
+        shapes.of[slot.index()] = NO_SHAPE;
+        let at = shapes.at[slot.index()] as usize;
+        let entry = &mut shapes.entries[id as usize];
+        entry.members.swap_remove(at);
+        if let Some(&moved) = entry.members.get(at) {
+            shapes.at[moved.index()] = at as u32;
+        }
+        if !entry.members.is_empty() {
+            return;
+        }
+        // Unlink the empty entry from its hash's chain.
+        let (hash, next) = (entry.hash, entry.next);
+        let head = shapes.by_hash[&hash];
+        if head == id {
+            if next == NO_SHAPE {
+                shapes.by_hash.remove(&hash);
+            } else {
+                shapes.by_hash.insert(hash, next);
+            }
+        } else {
+            let mut e = head;
+            while shapes.entries[e as usize].next != id {
+                e = shapes.entries[e as usize].next;
+            }
+            shapes.entries[e as usize].next = next;
+        }
+        shapes.entries[id as usize].members = Vec::new();
+        shapes.free.push(id);
+    }
+
+    /// Puts a root in the shape of its (new) pack.
+    fn join_shape(&mut self, slot: ProviderId) {
+        let Some(tree) = self.get(slot) else { return };
+        let mut h = self.shapes.hasher.build_hasher();
+        tree.hash_shape(&mut h);
+        let hash = h.finish();
+        let mut found = None;
+        let mut e = self.shapes.by_hash.get(&hash).copied().unwrap_or(NO_SHAPE);
+        while e != NO_SHAPE {
+            let entry = &self.shapes.entries[e as usize];
+            let rep = self.get(entry.members[0]).expect("shape members are roots");
+            if rep.same_shape(&tree) {
+                found = Some(e);
+                break;
+            }
+            e = entry.next;
+        }
+        let shapes = &mut self.shapes;
+        let id = found.unwrap_or_else(|| {
+            let next = shapes.by_hash.get(&hash).copied().unwrap_or(NO_SHAPE);
+            let entry = ShapeEntry {
+                hash,
+                members: Vec::new(),
+                next,
+            };
+            let id = match shapes.free.pop() {
+                Some(id) => {
+                    shapes.entries[id as usize] = entry;
+                    id
+                }
+                None => {
+                    shapes.entries.push(entry);
+                    (shapes.entries.len() - 1) as u32
+                }
+            };
+            shapes.by_hash.insert(hash, id);
+            id
+        });
+        let i = slot.index();
+        if shapes.of.len() <= i {
+            shapes.of.resize(i + 1, NO_SHAPE);
+            shapes.at.resize(i + 1, 0);
+        }
+        let members = &mut shapes.entries[id as usize].members;
+        shapes.of[i] = id;
+        shapes.at[i] = members.len() as u32;
+        members.push(slot);
+    }
+
     /// Sets or drops a slot's pack. When replaced packs make up most of the arena it is
     /// compacted, laying packs out in `order` (the roots in name order).
     pub(crate) fn set(
+        &mut self,
+        slot: ProviderId,
+        pack: Option<Vec<u32>>,
+        order: impl FnOnce() -> Vec<ProviderId>,
+    ) {
+        self.leave_shape(slot);
+        self.place(slot, pack, order);
+        self.join_shape(slot);
+    }
+
+    fn place(
         &mut self,
         slot: ProviderId,
         pack: Option<Vec<u32>>,
@@ -390,7 +532,46 @@ impl PackedTrees {
         let mut words = Vec::with_capacity(LONG_FIT);
         PackedFit::new(class, inv, provider.used(class)).write(&mut words);
         let at = self.start[root.index()] as usize + at;
+        if self.words[at..at + words.len()] == words[..] {
+            return;
+        }
+        self.leave_shape(root);
         self.words[at..at + words.len()].copy_from_slice(&words);
+        self.join_shape(root);
+    }
+
+    /// Checks that every root is in the shape of its pack and no other slot in any: two
+    /// roots share a shape exactly when their packs are alike.
+    #[cfg(test)]
+    pub(crate) fn assert_shapes_fresh(&self) {
+        let roots: Vec<ProviderId> = (0..self.start.len())
+            .map(|i| ProviderId(i as u32))
+            .filter(|r| self.get(*r).is_some())
+            .collect();
+        for i in 0..self.shapes.of.len().max(self.start.len()) {
+            let slot = ProviderId(i as u32);
+            assert_eq!(
+                self.shape(slot).is_some(),
+                self.get(slot).is_some(),
+                "slot {slot} has a shape exactly when it has a pack"
+            );
+            if let Some(ShapeId(id)) = self.shape(slot) {
+                let members = &self.shapes.entries[id as usize].members;
+                assert_eq!(members[self.shapes.at[i] as usize], slot);
+            }
+        }
+        for a in &roots {
+            for b in &roots {
+                let alike = self.get(*a).unwrap().same_shape(&self.get(*b).unwrap());
+                assert_eq!(
+                    self.shape(*a) == self.shape(*b),
+                    alike,
+                    "roots {a} and {b}: same shape exactly when alike"
+                );
+            }
+        }
+        let members: usize = self.shapes.entries.iter().map(|e| e.members.len()).sum();
+        assert_eq!(members, roots.len(), "every root in one shape");
     }
 }
 

@@ -12,7 +12,7 @@ use smallvec::SmallVec;
 use super::Inventory;
 use super::ids::{AggregateId, ClassId, ProviderId, TraitId};
 use super::interner::Interner;
-use super::packed_tree::{PackedTree, PackedTrees, pack};
+use super::packed_tree::{PackedTree, PackedTrees, ShapeId, pack};
 use super::provider::{Children, Provider};
 use super::trait_name::MISC_SHARES_VIA_AGGREGATE;
 
@@ -135,6 +135,16 @@ impl ProviderIndex {
     /// A slot's packed tree, when the slot holds a root.
     pub(crate) fn packed(&self, slot: ProviderId) -> Option<PackedTree<'_>> {
         self.packed.get(slot)
+    }
+
+    /// A root's shape: roots of one shape have packs alike in all but their slots.
+    pub(crate) fn shape(&self, root: ProviderId) -> Option<ShapeId> {
+        self.packed.shape(root)
+    }
+
+    /// Every [`ShapeId`] is below this.
+    pub(crate) fn shape_ids(&self) -> usize {
+        self.packed.shape_ids()
     }
 
     /// A root's packed tree; every root has one.
@@ -975,6 +985,7 @@ mod tests {
                 _ => assert!(idx.packed(slot).is_none(), "slot {slot} is no root"),
             }
         }
+        idx.packed.assert_shapes_fresh();
     }
 
     #[test]

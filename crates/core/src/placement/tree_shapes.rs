@@ -1,109 +1,89 @@
-//! Counts remembered for trees that are alike.
+//! Counts remembered for trees of one shape.
 //!
 //! Clouds are built from a few kinds of host, so many trees carry the same providers with
-//! the same inventories, usage, traits and aggregates. Counting the unnumbered group's
-//! candidates in closed form reads nothing of a tree but its pack and the sharing
-//! providers its aggregates link, so within one query two trees whose packs agree in
-//! everything but their providers' slots ([`PackedTree::same_shape`]) have the same count.
-//! A tree that holds a sharing provider of its own is never remembered: whether a linked
-//! sharing provider is in the tree itself depends on the slots.
+//! the same inventories, usage, traits and aggregates: the index keeps such trees in one
+//! shape ([`super::packed_tree::ShapeId`]), comparing their packs word for word as they
+//! change. Counting the unnumbered group's candidates in closed form reads nothing of a
+//! tree but its pack and the sharing providers its aggregates link, so within one query
+//! every tree of a shape has the same count: it is counted once and looked up after. A
+//! tree that holds a sharing provider of its own is never remembered, since whether a
+//! linked sharing provider is in the tree itself depends on the slots.
 //!
-//! Where trees are seldom alike (hosts at different usage), remembering stops after a
-//! trial, so that it costs a query little more than the hashing of its first trees.
-
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+//! Where trees are seldom alike (hosts each at a usage of its own), remembering stops after
+//! a trial, so that it costs such a query little.
 
 use super::ids::ProviderId;
-use super::packed_tree::PackedTree;
 use super::provider_tree::ProviderIndex;
-
-/// Lookups after which remembering stops unless at least half of them found a count.
-const TRIAL: u32 = 256;
-/// Shapes remembered at most in one query.
-const MAX_SHAPES: usize = 4096;
 
 /// What a lookup found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Lookup {
-    /// A tree alike was counted: this many candidates.
+    /// A tree of the same shape was counted: this many candidates.
     Counted(usize),
-    /// None alike yet; the tree's shape hash, to remember its count under.
-    Unseen(u64),
-    /// Remembering is off for this query.
+    /// None of its shape yet: the shape, to remember the count under.
+    Unseen(u32),
+    /// The tree has no shape to remember (not a root).
     Off,
 }
 
-/// One query's remembered counts, by shape.
+/// Lookups after which remembering stops unless at least half of them found a count.
+const TRIAL: u32 = 256;
+
+/// One query's counts, by shape.
 #[derive(Debug, Default)]
 pub(crate) struct ShapeCounts {
-    /// Shape hash → a root of that shape and its tree's count.
-    counts: HashMap<u64, (ProviderId, usize), BuildHasherDefault<ShapeHasher>>,
+    /// By shape id: the count plus one, 0 where none is known. Sized on first use.
+    counts: Vec<u32>,
     looked: u32,
     found: u32,
     off: bool,
 }
 
 impl ShapeCounts {
-    /// The count of a tree alike to `tree`, if one was counted in this query.
-    pub(crate) fn lookup(&mut self, index: &ProviderIndex, tree: PackedTree<'_>) -> Lookup {
+    /// The count of a tree of `root`'s shape, if one was counted in this query.
+    pub(crate) fn lookup(&mut self, index: &ProviderIndex, root: ProviderId) -> Lookup {
         if self.off {
             return Lookup::Off;
         }
         self.looked += 1;
-        if self.looked == TRIAL && self.found * 2 < self.looked {
+        if self.looked == TRIAL && self.found * 2 < TRIAL {
             self.off = true;
-            self.counts = HashMap::default();
+            self.counts = Vec::new();
             return Lookup::Off;
         }
-        let hash = tree.shape_hash();
-        match self.counts.get(&hash) {
-            Some(&(root, n)) if index.root_pack(root).same_shape(&tree) => {
+        let Some(shape) = index.shape(root) else {
+            return Lookup::Off;
+        };
+        if self.counts.is_empty() {
+            self.counts = vec![0; index.shape_ids()];
+        }
+        match self.counts.get(shape.0 as usize) {
+            Some(&n) if n > 0 => {
                 self.found += 1;
-                Lookup::Counted(n)
+                Lookup::Counted(n as usize - 1)
             }
-            // Another shape with the same hash holds the entry: this one is not remembered.
-            Some(_) => Lookup::Off,
-            None => Lookup::Unseen(hash),
+            _ => Lookup::Unseen(shape.0),
         }
     }
 
-    /// Remembers a tree's count under the hash its lookup gave, unless the tree holds a
-    /// sharing provider.
+    /// Remembers the count of a tree of the shape its lookup gave, unless the tree holds
+    /// a sharing provider (or the count is beyond what is remembered).
     pub(crate) fn remember(
         &mut self,
         index: &ProviderIndex,
-        hash: u64,
+        shape: u32,
         root: ProviderId,
         n: usize,
     ) {
-        if self.counts.len() >= MAX_SHAPES {
+        let Ok(stored) = u32::try_from(n + 1) else {
             return;
-        }
+        };
         let tree = index.root_pack(root);
         if tree.ids().any(|p| index.sharing.binary_search(&p).is_ok()) {
             return;
         }
-        self.counts.insert(hash, (root, n));
-    }
-}
-
-/// The keys are hashes already: used as they are.
-#[derive(Debug, Default)]
-struct ShapeHasher(u64);
-
-impl Hasher for ShapeHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 << 8) | u64::from(*b);
+        if let Some(slot) = self.counts.get_mut(shape as usize) {
+            *slot = stored;
         }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
     }
 }
