@@ -1292,7 +1292,7 @@ fn weighers_decide_where_servers_go_and_bad_ones_are_refused() {
     for (bad, says) in [
         (
             "gpu=1",
-            "unknown weigher \"gpu\"; the weighers are spread, ram, cpu and disk",
+            "unknown weigher \"gpu\"; the weighers are spread, ram, cpu, disk and instances",
         ),
         (
             "ram",

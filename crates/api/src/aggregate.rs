@@ -90,6 +90,10 @@ pub struct WeigherMultipliers {
     /// The disk weigher's (free DISK_GB on the host); negative packs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk: Option<f64>,
+    /// The instances weigher's (consumers holding allocations on the host); positive
+    /// packs, as Nova's `num_instances_weight_multiplier`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instances: Option<f64>,
 }
 
 impl WeigherMultipliers {

@@ -710,6 +710,11 @@ impl ProviderIndex {
         self.allocations.get(key)
     }
 
+    /// Every consumer's allocations, in no particular order.
+    pub fn consumers(&self) -> impl Iterator<Item = &ConsumerAllocations> {
+        self.allocations.values()
+    }
+
     /// Number of providers.
     pub fn len(&self) -> usize {
         self.by_name.len()

@@ -3,7 +3,8 @@
 //! the values are normalized to 0..1 over the candidates being weighed (the smallest 0, the
 //! largest 1, all 0 when they are equal), multiplied by the weigher's multiplier and summed.
 //! The highest sum wins. A positive multiplier prefers more free capacity (spread), a
-//! negative one less (pack), zero turns the weigher off.
+//! negative one less (pack), zero turns the weigher off; the instances weigher, as Nova's,
+//! weighs instances rather than free capacity, so there a positive multiplier packs.
 
 use std::fmt;
 use std::str::FromStr;
@@ -20,11 +21,23 @@ pub enum Weigher {
     Cpu,
     /// Free DISK_GB on the candidate's host tree (Nova's DiskWeigher).
     Disk,
+    /// Consumers holding allocations on the candidate's host tree (Nova's
+    /// NumInstancesWeigher): positive prefers busier hosts (pack), negative idler ones.
+    Instances,
 }
+
+/// How many weighers there are: the columns of raw values and multipliers.
+pub const WEIGHERS: usize = 5;
 
 impl Weigher {
     /// Every weigher, in the order raw values are given.
-    pub const ALL: [Weigher; 4] = [Weigher::Spread, Weigher::Ram, Weigher::Cpu, Weigher::Disk];
+    pub const ALL: [Weigher; WEIGHERS] = [
+        Weigher::Spread,
+        Weigher::Ram,
+        Weigher::Cpu,
+        Weigher::Disk,
+        Weigher::Instances,
+    ];
 
     /// Its name on the command line.
     pub fn name(self) -> &'static str {
@@ -33,13 +46,14 @@ impl Weigher {
             Weigher::Ram => "ram",
             Weigher::Cpu => "cpu",
             Weigher::Disk => "disk",
+            Weigher::Instances => "instances",
         }
     }
 
     /// The resource class whose free amount on the host it weighs, if it weighs one.
     pub fn resource_class(self) -> Option<&'static str> {
         match self {
-            Weigher::Spread => None,
+            Weigher::Spread | Weigher::Instances => None,
             Weigher::Ram => Some("MEMORY_MB"),
             Weigher::Cpu => Some("VCPU"),
             Weigher::Disk => Some("DISK_GB"),
@@ -55,7 +69,7 @@ impl Weigher {
 /// Why a weigher setting was refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum WeigherError {
-    #[error("unknown weigher {name:?}; the weighers are spread, ram, cpu and disk")]
+    #[error("unknown weigher {name:?}; the weighers are spread, ram, cpu, disk and instances")]
     Unknown { name: String },
     #[error("{item:?} is not NAME=MULTIPLIER (for example ram=1.0 or cpu=-1)")]
     NotAnAssignment { item: String },
@@ -70,14 +84,14 @@ pub enum WeigherError {
 /// A multiplier for each weigher.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Weighers {
-    multipliers: [f64; 4],
+    multipliers: [f64; WEIGHERS],
 }
 
 impl Default for Weighers {
     /// Spread alone, with multiplier 1.
     fn default() -> Weighers {
         Weighers {
-            multipliers: [1.0, 0.0, 0.0, 0.0],
+            multipliers: [1.0, 0.0, 0.0, 0.0, 0.0],
         }
     }
 }
@@ -102,13 +116,13 @@ impl Weighers {
 
     /// Each candidate's weight from its raw values (one row per candidate, one column per
     /// weigher in [`Weigher::ALL`] order).
-    pub fn weigh(&self, raw: &[[f64; 4]]) -> Vec<f64> {
+    pub fn weigh(&self, raw: &[[f64; WEIGHERS]]) -> Vec<f64> {
         weigh_each(raw, &vec![self.multipliers; raw.len()])
     }
 
     /// The multipliers for a host with these overrides (from its aggregates), in
     /// [`Weigher::ALL`] order: each override replaces this setting's multiplier.
-    pub fn overridden(&self, overrides: [Option<f64>; 4]) -> [f64; 4] {
+    pub fn overridden(&self, overrides: [Option<f64>; WEIGHERS]) -> [f64; WEIGHERS] {
         let mut row = self.multipliers;
         for (m, o) in row.iter_mut().zip(overrides) {
             if let Some(o) = o {
@@ -122,7 +136,7 @@ impl Weighers {
 /// Each candidate's weight from its raw values and its own multipliers (a row each, in
 /// [`Weigher::ALL`] order): Nova's per-aggregate multipliers give hosts different ones.
 /// Normalization is over every candidate, whatever its multipliers.
-pub fn weigh_each(raw: &[[f64; 4]], multipliers: &[[f64; 4]]) -> Vec<f64> {
+pub fn weigh_each(raw: &[[f64; WEIGHERS]], multipliers: &[[f64; WEIGHERS]]) -> Vec<f64> {
     let mut weights = vec![0.0; raw.len()];
     for weigher in Weigher::ALL {
         let column = weigher.column();
@@ -198,7 +212,7 @@ mod tests {
     #[test]
     fn the_default_is_spread_alone() {
         let w = Weighers::default();
-        assert_eq!(w.to_string(), "spread=1,ram=0,cpu=0,disk=0");
+        assert_eq!(w.to_string(), "spread=1,ram=0,cpu=0,disk=0,instances=0");
         assert_eq!(w, "".parse().unwrap());
         assert_eq!(w.active().collect::<Vec<_>>(), [Weigher::Spread]);
     }
@@ -206,7 +220,7 @@ mod tests {
     #[test]
     fn settings_read_over_the_default_and_print_back() {
         let w: Weighers = "ram=1.5, cpu=-1,spread=0".parse().unwrap();
-        assert_eq!(w.to_string(), "spread=0,ram=1.5,cpu=-1,disk=0");
+        assert_eq!(w.to_string(), "spread=0,ram=1.5,cpu=-1,disk=0,instances=0");
         assert_eq!(w, w.to_string().parse().unwrap());
     }
 
@@ -215,7 +229,7 @@ mod tests {
         let err = |s: &str| s.parse::<Weighers>().unwrap_err().to_string();
         assert_eq!(
             err("ram=1,gpu=2"),
-            "unknown weigher \"gpu\"; the weighers are spread, ram, cpu and disk"
+            "unknown weigher \"gpu\"; the weighers are spread, ram, cpu, disk and instances"
         );
         assert_eq!(
             err("ram"),
@@ -235,9 +249,9 @@ mod tests {
         let w: Weighers = "spread=0,ram=1,cpu=-2".parse().unwrap();
         // RAM 1000/3000/2000 normalizes to 0, 1, 0.5; CPU 4/8/8 to 0, 1, 1.
         let raw = [
-            [0.9, 1000.0, 4.0, 0.0],
-            [0.1, 3000.0, 8.0, 0.0],
-            [0.5, 2000.0, 8.0, 0.0],
+            [0.9, 1000.0, 4.0, 0.0, 0.0],
+            [0.1, 3000.0, 8.0, 0.0, 0.0],
+            [0.5, 2000.0, 8.0, 0.0, 0.0],
         ];
         assert_eq!(w.weigh(&raw), [0.0, 1.0 - 2.0, 0.5 - 2.0]);
     }
@@ -245,7 +259,7 @@ mod tests {
     #[test]
     fn a_weigher_on_which_every_candidate_is_alike_decides_nothing() {
         let w: Weighers = "ram=-1".parse().unwrap();
-        let raw = [[0.25, 512.0, 0.0, 0.0], [0.75, 512.0, 0.0, 0.0]];
+        let raw = [[0.25, 512.0, 0.0, 0.0, 0.0], [0.75, 512.0, 0.0, 0.0, 0.0]];
         assert_eq!(w.weigh(&raw), [0.0, 1.0], "spread decides alone");
         assert_eq!(w.weigh(&[]), Vec::<f64>::new());
     }
@@ -253,30 +267,30 @@ mod tests {
     #[test]
     fn a_host_with_its_own_multiplier_is_weighed_with_it() {
         let w: Weighers = "spread=0,ram=1".parse().unwrap();
-        let raw = [[0.0, 100.0, 0.0, 0.0], [0.0, 300.0, 0.0, 0.0]];
+        let raw = [[0.0, 100.0, 0.0, 0.0, 0.0], [0.0, 300.0, 0.0, 0.0, 0.0]];
         // The second host's aggregate packs RAM: its 1.0 normalized counts -1.
         let rows = [
-            w.overridden([None; 4]),
-            w.overridden([None, Some(-1.0), None, None]),
+            w.overridden([None; WEIGHERS]),
+            w.overridden([None, Some(-1.0), None, None, None]),
         ];
-        assert_eq!(rows[1], [0.0, -1.0, 0.0, 0.0]);
+        assert_eq!(rows[1], [0.0, -1.0, 0.0, 0.0, 0.0]);
         assert_eq!(weigh_each(&raw, &rows), [0.0, -1.0]);
         // An override turns on a weigher the setting leaves off, for that host alone.
         let off = Weighers::default();
         let rows = [
-            off.overridden([None; 4]),
-            off.overridden([None, None, Some(2.0), None]),
+            off.overridden([None; WEIGHERS]),
+            off.overridden([None, None, Some(2.0), None, None]),
         ];
-        let raw = [[0.5, 0.0, 8.0, 0.0], [0.5, 0.0, 16.0, 0.0]];
+        let raw = [[0.5, 0.0, 8.0, 0.0, 0.0], [0.5, 0.0, 16.0, 0.0, 0.0]];
         assert_eq!(weigh_each(&raw, &rows), [0.0, 2.0]);
     }
 
     #[test]
     fn packing_reverses_the_order_spreading_gives() {
         let raw = [
-            [0.0, 100.0, 0.0, 0.0],
-            [0.0, 300.0, 0.0, 0.0],
-            [0.0, 200.0, 0.0, 0.0],
+            [0.0, 100.0, 0.0, 0.0, 0.0],
+            [0.0, 300.0, 0.0, 0.0, 0.0],
+            [0.0, 200.0, 0.0, 0.0, 0.0],
         ];
         let best = |w: &Weighers| {
             let weights = w.weigh(&raw);

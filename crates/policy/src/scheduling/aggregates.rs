@@ -19,6 +19,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use kubeplace_api::{Aggregate, Kind, Object};
 use kubeplace_core::placement::request::{MemberOf, Request};
+use kubeplace_core::placement::weighers::WEIGHERS;
 #[cfg(doc)]
 use kubeplace_core::placement::weighers::Weigher;
 
@@ -167,14 +168,14 @@ mod tests;
 /// Each host's weigher multipliers from the aggregates it is in (root provider name to
 /// overrides in [`Weigher::ALL`] order), for hosts in an aggregate that sets any. A host in
 /// several takes the smallest of each, as Nova does.
-pub fn weigher_overrides(store: &Store) -> HashMap<String, [Option<f64>; 4]> {
-    let mut per_host: HashMap<String, [Option<f64>; 4]> = HashMap::new();
+pub fn weigher_overrides(store: &Store) -> HashMap<String, [Option<f64>; WEIGHERS]> {
+    let mut per_host: HashMap<String, [Option<f64>; WEIGHERS]> = HashMap::new();
     for aggregate in aggregates(store) {
         let m = &aggregate.spec.weigher_multipliers;
         if m.is_empty() {
             continue;
         }
-        let set = [m.spread, m.ram, m.cpu, m.disk];
+        let set = [m.spread, m.ram, m.cpu, m.disk, m.instances];
         for host in store.index().roots_in_aggregate(&aggregate.spec.uuid) {
             let row = per_host.entry(host).or_default();
             for (have, new) in row.iter_mut().zip(set) {

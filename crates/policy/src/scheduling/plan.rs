@@ -26,7 +26,7 @@ use kubeplace_core::placement::explain::explain;
 use kubeplace_core::placement::microversion::Microversion;
 use kubeplace_core::placement::query::parse_candidates_query;
 use kubeplace_core::placement::request::{Request, TraitConflict};
-use kubeplace_core::placement::weighers::{Weigher, Weighers, weigh_each};
+use kubeplace_core::placement::weighers::{WEIGHERS, Weigher, Weighers, weigh_each};
 
 use super::aggregates::Placing;
 use super::server_groups::{Members, host_of};
@@ -201,6 +201,7 @@ pub(crate) fn choose(
     }
     let mut refused_hosts: Vec<String> = Vec::new();
     let mut free_on_host = HashMap::new();
+    let mut instances: Option<HashMap<String, usize>> = None;
     let mut weighed: Vec<_> = set
         .candidates
         .iter()
@@ -215,11 +216,15 @@ pub(crate) fn choose(
             }
             let preference = members.map_or(0, |m| m.preference(&host));
             let multipliers = weighing.multipliers(&host);
-            let mut raw = [0.0; 4];
+            let mut raw = [0.0; WEIGHERS];
             for weigher in weighing.weighers_used() {
-                raw[weigher.column()] = match weigher.resource_class() {
-                    None => spread(index, &named),
-                    Some(class) => *free_on_host
+                raw[weigher.column()] = match (weigher, weigher.resource_class()) {
+                    (Weigher::Instances, _) => {
+                        let per_host = instances.get_or_insert_with(|| instances_per_host(index));
+                        per_host.get(host.as_str()).copied().unwrap_or(0) as f64
+                    }
+                    (_, None) => spread(index, &named),
+                    (_, Some(class)) => *free_on_host
                         .entry((host.clone(), class))
                         .or_insert_with(|| free_in_tree(index, &host, class)),
                 };
@@ -230,8 +235,8 @@ pub(crate) fn choose(
             Some((preference, (raw, multipliers), providers, named))
         })
         .collect();
-    let raw: Vec<[f64; 4]> = weighed.iter().map(|w| w.1.0).collect();
-    let multipliers: Vec<[f64; 4]> = weighed.iter().map(|w| w.1.1).collect();
+    let raw: Vec<[f64; WEIGHERS]> = weighed.iter().map(|w| w.1.0).collect();
+    let multipliers: Vec<[f64; WEIGHERS]> = weighed.iter().map(|w| w.1.1).collect();
     let weights = weigh_each(&raw, &multipliers);
     let best = (0..weighed.len()).max_by(|&a, &b| {
         let (a_, b_) = (&weighed[a], &weighed[b]);
@@ -279,7 +284,7 @@ pub(crate) fn choose(
 /// whose aggregates set their own.
 pub(crate) struct Weighing {
     weighers: Weighers,
-    per_host: HashMap<String, [Option<f64>; 4]>,
+    per_host: HashMap<String, [Option<f64>; WEIGHERS]>,
 }
 
 impl Weighing {
@@ -292,7 +297,7 @@ impl Weighing {
     }
 
     /// A host's multipliers, in [`Weigher::ALL`] order.
-    fn multipliers(&self, host: &str) -> [f64; 4] {
+    fn multipliers(&self, host: &str) -> [f64; WEIGHERS] {
         self.weighers
             .overridden(self.per_host.get(host).copied().unwrap_or_default())
     }
@@ -326,6 +331,21 @@ fn spread(index: &ProviderIndex, named: &[(String, String, i64)]) -> f64 {
             (capacity - (index.used(p, class) + amount) as f64) / capacity
         })
         .fold(f64::INFINITY, f64::min)
+}
+
+/// Each host's instances, as Nova's NumInstancesWeigher counts them: the consumers holding
+/// allocations in the host's tree (a consumer counts on the host of its allocations, not on
+/// a sharing provider it borrows from). Counted over the index once per choice, and only
+/// when the instances weigher is in use.
+fn instances_per_host(index: &ProviderIndex) -> HashMap<String, usize> {
+    let mut per_host: HashMap<String, usize> = HashMap::new();
+    for consumer in index.consumers() {
+        let providers = consumer.items.iter().map(|(p, _, _)| p.as_str());
+        if let Some(host) = host_of(index, providers) {
+            *per_host.entry(host).or_default() += 1;
+        }
+    }
+    per_host
 }
 
 /// The free amount of `class` over the tree rooted at `root` (capacity less usage, summed

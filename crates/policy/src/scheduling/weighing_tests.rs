@@ -115,7 +115,10 @@ fn weigher_overrides_are_per_host_and_take_the_smallest() {
     );
     let overrides = crate::scheduling::aggregates::weigher_overrides(&store);
     assert_eq!(overrides.len(), 1);
-    assert_eq!(overrides["h1"], [Some(0.0), Some(-1.0), None, Some(2.0)]);
+    assert_eq!(
+        overrides["h1"],
+        [Some(0.0), Some(-1.0), None, Some(2.0), None]
+    );
 }
 
 #[test]
@@ -140,5 +143,34 @@ fn an_image_that_names_its_disk_format_goes_to_hosts_that_support_it() {
         why.message.contains("root_required=COMPUTE_IMAGE_TYPE_RAW"),
         "{}",
         why.message
+    );
+}
+
+/// Allocations of `n` consumers (1 VCPU each) on `host`.
+fn instances_on(host: &str, n: usize) -> String {
+    (0..n)
+        .map(|i| {
+            format!(
+                "---\napiVersion: kubeplace.io/v1alpha1\nkind: Allocation\nmetadata: {{name: {host}-i{i}}}\nspec:\n  consumer: 6f3c1a52-1d8e-4c2b-9a57-0f1e2d3c4b{i:02}\n  allocations:\n  - provider: {host}\n    resources: {{VCPU: 1}}\n"
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_instances_weigher_packs_when_positive_and_spreads_when_negative_as_novas() {
+    // h2 holds two consumers, h3 one, h1 none.
+    let busy = instances_on("h2", 2) + &instances_on("h3", 1);
+    assert_eq!(host_with("spread=0,instances=1", &busy), "h2", "busiest");
+    assert_eq!(host_with("spread=0,instances=-1", &busy), "h1", "idlest");
+    // With no instances anywhere every host is alike on it: the tie-break decides.
+    assert_eq!(host_with("spread=0,instances=-1", ""), "h1");
+    assert_eq!(host_with("spread=0,instances=1", ""), "h1");
+    // An aggregate over h1 and h2 packs while the setting spreads: h2 weighs 1, h1 0, and
+    // h3 (one instance of two, normalized 1/2) -1/2.
+    let packing = aggregate("pack", "{instances: 1}");
+    assert_eq!(
+        host_with("spread=0,instances=-1", &(busy.clone() + &packing)),
+        "h2"
     );
 }
