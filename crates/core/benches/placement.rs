@@ -419,6 +419,28 @@ fn main() {
                 group.bench_with_input(BenchmarkId::new("explain", &id), &query, |b, q| {
                     b.iter(|| black_box(explain(&index, q).returned))
                 });
+                // As the scheduler asks it, with its pre-filter (no disabled host) added.
+                if trees == 10_000 {
+                    let prefiltered = parse_candidates_query(
+                        &format!("{qs}&root_required=!COMPUTE_STATUS_DISABLED"),
+                        Microversion::LATEST,
+                    )
+                    .expect("valid query");
+                    for (row, run) in [
+                        ("explain-prefiltered", true),
+                        ("candidates-prefiltered", false),
+                    ] {
+                        group.bench_with_input(BenchmarkId::new(row, &id), &prefiltered, |b, q| {
+                            b.iter(|| {
+                                if run {
+                                    black_box(explain(&index, q).returned)
+                                } else {
+                                    black_box(allocation_candidates(&index, q).candidates.len())
+                                }
+                            })
+                        });
+                    }
+                }
             }
         }
         // The closed-form counts again where no two trees are alike: each compute node's
