@@ -433,6 +433,14 @@ proptest! {
         };
         let h = scheduler::headroom(&store, "f", &without, 100).unwrap();
         prop_assert!(!h.capped);
+        // Undrained, the Flavor's status (counted by `kubeplace apply`) says the same.
+        if without.is_empty() {
+            let Some(Object::Flavor(f)) = store.get_cluster(Kind::Flavor, "f") else {
+                panic!("flavor f is stored");
+            };
+            let shown = f.status.as_ref().and_then(|s| s.headroom.clone());
+            prop_assert_eq!(shown.map(|s| s.servers), Some(h.fits as i64));
+        }
         // The same cloud, drained by hand, with `fits + 1` more servers created one by one.
         let mut yaml = String::new();
         for (i, vcpu) in nodes.iter().enumerate() {
