@@ -670,6 +670,23 @@ impl ProviderIndex {
             .collect()
     }
 
+    /// The free amount of a class over the tree rooted at `root`: capacity less usage (none
+    /// below 0) summed over its providers, what Nova's RAM, CPU and disk weighers weigh.
+    pub fn free_in_tree(&self, root: &str, class: &str) -> i64 {
+        let (Some(root), Some(class)) = (self.id(root), self.classes.get(class)) else {
+            return 0;
+        };
+        let mut tree = Vec::new();
+        self.tree(root, &mut tree);
+        tree.iter()
+            .map(|&p| {
+                let p = self.get(p);
+                p.inventory(class)
+                    .map_or(0, |inv| inv.capacity().saturating_sub(p.used(class)).max(0))
+            })
+            .fold(0i64, i64::saturating_add)
+    }
+
     /// Names of a provider's direct children, sorted.
     pub fn children(&self, name: &str) -> Vec<String> {
         self.id(name)
@@ -822,6 +839,39 @@ impl ProviderIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn free_in_tree_sums_what_each_provider_has_left() {
+        let mut idx = ProviderIndex::default();
+        let with = |name: &str, parent: Option<&str>, total: i64| {
+            let mut r = rp(name, parent);
+            r.inventories
+                .insert("VCPU".to_string(), Inventory::with_total(total));
+            r
+        };
+        idx.upsert_provider(with("cn1", None, 4));
+        idx.upsert_provider(with("cn1-numa0", Some("cn1"), 8));
+        idx.upsert_provider(with("cn1-numa1", Some("cn1"), 8));
+        idx.upsert_provider(with("cn2", None, 16));
+        let use_ = |idx: &mut ProviderIndex, key: &str, p: &str, n: i64| {
+            idx.upsert_allocations(
+                key,
+                ConsumerAllocations {
+                    consumer: key.to_string(),
+                    items: vec![(p.to_string(), "VCPU".to_string(), n)],
+                },
+            )
+        };
+        use_(&mut idx, "a", "cn1-numa0", 3);
+        assert_eq!(idx.free_in_tree("cn1", "VCPU"), 4 + 5 + 8);
+        assert_eq!(idx.free_in_tree("cn2", "VCPU"), 16);
+        // Usage above capacity (an inventory that shrank) counts as none left, not less.
+        use_(&mut idx, "b", "cn1-numa1", 12);
+        assert_eq!(idx.free_in_tree("cn1", "VCPU"), 4 + 5);
+        // Unknown roots and classes have nothing free.
+        assert_eq!(idx.free_in_tree("cn9", "VCPU"), 0);
+        assert_eq!(idx.free_in_tree("cn1", "MEMORY_MB"), 0);
+    }
 
     fn rp(name: &str, parent: Option<&str>) -> ProviderRecord {
         ProviderRecord {

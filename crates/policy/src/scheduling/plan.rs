@@ -226,7 +226,7 @@ pub(crate) fn choose(
                     (_, None) => spread(index, &named),
                     (_, Some(class)) => *free_on_host
                         .entry((host.clone(), class))
-                        .or_insert_with(|| free_in_tree(index, &host, class)),
+                        .or_insert_with(|| index.free_in_tree(&host, class) as f64),
                 };
             }
             let mut providers: Vec<String> = named.iter().map(|(p, _, _)| p.clone()).collect();
@@ -346,20 +346,6 @@ fn instances_per_host(index: &ProviderIndex) -> HashMap<String, usize> {
         }
     }
     per_host
-}
-
-/// The free amount of `class` over the tree rooted at `root` (capacity less usage, summed
-/// over its providers), what the ram, cpu and disk weighers weigh.
-fn free_in_tree(index: &ProviderIndex, root: &str, class: &str) -> f64 {
-    let mut free = 0;
-    let mut pending = vec![root.to_string()];
-    while let Some(p) = pending.pop() {
-        if let Some(inv) = index.inventory(&p, class) {
-            free += (inv.capacity() - index.used(&p, class)).max(0);
-        }
-        pending.extend(index.children(&p));
-    }
-    free as f64
 }
 
 /// The tree a server runs in: the root of a provider it holds, preferring providers that

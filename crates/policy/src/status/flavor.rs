@@ -185,3 +185,31 @@ pub(super) fn status(f: &Flavor, world: &World<'_>, generation: Option<i64>) -> 
         observed_generation: generation,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::scheduling::record_headroom;
+    use crate::status::{World, desired_status};
+    use crate::store::Store;
+    use kubeplace_api::manifest::parse_stream;
+    use kubeplace_api::{Kind, Status};
+
+    #[test]
+    fn the_status_shows_the_headroom_recorded_in_the_store() {
+        let mut store = Store::default();
+        let yaml = "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata: {name: cn1}\nspec:\n  inventories:\n    VCPU: {total: 8}\n    MEMORY_MB: {total: 65536}\n---\napiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata: {name: f2}\nspec: {vcpus: 2, memoryMb: 512}\n";
+        for doc in parse_stream("t.yaml", yaml).unwrap() {
+            store.put(doc.object().unwrap().unwrap());
+        }
+        let flavor = store.get_cluster(Kind::Flavor, "f2").unwrap().clone();
+        let headroom = |store: &Store| match desired_status(&flavor, &World::new(store)) {
+            Status::Flavor(st) => st.headroom,
+            other => panic!("not a flavor status: {other:?}"),
+        };
+        assert_eq!(headroom(&store), None, "nothing counted yet");
+        record_headroom(&mut store, 100);
+        assert_eq!(headroom(&store).map(|h| h.servers), Some(4));
+        store.turn_headroom_off();
+        assert_eq!(headroom(&store), None);
+    }
+}

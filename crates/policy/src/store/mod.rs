@@ -81,7 +81,7 @@ pub struct Store {
     deleted_claims: std::collections::VecDeque<String>,
     /// How the scheduler weighs candidates: the operator's setting, not an object.
     weighers: Weighers,
-    /// Per Flavor, its headroom as last counted ([`crate::scheduling::headroom`]): counted
+    /// Per Flavor, its headroom as last counted (by the scheduling layer's headroom): counted
     /// apart from the statuses, which show the last count.
     headroom: BTreeMap<String, HeadroomStatus>,
     /// Nobody counts headroom here (`--headroom-cap 0`): statuses show none.
