@@ -27,7 +27,8 @@
 //! [`SETTLED`]. The operator's logs are kept under `$CARGO_TARGET_TMPDIR/webhook_load/`.
 //!
 //! Run with `cargo bench --bench webhook_load`; `KUBEPLACE_BENCH_TREES=N` sets the number of
-//! trees. It prints markdown tables.
+//! trees, `KUBEPLACE_BENCH_STATUS_WRITES=N` the operator's `--status-writes-in-flight` (8).
+//! It prints markdown tables.
 
 #[path = "../tests/support/mod.rs"]
 #[allow(unused_imports)]
@@ -471,6 +472,14 @@ fn counter(port: u16, name: &str) -> f64 {
 }
 
 /// A running `kubeplace run` and its ports.
+/// Status writes the operator keeps in flight (`KUBEPLACE_BENCH_STATUS_WRITES`, default 8).
+fn status_writes_in_flight() -> u16 {
+    std::env::var("KUBEPLACE_BENCH_STATUS_WRITES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(8)
+}
+
 struct Operator {
     process: support::Process,
     webhook_port: u16,
@@ -507,6 +516,7 @@ impl Operator {
             "default",
             "--leader-elect=false",
             "--drain-seconds=0",
+            &format!("--status-writes-in-flight={}", status_writes_in_flight()),
             // A line per reconcile pass, also those that write nothing, in the kept log.
             "--log-level=info,kubeplace::controllers::reconciler=debug",
             &format!("--webhook-addr=127.0.0.1:{webhook_port}"),

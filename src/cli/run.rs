@@ -71,6 +71,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 30,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub headroom_interval: u64,
+    /// Status writes the leader keeps in flight at once (server-side applies of the status
+    /// subresource); more finish a large first pass sooner if the API server keeps up.
+    #[arg(long, value_name = "N", default_value_t = 8,
+          value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub status_writes_in_flight: u16,
     /// Namespace kubeplace runs in; the leader Lease lives here.
     #[arg(long, env = "POD_NAMESPACE", default_value = "kubeplace-system")]
     pub namespace: String,
@@ -537,7 +542,10 @@ async fn run(args: RunArgs) -> Result<(), String> {
         ready: ready.clone(),
         metrics: metrics.clone(),
         recorder: recorder(client.clone(), &identity),
-        pacing: Pacing::default(),
+        pacing: Pacing {
+            concurrency: usize::from(args.status_writes_in_flight),
+            ..Pacing::default()
+        },
         retries: Retries::default(),
     };
     let reconciling = tokio::spawn(reconciler.run(cancel.clone()));

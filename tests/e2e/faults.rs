@@ -166,7 +166,9 @@ fn counter_sum(op: &Operator, family: &str) -> f64 {
         .sum()
 }
 
-/// Waits until the operator has written no status for `quiet`.
+/// Waits until the operator has written no status for `quiet`. The operators here count
+/// Flavor headroom every second (`--headroom-interval=1`), so that quiet also means every
+/// count is current.
 fn idle(op: &Operator, quiet: Duration) {
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut last = counter_sum(op, "kubeplace_status_writes_total");
@@ -185,7 +187,11 @@ fn idle(op: &Operator, quiet: Duration) {
 #[test]
 fn faults_mid_burst_lose_nothing_and_statuses_match_a_fresh_start() {
     let cp = private_with_crds();
-    let operator = Operator::start(&cp, "kubeplace-faults", &["--leader-elect=false"]);
+    let operator = Operator::start(
+        &cp,
+        "kubeplace-faults",
+        &["--leader-elect=false", "--headroom-interval=1"],
+    );
     apply_until_done(&cp, BASE);
 
     // The burst runs in its own thread; the faults come while it applies.
@@ -215,7 +221,11 @@ fn faults_mid_burst_lose_nothing_and_statuses_match_a_fresh_start() {
         cp.restart_etcd(true);
         wait_for(3 * BATCHES / 4);
         operator.process.kill();
-        let operator = Operator::start(&cp, "kubeplace-faults-2", &["--leader-elect=false"]);
+        let operator = Operator::start(
+            &cp,
+            "kubeplace-faults-2",
+            &["--leader-elect=false", "--headroom-interval=1"],
+        );
         wait_for(BATCHES);
         operator
     });
@@ -301,7 +311,11 @@ fn faults_mid_burst_lose_nothing_and_statuses_match_a_fresh_start() {
         "the operator did not stop on SIGTERM"
     );
     let before = statuses(&cp);
-    let fresh = Operator::start(&cp, "kubeplace-faults-fresh", &["--leader-elect=false"]);
+    let fresh = Operator::start(
+        &cp,
+        "kubeplace-faults-fresh",
+        &["--leader-elect=false", "--headroom-interval=1"],
+    );
     let deadline = Instant::now() + Duration::from_secs(60);
     while fresh
         .metric("kubeplace_reconcile_pass_duration_seconds_count")
