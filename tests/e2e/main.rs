@@ -558,6 +558,21 @@ fn eventually(cp: &ControlPlane, args: &[&str], want: &str) -> String {
     panic!("kubectl {args:?} never printed {want:?}; last: {last}");
 }
 
+/// Waits until a Flavor's field (a jsonpath without braces) prints `want`.
+fn eventually_flavor(cp: &ControlPlane, flavor: &str, field: &str, want: &str) -> String {
+    eventually(
+        cp,
+        &[
+            "get",
+            "flavor",
+            flavor,
+            "-o",
+            &format!("jsonpath={{{field}}}"),
+        ],
+        want,
+    )
+}
+
 /// A Flavor's `status.headroom.servers` as `kubeplace apply -f examples/cloud` counts it.
 fn offline_headroom(flavor: &str) -> i64 {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubeplace"))
@@ -862,17 +877,7 @@ fn the_operator_admits_the_cloud_denies_bad_objects_and_writes_status() {
         rejected.stdout
     );
     // Status converges to what `kubeplace apply` computes offline.
-    eventually(
-        cp,
-        &[
-            "get",
-            "flavor",
-            "c1.avx2",
-            "-o",
-            "jsonpath={.status.candidateCount}",
-        ],
-        "4",
-    );
+    eventually_flavor(cp, "c1.avx2", ".status.candidateCount", "4");
     eventually(
         cp,
         &[
@@ -926,28 +931,13 @@ fn the_operator_admits_the_cloud_denies_bad_objects_and_writes_status() {
     // counts offline: c1.avx2 fits only on cn1, beside vault-1.
     let offline = offline_headroom("c1.avx2");
     assert!(offline > 0, "c1.avx2 has room offline");
-    eventually(
+    eventually_flavor(
         cp,
-        &[
-            "get",
-            "flavor",
-            "c1.avx2",
-            "-o",
-            "jsonpath={.status.headroom.servers}",
-        ],
+        "c1.avx2",
+        ".status.headroom.servers",
         &offline.to_string(),
     );
-    eventually(
-        cp,
-        &[
-            "get",
-            "flavor",
-            "x1.huge",
-            "-o",
-            "jsonpath={.status.headroom.servers}",
-        ],
-        "0",
-    );
+    eventually_flavor(cp, "x1.huge", ".status.headroom.servers", "0");
     let table = cp.kubectl(&["get", "flavors"]);
     assert!(table.ok().contains("c1.avx2"), "{}", table.stdout);
     assert!(table.stdout.contains("HEADROOM"), "{}", table.stdout);
@@ -955,45 +945,15 @@ fn the_operator_admits_the_cloud_denies_bad_objects_and_writes_status() {
     let gold = "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata:\n  name: cn9\nspec:\n  inventories:\n    VCPU: {total: 64}\n    MEMORY_MB: {total: 65536}\n    DISK_GB: {total: 1000}\n  traits: [COMPUTE_NODE, HW_CPU_X86_AVX2, CUSTOM_GOLD]\n";
     cp.kubectl_stdin(&["apply", "-f", "-"], gold).ok();
     std::thread::sleep(std::time::Duration::from_secs(2));
-    eventually(
-        cp,
-        &[
-            "get",
-            "flavor",
-            "c1.avx2",
-            "-o",
-            "jsonpath={.status.candidateCount}",
-        ],
-        "4",
-    );
+    eventually_flavor(cp, "c1.avx2", ".status.candidateCount", "4");
     cp.kubectl_stdin(
         &["apply", "-f", "-"],
         &gold.replace("cn9", "cn8").replace(", CUSTOM_GOLD", ""),
     )
     .ok();
-    eventually(
-        cp,
-        &[
-            "get",
-            "flavor",
-            "c1.avx2",
-            "-o",
-            "jsonpath={.status.candidateCount}",
-        ],
-        "5",
-    );
+    eventually_flavor(cp, "c1.avx2", ".status.candidateCount", "5");
     cp.kubectl(&["delete", "resourceprovider", "cn8"]).ok();
-    eventually(
-        cp,
-        &[
-            "get",
-            "flavor",
-            "c1.avx2",
-            "-o",
-            "jsonpath={.status.candidateCount}",
-        ],
-        "4",
-    );
+    eventually_flavor(cp, "c1.avx2", ".status.candidateCount", "4");
     // A restart changes no status: what was computed is computed again, nothing is lost.
     let statuses = |cp: &ControlPlane| {
         let out = cp.kubectl(&["get", "flavors,images,resourceproviders,providerconfigs", "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.candidateCount}/{.status.conditions[*].reason}/{.status.usages}{\"\\n\"}{end}"]);
