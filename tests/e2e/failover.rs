@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::support::exclusive_lock;
-use super::{Operator, crds_installed, eventually};
+use super::{Operator, crds_installed, eventually_flavor};
 
 const LEASE: &str = "e2e-failover";
 
@@ -51,17 +51,7 @@ fn leader_of<'a>(replicas: &[&'a Operator], within: Duration) -> &'a Operator {
 
 /// Waits until some replica has written the flavor's status.
 fn status_written(cp: &super::ControlPlane, flavor: &str) {
-    eventually(
-        cp,
-        &[
-            "get",
-            "flavor",
-            flavor,
-            "-o",
-            "jsonpath={.status.observedGeneration}",
-        ],
-        "1",
-    );
+    eventually_flavor(cp, flavor, ".status.observedGeneration", "1");
 }
 
 fn status_writes(replica: &Operator) -> f64 {
