@@ -533,7 +533,19 @@ async fn run(args: RunArgs) -> Result<(), String> {
         });
     }
 
-    let leader_for_headroom = leader.clone();
+    tokio::spawn(
+        HeadroomCounter {
+            store: store.clone(),
+            trigger: trigger.clone(),
+            leader: leader.clone(),
+            ready: ready.clone(),
+            settings: HeadroomSettings {
+                cap: args.headroom_cap,
+                interval: Duration::from_secs(args.headroom_interval),
+            },
+        }
+        .run(cancel.clone()),
+    );
     let reconciler = Reconciler {
         client: client.clone(),
         store: store.clone(),
@@ -549,19 +561,6 @@ async fn run(args: RunArgs) -> Result<(), String> {
         retries: Retries::default(),
     };
     let reconciling = tokio::spawn(reconciler.run(cancel.clone()));
-    tokio::spawn(
-        HeadroomCounter {
-            store: store.clone(),
-            trigger: trigger.clone(),
-            leader: leader_for_headroom,
-            ready: ready.clone(),
-            settings: HeadroomSettings {
-                cap: args.headroom_cap,
-                interval: Duration::from_secs(args.headroom_interval),
-            },
-        }
-        .run(cancel.clone()),
-    );
 
     info!(
         identity = %identity,

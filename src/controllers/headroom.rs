@@ -56,12 +56,13 @@ impl HeadroomCounter {
             let started = Instant::now();
             tokio::select! {
                 _ = cancel.cancelled() => return,
-                ok = async {
-                    self.ready.wait_for(|r| *r).await.is_ok()
-                        && self.leader.wait_for(|l| *l).await.is_ok()
-                } => if !ok { return },
+                ok = super::leading_and_ready(&mut self.leader, &mut self.ready) => if !ok { return },
             }
-            let revision = self.read().revision();
+            let revision = self
+                .store
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .revision();
             if counted_at != Some(revision) && self.round(&cancel).await {
                 counted_at = Some(revision);
             }
@@ -71,10 +72,6 @@ impl HeadroomCounter {
                 _ = tokio::time::sleep(next.max(Duration::from_secs(1))) => {}
             }
         }
-    }
-
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, kubeplace_policy::store::Store> {
-        self.store.read().unwrap_or_else(|e| e.into_inner())
     }
 
     /// One round over every Flavor; false when it stopped early (no longer leading, or

@@ -12,3 +12,12 @@ pub mod reconciler;
 pub mod status;
 pub(crate) mod trigger;
 pub mod watch;
+
+/// Waits until this replica leads and its store has synced; false when either channel
+/// closed (the process is stopping). The leader's loops start each round with it.
+pub(crate) async fn leading_and_ready(
+    leader: &mut tokio::sync::watch::Receiver<bool>,
+    ready: &mut tokio::sync::watch::Receiver<bool>,
+) -> bool {
+    ready.wait_for(|r| *r).await.is_ok() && leader.wait_for(|l| *l).await.is_ok()
+}

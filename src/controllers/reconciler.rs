@@ -116,10 +116,6 @@ pub(crate) fn recorder(client: Client, identity: &str) -> Recorder {
 }
 
 impl Reconciler {
-    async fn wait_until_leading_and_ready(&mut self) -> bool {
-        self.ready.wait_for(|r| *r).await.is_ok() && self.leader.wait_for(|l| *l).await.is_ok()
-    }
-
     /// Runs until `cancel`.
     pub async fn run(mut self, cancel: CancellationToken) {
         let mut leader = self.leader.clone();
@@ -142,7 +138,7 @@ impl Reconciler {
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => break,
-                ok = self.wait_until_leading_and_ready() => if !ok { break },
+                ok = super::leading_and_ready(&mut self.leader, &mut self.ready) => if !ok { break },
             }
             let pending = tokio::select! {
                 _ = cancel.cancelled() => break,

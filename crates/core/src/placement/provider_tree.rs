@@ -670,6 +670,13 @@ impl ProviderIndex {
             .collect()
     }
 
+    /// Whether a provider shares its inventory through its aggregates
+    /// (`MISC_SHARES_VIA_AGGREGATE` among its own or provider-config traits).
+    pub fn shares_via_aggregate(&self, name: &str) -> bool {
+        self.id(name)
+            .is_some_and(|id| self.sharing.binary_search(&id).is_ok())
+    }
+
     /// The free amount of a class over the tree rooted at `root`: capacity less usage (none
     /// below 0) summed over its providers, what Nova's RAM, CPU and disk weighers weigh.
     pub fn free_in_tree(&self, root: &str, class: &str) -> i64 {

@@ -96,7 +96,7 @@ pub fn headroom(
     if cap == 0 {
         return Err(HeadroomError::ZeroCap);
     }
-    let Some(Object::Flavor(f)) = store.get_cluster(Kind::Flavor, flavor) else {
+    let Some(request) = headroom_request(store, flavor) else {
         return Err(HeadroomError::UnknownFlavor {
             name: flavor.to_string(),
             known: store
@@ -105,9 +105,6 @@ pub fn headroom(
                 .collect(),
         });
     };
-    let mut request = flavor_request(f);
-    // Servers of the flavor asking for no zone, from a namespace no aggregate keeps hosts for.
-    super::aggregates::host_filters(store, None, &mut request);
     let mut copy = store.clone();
     let drain = drain(&mut copy, without)?;
     let placed_first = schedule_pending(&mut copy);
@@ -135,6 +132,20 @@ pub fn headroom(
         displaced_unplaced,
         pending_placed: placed_first.len() - (drain.displaced.len() - displaced_unplaced),
     })
+}
+
+/// The request of a server of `flavor` that headroom places: one asking for no zone, from
+/// a namespace no aggregate keeps hosts for. `None` for a Flavor the store does not hold.
+fn headroom_request(
+    store: &Store,
+    flavor: &str,
+) -> Option<kubeplace_core::placement::request::Request> {
+    let Some(Object::Flavor(f)) = store.get_cluster(Kind::Flavor, flavor) else {
+        return None;
+    };
+    let mut request = flavor_request(f);
+    super::aggregates::host_filters(store, None, &mut request);
+    Some(request)
 }
 
 /// What one count placed.
@@ -204,14 +215,10 @@ impl HeadroomRound {
     /// A Flavor's headroom, placing at most `cap` servers; `None` for a Flavor the store
     /// does not hold (or a cap of 0).
     pub fn count(&mut self, flavor: &str, cap: usize) -> Option<HeadroomStatus> {
-        let Some(Object::Flavor(f)) = self.copy.get_cluster(Kind::Flavor, flavor) else {
-            return None;
-        };
         if cap == 0 {
             return None;
         }
-        let mut request = flavor_request(f);
-        super::aggregates::host_filters(&self.copy, None, &mut request);
+        let request = headroom_request(&self.copy, flavor)?;
         let counted = count(&mut self.copy, &self.weighing, flavor, &request, cap);
         for key in &counted.claimed {
             self.copy.delete(key);

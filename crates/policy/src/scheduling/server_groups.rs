@@ -12,7 +12,6 @@ use std::collections::BTreeMap;
 
 use kubeplace_api::{Kind, Object, Server, ServerGroup, ServerGroupPolicy, allocation_name};
 use kubeplace_core::placement::ProviderIndex;
-use kubeplace_core::placement::trait_name::MISC_SHARES_VIA_AGGREGATE;
 
 use crate::store::{ObjectKey, Store};
 
@@ -41,14 +40,9 @@ pub fn host_of<'a>(
     providers: impl IntoIterator<Item = &'a str>,
 ) -> Option<String> {
     let providers: Vec<&str> = providers.into_iter().collect();
-    let shares = |p: &str| {
-        index
-            .effective(p)
-            .is_some_and(|(_, t)| t.contains(MISC_SHARES_VIA_AGGREGATE))
-    };
     providers
         .iter()
-        .filter(|p| !shares(p))
+        .filter(|p| !index.shares_via_aggregate(p))
         .chain(providers.iter())
         .find_map(|p| index.root_of(p).ok())
 }
