@@ -93,15 +93,12 @@ impl Book {
 
     /// Adds every CUSTOM_ trait and resource class the stored objects use to the registries.
     pub fn learn_registries(&mut self, store: &Store) {
-        let custom = |n: &String| n.starts_with("CUSTOM_");
         let index = store.index();
-        for record in index.providers() {
-            if let Some((inventories, traits)) = index.effective(&record.name) {
-                self.custom_classes
-                    .extend(inventories.into_keys().filter(custom));
-                self.custom_traits.extend(traits.into_iter().filter(custom));
-            }
-        }
+        let custom = |n: &&str| n.starts_with("CUSTOM_");
+        self.custom_classes
+            .extend(index.classes_in_use().filter(custom).map(str::to_string));
+        self.custom_traits
+            .extend(index.traits_in_use().filter(custom).map(str::to_string));
         for o in store.list(Kind::Allocation) {
             let Object::Allocation(a) = o else { continue };
             self.custom_classes.extend(
@@ -109,7 +106,7 @@ impl Book {
                     .allocations
                     .iter()
                     .flat_map(|pa| pa.resources.keys())
-                    .filter(|c| custom(c))
+                    .filter(|c| c.starts_with("CUSTOM_"))
                     .cloned(),
             );
         }

@@ -43,6 +43,14 @@ impl<I: Id> Interner<I> {
         &self.names[id.raw() as usize]
     }
 
+    /// Every name with its id, in the order they were first seen.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (I, &str)> {
+        self.names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (I::from_raw(i as u32), &**n))
+    }
+
     /// The ids of the names equal to `name` but for ASCII case.
     pub(crate) fn get_ignoring_case(&self, name: &str) -> Vec<I> {
         (0..self.names.len())

@@ -83,6 +83,10 @@ pub struct ProviderIndex {
     allocations: HashMap<Box<str>, ConsumerAllocations>,
     /// Usages of providers that do not exist (yet), by provider name.
     orphan_usages: HashMap<Box<str>, Vec<(ClassId, i64)>>,
+    /// While changes are applied in bulk ([`ProviderIndex::defer_repacks`]): the slots whose
+    /// trees are to be packed again once they are all in, so that a tree loaded provider by
+    /// provider is packed once, not once per provider.
+    deferred_repacks: Option<Vec<ProviderId>>,
 }
 
 fn sorted_insert<T: Ord + Copy>(v: &mut Vec<T>, x: T) {
@@ -134,6 +138,10 @@ impl ProviderIndex {
 
     /// A slot's packed tree, when the slot holds a root.
     pub(crate) fn packed(&self, slot: ProviderId) -> Option<PackedTree<'_>> {
+        debug_assert!(
+            self.deferred_repacks.is_none(),
+            "trees are read while their packing is deferred"
+        );
         self.packed.get(slot)
     }
 
@@ -170,8 +178,40 @@ impl ProviderIndex {
             .set(slot, words, || roots.values().copied().collect());
     }
 
+    /// From now until [`ProviderIndex::finish_repacks`], trees are not packed again as
+    /// providers change; the search must not run in between.
+    pub fn defer_repacks(&mut self) {
+        self.deferred_repacks.get_or_insert_with(Vec::new);
+    }
+
+    /// Packs every tree changed since [`ProviderIndex::defer_repacks`] once, in root name
+    /// order (the order a compaction keeps).
+    pub fn finish_repacks(&mut self) {
+        let Some(mut slots) = self.deferred_repacks.take() else {
+            return;
+        };
+        slots.sort_unstable();
+        slots.dedup();
+        slots.sort_by(|a, b| self.slot_name(*a).cmp(self.slot_name(*b)));
+        for slot in slots {
+            self.repack(slot);
+        }
+    }
+
+    /// The name of the provider in a slot; empty for a free slot.
+    fn slot_name(&self, slot: ProviderId) -> &str {
+        match self.slots.get(slot.index()) {
+            Some(Some(p)) => &p.name,
+            _ => "",
+        }
+    }
+
     /// Packs again the trees a change touched: slots that were or became roots of it.
     fn repack_all(&mut self, slots: impl IntoIterator<Item = Option<ProviderId>>) {
+        if let Some(deferred) = &mut self.deferred_repacks {
+            deferred.extend(slots.into_iter().flatten());
+            return;
+        }
         let mut done: SmallVec<[ProviderId; 4]> = SmallVec::new();
         for s in slots.into_iter().flatten() {
             if !done.contains(&s) {
@@ -660,6 +700,29 @@ impl ProviderIndex {
         ))
     }
 
+    /// The resource classes some provider has an inventory of (provider configs included),
+    /// without building any provider's record.
+    pub fn classes_in_use(&self) -> impl Iterator<Item = &str> {
+        self.classes.iter().filter_map(|(c, name)| {
+            let used = self
+                .class_members
+                .get(c.index())
+                .is_some_and(|m| !m.is_empty());
+            used.then_some(name)
+        })
+    }
+
+    /// The traits some provider has (provider configs included).
+    pub fn traits_in_use(&self) -> impl Iterator<Item = &str> {
+        self.traits.iter().filter_map(|(t, name)| {
+            let used = self
+                .trait_members
+                .get(t.index())
+                .is_some_and(|m| !m.is_empty());
+            used.then_some(name)
+        })
+    }
+
     /// Names of the providers with this uuid.
     pub fn names_with_uuid(&self, uuid: &str) -> Vec<String> {
         self.by_uuid
@@ -846,6 +909,100 @@ impl ProviderIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Changes applied with packing deferred leave every tree packed as changes applied one
+    /// by one do: children before and after their parents, a re-parenting, a removal, and
+    /// usages that land while a tree waits to be packed.
+    #[test]
+    fn deferred_packing_packs_each_tree_as_packing_at_once_does() {
+        let with_vcpu = |name: &str, parent: Option<&str>| {
+            let mut r = rp(name, parent);
+            r.inventories
+                .insert("VCPU".to_string(), Inventory::with_total(8));
+            r
+        };
+        let claim = |idx: &mut ProviderIndex, key: &str, p: &str| {
+            idx.upsert_allocations(
+                key,
+                ConsumerAllocations {
+                    consumer: key.to_string(),
+                    items: vec![(p.to_string(), "VCPU".to_string(), 3)],
+                },
+            )
+        };
+        let steps = |idx: &mut ProviderIndex| {
+            idx.upsert_provider(with_vcpu("cn1-numa0", Some("cn1")));
+            claim(idx, "early", "cn1-numa0");
+            idx.upsert_provider(with_vcpu("cn1", None));
+            idx.upsert_provider(with_vcpu("cn2", None));
+            idx.upsert_provider(with_vcpu("cn1-numa1", Some("cn1")));
+            idx.upsert_provider(with_vcpu("cn2-numa0", Some("cn2")));
+            claim(idx, "late", "cn2-numa0");
+            idx.upsert_provider(with_vcpu("cn1-numa1", Some("cn2")));
+            idx.upsert_provider(with_vcpu("cn3", None));
+            idx.remove_provider("cn3");
+        };
+        let mut at_once = ProviderIndex::default();
+        steps(&mut at_once);
+        let mut deferred = ProviderIndex::default();
+        deferred.defer_repacks();
+        steps(&mut deferred);
+        deferred.finish_repacks();
+        let packs = |idx: &ProviderIndex| -> Vec<(String, Vec<u32>)> {
+            idx.roots
+                .iter()
+                .map(|(name, id)| (name.to_string(), idx.root_pack(*id).words().to_vec()))
+                .collect()
+        };
+        assert_eq!(packs(&deferred), packs(&at_once));
+        assert_eq!(packs(&deferred).len(), 2, "cn1 and cn2");
+        let shapes = |idx: &ProviderIndex| -> Vec<bool> {
+            let ids: Vec<ProviderId> = idx.roots.values().copied().collect();
+            vec![idx.shape(ids[0]) == idx.shape(ids[1])]
+        };
+        assert_eq!(shapes(&deferred), shapes(&at_once));
+    }
+
+    #[test]
+    fn classes_and_traits_in_use_are_those_some_provider_has_now() {
+        let mut idx = ProviderIndex::default();
+        let mut cn1 = rp("cn1", None);
+        cn1.inventories
+            .insert("CUSTOM_FPGA".to_string(), Inventory::with_total(2));
+        cn1.traits.insert("CUSTOM_GOLD".to_string());
+        let mut cn2 = rp("cn2", None);
+        cn2.inventories
+            .insert("VCPU".to_string(), Inventory::with_total(4));
+        cn2.traits.insert("HW_CPU_X86_AVX2".to_string());
+        idx.upsert_provider(cn1);
+        idx.upsert_provider(cn2);
+        let in_use = |idx: &ProviderIndex| {
+            let mut c: Vec<String> = idx.classes_in_use().map(str::to_string).collect();
+            let mut t: Vec<String> = idx.traits_in_use().map(str::to_string).collect();
+            c.sort();
+            t.sort();
+            (c, t)
+        };
+        assert_eq!(
+            in_use(&idx),
+            (
+                vec!["CUSTOM_FPGA".to_string(), "VCPU".to_string()],
+                vec!["CUSTOM_GOLD".to_string(), "HW_CPU_X86_AVX2".to_string()]
+            )
+        );
+        // A class or trait no provider has any more is not in use, though its name stays
+        // interned.
+        idx.upsert_provider(rp("cn1", None));
+        assert_eq!(
+            in_use(&idx),
+            (
+                vec!["VCPU".to_string()],
+                vec!["HW_CPU_X86_AVX2".to_string()]
+            )
+        );
+        idx.remove_provider("cn2");
+        assert_eq!(in_use(&idx), (vec![], vec![]));
+    }
 
     #[test]
     fn free_in_tree_sums_what_each_provider_has_left() {

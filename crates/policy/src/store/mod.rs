@@ -334,6 +334,8 @@ impl Store {
     /// providers, costs one merge instead of one per provider.
     pub fn apply_changes(&mut self, changes: impl IntoIterator<Item = Change>) {
         let mut remerge = false;
+        // Each changed tree is packed for the search once, after every change is in.
+        self.index.defer_repacks();
         for change in changes {
             match change {
                 Change::Put(object) => {
@@ -367,6 +369,7 @@ impl Store {
         if remerge {
             self.refresh_config_merge();
         }
+        self.index.finish_repacks();
     }
 
     /// Sets an object's status; returns whether it changed.
