@@ -6,6 +6,7 @@
 //! an object with a field its schema does not name; with `--validate=false` it drops the
 //! field. `kubeplace apply` does either, so that offline and cluster verdicts agree.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::OnceLock;
 
@@ -163,37 +164,129 @@ fn walk(node: &Located, schema: &Value, root: &Value, path: &str, found: &mut Ve
 /// schema does not name: the same rules as [`unknown_fields`], without building messages.
 pub fn has_unknown_fields(kind: Kind, document: &Value) -> bool {
     let index = Kind::ALL.iter().position(|k| *k == kind).unwrap_or(0);
-    schemas()
+    let checks = field_checks();
+    checks
         .kinds
         .get(index)
-        .is_some_and(|schema| any_unknown(document, schema, schema))
+        .is_some_and(|root| checks.tree.any_unknown(document, *root))
 }
 
 /// Whether a core Namespace's document, read without locations, has an unknown field.
 pub fn has_unknown_namespace_fields(document: &Value) -> bool {
-    let schema = &schemas().namespace;
-    any_unknown(document, schema, schema)
+    let checks = field_checks();
+    checks.tree.any_unknown(document, checks.namespace)
 }
 
-fn any_unknown(node: &Value, schema: &Value, root: &Value) -> bool {
-    let schema = resolve(schema, root);
-    if preserves_unknown(schema) {
-        return false;
-    }
-    match node {
-        Value::Object(entries) => {
-            entries
-                .iter()
-                .any(|(key, value)| match field_rule(schema, key) {
-                    FieldRule::Schema(s) => any_unknown(value, s, root),
-                    FieldRule::Unknown(_) => true,
-                    FieldRule::Free => false,
-                })
+/// The schemas of [`Schemas`] reduced to what the field check reads, with references and
+/// single-branch wrappers followed once: a clean document of thousands of objects is then
+/// checked without resolving `$ref`s or looking up schema keywords at each of its values.
+struct FieldChecks {
+    tree: FieldTree,
+    /// Each kind's root node, in [`Kind::ALL`] order.
+    kinds: Vec<usize>,
+    namespace: usize,
+}
+
+fn field_checks() -> &'static FieldChecks {
+    static CHECKS: OnceLock<FieldChecks> = OnceLock::new();
+    CHECKS.get_or_init(|| {
+        let schemas = schemas();
+        let mut tree = FieldTree::default();
+        let kinds = schemas
+            .kinds
+            .iter()
+            .map(|root| tree.compile(root, root, &mut HashMap::new()))
+            .collect();
+        let namespace = tree.compile(&schemas.namespace, &schemas.namespace, &mut HashMap::new());
+        FieldChecks {
+            tree,
+            kinds,
+            namespace,
         }
-        Value::Array(items) => schema
-            .get("items")
-            .is_some_and(|s| items.iter().any(|item| any_unknown(item, s, root))),
-        _ => false,
+    })
+}
+
+/// What one (resolved) schema says of the fields and items of a value checked against it.
+#[derive(Debug, Default)]
+struct FieldNode {
+    /// `x-kubernetes-preserve-unknown-fields`: nothing below is unknown.
+    preserves_unknown: bool,
+    /// `properties`, sorted by name, when the schema has them.
+    properties: Option<Vec<(Box<str>, usize)>>,
+    /// An `additionalProperties` schema: every field not named is checked against it.
+    additional: Option<usize>,
+    /// `additionalProperties: true`: fields not named are allowed.
+    additional_allowed: bool,
+    /// `items`: every item of a list is checked against it.
+    items: Option<usize>,
+}
+
+/// Compiled schema nodes; references may form cycles, so children are indices.
+#[derive(Debug, Default)]
+struct FieldTree {
+    nodes: Vec<FieldNode>,
+}
+
+impl FieldTree {
+    /// The node of `schema` (resolved from `root`), compiling it and what it reaches once;
+    /// `seen` maps a resolved schema's address to its node.
+    fn compile(&mut self, schema: &Value, root: &Value, seen: &mut HashMap<usize, usize>) -> usize {
+        let schema = resolve(schema, root);
+        let address = schema as *const Value as usize;
+        if let Some(node) = seen.get(&address) {
+            return *node;
+        }
+        let at = self.nodes.len();
+        self.nodes.push(FieldNode::default());
+        seen.insert(address, at);
+        let mut node = FieldNode {
+            preserves_unknown: preserves_unknown(schema),
+            ..FieldNode::default()
+        };
+        if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+            let mut named: Vec<(Box<str>, usize)> = properties
+                .iter()
+                .map(|(name, s)| (name.as_str().into(), self.compile(s, root, seen)))
+                .collect();
+            named.sort_by(|a, b| a.0.cmp(&b.0));
+            node.properties = Some(named);
+        }
+        match schema.get("additionalProperties") {
+            Some(a) if a.is_object() => node.additional = Some(self.compile(a, root, seen)),
+            Some(Value::Bool(true)) => node.additional_allowed = true,
+            _ => {}
+        }
+        if let Some(items) = schema.get("items") {
+            node.items = Some(self.compile(items, root, seen));
+        }
+        self.nodes[at] = node;
+        at
+    }
+
+    /// [`field_rule`] and the walk of [`walk`] over compiled nodes.
+    fn any_unknown(&self, value: &Value, at: usize) -> bool {
+        let node = &self.nodes[at];
+        if node.preserves_unknown {
+            return false;
+        }
+        match value {
+            Value::Object(entries) => entries.iter().any(|(key, value)| {
+                let named = node.properties.as_ref().and_then(|p| {
+                    p.binary_search_by(|(name, _)| (**name).cmp(key.as_str()))
+                        .ok()
+                        .map(|i| p[i].1)
+                });
+                match (named, node.additional) {
+                    (Some(child), _) | (None, Some(child)) => self.any_unknown(value, child),
+                    // A field the schema does not name, where it names some.
+                    (None, None) => node.properties.is_some() && !node.additional_allowed,
+                }
+            }),
+            Value::Array(items) => node
+                .items
+                .is_some_and(|child| items.iter().any(|item| self.any_unknown(item, child))),
+            _ => false,
+        }
     }
 }
 
@@ -336,5 +429,63 @@ mod tests {
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].path, "spec.finalizerz");
         assert_eq!(found[0].suggestion.as_deref(), Some("finalizers"));
+    }
+
+    /// The check of clean documents (compiled schemas, no messages) finds an unknown field
+    /// exactly where the located walk does, at every depth: maps of values, lists, ObjectMeta's
+    /// references, free-form fields, a Namespace.
+    #[test]
+    fn the_quick_check_agrees_with_the_located_walk() {
+        let provider = "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata:\n  name: cn1\nspec:\n  inventories:\n    VCPU:\n      total: 4\n";
+        let allocation = "apiVersion: kubeplace.io/v1alpha1\nkind: Allocation\nmetadata:\n  name: a\nspec:\n  consumer: 5c8ed9b0-7a1f-4a3e-9a59-3f4c1f6e2b11\n  allocations:\n  - provider: cn1\n    resources: {VCPU: 1}\n";
+        let server = "apiVersion: kubeplace.io/v1alpha1\nkind: Server\nmetadata:\n  name: s\nspec:\n  flavor: f\n  image: i\n  flavorMeta: {anything: 1}\nstatus:\n  renderedMetadata: {anything: {at: all}}\n";
+        let owned = FLAVOR.replace(
+            "  labels: {a: b}\n",
+            "  ownerReferences:\n  - {apiVersion: v1, kind: X, name: x, uid: u}\n",
+        );
+        let cases: Vec<(Kind, String, bool)> = vec![
+            (Kind::Flavor, FLAVOR.to_string(), false),
+            (Kind::Flavor, format!("{FLAVOR}  diskGB: 10\n"), true),
+            (Kind::Flavor, FLAVOR.replace("  labels:", "  lables:"), true),
+            (Kind::Flavor, format!("{FLAVOR}status:\n  bogus: 1\n"), true),
+            (Kind::Flavor, format!("{FLAVOR}spce: {{}}\n"), true),
+            (Kind::Flavor, owned.clone(), false),
+            (
+                Kind::Flavor,
+                owned.replace("uid: u}", "uid: u, bogus: 1}"),
+                true,
+            ),
+            (Kind::ResourceProvider, provider.to_string(), false),
+            (
+                Kind::ResourceProvider,
+                format!("{provider}      totl: 5\n"),
+                true,
+            ),
+            (Kind::Allocation, allocation.to_string(), false),
+            (
+                Kind::Allocation,
+                allocation.replace("    resources:", "    resorces:"),
+                true,
+            ),
+            (Kind::Server, server.to_string(), false),
+            (Kind::Server, format!("{server}  bogus: 1\n"), true),
+        ];
+        for (kind, yaml, unknown) in &cases {
+            let value: Value = serde_saphyr::from_str(yaml).unwrap();
+            let walked = !unknown_fields(*kind, &located(yaml)).is_empty();
+            assert_eq!(walked, *unknown, "the walk, {kind:?}:\n{yaml}");
+            assert_eq!(
+                has_unknown_fields(*kind, &value),
+                *unknown,
+                "{kind:?}:\n{yaml}"
+            );
+        }
+        let ns =
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\nspec:\n  finalizers: []\n";
+        let value = |y: &str| serde_saphyr::from_str::<Value>(y).unwrap();
+        assert!(!has_unknown_namespace_fields(&value(ns)));
+        assert!(has_unknown_namespace_fields(&value(
+            &ns.replace("finalizers", "finalizerz")
+        )));
     }
 }

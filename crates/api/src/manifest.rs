@@ -268,25 +268,80 @@ fn parse_json_fast(file: &str, text: &str) -> Option<Vec<Document>> {
         } if kind == "List" => items,
         _ => vec![serde_json::from_str::<&RawValue>(text).ok()?],
     };
-    let mut out = Vec::with_capacity(items.len());
+    let mut lines = Vec::with_capacity(items.len());
     let (mut counted_to, mut line) = (0usize, 1u64);
-    for item in items {
+    for item in &items {
         let offset = item.get().as_ptr() as usize - text.as_ptr() as usize;
         line += text.as_bytes()[counted_to..offset]
             .iter()
             .filter(|b| **b == b'\n')
             .count() as u64;
         counted_to = offset;
+        lines.push(line);
+    }
+    let work: Vec<(&RawValue, u64)> = items.into_iter().zip(lines).collect();
+    let threads = if work.len() < PARALLEL_READ_FROM {
+        1
+    } else {
+        read_threads()
+    };
+    on_threads(&work, threads, |(item, line)| {
         let value: serde_json::Value = serde_json::from_str(item.get()).ok()?;
         let origin = Origin {
             file: file.to_string(),
             document: 1,
-            line,
+            line: *line,
         };
-        out.push(clean_document(origin, value)?);
-    }
-    Some(out)
+        clean_document(origin, value).map(|d| vec![d])
+    })
 }
+
+/// How many threads read one large stream: the cores, at most [`MAX_READ_THREADS`].
+fn read_threads() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(MAX_READ_THREADS)
+}
+
+/// `read` over every piece of work, on up to `threads` threads, each taking a run of
+/// pieces; what each piece gives, in order. `None` when a piece gives `None`.
+fn on_threads<W: Sync, T: Send>(
+    work: &[W],
+    threads: usize,
+    read: impl Fn(&W) -> Option<Vec<T>> + Sync,
+) -> Option<Vec<T>> {
+    let collect = |run: &[W]| -> Option<Vec<T>> {
+        let mut out = Vec::with_capacity(run.len());
+        for w in run {
+            out.extend(read(w)?);
+        }
+        Some(out)
+    };
+    if threads < 2 || work.len() < 2 {
+        return collect(work);
+    }
+    // The pieces are independent: a large stream is read on every core, in order.
+    let run = work.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = work
+            .chunks(run)
+            .map(|run| scope.spawn(|| collect(run)))
+            .collect();
+        let mut out = Vec::new();
+        for worker in workers {
+            out.extend(worker.join().ok()??);
+        }
+        Some(out)
+    })
+}
+
+/// A `List` of fewer objects is read on one thread: starting threads would cost more.
+const PARALLEL_READ_FROM: usize = 2_000;
+/// A YAML stream shorter than this is read on one thread.
+const PARALLEL_YAML_FROM: usize = 1 << 20;
+/// At most this many threads read one `List`.
+const MAX_READ_THREADS: usize = 4;
 
 /// A YAML stream in the plain subset of [`kubeplace_core::yaml_plain`] whose every object
 /// reads cleanly, read without recording where each value was written. `None` sends the text
@@ -294,21 +349,39 @@ fn parse_json_fast(file: &str, text: &str) -> Option<Vec<Document>> {
 /// `List` (whose items' lines the plain reader does not keep), or when an object in it has an
 /// error or an unknown field.
 fn parse_yaml_fast(file: &str, text: &str) -> Option<Vec<Document>> {
-    let documents = kubeplace_core::yaml_plain::read_plain(text).ok()?;
-    let mut out = Vec::with_capacity(documents.len());
-    for (i, doc) in documents.into_iter().enumerate() {
-        if doc.value.is_null() {
-            continue;
+    let threads = if text.len() < PARALLEL_YAML_FROM {
+        1
+    } else {
+        read_threads()
+    };
+    let pieces = kubeplace_core::yaml_plain::split_documents(text, threads);
+    // Each document of each piece: None for an empty one, which still counts.
+    let read = on_threads(&pieces, threads, |(first_line, piece)| {
+        let documents = kubeplace_core::yaml_plain::read_plain(piece).ok()?;
+        let mut out = Vec::with_capacity(documents.len());
+        for doc in documents {
+            if doc.value.is_null() {
+                out.push(None);
+                continue;
+            }
+            if doc.value.get("kind").and_then(serde_json::Value::as_str) == Some("List") {
+                return None;
+            }
+            let origin = Origin {
+                file: file.to_string(),
+                document: 0,
+                line: doc.line + first_line,
+            };
+            out.push(Some(clean_document(origin, doc.value)?));
         }
-        if doc.value.get("kind").and_then(serde_json::Value::as_str) == Some("List") {
-            return None;
+        Some(out)
+    })?;
+    let mut out = Vec::with_capacity(read.len());
+    for (i, doc) in read.into_iter().enumerate() {
+        if let Some(mut doc) = doc {
+            doc.origin.document = i + 1;
+            out.push(doc);
         }
-        let origin = Origin {
-            file: file.to_string(),
-            document: i + 1,
-            line: doc.line,
-        };
-        out.push(clean_document(origin, doc.value)?);
     }
     Some(out)
 }
@@ -624,6 +697,57 @@ mod tests {
         // One object, not a List.
         let one = parse_stream("one.json", FLAVOR_JSON).unwrap();
         assert_eq!((one.len(), one[0].origin.line), (1, 1));
+    }
+
+    /// A List large enough to be read on several threads reads as the located reader reads
+    /// it, in order and with each object's line; one mistake in its last part still sends it
+    /// to the located reader, which names the line.
+    #[test]
+    fn a_large_json_list_read_on_several_threads_keeps_order_and_lines() {
+        let flavors: Vec<String> = (0..PARALLEL_READ_FROM + 500)
+            .map(|i| FLAVOR_JSON.replace("m1.small", &format!("f{i:05}")))
+            .collect();
+        let refs: Vec<&str> = flavors.iter().map(String::as_str).collect();
+        let text = json_list(&refs);
+        let fast = parse_json_fast("big.json", &text).expect("clean JSON takes the fast path");
+        let located = parse_located("big.json", &text).unwrap();
+        same(&fast, &located).unwrap();
+        assert_eq!(fast.last().map(|d| d.name.as_str()), Some("f02499"));
+        assert_eq!(fast[2_400].origin.line, 5 + 2_400 * 6);
+        let typo = text.replace(
+            "\"name\": \"f02400\"},\n      \"spec\": {\"vcpus\"",
+            "\"name\": \"f02400\"},\n      \"spec\": {\"vcpu\"",
+        );
+        assert_ne!(typo, text);
+        assert!(parse_json_fast("big.json", &typo).is_none());
+        let read = parse_stream("big.json", &typo).unwrap();
+        let wrong = read[2_400].content.as_ref().unwrap_err();
+        assert_eq!(wrong.line(), 5 + 2_400 * 6 + 4, "{wrong}");
+    }
+
+    /// A YAML stream large enough to be read in pieces on several threads reads as the
+    /// located reader reads it: documents numbered and lined as in the whole stream.
+    #[test]
+    fn a_large_yaml_stream_read_in_pieces_reads_as_the_whole() {
+        let long = "x".repeat(2_000);
+        let mut text = String::new();
+        for i in 0..600 {
+            text.push_str("---\n");
+            if i == 450 {
+                text.push_str("# a comment\n\n");
+            }
+            text.push_str(&format!(
+                "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata:\n  name: f{i:04}\nspec:\n  vcpus: 1\n  memoryMb: 512\n  description: \"{long}\"\n"
+            ));
+        }
+        assert!(text.len() > PARALLEL_YAML_FROM);
+        let pieces = kubeplace_core::yaml_plain::split_documents(&text, 2);
+        assert_eq!(pieces.len(), 2, "the stream is cut");
+        let fast = parse_yaml_fast("big.yaml", &text).expect("plain YAML takes the fast path");
+        let located = parse_located("big.yaml", &text).unwrap();
+        same(&fast, &located).unwrap();
+        assert_eq!(fast.len(), 600);
+        assert_eq!(fast[599].origin.document, 600);
     }
 
     /// Whether two readings give the same documents, field for field.

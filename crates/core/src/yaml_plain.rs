@@ -246,10 +246,80 @@ fn plain(text: String) -> Result<Value, PlainError> {
     }
 }
 
+/// Cuts a stream into at most `parts` pieces of about equal size, each cut right before a
+/// line that is exactly `---` (a document start), so that the pieces can be read apart:
+/// [`read_plain`] gives each piece's documents, the pieces' documents in order are the
+/// stream's, and a document's line in the stream is its line in its piece plus the piece's
+/// first line (given with each piece, 0-based). Inside a plain stream a line `---` can only
+/// start a document; in a stream outside it (a quoted string over several lines, a block
+/// scalar), a cut leaves a piece [`read_plain`] refuses, as it refuses the whole.
+pub fn split_documents(text: &str, parts: usize) -> Vec<(u64, &str)> {
+    let mut pieces = Vec::with_capacity(parts.max(1));
+    let (mut start, mut line) = (0usize, 0u64);
+    for part in 1..parts.max(1) {
+        let target = text.len() * part / parts;
+        if target <= start {
+            continue;
+        }
+        // The next document start at or after the target.
+        let Some(found) = text[target..].find("\n---\n").map(|i| target + i + 1) else {
+            break;
+        };
+        pieces.push((line, &text[start..found]));
+        line += text[start..found].bytes().filter(|b| *b == b'\n').count() as u64;
+        start = found;
+    }
+    pieces.push((line, &text[start..]));
+    pieces
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Reading the pieces apart gives the stream's documents and lines (comments and blank
+    /// lines included), and a stream outside
+    /// the plain subset stays refused when a cut falls inside what makes it so.
+    #[test]
+    fn pieces_read_apart_read_as_the_whole() {
+        let doc =
+            |i: usize| format!("kind: A\nmetadata:\n  name: \"n{i}\"\nspec: {{v: \"---\"}}\n");
+        let mut text = String::new();
+        for i in 0..40 {
+            text.push_str("---\n");
+            if i % 7 == 3 {
+                text.push_str("# a comment\n\n");
+            }
+            text.push_str(&doc(i));
+        }
+        let whole = read_plain(&text).unwrap();
+        for parts in [1, 2, 3, 8, 200] {
+            let pieces = split_documents(&text, parts);
+            assert!(pieces.len() <= parts.max(1));
+            assert_eq!(pieces.iter().map(|(_, p)| *p).collect::<String>(), text);
+            let mut apart = Vec::new();
+            for (first, piece) in pieces {
+                for mut d in read_plain(piece).unwrap() {
+                    d.line += first;
+                    apart.push(d);
+                }
+            }
+            assert_eq!(apart, whole, "{parts} parts");
+        }
+        // A quoted string over several lines, with a line `---` in it.
+        let quoted = format!(
+            "{}note: \"a\n---\nb\"\n{}",
+            doc(0),
+            "---\n".to_string() + &doc(1)
+        );
+        assert!(read_plain(&quoted).is_err());
+        for (_, piece) in split_documents(&quoted, 2) {
+            if piece.contains("note") || piece.starts_with("---\nb") {
+                assert!(read_plain(piece).is_err(), "{piece:?}");
+            }
+        }
+    }
 
     #[test]
     fn reads_documents_with_their_first_line() {
