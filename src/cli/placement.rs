@@ -72,6 +72,11 @@ pub(crate) fn answer(
         Call::Candidates => match parse_candidates_query(query, mv) {
             // A search that runs out of budget without a limit is a 400 naming the budget.
             Ok(q) => match try_allocation_candidates(index, &q) {
+                Ok(set) if !pretty => {
+                    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+                    let json = candidates_body(index, &set, mv).to_json(threads);
+                    (String::from_utf8(json).unwrap_or_default(), 0)
+                }
                 Ok(set) => (text(&candidates_body(index, &set, mv), pretty), 0),
                 Err(e) => (text(&error_body(400, &e.to_string()), pretty), 1),
             },

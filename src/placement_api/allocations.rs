@@ -18,11 +18,11 @@ use kubeplace_core::placement::response::candidates_body;
 use kubeplace_policy::store::ObjectKey;
 
 use super::body;
-use super::state::{
+use super::wire::{ApiError, Reply, code, empty, json_bytes_reply, json_reply};
+use super::{Call, Ctx};
+use kubeplace_policy::placement_records::{
     CONSUMER_TYPE_ANNOTATION, Consumer, PROJECT_ANNOTATION, State, UNKNOWN_PROJECT, USER_ANNOTATION,
 };
-use super::wire::{ApiError, Reply, code, empty, json_reply};
-use super::{Call, Ctx};
 
 /// A consumer's resources per provider name, summed over its Allocation objects.
 fn by_provider(state: &State<'_>, consumer: &str) -> BTreeMap<String, BTreeMap<String, i64>> {
@@ -275,7 +275,7 @@ pub(super) fn plan_checked(
                     "Unable to allocate inventory: No such resource class {class}."
                 )));
             }
-            if state.store.index().inventory(&name, class).is_none() {
+            if state.store().index().inventory(&name, class).is_none() {
                 return Err(ApiError::conflict(format!(
                     "Unable to allocate inventory: Inventory for '{class}' on resource provider '{uuid}' invalid."
                 )));
@@ -377,7 +377,7 @@ pub(super) fn apply(state: &mut State<'_>, plans: Vec<Plan>) -> Result<(), ApiEr
             for (_, a) in olds.into_iter().flatten() {
                 state.put(Object::Allocation(a))?;
             }
-            return Err(e);
+            return Err(e.into());
         }
         written.push(key);
     }
@@ -460,7 +460,7 @@ pub(crate) fn delete(state: &mut State<'_>, consumer: &str) -> Result<Reply, Api
 pub(crate) fn of_provider(state: &State<'_>, ctx: &Ctx, uuid: &str) -> Result<Reply, ApiError> {
     let name = state.provider_name(uuid)?;
     let mut per_consumer: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
-    for o in state.store.list(kubeplace_api::Kind::Allocation) {
+    for o in state.store().list(kubeplace_api::Kind::Allocation) {
         let kubeplace_api::Object::Allocation(a) = o else {
             continue;
         };
@@ -492,7 +492,7 @@ pub(crate) fn of_provider(state: &State<'_>, ctx: &Ctx, uuid: &str) -> Result<Re
 /// `GET /resource_providers/{uuid}/usages`: every class of its inventory, 0 when unused.
 pub(crate) fn provider_usages(state: &State<'_>, uuid: &str) -> Result<Reply, ApiError> {
     let name = state.provider_name(uuid)?;
-    let index = state.store.index();
+    let index = state.store().index();
     let mut usages: BTreeMap<String, i64> = index
         .effective(&name)
         .map(|(inventories, _)| inventories.into_keys().map(|c| (c, 0)).collect())
@@ -530,14 +530,16 @@ pub(crate) fn candidates(state: &State<'_>, ctx: &Ctx, query: &str) -> Result<Re
             names.join(", ")
         )));
     }
-    let index = state.store.index();
+    let index = state.store().index();
     // Without a limit, a search that runs out of budget is a 400 naming the budget; with
     // one, it answers with the candidates found.
     let set =
         try_allocation_candidates(index, &q).map_err(|e| ApiError::bad_request(e.to_string()))?;
-    Ok(json_reply(
+    // A large answer (tens of megabytes) is written on every core.
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    Ok(json_bytes_reply(
         StatusCode::OK,
-        &candidates_body(index, &set, ctx.mv),
+        candidates_body(index, &set, ctx.mv).to_json(threads),
     ))
 }
 

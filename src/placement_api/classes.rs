@@ -10,9 +10,9 @@ use kubeplace_core::placement::standard_resource_classes;
 
 use super::Call;
 use super::body;
-use super::state::State;
 use super::traits::is_custom_name;
 use super::wire::{ApiError, Reply, empty, json_reply, located};
+use kubeplace_policy::placement_records::State;
 
 fn class_json(name: &str) -> Value {
     json!({"name": name, "links": [{"rel": "self", "href": format!("/resource_classes/{name}")}]})
@@ -94,7 +94,7 @@ pub(crate) fn delete(state: &mut State<'_>, name: &str) -> Result<Reply, ApiErro
             "No such resource class {name}."
         )));
     }
-    let in_use = state.store.list(Kind::ResourceProvider).any(
+    let in_use = state.store().list(Kind::ResourceProvider).any(
         |o| matches!(o, Object::ResourceProvider(rp) if rp.spec.inventories.contains_key(name)),
     );
     if in_use {

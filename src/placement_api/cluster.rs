@@ -23,8 +23,8 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams
 use kubeplace_api::{Kind, Object};
 use kubeplace_policy::store::ObjectKey;
 
-use super::state::{RegistryChange, apply_registry_changes};
 use super::wire::{ApiError, code};
+use kubeplace_policy::placement_records::{RegistryChange, apply_registry_changes};
 
 /// How many times saving the registries is tried while other replicas save theirs.
 const REGISTRY_ATTEMPTS: usize = 20;

@@ -13,8 +13,8 @@ use kubeplace_core::placement::query::{decode_pairs, parse_candidates_query};
 use kubeplace_policy::scheduling::headroom::{DEFAULT_CAP, HeadroomError, headroom};
 
 use super::Ctx;
-use super::state::State;
 use super::wire::{ApiError, Reply, json_reply};
+use kubeplace_policy::placement_records::State;
 
 /// `GET /kubeplace/explain?QUERY`.
 pub(crate) fn explain_candidates(
@@ -25,7 +25,7 @@ pub(crate) fn explain_candidates(
     let q = parse_candidates_query(query, ctx.mv).map_err(|e| ApiError::bad_request(e.detail))?;
     Ok(json_reply(
         StatusCode::OK,
-        &explain(state.store.index(), &q),
+        &explain(state.store().index(), &q),
     ))
 }
 
@@ -57,7 +57,7 @@ pub(crate) fn flavor_headroom(state: &State<'_>, query: &str) -> Result<Reply, A
             "flavor is required: /kubeplace/headroom?flavor=NAME",
         ));
     };
-    match headroom(&state.store, &flavor, &without, cap) {
+    match headroom(state.store(), &flavor, &without, cap) {
         Ok(h) => Ok(json_reply(StatusCode::OK, &h)),
         Err(e @ (HeadroomError::UnknownFlavor { .. } | HeadroomError::UnknownProvider { .. })) => {
             Err(ApiError::not_found(e.to_string()))

@@ -13,8 +13,8 @@ use kubeplace_core::placement::Inventory as CoreInventory;
 
 use super::Call;
 use super::body::{self, MAX_INT};
-use super::state::State;
 use super::wire::{ApiError, Reply, code, empty, json_reply, located};
+use kubeplace_policy::placement_records::State;
 
 /// The inventory fields Placement takes, besides the generation.
 pub(super) const FIELDS: [&str; 6] = [
@@ -73,7 +73,7 @@ pub(super) fn parse_inventory(
 /// The provider's effective inventories.
 fn effective(state: &State<'_>, name: &str) -> BTreeMap<String, CoreInventory> {
     state
-        .store
+        .store()
         .index()
         .effective(name)
         .map(|(inventories, _)| inventories)
@@ -96,7 +96,7 @@ pub(crate) fn list(state: &State<'_>, uuid: &str) -> Result<Reply, ApiError> {
 
 /// The amount of a class in use on a provider.
 fn used(state: &State<'_>, name: &str, class: &str) -> i64 {
-    state.store.index().used(name, class)
+    state.store().index().used(name, class)
 }
 
 /// A class the client names must exist (standard, or created).
@@ -208,7 +208,7 @@ pub(crate) fn create(state: &mut State<'_>, uuid: &str, call: &Call) -> Result<R
 pub(crate) fn delete_all(state: &mut State<'_>, uuid: &str) -> Result<Reply, ApiError> {
     let name = state.provider_name(uuid)?;
     if let Some((class, n)) = state
-        .store
+        .store()
         .index()
         .usages(&name)
         .and_then(|u| u.into_iter().find(|(_, n)| *n > 0))

@@ -18,7 +18,6 @@ mod inventories;
 mod providers;
 mod reshaper;
 mod router;
-mod state;
 mod traits;
 mod version;
 mod wire;
@@ -38,8 +37,10 @@ use kubeplace_policy::store::Store;
 
 pub use auth::{Auth, KubernetesAuth};
 pub use cluster::Cluster;
-pub use state::{Backing, Book, CONSUMER_TYPE_ANNOTATION, PROJECT_ANNOTATION, USER_ANNOTATION};
-use state::{Guard, Journal, State};
+pub use kubeplace_policy::placement_records::{
+    Backing, Book, CONSUMER_TYPE_ANNOTATION, PROJECT_ANNOTATION, USER_ANNOTATION,
+};
+use kubeplace_policy::placement_records::{Guard, Journal, State};
 use wire::{ApiError, Reply};
 
 /// The largest request body read: a full inventory or allocation set is a few KiB.
@@ -132,8 +133,7 @@ impl PlacementApi {
             .map_err(|_| "the store lock is poisoned")?;
         let mut book = self.book.write().map_err(|_| "the book lock is poisoned")?;
         if let Some((traits, classes)) = kept {
-            book.custom_traits = traits;
-            book.custom_classes = classes;
+            book.set_registries(traits, classes);
         }
         book.learn_registries(&store);
         Ok(())
@@ -268,7 +268,7 @@ impl PlacementApi {
         let mut state = State::new(Guard::Write(store), Guard::Write(book), self.backing);
         state.restore_generations(&journal.generations_before)?;
         for (key, before, after) in journal.changes.iter().rev() {
-            if state.store.get(key) != after.as_ref() {
+            if state.store().get(key) != after.as_ref() {
                 continue;
             }
             match before {

@@ -18,10 +18,10 @@ use kubeplace_policy::admission::{Operation, admit};
 use kubeplace_policy::store::ObjectKey;
 
 use super::body;
-use super::state::State;
 use super::wire::{ApiError, Reply, code, empty, json_reply, located};
 use super::{Call, Ctx};
 use kubeplace_api::provider_name::{name_provider, object_name};
+use kubeplace_policy::placement_records::State;
 
 /// Longest provider name Placement stores.
 const MAX_NAME: usize = 200;
@@ -54,7 +54,7 @@ pub(crate) fn provider_json(state: &State<'_>, ctx: &Ctx, name: &str) -> Result<
         "links": links(&record.uuid, ctx),
     });
     if ctx.mv.0 >= 14 {
-        let index = state.store.index();
+        let index = state.store().index();
         let parent = record.parent.as_deref().and_then(|p| state.uuid_of(p));
         let root = index
             .root_of(name)
@@ -92,7 +92,7 @@ pub(crate) fn list(state: &State<'_>, ctx: &Ctx, query: &str) -> Result<Reply, A
             "Invalid resource class in resources parameter: No such resource class {class}."
         )));
     }
-    let index = state.store.index();
+    let index = state.store().index();
     let mut body = providers_body(index, &matching_providers(index, &q), ctx.mv);
     if let Some(Value::Array(items)) = body.get_mut("resource_providers") {
         for item in items {
@@ -153,8 +153,8 @@ pub(crate) fn create(state: &mut State<'_>, ctx: &Ctx, call: &Call) -> Result<Re
     // real name clash and fails, and anything else as another worker having created the
     // same provider, which it then reads back. A uuid derived from a taken name is a name
     // clash (Placement's would be a fresh random uuid). Both have the duplicate_name code.
-    let name_taken = state.store.index().contains(&object_name(&name));
-    let uuid_taken = !state.store.index().names_with_uuid(&uuid).is_empty();
+    let name_taken = state.store().index().contains(&object_name(&name));
+    let uuid_taken = !state.store().index().names_with_uuid(&uuid).is_empty();
     if uuid_taken && (given_uuid.is_some() || !name_taken) {
         return Err(ApiError::conflict(format!(
             "Conflicting resource provider uuid: {uuid} already exists."
@@ -260,7 +260,7 @@ fn rename(
     new_name: &str,
     mut rp: ResourceProvider,
 ) -> Result<(), ApiError> {
-    let index = state.store.index();
+    let index = state.store().index();
     let new_object = object_name(new_name);
     if new_object != name && index.contains(&new_object) {
         return Err(ApiError::conflict(format!(
@@ -271,9 +271,9 @@ fn rename(
     if new_object == name {
         // Only the Placement name changes: the object keeps its name.
         name_provider(&mut rp, new_name);
-        return state.write_provider(rp);
+        return Ok(state.write_provider(rp)?);
     }
-    let index = state.store.index();
+    let index = state.store().index();
     let in_use = index
         .usages(name)
         .is_some_and(|u| u.values().any(|n| *n > 0));
@@ -292,7 +292,7 @@ fn rename(
         if let Some(old) = old {
             state.put(old)?;
         }
-        return Err(e);
+        return Err(e.into());
     }
     Ok(())
 }
@@ -300,7 +300,7 @@ fn rename(
 /// `DELETE /resource_providers/{uuid}`.
 pub(crate) fn delete(state: &mut State<'_>, uuid: &str) -> Result<Reply, ApiError> {
     let name = state.provider_name(uuid)?;
-    let index = state.store.index();
+    let index = state.store().index();
     if !index.children(&name).is_empty() {
         return Err(ApiError::conflict(format!(
             "Unable to delete parent resource provider {uuid}: It has child resource providers."
@@ -318,7 +318,7 @@ pub(crate) fn delete(state: &mut State<'_>, uuid: &str) -> Result<Reply, ApiErro
     }
     let rp = state.provider_object(&name)?;
     let object = Object::ResourceProvider(rp);
-    let verdict = admit(Operation::Delete, &object, None, &state.store);
+    let verdict = admit(Operation::Delete, &object, None, state.store());
     if !verdict.allowed {
         return Err(ApiError::conflict(verdict.message));
     }

@@ -15,9 +15,9 @@ use serde_json::Value;
 
 use super::allocations::{self, Wanted};
 use super::inventories::{self, FIELDS};
-use super::state::State;
 use super::wire::{ApiError, Reply, empty};
 use super::{Call, Ctx, body};
+use kubeplace_policy::placement_records::State;
 
 /// One provider's new inventories, as asked.
 struct NewInventories {

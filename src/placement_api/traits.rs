@@ -14,12 +14,12 @@ use kubeplace_core::placement::standard_traits;
 
 use super::Call;
 use super::body;
-use super::state::State;
 use super::wire::{ApiError, Reply, empty, json_reply, located};
+use kubeplace_policy::placement_records::State;
 
 fn provider_traits(state: &State<'_>, name: &str) -> Vec<String> {
     state
-        .store
+        .store()
         .index()
         .effective(name)
         .map(|(_, traits)| traits.into_iter().collect())
@@ -115,7 +115,7 @@ pub(crate) fn clear_on_provider(state: &mut State<'_>, uuid: &str) -> Result<Rep
 /// Traits some provider's spec names.
 fn associated(state: &State<'_>) -> BTreeSet<String> {
     state
-        .store
+        .store()
         .list(Kind::ResourceProvider)
         .filter_map(|o| match o {
             Object::ResourceProvider(rp) => Some(rp.spec.traits.iter().cloned()),

@@ -77,6 +77,22 @@ impl ApiError {
     }
 }
 
+impl From<kubeplace_policy::placement_records::RecordError> for ApiError {
+    /// Placement's status and error code for each failure of its records.
+    fn from(e: kubeplace_policy::placement_records::RecordError) -> ApiError {
+        use kubeplace_policy::placement_records::RecordError as E;
+        match e {
+            E::NoProviderWithUuid(_) | E::NoProviderNamed(_) => ApiError::not_found(e.to_string()),
+            E::StaleGeneration { sent, current } => {
+                ApiError::stale("resource provider", sent, current)
+            }
+            E::ProviderRefused(_) => ApiError::bad_request(e.to_string()),
+            E::AllocationRefused(_) => ApiError::conflict(e.to_string()),
+            E::ReadOnly => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        }
+    }
+}
+
 /// A request id in Placement's `req-<uuid>` form, unique within the process.
 pub(crate) fn request_id(n: u64) -> String {
     static STARTED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
@@ -98,7 +114,11 @@ pub(crate) fn request_id(n: u64) -> String {
 
 /// A JSON reply.
 pub(crate) fn json_reply(status: StatusCode, body: &impl serde::Serialize) -> Reply {
-    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    json_bytes_reply(status, serde_json::to_vec(body).unwrap_or_default())
+}
+
+/// A reply of JSON already written.
+pub(crate) fn json_bytes_reply(status: StatusCode, bytes: Vec<u8>) -> Reply {
     Response::builder()
         .status(status)
         .header(header::CONTENT_TYPE, "application/json")

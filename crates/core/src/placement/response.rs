@@ -48,6 +48,92 @@ pub struct CandidatesBody<'a> {
     mv: Microversion,
 }
 
+/// Below this many candidates and summaries, [`CandidatesBody::to_json`] writes on one thread.
+const WRITE_APART_FROM: usize = 4_096;
+
+impl CandidatesBody<'_> {
+    /// The body as JSON, the same bytes as `serde_json::to_vec` gives, written on up to
+    /// `threads` threads: a large answer's allocation requests and provider summaries are
+    /// cut into runs written apart, then joined in order.
+    pub fn to_json(&self, threads: usize) -> Vec<u8> {
+        let CandidatesBody { index, set, mv } = *self;
+        let summaries = summarised(index, set);
+        if threads < 2 || set.candidates.len() + summaries.len() < WRITE_APART_FROM {
+            return serde_json::to_vec(self).unwrap_or_default();
+        }
+        let requests = |run: &[Candidate]| {
+            let mut out = Vec::with_capacity(run.len() * 256);
+            for (i, candidate) in run.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                let request = Request {
+                    index,
+                    candidate,
+                    mv,
+                };
+                let _ = serde_json::to_writer(&mut out, &request);
+            }
+            out
+        };
+        let summaries_of = |run: &[(&str, ProviderId)]| {
+            let mut out = Vec::with_capacity(run.len() * 256);
+            for (i, (uuid, p)) in run.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                let _ = serde_json::to_writer(&mut out, uuid);
+                out.push(b':');
+                let summary = Summary {
+                    index,
+                    set,
+                    p: *p,
+                    mv,
+                };
+                let _ = serde_json::to_writer(&mut out, &summary);
+            }
+            out
+        };
+        let request_run = set.candidates.len().div_ceil(threads).max(1);
+        let summary_run = summaries.len().div_ceil(threads).max(1);
+        let (request_parts, summary_parts) = std::thread::scope(|scope| {
+            let r: Vec<_> = set
+                .candidates
+                .chunks(request_run)
+                .map(|run| scope.spawn(move || requests(run)))
+                .collect();
+            let m: Vec<_> = summaries
+                .chunks(summary_run)
+                .map(|run| scope.spawn(move || summaries_of(run)))
+                .collect();
+            let join = |handles: Vec<std::thread::ScopedJoinHandle<'_, Vec<u8>>>| -> Vec<Vec<u8>> {
+                handles.into_iter().filter_map(|h| h.join().ok()).collect()
+            };
+            (join(r), join(m))
+        });
+        let size: usize = request_parts
+            .iter()
+            .chain(&summary_parts)
+            .map(Vec::len)
+            .sum();
+        let mut out = Vec::with_capacity(size + 64);
+        let joined = |out: &mut Vec<u8>, parts: &[Vec<u8>]| {
+            for (i, part) in parts.iter().filter(|p| !p.is_empty()).enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(part);
+            }
+        };
+        out.extend_from_slice(b"{\"allocation_requests\":[");
+        joined(&mut out, &request_parts);
+        out.extend_from_slice(b"],\"provider_summaries\":{");
+        joined(&mut out, &summary_parts);
+        out.extend_from_slice(b"}}");
+        out
+    }
+}
+
 impl Serialize for CandidatesBody<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut body = s.serialize_map(Some(2))?;
@@ -227,32 +313,7 @@ struct Summaries<'b, 'a>(&'b CandidatesBody<'a>);
 impl Serialize for Summaries<'_, '_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let CandidatesBody { index, set, mv } = self.0;
-        let mut providers: Vec<(&str, ProviderId)> = Vec::new();
-        let mut tree = Vec::new();
-        for root in &set.summary_trees {
-            tree.clear();
-            index.tree(*root, &mut tree);
-            for &p in &tree {
-                if set
-                    .summary_only
-                    .as_ref()
-                    .is_some_and(|only| !only.contains(&p))
-                {
-                    continue;
-                }
-                providers.push((&index.get(p).uuid, p));
-            }
-        }
-        // Sorted by uuid; of providers sharing one, the last listed is summarised.
-        providers.sort_by_key(|(uuid, _)| *uuid);
-        let mut kept: Vec<(&str, ProviderId)> = Vec::with_capacity(providers.len());
-        for entry in providers {
-            match kept.last_mut() {
-                Some(last) if last.0 == entry.0 => *last = entry,
-                _ => kept.push(entry),
-            }
-        }
-        s.collect_map(kept.into_iter().map(|(uuid, p)| {
+        s.collect_map(summarised(index, set).into_iter().map(|(uuid, p)| {
             (
                 uuid,
                 Summary {
@@ -264,6 +325,37 @@ impl Serialize for Summaries<'_, '_> {
             )
         }))
     }
+}
+
+/// The providers the summaries list, by uuid, sorted; of providers sharing a uuid, the last
+/// listed is summarised.
+fn summarised<'a>(index: &'a ProviderIndex, set: &CandidateSet) -> Vec<(&'a str, ProviderId)> {
+    let mut providers: Vec<(&str, ProviderId)> = Vec::new();
+    let mut tree = Vec::new();
+    for root in &set.summary_trees {
+        tree.clear();
+        index.tree(*root, &mut tree);
+        for &p in &tree {
+            if set
+                .summary_only
+                .as_ref()
+                .is_some_and(|only| !only.contains(&p))
+            {
+                continue;
+            }
+            providers.push((&index.get(p).uuid, p));
+        }
+    }
+    // Sorted by uuid; of providers sharing one, the last listed is summarised.
+    providers.sort_by_key(|(uuid, _)| *uuid);
+    let mut kept: Vec<(&str, ProviderId)> = Vec::with_capacity(providers.len());
+    for entry in providers {
+        match kept.last_mut() {
+            Some(last) if last.0 == entry.0 => *last = entry,
+            _ => kept.push(entry),
+        }
+    }
+    kept
 }
 
 struct Summary<'a> {
@@ -338,4 +430,111 @@ pub fn providers_body(index: &ProviderIndex, providers: &[ProviderId], mv: Micro
     let mut body = Map::new();
     body.insert("resource_providers".into(), Value::Array(list));
     Value::Object(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::placement::Inventory;
+    use crate::placement::candidates::allocation_candidates;
+    use crate::placement::provider_tree::{ConsumerAllocations, ProviderRecord};
+    use crate::placement::query::parse_candidates_query;
+
+    /// Compute nodes of two NUMA cells with an SR-IOV function each, some of them used.
+    fn cloud(trees: usize) -> ProviderIndex {
+        let mut index = ProviderIndex::default();
+        let record =
+            |name: String, parent: Option<String>, classes: &[(&str, i64)], traits: &[&str]| {
+                ProviderRecord {
+                    uuid: String::new(),
+                    name,
+                    parent,
+                    inventories: classes
+                        .iter()
+                        .map(|(c, t)| (c.to_string(), Inventory::with_total(*t)))
+                        .collect(),
+                    traits: traits.iter().map(|t| t.to_string()).collect(),
+                    aggregates: Default::default(),
+                }
+            };
+        for i in 0..trees {
+            let cn = format!("cn{i:05}");
+            let mut root = record(cn.clone(), None, &[("DISK_GB", 100)], &["COMPUTE_NODE"]);
+            root.uuid = format!("00000000-0000-4000-8000-{i:012}");
+            index.upsert_provider(root);
+            for cell in 0..2 {
+                let numa = format!("{cn}-numa{cell}");
+                let mut r = record(
+                    numa.clone(),
+                    Some(cn.clone()),
+                    &[("VCPU", 8), ("MEMORY_MB", 4096)],
+                    &[],
+                );
+                r.uuid = format!("00000000-0000-4000-{:04}-{i:012}", 8100 + cell);
+                index.upsert_provider(r);
+                let mut pf = record(
+                    format!("{numa}-pf"),
+                    Some(numa),
+                    &[("SRIOV_NET_VF", 4)],
+                    &["HW_NIC_SRIOV"],
+                );
+                pf.uuid = format!("00000000-0000-4000-{:04}-{i:012}", 8200 + cell);
+                index.upsert_provider(pf);
+            }
+            if i % 3 == 0 {
+                index.upsert_allocations(
+                    &format!("a{i}"),
+                    ConsumerAllocations {
+                        consumer: format!("c{i}"),
+                        items: vec![(format!("{cn}-numa0"), "VCPU".to_string(), 2)],
+                    },
+                );
+            }
+        }
+        index
+    }
+
+    /// Written apart on several threads, a large answer is the same bytes as written whole,
+    /// at every microversion whose body differs and with numbered groups (mappings).
+    #[test]
+    fn a_large_answer_written_apart_is_the_answer_written_whole() {
+        let index = cloud(1_400);
+        for query in [
+            "resources=VCPU:1,MEMORY_MB:512",
+            "resources1=VCPU:1&resources2=SRIOV_NET_VF:1&group_policy=none",
+        ] {
+            for mv in [10, 12, 17, 27, 29, 34, 39] {
+                let mv = Microversion(mv);
+                let Ok(q) = parse_candidates_query(query, mv) else {
+                    continue;
+                };
+                let set = allocation_candidates(&index, &q);
+                let body = candidates_body(&index, &set, mv);
+                let whole = serde_json::to_vec(&body).unwrap();
+                let items = set.candidates.len() + summarised(&index, &set).len();
+                // Numbered groups over nested providers are answered from 1.29.
+                if query.starts_with("resources=") || mv.at_least(29) {
+                    assert!(
+                        items >= WRITE_APART_FROM,
+                        "{query} at {mv:?}: written apart"
+                    );
+                }
+                for threads in [1, 2, 3, 7] {
+                    assert!(
+                        body.to_json(threads) == whole,
+                        "{query} at {mv:?} on {threads} threads"
+                    );
+                }
+                let parsed: Value = serde_json::from_slice(&whole).unwrap();
+                let requests = parsed["allocation_requests"].as_array().map(Vec::len);
+                assert_eq!(requests, Some(set.candidates.len()));
+            }
+        }
+        // A small answer is written whole.
+        let small = cloud(3);
+        let q = parse_candidates_query("resources=VCPU:1", Microversion::LATEST).unwrap();
+        let set = allocation_candidates(&small, &q);
+        let body = candidates_body(&small, &set, Microversion::LATEST);
+        assert_eq!(body.to_json(4), serde_json::to_vec(&body).unwrap());
+    }
 }

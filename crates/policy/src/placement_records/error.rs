@@ -1,0 +1,25 @@
+//! Why a request's reading or writing of Placement's records failed, in Placement's terms;
+//! the API maps each to its status and error code.
+
+/// A failure of [`super::State`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    #[error("No resource provider with uuid {0} found")]
+    NoProviderWithUuid(String),
+    #[error("No resource provider named {0:?} found")]
+    NoProviderNamed(String),
+    /// A provider generation that is not the current one.
+    #[error(
+        "resource provider generation {sent} is not the current one ({current}); read it again and retry"
+    )]
+    StaleGeneration { sent: i64, current: u64 },
+    /// Admission refused a provider write; its message.
+    #[error("{0}")]
+    ProviderRefused(String),
+    /// Admission refused a claim; its message.
+    #[error("Unable to allocate inventory: {0}")]
+    AllocationRefused(String),
+    /// A write under a read lock: a fault of the server, not of the request.
+    #[error("a write was attempted under a read lock")]
+    ReadOnly,
+}

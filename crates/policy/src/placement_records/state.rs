@@ -1,0 +1,438 @@
+//! One request's view of the store and the book, with the journal of what a write changed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Deref;
+use std::sync::{RwLockReadGuard, RwLockWriteGuard};
+
+use kubeplace_api::{Allocation, Kind, Object, ResourceProvider};
+use kubeplace_core::placement::{ProviderRecord, standard_resource_classes, standard_traits};
+
+use super::consumers::{Consumer, consumer_from_objects};
+use super::{Backing, Book, RecordError, Registry, RegistryChange};
+use crate::admission::admit_and_store;
+use crate::store::{ObjectKey, Store};
+
+/// A lock guard of either kind: reads share the lock, writes hold it alone.
+pub enum Guard<'a, T> {
+    Read(RwLockReadGuard<'a, T>),
+    Write(RwLockWriteGuard<'a, T>),
+}
+
+impl<T> Deref for Guard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        match self {
+            Guard::Read(g) => g,
+            Guard::Write(g) => g,
+        }
+    }
+}
+
+impl<T> Guard<'_, T> {
+    /// The guarded value for writing; only a write guard gives it.
+    fn get_mut(&mut self) -> Result<&mut T, RecordError> {
+        match self {
+            Guard::Write(g) => Ok(g),
+            Guard::Read(_) => Err(RecordError::ReadOnly),
+        }
+    }
+}
+
+/// The API's state for one request: the store, the book, and (when writing) the journal of
+/// the objects the request changed, each with what it was before the request.
+pub struct State<'a> {
+    store: Guard<'a, Store>,
+    book: Guard<'a, Book>,
+    backing: Backing,
+    journal: Vec<(ObjectKey, Option<Object>)>,
+    /// Provider generations (in memory) before their first change in this request.
+    generations_before: Vec<(String, Option<u64>)>,
+    registry_changes: Vec<RegistryChange>,
+}
+
+/// What a write changed: every object touched, before and after, in the order first
+/// touched; and the custom traits and classes it created or deleted, in order.
+pub struct Journal {
+    pub changes: Vec<(ObjectKey, Option<Object>, Option<Object>)>,
+    pub generations_before: Vec<(String, Option<u64>)>,
+    pub registry_changes: Vec<RegistryChange>,
+}
+
+impl<'a> State<'a> {
+    pub fn new(store: Guard<'a, Store>, book: Guard<'a, Book>, backing: Backing) -> Self {
+        State {
+            store,
+            book,
+            backing,
+            journal: Vec::new(),
+            generations_before: Vec::new(),
+            registry_changes: Vec::new(),
+        }
+    }
+
+    /// The store as this request sees it.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The objects this request changed (before and after, unchanged ones left out).
+    pub fn into_journal(self) -> Journal {
+        let changes = self
+            .journal
+            .iter()
+            .filter_map(|(key, before)| {
+                let after = self.store.get(key).cloned();
+                (after != *before).then(|| (key.clone(), before.clone(), after))
+            })
+            .collect();
+        Journal {
+            changes,
+            generations_before: self.generations_before,
+            registry_changes: self.registry_changes,
+        }
+    }
+
+    /// Notes an object's state before its first change in this request.
+    fn touch(&mut self, key: &ObjectKey) {
+        if !self.journal.iter().any(|(k, _)| k == key) {
+            let before = self.store.get(key).cloned();
+            self.journal.push((key.clone(), before));
+        }
+    }
+
+    /// Puts an object in as it is, noting the change.
+    pub fn put(&mut self, object: Object) -> Result<(), RecordError> {
+        let key = ObjectKey::of(&object);
+        self.touch(&key);
+        if let Object::Allocation(a) = &object {
+            self.book
+                .get_mut()?
+                .by_consumer
+                .entry(a.spec.consumer.clone())
+                .or_default()
+                .insert(key.clone());
+        }
+        self.store.get_mut()?.put(object);
+        Ok(())
+    }
+
+    /// Deletes an object, noting the change; the object deleted.
+    pub fn delete(&mut self, key: &ObjectKey) -> Result<Option<Object>, RecordError> {
+        self.touch(key);
+        let old = self.store.get_mut()?.delete(key);
+        if let Some(Object::Allocation(a)) = &old {
+            let book = self.book.get_mut()?;
+            if let Some(keys) = book.by_consumer.get_mut(&a.spec.consumer) {
+                keys.remove(key);
+                if keys.is_empty() {
+                    book.by_consumer.remove(&a.spec.consumer);
+                }
+            }
+        }
+        Ok(old)
+    }
+
+    /// The name of the provider with this uuid, or Placement's 404.
+    pub fn provider_name(&self, uuid: &str) -> Result<String, RecordError> {
+        self.store
+            .index()
+            .names_with_uuid(uuid)
+            .into_iter()
+            .next()
+            .ok_or_else(|| RecordError::NoProviderWithUuid(uuid.to_string()))
+    }
+
+    /// A provider's own record by name (the index has every stored provider).
+    pub fn record(&self, name: &str) -> Result<ProviderRecord, RecordError> {
+        self.store
+            .index()
+            .provider(name)
+            .ok_or_else(|| RecordError::NoProviderNamed(name.to_string()))
+    }
+
+    /// The stored ResourceProvider object of a provider.
+    pub fn provider_object(&self, name: &str) -> Result<ResourceProvider, RecordError> {
+        match self.store.get_cluster(Kind::ResourceProvider, name) {
+            Some(Object::ResourceProvider(rp)) => Ok(rp.clone()),
+            _ => Err(RecordError::NoProviderNamed(name.to_string())),
+        }
+    }
+
+    /// A provider's Placement name by object name.
+    pub fn placement_name(&self, object: &str) -> String {
+        match self.store.get_cluster(Kind::ResourceProvider, object) {
+            Some(Object::ResourceProvider(rp)) => kubeplace_api::provider_name::placement_name(rp),
+            _ => object.to_string(),
+        }
+    }
+
+    /// A provider's uuid by name.
+    pub fn uuid_of(&self, name: &str) -> Option<String> {
+        self.store.index().provider(name).map(|r| r.uuid)
+    }
+
+    /// A provider's generation.
+    pub fn generation(&self, uuid: &str) -> u64 {
+        match self.backing {
+            Backing::Memory => self.book.generations.get(uuid).copied().unwrap_or(0),
+            Backing::Cluster => self
+                .provider_name(uuid)
+                .ok()
+                .and_then(|name| self.store.get_cluster(Kind::ResourceProvider, &name))
+                .and_then(|o| o.meta().generation)
+                .and_then(|g| u64::try_from(g - 1).ok())
+                .unwrap_or(0),
+        }
+    }
+
+    /// Checks the generation a client sent against the current one.
+    pub fn check_generation(&self, uuid: &str, sent: i64) -> Result<(), RecordError> {
+        let current = self.generation(uuid);
+        if u64::try_from(sent).ok() == Some(current) {
+            Ok(())
+        } else {
+            Err(RecordError::StaleGeneration { sent, current })
+        }
+    }
+
+    /// One more change to a provider. Over a cluster the API server moves the generation
+    /// when the spec changes; allocations do not move it there.
+    pub fn bump(&mut self, uuid: &str) -> Result<(), RecordError> {
+        if self.backing == Backing::Memory {
+            let book = self.book.get_mut()?;
+            if !self.generations_before.iter().any(|(u, _)| u == uuid) {
+                let before = book.generations.get(uuid).copied();
+                self.generations_before.push((uuid.to_string(), before));
+            }
+            *book.generations.entry(uuid.to_string()).or_insert(0) += 1;
+        }
+        Ok(())
+    }
+
+    /// Puts provider generations back as they were before a failed write.
+    pub fn restore_generations(
+        &mut self,
+        before: &[(String, Option<u64>)],
+    ) -> Result<(), RecordError> {
+        let book = self.book.get_mut()?;
+        for (uuid, generation) in before {
+            match generation {
+                Some(g) => book.generations.insert(uuid.clone(), *g),
+                None => book.generations.remove(uuid),
+            };
+        }
+        Ok(())
+    }
+
+    /// Forgets a deleted provider's generation.
+    pub fn forget(&mut self, uuid: &str) -> Result<(), RecordError> {
+        self.book.get_mut()?.generations.remove(uuid);
+        Ok(())
+    }
+
+    /// Writes a ResourceProvider through admission; a rejection is a 400 with admission's
+    /// message.
+    pub fn write_provider(&mut self, mut rp: ResourceProvider) -> Result<(), RecordError> {
+        if self.backing == Backing::Cluster {
+            // The API server moves `metadata.generation` when the spec changes. The answer
+            // is made before the write is committed, and a client takes the generation it
+            // gives for its next write (Nova's report client does), so the stored copy
+            // carries the generation the API server will give it.
+            if let Some(Object::ResourceProvider(current)) = self.store.get_cluster(
+                Kind::ResourceProvider,
+                rp.metadata.name.as_deref().unwrap_or(""),
+            ) {
+                rp.metadata.generation = if current.spec == rp.spec {
+                    current.metadata.generation
+                } else {
+                    current.metadata.generation.map(|g| g + 1)
+                };
+            }
+        }
+        let object = Object::ResourceProvider(rp);
+        self.touch(&ObjectKey::of(&object));
+        let verdict = admit_and_store(self.store.get_mut()?, object);
+        if verdict.allowed {
+            Ok(())
+        } else {
+            Err(RecordError::ProviderRefused(verdict.message))
+        }
+    }
+
+    /// Writes an Allocation through admission; a rejection is Placement's 409.
+    pub fn write_allocation(&mut self, a: Allocation) -> Result<(), RecordError> {
+        let consumer = a.spec.consumer.clone();
+        let object = Object::Allocation(a);
+        let key = ObjectKey::of(&object);
+        self.touch(&key);
+        let verdict = admit_and_store(self.store.get_mut()?, object);
+        if !verdict.allowed {
+            return Err(RecordError::AllocationRefused(verdict.message));
+        }
+        self.book
+            .get_mut()?
+            .by_consumer
+            .entry(consumer)
+            .or_default()
+            .insert(key);
+        Ok(())
+    }
+
+    /// The Allocation objects of a consumer, by key.
+    pub fn consumer_allocations(&self, consumer: &str) -> Vec<(ObjectKey, Allocation)> {
+        match self.backing {
+            Backing::Memory => self
+                .book
+                .by_consumer
+                .get(consumer)
+                .into_iter()
+                .flatten()
+                .filter_map(|key| match self.store.get(key) {
+                    Some(Object::Allocation(a)) => Some((key.clone(), a.clone())),
+                    _ => None,
+                })
+                .collect(),
+            Backing::Cluster => self
+                .store
+                .list(Kind::Allocation)
+                .filter_map(|o| match o {
+                    Object::Allocation(a) if a.spec.consumer == consumer => {
+                        Some((ObjectKey::of(o), a.clone()))
+                    }
+                    _ => None,
+                })
+                .collect(),
+        }
+    }
+
+    /// A consumer's attributes, if it exists (it has allocations).
+    pub fn consumer(&self, consumer: &str) -> Option<Consumer> {
+        match self.backing {
+            Backing::Memory => self.book.consumers.get(consumer).cloned(),
+            Backing::Cluster => {
+                let objects: Vec<Allocation> = self
+                    .consumer_allocations(consumer)
+                    .into_iter()
+                    .map(|(_, a)| a)
+                    .collect();
+                consumer_from_objects(&objects)
+            }
+        }
+    }
+
+    /// Every consumer with its attributes.
+    pub fn consumers(&self) -> BTreeMap<String, Consumer> {
+        match self.backing {
+            Backing::Memory => self
+                .book
+                .consumers
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            Backing::Cluster => {
+                // One pass over the Allocations, grouped by consumer.
+                let mut by_consumer: BTreeMap<String, Vec<Allocation>> = BTreeMap::new();
+                for o in self.store.list(Kind::Allocation) {
+                    if let Object::Allocation(a) = o {
+                        by_consumer
+                            .entry(a.spec.consumer.clone())
+                            .or_default()
+                            .push(a.clone());
+                    }
+                }
+                by_consumer
+                    .into_iter()
+                    .filter_map(|(u, objects)| consumer_from_objects(&objects).map(|c| (u, c)))
+                    .collect()
+            }
+        }
+    }
+
+    /// Keeps a consumer's record after a write (in memory; over a cluster the Allocation
+    /// objects carry it), or forgets it.
+    pub fn set_consumer(
+        &mut self,
+        consumer: &str,
+        record: Option<Consumer>,
+    ) -> Result<(), RecordError> {
+        let book = self.book.get_mut()?;
+        match record {
+            Some(r) => book.consumers.insert(consumer.to_string(), r),
+            None => book.consumers.remove(consumer),
+        };
+        Ok(())
+    }
+
+    /// Whether a trait exists: standard, or a custom one created (or seeded).
+    pub fn trait_exists(&self, name: &str) -> bool {
+        standard_traits().binary_search(&name).is_ok() || self.book.custom_traits.contains(name)
+    }
+
+    /// Whether a resource class exists: standard, or a custom one created (or seeded).
+    pub fn class_exists(&self, name: &str) -> bool {
+        standard_resource_classes().contains(&name) || self.book.custom_classes.contains(name)
+    }
+
+    /// The custom traits created.
+    pub fn custom_traits(&self) -> &BTreeSet<String> {
+        &self.book.custom_traits
+    }
+
+    /// The custom resource classes created.
+    pub fn custom_classes(&self) -> &BTreeSet<String> {
+        &self.book.custom_classes
+    }
+
+    /// Adds a custom trait; whether it is new.
+    pub fn add_custom_trait(&mut self, name: &str) -> Result<bool, RecordError> {
+        self.change_registry(Registry::Traits, name, true)
+    }
+
+    /// Removes a custom trait.
+    pub fn remove_custom_trait(&mut self, name: &str) -> Result<(), RecordError> {
+        self.change_registry(Registry::Traits, name, false)
+            .map(|_| ())
+    }
+
+    /// Adds a custom resource class; whether it is new.
+    pub fn add_custom_class(&mut self, name: &str) -> Result<bool, RecordError> {
+        self.change_registry(Registry::ResourceClasses, name, true)
+    }
+
+    /// Removes a custom resource class.
+    pub fn remove_custom_class(&mut self, name: &str) -> Result<(), RecordError> {
+        self.change_registry(Registry::ResourceClasses, name, false)
+            .map(|_| ())
+    }
+
+    /// Adds or removes a name; whether that changed the registry (and was journalled).
+    fn change_registry(
+        &mut self,
+        registry: Registry,
+        name: &str,
+        added: bool,
+    ) -> Result<bool, RecordError> {
+        let book = self.book.get_mut()?;
+        let set = match registry {
+            Registry::Traits => &mut book.custom_traits,
+            Registry::ResourceClasses => &mut book.custom_classes,
+        };
+        let changed = if added {
+            set.insert(name.to_string())
+        } else {
+            set.remove(name)
+        };
+        if changed {
+            self.registry_changes.push(RegistryChange {
+                registry,
+                name: name.to_string(),
+                added,
+            });
+        }
+        Ok(changed)
+    }
+}
+
+#[cfg(test)]
+#[path = "state_tests.rs"]
+mod tests;

@@ -1,0 +1,154 @@
+//! A request's view of the records, in memory and over a cluster, without HTTP.
+
+use std::sync::RwLock;
+
+use super::*;
+use kubeplace_api::manifest::parse_stream;
+
+const CLOUD: &str = "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata: {name: cn1}\nspec:\n  uuid: 6f3a3a5e-1d8c-4f0e-9a43-0c6c1b2f8a11\n  inventories:\n    VCPU: {total: 4}\n  traits: [CUSTOM_GOLD]\n";
+
+fn store() -> Store {
+    let mut store = Store::default();
+    for doc in parse_stream("t.yaml", CLOUD).unwrap() {
+        store.put(doc.object().unwrap().unwrap());
+    }
+    store
+}
+
+fn claim(name: &str, consumer: &str, vcpu: i64) -> Allocation {
+    let yaml = format!(
+        "apiVersion: kubeplace.io/v1alpha1\nkind: Allocation\nmetadata: {{name: {name}}}\nspec:\n  consumer: {consumer}\n  allocations:\n  - provider: cn1\n    resources: {{VCPU: {vcpu}}}\n"
+    );
+    match parse_stream("a.yaml", &yaml).unwrap().remove(0).object() {
+        Some(Ok(Object::Allocation(a))) => a,
+        other => panic!("{other:?}"),
+    }
+}
+
+const UUID: &str = "6f3a3a5e-1d8c-4f0e-9a43-0c6c1b2f8a11";
+const CONSUMER: &str = "0d5c2f5e-3b7a-4c61-8f0e-2a9b1c3d4e5f";
+
+#[test]
+fn in_memory_generations_move_and_a_failed_write_puts_them_back() {
+    let store = RwLock::new(store());
+    let book = RwLock::new(Book::new(&store.read().unwrap(), Backing::Memory));
+    let mut state = State::new(
+        Guard::Write(store.write().unwrap()),
+        Guard::Write(book.write().unwrap()),
+        Backing::Memory,
+    );
+    assert_eq!(state.generation(UUID), 0);
+    state.check_generation(UUID, 0).unwrap();
+    state.bump(UUID).unwrap();
+    state.bump(UUID).unwrap();
+    assert_eq!(state.generation(UUID), 2);
+    assert_eq!(
+        state.check_generation(UUID, 0),
+        Err(RecordError::StaleGeneration {
+            sent: 0,
+            current: 2
+        })
+    );
+    let journal = state.into_journal();
+    assert_eq!(journal.generations_before, vec![(UUID.to_string(), None)]);
+    let mut state = State::new(
+        Guard::Write(store.write().unwrap()),
+        Guard::Write(book.write().unwrap()),
+        Backing::Memory,
+    );
+    state
+        .restore_generations(&journal.generations_before)
+        .unwrap();
+    assert_eq!(state.generation(UUID), 0);
+}
+
+#[test]
+fn a_claim_over_capacity_is_refused_and_leaves_nothing_behind() {
+    let store = RwLock::new(store());
+    let book = RwLock::new(Book::new(&store.read().unwrap(), Backing::Memory));
+    let mut state = State::new(
+        Guard::Write(store.write().unwrap()),
+        Guard::Write(book.write().unwrap()),
+        Backing::Memory,
+    );
+    state.write_allocation(claim("a1", CONSUMER, 3)).unwrap();
+    assert_eq!(state.consumer_allocations(CONSUMER).len(), 1);
+    let refused = state
+        .write_allocation(claim("a2", CONSUMER, 2))
+        .unwrap_err();
+    assert!(
+        matches!(&refused, RecordError::AllocationRefused(m) if m.contains("VCPU")),
+        "{refused}"
+    );
+    assert!(
+        refused
+            .to_string()
+            .starts_with("Unable to allocate inventory: ")
+    );
+    assert_eq!(state.store().index().used("cn1", "VCPU"), 3);
+    assert_eq!(state.consumer_allocations(CONSUMER).len(), 1);
+    let journal = state.into_journal();
+    // Only the admitted claim changed the store.
+    assert_eq!(journal.changes.len(), 1, "{:?}", journal.changes);
+}
+
+#[test]
+fn a_read_lock_never_writes_and_unknown_providers_are_named() {
+    let store = RwLock::new(store());
+    let book = RwLock::new(Book::new(&store.read().unwrap(), Backing::Memory));
+    let mut state = State::new(
+        Guard::Read(store.read().unwrap()),
+        Guard::Read(book.read().unwrap()),
+        Backing::Memory,
+    );
+    assert_eq!(state.bump(UUID), Err(RecordError::ReadOnly));
+    assert_eq!(
+        state.write_allocation(claim("a1", CONSUMER, 1)),
+        Err(RecordError::ReadOnly)
+    );
+    assert_eq!(state.store().index().used("cn1", "VCPU"), 0);
+    assert_eq!(
+        state.provider_name("00000000-0000-4000-8000-000000000000"),
+        Err(RecordError::NoProviderWithUuid(
+            "00000000-0000-4000-8000-000000000000".to_string()
+        ))
+    );
+    assert_eq!(
+        state.record("cn9").unwrap_err().to_string(),
+        "No resource provider named \"cn9\" found"
+    );
+    // The custom trait the seeded provider uses counts as created.
+    assert!(state.trait_exists("CUSTOM_GOLD"));
+    assert!(state.trait_exists("HW_CPU_X86_AVX2"));
+    assert!(!state.trait_exists("CUSTOM_SILVER"));
+}
+
+#[test]
+fn over_a_cluster_a_provider_write_carries_the_generation_the_api_server_will_give() {
+    let mut seeded = store();
+    if let Some(Object::ResourceProvider(rp)) = seeded.get_cluster(Kind::ResourceProvider, "cn1") {
+        let mut rp = rp.clone();
+        rp.metadata.generation = Some(3);
+        seeded.put(Object::ResourceProvider(rp));
+    }
+    let store = RwLock::new(seeded);
+    let book = RwLock::new(Book::new(&store.read().unwrap(), Backing::Cluster));
+    let mut state = State::new(
+        Guard::Write(store.write().unwrap()),
+        Guard::Write(book.write().unwrap()),
+        Backing::Cluster,
+    );
+    assert_eq!(state.generation(UUID), 2, "metadata.generation less one");
+    let mut rp = state.provider_object("cn1").unwrap();
+    state.write_provider(rp.clone()).unwrap();
+    assert_eq!(state.generation(UUID), 2, "the same spec keeps it");
+    rp.spec.traits.push("HW_CPU_X86_AVX2".to_string());
+    state.write_provider(rp.clone()).unwrap();
+    assert_eq!(state.generation(UUID), 3, "a new spec moves it");
+    rp.spec.parent = Some("cn1".to_string());
+    let refused = state.write_provider(rp).unwrap_err();
+    assert!(
+        matches!(refused, RecordError::ProviderRefused(_)),
+        "{refused}"
+    );
+}
