@@ -3,8 +3,8 @@
 
 Starts OpenStack Placement (openstack-placement 16.x) on a throw-away sqlite
 database, loads kubeplace manifests (ResourceProvider and Allocation objects)
-into it through Placement's REST API, and then either keeps serving it or runs
-GET queries against it and prints one JSON line per query.
+into it, and then either keeps serving it or runs GET queries against it and
+prints one JSON line per query.
 
     oracle.py serve -f MANIFEST... [--port P] [--keep | --state-dir DIR]
     oracle.py query -f MANIFEST... --query 'resources=VCPU:1&required=!CUSTOM_X' \
@@ -12,9 +12,22 @@ GET queries against it and prints one JSON line per query.
         [--path allocation_candidates|resource_providers] [--time --repeat N] \
         [--state-dir DIR]
 
+Loading. By default (the bulk loader) providers, their inventories, traits and
+aggregates, and custom resource classes and traits are written straight into
+Placement's database in one transaction, with Placement's own table definitions
+(placement.db.sqlalchemy.models) and after Placement has synced its standard
+classes and traits: the rows, ids and generations are those the API loader
+leaves, and each body is first validated with the JSON schema of the handler
+that would have received it. Allocations, if any, are then written through the
+API (POST /allocations, then the real inventories). 45,000 providers take under
+a minute this way instead of hours. --load-through-api sends everything through
+the REST API instead, one provider at a time (tens of ms per provider, slower as
+the database grows). hack/placement-oracle/bulk-check.py compares the two.
+
 With --state-dir the database is kept in DIR together with the sha256 of each
-manifest it was loaded from; a later run with byte-identical manifests (and the
-same Placement version) reuses it and skips db sync and loading.
+manifest it was loaded from and the loader that wrote it; a later run with
+byte-identical manifests, the same Placement version and the same loader reuses
+it and skips db sync and loading.
 
 It needs a Python with openstack-placement installed (PyYAML comes with it).
 When the running interpreter lacks it, the script re-executes itself with
@@ -399,50 +412,70 @@ class CachedSchemaCheck:
         self.module.validate = self.orig
 
 
+class LoadPlan:
+    """What a manifest set asks Placement to hold, checked the same way for both loaders."""
+
+    def __init__(self, model):
+        import os_resource_classes
+        import os_traits
+
+        self.providers = model.ordered_providers()
+        self.by_name = {p["name"]: p for p in self.providers}
+        standard_rcs = set(os_resource_classes.STANDARDS)
+        standard_traits = set(os_traits.get_traits())
+
+        # Allocations: merged per consumer (Placement keeps one allocation set per
+        # consumer); entries Placement cannot hold are reported and dropped.
+        self.consumers = collections.OrderedDict()
+        for source, consumer, items in model.allocations:
+            merged = self.consumers.setdefault(consumer, collections.OrderedDict())
+            for pname, resources in items:
+                p = self.by_name.get(pname)
+                if p is None:
+                    log("allocation %s: provider %r does not exist; entry skipped" % (source, pname))
+                    continue
+                for rc, amount in resources.items():
+                    if rc not in p["inventories"]:
+                        log("allocation %s: provider %r has no %s inventory; skipped"
+                            % (source, pname, rc))
+                        continue
+                    if amount is None or int(amount) < 1:
+                        log("allocation %s: %s amount %r on %r is not positive; skipped"
+                            % (source, rc, amount, pname))
+                        continue
+                    res = merged.setdefault(p["uuid"], {})
+                    res[rc] = res.get(rc, 0) + int(amount)
+        self.allocated = {u for m in self.consumers.values() for u in m}
+
+        classes = set()
+        for p in self.providers:
+            classes.update(p["inventories"])
+        self.custom_classes = sorted(classes - standard_rcs)
+        for rc in self.custom_classes:
+            if not rc.startswith("CUSTOM_"):
+                raise OracleError("resource class %r is neither standard nor CUSTOM_" % rc)
+        traits = {t for p in self.providers for t in p["traits"]}
+        self.custom_traits = sorted(traits - standard_traits)
+        for t in self.custom_traits:
+            if not t.startswith("CUSTOM_"):
+                raise OracleError("trait %r is neither a standard os-traits trait nor CUSTOM_" % t)
+
+    def inventories_to_write(self, p):
+        """A provider's first inventory PUT: permissive while allocations are written."""
+        if p["uuid"] in self.allocated:
+            return {rc: dict(PERMISSIVE_INVENTORY) for rc in p["inventories"]}
+        return p["inventories"]
+
+
 def load_into_placement(client, model, progress_every=0):
-    import os_resource_classes
-    import os_traits
-
-    providers = model.ordered_providers()
-    by_name = {p["name"]: p for p in providers}
-    standard_rcs = set(os_resource_classes.STANDARDS)
-    standard_traits = set(os_traits.get_traits())
-
-    # Allocations: merged per consumer (Placement keeps one allocation set per
-    # consumer); entries Placement cannot hold are reported and dropped.
-    consumers = collections.OrderedDict()
-    for source, consumer, items in model.allocations:
-        merged = consumers.setdefault(consumer, collections.OrderedDict())
-        for pname, resources in items:
-            p = by_name.get(pname)
-            if p is None:
-                log("allocation %s: provider %r does not exist; entry skipped" % (source, pname))
-                continue
-            for rc, amount in resources.items():
-                if rc not in p["inventories"]:
-                    log("allocation %s: provider %r has no %s inventory; skipped"
-                        % (source, pname, rc))
-                    continue
-                if amount is None or int(amount) < 1:
-                    log("allocation %s: %s amount %r on %r is not positive; skipped"
-                        % (source, rc, amount, pname))
-                    continue
-                res = merged.setdefault(p["uuid"], {})
-                res[rc] = res.get(rc, 0) + int(amount)
-    allocated = {u for m in consumers.values() for u in m}
+    """Everything through Placement's REST API, one provider at a time."""
+    plan = LoadPlan(model)
+    providers, by_name = plan.providers, plan.by_name
 
     # 1. Resource classes and traits.
-    classes = set()
-    for p in providers:
-        classes.update(p["inventories"])
-    for rc in sorted(classes - standard_rcs):
-        if not rc.startswith("CUSTOM_"):
-            raise OracleError("resource class %r is neither standard nor CUSTOM_" % rc)
+    for rc in plan.custom_classes:
         call(client, "PUT", "/resource_classes/" + rc)
-    traits = {t for p in providers for t in p["traits"]}
-    for t in sorted(traits - standard_traits):
-        if not t.startswith("CUSTOM_"):
-            raise OracleError("trait %r is neither a standard os-traits trait nor CUSTOM_" % t)
+    for t in plan.custom_traits:
         call(client, "PUT", "/traits/" + t)
 
     # 2. Providers, parents first, with inventories, traits and aggregates.
@@ -460,12 +493,9 @@ def load_into_placement(client, model, progress_every=0):
         u = p["uuid"]
         gens[u] = r["generation"]
         if p["inventories"]:
-            if u in allocated:
-                invs = {rc: dict(PERMISSIVE_INVENTORY) for rc in p["inventories"]}
-            else:
-                invs = p["inventories"]
             r = call(client, "PUT", "/resource_providers/%s/inventories" % u,
-                     {"resource_provider_generation": gens[u], "inventories": invs})
+                     {"resource_provider_generation": gens[u],
+                      "inventories": plan.inventories_to_write(p)})
             gens[u] = r["resource_provider_generation"]
         if p["traits"]:
             r = call(client, "PUT", "/resource_providers/%s/traits" % u,
@@ -476,32 +506,255 @@ def load_into_placement(client, model, progress_every=0):
                      {"resource_provider_generation": gens[u], "aggregates": p["aggregates"]})
             gens[u] = r["resource_provider_generation"]
 
+    load_allocations(client, plan, gens)
+    return len(providers), len(plan.consumers)
+
+
+def load_allocations(client, plan, gens):
+    """Steps 3 and 4 of a load, through the API whichever loader wrote the providers."""
+    if not plan.consumers:
+        return
     # 3. Allocations in one POST /allocations, on permissive inventories.
-    if consumers:
-        body = {}
-        for consumer, merged in consumers.items():
-            allocs = {u: {"resources": res} for u, res in merged.items() if res}
-            body[consumer] = {"allocations": allocs, "project_id": PROJECT_ID,
-                              "user_id": USER_ID, "consumer_generation": None}
-        call(client, "POST", "/allocations", body, microversion=ALLOCATION_MICROVERSION)
-        # 4. The real inventories; Placement accepts capacity below usage here
-        # (it only logs "Resource provider ... is now over-capacity").
-        for p in providers:
-            u = p["uuid"]
-            if u in allocated:
-                # Writing allocations bumped the generation by one; ask on a conflict.
-                body = {"resource_provider_generation": gens[u] + 1,
-                        "inventories": p["inventories"]}
-                status, raw = client.request(
-                    "PUT", "/resource_providers/%s/inventories" % u, body, DEFAULT_MICROVERSION)
-                if status == 409:
-                    body["resource_provider_generation"] = call(
-                        client, "GET", "/resource_providers/%s" % u)["generation"]
-                    call(client, "PUT", "/resource_providers/%s/inventories" % u, body)
-                elif status != 200:
-                    raise OracleError("PUT /resource_providers/%s/inventories -> %d %s"
-                                      % (u, status, raw.decode(errors="replace")))
-    return len(providers), len(consumers)
+    body = {}
+    for consumer, merged in plan.consumers.items():
+        allocs = {u: {"resources": res} for u, res in merged.items() if res}
+        body[consumer] = {"allocations": allocs, "project_id": PROJECT_ID,
+                          "user_id": USER_ID, "consumer_generation": None}
+    call(client, "POST", "/allocations", body, microversion=ALLOCATION_MICROVERSION)
+    # 4. The real inventories; Placement accepts capacity below usage here
+    # (it only logs "Resource provider ... is now over-capacity").
+    for p in plan.providers:
+        u = p["uuid"]
+        if u in plan.allocated:
+            # Writing allocations bumped the generation by one; ask on a conflict.
+            body = {"resource_provider_generation": gens[u] + 1,
+                    "inventories": p["inventories"]}
+            status, raw = client.request(
+                "PUT", "/resource_providers/%s/inventories" % u, body, DEFAULT_MICROVERSION)
+            if status == 409:
+                body["resource_provider_generation"] = call(
+                    client, "GET", "/resource_providers/%s" % u)["generation"]
+                call(client, "PUT", "/resource_providers/%s/inventories" % u, body)
+            elif status != 200:
+                raise OracleError("PUT /resource_providers/%s/inventories -> %d %s"
+                                  % (u, status, raw.decode(errors="replace")))
+
+
+class _BodyCheck:
+    """Validates a request body with the JSON schema Placement's handler uses.
+
+    Placement's handlers call jsonschema.validate(body, schema,
+    format_checker=placement.util._FORMAT_CHECKER); this builds the validator
+    once and remembers bodies already found valid (most repeat).
+    """
+
+    def __init__(self, schema):
+        import jsonschema
+        from jsonschema import validators
+        from placement import util as placement_util
+        cls = validators.validator_for(schema)
+        cls.check_schema(schema)
+        self.validator = cls(schema, format_checker=placement_util._FORMAT_CHECKER)
+        self.best_match = jsonschema.exceptions.best_match
+        self.valid = set()
+
+    def __call__(self, what, body, memo=True):
+        key = json.dumps(body, sort_keys=True) if memo else None
+        if key is not None and key in self.valid:
+            return
+        error = self.best_match(self.validator.iter_errors(body))
+        if error is not None:
+            raise OracleError("%s: JSON does not validate: %s" % (what, error.message))
+        if key is not None:
+            self.valid.add(key)
+
+
+# The layout of the rows bulk_load writes; part of the --state-dir key, so a database
+# written by another loader (or an older bulk_load) is loaded again, not reused.
+BULK_LOADER = "bulk-1"
+
+
+def bulk_load(db_path, client, model):
+    """Writes providers, inventories, traits and aggregates straight into Placement's
+    database, in one transaction, with Placement's own table definitions.
+
+    The rows are those the API loader leaves: the same ids (providers breadth-first,
+    custom classes from 10000 and custom traits after the standard ones, both sorted,
+    aggregates in order of first use), rows inserted in the order Placement's handlers
+    insert them (their set iteration order, PYTHONHASHSEED=0) and the same generations
+    (one per non-empty inventories, traits and aggregates PUT). Bodies are validated
+    with the handlers' JSON schemas first. Allocations still go through the API
+    (load_allocations), on the permissive inventories written here.
+
+    Standard classes and traits must already be in the database: Placement syncs
+    them when the application is loaded (Oracle.start), before this runs.
+    """
+    import sqlalchemy as sa
+    from oslo_utils import timeutils
+    from placement.db.sqlalchemy import models
+    from placement.handlers.inventory import INVENTORY_DEFAULTS
+    from placement.objects.resource_class import ResourceClass
+    from placement.schemas import aggregate as agg_schema
+    from placement.schemas import inventory as inv_schema
+    from placement.schemas import resource_class as rc_schema
+    from placement.schemas import resource_provider as rp_schema
+    from placement.schemas import trait as trait_schema
+
+    plan = LoadPlan(model)
+    providers = plan.providers
+    t_rp = models.ResourceProvider.__table__
+    t_inv = models.Inventory.__table__
+    t_rc = models.ResourceClass.__table__
+    t_trait = models.Trait.__table__
+    t_rp_trait = models.ResourceProviderTrait.__table__
+    t_agg = models.PlacementAggregate.__table__
+    t_rp_agg = models.ResourceProviderAggregate.__table__
+
+    # The checks of PUT /resource_classes/{name}, PUT /traits/{name}, POST
+    # /resource_providers (at 1.14+) and the three PUTs on a provider (at 1.19+).
+    check_rc = _BodyCheck(rc_schema.PUT_RC_SCHEMA_V1_2)
+    check_trait = _BodyCheck(trait_schema.CUSTOM_TRAIT)
+    check_rp = _BodyCheck(rp_schema.POST_RP_SCHEMA_V1_14)
+    check_inv = _BodyCheck(inv_schema.PUT_INVENTORY_SCHEMA)
+    check_traits = _BodyCheck(trait_schema.SET_TRAITS_FOR_RP_SCHEMA)
+    check_aggs = _BodyCheck(agg_schema.PUT_AGGREGATES_SCHEMA_V1_19)
+    for rc in plan.custom_classes:
+        check_rc("resource class %s" % rc, {"name": rc})
+    for t in plan.custom_traits:
+        check_trait("trait %s" % t, t)
+
+    now = timeutils.utcnow()
+    engine = sa.create_engine("sqlite:///" + db_path)
+    try:
+        with engine.connect() as conn:
+            # Placement's own connections use sqlite_synchronous = False as well.
+            conn.exec_driver_sql("PRAGMA synchronous = OFF")
+            conn.commit()
+            with conn.begin():
+                # 1. Custom classes (ids as ResourceClass._get_next_id gives them)
+                # and custom traits (ids after the synced standard ones).
+                rc_ids = {name: i for i, name in conn.execute(sa.select(t_rc.c.id, t_rc.c.name))}
+                rows = []
+                for rc in plan.custom_classes:
+                    if rc in rc_ids:
+                        continue
+                    top = max(rc_ids.values(), default=0)
+                    rc_ids[rc] = max(top + 1, ResourceClass.MIN_CUSTOM_RESOURCE_CLASS_ID)
+                    rows.append({"id": rc_ids[rc], "name": rc, "created_at": now})
+                if rows:
+                    conn.execute(t_rc.insert(), rows)
+                missing = set(c for p in providers for c in p["inventories"]) - set(rc_ids)
+                if missing:
+                    raise OracleError("resource classes not in Placement's database (was it "
+                                      "synced?): %s" % ", ".join(sorted(missing)))
+                trait_ids = {n: i for i, n in conn.execute(sa.select(t_trait.c.id, t_trait.c.name))}
+                rows = []
+                next_id = max(trait_ids.values(), default=0) + 1
+                for t in plan.custom_traits:
+                    if t not in trait_ids:
+                        trait_ids[t] = next_id
+                        rows.append({"id": next_id, "name": t, "created_at": now})
+                        next_id += 1
+                if rows:
+                    conn.execute(t_trait.insert(), rows)
+                missing = set(t for p in providers for t in p["traits"]) - set(trait_ids)
+                if missing:
+                    raise OracleError("traits not in Placement's database (was it synced?): %s"
+                                      % ", ".join(sorted(missing)))
+
+                # 2. Providers, parents first, as POST /resource_providers and the
+                # inventories, traits and aggregates PUTs would write them.
+                rp_ids, root_ids = {}, {}
+                next_rp = (conn.execute(sa.select(sa.func.max(t_rp.c.id))).scalar() or 0) + 1
+                agg_ids = {u: i for i, u in conn.execute(sa.select(t_agg.c.id, t_agg.c.uuid))}
+                next_agg = max(agg_ids.values(), default=0) + 1
+                trait_sets = {}
+                rp_rows, inv_rows, rp_trait_rows, agg_rows, rp_agg_rows = [], [], [], [], []
+                gens = {}
+                for p in providers:
+                    what = "provider %r" % p["name"]
+                    body = {"name": p["name"], "uuid": p["uuid"]}
+                    parent = None
+                    if p["parent"]:
+                        parent = plan.by_name[p["parent"]]
+                        body["parent_provider_uuid"] = parent["uuid"]
+                    check_rp(what, body, memo=False)
+                    rp_id = rp_ids[p["name"]] = next_rp
+                    next_rp += 1
+                    root_ids[p["name"]] = root_ids[parent["name"]] if parent else rp_id
+                    gen = 0
+
+                    invs = plan.inventories_to_write(p)
+                    if invs:
+                        # The body as Placement receives it, then its defaults.
+                        body = json.loads(json.dumps(
+                            {"resource_provider_generation": gen, "inventories": invs}))
+                        check_inv(what + " inventories", body)
+                        records = {}
+                        for rc, raw in body["inventories"].items():
+                            rec = dict(INVENTORY_DEFAULTS, **raw)
+                            # _validate_inventory_capacity at 1.26+
+                            if int((rec["total"] - rec["reserved"]) * rec["allocation_ratio"]) < 0:
+                                raise OracleError("%s inventory %s: capacity below 0" % (what, rc))
+                            records[rc] = rec
+                        # _set_inventory: to_add = these_resources - existing_resources (a
+                        # difference, not a copy: for small sets it is a rebuilt set whose
+                        # order can differ from that of its operand).
+                        for rc_id in set([rc_ids[rc] for rc in records]) - set():
+                            rec = next(r for n, r in records.items() if rc_ids[n] == rc_id)
+                            inv_rows.append(dict(
+                                rec, created_at=now, resource_provider_id=rp_id,
+                                resource_class_id=rc_id))
+                        gen += 1
+                    if p["traits"]:
+                        check_traits(what + " traits",
+                                     {"resource_provider_generation": gen, "traits": p["traits"]})
+                        key = tuple(p["traits"])
+                        if key not in trait_sets:
+                            # The handler's trait_obj.get_all(name_in=...) query, in its
+                            # row order, then _set_traits' to_add = want_traits - existing.
+                            found = conn.execute(sa.select(t_trait).where(
+                                t_trait.c.name.in_([str(n) for n in p["traits"]]))).fetchall()
+                            trait_sets[key] = [r.id for r in found]
+                        for trait_id in set(trait_sets[key]) - set():
+                            rp_trait_rows.append({"created_at": now, "trait_id": trait_id,
+                                                  "resource_provider_id": rp_id})
+                        gen += 1
+                    if p["aggregates"]:
+                        check_aggs(what + " aggregates",
+                                   {"resource_provider_generation": gen,
+                                    "aggregates": p["aggregates"]})
+                        # _set_aggregates: new aggregates in set order, then links.
+                        associate = {}
+                        for agg in set(p["aggregates"]) - set():
+                            if agg not in agg_ids:
+                                agg_ids[agg] = next_agg
+                                agg_rows.append({"created_at": now, "id": next_agg, "uuid": agg})
+                                next_agg += 1
+                            associate[agg_ids[agg]] = agg
+                        for agg_id in associate:
+                            rp_agg_rows.append({"created_at": now, "resource_provider_id": rp_id,
+                                                "aggregate_id": agg_id})
+                        gen += 1
+
+                    gens[p["uuid"]] = gen
+                    rp_rows.append({
+                        "created_at": now, "updated_at": now if gen else None, "id": rp_id,
+                        "uuid": str(uuid.UUID(p["uuid"])), "name": p["name"], "generation": gen,
+                        "root_provider_id": root_ids[p["name"]],
+                        "parent_provider_id": rp_ids[parent["name"]] if parent else None})
+
+                for table, rows in ((t_rp, rp_rows), (t_inv, inv_rows), (t_rp_trait, rp_trait_rows),
+                                    (t_agg, agg_rows), (t_rp_agg, rp_agg_rows)):
+                    if rows:
+                        conn.execute(table.insert(), rows)
+    except sa.exc.IntegrityError as e:
+        raise OracleError("the database refused the rows: %s" % e.orig)
+    finally:
+        engine.dispose()
+
+    load_allocations(client, plan, gens)
+    return len(providers), len(plan.consumers)
 
 
 # --------------------------------------------------------------------------
@@ -553,7 +806,11 @@ class Oracle:
         """What a kept database must have been loaded from to be reused."""
         return {"manifests": [{"file": os.path.basename(f), "sha256": file_sha256(f)}
                               for f in self.args.file],
-                "placement": metadata.version("openstack-placement")}
+                "placement": metadata.version("openstack-placement"),
+                "loader": self.loader()}
+
+    def loader(self):
+        return "api" if self.args.load_through_api else BULK_LOADER
 
     def check_state(self):
         """With --state-dir: reuse the database when it was loaded from the same
@@ -567,14 +824,17 @@ class Oracle:
                 record = json.load(f)
         if record is not None and os.path.exists(db):
             if ([m["sha256"] for m in record["manifests"]] == [m["sha256"] for m in self.key["manifests"]]
-                    and record["placement"] == self.key["placement"]):
+                    and record["placement"] == self.key["placement"]
+                    # Records from before the bulk loader have no "loader": the API wrote them.
+                    and record.get("loader", "api") == self.key["loader"]):
                 self.reused = record
-                log("reusing the database in %s (loaded %s: %d providers, %d consumers in %.0f s)"
-                    % (self.tmp, record["loaded_at"], record["providers"], record["consumers"],
-                       record["seconds"]))
+                log("reusing the database in %s (loaded %s by the %s loader: %d providers, "
+                    "%d consumers in %.0f s)"
+                    % (self.tmp, record["loaded_at"], self.key["loader"], record["providers"],
+                       record["consumers"], record["seconds"]))
                 return
-            log("the database in %s was loaded from other manifests or another Placement; "
-                "loading again" % self.tmp)
+            log("the database in %s was loaded from other manifests, by another Placement or "
+                "by another loader; loading again" % self.tmp)
         for name in (STATE_FILE, "placement.sqlite", "placement.log"):
             try:
                 os.remove(os.path.join(self.tmp, name))
@@ -629,17 +889,22 @@ class Oracle:
             log("ignored %d %s document(s)" % (n, kind))
         t0, c0 = time.perf_counter(), time.process_time()
         every = 2000 if len(model.providers) >= 10000 else 0
+
+        def run():
+            if self.args.load_through_api:
+                return load_into_placement(self.client, model, every)
+            return bulk_load(os.path.join(self.tmp, "placement.sqlite"), self.client, model)
+
         if self.args.stock_load:
-            nprov, ncons = load_into_placement(self.client, model, every)
+            nprov, ncons = run()
         else:
             with CachedSchemaCheck():
-                nprov, ncons = load_into_placement(self.client, model, every)
+                nprov, ncons = run()
         dt, cpu = time.perf_counter() - t0, time.process_time() - c0
         log("loaded %d providers and %d consumers in %.2f s (%.2f s CPU) with %d requests "
-            "(%.1f ms/provider, %.1f ms/request, transport %s)"
-            % (nprov, ncons, dt, cpu, self.client.requests,
-               1000 * dt / max(nprov, 1), 1000 * dt / max(self.client.requests, 1),
-               self.args.transport))
+            "(%s loader, %.2f ms/provider, transport %s)"
+            % (nprov, ncons, dt, cpu, self.client.requests, self.loader(),
+               1000 * dt / max(nprov, 1), self.args.transport))
         self.load_stats = {"providers": nprov, "consumers": ncons, "seconds": round(dt, 3),
                            "cpu_seconds": round(cpu, 3),
                            "requests": self.client.requests,
@@ -859,10 +1124,14 @@ def main():
             p.add_argument("--state-dir", default=None,
                            help="keep the config, sqlite db and log in this directory with the "
                                 "sha256 of each manifest; when it already holds a database "
-                                "loaded from byte-identical manifests, skip db sync and loading")
+                                "loaded from byte-identical manifests by the same loader, skip "
+                                "db sync and loading")
         p.add_argument("--debug", action="store_true", help="debug logging in placement.log")
         p.add_argument("--stock-load", action="store_true",
                        help="load without the jsonschema schema-check cache (slower, same result)")
+        p.add_argument("--load-through-api", action="store_true",
+                       help="load every provider through Placement's REST API (tens of ms per "
+                            "provider) instead of writing the rows straight into its database")
 
     ps = sub.add_parser("serve", help="load, print the base URL, serve until killed")
     common(ps)
