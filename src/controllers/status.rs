@@ -176,11 +176,8 @@ pub(crate) fn plan<'a>(
     writes
 }
 
-/// Writes one status to the status subresource as a JSON patch by [`FIELD_MANAGER`]: the
-/// whole status replaced in one step, on the object this status was planned for (its
-/// `metadata.uid`, when known, is tested first, so an object deleted and created again under
-/// the same name is left to the next pass). A JSON patch costs the API server less than a
-/// server-side apply, which merges field ownership; only kubeplace writes these statuses.
+/// Writes one status with server-side apply to the status subresource, under
+/// [`FIELD_MANAGER`], forcing ownership of every status field.
 pub async fn write(client: &Client, w: &StatusWrite) -> Result<(), kube::Error> {
     let ar = w.key.kind.api_resource();
     let api: Api<DynamicObject> = if w.key.namespace.is_empty() {
@@ -188,21 +185,15 @@ pub async fn write(client: &Client, w: &StatusWrite) -> Result<(), kube::Error> 
     } else {
         Api::namespaced_with(client.clone(), &w.key.namespace, &ar)
     };
-    let mut ops = Vec::with_capacity(2);
-    if let Some(uid) = &w.uid {
-        ops.push(json!({"op": "test", "path": "/metadata/uid", "value": uid}));
-    }
-    // `add` sets a member whether or not it is there, replacing all of it.
-    ops.push(json!({"op": "add", "path": "/status", "value": w.json}));
-    let patch: json_patch::Patch =
-        serde_json::from_value(Value::Array(ops)).map_err(kube::Error::SerdeError)?;
+    let body = json!({
+        "apiVersion": ar.api_version,
+        "kind": ar.kind,
+        "status": w.json,
+    });
     api.patch_status(
         &w.key.name,
-        &PatchParams {
-            field_manager: Some(FIELD_MANAGER.to_string()),
-            ..PatchParams::default()
-        },
-        &Patch::<()>::Json(patch),
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&body),
     )
     .await?;
     Ok(())
@@ -353,10 +344,9 @@ mod tests {
         assert!(now.ends_with('Z'));
     }
 
-    /// The write goes to the status subresource as a JSON patch by kubeplace that tests the
-    /// object's uid and replaces the whole status.
+    /// The write goes to the status subresource as a forced server-side apply by kubeplace.
     #[tokio::test]
-    async fn writes_a_json_patch_of_the_whole_status_to_the_status_subresource() {
+    async fn writes_with_server_side_apply_to_the_status_subresource() {
         let (service, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
         let client = Client::new(service, "default");
         let store = store_with(vec![flavor("m1.tiny", 4, 1)]);
@@ -370,21 +360,17 @@ mod tests {
             );
             let query = request.uri().query().unwrap_or_default().to_string();
             assert!(query.contains("fieldManager=kubeplace"), "{query}");
+            assert!(query.contains("force=true"), "{query}");
             assert_eq!(
                 request.headers()["content-type"],
-                "application/json-patch+json"
+                "application/apply-patch+yaml"
             );
             let body = request.into_body().collect_bytes().await.unwrap();
-            let ops: Value = serde_json::from_slice(&body).unwrap();
-            assert_eq!(
-                ops[0],
-                json!({"op": "test", "path": "/metadata/uid", "value": "uid-m1.tiny"})
-            );
-            assert_eq!(ops[1]["op"], "add");
-            assert_eq!(ops[1]["path"], "/status");
-            assert_eq!(ops[1]["value"]["observedGeneration"], 4);
-            assert_eq!(ops.as_array().map(Vec::len), Some(2), "{ops}");
-            let body = json!({"status": ops[1]["value"]});
+            let body: Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(body["apiVersion"], "kubeplace.io/v1alpha1");
+            assert_eq!(body["kind"], "Flavor");
+            assert_eq!(body["status"]["observedGeneration"], 4);
+            assert!(body.get("spec").is_none(), "only the status is applied");
             let reply = json!({
                 "apiVersion": "kubeplace.io/v1alpha1", "kind": "Flavor",
                 "metadata": {"name": "m1.tiny"}, "spec": {"vcpus": 1, "memoryMb": 512},
