@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 use smallvec::SmallVec;
 
 use super::Inventory;
-use super::ids::{AggregateId, ClassId, ProviderId, TraitId};
+use super::ids::{AggregateId, ClassId, Id, ProviderId, TraitId};
 use super::interner::Interner;
 use super::packed_tree::{PackedTree, PackedTrees, ShapeId, pack};
 use super::provider::{Children, Provider};
@@ -99,6 +99,19 @@ fn sorted_remove<T: Ord + Copy>(v: &mut Vec<T>, x: T) {
     if let Ok(i) = v.binary_search(&x) {
         v.remove(i);
     }
+}
+
+/// The interned names with at least one member provider.
+fn names_in_use<'a, I: Id>(
+    names: &'a Interner<I>,
+    members: &'a [Vec<ProviderId>],
+) -> impl Iterator<Item = &'a str> {
+    names.iter().filter_map(|(id, name)| {
+        let used = members
+            .get(id.raw() as usize)
+            .is_some_and(|m| !m.is_empty());
+        used.then_some(name)
+    })
 }
 
 fn unordered_remove(v: &mut Vec<ProviderId>, x: ProviderId) {
@@ -703,24 +716,12 @@ impl ProviderIndex {
     /// The resource classes some provider has an inventory of (provider configs included),
     /// without building any provider's record.
     pub fn classes_in_use(&self) -> impl Iterator<Item = &str> {
-        self.classes.iter().filter_map(|(c, name)| {
-            let used = self
-                .class_members
-                .get(c.index())
-                .is_some_and(|m| !m.is_empty());
-            used.then_some(name)
-        })
+        names_in_use(&self.classes, &self.class_members)
     }
 
     /// The traits some provider has (provider configs included).
     pub fn traits_in_use(&self) -> impl Iterator<Item = &str> {
-        self.traits.iter().filter_map(|(t, name)| {
-            let used = self
-                .trait_members
-                .get(t.index())
-                .is_some_and(|m| !m.is_empty());
-            used.then_some(name)
-        })
+        names_in_use(&self.traits, &self.trait_members)
     }
 
     /// Names of the providers with this uuid.

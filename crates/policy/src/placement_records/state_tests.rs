@@ -25,6 +25,28 @@ fn claim(name: &str, consumer: &str, vcpu: i64) -> Allocation {
     }
 }
 
+/// A request's state over the locks, for writing or for reading.
+fn locked<'a>(
+    store: &'a RwLock<Store>,
+    book: &'a RwLock<Book>,
+    backing: Backing,
+    write: bool,
+) -> State<'a> {
+    if write {
+        State::new(
+            Guard::Write(store.write().unwrap()),
+            Guard::Write(book.write().unwrap()),
+            backing,
+        )
+    } else {
+        State::new(
+            Guard::Read(store.read().unwrap()),
+            Guard::Read(book.read().unwrap()),
+            backing,
+        )
+    }
+}
+
 const UUID: &str = "6f3a3a5e-1d8c-4f0e-9a43-0c6c1b2f8a11";
 const CONSUMER: &str = "0d5c2f5e-3b7a-4c61-8f0e-2a9b1c3d4e5f";
 
@@ -32,11 +54,7 @@ const CONSUMER: &str = "0d5c2f5e-3b7a-4c61-8f0e-2a9b1c3d4e5f";
 fn in_memory_generations_move_and_a_failed_write_puts_them_back() {
     let store = RwLock::new(store());
     let book = RwLock::new(Book::new(&store.read().unwrap(), Backing::Memory));
-    let mut state = State::new(
-        Guard::Write(store.write().unwrap()),
-        Guard::Write(book.write().unwrap()),
-        Backing::Memory,
-    );
+    let mut state = locked(&store, &book, Backing::Memory, true);
     assert_eq!(state.generation(UUID), 0);
     state.check_generation(UUID, 0).unwrap();
     state.bump(UUID).unwrap();
@@ -51,11 +69,7 @@ fn in_memory_generations_move_and_a_failed_write_puts_them_back() {
     );
     let journal = state.into_journal();
     assert_eq!(journal.generations_before, vec![(UUID.to_string(), None)]);
-    let mut state = State::new(
-        Guard::Write(store.write().unwrap()),
-        Guard::Write(book.write().unwrap()),
-        Backing::Memory,
-    );
+    let mut state = locked(&store, &book, Backing::Memory, true);
     state
         .restore_generations(&journal.generations_before)
         .unwrap();
@@ -66,11 +80,7 @@ fn in_memory_generations_move_and_a_failed_write_puts_them_back() {
 fn a_claim_over_capacity_is_refused_and_leaves_nothing_behind() {
     let store = RwLock::new(store());
     let book = RwLock::new(Book::new(&store.read().unwrap(), Backing::Memory));
-    let mut state = State::new(
-        Guard::Write(store.write().unwrap()),
-        Guard::Write(book.write().unwrap()),
-        Backing::Memory,
-    );
+    let mut state = locked(&store, &book, Backing::Memory, true);
     state.write_allocation(claim("a1", CONSUMER, 3)).unwrap();
     assert_eq!(state.consumer_allocations(CONSUMER).len(), 1);
     let refused = state
@@ -96,11 +106,7 @@ fn a_claim_over_capacity_is_refused_and_leaves_nothing_behind() {
 fn a_read_lock_never_writes_and_unknown_providers_are_named() {
     let store = RwLock::new(store());
     let book = RwLock::new(Book::new(&store.read().unwrap(), Backing::Memory));
-    let mut state = State::new(
-        Guard::Read(store.read().unwrap()),
-        Guard::Read(book.read().unwrap()),
-        Backing::Memory,
-    );
+    let mut state = locked(&store, &book, Backing::Memory, false);
     assert_eq!(state.bump(UUID), Err(RecordError::ReadOnly));
     assert_eq!(
         state.write_allocation(claim("a1", CONSUMER, 1)),
@@ -133,11 +139,7 @@ fn over_a_cluster_a_provider_write_carries_the_generation_the_api_server_will_gi
     }
     let store = RwLock::new(seeded);
     let book = RwLock::new(Book::new(&store.read().unwrap(), Backing::Cluster));
-    let mut state = State::new(
-        Guard::Write(store.write().unwrap()),
-        Guard::Write(book.write().unwrap()),
-        Backing::Cluster,
-    );
+    let mut state = locked(&store, &book, Backing::Cluster, true);
     assert_eq!(state.generation(UUID), 2, "metadata.generation less one");
     let mut rp = state.provider_object("cn1").unwrap();
     state.write_provider(rp.clone()).unwrap();
