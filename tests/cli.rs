@@ -1309,6 +1309,24 @@ fn weighers_decide_where_servers_go_and_bad_ones_are_refused() {
         assert!(err.contains(says), "{bad}: {err}");
         assert!(out.stdout.is_empty(), "nothing applied under {bad}");
     }
+    // A headroom cap that is not a count of servers, negative ones included, is refused
+    // naming the flag, the value and what is accepted, by `apply` and `run` alike.
+    for (command, cap) in [("apply", "-1"), ("apply", "lots"), ("run", "-1")] {
+        let mut args = vec![command, "--headroom-cap", cap];
+        if command == "apply" {
+            args.extend(["-f", "examples/cloud"]);
+        }
+        let out = kubeplace(&args, None);
+        assert_eq!(out.status.code(), Some(2), "{command} {cap}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--headroom-cap")
+                && err.contains(&format!("{cap:?} is not a number of servers"))
+                && err.contains("0 (no counting) or more"),
+            "{command} {cap}: {err}"
+        );
+        assert!(out.stdout.is_empty(), "{command} {cap}");
+    }
     let out = kubeplace(
         &[
             "placement",

@@ -67,7 +67,9 @@ pub enum Command {
         #[arg(long, value_name = "NAME=MULTIPLIER,...", default_value = "spread=1")]
         weighers: Weighers,
         /// Servers each Flavor's `status.headroom` counts at most; 0 counts none.
-        #[arg(long, value_name = "SERVERS", default_value_t = kubeplace_policy::scheduling::headroom::STATUS_CAP)]
+        #[arg(long, value_name = "SERVERS", allow_hyphen_values = true,
+              value_parser = headroom_cap,
+              default_value_t = kubeplace_policy::scheduling::headroom::STATUS_CAP)]
         headroom_cap: usize,
     },
     /// Print every CustomResourceDefinition as YAML.
@@ -146,6 +148,16 @@ pub struct PlacementArgs {
 }
 
 /// Runs the command line and returns the process's exit code.
+/// `--headroom-cap`: a count of servers. A negative one reaches this parser (rather than
+/// being taken for a flag) so that the refusal says what is accepted.
+pub(crate) fn headroom_cap(value: &str) -> Result<usize, String> {
+    value.parse().map_err(|_| {
+        format!(
+            "{value:?} is not a number of servers; give a whole number, 0 (no counting) or more"
+        )
+    })
+}
+
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {

@@ -63,7 +63,8 @@ pub struct RunArgs {
     pub weighers: Weighers,
     /// Servers each Flavor's `status.headroom` counts at most (placing them one by one as
     /// the scheduler would); 0 turns headroom off. Counted by the leader in the background.
-    #[arg(long, value_name = "SERVERS",
+    #[arg(long, value_name = "SERVERS", allow_hyphen_values = true,
+          value_parser = super::headroom_cap,
           default_value_t = kubeplace_policy::scheduling::headroom::STATUS_CAP)]
     pub headroom_cap: usize,
     /// Least seconds between the starts of two headroom rounds over every Flavor; a round
