@@ -73,7 +73,7 @@ pub(crate) fn answer(
             // A search that runs out of budget without a limit is a 400 naming the budget.
             Ok(q) => match try_allocation_candidates(index, &q) {
                 Ok(set) if !pretty => {
-                    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+                    let threads = kubeplace_core::runs::cores();
                     let json = candidates_body(index, &set, mv).to_json(threads);
                     (String::from_utf8(json).unwrap_or_default(), 0)
                 }

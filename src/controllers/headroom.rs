@@ -78,14 +78,6 @@ impl HeadroomCounter {
     /// cancelled).
     async fn round(&self, cancel: &CancellationToken) -> bool {
         let started = Instant::now();
-        {
-            // A cloud without Flavors has nothing to count: no copy of it is made.
-            let mut store = self.store.write().unwrap_or_else(|e| e.into_inner());
-            if store.list(Kind::Flavor).next().is_none() {
-                store.forget_headroom_of_deleted_flavors();
-                return true;
-            }
-        }
         let store = self.store.clone();
         let Ok(mut round) = tokio::task::spawn_blocking(move || {
             HeadroomRound::new(&store.read().unwrap_or_else(|e| e.into_inner()))

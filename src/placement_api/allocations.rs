@@ -536,7 +536,7 @@ pub(crate) fn candidates(state: &State<'_>, ctx: &Ctx, query: &str) -> Result<Re
     let set =
         try_allocation_candidates(index, &q).map_err(|e| ApiError::bad_request(e.to_string()))?;
     // A large answer (tens of megabytes) is written on every core.
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = kubeplace_core::runs::cores();
     Ok(json_bytes_reply(
         StatusCode::OK,
         candidates_body(index, &set, ctx.mv).to_json(threads),

@@ -104,60 +104,20 @@ fn with_meta(mut crd: Value, meta: &Value) -> Value {
 /// The unknown fields of a kubeplace object's document, in document order.
 pub fn unknown_fields(kind: Kind, document: &Located) -> Vec<UnknownField> {
     let index = Kind::ALL.iter().position(|k| *k == kind).unwrap_or(0);
-    match schemas().kinds.get(index) {
-        Some(schema) => unknown_fields_in(document, schema),
-        None => Vec::new(),
+    let checks = field_checks();
+    let mut found = Vec::new();
+    if let Some(root) = checks.kinds.get(index) {
+        checks.tree.walk(document, *root, "", &mut found);
     }
+    found
 }
 
 /// The unknown fields of a core Namespace's document.
 pub fn unknown_namespace_fields(document: &Located) -> Vec<UnknownField> {
-    unknown_fields_in(document, &schemas().namespace)
-}
-
-fn unknown_fields_in(document: &Located, schema: &Value) -> Vec<UnknownField> {
+    let checks = field_checks();
     let mut found = Vec::new();
-    walk(document, schema, schema, "", &mut found);
+    checks.tree.walk(document, checks.namespace, "", &mut found);
     found
-}
-
-fn walk(node: &Located, schema: &Value, root: &Value, path: &str, found: &mut Vec<UnknownField>) {
-    let schema = resolve(schema, root);
-    if preserves_unknown(schema) {
-        return;
-    }
-    match &node.node {
-        Node::Map(entries) => {
-            for (key, value) in entries {
-                let here = if path.is_empty() {
-                    key.clone()
-                } else {
-                    format!("{path}.{key}")
-                };
-                match field_rule(schema, key) {
-                    FieldRule::Schema(s) => walk(value, s, root, &here, found),
-                    FieldRule::Unknown(known) => {
-                        let names: Vec<&str> = known.keys().map(String::as_str).collect();
-                        found.push(UnknownField {
-                            path: here,
-                            line: value.line,
-                            suggestion: closest(key, &names),
-                            known: names.iter().map(|n| n.to_string()).collect(),
-                        });
-                    }
-                    FieldRule::Free => {}
-                }
-            }
-        }
-        Node::Seq(items) => {
-            if let Some(item_schema) = schema.get("items") {
-                for (i, item) in items.iter().enumerate() {
-                    walk(item, item_schema, root, &format!("{path}[{i}]"), found);
-                }
-            }
-        }
-        _ => {}
-    }
 }
 
 /// Whether a kubeplace object's document, read without locations, has a field its kind's
@@ -177,9 +137,10 @@ pub fn has_unknown_namespace_fields(document: &Value) -> bool {
     checks.tree.any_unknown(document, checks.namespace)
 }
 
-/// The schemas of [`Schemas`] reduced to what the field check reads, with references and
-/// single-branch wrappers followed once: a clean document of thousands of objects is then
-/// checked without resolving `$ref`s or looking up schema keywords at each of its values.
+/// The schemas of [`Schemas`] reduced to what the field checks read, with references and
+/// single-branch wrappers followed once: a document (a clean one among thousands, or one
+/// whose mistakes are named) is checked without resolving `$ref`s or looking up schema
+/// keywords at each of its values.
 struct FieldChecks {
     tree: FieldTree,
     /// Each kind's root node, in [`Kind::ALL`] order.
@@ -263,24 +224,17 @@ impl FieldTree {
         at
     }
 
-    /// [`field_rule`] and the walk of [`walk`] over compiled nodes.
+    /// Whether a value, read without locations, has a field its node does not name.
     fn any_unknown(&self, value: &Value, at: usize) -> bool {
         let node = &self.nodes[at];
         if node.preserves_unknown {
             return false;
         }
         match value {
-            Value::Object(entries) => entries.iter().any(|(key, value)| {
-                let named = node.properties.as_ref().and_then(|p| {
-                    p.binary_search_by(|(name, _)| (**name).cmp(key.as_str()))
-                        .ok()
-                        .map(|i| p[i].1)
-                });
-                match (named, node.additional) {
-                    (Some(child), _) | (None, Some(child)) => self.any_unknown(value, child),
-                    // A field the schema does not name, where it names some.
-                    (None, None) => node.properties.is_some() && !node.additional_allowed,
-                }
+            Value::Object(entries) => entries.iter().any(|(key, value)| match node.rule(key) {
+                FieldRule::Known(child) => self.any_unknown(value, child),
+                FieldRule::Unknown => true,
+                FieldRule::Free => false,
             }),
             Value::Array(items) => node
                 .items
@@ -288,36 +242,83 @@ impl FieldTree {
             _ => false,
         }
     }
+
+    /// The unknown fields of a located value, with their paths, lines and the fields known
+    /// where each is written.
+    fn walk(&self, value: &Located, at: usize, path: &str, found: &mut Vec<UnknownField>) {
+        let node = &self.nodes[at];
+        if node.preserves_unknown {
+            return;
+        }
+        match &value.node {
+            Node::Map(entries) => {
+                for (key, value) in entries {
+                    let here = if path.is_empty() {
+                        key.clone()
+                    } else {
+                        format!("{path}.{key}")
+                    };
+                    match node.rule(key) {
+                        FieldRule::Known(child) => self.walk(value, child, &here, found),
+                        FieldRule::Unknown => {
+                            let names: Vec<&str> = node
+                                .properties
+                                .iter()
+                                .flatten()
+                                .map(|(name, _)| &**name)
+                                .collect();
+                            found.push(UnknownField {
+                                path: here,
+                                line: value.line,
+                                suggestion: closest(key, &names),
+                                known: names.iter().map(|n| n.to_string()).collect(),
+                            });
+                        }
+                        FieldRule::Free => {}
+                    }
+                }
+            }
+            Node::Seq(items) => {
+                if let Some(child) = node.items {
+                    for (i, item) in items.iter().enumerate() {
+                        self.walk(item, child, &format!("{path}[{i}]"), found);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
-fn preserves_unknown(schema: &Value) -> bool {
-    schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true))
-}
-
-/// What a schema says of one field of a mapping.
-enum FieldRule<'a> {
-    /// A known field (or any field of a map of values), with its schema.
-    Schema(&'a Value),
-    /// A field the schema does not name; the fields it names.
-    Unknown(&'a Map<String, Value>),
+/// What a node says of one field of a mapping.
+enum FieldRule {
+    /// A known field (or any field of a map of values), with its node.
+    Known(usize),
+    /// A field the schema does not name, where it names some.
+    Unknown,
     /// A free-form object (neither properties nor additionalProperties): nothing is unknown.
     Free,
 }
 
-fn field_rule<'a>(schema: &'a Value, key: &str) -> FieldRule<'a> {
-    let properties = schema.get("properties").and_then(Value::as_object);
-    let additional = schema.get("additionalProperties");
-    if let Some(p) = properties.and_then(|p| p.get(key)) {
-        FieldRule::Schema(p)
-    } else if let Some(a) = additional.filter(|a| a.is_object()) {
-        FieldRule::Schema(a)
-    } else if let Some(known) = properties
-        && additional != Some(&Value::Bool(true))
-    {
-        FieldRule::Unknown(known)
-    } else {
-        FieldRule::Free
+impl FieldNode {
+    fn rule(&self, key: &str) -> FieldRule {
+        let named = self.properties.as_ref().and_then(|p| {
+            p.binary_search_by(|(name, _)| (**name).cmp(key))
+                .ok()
+                .map(|i| p[i].1)
+        });
+        match (named, self.additional) {
+            (Some(child), _) | (None, Some(child)) => FieldRule::Known(child),
+            (None, None) if self.properties.is_some() && !self.additional_allowed => {
+                FieldRule::Unknown
+            }
+            (None, None) => FieldRule::Free,
+        }
     }
+}
+
+fn preserves_unknown(schema: &Value) -> bool {
+    schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true))
 }
 
 /// Follows `$ref`s and single-branch `allOf`/`anyOf`/`oneOf` wrappers (how schemars writes

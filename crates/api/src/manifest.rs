@@ -268,72 +268,53 @@ fn parse_json_fast(file: &str, text: &str) -> Option<Vec<Document>> {
         } if kind == "List" => items,
         _ => vec![serde_json::from_str::<&RawValue>(text).ok()?],
     };
-    let mut lines = Vec::with_capacity(items.len());
+    // Each item with the line it starts on.
+    let mut work: Vec<(&RawValue, u64)> = Vec::with_capacity(items.len());
     let (mut counted_to, mut line) = (0usize, 1u64);
-    for item in &items {
+    for item in items {
         let offset = item.get().as_ptr() as usize - text.as_ptr() as usize;
         line += text.as_bytes()[counted_to..offset]
             .iter()
             .filter(|b| **b == b'\n')
             .count() as u64;
         counted_to = offset;
-        lines.push(line);
+        work.push((item, line));
     }
-    let work: Vec<(&RawValue, u64)> = items.into_iter().zip(lines).collect();
     let threads = if work.len() < PARALLEL_READ_FROM {
         1
     } else {
         read_threads()
     };
-    on_threads(&work, threads, |(item, line)| {
-        let value: serde_json::Value = serde_json::from_str(item.get()).ok()?;
-        let origin = Origin {
-            file: file.to_string(),
-            document: 1,
-            line: *line,
-        };
-        clean_document(origin, value).map(|d| vec![d])
+    on_threads(&work, threads, |run| {
+        run.iter()
+            .map(|(item, line)| {
+                let value: serde_json::Value = serde_json::from_str(item.get()).ok()?;
+                let origin = Origin {
+                    file: file.to_string(),
+                    document: 1,
+                    line: *line,
+                };
+                clean_document(origin, value)
+            })
+            .collect()
     })
 }
 
-/// How many threads read one large stream: the cores, at most [`MAX_READ_THREADS`].
+/// How many threads read one large stream.
 fn read_threads() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .min(MAX_READ_THREADS)
+    kubeplace_core::runs::cores().min(MAX_READ_THREADS)
 }
 
-/// `read` over every piece of work, on up to `threads` threads, each taking a run of
-/// pieces; what each piece gives, in order. `None` when a piece gives `None`.
+/// `read` over runs of the work on up to `threads` threads; what the runs give, in order.
+/// `None` when a run gives `None`.
 fn on_threads<W: Sync, T: Send>(
     work: &[W],
     threads: usize,
-    read: impl Fn(&W) -> Option<Vec<T>> + Sync,
+    read: impl Fn(&[W]) -> Option<Vec<T>> + Sync,
 ) -> Option<Vec<T>> {
-    let collect = |run: &[W]| -> Option<Vec<T>> {
-        let mut out = Vec::with_capacity(run.len());
-        for w in run {
-            out.extend(read(w)?);
-        }
-        Some(out)
-    };
-    if threads < 2 || work.len() < 2 {
-        return collect(work);
-    }
-    // The pieces are independent: a large stream is read on every core, in order.
-    let run = work.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = work
-            .chunks(run)
-            .map(|run| scope.spawn(|| collect(run)))
-            .collect();
-        let mut out = Vec::new();
-        for worker in workers {
-            out.extend(worker.join().ok()??);
-        }
-        Some(out)
-    })
+    let runs = kubeplace_core::runs::in_runs(work, threads, read);
+    let runs: Vec<Vec<T>> = runs.into_iter().collect::<Option<_>>()?;
+    Some(runs.into_iter().flatten().collect())
 }
 
 /// A `List` of fewer objects is read on one thread: starting threads would cost more.
@@ -356,23 +337,24 @@ fn parse_yaml_fast(file: &str, text: &str) -> Option<Vec<Document>> {
     };
     let pieces = kubeplace_core::yaml_plain::split_documents(text, threads);
     // Each document of each piece: None for an empty one, which still counts.
-    let read = on_threads(&pieces, threads, |(first_line, piece)| {
-        let documents = kubeplace_core::yaml_plain::read_plain(piece).ok()?;
-        let mut out = Vec::with_capacity(documents.len());
-        for doc in documents {
-            if doc.value.is_null() {
-                out.push(None);
-                continue;
+    let read = on_threads(&pieces, threads, |run| {
+        let mut out = Vec::new();
+        for (first_line, piece) in run {
+            for doc in kubeplace_core::yaml_plain::read_plain(piece).ok()? {
+                if doc.value.is_null() {
+                    out.push(None);
+                    continue;
+                }
+                if doc.value.get("kind").and_then(serde_json::Value::as_str) == Some("List") {
+                    return None;
+                }
+                let origin = Origin {
+                    file: file.to_string(),
+                    document: 0,
+                    line: doc.line + first_line,
+                };
+                out.push(Some(clean_document(origin, doc.value)?));
             }
-            if doc.value.get("kind").and_then(serde_json::Value::as_str) == Some("List") {
-                return None;
-            }
-            let origin = Origin {
-                file: file.to_string(),
-                document: 0,
-                line: doc.line + first_line,
-            };
-            out.push(Some(clean_document(origin, doc.value)?));
         }
         Some(out)
     })?;

@@ -9,6 +9,7 @@ use super::candidates::{Candidate, CandidateSet};
 use super::ids::ProviderId;
 use super::microversion::Microversion;
 use super::provider_tree::ProviderIndex;
+use crate::runs::in_runs;
 
 /// Placement's error body for a status and detail.
 pub fn error_body(status: u16, detail: &str) -> Value {
@@ -52,15 +53,12 @@ pub struct CandidatesBody<'a> {
 const WRITE_APART_FROM: usize = 4_096;
 
 impl CandidatesBody<'_> {
-    /// The body as JSON, the same bytes as `serde_json::to_vec` gives, written on up to
-    /// `threads` threads: a large answer's allocation requests and provider summaries are
-    /// cut into runs written apart, then joined in order.
+    /// The body as JSON, the same bytes as `serde_json::to_vec` gives (its summaries listed
+    /// once), written on up to `threads` threads: a large answer's allocation requests and
+    /// provider summaries are cut into runs written apart, then joined in order.
     pub fn to_json(&self, threads: usize) -> Vec<u8> {
         let CandidatesBody { index, set, mv } = *self;
         let summaries = summarised(index, set);
-        if threads < 2 || set.candidates.len() + summaries.len() < WRITE_APART_FROM {
-            return serde_json::to_vec(self).unwrap_or_default();
-        }
         let requests = |run: &[Candidate]| {
             let mut out = Vec::with_capacity(run.len() * 256);
             for (i, candidate) in run.iter().enumerate() {
@@ -94,23 +92,13 @@ impl CandidatesBody<'_> {
             }
             out
         };
-        let request_run = set.candidates.len().div_ceil(threads).max(1);
-        let summary_run = summaries.len().div_ceil(threads).max(1);
-        let (request_parts, summary_parts) = std::thread::scope(|scope| {
-            let r: Vec<_> = set
-                .candidates
-                .chunks(request_run)
-                .map(|run| scope.spawn(move || requests(run)))
-                .collect();
-            let m: Vec<_> = summaries
-                .chunks(summary_run)
-                .map(|run| scope.spawn(move || summaries_of(run)))
-                .collect();
-            let join = |handles: Vec<std::thread::ScopedJoinHandle<'_, Vec<u8>>>| -> Vec<Vec<u8>> {
-                handles.into_iter().filter_map(|h| h.join().ok()).collect()
-            };
-            (join(r), join(m))
-        });
+        let threads = if set.candidates.len() + summaries.len() < WRITE_APART_FROM {
+            1
+        } else {
+            threads
+        };
+        let request_parts = in_runs(&set.candidates, threads, requests);
+        let summary_parts = in_runs(&summaries, threads, summaries_of);
         let size: usize = request_parts
             .iter()
             .chain(&summary_parts)

@@ -198,7 +198,12 @@ pub struct HeadroomRound {
 impl HeadroomRound {
     /// A round over the store as it is now.
     pub fn new(store: &Store) -> HeadroomRound {
-        let mut copy = store.clone();
+        // A cloud without Flavors has nothing to count: it is not copied.
+        let mut copy = if store.list(Kind::Flavor).next().is_some() {
+            store.clone()
+        } else {
+            Store::default()
+        };
         schedule_pending(&mut copy);
         let weighing = Weighing::of(&copy);
         HeadroomRound { copy, weighing }
@@ -239,11 +244,6 @@ const STOPPED_BY_MAX: usize = 512;
 /// Counts every Flavor's headroom in `store` (at most `cap` servers each) and records it
 /// there, as `kubeplace apply` does before it computes statuses.
 pub fn record_headroom(store: &mut Store, cap: usize) {
-    // A cloud without Flavors has nothing to count: no copy of it is made.
-    if store.list(Kind::Flavor).next().is_none() {
-        store.forget_headroom_of_deleted_flavors();
-        return;
-    }
     let mut round = HeadroomRound::new(store);
     for flavor in round.flavors() {
         let h = round.count(&flavor, cap);
