@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use bytes::Bytes;
 use http::StatusCode;
 use serde_json::{Map, Value, json};
 
@@ -18,7 +19,7 @@ use kubeplace_core::placement::response::candidates_body;
 use kubeplace_policy::store::ObjectKey;
 
 use super::body;
-use super::wire::{ApiError, Reply, code, empty, json_bytes_reply, json_reply};
+use super::wire::{ApiError, Reply, ReplyBody, code, empty, json_bytes_reply, json_reply};
 use super::{Call, Ctx};
 use kubeplace_policy::placement_records::{
     CONSUMER_TYPE_ANNOTATION, Consumer, PROJECT_ANNOTATION, State, UNKNOWN_PROJECT, USER_ANNOTATION,
@@ -535,11 +536,13 @@ pub(crate) fn candidates(state: &State<'_>, ctx: &Ctx, query: &str) -> Result<Re
     // one, it answers with the candidates found.
     let set =
         try_allocation_candidates(index, &q).map_err(|e| ApiError::bad_request(e.to_string()))?;
-    // A large answer (tens of megabytes) is written on every core.
+    // A large answer (tens of megabytes) is written on every core, and sent in the parts
+    // written apart.
     let threads = kubeplace_core::runs::cores();
+    let parts = candidates_body(index, &set, ctx.mv).to_json_parts(threads);
     Ok(json_bytes_reply(
         StatusCode::OK,
-        candidates_body(index, &set, ctx.mv).to_json(threads),
+        ReplyBody::from_parts(parts.into_iter().map(Bytes::from)),
     ))
 }
 

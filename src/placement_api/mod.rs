@@ -41,6 +41,7 @@ pub use kubeplace_policy::placement_records::{
     Backing, Book, CONSUMER_TYPE_ANNOTATION, PROJECT_ANNOTATION, USER_ANNOTATION,
 };
 use kubeplace_policy::placement_records::{Guard, Journal, State};
+pub use wire::ReplyBody;
 use wire::{ApiError, Reply};
 
 /// The largest request body read: a full inventory or allocation set is a few KiB.
@@ -141,10 +142,7 @@ impl PlacementApi {
 
     /// Answers one request whose body has been read whole: what the server does with every
     /// request once it is read, usable without a listener.
-    pub fn answer_request(
-        &self,
-        request: Request<Bytes>,
-    ) -> http::Response<http_body_util::Full<Bytes>> {
+    pub fn answer_request(&self, request: Request<Bytes>) -> http::Response<ReplyBody> {
         let (parts, body) = request.into_parts();
         let call = Call {
             method: parts.method,

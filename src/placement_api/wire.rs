@@ -1,15 +1,74 @@
 //! The wire format: JSON replies, Placement's error body and the headers every answer
 //! carries.
 
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
-use http_body_util::Full;
+use hyper::body::{Body, Frame, SizeHint};
 use serde_json::{Value, json};
 
 use super::Ctx;
 
 /// A response with its whole body.
-pub(crate) type Reply = Response<Full<Bytes>>;
+pub(crate) type Reply = Response<ReplyBody>;
+
+/// A reply's body, all of it in memory: one buffer, or the parts of a large answer written
+/// apart, sent one after the other rather than copied into one buffer first. Its length is
+/// known, so it goes out with a `Content-Length`.
+#[derive(Debug, Default)]
+pub struct ReplyBody {
+    parts: VecDeque<Bytes>,
+    left: u64,
+}
+
+impl ReplyBody {
+    /// A body of the parts, in order.
+    pub fn from_parts(parts: impl IntoIterator<Item = Bytes>) -> Self {
+        let parts: VecDeque<Bytes> = parts.into_iter().filter(|p| !p.is_empty()).collect();
+        let left = parts.iter().map(|p| p.len() as u64).sum();
+        ReplyBody { parts, left }
+    }
+}
+
+impl From<Bytes> for ReplyBody {
+    fn from(bytes: Bytes) -> Self {
+        ReplyBody::from_parts([bytes])
+    }
+}
+
+impl From<Vec<u8>> for ReplyBody {
+    fn from(bytes: Vec<u8>) -> Self {
+        ReplyBody::from(Bytes::from(bytes))
+    }
+}
+
+impl Body for ReplyBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let part = self.parts.pop_front();
+        if let Some(p) = &part {
+            self.left -= p.len() as u64;
+        }
+        Poll::Ready(part.map(|p| Ok(Frame::data(p))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.parts.is_empty()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.left)
+    }
+}
 
 /// Placement's error codes (from 1.23), the ones kubeplace answers with.
 pub(crate) mod code {
@@ -118,11 +177,11 @@ pub(crate) fn json_reply(status: StatusCode, body: &impl serde::Serialize) -> Re
 }
 
 /// A reply of JSON already written.
-pub(crate) fn json_bytes_reply(status: StatusCode, bytes: Vec<u8>) -> Reply {
+pub(crate) fn json_bytes_reply(status: StatusCode, bytes: impl Into<ReplyBody>) -> Reply {
     Response::builder()
         .status(status)
         .header(header::CONTENT_TYPE, "application/json")
-        .body(Full::new(Bytes::from(bytes)))
+        .body(bytes.into())
         .unwrap_or_default()
 }
 
@@ -130,7 +189,7 @@ pub(crate) fn json_bytes_reply(status: StatusCode, bytes: Vec<u8>) -> Reply {
 pub(crate) fn empty(status: StatusCode) -> Reply {
     Response::builder()
         .status(status)
-        .body(Full::new(Bytes::new()))
+        .body(ReplyBody::default())
         .unwrap_or_default()
 }
 

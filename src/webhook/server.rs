@@ -73,11 +73,13 @@ impl Lifecycle {
     }
 }
 
-async fn serve_connection<IO, H, F>(io: IO, handler: H, lifecycle: Lifecycle)
+async fn serve_connection<IO, H, F, B>(io: IO, handler: H, lifecycle: Lifecycle)
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     H: Fn(Request<Incoming>) -> F + Send + Sync + 'static,
-    F: Future<Output = Reply> + Send + 'static,
+    F: Future<Output = Response<B>> + Send + 'static,
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let handler = Arc::new(handler);
     let draining = lifecycle.draining.clone();
@@ -118,14 +120,16 @@ where
 /// Accepts connections until `lifecycle.stop`, over TLS when `tls` is given, and answers
 /// each request with `handler`. Returns once every connection has closed (or
 /// [`STOP_GRACE`] has passed).
-pub async fn serve<H, F>(
+pub async fn serve<H, F, B>(
     listener: TcpListener,
     tls: Option<TlsAcceptor>,
     handler: H,
     lifecycle: Lifecycle,
 ) where
     H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
-    F: Future<Output = Reply> + Send + 'static,
+    F: Future<Output = Response<B>> + Send + 'static,
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let mut connections = tokio::task::JoinSet::new();
     loop {

@@ -23,6 +23,7 @@ use super::provider::Provider;
 use super::provider_tree::ProviderIndex;
 use super::query::{CandidatesQuery, GroupPolicy, GroupQuery};
 use super::tree_shapes::{Lookup, ShapeCounts};
+use crate::runs::in_runs;
 
 /// Required any-of sets up to which a tree's candidates are counted in closed form.
 const MAX_CLOSED_FORM_SETS: usize = 8;
@@ -204,6 +205,10 @@ struct Search<'a> {
     backtrack: bool,
     /// Steps the search may take.
     budget: u64,
+    /// Threads an unlimited search of many trees may walk them on.
+    threads: usize,
+    /// Trees from which an unlimited search walks on several threads.
+    walk_apart_from: usize,
 }
 
 /// A candidate the search found, before it is built: its summed allocations and the
@@ -1040,16 +1045,53 @@ impl<'a> Search<'a> {
             inner: visit,
             found: 0,
         };
-        let mut scratch = Scratch {
+        let mut scratch = self.scratch();
+        self.visit_anchors(&mut scratch, &mut visit);
+        scratch.steps.ran_out
+    }
+
+    fn scratch(&self) -> Scratch {
+        Scratch {
             parts: vec![Vec::new(); self.groups.len()],
             steps: Steps {
                 left: self.budget,
                 ran_out: false,
             },
             ..Default::default()
-        };
-        self.visit_anchors(&mut scratch, &mut visit);
-        scratch.steps.ran_out
+        }
+    }
+
+    /// The trees a search without a limit walks, in the order [`Self::visit_anchors`]
+    /// walks them.
+    fn anchors_in_order(&self) -> Vec<ProviderId> {
+        let order = self.index.root_order();
+        let roots = &order.roots;
+        if !self.prune || self.walk_before_pruning > 0 {
+            return roots.clone();
+        }
+        match self.possible_anchors(usize::MAX) {
+            None => roots.clone(),
+            Some(set) if set.len() * 16 < roots.len() => {
+                let rank = |r: ProviderId| order.rank[r.index()];
+                let mut left: Vec<ProviderId> =
+                    set.ids().filter(|&r| rank(r) != u32::MAX).collect();
+                left.sort_unstable_by_key(|&r| rank(r));
+                left
+            }
+            Some(set) => roots.iter().copied().filter(|&r| set.contains(r)).collect(),
+        }
+    }
+
+    /// Visits the candidates of `anchors`' trees, in order, on a budget of its own; the
+    /// steps it took, or `None` when the budget ran out.
+    fn run_over(&self, anchors: &[ProviderId], visit: &mut impl Visit) -> Option<u64> {
+        let mut scratch = self.scratch();
+        for &anchor in anchors {
+            if !self.visit_anchor(anchor, &mut scratch, visit) {
+                break;
+            }
+        }
+        (!scratch.steps.ran_out).then(|| self.budget - scratch.steps.left)
     }
 
     /// [`Self::run`]'s walk over the trees.
@@ -1875,6 +1917,8 @@ fn prepare<'a>(index: &'a ProviderIndex, query: &CandidatesQuery) -> Search<'a> 
         closed_form: true,
         backtrack: true,
         budget: SEARCH_BUDGET,
+        threads: crate::runs::cores(),
+        walk_apart_from: WALK_APART_FROM,
     }
 }
 
@@ -1988,6 +2032,10 @@ pub struct Walk {
     pub backtrack: bool,
     /// Steps the search may take.
     pub budget: u64,
+    /// Threads an unlimited search of many trees may walk them on.
+    pub threads: usize,
+    /// Trees from which it does.
+    pub walk_apart_from: usize,
 }
 
 impl Default for Walk {
@@ -1998,6 +2046,8 @@ impl Default for Walk {
             closed_form: true,
             backtrack: true,
             budget: SEARCH_BUDGET,
+            threads: 1,
+            walk_apart_from: WALK_APART_FROM,
         }
     }
 }
@@ -2016,6 +2066,8 @@ pub fn counted_candidates_with(
     search.closed_form = walk.closed_form;
     search.backtrack = walk.backtrack;
     search.budget = walk.budget;
+    search.threads = walk.threads;
+    search.walk_apart_from = walk.walk_apart_from;
     search_candidates(index, query, &search, keep)
 }
 
@@ -2166,20 +2218,28 @@ fn search_candidates(
             .collect(),
         ..Default::default()
     };
-    // Below 1.29 Placement summarises every provider any candidate uses (in the kept trees),
-    // so the search runs to the end even with a limit.
-    let mut gather = Gather {
-        index,
-        nested,
-        count: 0,
-        used_by_any: BTreeSet::new(),
-        keep: keep.min(query.limit.unwrap_or(usize::MAX)),
-        limit: query.limit.unwrap_or(usize::MAX),
-        result: &mut result,
+    let (count, used_by_any, ran_out) = match gathered_in_parallel(index, search, nested, keep) {
+        Some((count, used_by_any, candidates)) => {
+            result.candidates = candidates;
+            (count, used_by_any, false)
+        }
+        None => {
+            // Below 1.29 Placement summarises every provider any candidate uses (in the kept
+            // trees), so the search runs to the end even with a limit.
+            let mut gather = Gather {
+                index,
+                nested,
+                count: 0,
+                used_by_any: BTreeSet::new(),
+                keep: keep.min(query.limit.unwrap_or(usize::MAX)),
+                limit: query.limit.unwrap_or(usize::MAX),
+                result: &mut result,
+            };
+            let ran_out = search.run(&mut gather);
+            let count = gather.count.min(gather.limit);
+            (count, std::mem::take(&mut gather.used_by_any), ran_out)
+        }
     };
-    let ran_out = search.run(&mut gather);
-    let count = gather.count.min(gather.limit);
-    let used_by_any = std::mem::take(&mut gather.used_by_any);
     if !nested {
         result.summary_only = Some(used_by_any);
     }
@@ -2202,6 +2262,77 @@ fn search_candidates(
     trees.sort_by(|a, b| index.get(*a).name.cmp(&index.get(*b).name));
     result.summary_trees = trees;
     (count, result)
+}
+
+/// Trees an unlimited search walks on several threads from.
+const WALK_APART_FROM: usize = 2_048;
+
+/// Every candidate of a search without a limit, its trees cut into runs walked on threads
+/// of their own and the runs' candidates joined in order: the count, the providers used,
+/// and the candidates, as walking them on one thread gives. A candidate made only of
+/// sharing providers counts once across trees, so of those the runs repeat, the first is
+/// kept. `None` where one walk is needed: a limit, a caller keeping only some, few trees,
+/// or a budget that runs out (so that the error names what one walk found).
+fn gathered_in_parallel(
+    index: &ProviderIndex,
+    search: &Search<'_>,
+    nested: bool,
+    keep: usize,
+) -> Option<(usize, BTreeSet<ProviderId>, Vec<Candidate>)> {
+    if search.threads < 2
+        || search.limit.is_some()
+        || keep != usize::MAX
+        || index.roots.len() < search.walk_apart_from
+        || search.groups.iter().any(|g| g.impossible)
+        || search.root_required.is_none()
+    {
+        return None;
+    }
+    let anchors = search.anchors_in_order();
+    if anchors.len() < search.walk_apart_from.max(2) {
+        return None;
+    }
+    let runs = in_runs(&anchors, search.threads, |run| {
+        let mut part = CandidateSet::default();
+        let mut gather = Gather {
+            index,
+            nested,
+            count: 0,
+            used_by_any: BTreeSet::new(),
+            keep,
+            limit: usize::MAX,
+            result: &mut part,
+        };
+        let steps = search.run_over(run, &mut gather);
+        let (count, used) = (gather.count, std::mem::take(&mut gather.used_by_any));
+        steps.map(|steps| (steps, count, used, part.candidates))
+    });
+    let mut steps = 0u64;
+    let mut count = 0usize;
+    let mut used_by_any = BTreeSet::new();
+    let mut candidates = Vec::with_capacity(runs.iter().flatten().map(|r| r.3.len()).sum());
+    let mut sharing_seen: HashSet<Candidate> = HashSet::new();
+    for run in runs {
+        let (run_steps, run_count, used, found) = run?;
+        steps = steps.saturating_add(run_steps);
+        count = count.saturating_add(run_count);
+        // A repeat's providers are the first one's: `used` needs no correction.
+        used_by_any.extend(used);
+        for candidate in found {
+            let only_sharing = !index.sharing.is_empty()
+                && candidate
+                    .allocations
+                    .iter()
+                    .all(|(p, _, _)| index.sharing.binary_search(p).is_ok());
+            if only_sharing && !sharing_seen.insert(candidate.clone()) {
+                // Counted by its run (every candidate kept was counted), not by one walk.
+                count -= 1;
+                continue;
+            }
+            candidates.push(candidate);
+        }
+    }
+    (steps <= search.budget).then_some((count, used_by_any, candidates))
 }
 
 impl CandidateSet {

@@ -4,6 +4,7 @@
 //! records built from ResourceProvider and Allocation objects.
 
 pub mod candidates;
+pub(crate) mod candidates_json;
 pub mod explain;
 mod extra_spec_keys;
 pub mod ids;

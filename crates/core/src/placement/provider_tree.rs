@@ -53,6 +53,16 @@ pub(crate) struct RootOrder {
     pub(crate) rank: Vec<u32>,
 }
 
+/// Every provider's place in uuid order, for answers that list providers by uuid.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct UuidOrder {
+    /// By slot: how many distinct uuids sort before the provider's (`u32::MAX` for an
+    /// empty slot), so that providers sharing a uuid share a rank.
+    pub(crate) rank: Vec<u32>,
+    /// Whether every uuid is written in JSON as it is, with nothing to escape.
+    pub(crate) plain: bool,
+}
+
 /// Providers and usages, with the lookups candidate search needs.
 #[derive(Debug, Clone, Default)]
 pub struct ProviderIndex {
@@ -67,6 +77,8 @@ pub struct ProviderIndex {
     /// `roots` as a list and a rank per slot, built on first use after the roots change:
     /// walking a list beats walking the map's nodes, and ranks compare without names.
     root_order: OnceLock<RootOrder>,
+    /// Built on first use after a provider comes or goes: ranks compare without uuids.
+    uuid_order: OnceLock<UuidOrder>,
     pub(crate) classes: Interner<ClassId>,
     pub(crate) traits: Interner<TraitId>,
     pub(crate) aggregate_names: Interner<AggregateId>,
@@ -146,6 +158,31 @@ impl ProviderIndex {
                 rank[r.index()] = i as u32;
             }
             RootOrder { roots, rank }
+        })
+    }
+
+    /// Every provider's rank in uuid order.
+    pub(crate) fn uuid_order(&self) -> &UuidOrder {
+        self.uuid_order.get_or_init(|| {
+            let mut by_uuid: Vec<(&str, usize)> = self
+                .slots
+                .iter()
+                .enumerate()
+                .filter_map(|(i, p)| p.as_ref().map(|p| (&*p.uuid, i)))
+                .collect();
+            by_uuid.sort_unstable();
+            let mut rank = vec![u32::MAX; self.slots.len()];
+            let mut distinct = 0u32;
+            for (n, (uuid, slot)) in by_uuid.iter().enumerate() {
+                if n > 0 && by_uuid[n - 1].0 != *uuid {
+                    distinct += 1;
+                }
+                rank[*slot] = distinct;
+            }
+            let plain = by_uuid
+                .iter()
+                .all(|(uuid, _)| uuid.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\'));
+            UuidOrder { rank, plain }
         })
     }
 
@@ -366,6 +403,7 @@ impl ProviderIndex {
             .entry(record.uuid.as_str().into())
             .or_default()
             .push(id);
+        self.uuid_order = OnceLock::new();
         match record.parent.as_deref() {
             None => {
                 self.roots.insert(record.name.as_str().into(), id);
@@ -511,6 +549,7 @@ impl ProviderIndex {
                 self.by_uuid.remove(&p.uuid);
             }
         }
+        self.uuid_order = OnceLock::new();
         match (&p.parent_name, p.parent) {
             (None, _) => {
                 self.roots.remove(&p.name);

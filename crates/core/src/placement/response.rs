@@ -6,6 +6,7 @@ use serde::ser::{SerializeMap, Serializer};
 use serde_json::{Map, Value, json};
 
 use super::candidates::{Candidate, CandidateSet};
+use super::candidates_json::{NameRanks, Scratch, Writer};
 use super::ids::ProviderId;
 use super::microversion::Microversion;
 use super::provider_tree::ProviderIndex;
@@ -53,42 +54,43 @@ pub struct CandidatesBody<'a> {
 const WRITE_APART_FROM: usize = 4_096;
 
 impl CandidatesBody<'_> {
-    /// The body as JSON, the same bytes as `serde_json::to_vec` gives (its summaries listed
-    /// once), written on up to `threads` threads: a large answer's allocation requests and
-    /// provider summaries are cut into runs written apart, then joined in order.
-    pub fn to_json(&self, threads: usize) -> Vec<u8> {
+    /// The body as JSON, in parts that joined in order are the same bytes as
+    /// `serde_json::to_vec` gives (its summaries listed once). Written by hand
+    /// ([`super::candidates_json`]) on up to `threads` threads: a large answer's allocation
+    /// requests and provider summaries are cut into runs written apart, and each run is a
+    /// part, so that a server can send them without copying them into one buffer.
+    pub fn to_json_parts(&self, threads: usize) -> Vec<Vec<u8>> {
         let CandidatesBody { index, set, mv } = *self;
         let summaries = summarised(index, set);
+        let ranks = NameRanks::of(index);
+        let writer = Writer {
+            index,
+            set,
+            mv,
+            ranks: &ranks,
+            uuids: index.uuid_order(),
+        };
+        // Room for a run's JSON at once (a request or summary is 250-350 bytes): growing a
+        // buffer of megabytes would copy it.
         let requests = |run: &[Candidate]| {
-            let mut out = Vec::with_capacity(run.len() * 256);
+            let mut out = Vec::with_capacity(run.len() * 512);
+            let mut scratch = Scratch::default();
             for (i, candidate) in run.iter().enumerate() {
                 if i > 0 {
                     out.push(b',');
                 }
-                let request = Request {
-                    index,
-                    candidate,
-                    mv,
-                };
-                let _ = serde_json::to_writer(&mut out, &request);
+                writer.request(&mut out, candidate, &mut scratch);
             }
             out
         };
         let summaries_of = |run: &[(&str, ProviderId)]| {
-            let mut out = Vec::with_capacity(run.len() * 256);
+            let mut out = Vec::with_capacity(run.len() * 512);
+            let mut scratch = Scratch::default();
             for (i, (uuid, p)) in run.iter().enumerate() {
                 if i > 0 {
                     out.push(b',');
                 }
-                let _ = serde_json::to_writer(&mut out, uuid);
-                out.push(b':');
-                let summary = Summary {
-                    index,
-                    set,
-                    p: *p,
-                    mv,
-                };
-                let _ = serde_json::to_writer(&mut out, &summary);
+                writer.summary_entry(&mut out, uuid, *p, &mut scratch);
             }
             out
         };
@@ -99,26 +101,26 @@ impl CandidatesBody<'_> {
         };
         let request_parts = in_runs(&set.candidates, threads, requests);
         let summary_parts = in_runs(&summaries, threads, summaries_of);
-        let size: usize = request_parts
-            .iter()
-            .chain(&summary_parts)
-            .map(Vec::len)
-            .sum();
-        let mut out = Vec::with_capacity(size + 64);
-        let joined = |out: &mut Vec<u8>, parts: &[Vec<u8>]| {
-            for (i, part) in parts.iter().filter(|p| !p.is_empty()).enumerate() {
+        let mut parts = Vec::with_capacity(request_parts.len() + summary_parts.len() + 8);
+        let listed = |parts: &mut Vec<Vec<u8>>, runs: Vec<Vec<u8>>| {
+            for (i, run) in runs.into_iter().filter(|r| !r.is_empty()).enumerate() {
                 if i > 0 {
-                    out.push(b',');
+                    parts.push(b",".to_vec());
                 }
-                out.extend_from_slice(part);
+                parts.push(run);
             }
         };
-        out.extend_from_slice(b"{\"allocation_requests\":[");
-        joined(&mut out, &request_parts);
-        out.extend_from_slice(b"],\"provider_summaries\":{");
-        joined(&mut out, &summary_parts);
-        out.extend_from_slice(b"}}");
-        out
+        parts.push(b"{\"allocation_requests\":[".to_vec());
+        listed(&mut parts, request_parts);
+        parts.push(b"],\"provider_summaries\":{".to_vec());
+        listed(&mut parts, summary_parts);
+        parts.push(b"}}".to_vec());
+        parts
+    }
+
+    /// [`Self::to_json_parts`] joined.
+    pub fn to_json(&self, threads: usize) -> Vec<u8> {
+        self.to_json_parts(threads).concat()
     }
 }
 
@@ -318,7 +320,8 @@ impl Serialize for Summaries<'_, '_> {
 /// The providers the summaries list, by uuid, sorted; of providers sharing a uuid, the last
 /// listed is summarised.
 fn summarised<'a>(index: &'a ProviderIndex, set: &CandidateSet) -> Vec<(&'a str, ProviderId)> {
-    let mut providers: Vec<(&str, ProviderId)> = Vec::new();
+    let rank = &index.uuid_order().rank;
+    let mut providers: Vec<(u32, ProviderId)> = Vec::new();
     let mut tree = Vec::new();
     for root in &set.summary_trees {
         tree.clear();
@@ -331,19 +334,22 @@ fn summarised<'a>(index: &'a ProviderIndex, set: &CandidateSet) -> Vec<(&'a str,
             {
                 continue;
             }
-            providers.push((&index.get(p).uuid, p));
+            providers.push((rank[p.index()], p));
         }
     }
-    // Sorted by uuid; of providers sharing one, the last listed is summarised.
-    providers.sort_by_key(|(uuid, _)| *uuid);
-    let mut kept: Vec<(&str, ProviderId)> = Vec::with_capacity(providers.len());
+    // Sorted by uuid (a stable sort by rank: providers sharing a uuid share a rank and keep
+    // the order they were listed in); of those, the last listed is summarised.
+    providers.sort_by_key(|(rank, _)| *rank);
+    let mut kept: Vec<(u32, ProviderId)> = Vec::with_capacity(providers.len());
     for entry in providers {
         match kept.last_mut() {
             Some(last) if last.0 == entry.0 => *last = entry,
             _ => kept.push(entry),
         }
     }
-    kept
+    kept.into_iter()
+        .map(|(_, p)| (&*index.get(p).uuid, p))
+        .collect()
 }
 
 struct Summary<'a> {
@@ -485,39 +491,88 @@ mod tests {
     /// Written apart on several threads, a large answer is the same bytes as written whole,
     /// at every microversion whose body differs and with numbered groups (mappings).
     #[test]
-    fn a_large_answer_written_apart_is_the_answer_written_whole() {
-        let index = cloud(1_400);
-        for query in [
-            "resources=VCPU:1,MEMORY_MB:512",
-            "resources1=VCPU:1&resources2=SRIOV_NET_VF:1&group_policy=none",
-        ] {
+    fn odd_uuids_and_names_are_written_as_serde_writes_them() {
+        let mut index = cloud(4);
+        let odd = |name: &str, parent: Option<&str>, uuid: &str, traits: &[&str]| ProviderRecord {
+            name: name.into(),
+            uuid: uuid.into(),
+            parent: parent.map(Into::into),
+            inventories: [("VCPU".to_string(), Inventory::with_total(4))].into(),
+            traits: traits.iter().map(|t| t.to_string()).collect(),
+            aggregates: Default::default(),
+        };
+        // A quote, a backslash and a control character in uuids and in a trait's name;
+        // two trees whose roots share a uuid.
+        index.upsert_provider(odd("odd", None, "q\"u\\o\u{1}te", &["CUSTOM_\"ODD"]));
+        index.upsert_provider(odd("odd-child", Some("odd"), "ünï-child", &[]));
+        index.upsert_provider(odd("twin-a", None, "twin", &[]));
+        index.upsert_provider(odd("twin-b", None, "twin", &["CUSTOM_B"]));
+        let queries = ["resources=VCPU:1", "resources=VCPU:2&required=!CUSTOM_B"];
+        each_answer(&index, &queries, |query, mv, set, body, whole| {
+            assert!(set.candidates.len() > 4, "{query} at {mv:?}");
+            let text = String::from_utf8_lossy(whole);
+            assert!(text.contains(r#""q\"u\\o\u0001te""#), "{query} at {mv:?}");
+            assert_eq!(
+                String::from_utf8(body.to_json(1)).unwrap(),
+                String::from_utf8(whole.to_vec()).unwrap(),
+                "{query} at {mv:?}"
+            );
+        });
+    }
+
+    /// Calls `check` with each query's answer at each microversion that takes it, and the
+    /// answer as serde_json writes it.
+    fn each_answer(
+        index: &ProviderIndex,
+        queries: &[&str],
+        mut check: impl FnMut(&str, Microversion, &CandidateSet, &CandidatesBody<'_>, &[u8]),
+    ) {
+        for query in queries {
             for mv in [10, 12, 17, 27, 29, 34, 39] {
                 let mv = Microversion(mv);
                 let Ok(q) = parse_candidates_query(query, mv) else {
                     continue;
                 };
-                let set = allocation_candidates(&index, &q);
-                let body = candidates_body(&index, &set, mv);
+                let set = allocation_candidates(index, &q);
+                let body = candidates_body(index, &set, mv);
                 let whole = serde_json::to_vec(&body).unwrap();
-                let items = set.candidates.len() + summarised(&index, &set).len();
-                // Numbered groups over nested providers are answered from 1.29.
-                if query.starts_with("resources=") || mv.at_least(29) {
-                    assert!(
-                        items >= WRITE_APART_FROM,
-                        "{query} at {mv:?}: written apart"
-                    );
-                }
-                for threads in [1, 2, 3, 7] {
-                    assert!(
-                        body.to_json(threads) == whole,
-                        "{query} at {mv:?} on {threads} threads"
-                    );
-                }
-                let parsed: Value = serde_json::from_slice(&whole).unwrap();
-                let requests = parsed["allocation_requests"].as_array().map(Vec::len);
-                assert_eq!(requests, Some(set.candidates.len()));
+                check(query, mv, &set, &body, &whole);
             }
         }
+    }
+
+    #[test]
+    fn a_large_answer_written_apart_is_the_answer_written_whole() {
+        let index = cloud(1_400);
+        let queries = [
+            "resources=VCPU:1,MEMORY_MB:512",
+            "resources1=VCPU:1&resources2=SRIOV_NET_VF:1&group_policy=none",
+        ];
+        each_answer(&index, &queries, |query, mv, set, body, whole| {
+            let items = set.candidates.len() + summarised(&index, set).len();
+            // Numbered groups over nested providers are answered from 1.29.
+            if query.starts_with("resources=") || mv.at_least(29) {
+                assert!(
+                    items >= WRITE_APART_FROM,
+                    "{query} at {mv:?}: written apart"
+                );
+            }
+            for threads in [1, 2, 3, 7] {
+                assert!(
+                    body.to_json(threads) == whole,
+                    "{query} at {mv:?} on {threads} threads"
+                );
+                // A server sends the runs written apart one after the other: at least two
+                // runs of requests, a comma between them, one of summaries, and the
+                // opening, middle and end of the body.
+                if items >= WRITE_APART_FROM && threads >= 2 && set.candidates.len() >= 2 {
+                    assert!(body.to_json_parts(threads).len() >= 7, "{query} at {mv:?}");
+                }
+            }
+            let parsed: Value = serde_json::from_slice(whole).unwrap();
+            let requests = parsed["allocation_requests"].as_array().map(Vec::len);
+            assert_eq!(requests, Some(set.candidates.len()));
+        });
         // A small answer is written whole.
         let small = cloud(3);
         let q = parse_candidates_query("resources=VCPU:1", Microversion::LATEST).unwrap();
