@@ -10,6 +10,7 @@ use super::Output;
 use kubeplace_api::Object;
 use kubeplace_api::manifest::{Content, Document, NAMESPACE_KIND, read_paths};
 use kubeplace_core::placement::weighers::Weighers;
+use kubeplace_core::runs::in_runs;
 use kubeplace_policy::admission::{Verdict, admit_and_store};
 use kubeplace_policy::namespaces::Namespaces;
 use kubeplace_policy::scheduling::headroom::{STATUS_CAP, record_headroom};
@@ -168,24 +169,40 @@ pub fn apply_documents_with(documents: Vec<Document>, options: &Options) -> (Rep
         record_headroom(&mut store, headroom_cap);
     }
     reconcile_all(&mut store, MAX_ROUNDS);
+    // Each object's status as JSON, on every core for a large cloud.
+    let threads = if outcomes.len() >= 2_048 {
+        kubeplace_core::runs::cores()
+    } else {
+        1
+    };
+    let statuses: Vec<Value> = in_runs(&outcomes, threads, |run| {
+        run.iter()
+            .map(
+                |(_, _, _, admission, applied)| match (applied, admission.allowed) {
+                    (Applied::Object(k), true) => store
+                        .get(k)
+                        .map(|o| o.status_value())
+                        .unwrap_or(Value::Null),
+                    // What the API server reports for a namespace in use.
+                    (Applied::Namespace, true) => serde_json::json!({"phase": "Active"}),
+                    _ => Value::Object(Default::default()),
+                },
+            )
+            .collect::<Vec<_>>()
+    })
+    .into_iter()
+    .flatten()
+    .collect();
     let mut summary = Summary::default();
     let items = outcomes
         .into_iter()
-        .map(|(kind, name, source, admission, applied)| {
+        .zip(statuses)
+        .map(|((kind, name, source, admission, _), status)| {
             if admission.allowed {
                 summary.admitted += 1;
             } else {
                 summary.rejected += 1;
             }
-            let status = match (&applied, admission.allowed) {
-                (Applied::Object(k), true) => store
-                    .get(k)
-                    .map(|o| o.status_value())
-                    .unwrap_or(Value::Null),
-                // What the API server reports for a namespace in use.
-                (Applied::Namespace, true) => serde_json::json!({"phase": "Active"}),
-                _ => Value::Object(Default::default()),
-            };
             Item {
                 kind,
                 name,

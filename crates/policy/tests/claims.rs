@@ -350,3 +350,34 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_large_store_reconciled_on_every_core_settles_where_one_walk_would() {
+    // Enough objects for reconcile_all to compute their statuses on several threads: 1,100
+    // providers of 4 VCPUs and 1,100 claims, every tenth of them too large to fit.
+    let mut store = Store::default();
+    for n in 0..1_100 {
+        let name = format!("cn{n:04}");
+        store.apply(provider(&name, 4));
+        let vcpus = if n % 10 == 0 { 8 } else { 2 };
+        store.apply(claim(n, &name, vcpus, 1_700_000_000 + n as i64));
+    }
+    reconcile_all(&mut store, 5);
+    // Every status is the one computed for it alone, one object after the other.
+    let world = kubeplace_policy::status::World::new(&store);
+    let keys: Vec<ObjectKey> = store.keys().cloned().collect();
+    assert!(keys.len() >= 2_200);
+    for key in &keys {
+        let object = store.get(key).unwrap();
+        let desired = kubeplace_policy::status::desired_status(object, &world);
+        assert_eq!(object.status(), Some(desired), "{key:?}");
+    }
+    assert_eq!(
+        applied(&store, "claim-10").map(|(status, _)| status),
+        Some("False".into())
+    );
+    assert_eq!(
+        applied(&store, "claim-11").map(|(status, _)| status),
+        Some("True".into())
+    );
+}
