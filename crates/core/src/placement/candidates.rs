@@ -2018,7 +2018,8 @@ pub fn counted_candidates_walking(
 
 /// How a search walks, for tests and benchmarks that compare the ways. The default is
 /// the search callers get, except that it walks no trees before pruning (with a limit,
-/// callers' searches walk 32 first).
+/// callers' searches walk 32 first) and walks on one thread (callers' unlimited searches
+/// over many trees use every core).
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy)]
 pub struct Walk {
@@ -2218,7 +2219,7 @@ fn search_candidates(
             .collect(),
         ..Default::default()
     };
-    let (count, used_by_any, ran_out) = match gathered_in_parallel(index, search, nested, keep) {
+    let (count, used_by_any, ran_out) = match gathered_in_parallel(index, query, search, keep) {
         Some((count, used_by_any, candidates)) => {
             result.candidates = candidates;
             (count, used_by_any, false)
@@ -2275,11 +2276,15 @@ const WALK_APART_FROM: usize = 2_048;
 /// or a budget that runs out (so that the error names what one walk found).
 fn gathered_in_parallel(
     index: &ProviderIndex,
+    query: &CandidatesQuery,
     search: &Search<'_>,
-    nested: bool,
     keep: usize,
 ) -> Option<(usize, BTreeSet<ProviderId>, Vec<Candidate>)> {
+    let nested = query.microversion.at_least(29);
+    // Below 1.29 a limit does not stop the search (`search.limit` is unset) but still cuts
+    // the answer: walked once too.
     if search.threads < 2
+        || query.limit.is_some()
         || search.limit.is_some()
         || keep != usize::MAX
         || index.roots.len() < search.walk_apart_from

@@ -863,9 +863,8 @@ fn trees_walked_on_several_threads_give_the_answer_of_one_walk() {
             search.threads = threads;
             search.walk_apart_from = 0;
             search.budget = u64::MAX;
-            let nested = query.microversion.at_least(29);
             assert!(
-                gathered_in_parallel(&c.0, &search, nested, usize::MAX).is_some(),
+                gathered_in_parallel(&c.0, &query, &search, usize::MAX).is_some(),
                 "{q} at {mv}: walked apart"
             );
             let (n, got) = counted_candidates_with(&c.0, &query, usize::MAX, apart);
@@ -938,8 +937,7 @@ fn trees_walked_on_several_threads_give_the_answer_of_one_walk() {
         let mut search = prepare(&shared.0, &query);
         search.threads = 2;
         search.walk_apart_from = 0;
-        let nested = query.microversion.at_least(29);
-        assert!(gathered_in_parallel(&shared.0, &search, nested, usize::MAX).is_some());
+        assert!(gathered_in_parallel(&shared.0, &query, &search, usize::MAX).is_some());
         for threads in [2, 3, 7] {
             let apart = Walk {
                 threads,
@@ -964,10 +962,19 @@ fn trees_walked_on_several_threads_give_the_answer_of_one_walk() {
     let mut search = prepare(&c.0, &query);
     search.threads = 2;
     search.walk_apart_from = 0;
-    assert!(gathered_in_parallel(&c.0, &search, true, 10).is_none());
-    let limited = parse_candidates_query("resources=VCPU:1&limit=5", Microversion(39)).unwrap();
-    let mut search = prepare(&c.0, &limited);
-    search.threads = 2;
-    search.walk_apart_from = 0;
-    assert!(gathered_in_parallel(&c.0, &search, true, usize::MAX).is_none());
+    assert!(gathered_in_parallel(&c.0, &query, &search, 10).is_none());
+    for mv in [28, 39] {
+        let limited = parse_candidates_query("resources=VCPU:1&limit=5", Microversion(mv)).unwrap();
+        let mut search = prepare(&c.0, &limited);
+        search.threads = 2;
+        search.walk_apart_from = 0;
+        assert!(gathered_in_parallel(&c.0, &limited, &search, usize::MAX).is_none());
+        let apart = Walk {
+            threads: 2,
+            walk_apart_from: 0,
+            ..one
+        };
+        let (n, got) = counted_candidates_with(&c.0, &limited, usize::MAX, apart);
+        assert_eq!((n, got.candidates.len()), (5, 5), "at {mv}");
+    }
 }
