@@ -10,12 +10,12 @@ use super::Output;
 use kubeplace_api::Object;
 use kubeplace_api::manifest::{Content, Document, NAMESPACE_KIND, read_paths};
 use kubeplace_core::placement::weighers::Weighers;
-use kubeplace_core::runs::in_runs;
+use kubeplace_core::runs::{in_runs, threads_for};
 use kubeplace_policy::admission::{Verdict, admit_and_store};
 use kubeplace_policy::namespaces::Namespaces;
 use kubeplace_policy::scheduling::headroom::{STATUS_CAP, record_headroom};
 use kubeplace_policy::scheduling::place;
-use kubeplace_policy::status::reconcile_all;
+use kubeplace_policy::status::{STATUSES_APART_FROM, reconcile_all};
 use kubeplace_policy::store::{ObjectKey, Store};
 
 /// Reconcile rounds before giving up on a fixed point (statuses depend on specs only, so
@@ -170,11 +170,7 @@ pub fn apply_documents_with(documents: Vec<Document>, options: &Options) -> (Rep
     }
     reconcile_all(&mut store, MAX_ROUNDS);
     // Each object's status as JSON, on every core for a large cloud.
-    let threads = if outcomes.len() >= 2_048 {
-        kubeplace_core::runs::cores()
-    } else {
-        1
-    };
+    let threads = threads_for(outcomes.len(), STATUSES_APART_FROM);
     let statuses: Vec<Value> = in_runs(&outcomes, threads, |run| {
         run.iter()
             .map(

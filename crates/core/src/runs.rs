@@ -32,6 +32,12 @@ pub fn cores() -> usize {
     *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
+/// Threads for `items` pieces of work: every core from `apart_from` pieces on, else one
+/// (below it, starting threads costs more than it saves).
+pub fn threads_for(items: usize, apart_from: usize) -> usize {
+    if items >= apart_from { cores() } else { 1 }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1419,11 +1419,7 @@ impl<'a> Search<'a> {
             groups: &self.groups,
             parts: &combo,
         };
-        let only_sharing = s
-            .sums
-            .iter()
-            .all(|(p, _, _)| self.index.sharing.binary_search(p).is_ok());
-        if only_sharing && !s.sharing_seen.insert(found.candidate()) {
+        if only_sharing(self.index, &s.sums) && !s.sharing_seen.insert(found.candidate()) {
             return true;
         }
         match visit.one(&found) {
@@ -2265,6 +2261,14 @@ fn search_candidates(
     (count, result)
 }
 
+/// Whether a candidate is made only of sharing providers: such a candidate repeats under
+/// every tree they serve, and counts once.
+fn only_sharing(index: &ProviderIndex, allocations: &[(ProviderId, ClassId, i64)]) -> bool {
+    allocations
+        .iter()
+        .all(|(p, _, _)| index.sharing.binary_search(p).is_ok())
+}
+
 /// Trees an unlimited search walks on several threads from.
 const WALK_APART_FROM: usize = 2_048;
 
@@ -2324,12 +2328,9 @@ fn gathered_in_parallel(
         // A repeat's providers are the first one's: `used` needs no correction.
         used_by_any.extend(used);
         for candidate in found {
-            let only_sharing = !index.sharing.is_empty()
-                && candidate
-                    .allocations
-                    .iter()
-                    .all(|(p, _, _)| index.sharing.binary_search(p).is_ok());
-            if only_sharing && !sharing_seen.insert(candidate.clone()) {
+            if only_sharing(index, &candidate.allocations)
+                && !sharing_seen.insert(candidate.clone())
+            {
                 // Counted by its run (every candidate kept was counted), not by one walk.
                 count -= 1;
                 continue;

@@ -18,7 +18,7 @@ use crate::store::{ObjectKey, Store};
 use kubeplace_api::{Object, Status};
 use kubeplace_core::extra_specs::Registry;
 use kubeplace_core::provider_config::MergeResult;
-use kubeplace_core::runs::in_runs;
+use kubeplace_core::runs::{in_runs, threads_for};
 
 /// Longest list a status carries; the full count is reported beside it.
 pub(crate) const STATUS_LIST_CAP: usize = 50;
@@ -68,7 +68,7 @@ pub fn desired_status(object: &Object, world: &World<'_>) -> Status {
 }
 
 /// Objects from which [`reconcile_all`] computes statuses on several threads.
-const STATUSES_APART_FROM: usize = 2_048;
+pub const STATUSES_APART_FROM: usize = 2_048;
 
 /// Reconciles every object until no status changes (at most `max_rounds` rounds);
 /// returns the number of rounds that changed something.
@@ -80,11 +80,7 @@ pub fn reconcile_all(store: &mut Store, max_rounds: usize) -> usize {
             let world = World::new(store);
             let keys: Vec<&ObjectKey> = store.keys().collect();
             // Each status reads the world only: a large store's are computed on every core.
-            let threads = if keys.len() >= STATUSES_APART_FROM {
-                kubeplace_core::runs::cores()
-            } else {
-                1
-            };
+            let threads = threads_for(keys.len(), STATUSES_APART_FROM);
             let runs = in_runs(&keys, threads, |run| {
                 run.iter()
                     .filter_map(|k| {
