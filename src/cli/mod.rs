@@ -147,7 +147,6 @@ pub struct PlacementArgs {
     pub time_repeat: usize,
 }
 
-/// Runs the command line and returns the process's exit code.
 /// `--headroom-cap`: a count of servers. A negative one reaches this parser (rather than
 /// being taken for a flag) so that the refusal says what is accepted.
 pub(crate) fn headroom_cap(value: &str) -> Result<usize, String> {
@@ -158,6 +157,7 @@ pub(crate) fn headroom_cap(value: &str) -> Result<usize, String> {
     })
 }
 
+/// Runs the command line and returns the process's exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
