@@ -3,6 +3,9 @@
 //! decimal integers and decimals, words starting with a letter). It builds JSON values
 //! without locations, with each document's first line.
 //!
+//! Two readers share the subset: a line reader for block collections with one scalar a line
+//! (most manifests), and a reader of a YAML parser's events for the rest of it.
+//!
 //! It is the fast path of the manifest reader: anything outside that plain subset (anchors,
 //! aliases, tags, block scalars, numbers in other notations, keys that are not strings,
 //! duplicate keys, deep nesting) is [`PlainError::Unsupported`], and a stream that is not
@@ -40,8 +43,16 @@ enum Frame {
     Map(Map<String, Value>, Option<String>),
 }
 
-/// Reads every document of a stream.
+mod block;
+
+/// Reads every document of a stream: with the line reader when the stream is in its subset
+/// (block collections, one scalar a line), else with the event reader.
 pub fn read_plain(text: &str) -> Result<Vec<PlainDocument>, PlainError> {
+    block::read_block(text).or_else(|_| read_events(text))
+}
+
+/// Reads every document of a stream from a YAML parser's events.
+fn read_events(text: &str) -> Result<Vec<PlainDocument>, PlainError> {
     if text.contains('\r') || text.starts_with('\u{feff}') {
         return Err(PlainError::Unsupported(
             "a carriage return or a byte order mark",
@@ -369,7 +380,7 @@ mod tests {
     }
 
     /// The located reader's view of a stream: each non-empty document's first line and value.
-    fn located(text: &str) -> Option<Vec<(u64, Value)>> {
+    pub(super) fn located(text: &str) -> Option<Vec<(u64, Value)>> {
         let roots: Vec<serde_saphyr::Spanned<crate::yaml::Node>> =
             serde_saphyr::from_multiple(text).ok()?;
         Some(
