@@ -464,3 +464,36 @@ proptest! {
         prop_assert_eq!(scheduled(&after, &format!("new{:03}", h.fits)), "NoValidHost");
     }
 }
+
+/// A run of providers in a file is packed for the search once, after the run; a server
+/// after it sees every provider before it, also those after an earlier server, and a child
+/// that joined a tree after servers were placed on it.
+#[test]
+fn servers_between_runs_of_providers_see_every_provider_before_them() {
+    let child = "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata:\n  name: cn1-numa1\nspec:\n  parent: cn1\n  inventories:\n    VCPU:\n      total: 2\n---\n";
+    let yaml = node("cn1", 2, &[])
+        + &flavor("f2", 2, "")
+        + &image("img", &[])
+        + &server("s0", "f2", "img", "")
+        + &node("cn2", 2, &[])
+        + &server("s1", "f2", "img", "")
+        + &node("cn3", 2, &[])
+        + &node("cn4", 2, &[])
+        + &server("s2", "f2", "img", "")
+        + &server("s3", "f2", "img", "")
+        + &server("s4", "f2", "img", "")
+        + child
+        + &server("s5", "f2", "img", "");
+    let (report, store) = run(&yaml);
+    assert_eq!(report.summary.rejected, 0);
+    let host = |name: &str| server_status(&store, name)["host"].clone();
+    assert_eq!(host("s0"), "cn1");
+    assert_eq!(host("s1"), "cn2");
+    let mut last_two = [host("s2"), host("s3")].map(|h| h.as_str().unwrap().to_string());
+    last_two.sort();
+    assert_eq!(last_two, ["cn3", "cn4"]);
+    assert_eq!(scheduled(&store, "s4"), "NoValidHost");
+    assert_eq!(scheduled(&store, "s5"), "Scheduled");
+    assert_eq!(host("s5"), "cn1");
+    assert_eq!(store.index().used("cn1-numa1", "VCPU"), 2);
+}

@@ -139,6 +139,18 @@ impl Store {
         &self.index
     }
 
+    /// Holds back packing provider trees for the search until [`Store::finish_repacks`]:
+    /// a run of providers written one after the other (a file of thousands, in order) then
+    /// packs each tree once, not again as each child joins. Nothing may search meanwhile.
+    pub fn defer_repacks(&mut self) {
+        self.index.defer_repacks();
+    }
+
+    /// Packs every tree changed since [`Store::defer_repacks`]; nothing when not deferred.
+    pub fn finish_repacks(&mut self) {
+        self.index.finish_repacks();
+    }
+
     /// How the scheduler weighs candidates.
     pub fn weighers(&self) -> &Weighers {
         &self.weighers
