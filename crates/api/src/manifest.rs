@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::io::Read;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 pub use kubeplace_core::yaml::{Located, Node};
@@ -338,22 +339,40 @@ fn parse_yaml_fast(file: &str, text: &str) -> Option<Vec<Document>> {
     let pieces = kubeplace_core::yaml_plain::split_documents(text, threads);
     // Each document of each piece: None for an empty one, which still counts.
     let read = on_threads(&pieces, threads, |run| {
-        let mut out = Vec::new();
+        // About one document a `---`: sized once, since documents are large to move.
+        let documents: usize = run
+            .iter()
+            .map(|(_, p)| p.matches("\n---\n").count() + 1)
+            .sum();
+        let mut out = Vec::with_capacity(documents);
         for (first_line, piece) in run {
-            for doc in kubeplace_core::yaml_plain::read_plain(piece).ok()? {
+            let start = out.len();
+            // Each document becomes an object as soon as it is read, so that one document's
+            // values are held at a time, not a whole piece's.
+            let flow = kubeplace_core::yaml_plain::read_plain_each(piece, |number, doc| {
+                out.truncate(start + number);
                 if doc.value.is_null() {
                     out.push(None);
-                    continue;
+                    return ControlFlow::Continue(());
                 }
                 if doc.value.get("kind").and_then(serde_json::Value::as_str) == Some("List") {
-                    return None;
+                    return ControlFlow::Break(());
                 }
                 let origin = Origin {
                     file: file.to_string(),
                     document: 0,
                     line: doc.line + first_line,
                 };
-                out.push(Some(clean_document(origin, doc.value)?));
+                match clean_document(origin, doc.value) {
+                    Some(document) => {
+                        out.push(Some(document));
+                        ControlFlow::Continue(())
+                    }
+                    None => ControlFlow::Break(()),
+                }
+            });
+            if !matches!(flow, Ok(ControlFlow::Continue(()))) {
+                return None;
             }
         }
         Some(out)
@@ -783,6 +802,18 @@ mod tests {
         same(&fast, &parse_located("cloud.yaml", &text).unwrap()).unwrap();
         assert_eq!(fast.len(), 3);
         assert_eq!(fast[2].origin.line, 22);
+        // A flow sequence in the last document: the line reader gives up after two
+        // documents, the event reader reads the stream again, each object comes once.
+        let flow = format!(
+            "{text}{}",
+            provider("cn000001-numa2")
+                .replace("traits:\n    - \"HW_NIC_SRIOV\"", "traits: [HW_NIC_SRIOV]")
+        );
+        assert!(flow.contains("traits: [HW_NIC_SRIOV]"));
+        let fast = parse_yaml_fast("cloud.yaml", &flow).expect("still the plain subset");
+        same(&fast, &parse_located("cloud.yaml", &flow).unwrap()).unwrap();
+        let numbers: Vec<usize> = fast.iter().map(|d| d.origin.document).collect();
+        assert_eq!(numbers, [1, 2, 3, 4]);
     }
 
     #[test]

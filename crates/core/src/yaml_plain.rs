@@ -12,6 +12,9 @@
 //! valid YAML is [`PlainError::Syntax`]; either way the caller reads the text again with
 //! [`crate::yaml`], which records every value's line for the messages.
 
+use std::convert::Infallible;
+use std::ops::ControlFlow;
+
 use serde_json::{Map, Number, Value};
 use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::scanner::TScalarStyle;
@@ -48,7 +51,34 @@ mod block;
 /// Reads every document of a stream: with the line reader when the stream is in its subset
 /// (block collections, one scalar a line), else with the event reader.
 pub fn read_plain(text: &str) -> Result<Vec<PlainDocument>, PlainError> {
-    block::read_block(text).or_else(|_| read_events(text))
+    let mut documents = Vec::new();
+    let ControlFlow::Continue(()) = read_plain_each(text, |number, document| {
+        documents.truncate(number);
+        documents.push(document);
+        ControlFlow::<Infallible>::Continue(())
+    })?;
+    Ok(documents)
+}
+
+/// [`read_plain`], handing each document to `each` with its number in the stream (0-based)
+/// as soon as the line reader has read it, so that a caller turning documents into objects
+/// holds one document's values at a time. `each` may stop the reading (`Break`). When the
+/// line reader meets something outside its subset after some documents, the event reader
+/// reads the stream again from the start: `each` then sees number 0 again and must drop
+/// what it was given from that number on.
+pub fn read_plain_each<B>(
+    text: &str,
+    mut each: impl FnMut(usize, PlainDocument) -> ControlFlow<B>,
+) -> Result<ControlFlow<B>, PlainError> {
+    if let Ok(flow) = block::read_block_each(text, &mut each) {
+        return Ok(flow);
+    }
+    for (number, document) in read_events(text)?.into_iter().enumerate() {
+        if let ControlFlow::Break(b) = each(number, document) {
+            return Ok(ControlFlow::Break(b));
+        }
+    }
+    Ok(ControlFlow::Continue(()))
 }
 
 /// Reads every document of a stream from a YAML parser's events.
@@ -330,6 +360,41 @@ mod tests {
                 assert!(read_plain(piece).is_err(), "{piece:?}");
             }
         }
+    }
+
+    /// When the line reader gives up after some documents, the event reader reads the
+    /// stream again from the first: the documents handed over are replaced, not repeated.
+    #[test]
+    fn a_stream_the_line_reader_gives_up_on_midway_is_read_once() {
+        let text = "kind: A\n---\nkind: B\n---\nkind: C\nl: [x1, x2]\n";
+        let mut seen = Vec::new();
+        let flow = read_plain_each(text, |number, _| {
+            seen.push(number);
+            ControlFlow::<()>::Continue(())
+        });
+        assert_eq!(flow, Ok(ControlFlow::Continue(())));
+        assert_eq!(seen, [0, 1, 0, 1, 2]);
+        let values: Vec<Value> = read_plain(text)
+            .unwrap()
+            .into_iter()
+            .map(|d| d.value)
+            .collect();
+        assert_eq!(
+            values,
+            [
+                json!({"kind": "A"}),
+                json!({"kind": "B"}),
+                json!({"kind": "C", "l": ["x1", "x2"]})
+            ]
+        );
+        // Stopped by the caller: no second reading.
+        let mut seen = Vec::new();
+        let flow = read_plain_each(text, |number, _| {
+            seen.push(number);
+            ControlFlow::Break(number)
+        });
+        assert_eq!(flow, Ok(ControlFlow::Break(0)));
+        assert_eq!(seen, [0]);
     }
 
     #[test]

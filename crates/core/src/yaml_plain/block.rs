@@ -7,6 +7,8 @@
 //! [`PlainError::Unsupported`] and goes to the event reader, so it never has to decide a
 //! question YAML parsers answer two ways: it only reads what has one reading.
 
+use std::ops::ControlFlow;
+
 use serde_json::{Map, Value};
 
 use super::{MAX_DEPTH, PlainDocument, PlainError, plain};
@@ -106,16 +108,31 @@ impl<'a> Lines<'a> {
 }
 
 /// Reads every document of a stream in the line reader's subset.
+#[cfg(test)]
 pub(super) fn read_block(text: &str) -> Read<Vec<PlainDocument>> {
+    let mut documents = Vec::new();
+    let ControlFlow::Continue(()) = read_block_each(text, &mut |_, doc| {
+        documents.push(doc);
+        ControlFlow::<std::convert::Infallible>::Continue(())
+    })?;
+    Ok(documents)
+}
+
+/// Reads a stream in the line reader's subset, handing each document to `each` with its
+/// number (0-based) as soon as it is read; `each` may stop the reading.
+pub(super) fn read_block_each<B>(
+    text: &str,
+    each: &mut impl FnMut(usize, PlainDocument) -> ControlFlow<B>,
+) -> Read<ControlFlow<B>> {
     check_characters(text)?;
     let mut lines = Lines::new(text);
-    let mut documents = Vec::new();
+    let mut number = 0;
     // A `---` was read and its document has no content yet.
     let mut opened = false;
     loop {
         match lines.peek()? {
             Next::End if opened => return Err(PlainError::Unsupported("an empty document")),
-            Next::End => return Ok(documents),
+            Next::End => return Ok(ControlFlow::Continue(())),
             Next::DocumentStart if opened => {
                 return Err(PlainError::Unsupported("an empty document"));
             }
@@ -130,10 +147,14 @@ pub(super) fn read_block(text: &str) -> Read<Vec<PlainDocument>> {
                         "a line less indented than its document",
                     ));
                 }
-                documents.push(PlainDocument {
+                let document = PlainDocument {
                     line: first.number,
                     value,
-                });
+                };
+                if let ControlFlow::Break(b) = each(number, document) {
+                    return Ok(ControlFlow::Break(b));
+                }
+                number += 1;
                 opened = false;
             }
         }
