@@ -87,6 +87,14 @@ macro_rules! kinds {
                 }
             }
 
+            /// Whether the current status is this one, compared in place without a copy.
+            pub fn has_status(&self, status: &Status) -> bool {
+                match (self, status) {
+                    $((Object::$kind(o), Status::$kind(s)) => o.status.as_ref() == Some(s),)*
+                    _ => false,
+                }
+            }
+
             /// The current status, typed.
             pub fn status(&self) -> Option<Status> {
                 match self { $(Object::$kind(o) => o.status.clone().map(Status::$kind),)* }

@@ -763,6 +763,11 @@ impl ProviderIndex {
         names_in_use(&self.traits, &self.trait_members)
     }
 
+    /// A provider's uuid, by name.
+    pub fn uuid(&self, name: &str) -> Option<&str> {
+        self.id(name).map(|id| &*self.get(id).uuid)
+    }
+
     /// Names of the providers with this uuid.
     pub fn names_with_uuid(&self, uuid: &str) -> Vec<String> {
         self.by_uuid

@@ -48,7 +48,12 @@ pub(super) fn status(
         ));
     }
     ResourceProviderStatus {
-        uuid: Some(provider_uuid(rp)),
+        // The index keeps the uuid it was given; deriving one again costs a SHA-1 a provider.
+        uuid: Some(
+            index
+                .uuid(name)
+                .map_or_else(|| provider_uuid(rp), str::to_string),
+        ),
         root: index.root_of(name).ok(),
         effective_inventories: effective
             .inventories

@@ -389,7 +389,7 @@ impl Store {
         let Some(object) = self.objects.get_mut(key) else {
             return false;
         };
-        if object.status().as_ref() == Some(&status) {
+        if object.has_status(&status) {
             return false;
         }
         object.set_status(status);
