@@ -497,3 +497,24 @@ fn servers_between_runs_of_providers_see_every_provider_before_them() {
     assert_eq!(host("s5"), "cn1");
     assert_eq!(store.index().used("cn1-numa1", "VCPU"), 2);
 }
+
+/// Reconciling stops once no claim's verdict moved: another round over what `kubeplace
+/// apply` leaves changes no status, for the example cloud (every kind, its claims, servers
+/// placed) and for a cloud where a server waits for room.
+#[test]
+fn apply_leaves_every_status_at_its_fixed_point() {
+    let docs =
+        kubeplace_api::manifest::read_paths(&["examples/cloud".into()], &mut std::io::empty())
+            .expect("the example cloud reads");
+    let (report, mut store) = apply_documents(docs, Validate::Strict);
+    assert_eq!(report.summary.rejected, 0);
+    assert_eq!(reconcile_all(&mut store, 5), 0);
+
+    let mut yaml = node("cn1", 2, &[]) + &flavor("f2", 2, "") + &image("img", &[]);
+    for i in 0..3 {
+        yaml += &server(&format!("s{i}"), "f2", "img", "");
+    }
+    let (_, mut store) = run(&yaml);
+    assert_eq!(scheduled(&store, "s2"), "NoValidHost");
+    assert_eq!(reconcile_all(&mut store, 5), 0);
+}

@@ -2,7 +2,7 @@
 
 use super::Review;
 use crate::store::Store;
-use crate::translate::{inventory, provider_record};
+use crate::translate::{inventory, provider_uuid};
 use kubeplace_api::ResourceProvider;
 use kubeplace_core::placement::{check_resource_class, check_trait, is_uuid};
 
@@ -14,15 +14,10 @@ pub(super) fn review(rp: &ResourceProvider, store: &Store, review: &mut Review) 
     {
         review.problem(format!("spec.uuid {uuid:?} is not a uuid; use the form 8-4-4-4-12 hex digits, or leave it out to derive one from the name"));
     }
-    let record = provider_record(rp);
-    if let Some(other) = index
-        .names_with_uuid(&record.uuid)
-        .into_iter()
-        .find(|n| n != name)
-    {
+    let uuid = provider_uuid(rp);
+    if let Some(other) = index.names_with_uuid(&uuid).into_iter().find(|n| n != name) {
         review.problem(format!(
-            "spec.uuid {} is already used by provider {other:?}; every provider needs its own uuid",
-            record.uuid
+            "spec.uuid {uuid} is already used by provider {other:?}; every provider needs its own uuid"
         ));
     }
     if let Some(parent) = &rp.spec.parent {
@@ -35,7 +30,7 @@ pub(super) fn review(rp: &ResourceProvider, store: &Store, review: &mut Review) 
                 "spec.parent {parent:?} would make a cycle: {}",
                 cycle.join(" -> ")
             ));
-        } else if index.provider(parent).is_none() {
+        } else if !index.contains(parent) {
             review.warn(format!(
                 "spec.parent {parent:?} does not exist yet; the provider is not Ready until it does"
             ));

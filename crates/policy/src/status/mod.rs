@@ -15,7 +15,7 @@ mod server_group;
 mod service_profile;
 
 use crate::store::{ObjectKey, Store};
-use kubeplace_api::{Object, Status};
+use kubeplace_api::{Kind, Object, Status};
 use kubeplace_core::extra_specs::Registry;
 use kubeplace_core::provider_config::MergeResult;
 use kubeplace_core::runs::{in_runs, threads_for};
@@ -92,12 +92,22 @@ pub fn reconcile_all(store: &mut Store, max_rounds: usize) -> usize {
             });
             runs.into_iter().flatten().collect()
         };
-        let mut changed = false;
+        let (mut changed, mut claims_changed) = (false, false);
         for (key, status) in updates {
-            changed |= store.set_status(&key, status);
+            let kind = key.kind;
+            let set = store.set_status(&key, status);
+            changed |= set;
+            claims_changed |= set && kind == Kind::Allocation;
         }
         if !changed && refused.is_empty() {
             return round;
+        }
+        // A status reads specs, the index and the claims' refusals, never another object's
+        // status (a Flavor reads its own last headroom, which a round keeps as it was): only a
+        // claim's verdict (an Allocation's status, which the index counts) or a new refusal
+        // can change what another round would compute.
+        if !claims_changed && refused.is_empty() {
+            return round + 1;
         }
     }
     max_rounds
