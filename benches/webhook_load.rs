@@ -26,8 +26,13 @@
 //! writes them; the others once it has computed, written and been told of nothing for
 //! [`SETTLED`]. The operator's logs are kept under `$CARGO_TARGET_TMPDIR/webhook_load/`.
 //!
+//! With the trees come [`FLAVORS`] Flavors and [`SERVERS`] Servers (created the same way, so
+//! the operator places every Server when it starts); after the statuses settle it prints the
+//! writes per object and the operator's resident and peak memory.
+//!
 //! Run with `cargo bench --bench webhook_load`; `KUBEPLACE_BENCH_TREES=N` sets the number of
-//! trees, `KUBEPLACE_BENCH_STATUS_WRITES=N` the operator's `--status-writes-in-flight` (8).
+//! trees, `KUBEPLACE_BENCH_FLAVORS=N` and `KUBEPLACE_BENCH_SERVERS=N` the Flavors and Servers,
+//! `KUBEPLACE_BENCH_STATUS_WRITES=N` the operator's `--status-writes-in-flight` (8).
 //! It prints markdown tables.
 
 #[path = "../tests/support/mod.rs"]
@@ -61,6 +66,10 @@ const RATES: [u64; 3] = [100, 500, 2000];
 const SECONDS: u64 = 10;
 /// Compute-node trees of the large cloud (`KUBEPLACE_BENCH_TREES` overrides).
 const TREES: usize = 10_000;
+/// Flavors and Servers created with the trees (`KUBEPLACE_BENCH_FLAVORS`,
+/// `KUBEPLACE_BENCH_SERVERS` override).
+const FLAVORS: usize = 1_000;
+const SERVERS: usize = 1_000;
 /// Creates in flight at once while loading the trees.
 const CREATE_CONCURRENCY: usize = 32;
 /// A request not answered in this long counts as an error (the webhook configuration gives
@@ -669,15 +678,57 @@ fn tree_cloud(trees: usize) -> Vec<Value> {
     docs
 }
 
+/// `flavors` Flavors (1–4 vCPUs, every third needing AVX2 through a trait extra spec) and
+/// `servers` Servers of them in namespace `shop`, with the example cloud's image.
+fn flavors_and_servers(flavors: usize, servers: usize) -> Vec<Value> {
+    let mut docs = Vec::with_capacity(flavors + servers);
+    for f in 0..flavors {
+        let mut spec = json!({"vcpus": 1 + f % 4, "memoryMb": 1024 * (1 + f % 4), "diskGb": 10});
+        if f % 3 == 0 {
+            spec["extraSpecs"] = json!({"trait:HW_CPU_X86_AVX2": "required"});
+        }
+        docs.push(object("Flavor", &format!("bench.f{f:04}"), spec));
+    }
+    for i in 0..servers {
+        let mut server = object(
+            "Server",
+            &format!("bench-s{i:04}"),
+            json!({"flavor": format!("bench.f{:04}", i % flavors.max(1)), "image": "ubuntu-24.04"}),
+        );
+        server["metadata"]["namespace"] = json!("shop");
+        docs.push(server);
+    }
+    docs
+}
+
+/// The operator's resident and peak memory, from /proc (`VmRSS`, `VmHWM`), in MiB.
+fn memory_mib(pid: u32) -> (f64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .map_or(0.0, |kb| kb / 1024.0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
 /// Creates `docs` through the API server, [`CREATE_CONCURRENCY`] at a time; the failures.
 async fn create_all(client: kube::Client, docs: Vec<Value>) -> usize {
-    let api: Api<DynamicObject> = Api::all_with(client, &Kind::ResourceProvider.api_resource());
     let total = docs.len();
     let started = Instant::now();
     let mut done = 0usize;
     let mut failed = 0usize;
     let mut results = futures::stream::iter(docs.into_iter().map(|doc| {
-        let api = api.clone();
+        let kind = doc["kind"]
+            .as_str()
+            .and_then(Kind::from_name)
+            .expect("a kubeplace kind");
+        let api: Api<DynamicObject> = match doc["metadata"]["namespace"].as_str() {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &kind.api_resource()),
+            None => Api::all_with(client.clone(), &kind.api_resource()),
+        };
         async move {
             let object: DynamicObject = serde_json::from_value(doc).expect("an object");
             // A create the API server could not take at once (it sheds load with 429) is
@@ -702,7 +753,7 @@ async fn create_all(client: kube::Client, docs: Vec<Value>) -> usize {
         }
         if done % 5000 == 0 {
             eprintln!(
-                "created {done} of {total} providers in {:.0?}",
+                "created {done} of {total} objects in {:.0?}",
                 started.elapsed()
             );
         }
@@ -811,8 +862,18 @@ fn main() {
         "--ignore-not-found",
     ])
     .ok();
-    let docs = tree_cloud(trees);
+    let flavors = std::env::var("KUBEPLACE_BENCH_FLAVORS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(FLAVORS);
+    let servers = std::env::var("KUBEPLACE_BENCH_SERVERS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(SERVERS);
+    let mut docs = tree_cloud(trees);
     let providers = docs.len();
+    docs.extend(flavors_and_servers(flavors, servers));
+    let objects = docs.len();
     let client = runtime.block_on(async {
         let config = kube::Config::from_custom_kubeconfig(
             kube::config::Kubeconfig::read_from(&cp.kubeconfig).expect("kubeconfig"),
@@ -825,7 +886,7 @@ fn main() {
     let started = Instant::now();
     let failed = runtime.block_on(create_all(client, docs));
     let created_in = started.elapsed();
-    assert_eq!(failed, 0, "{failed} providers could not be created");
+    assert_eq!(failed, 0, "{failed} objects could not be created");
 
     let started = Instant::now();
     let operator = Operator::start(cp, "kubeplace-load-trees");
@@ -841,12 +902,16 @@ fn main() {
     );
     let writes = operator.settle();
     let settled_in = started.elapsed();
+    let (rss, peak) = memory_mib(operator.process.pid);
     println!(
-        "\n{trees} trees, {providers} ResourceProviders: created in {:.1} s ({:.0}/s, {CREATE_CONCURRENCY} at a time); \
-         the operator was ready {:.1} s after its start and had written its {writes:.0} statuses {:.1} s after it",
+        "\n{trees} trees, {providers} ResourceProviders, {flavors} Flavors, {servers} Servers: \
+         {objects} objects created in {:.1} s ({:.0}/s, {CREATE_CONCURRENCY} at a time); \
+         the operator was ready {:.1} s after its start and had written its {writes:.0} statuses \
+         ({:.2} for each object created) {:.1} s after it; its memory then: {rss:.0} MiB resident, {peak:.0} MiB at its peak",
         created_in.as_secs_f64(),
-        providers as f64 / created_in.as_secs_f64(),
+        objects as f64 / created_in.as_secs_f64(),
         ready_in.as_secs_f64(),
+        writes / objects as f64,
         settled_in.as_secs_f64() - SETTLED.as_secs_f64(),
     );
     measure(
