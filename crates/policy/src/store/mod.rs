@@ -9,6 +9,7 @@ use kubeplace_api::ServerRef;
 mod records;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use records::config_entries;
 
@@ -69,7 +70,9 @@ pub enum Change {
 /// Objects by key, plus the provider index built from them.
 #[derive(Debug, Clone, Default)]
 pub struct Store {
-    objects: BTreeMap<ObjectKey, Object>,
+    /// Shared, so that a copy of the store (a reconcile pass plans over one) shares every
+    /// object with the original until either changes it.
+    objects: BTreeMap<ObjectKey, Arc<Object>>,
     index: ProviderIndex,
     /// Provider config entries merged over the index; its additions are in the index.
     config_merge: MergeResult,
@@ -96,12 +99,14 @@ const DELETED_CLAIMS_KEPT: usize = 4096;
 impl Store {
     /// An object by key.
     pub fn get(&self, key: &ObjectKey) -> Option<&Object> {
-        self.objects.get(key)
+        self.objects.get(key).map(|o| &**o)
     }
 
     /// A cluster-scoped object by kind and name.
     pub fn get_cluster(&self, kind: Kind, name: &str) -> Option<&Object> {
-        self.objects.get(&ObjectKey::cluster(kind, name))
+        self.objects
+            .get(&ObjectKey::cluster(kind, name))
+            .map(|o| &**o)
     }
 
     /// Every object of a kind, in key order.
@@ -116,7 +121,7 @@ impl Store {
         self.objects
             .range(first..)
             .take_while(move |(k, _)| k.kind == kind)
-            .map(|(_, o)| o)
+            .map(|(_, o)| &**o)
     }
 
     /// Every key, in order.
@@ -263,7 +268,7 @@ impl Store {
     /// and `metadata.generation` starts at 1 and grows when anything but the status changes.
     pub fn apply(&mut self, mut object: Object) -> Option<Object> {
         let key = ObjectKey::of(&object);
-        let old = self.objects.get(&key);
+        let old = self.objects.get(&key).map(|o| &**o);
         let generation = match old {
             None => 1,
             Some(old) => {
@@ -291,9 +296,9 @@ impl Store {
         let kind = object.kind();
         self.index_object(&object);
         self.revision += 1;
-        let old = self.objects.insert(key, object);
+        let old = self.objects.insert(key, Arc::new(object));
         self.after_change(kind);
-        old
+        old.map(Arc::unwrap_or_clone)
     }
 
     /// Puts an object in exactly as given (an operator's watch event), keeping the index in step.
@@ -301,9 +306,11 @@ impl Store {
         let kind = object.kind();
         self.index_object(&object);
         self.revision += 1;
-        let old = self.objects.insert(ObjectKey::of(&object), object);
+        let old = self
+            .objects
+            .insert(ObjectKey::of(&object), Arc::new(object));
         self.after_change(kind);
-        old
+        old.map(Arc::unwrap_or_clone)
     }
 
     fn after_change(&mut self, kind: Kind) {
@@ -320,7 +327,7 @@ impl Store {
     }
 
     fn remove_unmerged(&mut self, key: &ObjectKey) -> Option<Object> {
-        let old = self.objects.remove(key)?;
+        let old = Arc::unwrap_or_clone(self.objects.remove(key)?);
         self.revision += 1;
         match &old {
             Object::ResourceProvider(_) => {
@@ -369,7 +376,7 @@ impl Store {
                         remerge |= changes_merge(object.kind());
                         self.index_object(&object);
                     }
-                    self.objects.insert(key, *object);
+                    self.objects.insert(key, Arc::from(object));
                 }
                 Change::Delete(key) => {
                     if self.remove_unmerged(&key).is_some() {
@@ -392,10 +399,11 @@ impl Store {
         if object.has_status(&status) {
             return false;
         }
-        object.set_status(status);
+        // Copied first when a copy of the store shares it.
+        Arc::make_mut(object).set_status(status);
         // An Allocation's status carries its claim's verdict, which decides whether it counts.
-        if let Object::Allocation(_) = object {
-            let object = object.clone();
+        if let Object::Allocation(_) = &**object {
+            let object = Arc::clone(object);
             self.index_object(&object);
         }
         true
@@ -542,6 +550,44 @@ mod tests {
         );
         assert_eq!(view(&store), view(&rebuilt));
         assert!(!store.config_merge().providers.is_empty());
+    }
+
+    /// A copy of the store (what a reconcile pass plans over) shares its objects with the
+    /// original; a status set on one side is copied there first and the other side keeps
+    /// what it had.
+    #[test]
+    fn a_copy_shares_objects_until_one_side_changes_them() {
+        let mut store = Store::default();
+        store.apply_changes(cloud().into_iter().map(|o| Change::Put(Box::new(o))));
+        let copy = store.clone();
+        let cn1 = ObjectKey::cluster(Kind::ResourceProvider, "cn1");
+        let other = ObjectKey::cluster(Kind::ResourceProvider, "cn2");
+        for key in [&cn1, &other] {
+            assert!(std::ptr::eq(
+                store.get(key).unwrap(),
+                copy.get(key).unwrap()
+            ));
+        }
+        let status = Status::ResourceProvider(kubeplace_api::ResourceProviderStatus {
+            root: Some("cn1".into()),
+            ..Default::default()
+        });
+        assert!(store.set_status(&cn1, status.clone()));
+        assert!(store.get(&cn1).unwrap().has_status(&status));
+        assert_eq!(copy.get(&cn1).unwrap().status(), None);
+        assert!(!std::ptr::eq(
+            store.get(&cn1).unwrap(),
+            copy.get(&cn1).unwrap()
+        ));
+        assert!(std::ptr::eq(
+            store.get(&other).unwrap(),
+            copy.get(&other).unwrap()
+        ));
+        // Without a copy, a status is set in place.
+        let before: *const Object = store.get(&other).unwrap();
+        drop(copy);
+        assert!(store.set_status(&other, status));
+        assert!(std::ptr::eq(store.get(&other).unwrap(), before));
     }
 
     #[test]
