@@ -7,11 +7,11 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::Output;
+use kubeplace_api::Object;
 use kubeplace_api::manifest::{Content, Document, NAMESPACE_KIND, read_paths};
-use kubeplace_api::{Kind, Object};
 use kubeplace_core::placement::weighers::Weighers;
 use kubeplace_core::runs::{in_runs, threads_for};
-use kubeplace_policy::admission::{Verdict, admit_and_store};
+use kubeplace_policy::admission::{Verdict, admit_and_store_in_order};
 use kubeplace_policy::namespaces::Namespaces;
 use kubeplace_policy::scheduling::headroom::{STATUS_CAP, record_headroom};
 use kubeplace_policy::scheduling::place;
@@ -149,15 +149,8 @@ pub fn apply_documents_with(documents: Vec<Document>, options: &Options) -> (Rep
             Ok(Content::Object(object)) => match namespaces.refusal(&object) {
                 Some(refusal) => (Verdict::rejected(refusal), Applied::Nothing),
                 None => {
-                    // A provider's review reads records, never packed trees; anything
-                    // else may search (a server is placed, a claim weighed).
-                    if object.kind() == Kind::ResourceProvider {
-                        store.defer_repacks();
-                    } else {
-                        store.finish_repacks();
-                    }
                     let key = ObjectKey::of(&object);
-                    let verdict = admit_and_store(&mut store, object);
+                    let verdict = admit_and_store_in_order(&mut store, object);
                     if verdict.allowed {
                         // The scheduler places a server as soon as it is stored.
                         schedule(&mut store, &key);

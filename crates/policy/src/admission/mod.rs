@@ -100,6 +100,20 @@ pub fn admit_and_store(store: &mut Store, object: Object) -> Verdict {
     verdict
 }
 
+/// [`admit_and_store`] for one of many objects written in order (a file applied): a run of
+/// ResourceProviders is packed for the search once, after the run, not again as each child
+/// joins. A provider's review reads provider records, never packed trees; any other review
+/// may search (a server is placed, a claim weighed), so the packing is finished first. The
+/// caller finishes it after the last object with [`Store::finish_repacks`].
+pub fn admit_and_store_in_order(store: &mut Store, object: Object) -> Verdict {
+    if object.kind() == Kind::ResourceProvider {
+        store.defer_repacks();
+    } else {
+        store.finish_repacks();
+    }
+    admit_and_store(store, object)
+}
+
 /// Decides on one request. For `Delete`, `object` is the object being deleted; for
 /// `Update`, `old` is the stored object.
 pub fn admit(

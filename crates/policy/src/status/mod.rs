@@ -99,15 +99,12 @@ pub fn reconcile_all(store: &mut Store, max_rounds: usize) -> usize {
             changed |= set;
             claims_changed |= set && kind == Kind::Allocation;
         }
-        if !changed && refused.is_empty() {
-            return round;
-        }
         // A status reads specs, the index and the claims' refusals, never another object's
         // status (a Flavor reads its own last headroom, which a round keeps as it was): only a
         // claim's verdict (an Allocation's status, which the index counts) or a new refusal
         // can change what another round would compute.
         if !claims_changed && refused.is_empty() {
-            return round + 1;
+            return round + usize::from(changed);
         }
     }
     max_rounds
