@@ -2,20 +2,20 @@
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::Value;
 
 use super::Output;
 use kubeplace_api::Object;
-use kubeplace_api::manifest::{Content, Document, NAMESPACE_KIND, read_paths};
+use kubeplace_api::manifest::{Content, Document, NAMESPACE_KIND, read_paths_each};
 use kubeplace_core::placement::weighers::Weighers;
-use kubeplace_core::runs::{in_runs, threads_for};
 use kubeplace_policy::admission::{Verdict, admit_and_store_in_order};
-use kubeplace_policy::namespaces::Namespaces;
+use kubeplace_policy::namespaces::{MissingNamespace, Namespaces};
 use kubeplace_policy::scheduling::headroom::{STATUS_CAP, record_headroom};
 use kubeplace_policy::scheduling::place;
-use kubeplace_policy::status::{STATUSES_APART_FROM, reconcile_all};
+use kubeplace_policy::status::reconcile_all;
 use kubeplace_policy::store::{ObjectKey, Store};
 
 /// Reconcile rounds before giving up on a fixed point (statuses depend on specs only, so
@@ -30,7 +30,38 @@ pub struct Item {
     /// `FILE:LINE` of the document.
     pub source: String,
     pub admission: Verdict,
-    pub status: Value,
+    pub status: ItemStatus,
+}
+
+/// An object's status as the report shows it: the object as apply left it, turned into JSON
+/// only when printed (the table reads a few fields of tens of thousands of providers).
+#[derive(Debug, Clone)]
+pub enum ItemStatus {
+    Object(Arc<Object>),
+    /// A namespace in use, as the API server reports it.
+    Namespace,
+    /// Refused, or gone from the store: no status.
+    Empty,
+    /// Admitted but no longer in the store.
+    Missing,
+}
+
+impl ItemStatus {
+    /// The status as JSON, as `-o json` prints it.
+    pub fn value(&self) -> Value {
+        match self {
+            ItemStatus::Object(o) => o.status_value(),
+            ItemStatus::Namespace => serde_json::json!({"phase": "Active"}),
+            ItemStatus::Empty => Value::Object(Default::default()),
+            ItemStatus::Missing => Value::Null,
+        }
+    }
+}
+
+impl Serialize for ItemStatus {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.value().serialize(serializer)
+    }
 }
 
 /// Counts of admitted and rejected objects.
@@ -103,16 +134,46 @@ impl Default for Options {
 
 /// [`apply_documents`] with every [`Options`].
 pub fn apply_documents_with(documents: Vec<Document>, options: &Options) -> (Report, Store) {
-    let Options {
-        validate,
-        ref weighers,
-        headroom_cap,
-    } = *options;
-    let mut store = Store::default();
-    store.set_weighers(weighers.clone());
-    let mut namespaces = Namespaces::new(&documents);
-    let mut outcomes = Vec::new();
-    for doc in documents {
+    let mut applier = Applier::new(options);
+    for document in documents {
+        applier.apply(document);
+    }
+    applier.finish()
+}
+
+/// Documents applied one at a time, in order, as they are read; [`Applier::finish`]
+/// reconciles and reports.
+pub struct Applier {
+    validate: Validate,
+    headroom_cap: usize,
+    store: Store,
+    namespaces: Namespaces,
+    outcomes: Vec<(String, String, String, Verdict, Applied)>,
+    /// Objects refused for a namespace that did not exist yet (by their place in
+    /// `outcomes`): their message may point at a Namespace further on in the input.
+    missing_namespaces: Vec<(usize, MissingNamespace)>,
+}
+
+impl Applier {
+    /// An empty cluster.
+    pub fn new(options: &Options) -> Applier {
+        let mut store = Store::default();
+        store.set_weighers(options.weighers.clone());
+        Applier {
+            validate: options.validate,
+            headroom_cap: options.headroom_cap,
+            store,
+            namespaces: Namespaces::default(),
+            outcomes: Vec::new(),
+            missing_namespaces: Vec::new(),
+        }
+    }
+
+    /// Applies the next document, as the API server and the webhook would.
+    pub fn apply(&mut self, doc: Document) {
+        let validate = self.validate;
+        let store = &mut self.store;
+        self.namespaces.note(&doc);
         let source = format!("{}:{}", doc.origin.file, doc.origin.line);
         let unknown: Vec<String> = doc
             .unknown_fields
@@ -136,7 +197,7 @@ pub fn apply_documents_with(documents: Vec<Document>, options: &Options) -> (Rep
             ),
             // Not a kubeplace kind: nothing to review, but the objects after it may use it.
             Ok(Content::Namespace(name)) => {
-                namespaces.create(name);
+                self.namespaces.create(name);
                 (
                     Verdict {
                         allowed: true,
@@ -146,14 +207,18 @@ pub fn apply_documents_with(documents: Vec<Document>, options: &Options) -> (Rep
                     Applied::Namespace,
                 )
             }
-            Ok(Content::Object(object)) => match namespaces.refusal(&object) {
-                Some(refusal) => (Verdict::rejected(refusal), Applied::Nothing),
+            Ok(Content::Object(object)) => match self.namespaces.missing(&object) {
+                Some(missing) => {
+                    self.missing_namespaces.push((self.outcomes.len(), missing));
+                    // Its message is written once the whole input is read.
+                    (Verdict::rejected(String::new()), Applied::Nothing)
+                }
                 None => {
                     let key = ObjectKey::of(&object);
-                    let verdict = admit_and_store_in_order(&mut store, object);
+                    let verdict = admit_and_store_in_order(store, object);
                     if verdict.allowed {
                         // The scheduler places a server as soon as it is stored.
-                        schedule(&mut store, &key);
+                        schedule(store, &key);
                     }
                     (verdict, Applied::Object(key))
                 }
@@ -162,54 +227,56 @@ pub fn apply_documents_with(documents: Vec<Document>, options: &Options) -> (Rep
         if validate == Validate::Warn {
             verdict.warnings.extend(unknown);
         }
-        outcomes.push((doc.kind, doc.name, source, verdict, applied));
+        self.outcomes
+            .push((doc.kind, doc.name, source, verdict, applied));
     }
-    store.finish_repacks();
-    // Counted first, as the operator does: the statuses show the last count.
-    if headroom_cap > 0 {
-        record_headroom(&mut store, headroom_cap);
-    }
-    reconcile_all(&mut store, MAX_ROUNDS);
-    // Each object's status as JSON, on every core for a large cloud.
-    let threads = threads_for(outcomes.len(), STATUSES_APART_FROM);
-    let statuses: Vec<Value> = in_runs(&outcomes, threads, |run| {
-        run.iter()
-            .map(
-                |(_, _, _, admission, applied)| match (applied, admission.allowed) {
+
+    /// Reconciles what was applied and reports on each document.
+    pub fn finish(self) -> (Report, Store) {
+        let Applier {
+            headroom_cap,
+            mut store,
+            namespaces,
+            mut outcomes,
+            missing_namespaces,
+            ..
+        } = self;
+        for (at, missing) in missing_namespaces {
+            outcomes[at].3.message = namespaces.refusal(&missing);
+        }
+        store.finish_repacks();
+        // Counted first, as the operator does: the statuses show the last count.
+        if headroom_cap > 0 {
+            record_headroom(&mut store, headroom_cap);
+        }
+        reconcile_all(&mut store, MAX_ROUNDS);
+        let mut summary = Summary::default();
+        let items = outcomes
+            .into_iter()
+            .map(|(kind, name, source, admission, applied)| {
+                let status = match (applied, admission.allowed) {
                     (Applied::Object(k), true) => store
-                        .get(k)
-                        .map(|o| o.status_value())
-                        .unwrap_or(Value::Null),
-                    // What the API server reports for a namespace in use.
-                    (Applied::Namespace, true) => serde_json::json!({"phase": "Active"}),
-                    _ => Value::Object(Default::default()),
-                },
-            )
-            .collect::<Vec<_>>()
-    })
-    .into_iter()
-    .flatten()
-    .collect();
-    let mut summary = Summary::default();
-    let items = outcomes
-        .into_iter()
-        .zip(statuses)
-        .map(|((kind, name, source, admission, _), status)| {
-            if admission.allowed {
-                summary.admitted += 1;
-            } else {
-                summary.rejected += 1;
-            }
-            Item {
-                kind,
-                name,
-                source,
-                admission,
-                status,
-            }
-        })
-        .collect();
-    (Report { items, summary }, store)
+                        .get_shared(&k)
+                        .map_or(ItemStatus::Missing, ItemStatus::Object),
+                    (Applied::Namespace, true) => ItemStatus::Namespace,
+                    _ => ItemStatus::Empty,
+                };
+                if admission.allowed {
+                    summary.admitted += 1;
+                } else {
+                    summary.rejected += 1;
+                }
+                Item {
+                    kind,
+                    name,
+                    source,
+                    admission,
+                    status,
+                }
+            })
+            .collect();
+        (Report { items, summary }, store)
+    }
 }
 
 /// Places a server that holds no allocation (or one its flavor no longer matches): the
@@ -229,14 +296,13 @@ pub fn run(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> u8 {
-    let documents = match read_paths(files, stdin) {
-        Ok(d) => d,
-        Err(e) => {
-            let _ = writeln!(err, "kubeplace apply: {e}");
-            return 2;
-        }
-    };
-    let (report, store) = apply_documents_with(documents, options);
+    // Documents are applied as they are read, while later ones are still being read.
+    let mut applier = Applier::new(options);
+    if let Err(e) = read_paths_each(files, stdin, &mut |document| applier.apply(document)) {
+        let _ = writeln!(err, "kubeplace apply: {e}");
+        return 2;
+    }
+    let (report, store) = applier.finish();
     // The process ends after this: freeing a large cloud object by object (a tenth of a
     // second at 10,000 trees) would only delay the exit.
     std::mem::forget(store);
@@ -321,7 +387,33 @@ fn write_table(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
 }
 
 /// A one-line summary of a status for the table.
-fn status_summary(kind: &str, status: &Value) -> String {
+fn status_summary(kind: &str, status: &ItemStatus) -> String {
+    let (lead, conditions) = match status {
+        // Providers come by the ten thousand: their two fields are read without JSON.
+        ItemStatus::Object(object) if matches!(**object, Object::ResourceProvider(_)) => {
+            let Object::ResourceProvider(rp) = &**object else {
+                unreachable!("matched above")
+            };
+            let status = rp.status.as_ref();
+            let root = status.and_then(|s| s.root.as_deref()).unwrap_or("");
+            let conditions = status
+                .into_iter()
+                .flat_map(|s| &s.conditions)
+                .map(|c| format!("{}={}", c.type_, c.reason))
+                .collect();
+            (format!("root={root}"), conditions)
+        }
+        _ => value_summary(kind, &status.value()),
+    };
+    [lead, conditions.join(" ")]
+        .into_iter()
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("  ")
+}
+
+/// The lead and the `type=reason` of each condition, read from a status as JSON.
+fn value_summary(kind: &str, status: &Value) -> (String, Vec<String>) {
     let s = |p: &str| {
         status
             .pointer(p)
@@ -343,6 +435,7 @@ fn status_summary(kind: &str, status: &Value) -> String {
         })
         .collect();
     let lead = match kind {
+        // Missing from the store: read as any other kind.
         "ResourceProvider" => format!("root={}", s("/root")),
         "Flavor" => s("/request/query"),
         "Image" => {
@@ -375,9 +468,5 @@ fn status_summary(kind: &str, status: &Value) -> String {
         }
         _ => String::new(),
     };
-    [lead, conditions.join(" ")]
-        .into_iter()
-        .filter(|p| !p.is_empty())
-        .collect::<Vec<_>>()
-        .join("  ")
+    (lead, conditions)
 }

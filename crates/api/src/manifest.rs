@@ -166,6 +166,18 @@ pub enum ReadError {
 /// sorted order (`*.yaml`, `*.yml`, `*.json`), a file is read whatever its name.
 pub fn read_paths(paths: &[PathBuf], stdin: &mut dyn Read) -> Result<Vec<Document>, ReadError> {
     let mut documents = Vec::new();
+    read_paths_each(paths, stdin, &mut |document| documents.push(document))?;
+    Ok(documents)
+}
+
+/// [`read_paths`], handing each document to `each` as soon as it and every document before
+/// it are read: the caller works on the first documents of a large file while later ones
+/// are still being read on other threads. After an error nothing more is handed over.
+pub fn read_paths_each(
+    paths: &[PathBuf],
+    stdin: &mut dyn Read,
+    each: &mut dyn FnMut(Document),
+) -> Result<(), ReadError> {
     for path in paths {
         if path.as_os_str() == "-" {
             let mut text = String::new();
@@ -175,7 +187,7 @@ pub fn read_paths(paths: &[PathBuf], stdin: &mut dyn Read) -> Result<Vec<Documen
                     path: "-".into(),
                     source,
                 })?;
-            documents.extend(parse_stream("-", &text)?);
+            parse_stream_each("-", &text, each)?;
             continue;
         }
         for file in files_under(path)? {
@@ -184,10 +196,10 @@ pub fn read_paths(paths: &[PathBuf], stdin: &mut dyn Read) -> Result<Vec<Documen
                 path: shown.clone(),
                 source,
             })?;
-            documents.extend(parse_stream(&shown, &text)?);
+            parse_stream_each(&shown, &text, each)?;
         }
     }
-    Ok(documents)
+    Ok(())
 }
 
 /// The manifest files under a path, sorted; the path itself when it is a file.
@@ -239,10 +251,36 @@ fn options_for(text: &str) -> serde_saphyr::Options {
 /// Parses one file's text: every document becomes a [`Document`]; empty documents are skipped;
 /// `kind: List` is expanded into its items.
 pub fn parse_stream(file: &str, text: &str) -> Result<Vec<Document>, ReadError> {
-    if let Some(documents) = parse_json_fast(file, text).or_else(|| parse_yaml_fast(file, text)) {
-        return Ok(documents);
+    let mut documents = Vec::new();
+    parse_stream_each(file, text, &mut |document| documents.push(document))?;
+    Ok(documents)
+}
+
+/// [`parse_stream`], handing each document to `each` as soon as it and every document before
+/// it are read. The fast readers go first; when one meets a document it cannot read cleanly
+/// after handing some over, the located reader reads the text again and hands over only
+/// the documents after those (the readers agree on every document both read).
+pub fn parse_stream_each(
+    file: &str,
+    text: &str,
+    each: &mut dyn FnMut(Document),
+) -> Result<(), ReadError> {
+    let handed = std::cell::Cell::new(0usize);
+    let mut hand = |document| {
+        handed.set(handed.get() + 1);
+        each(document);
+    };
+    let mut complete = parse_json_fast(file, text, &mut hand);
+    if !complete && handed.get() == 0 {
+        complete = parse_yaml_fast(file, text, &mut hand);
     }
-    parse_located(file, text)
+    if !complete {
+        parse_located(file, text)?
+            .into_iter()
+            .skip(handed.get())
+            .for_each(each);
+    }
+    Ok(())
 }
 
 /// One JSON document (a `List`, as `kubectl get -o json` writes, or one object) whose every
@@ -250,10 +288,10 @@ pub fn parse_stream(file: &str, text: &str) -> Result<Vec<Document>, ReadError> 
 /// records where each value was written. Each object keeps the line it starts on. `None`
 /// sends the text to [`parse_located`], whose messages name the line of the offending field:
 /// when it is not one JSON value, or an object in it has an error or an unknown field.
-fn parse_json_fast(file: &str, text: &str) -> Option<Vec<Document>> {
+fn parse_json_fast(file: &str, text: &str, each: &mut dyn FnMut(Document)) -> bool {
     use serde_json::value::RawValue;
     if !text.trim_start().starts_with('{') {
-        return None;
+        return false;
     }
     #[derive(serde::Deserialize)]
     struct Top<'a> {
@@ -261,13 +299,18 @@ fn parse_json_fast(file: &str, text: &str) -> Option<Vec<Document>> {
         #[serde(borrow)]
         items: Option<Vec<&'a RawValue>>,
     }
-    let top: Top<'_> = serde_json::from_str(text).ok()?;
+    let Ok(top) = serde_json::from_str::<Top<'_>>(text) else {
+        return false;
+    };
     let items: Vec<&RawValue> = match top {
         Top {
             kind: Some(kind),
             items: Some(items),
         } if kind == "List" => items,
-        _ => vec![serde_json::from_str::<&RawValue>(text).ok()?],
+        _ => match serde_json::from_str::<&RawValue>(text) {
+            Ok(item) => vec![item],
+            Err(_) => return false,
+        },
     };
     // Each item with the line it starts on.
     let mut work: Vec<(&RawValue, u64)> = Vec::with_capacity(items.len());
@@ -282,23 +325,42 @@ fn parse_json_fast(file: &str, text: &str) -> Option<Vec<Document>> {
         work.push((item, line));
     }
     let threads = if work.len() < PARALLEL_READ_FROM {
-        1
+        0
     } else {
         read_threads()
     };
-    on_threads(&work, threads, |run| {
-        run.iter()
-            .map(|(item, line)| {
-                let value: serde_json::Value = serde_json::from_str(item.get()).ok()?;
-                let origin = Origin {
-                    file: file.to_string(),
-                    document: 1,
-                    line: *line,
-                };
-                clean_document(origin, value)
-            })
-            .collect()
-    })
+    let mut complete = true;
+    kubeplace_core::runs::in_runs_streamed(
+        &work,
+        ITEMS_A_RUN,
+        threads,
+        |run| {
+            run.iter()
+                .map(|(item, line)| {
+                    let value: serde_json::Value = serde_json::from_str(item.get()).ok()?;
+                    let origin = Origin {
+                        file: file.to_string(),
+                        document: 1,
+                        line: *line,
+                    };
+                    clean_document(origin, value)
+                })
+                .collect::<Vec<_>>()
+        },
+        |run| {
+            for document in run {
+                match document {
+                    Some(document) => each(document),
+                    None => {
+                        complete = false;
+                        return ControlFlow::Break(());
+                    }
+                }
+            }
+            ControlFlow::Continue(())
+        },
+    );
+    complete
 }
 
 /// How many threads read one large stream.
@@ -306,51 +368,50 @@ fn read_threads() -> usize {
     kubeplace_core::runs::cores().min(MAX_READ_THREADS)
 }
 
-/// `read` over runs of the work on up to `threads` threads; what the runs give, in order.
-/// `None` when a run gives `None`.
-fn on_threads<W: Sync, T: Send>(
-    work: &[W],
-    threads: usize,
-    read: impl Fn(&[W]) -> Option<Vec<T>> + Sync,
-) -> Option<Vec<T>> {
-    let runs = kubeplace_core::runs::in_runs(work, threads, read);
-    let runs: Vec<Vec<T>> = runs.into_iter().collect::<Option<_>>()?;
-    Some(runs.into_iter().flatten().collect())
-}
-
 /// A `List` of fewer objects is read on one thread: starting threads would cost more.
 const PARALLEL_READ_FROM: usize = 2_000;
 /// A YAML stream shorter than this is read on one thread.
 const PARALLEL_YAML_FROM: usize = 1 << 20;
-/// At most this many threads read one `List`.
+/// At most this many threads read one stream.
 const MAX_READ_THREADS: usize = 4;
+/// Objects of a `List` read and handed over together.
+const ITEMS_A_RUN: usize = 256;
+/// About this many bytes of a YAML stream are read and handed over together.
+const YAML_BYTES_A_RUN: usize = 256 << 10;
 
 /// A YAML stream in the plain subset of [`kubeplace_core::yaml_plain`] whose every object
 /// reads cleanly, read without recording where each value was written. `None` sends the text
 /// to [`parse_located`]: when it is outside that subset or not valid YAML, when it holds a
 /// `List` (whose items' lines the plain reader does not keep), or when an object in it has an
 /// error or an unknown field.
-fn parse_yaml_fast(file: &str, text: &str) -> Option<Vec<Document>> {
+fn parse_yaml_fast(file: &str, text: &str, each: &mut dyn FnMut(Document)) -> bool {
     let threads = if text.len() < PARALLEL_YAML_FROM {
-        1
+        0
     } else {
         read_threads()
     };
-    let pieces = kubeplace_core::yaml_plain::split_documents(text, threads);
-    // Each document of each piece: None for an empty one, which still counts.
-    let read = on_threads(&pieces, threads, |run| {
-        // About one document a `---`: sized once, since documents are large to move.
-        let documents: usize = run
-            .iter()
-            .map(|(_, p)| p.matches("\n---\n").count() + 1)
-            .sum();
-        let mut out = Vec::with_capacity(documents);
-        for (first_line, piece) in run {
-            let start = out.len();
-            // Each document becomes an object as soon as it is read, so that one document's
-            // values are held at a time, not a whole piece's.
+    let parts = if threads == 0 {
+        1
+    } else {
+        (text.len() / YAML_BYTES_A_RUN).max(threads)
+    };
+    let pieces = kubeplace_core::yaml_plain::split_documents(text, parts);
+    let mut complete = true;
+    // Documents are numbered across pieces, empty ones included.
+    let mut number = 0;
+    kubeplace_core::runs::in_runs_streamed(
+        &pieces,
+        1,
+        threads,
+        |run| {
+            let (first_line, piece) = run[0];
+            // About one document a `---`: sized once, since documents are large to move.
+            let mut out = Vec::with_capacity(piece.matches("\n---\n").count() + 1);
+            // Each document becomes an object as soon as it is read, so that one
+            // document's values are held at a time, not a whole piece's. `None` stands
+            // for an empty document, which still counts.
             let flow = kubeplace_core::yaml_plain::read_plain_each(piece, |number, doc| {
-                out.truncate(start + number);
+                out.truncate(number);
                 if doc.value.is_null() {
                     out.push(None);
                     return ControlFlow::Continue(());
@@ -371,20 +432,24 @@ fn parse_yaml_fast(file: &str, text: &str) -> Option<Vec<Document>> {
                     None => ControlFlow::Break(()),
                 }
             });
-            if !matches!(flow, Ok(ControlFlow::Continue(()))) {
-                return None;
+            matches!(flow, Ok(ControlFlow::Continue(()))).then_some(out)
+        },
+        |piece| {
+            let Some(piece) = piece else {
+                complete = false;
+                return ControlFlow::Break(());
+            };
+            for document in piece {
+                number += 1;
+                if let Some(mut document) = document {
+                    document.origin.document = number;
+                    each(document);
+                }
             }
-        }
-        Some(out)
-    })?;
-    let mut out = Vec::with_capacity(read.len());
-    for (i, doc) in read.into_iter().enumerate() {
-        if let Some(mut doc) = doc {
-            doc.origin.document = i + 1;
-            out.push(doc);
-        }
-    }
-    Some(out)
+            ControlFlow::Continue(())
+        },
+    );
+    complete
 }
 
 /// A document read without locations, when it is a kubeplace object or a Namespace with no
@@ -648,6 +713,18 @@ pub fn check_object_name(name: &str) -> Result<(), String> {
 mod tests {
     use super::*;
 
+    /// The fast JSON reader's documents, when it reads the whole text.
+    fn json_fast(file: &str, text: &str) -> Option<Vec<Document>> {
+        let mut documents = Vec::new();
+        parse_json_fast(file, text, &mut |d| documents.push(d)).then_some(documents)
+    }
+
+    /// The fast YAML reader's documents, when it reads the whole text.
+    fn yaml_fast(file: &str, text: &str) -> Option<Vec<Document>> {
+        let mut documents = Vec::new();
+        parse_yaml_fast(file, text, &mut |d| documents.push(d)).then_some(documents)
+    }
+
     const GOOD: &str = "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata:\n  name: m1.small\nspec:\n  vcpus: 1\n  memoryMb: 512\n";
 
     #[test]
@@ -686,7 +763,7 @@ mod tests {
             .replace("m1.small", "m1.large")
             .replace("512", "2048");
         let text = json_list(&[FLAVOR_JSON, &other]);
-        let fast = parse_json_fast("f.json", &text).expect("clean JSON takes the fast path");
+        let fast = json_fast("f.json", &text).expect("clean JSON takes the fast path");
         let located = parse_located("f.json", &text).unwrap();
         assert_eq!(fast.len(), 2);
         for (f, l) in fast.iter().zip(&located) {
@@ -710,7 +787,7 @@ mod tests {
             .collect();
         let refs: Vec<&str> = flavors.iter().map(String::as_str).collect();
         let text = json_list(&refs);
-        let fast = parse_json_fast("big.json", &text).expect("clean JSON takes the fast path");
+        let fast = json_fast("big.json", &text).expect("clean JSON takes the fast path");
         let located = parse_located("big.json", &text).unwrap();
         same(&fast, &located).unwrap();
         assert_eq!(fast.last().map(|d| d.name.as_str()), Some("f02499"));
@@ -720,8 +797,16 @@ mod tests {
             "\"name\": \"f02400\"},\n      \"spec\": {\"vcpu\"",
         );
         assert_ne!(typo, text);
-        assert!(parse_json_fast("big.json", &typo).is_none());
+        let mut handed = 0;
+        assert!(!parse_json_fast("big.json", &typo, &mut |_| handed += 1));
+        assert!(
+            (1..=2_400).contains(&handed),
+            "{handed} handed over before the mistake"
+        );
+        // The runs before the mistake were handed over as read; the located reader hands
+        // over the rest: every object once, in order.
         let read = parse_stream("big.json", &typo).unwrap();
+        same(&read, &parse_located("big.json", &typo).unwrap()).unwrap();
         let wrong = read[2_400].content.as_ref().unwrap_err();
         assert_eq!(wrong.line(), 5 + 2_400 * 6 + 4, "{wrong}");
     }
@@ -744,11 +829,27 @@ mod tests {
         assert!(text.len() > PARALLEL_YAML_FROM);
         let pieces = kubeplace_core::yaml_plain::split_documents(&text, 2);
         assert_eq!(pieces.len(), 2, "the stream is cut");
-        let fast = parse_yaml_fast("big.yaml", &text).expect("plain YAML takes the fast path");
+        let fast = yaml_fast("big.yaml", &text).expect("plain YAML takes the fast path");
         let located = parse_located("big.yaml", &text).unwrap();
         same(&fast, &located).unwrap();
         assert_eq!(fast.len(), 600);
         assert_eq!(fast[599].origin.document, 600);
+        // A mistake in a late piece: the pieces before it were handed over as read, the
+        // located reader hands over the rest, every document once and in order.
+        assert!(text.len() / YAML_BYTES_A_RUN > 2, "read in several runs");
+        let typo = text.replace("name: f0550\nspec:\n  vcpus", "name: f0550\nspec:\n  vcpu");
+        assert_ne!(typo, text);
+        let mut handed = 0;
+        assert!(!parse_yaml_fast("big.yaml", &typo, &mut |_| handed += 1));
+        assert!(
+            (1..=550).contains(&handed),
+            "{handed} handed over before the mistake"
+        );
+        let read = parse_stream("big.yaml", &typo).unwrap();
+        same(&read, &parse_located("big.yaml", &typo).unwrap()).unwrap();
+        assert_eq!(read.len(), 600);
+        let wrong = read[550].content.as_ref().unwrap_err();
+        assert!(wrong.to_string().contains("vcpu"), "{wrong}");
     }
 
     /// Whether two readings give the same documents, field for field.
@@ -780,7 +881,7 @@ mod tests {
         for file in files_under(&dir).unwrap() {
             let text = std::fs::read_to_string(&file).unwrap();
             let located = parse_located("f", &text).unwrap();
-            if let Some(fast) = parse_yaml_fast("f", &text) {
+            if let Some(fast) = yaml_fast("f", &text) {
                 fast_files += 1;
                 same(&fast, &located).unwrap_or_else(|e| panic!("{file:?}: {e}"));
             }
@@ -798,7 +899,7 @@ mod tests {
             provider("cn000001-numa0"),
             provider("cn000001-numa1")
         );
-        let fast = parse_yaml_fast("cloud.yaml", &text).expect("a clean cloud takes the fast path");
+        let fast = yaml_fast("cloud.yaml", &text).expect("a clean cloud takes the fast path");
         same(&fast, &parse_located("cloud.yaml", &text).unwrap()).unwrap();
         assert_eq!(fast.len(), 3);
         assert_eq!(fast[2].origin.line, 22);
@@ -810,7 +911,7 @@ mod tests {
                 .replace("traits:\n    - \"HW_NIC_SRIOV\"", "traits: [HW_NIC_SRIOV]")
         );
         assert!(flow.contains("traits: [HW_NIC_SRIOV]"));
-        let fast = parse_yaml_fast("cloud.yaml", &flow).expect("still the plain subset");
+        let fast = yaml_fast("cloud.yaml", &flow).expect("still the plain subset");
         same(&fast, &parse_located("cloud.yaml", &flow).unwrap()).unwrap();
         let numbers: Vec<usize> = fast.iter().map(|d| d.origin.document).collect();
         assert_eq!(numbers, [1, 2, 3, 4]);
@@ -826,7 +927,7 @@ mod tests {
             format!("{GOOD}---\nkind: List\napiVersion: v1\nitems: []\n"),
             format!("{GOOD}---\njust text\n"),
         ] {
-            assert!(parse_yaml_fast("f.yaml", &text).is_none(), "{text}");
+            assert!(yaml_fast("f.yaml", &text).is_none(), "{text}");
             let docs = parse_stream("f.yaml", &text).unwrap();
             same(&docs, &parse_located("f.yaml", &text).unwrap()).unwrap();
         }
@@ -895,13 +996,13 @@ mod tests {
                 .collect::<Vec<_>>()
                 .join(&format!("{}---\n", "\n".repeat(blank)));
             let located = parse_located("p.yaml", &text).unwrap();
-            if let Some(fast) = parse_yaml_fast("p.yaml", &text) {
+            if let Some(fast) = yaml_fast("p.yaml", &text) {
                 proptest::prop_assert!(same(&fast, &located).is_ok(), "{}", same(&fast, &located).unwrap_err());
             }
             let read = parse_stream("p.yaml", &text).unwrap();
             proptest::prop_assert!(same(&read, &located).is_ok(), "{}", same(&read, &located).unwrap_err());
             if providers.iter().any(|p| p.5 != 0) {
-                proptest::prop_assert!(parse_yaml_fast("p.yaml", &text).is_none());
+                proptest::prop_assert!(yaml_fast("p.yaml", &text).is_none());
             }
         }
     }
@@ -912,14 +1013,14 @@ mod tests {
         // the messages name those lines, not the object's first line.
         let typo = "    {\n      \"apiVersion\": \"kubeplace.io/v1alpha1\",\n      \"kind\": \"Flavor\",\n      \"metadata\": {\"name\": \"m1.typo\"},\n      \"spec\": {\n        \"vcpus\": 1,\n        \"diskGB\": 10,\n        \"memoryMb\": \"lots\"\n      }\n    }";
         let text = json_list(&[FLAVOR_JSON, typo]);
-        assert!(parse_json_fast("f.json", &text).is_none());
+        assert!(json_fast("f.json", &text).is_none());
         let docs = parse_stream("f.json", &text).unwrap();
         assert!(docs[0].content.is_ok());
         let err = docs[1].content.as_ref().unwrap_err();
         assert_eq!(err.line(), 18, "{err}");
         // The unknown field alone also steps aside, so its warning can name line 17.
         let text = json_list(&[FLAVOR_JSON, &typo.replace("\"lots\"", "512")]);
-        assert!(parse_json_fast("f.json", &text).is_none());
+        assert!(json_fast("f.json", &text).is_none());
         let docs = parse_stream("f.json", &text).unwrap();
         assert_eq!(docs[1].unknown_fields.len(), 1);
         assert!(
@@ -928,8 +1029,8 @@ mod tests {
             docs[1].unknown_fields
         );
         // Not JSON at all, or two JSON values: the located reader decides.
-        assert!(parse_json_fast("f.json", GOOD).is_none());
-        assert!(parse_json_fast("f.json", &format!("{FLAVOR_JSON}\n{FLAVOR_JSON}")).is_none());
+        assert!(json_fast("f.json", GOOD).is_none());
+        assert!(json_fast("f.json", &format!("{FLAVOR_JSON}\n{FLAVOR_JSON}")).is_none());
     }
 
     #[test]

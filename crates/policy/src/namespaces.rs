@@ -3,8 +3,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kubeplace_api::Object;
 use kubeplace_api::manifest::{Content, Document, INITIAL_NAMESPACES};
+use kubeplace_api::{Kind, Object};
 
 /// The namespaces of a new cluster as the documents are applied in order: the API server
 /// refuses a namespaced object whose namespace does not exist yet, webhook or not.
@@ -14,25 +14,40 @@ pub struct Namespaces {
     created_at: BTreeMap<String, String>,
 }
 
-impl Namespaces {
-    /// The namespaces of a new cluster, and where `documents` create others.
-    pub fn new(documents: &[Document]) -> Namespaces {
-        let mut created_at = BTreeMap::new();
-        for doc in documents {
-            if let Ok(Content::Namespace(name)) = &doc.content {
-                created_at
-                    .entry(name.clone())
-                    .or_insert_with(|| format!("{}:{}", doc.origin.file, doc.origin.line));
-            }
-        }
+/// A namespaced object whose namespace did not exist when it came: the API server refuses it.
+/// Its message is written once the whole input is read ([`Namespaces::refusal`]), so that it
+/// can point at a Namespace further on.
+#[derive(Debug, Clone)]
+pub struct MissingNamespace {
+    kind: Kind,
+    namespace: String,
+    name: String,
+}
+
+impl Default for Namespaces {
+    fn default() -> Self {
         Namespaces {
             existing: INITIAL_NAMESPACES.iter().map(|n| n.to_string()).collect(),
-            created_at,
+            created_at: BTreeMap::new(),
+        }
+    }
+}
+
+impl Namespaces {
+    /// Notes where the input creates a namespace, as each document is read (before anything
+    /// is applied): a refusal points at the first Namespace of that name.
+    pub fn note(&mut self, document: &Document) {
+        if let Ok(Content::Namespace(name)) = &document.content
+            && !self.created_at.contains_key(name)
+        {
+            let at = format!("{}:{}", document.origin.file, document.origin.line);
+            self.created_at.insert(name.clone(), at);
         }
     }
 
-    /// Why the API server would refuse the object (`namespaces "x" not found`), if it would.
-    pub fn refusal(&self, object: &Object) -> Option<String> {
+    /// Whether the API server would refuse the object for its namespace, at this point of
+    /// the input.
+    pub fn missing(&self, object: &Object) -> Option<MissingNamespace> {
         if !object.kind().is_namespaced() {
             return None;
         }
@@ -40,21 +55,31 @@ impl Namespaces {
         if self.existing.contains(namespace) {
             return None;
         }
+        Some(MissingNamespace {
+            kind: object.kind(),
+            namespace: namespace.to_string(),
+            name: object.name().to_string(),
+        })
+    }
+
+    /// Why the API server refuses the object (`namespaces "x" not found`) and what would fix
+    /// it, once every document has been noted.
+    pub fn refusal(&self, missing: &MissingNamespace) -> String {
+        let MissingNamespace {
+            kind,
+            namespace,
+            name,
+        } = missing;
         let fix = match self.created_at.get(namespace) {
             Some(at) => format!(
-                "the input creates it only later, at {at}; kubectl applies documents in order, so move that Namespace before this {} (a file that sorts first, such as 00-namespaces.yaml)",
-                object.kind()
+                "the input creates it only later, at {at}; kubectl applies documents in order, so move that Namespace before this {kind} (a file that sorts first, such as 00-namespaces.yaml)"
             ),
             None => format!(
                 "add a Namespace before it (apiVersion: v1, kind: Namespace, metadata.name: {namespace}), or set metadata.namespace to an existing one; offline, only the input's Namespaces and those of a new cluster ({}) exist",
                 INITIAL_NAMESPACES.join(", ")
             ),
         };
-        Some(format!(
-            "{} \"{namespace}/{}\": namespaces \"{namespace}\" not found; {fix}",
-            object.kind(),
-            object.name()
-        ))
+        format!("{kind} \"{namespace}/{name}\": namespaces \"{namespace}\" not found; {fix}")
     }
 
     /// A Namespace the input creates: objects after it may live in it.

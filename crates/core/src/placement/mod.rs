@@ -138,11 +138,14 @@ pub(crate) fn load_list(text: &'static str) -> Vec<&'static str> {
 /// The uuid of a provider whose spec gives none: a UUIDv5 of its name, so the same
 /// manifest always yields the same uuid.
 pub fn derived_provider_uuid(name: &str) -> String {
-    let namespace = uuid::Uuid::new_v5(
-        &uuid::Uuid::NAMESPACE_DNS,
-        b"resourceproviders.kubeplace.io",
-    );
-    uuid::Uuid::new_v5(&namespace, name.as_bytes()).to_string()
+    // The namespace is itself a UUIDv5; hashed once, not for every provider.
+    static NAMESPACE: std::sync::LazyLock<uuid::Uuid> = std::sync::LazyLock::new(|| {
+        uuid::Uuid::new_v5(
+            &uuid::Uuid::NAMESPACE_DNS,
+            b"resourceproviders.kubeplace.io",
+        )
+    });
+    uuid::Uuid::new_v5(&NAMESPACE, name.as_bytes()).to_string()
 }
 
 /// Placement's uuids: 36 characters, hyphenated.

@@ -4,7 +4,9 @@
 //! provider or one consumer's allocations at a time, never a rebuild. Only the list of
 //! roots in name order is rebuilt, on the first search after the roots change.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::interner::HashMap;
 use std::sync::OnceLock;
 
 use smallvec::SmallVec;

@@ -87,15 +87,21 @@ impl Review {
 /// Writes an object as the API server would: admitted as a create, or as an update of the
 /// stored object of the same key, and stored when allowed.
 pub fn admit_and_store(store: &mut Store, object: Object) -> Verdict {
-    let old = store.get(&ObjectKey::of(&object)).cloned();
+    let key = ObjectKey::of(&object);
+    let old = store.get_shared(&key);
     let op = if old.is_some() {
         Operation::Update
     } else {
         Operation::Create
     };
-    let verdict = admit(op, &object, old.as_ref(), store);
+    let verdict = admit(op, &object, old.as_deref(), store);
     if verdict.allowed {
-        store.apply(object);
+        match old {
+            None => store.create(key, object),
+            Some(_) => {
+                store.apply(object);
+            }
+        }
     }
     verdict
 }
