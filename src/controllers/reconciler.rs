@@ -101,6 +101,63 @@ impl Retries {
     }
 }
 
+/// What a pass plans: the statuses to write and what the scheduler decided.
+struct Planned {
+    /// Objects whose statuses were computed.
+    checked: usize,
+    writes: Vec<StatusWrite>,
+    /// Allocations the scheduler chose for waiting servers.
+    placements: Vec<kubeplace_api::Allocation>,
+    releases: kubeplace_policy::scheduling::release::Releases,
+    /// Whether every object was checked (a full pass, or a refused claim).
+    every_key: bool,
+}
+
+/// Plans one pass over a copy of the store (so the watches and the webhook are not held up
+/// while statuses are computed).
+fn plan_pass(store: &SharedStore, pending: Pending, now: &str, metrics: &Metrics) -> Planned {
+    let mut store = store.read().unwrap_or_else(|e| e.into_inner()).clone();
+    // Deleted servers give their capacity back first, so that waiting servers can use it in
+    // this same pass.
+    let releases = kubeplace_policy::scheduling::release::releases(&store);
+    kubeplace_policy::scheduling::release::forget_allocations(&mut store, &releases);
+    // Claims that reached the store without passing the webhook's decision point are
+    // decided now, oldest first; the ones that do not fit stop counting.
+    let refused = kubeplace_policy::claims::settle(&mut store);
+    for (name, why) in &refused {
+        warn!(allocation = %name, reason = %why, "refused a claim that bypassed admission");
+    }
+    // The leader places waiting servers one at a time over its own view; the Allocation
+    // webhook still guards capacity against anything else.
+    let placements = kubeplace_policy::scheduling::schedule_pending(&mut store);
+    // A refused claim changes its providers' usages and every status that reads them.
+    let every_key = pending.full || !refused.is_empty();
+    let keys: Vec<ObjectKey> = if every_key {
+        let mut counts: BTreeMap<kubeplace_api::Kind, i64> =
+            kubeplace_api::Kind::ALL.iter().map(|k| (*k, 0)).collect();
+        for k in store.keys() {
+            *counts.entry(k.kind).or_default() += 1;
+        }
+        for (kind, n) in counts {
+            metrics
+                .index_objects
+                .get_or_create(&kind_label(kind))
+                .set(n);
+        }
+        store.keys().cloned().collect()
+    } else {
+        pending.keys.into_iter().collect()
+    };
+    let writes = status::plan(&store, &keys, now, Some(metrics));
+    Planned {
+        checked: keys.len(),
+        writes,
+        placements,
+        releases,
+        every_key,
+    }
+}
+
 /// Longest Event note the API server takes.
 const NOTE_MAX: usize = 1024;
 
@@ -158,42 +215,27 @@ impl Reconciler {
     pub async fn pass(&self, pending: Pending) {
         let started = Instant::now();
         let now = status::now_rfc3339();
-        let (checked, writes, placements, releases) = {
-            let mut store = self.store.read().unwrap_or_else(|e| e.into_inner()).clone();
-            // Deleted servers give their capacity back first, so that waiting servers can
-            // use it in this same pass.
-            let releases = kubeplace_policy::scheduling::release::releases(&store);
-            kubeplace_policy::scheduling::release::forget_allocations(&mut store, &releases);
-            // Claims that reached the store without passing the webhook's decision point are
-            // decided now, oldest first; the ones that do not fit stop counting.
-            let refused = kubeplace_policy::claims::settle(&mut store);
-            for (name, why) in &refused {
-                warn!(allocation = %name, reason = %why, "refused a claim that bypassed admission");
-            }
-            // The leader places waiting servers one at a time over its own view; the
-            // Allocation webhook still guards capacity against anything else.
-            let placements = kubeplace_policy::scheduling::schedule_pending(&mut store);
-            // A refused claim changes its providers' usages and every status that reads them.
-            let keys: Vec<ObjectKey> = if pending.full || !refused.is_empty() {
-                let mut counts: BTreeMap<kubeplace_api::Kind, i64> =
-                    kubeplace_api::Kind::ALL.iter().map(|k| (*k, 0)).collect();
-                for k in store.keys() {
-                    *counts.entry(k.kind).or_default() += 1;
-                }
-                for (kind, n) in counts {
-                    self.metrics
-                        .index_objects
-                        .get_or_create(&kind_label(kind))
-                        .set(n);
-                }
-                self.retries.retain(|k| store.get(k).is_some());
-                store.keys().cloned().collect()
-            } else {
-                pending.keys.into_iter().collect()
-            };
-            let writes = status::plan(&store, &keys, &now, Some(&self.metrics));
-            (keys.len(), writes, placements, releases)
+        // Planning is synchronous work that can take seconds on a large cloud: it runs on a
+        // blocking thread, so that the runtime's workers stay free for the webhook and the
+        // Placement API.
+        let (store, metrics) = (self.store.clone(), self.metrics.clone());
+        let full = pending.full;
+        let Ok(Planned {
+            checked,
+            writes,
+            placements,
+            releases,
+            every_key,
+        }) = tokio::task::spawn_blocking(move || plan_pass(&store, pending, &now, &metrics)).await
+        else {
+            warn!("planning a reconcile pass failed; everything is reconciled again");
+            self.trigger.full();
+            return;
         };
+        if every_key {
+            let store = self.store.read().unwrap_or_else(|e| e.into_inner());
+            self.retries.retain(|k| store.get(k).is_some());
+        }
         if !releases.is_empty() {
             super::finalizer::release(&self.client, &releases).await;
         }
@@ -274,7 +316,7 @@ impl Reconciler {
         self.metrics.pass_duration.observe(took.as_secs_f64());
         if total > 0 {
             info!(
-                full = pending.full,
+                full,
                 checked,
                 written = total - failed - skipped,
                 failed,
@@ -285,7 +327,7 @@ impl Reconciler {
             );
         } else {
             debug!(
-                full = pending.full,
+                full,
                 checked,
                 took_ms = took.as_millis() as u64,
                 "reconciled; every status is current"
