@@ -40,9 +40,9 @@ pub enum ItemStatus {
     Object(Arc<Object>),
     /// A namespace in use, as the API server reports it.
     Namespace,
-    /// Refused, or gone from the store: no status.
+    /// Refused: an empty status.
     Empty,
-    /// Admitted but no longer in the store.
+    /// Admitted but no longer in the store: a null status.
     Missing,
 }
 
@@ -435,7 +435,7 @@ fn value_summary(kind: &str, status: &Value) -> (String, Vec<String>) {
         })
         .collect();
     let lead = match kind {
-        // Missing from the store: read as any other kind.
+        // A provider refused or gone from the store: its empty status, read as JSON.
         "ResourceProvider" => format!("root={}", s("/root")),
         "Flavor" => s("/request/query"),
         "Image" => {
