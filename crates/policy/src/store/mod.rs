@@ -277,14 +277,15 @@ impl Store {
             self.create(key, object);
             return None;
         };
+        // The stored status is kept; the generation moves when anything else changed.
+        if let Some(status) = old.status() {
+            object.set_status(status);
+        }
         let old_gen = old.meta().generation.unwrap_or(1);
         let mut old_body = old.clone();
         old_body.meta_mut().generation = None;
         let mut new_body = object.clone();
         new_body.meta_mut().generation = None;
-        if let Some(status) = old.status() {
-            new_body.set_status(status);
-        }
         let generation = if old_body == new_body {
             old_gen
         } else {
@@ -292,9 +293,6 @@ impl Store {
         };
         if object.meta().generation.is_none() {
             object.meta_mut().generation = Some(generation);
-        }
-        if let Some(status) = old.status() {
-            object.set_status(status);
         }
         let kind = object.kind();
         self.index_object(&object);
