@@ -1,5 +1,6 @@
 //! `kubeplace apply`: the cluster's admission and reconcile, in memory, over manifest files.
 
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -8,9 +9,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::Output;
-use kubeplace_api::Object;
 use kubeplace_api::manifest::{Content, Document, NAMESPACE_KIND, read_paths_each};
+use kubeplace_api::{Kind, Object};
 use kubeplace_core::placement::weighers::Weighers;
+use kubeplace_core::runs::{in_runs, threads_for};
 use kubeplace_policy::admission::{Verdict, admit_and_store_in_order};
 use kubeplace_policy::namespaces::{MissingNamespace, Namespaces};
 use kubeplace_policy::scheduling::headroom::{STATUS_CAP, record_headroom};
@@ -251,13 +253,17 @@ impl Applier {
         }
         reconcile_all(&mut store, MAX_ROUNDS);
         let mut summary = Summary::default();
+        // Outcomes come in the input's order, not the store's: hashed, each is found in
+        // one step rather than a search through tens of thousands of keys.
+        let stored: HashMap<&ObjectKey, &Arc<Object>, foldhash::fast::RandomState> =
+            store.iter_shared().collect();
         let items = outcomes
             .into_iter()
             .map(|(kind, name, source, admission, applied)| {
                 let status = match (applied, admission.allowed) {
-                    (Applied::Object(k), true) => store
-                        .get_shared(&k)
-                        .map_or(ItemStatus::Missing, ItemStatus::Object),
+                    (Applied::Object(k), true) => stored
+                        .get(&k)
+                        .map_or(ItemStatus::Missing, |o| ItemStatus::Object(Arc::clone(o))),
                     (Applied::Namespace, true) => ItemStatus::Namespace,
                     _ => ItemStatus::Empty,
                 };
@@ -275,6 +281,7 @@ impl Applier {
                 }
             })
             .collect();
+        drop(stored);
         (Report { items, summary }, store)
     }
 }
@@ -282,6 +289,9 @@ impl Applier {
 /// Places a server that holds no allocation (or one its flavor no longer matches): the
 /// chosen Allocation goes through admission, as the operator's would.
 pub(crate) fn schedule(store: &mut Store, key: &ObjectKey) {
+    if key.kind != Kind::Server {
+        return;
+    }
     if let Some(Object::Server(server)) = store.get(key).cloned() {
         place(store, &server);
     }
@@ -341,27 +351,34 @@ pub fn run(
     code
 }
 
+/// Rows from which the table is written on several threads.
+const ROWS_APART_FROM: usize = 4_096;
+
 fn write_table(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
-    let rows: Vec<[String; 4]> = report
-        .items
-        .iter()
-        .map(|i| {
-            let namespace = i.kind == NAMESPACE_KIND && i.admission.allowed;
-            let result = match (namespace, i.admission.allowed) {
-                (true, _) => "accepted",
-                (false, true) => "admitted",
-                (false, false) => "rejected",
-            };
-            let detail = if namespace {
-                "core v1 Namespace, not reviewed by kubeplace".to_string()
-            } else if i.admission.allowed {
-                status_summary(&i.kind, &i.status)
-            } else {
-                i.admission.message.clone()
-            };
-            [i.kind.clone(), i.name.clone(), result.to_string(), detail]
-        })
-        .collect();
+    let row = |i: &Item| {
+        let namespace = i.kind == NAMESPACE_KIND && i.admission.allowed;
+        let result = match (namespace, i.admission.allowed) {
+            (true, _) => "accepted",
+            (false, true) => "admitted",
+            (false, false) => "rejected",
+        };
+        let detail = if namespace {
+            "core v1 Namespace, not reviewed by kubeplace".to_string()
+        } else if i.admission.allowed {
+            status_summary(&i.kind, &i.status)
+        } else {
+            i.admission.message.clone()
+        };
+        [i.kind.clone(), i.name.clone(), result.to_string(), detail]
+    };
+    // Tens of thousands of rows are written on every core.
+    let threads = threads_for(report.items.len(), ROWS_APART_FROM);
+    let rows: Vec<[String; 4]> = in_runs(&report.items, threads, |run| {
+        run.iter().map(row).collect::<Vec<_>>()
+    })
+    .into_iter()
+    .flatten()
+    .collect();
     let header = [
         "KIND".to_string(),
         "NAME".into(),

@@ -363,9 +363,10 @@ fn parse_json_fast(file: &str, text: &str, each: &mut dyn FnMut(Document)) -> bo
     complete
 }
 
-/// How many threads read one large stream.
+/// How many threads read one large stream: a core is left to the caller, which takes each
+/// document in hand (admits it) while later ones are read.
 fn read_threads() -> usize {
-    kubeplace_core::runs::cores().min(MAX_READ_THREADS)
+    (kubeplace_core::runs::cores() - 1).clamp(1, MAX_READ_THREADS)
 }
 
 /// A `List` of fewer objects is read on one thread: starting threads would cost more.

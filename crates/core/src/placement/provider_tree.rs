@@ -680,6 +680,24 @@ impl ProviderIndex {
         }
     }
 
+    /// A provider's own inventories (by class name) and own traits, read in place: what
+    /// [`ProviderIndex::provider`] gives of them without building the whole record.
+    pub fn own_inventories_and_traits(
+        &self,
+        name: &str,
+    ) -> Option<(
+        impl Iterator<Item = (&str, &Inventory)>,
+        impl Iterator<Item = &str>,
+    )> {
+        let p = self.get(self.id(name)?);
+        Some((
+            p.own_inventories
+                .iter()
+                .map(|(c, i)| (self.classes.name(*c), i)),
+            p.own_traits.iter().map(|t| self.traits.name(*t)),
+        ))
+    }
+
     /// A provider's own record, by name.
     pub fn provider(&self, name: &str) -> Option<ProviderRecord> {
         self.id(name).map(|id| self.record(id))

@@ -85,11 +85,11 @@ impl MergeResult {
     /// A provider's effective inventories and traits: its own, plus what configs added.
     pub fn effective(&self, index: &ProviderIndex, name: &str) -> Effective {
         let mut e = self.providers.get(name).cloned().unwrap_or_default();
-        if let Some(p) = index.provider(name) {
-            for (class, inv) in &p.inventories {
-                e.inventories.insert(class.clone(), inv.clone());
+        if let Some((inventories, traits)) = index.own_inventories_and_traits(name) {
+            for (class, inv) in inventories {
+                e.inventories.insert(class.to_string(), inv.clone());
             }
-            e.traits.extend(p.traits.iter().cloned());
+            e.traits.extend(traits.map(str::to_string));
         }
         e
     }

@@ -15,6 +15,8 @@ mod server_group;
 mod service_profile;
 
 use crate::store::{ObjectKey, Store};
+use std::sync::Arc;
+
 use kubeplace_api::{Kind, Object, Status};
 use kubeplace_core::extra_specs::Registry;
 use kubeplace_core::provider_config::MergeResult;
@@ -76,29 +78,24 @@ pub fn reconcile_all(store: &mut Store, max_rounds: usize) -> usize {
     for round in 0..max_rounds {
         // Claims are decided before any status reads what they take.
         let refused = crate::claims::settle(store);
-        let updates: Vec<(ObjectKey, Status)> = {
+        let updates: Vec<Vec<(ObjectKey, Status)>> = {
             let world = World::new(store);
-            let keys: Vec<&ObjectKey> = store.keys().collect();
+            let objects: Vec<(&ObjectKey, &Arc<Object>)> = store.iter_shared().collect();
             // Each status reads the world only: a large store's are computed on every core.
-            let threads = threads_for(keys.len(), STATUSES_APART_FROM);
-            let runs = in_runs(&keys, threads, |run| {
+            let threads = threads_for(objects.len(), STATUSES_APART_FROM);
+            in_runs(&objects, threads, |run| {
                 run.iter()
-                    .filter_map(|k| {
-                        store
-                            .get(k)
-                            .map(|o| ((*k).clone(), desired_status(o, &world)))
+                    .filter_map(|(k, o)| {
+                        let status = desired_status(o, &world);
+                        (!o.has_status(&status)).then(|| ((*k).clone(), status))
                     })
                     .collect::<Vec<_>>()
-            });
-            runs.into_iter().flatten().collect()
+            })
         };
-        let (mut changed, mut claims_changed) = (false, false);
-        for (key, status) in updates {
-            let kind = key.kind;
-            let set = store.set_status(&key, status);
-            changed |= set;
-            claims_changed |= set && kind == Kind::Allocation;
-        }
+        // Statuses are large: handed over where they were computed, not gathered first.
+        let set = store.set_statuses(updates.into_iter().flatten());
+        let changed = !set.is_empty();
+        let claims_changed = set.contains(&Kind::Allocation);
         // A status reads specs, the index and the claims' refusals, never another object's
         // status (a Flavor reads its own last headroom, which a round keeps as it was): only a
         // claim's verdict (an Allocation's status, which the index counts) or a new refusal

@@ -57,12 +57,12 @@ pub(super) fn status(
         root: index.root_of(name).ok(),
         effective_inventories: effective
             .inventories
-            .iter()
-            .map(|(c, i)| (c.clone(), api_inventory(i)))
+            .into_iter()
+            .map(|(c, i)| (c, api_inventory(&i)))
             .collect(),
-        effective_traits: effective.traits.iter().cloned().collect(),
+        effective_traits: effective.traits.into_iter().collect(),
         usages: index.usages(name).unwrap_or_default(),
-        applied_provider_configs: super::capped(effective.applied.iter().cloned()),
+        applied_provider_configs: super::capped(effective.applied),
         conditions,
         observed_generation: generation,
     }

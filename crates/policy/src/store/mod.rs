@@ -134,6 +134,12 @@ impl Store {
         self.objects.keys()
     }
 
+    /// Every object with its key, in key order, shared: each stays as it is now however the
+    /// store changes.
+    pub fn iter_shared(&self) -> impl ExactSizeIterator<Item = (&ObjectKey, &Arc<Object>)> {
+        self.objects.iter()
+    }
+
     /// Number of objects.
     pub fn len(&self) -> usize {
         self.objects.len()
@@ -330,7 +336,12 @@ impl Store {
     }
 
     fn after_change(&mut self, kind: Kind) {
-        if changes_merge(kind) {
+        // The merge reads the ProviderConfigs' entries: with none at the last merge, a
+        // provider's change cannot make it other than empty (a file of providers and no
+        // configs would otherwise merge again after each one).
+        let nothing_to_merge =
+            kind == Kind::ResourceProvider && self.config_merge.configs.is_empty();
+        if changes_merge(kind) && !nothing_to_merge {
             self.refresh_config_merge();
         }
     }
@@ -423,6 +434,53 @@ impl Store {
             self.index_object(&object);
         }
         true
+    }
+
+    /// [`Store::set_status`] for many objects: in key order, each key once, they are set in
+    /// one walk through the store instead of a lookup each (any other is looked up after
+    /// the walk). Returns the kinds whose objects changed, one entry a change.
+    pub fn set_statuses(
+        &mut self,
+        updates: impl IntoIterator<Item = (ObjectKey, Status)>,
+    ) -> Vec<Kind> {
+        let mut changed = Vec::new();
+        let mut reindex = Vec::new();
+        let mut missed = Vec::new();
+        let mut stored = self.objects.iter_mut().peekable();
+        for (key, status) in updates {
+            let object = loop {
+                match stored.peek().map(|(k, _)| (*k).cmp(&key)) {
+                    Some(std::cmp::Ordering::Less) => {
+                        stored.next();
+                    }
+                    Some(std::cmp::Ordering::Equal) => break stored.next().map(|(_, o)| o),
+                    Some(std::cmp::Ordering::Greater) | None => break None,
+                }
+            };
+            let Some(object) = object else {
+                // Absent, or out of order: looked up once the walk is done.
+                missed.push((key, status));
+                continue;
+            };
+            if !object.has_status(&status) {
+                // Copied first when a copy of the store shares it.
+                Arc::make_mut(object).set_status(status);
+                changed.push(key.kind);
+                if let Object::Allocation(_) = &**object {
+                    reindex.push(Arc::clone(object));
+                }
+            }
+        }
+        // An Allocation's status carries its claim's verdict, which decides whether it counts.
+        for object in reindex {
+            self.index_object(&object);
+        }
+        for (key, status) in missed {
+            if self.set_status(&key, status) {
+                changed.push(key.kind);
+            }
+        }
+        changed
     }
 
     fn index_object(&mut self, object: &Object) {
@@ -604,6 +662,61 @@ mod tests {
         drop(copy);
         assert!(store.set_status(&other, status));
         assert!(std::ptr::eq(store.get(&other).unwrap(), before));
+    }
+
+    /// Statuses set together, in key order or not, with keys the store lacks and a key
+    /// given twice, leave the store as setting them one at a time does, and name the same
+    /// changes.
+    #[test]
+    fn statuses_set_together_equal_statuses_set_one_by_one() {
+        let mut together = Store::default();
+        together.apply_changes(cloud().into_iter().map(|o| Change::Put(Box::new(o))));
+        let mut one_by_one = together.clone();
+        let status = |root: &str| {
+            Status::ResourceProvider(kubeplace_api::ResourceProviderStatus {
+                root: Some(root.into()),
+                ..Default::default()
+            })
+        };
+        let provider = |name: &str| ObjectKey::cluster(Kind::ResourceProvider, name);
+        let mut providers: Vec<ObjectKey> = together
+            .keys()
+            .filter(|k| k.kind == Kind::ResourceProvider)
+            .cloned()
+            .collect();
+        assert!(providers.len() >= 3, "the example cloud has providers");
+        // In order, then one out of order, one absent, one twice (the later status wins).
+        let mut updates: Vec<(ObjectKey, Status)> =
+            providers.iter().map(|k| (k.clone(), status("a"))).collect();
+        let first = providers.remove(0);
+        updates.push((first.clone(), status("b")));
+        updates.push((provider("no-such-provider"), status("c")));
+        updates.insert(1, (providers[0].clone(), status("d")));
+        let mut expected = Vec::new();
+        for (key, status) in updates.clone() {
+            if one_by_one.set_status(&key, status) {
+                expected.push(key.kind);
+            }
+        }
+        let changed = together.set_statuses(updates);
+        assert_eq!(changed.len(), expected.len());
+        assert!(changed.iter().all(|k| *k == Kind::ResourceProvider));
+        let statuses = |s: &Store| -> Vec<Option<Status>> {
+            s.keys().map(|k| s.get(k).unwrap().status()).collect()
+        };
+        assert_eq!(statuses(&together), statuses(&one_by_one));
+        assert!(together.get(&first).unwrap().has_status(&status("b")));
+        assert!(
+            together
+                .get(&providers[0])
+                .unwrap()
+                .has_status(&status("a"))
+        );
+        assert!(together.get(&provider("no-such-provider")).is_none());
+        // Nothing changes the second time.
+        let again: Vec<(ObjectKey, Status)> =
+            providers.iter().map(|k| (k.clone(), status("a"))).collect();
+        assert!(together.set_statuses(again).is_empty());
     }
 
     #[test]
