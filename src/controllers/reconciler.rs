@@ -111,27 +111,40 @@ struct Planned {
     releases: kubeplace_policy::scheduling::release::Releases,
     /// Whether every object was checked (a full pass, or a refused claim).
     every_key: bool,
+    /// Whether the pass decided over a copy of the store.
+    copied: bool,
 }
 
-/// Plans one pass over a copy of the store (so the watches and the webhook are not held up
-/// while statuses are computed).
+/// Plans one pass. A pass with something to decide (a claim to release or settle, a server
+/// to place) or many statuses to plan decides over a copy of the store, so that the watches
+/// and the webhook are not held up meanwhile; one with only the statuses of a few objects
+/// to plan plans them over the store itself, under its read lock, without copying tens of
+/// thousands of objects.
 fn plan_pass(store: &SharedStore, pending: Pending, now: &str, metrics: &Metrics) -> Planned {
-    let mut store = store.read().unwrap_or_else(|e| e.into_inner()).clone();
-    // Deleted servers give their capacity back first, so that waiting servers can use it in
-    // this same pass.
-    let releases = kubeplace_policy::scheduling::release::releases(&store);
-    kubeplace_policy::scheduling::release::forget_allocations(&mut store, &releases);
-    // Claims that reached the store without passing the webhook's decision point are
-    // decided now, oldest first; the ones that do not fit stop counting.
-    let refused = kubeplace_policy::claims::settle(&mut store);
-    for (name, why) in &refused {
+    let shared = store.read().unwrap_or_else(|e| e.into_inner());
+    if !pending.full
+        && pending.keys.len() <= IN_PLACE_KEYS_AT_MOST
+        && let Some(decisions) = kubeplace_policy::pass::decide_in_place(&shared)
+    {
+        let keys: Vec<ObjectKey> = pending.keys.into_iter().collect();
+        let writes = status::plan(&shared, &keys, now, Some(metrics));
+        return Planned {
+            checked: keys.len(),
+            writes,
+            placements: decisions.placements,
+            releases: decisions.releases,
+            every_key: false,
+            copied: false,
+        };
+    }
+    let mut store = shared.clone();
+    drop(shared);
+    let decisions = kubeplace_policy::pass::decide(&mut store);
+    for (name, why) in &decisions.refused {
         warn!(allocation = %name, reason = %why, "refused a claim that bypassed admission");
     }
-    // The leader places waiting servers one at a time over its own view; the Allocation
-    // webhook still guards capacity against anything else.
-    let placements = kubeplace_policy::scheduling::schedule_pending(&mut store);
     // A refused claim changes its providers' usages and every status that reads them.
-    let every_key = pending.full || !refused.is_empty();
+    let every_key = pending.full || decisions.refused_any();
     let keys: Vec<ObjectKey> = if every_key {
         let mut counts: BTreeMap<kubeplace_api::Kind, i64> =
             kubeplace_api::Kind::ALL.iter().map(|k| (*k, 0)).collect();
@@ -152,11 +165,16 @@ fn plan_pass(store: &SharedStore, pending: Pending, now: &str, metrics: &Metrics
     Planned {
         checked: keys.len(),
         writes,
-        placements,
-        releases,
+        placements: decisions.placements,
+        releases: decisions.releases,
         every_key,
+        copied: true,
     }
 }
+
+/// Most objects whose statuses a pass plans under the store's read lock; more are planned
+/// over a copy, since a watch waiting to write holds the webhook's reads back meanwhile.
+const IN_PLACE_KEYS_AT_MOST: usize = 256;
 
 /// Longest Event note the API server takes.
 const NOTE_MAX: usize = 1024;
@@ -210,8 +228,7 @@ impl Reconciler {
         watcher.abort();
     }
 
-    /// One pass: plans over a snapshot of the store (so the watches and the webhook are not
-    /// held up while statuses are computed), then writes.
+    /// One pass: plans (see [`plan_pass`]), then writes.
     pub async fn pass(&self, pending: Pending) {
         let started = Instant::now();
         let now = status::now_rfc3339();
@@ -226,6 +243,7 @@ impl Reconciler {
             placements,
             releases,
             every_key,
+            copied,
         }) = tokio::task::spawn_blocking(move || plan_pass(&store, pending, &now, &metrics)).await
         else {
             warn!("planning a reconcile pass failed; everything is reconciled again");
@@ -321,6 +339,7 @@ impl Reconciler {
                 written = total - failed - skipped,
                 failed,
                 skipped,
+                copied,
                 plan_ms = planned.as_millis() as u64,
                 took_ms = took.as_millis() as u64,
                 "reconciled"
@@ -329,6 +348,7 @@ impl Reconciler {
             debug!(
                 full,
                 checked,
+                copied,
                 took_ms = took.as_millis() as u64,
                 "reconciled; every status is current"
             );

@@ -10,6 +10,7 @@
 pub mod admission;
 pub mod claims;
 pub mod namespaces;
+pub mod pass;
 pub mod placement_records;
 pub mod scheduling;
 pub mod status;

@@ -16,4 +16,4 @@ mod ledger;
 mod settle;
 
 pub use ledger::{Ledger, PendingClaim};
-pub use settle::settle;
+pub use settle::{any_undecided, settle};

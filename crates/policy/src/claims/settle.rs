@@ -14,7 +14,7 @@ pub fn settle(store: &mut Store) -> Vec<(String, String)> {
     let mut undecided: Vec<(Option<i64>, String)> = store
         .list(Kind::Allocation)
         .filter_map(|o| match o {
-            Object::Allocation(a) if !is_decided(a) && store.refusal(o.name()).is_none() => {
+            Object::Allocation(a) if is_undecided(store, o) => {
                 let created = a
                     .metadata
                     .creation_timestamp
@@ -47,6 +47,16 @@ pub fn settle(store: &mut Store) -> Vec<(String, String)> {
         }
     }
     refused
+}
+
+/// Whether [`settle`] has a claim to decide.
+pub fn any_undecided(store: &Store) -> bool {
+    store.list(Kind::Allocation).any(|o| is_undecided(store, o))
+}
+
+/// A claim with no verdict for its current generation and no refusal waiting to be written.
+fn is_undecided(store: &Store, object: &Object) -> bool {
+    matches!(object, Object::Allocation(a) if !is_decided(a) && store.refusal(object.name()).is_none())
 }
 
 /// Why the claim does not fit beside the claims counted now, if it does not. A provider or

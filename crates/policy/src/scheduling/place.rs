@@ -34,6 +34,19 @@ pub fn schedule_pending(store: &mut Store) -> Vec<Allocation> {
         .collect()
 }
 
+/// Whether [`schedule_pending`] has a server to try: one not being deleted that holds no
+/// allocation, or one its flavor no longer matches.
+pub fn any_waiting_server(store: &Store) -> bool {
+    store.list(Kind::Server).any(|o| match o {
+        Object::Server(server) => is_waiting(store, server),
+        _ => false,
+    })
+}
+
+pub(crate) fn is_waiting(store: &Store, server: &Server) -> bool {
+    server.metadata.deletion_timestamp.is_none() && allocation_matches(store, server) != Some(true)
+}
+
 /// Places one server that holds no allocation (or one its flavor no longer matches): the
 /// chosen Allocation goes through admission, as any Allocation does, and into the store.
 /// Returns it, or `None` when the server needs nothing, fits nowhere, or admission refused.
@@ -43,9 +56,7 @@ pub fn place(store: &mut Store, server: &Server) -> Option<Allocation> {
 }
 
 fn place_weighed(store: &mut Store, server: &Server, weighing: &Weighing) -> Option<Allocation> {
-    if server.metadata.deletion_timestamp.is_some()
-        || allocation_matches(store, server) == Some(true)
-    {
+    if !is_waiting(store, server) {
         return None;
     }
     let allocation = plan_weighed(store, server, weighing).ok()?;
