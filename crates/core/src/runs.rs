@@ -30,7 +30,8 @@ pub fn in_runs<W: Sync, T: Send>(
 
 /// `f` over `work` cut into runs of `run_len` items, on `threads` threads, with what each run
 /// gives handed to `each` on the caller's thread, in order, as soon as it and every run
-/// before it are done: the caller works on the first runs while later ones are computed.
+/// before it are done: the caller works on the first runs while later ones are computed,
+/// and computes runs itself whenever the next one to hand over is not done.
 /// When `each` breaks, runs not yet started are not started, and nothing more is handed
 /// over. Returns how many runs were handed over. A panic in a run is raised again here.
 pub fn in_runs_streamed<W: Sync, T: Send>(
@@ -74,8 +75,7 @@ pub fn in_runs_streamed<W: Sync, T: Send>(
         drop(done);
         let mut waiting = std::collections::BTreeMap::new();
         let mut handed = 0;
-        'receive: for (i, given) in finished.iter() {
-            waiting.insert(i, given);
+        'receive: loop {
             while let Some(given) = waiting.remove(&handed) {
                 handed += 1;
                 if each(given).is_break() {
@@ -83,6 +83,27 @@ pub fn in_runs_streamed<W: Sync, T: Send>(
                     break 'receive;
                 }
             }
+            if handed == runs.len() {
+                break;
+            }
+            let (i, given) = match finished.try_recv() {
+                Ok(done) => done,
+                // The next run to hand over is not done yet: rather than wait for it, the
+                // caller computes a run nobody has started, so that with few cores its
+                // thread shares the runs with the workers whenever `each` is the lighter.
+                Err(_) => {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    match runs.get(i) {
+                        Some(run) => (i, f(run)),
+                        None => match finished.recv() {
+                            Ok(done) => done,
+                            // Every worker is gone: one panicked, raised below.
+                            Err(_) => break,
+                        },
+                    }
+                }
+            };
+            waiting.insert(i, given);
         }
         // A worker may still be sending: without a receiver its send fails and it stops.
         drop(finished);
@@ -154,9 +175,11 @@ mod tests {
         let work: Vec<u32> = (0..1_000).collect();
         for threads in [1, 2, 4] {
             let started = AtomicUsize::new(0);
-            // Runs from the sixth on wait until the caller has broken off, so that the
-            // workers cannot finish every run before the break is seen.
+            // On the workers, runs from the sixth on wait until the caller has broken off, so
+            // that they cannot finish every run before the break is seen (the caller, which
+            // computes runs too, never waits for itself).
             let broken = AtomicBool::new(false);
+            let caller = std::thread::current().id();
             let mut seen = Vec::new();
             let handed = in_runs_streamed(
                 &work,
@@ -164,7 +187,10 @@ mod tests {
                 threads,
                 |run| {
                     started.fetch_add(1, Ordering::Relaxed);
-                    while run[0] >= 50 && !broken.load(Ordering::Relaxed) {
+                    while run[0] >= 50
+                        && !broken.load(Ordering::Relaxed)
+                        && std::thread::current().id() != caller
+                    {
                         std::thread::yield_now();
                     }
                     run.to_vec()
@@ -199,6 +225,39 @@ mod tests {
             0
         );
         assert_eq!(calls, 0);
+    }
+
+    #[test]
+    fn the_caller_computes_runs_while_the_next_one_is_not_done() {
+        let work: Vec<u32> = (0..100).collect();
+        let caller = std::thread::current().id();
+        let by_caller = AtomicUsize::new(0);
+        let mut seen = Vec::new();
+        // The one worker's run waits until the caller has computed three (at most 10 s).
+        let handed = in_runs_streamed(
+            &work,
+            10,
+            1,
+            |run| {
+                if std::thread::current().id() == caller {
+                    by_caller.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                    while by_caller.load(Ordering::Relaxed) < 3 && std::time::Instant::now() < until
+                    {
+                        std::thread::yield_now();
+                    }
+                }
+                run.to_vec()
+            },
+            |run| {
+                seen.extend(run);
+                ControlFlow::Continue(())
+            },
+        );
+        assert_eq!(seen, work);
+        assert_eq!(handed, 10);
+        assert!(by_caller.load(Ordering::Relaxed) >= 3);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use kubeplace_api::Allocation;
 
 use crate::claims;
 use crate::scheduling::release::{self, Releases};
-use crate::scheduling::{any_waiting_server, schedule_pending};
+use crate::scheduling::{any_placeable_server, schedule_pending};
 use crate::store::Store;
 
 /// A pass's decisions.
@@ -43,14 +43,14 @@ pub fn decide(store: &mut Store) -> Decisions {
 }
 
 /// [`decide`] without changing the store, when the decisions need no change to it: no
-/// deleted server's claim to forget, no claim to settle, no server waiting to be placed
-/// (only finalizers to add or remove). `None` when they do: the caller then decides over
-/// a store of its own.
+/// deleted server's claim to forget, no claim to settle, no waiting server that fits
+/// somewhere (only finalizers to add or remove, and servers that fit nowhere yet). `None`
+/// when they do: the caller then decides over a store of its own.
 pub fn decide_in_place(store: &Store) -> Option<Decisions> {
     let releases = release::releases(store);
     if !releases.delete_allocations.is_empty()
         || claims::any_undecided(store)
-        || any_waiting_server(store)
+        || any_placeable_server(store)
     {
         return None;
     }
@@ -90,28 +90,23 @@ mod tests {
         decisions
     }
 
-    /// The example cloud settled, without its servers that fit nowhere (each pass tries
-    /// them again, over a copy).
+    /// The example cloud settled: every verdict written, every server that fits placed.
     fn settled_cloud() -> Store {
         let mut store = cloud();
         settle_down(&mut store);
-        let waiting: Vec<ObjectKey> = store
+        store
+    }
+
+    /// The servers waiting for a host.
+    fn waiting(store: &Store) -> Vec<String> {
+        store
             .list(Kind::Server)
             .filter(|o| match o {
-                Object::Server(s) => crate::scheduling::place::is_waiting(&store, s),
+                Object::Server(s) => crate::scheduling::place::is_waiting(store, s),
                 _ => false,
             })
-            .map(ObjectKey::of)
-            .collect();
-        assert!(
-            !waiting.is_empty(),
-            "the example has a server with no valid host"
-        );
-        assert!(decide_in_place(&store).is_none());
-        for key in &waiting {
-            store.delete(key);
-        }
-        store
+            .map(|o| o.name().to_string())
+            .collect()
     }
 
     fn server(store: &Store, namespace: &str, name: &str) -> kubeplace_api::Server {
@@ -137,11 +132,14 @@ mod tests {
         );
         let store = settled_cloud();
         // Once every verdict is written and every server placed, nothing changes the store.
+        // The example's servers that fit nowhere still wait, and trying them again changes
+        // nothing.
+        assert_eq!(waiting(&store), vec!["batch-1", "licensed-1"]);
         let Some(in_place) = decide_in_place(&store) else {
             panic!(
-                "still something to decide: undecided claims {}, waiting servers {}",
+                "still something to decide: undecided claims {}, placeable servers {}",
                 claims::any_undecided(&store),
-                any_waiting_server(&store)
+                any_placeable_server(&store)
             );
         };
         let revision = store.revision();
@@ -171,7 +169,8 @@ mod tests {
         new.metadata.uid = None;
         new.status = None;
         store.put(Object::Server(new));
-        assert!(any_waiting_server(&store));
+        assert!(waiting(&store).contains(&"web-9".to_string()));
+        assert!(any_placeable_server(&store));
         assert!(decide_in_place(&store).is_none());
         let placed = settle_down(&mut store);
         assert_eq!(

@@ -34,15 +34,28 @@ pub fn schedule_pending(store: &mut Store) -> Vec<Allocation> {
         .collect()
 }
 
-/// Whether [`schedule_pending`] has a server to try: one not being deleted that holds no
-/// allocation, or one its flavor no longer matches.
-pub fn any_waiting_server(store: &Store) -> bool {
-    store.list(Kind::Server).any(|o| match o {
-        Object::Server(server) => is_waiting(store, server),
-        _ => false,
-    })
+/// Whether [`schedule_pending`] would place a server: a waiting one (see [`is_waiting`])
+/// that fits somewhere now. Servers that fit nowhere are tried again on every pass, and
+/// trying them changes nothing; as long as no server is placed, one placement cannot make
+/// room for another, so each is asked alone.
+pub fn any_placeable_server(store: &Store) -> bool {
+    let waiting: Vec<&Server> = store
+        .list(Kind::Server)
+        .filter_map(|o| match o {
+            Object::Server(server) if is_waiting(store, server) => Some(server),
+            _ => None,
+        })
+        .collect();
+    if waiting.is_empty() {
+        return false;
+    }
+    let weighing = Weighing::of(store);
+    waiting
+        .iter()
+        .any(|server| plan_weighed(store, server, &weighing).is_ok())
 }
 
+/// A server not being deleted that holds no allocation, or one its flavor no longer matches.
 pub(crate) fn is_waiting(store: &Store, server: &Server) -> bool {
     server.metadata.deletion_timestamp.is_none() && allocation_matches(store, server) != Some(true)
 }
