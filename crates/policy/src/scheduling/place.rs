@@ -36,8 +36,9 @@ pub fn schedule_pending(store: &mut Store) -> Vec<Allocation> {
 
 /// Whether [`schedule_pending`] would place a server: a waiting one (see [`is_waiting`])
 /// that fits somewhere now. Servers that fit nowhere are tried again on every pass, and
-/// trying them changes nothing; as long as no server is placed, one placement cannot make
-/// room for another, so each is asked alone.
+/// trying them changes nothing. Each is asked alone, over the store as it is: when none
+/// fits so, [`schedule_pending`] places none either, since each server there sees only the
+/// placements made before it.
 pub fn any_placeable_server(store: &Store) -> bool {
     let waiting: Vec<&Server> = store
         .list(Kind::Server)
