@@ -19,7 +19,7 @@ use super::trigger::{Pending, Trigger};
 use crate::cache::SharedStore;
 use crate::metrics::{Metrics, kind_label};
 use kubeplace_api::API_VERSION;
-use kubeplace_policy::store::ObjectKey;
+use kubeplace_policy::store::{ObjectKey, Store};
 
 /// How the loop paces itself.
 #[derive(Debug, Clone)]
@@ -122,24 +122,21 @@ struct Planned {
 /// thousands of objects.
 fn plan_pass(store: &SharedStore, pending: Pending, now: &str, metrics: &Metrics) -> Planned {
     let shared = store.read().unwrap_or_else(|e| e.into_inner());
-    if !pending.full
-        && pending.keys.len() <= IN_PLACE_KEYS_AT_MOST
-        && let Some(decisions) = kubeplace_policy::pass::decide_in_place(&shared)
-    {
-        let keys: Vec<ObjectKey> = pending.keys.into_iter().collect();
-        let writes = status::plan(&shared, &keys, now, Some(metrics));
-        return Planned {
-            checked: keys.len(),
-            writes,
-            placements: decisions.placements,
-            releases: decisions.releases,
-            every_key: false,
-            copied: false,
-        };
-    }
-    let mut store = shared.clone();
-    drop(shared);
-    let decisions = kubeplace_policy::pass::decide(&mut store);
+    let in_place = (!pending.full && pending.keys.len() <= IN_PLACE_KEYS_AT_MOST)
+        .then(|| kubeplace_policy::pass::decide_in_place(&shared))
+        .flatten();
+    let copied = in_place.is_none();
+    let mut copy;
+    let (store, decisions): (&Store, _) = match in_place {
+        Some(decisions) => (&shared, decisions),
+        None => {
+            // The copy is made under the read lock, which is let go before deciding.
+            copy = shared.clone();
+            drop(shared);
+            let decisions = kubeplace_policy::pass::decide(&mut copy);
+            (&copy, decisions)
+        }
+    };
     for (name, why) in &decisions.refused {
         warn!(allocation = %name, reason = %why, "refused a claim that bypassed admission");
     }
@@ -161,14 +158,14 @@ fn plan_pass(store: &SharedStore, pending: Pending, now: &str, metrics: &Metrics
     } else {
         pending.keys.into_iter().collect()
     };
-    let writes = status::plan(&store, &keys, now, Some(metrics));
+    let writes = status::plan(store, &keys, now, Some(metrics));
     Planned {
         checked: keys.len(),
         writes,
         placements: decisions.placements,
         releases: decisions.releases,
         every_key,
-        copied: true,
+        copied,
     }
 }
 
