@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use http::StatusCode;
 use serde_json::{Map, Value, json};
 
-use kubeplace_api::Inventory;
+use kubeplace_api::{Inventory, SortedMap};
 use kubeplace_core::placement::Inventory as CoreInventory;
 
 use super::Call;
@@ -116,7 +116,7 @@ pub(super) fn keeps_classes_in_use(
     state: &State<'_>,
     uuid: &str,
     name: &str,
-    inventories: &BTreeMap<String, Inventory>,
+    inventories: &SortedMap<String, Inventory>,
 ) -> Result<(), ApiError> {
     for class in effective(state, name).keys() {
         let n = used(state, name, class);
@@ -135,7 +135,7 @@ pub(super) fn store_inventories(
     state: &mut State<'_>,
     uuid: &str,
     name: &str,
-    inventories: BTreeMap<String, Inventory>,
+    inventories: SortedMap<String, Inventory>,
 ) -> Result<(), ApiError> {
     let mut rp = state.provider_object(name)?;
     rp.spec.inventories = inventories;
@@ -156,7 +156,7 @@ pub(crate) fn replace(state: &mut State<'_>, uuid: &str, call: &Call) -> Result<
         ));
     };
     state.check_generation(uuid, generation)?;
-    let mut inventories = BTreeMap::new();
+    let mut inventories = SortedMap::new();
     for (class, v) in given {
         known_class(state, uuid, class)?;
         let Value::Object(fields) = v else {
@@ -218,7 +218,7 @@ pub(crate) fn delete_all(state: &mut State<'_>, uuid: &str) -> Result<Reply, Api
         ))
         .with_code(code::INVENTORY_INUSE));
     }
-    store_inventories(state, uuid, &name, BTreeMap::new())?;
+    store_inventories(state, uuid, &name, SortedMap::new())?;
     Ok(empty(StatusCode::NO_CONTENT))
 }
 

@@ -4,12 +4,10 @@
 //! Placement name (see [`kubeplace_api::provider_name`]) whose `spec.uuid` is the uuid given (else
 //! kubeplace's UUIDv5 of the name), written through admission.
 
-use std::collections::BTreeMap;
-
 use http::StatusCode;
 use serde_json::{Map, Value, json};
 
-use kubeplace_api::{Kind, Object, ResourceProvider, ResourceProviderSpec};
+use kubeplace_api::{Kind, Object, ResourceProvider, ResourceProviderSpec, SortedMap};
 use kubeplace_core::placement::derived_provider_uuid;
 use kubeplace_core::placement::query::parse_providers_query;
 use kubeplace_core::placement::resource_providers::matching_providers;
@@ -176,7 +174,7 @@ pub(crate) fn create(state: &mut State<'_>, ctx: &Ctx, call: &Call) -> Result<Re
         ResourceProviderSpec {
             uuid: Some(uuid.clone()),
             parent,
-            inventories: BTreeMap::new(),
+            inventories: SortedMap::new(),
             traits: Vec::new(),
             aggregates: Vec::new(),
         },

@@ -8,7 +8,7 @@
 //! undoes all of it (the write path puts back what a failed write changed), so a reshape
 //! happens whole or not at all.
 
-use std::collections::BTreeMap;
+use kubeplace_api::SortedMap;
 
 use http::StatusCode;
 use serde_json::Value;
@@ -23,7 +23,7 @@ use kubeplace_policy::placement_records::State;
 struct NewInventories {
     uuid: String,
     name: String,
-    inventories: BTreeMap<String, kubeplace_api::Inventory>,
+    inventories: SortedMap<String, kubeplace_api::Inventory>,
 }
 
 /// `POST /reshaper`.
@@ -61,7 +61,7 @@ pub(crate) fn reshape(state: &mut State<'_>, ctx: &Ctx, call: &Call) -> Result<R
             ))
         })?;
         state.check_generation(uuid, generation)?;
-        let mut inventories = BTreeMap::new();
+        let mut inventories = SortedMap::new();
         for (class, fields) in classes {
             inventories::known_class(state, uuid, class)?;
             let Value::Object(fields) = fields else {

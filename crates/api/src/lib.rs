@@ -28,6 +28,7 @@ mod server;
 mod server_group;
 mod server_ref;
 mod service_profile;
+mod sorted_map;
 
 pub use aggregate::*;
 pub use allocation::*;
@@ -46,6 +47,7 @@ pub use server_ref::{
     consumer_uuid,
 };
 pub use service_profile::*;
+pub use sorted_map::{Entry as SortedMapEntry, SortedMap};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;

@@ -1,10 +1,8 @@
-use std::collections::BTreeMap;
-
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::Condition;
+use super::{Condition, SortedMap};
 
 /// A resource provider: a compute node, a NUMA cell, a NIC's physical function,
 /// a shared storage pool — anything with inventory that workloads consume.
@@ -62,8 +60,8 @@ pub struct ResourceProviderSpec {
     pub parent: Option<String>,
     /// Inventories keyed by resource class (`VCPU`, `MEMORY_MB`, `DISK_GB`, `SRIOV_NET_VF`,
     /// `CUSTOM_*`, …). Fields left out take Placement's defaults.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub inventories: BTreeMap<String, Inventory>,
+    #[serde(default, skip_serializing_if = "SortedMap::is_empty")]
+    pub inventories: SortedMap<String, Inventory>,
     /// Traits of this provider: standard os-traits names (`HW_CPU_X86_AVX2`, `COMPUTE_NODE`,
     /// `MISC_SHARES_VIA_AGGREGATE`) or `CUSTOM_*`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -144,14 +142,14 @@ pub struct ResourceProviderStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub root: Option<String>,
     /// Inventories after provider configs are merged in.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub effective_inventories: BTreeMap<String, Inventory>,
+    #[serde(default, skip_serializing_if = "SortedMap::is_empty")]
+    pub effective_inventories: SortedMap<String, Inventory>,
     /// Traits after provider configs are merged in, sorted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub effective_traits: Vec<String>,
     /// Amount in use per resource class, summed over every Allocation against this provider.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub usages: BTreeMap<String, i64>,
+    #[serde(default, skip_serializing_if = "SortedMap::is_empty")]
+    pub usages: SortedMap<String, i64>,
     /// Names of the ProviderConfigs whose entries apply to this provider.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub applied_provider_configs: Vec<String>,

@@ -145,7 +145,18 @@ pub fn derived_provider_uuid(name: &str) -> String {
             b"resourceproviders.kubeplace.io",
         )
     });
-    uuid::Uuid::new_v5(&NAMESPACE, name.as_bytes()).to_string()
+    // UUIDv5 is SHA-1 of the namespace and the name; `sha1` uses the CPU's SHA instructions
+    // where it has them, which matters when a cloud's providers are read by the ten thousand.
+    use sha1::Digest;
+    let mut hash = sha1::Sha1::new();
+    hash.update(NAMESPACE.as_bytes());
+    hash.update(name.as_bytes());
+    let digest = hash.finalize();
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    let uuid = uuid::Builder::from_sha1_bytes(bytes).into_uuid();
+    let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
+    uuid.hyphenated().encode_lower(&mut text).to_string()
 }
 
 /// Placement's uuids: 36 characters, hyphenated.
@@ -163,5 +174,29 @@ mod tests {
         assert_eq!(edit_distance("VCPUS", "VCPU"), 1);
         assert_eq!(edit_distance("MEMORY_MD", "MEMORY_MB"), 1);
         assert_eq!(edit_distance("", "ABC"), 3);
+    }
+
+    /// The derived uuid is RFC 4122's UUIDv5 of the name: what `uuid` computes, for names
+    /// short and long, ASCII or not, and the same every time.
+    #[test]
+    fn derived_uuids_are_uuid_v5_of_the_name() {
+        let namespace = uuid::Uuid::new_v5(
+            &uuid::Uuid::NAMESPACE_DNS,
+            b"resourceproviders.kubeplace.io",
+        );
+        let long = "n".repeat(300);
+        for name in ["", "cn1", "tree-9999-numa-1", "nœud-α", long.as_str()] {
+            let derived = derived_provider_uuid(name);
+            assert_eq!(
+                derived,
+                uuid::Uuid::new_v5(&namespace, name.as_bytes()).to_string(),
+                "{name}"
+            );
+            assert!(is_uuid(&derived), "{derived}");
+        }
+        assert_eq!(
+            derived_provider_uuid("pool-5"),
+            "6f87de65-f183-5f4c-921c-7716cca27dff"
+        );
     }
 }

@@ -61,7 +61,10 @@ pub(super) fn status(
             .map(|(c, i)| (c, api_inventory(&i)))
             .collect(),
         effective_traits: effective.traits.into_iter().collect(),
-        usages: index.usages(name).unwrap_or_default(),
+        usages: index
+            .usages(name)
+            .map(|u| u.into_iter().collect())
+            .unwrap_or_default(),
         applied_provider_configs: super::capped(effective.applied),
         conditions,
         observed_generation: generation,
