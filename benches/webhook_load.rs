@@ -24,7 +24,10 @@
 //! unregistered, so admission does not pace the bulk load; the operator is then started
 //! again, lists them, and writes their statuses. One run at 500 requests/s is made while it
 //! writes them; the others once it has computed, written and been told of nothing for
-//! [`SETTLED`]. The operator's logs are kept under `$CARGO_TARGET_TMPDIR/webhook_load/`.
+//! [`SETTLED`]. Then one trait is taken from one compute node through the API server, and
+//! the bench times until the Flavors requiring it show fewer candidates (see
+//! [`trait_change`]); the change starts a headroom round, and the rates are run again while
+//! it counts. The operator's logs are kept under `$CARGO_TARGET_TMPDIR/webhook_load/`.
 //!
 //! With the trees come [`FLAVORS`] Flavors and [`SERVERS`] Servers (created the same way, so
 //! the operator places every Server when it starts); after the statuses settle it prints the
@@ -807,6 +810,127 @@ fn measure(
     );
 }
 
+/// A client of the control plane, as the bench's own user.
+fn kube_client(runtime: &tokio::runtime::Handle, cp: &support::ControlPlane) -> kube::Client {
+    runtime.block_on(async {
+        let config = kube::Config::from_custom_kubeconfig(
+            kube::config::Kubeconfig::read_from(&cp.kubeconfig).expect("kubeconfig"),
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .expect("config");
+        kube::Client::try_from(config).expect("client")
+    })
+}
+
+/// The provider whose trait is taken away, and the trait: a tree with AVX2 (every even one),
+/// which every third Flavor requires, and with disk of its own (not every fifth), so that
+/// the compute node is in its candidates and its traits count for them.
+const CHANGED_PROVIDER: &str = "cn000002";
+const CHANGED_TRAIT: &str = "HW_CPU_X86_AVX2";
+
+/// Takes AVX2 away from one compute node through the API server (the webhook admits the
+/// change) and watches the Flavors: how long until the first and the last Flavor requiring
+/// AVX2 show fewer candidates in `status.candidateCount`, and whether any other Flavor's
+/// count moved.
+async fn trait_change(client: kube::Client, operator: &Operator) {
+    use kube::api::{ListParams, Patch, PatchParams, WatchEvent, WatchParams};
+    let flavors: Api<DynamicObject> = Api::all_with(client.clone(), &Kind::Flavor.api_resource());
+    let count = |o: &DynamicObject| o.data["status"]["candidateCount"].as_i64();
+    // The bench's own Flavors: the example cloud's ask for more than AVX2.
+    let needs_trait = |o: &DynamicObject| {
+        o.metadata
+            .name
+            .as_deref()
+            .is_some_and(|n| n.starts_with("bench.f"))
+            && o.data["spec"]["extraSpecs"]
+                .get(format!("trait:{CHANGED_TRAIT}"))
+                .is_some()
+    };
+    let listed = flavors.list(&ListParams::default()).await.expect("Flavors");
+    let before: BTreeMap<String, (Option<i64>, bool)> = listed
+        .items
+        .iter()
+        .map(|o| {
+            (
+                o.metadata.name.clone().unwrap_or_default(),
+                (count(o), needs_trait(o)),
+            )
+        })
+        .collect();
+    let affected = before.values().filter(|(_, needs)| *needs).count();
+    let version = listed.metadata.resource_version.unwrap_or_default();
+    let mut events = flavors
+        .watch(&WatchParams::default().timeout(290), &version)
+        .await
+        .expect("a watch of Flavors")
+        .boxed();
+    let providers: Api<DynamicObject> =
+        Api::all_with(client, &Kind::ResourceProvider.api_resource());
+    let started = Instant::now();
+    providers
+        .patch(
+            CHANGED_PROVIDER,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"traits": ["COMPUTE_NODE"]}})),
+        )
+        .await
+        .expect("the trait change was admitted");
+    let admitted = started.elapsed();
+    let (mut first, mut last) = (None, None);
+    let mut changed: BTreeMap<String, (Option<i64>, Option<i64>)> = BTreeMap::new();
+    let deadline = Duration::from_secs(120);
+    while let Ok(Some(event)) =
+        tokio::time::timeout(deadline.saturating_sub(started.elapsed()), events.next()).await
+    {
+        let Ok(WatchEvent::Modified(o)) = event else {
+            continue;
+        };
+        let name = o.metadata.name.clone().unwrap_or_default();
+        let Some((was, needs)) = before.get(&name) else {
+            continue;
+        };
+        if count(&o) == *was {
+            changed.remove(&name);
+            continue;
+        }
+        changed.insert(name, (*was, count(&o)));
+        if *needs {
+            first.get_or_insert(started.elapsed());
+        }
+        let affected_changed = changed
+            .keys()
+            .filter(|n| before.get(*n).is_some_and(|(_, needs)| *needs))
+            .count();
+        if affected_changed == affected {
+            last = Some(started.elapsed());
+            break;
+        }
+    }
+    let others = changed
+        .keys()
+        .filter(|n| before.get(*n).is_some_and(|(_, needs)| !*needs))
+        .count();
+    let fewer_by_one = changed
+        .values()
+        .filter(|(was, now)| matches!((was, now), (Some(a), Some(b)) if a - b >= 1))
+        .count();
+    let secs = |d: Option<Duration>| {
+        d.map_or("not within 120 s".into(), |d| {
+            format!("{:.2} s", d.as_secs_f64())
+        })
+    };
+    println!(
+        "\nOne trait change ({CHANGED_TRAIT} taken from {CHANGED_PROVIDER} through the API server, admitted in {:.0} ms): \
+         of the {affected} Flavors requiring it, the first showed fewer candidates {} after the change was sent, \
+         the last {}; {} of them changed, {fewer_by_one} to a smaller count; other Flavors changed: {others}",
+        admitted.as_secs_f64() * 1e3,
+        secs(first),
+        secs(last),
+        changed.len() - others,
+    );
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; nothing else is taken.
     let trees = std::env::var("KUBEPLACE_BENCH_TREES")
@@ -874,17 +998,9 @@ fn main() {
     let providers = docs.len();
     docs.extend(flavors_and_servers(flavors, servers));
     let objects = docs.len();
-    let client = runtime.block_on(async {
-        let config = kube::Config::from_custom_kubeconfig(
-            kube::config::Kubeconfig::read_from(&cp.kubeconfig).expect("kubeconfig"),
-            &kube::config::KubeConfigOptions::default(),
-        )
-        .await
-        .expect("config");
-        kube::Client::try_from(config).expect("client")
-    });
+    let client = kube_client(runtime.handle(), cp);
     let started = Instant::now();
-    let failed = runtime.block_on(create_all(client, docs));
+    let failed = runtime.block_on(create_all(client.clone(), docs));
     let created_in = started.elapsed();
     assert_eq!(failed, 0, "{failed} objects could not be created");
 
@@ -921,6 +1037,33 @@ fn main() {
         &format!("example cloud + {trees} trees"),
         &RATES,
     );
+    let rounds = counter(operator.metrics_port, "kubeplace_headroom_rounds_total");
+    runtime.block_on(trait_change(client, &operator));
+    // The change starts a headroom round (it changed a provider): the load while it counts.
+    let counting = loop {
+        if counter(operator.metrics_port, "kubeplace_headroom_counting") == 1.0 {
+            break true;
+        }
+        if counter(operator.metrics_port, "kubeplace_headroom_rounds_total") > rounds {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    if counting {
+        measure(
+            &runtime,
+            &operator,
+            &ca,
+            &format!("example cloud + {trees} trees, headroom being counted"),
+            &RATES,
+        );
+        println!(
+            "\nstill counting headroom at the end of that load: {}",
+            counter(operator.metrics_port, "kubeplace_headroom_counting") == 1.0
+        );
+    } else {
+        println!("\nthe headroom round after the change ended before a load could start");
+    }
     operator.process.kill();
     operator.keep_log("trees");
 }

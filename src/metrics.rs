@@ -68,6 +68,10 @@ pub struct Metrics {
     pub leader: Gauge,
     /// Watch streams that failed and were retried, by kind.
     pub watch_errors: Family<KindLabel, Counter>,
+    /// 1 while a headroom round counts Flavors.
+    pub headroom_counting: Gauge,
+    /// Headroom rounds that counted every Flavor.
+    pub headroom_rounds: Counter,
     /// 1, labelled with the version.
     build_info: Family<BuildLabels, Gauge>,
     process: ProcessMetrics,
@@ -191,6 +195,8 @@ impl Metrics {
             watch_skipped: Family::default(),
             leader: Gauge::default(),
             watch_errors: Family::default(),
+            headroom_counting: Gauge::default(),
+            headroom_rounds: Counter::default(),
             build_info: Family::default(),
             process: ProcessMetrics::default(),
             registry: Registry::default(),
@@ -274,6 +280,16 @@ impl Metrics {
             "1 while this replica holds the leader lease and writes status",
             m.leader.clone(),
         );
+        registry.register(
+            "headroom_counting",
+            "1 while a headroom round counts the Flavors' headroom",
+            m.headroom_counting.clone(),
+        );
+        registry.register(
+            "headroom_rounds",
+            "Headroom rounds that counted every Flavor",
+            m.headroom_rounds.clone(),
+        );
         Metrics {
             registry,
             unprefixed,
@@ -337,6 +353,8 @@ mod tests {
         m.admission("Flavor", "denied", Duration::from_millis(3));
         m.reconciles.get_or_create(&kind_label("Flavor")).inc();
         m.leader.set(1);
+        m.headroom_counting.set(1);
+        m.headroom_rounds.inc();
         let text = m.encode();
         assert!(
             text.contains(
@@ -347,6 +365,8 @@ mod tests {
         assert!(text.contains(r#"kubeplace_reconciles_total{kind="Flavor"} 1"#));
         assert!(text.contains("kubeplace_admission_duration_seconds_count"));
         assert!(text.contains("kubeplace_leader 1"));
+        assert!(text.contains("kubeplace_headroom_counting 1"), "{text}");
+        assert!(text.contains("kubeplace_headroom_rounds_total 1"), "{text}");
     }
 
     #[test]

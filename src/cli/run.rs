@@ -544,6 +544,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
                 cap: args.headroom_cap,
                 interval: Duration::from_secs(args.headroom_interval),
             },
+            metrics: metrics.clone(),
         }
         .run(cancel.clone()),
     );

@@ -19,6 +19,7 @@ use tracing::{debug, info};
 
 use super::trigger::Trigger;
 use crate::cache::SharedStore;
+use crate::metrics::Metrics;
 use kubeplace_api::Kind;
 use kubeplace_policy::scheduling::HeadroomRound;
 use kubeplace_policy::store::ObjectKey;
@@ -39,6 +40,7 @@ pub(crate) struct HeadroomCounter {
     pub leader: watch::Receiver<bool>,
     pub ready: watch::Receiver<bool>,
     pub settings: HeadroomSettings,
+    pub metrics: Arc<Metrics>,
 }
 
 impl HeadroomCounter {
@@ -63,8 +65,14 @@ impl HeadroomCounter {
                 .read()
                 .unwrap_or_else(|e| e.into_inner())
                 .revision();
-            if counted_at != Some(revision) && self.round(&cancel).await {
-                counted_at = Some(revision);
+            if counted_at != Some(revision) {
+                self.metrics.headroom_counting.set(1);
+                let counted = self.round(&cancel).await;
+                self.metrics.headroom_counting.set(0);
+                if counted {
+                    self.metrics.headroom_rounds.inc();
+                    counted_at = Some(revision);
+                }
             }
             let next = self.settings.interval.saturating_sub(started.elapsed());
             tokio::select! {

@@ -938,6 +938,18 @@ fn the_operator_admits_the_cloud_denies_bad_objects_and_writes_status() {
         &offline.to_string(),
     );
     eventually_flavor(cp, "x1.huge", ".status.headroom.servers", "0");
+    // The rounds that counted them show in the metrics.
+    assert!(
+        operator
+            .metric("kubeplace_headroom_rounds_total")
+            .is_some_and(|n| n >= 1.0),
+        "no headroom round counted in the metrics"
+    );
+    assert!(
+        operator
+            .metric("kubeplace_headroom_counting")
+            .is_some_and(|n| n == 0.0 || n == 1.0)
+    );
     let table = cp.kubectl(&["get", "flavors"]);
     assert!(table.ok().contains("c1.avx2"), "{}", table.stdout);
     assert!(table.stdout.contains("HEADROOM"), "{}", table.stdout);
