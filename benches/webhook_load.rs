@@ -833,7 +833,7 @@ const CHANGED_TRAIT: &str = "HW_CPU_X86_AVX2";
 /// change) and watches the Flavors: how long until the first and the last Flavor requiring
 /// AVX2 show fewer candidates in `status.candidateCount`, and whether any other Flavor's
 /// count moved.
-async fn trait_change(client: kube::Client, operator: &Operator) {
+async fn trait_change(client: kube::Client) {
     use kube::api::{ListParams, Patch, PatchParams, WatchEvent, WatchParams};
     let flavors: Api<DynamicObject> = Api::all_with(client.clone(), &Kind::Flavor.api_resource());
     let count = |o: &DynamicObject| o.data["status"]["candidateCount"].as_i64();
@@ -1038,7 +1038,7 @@ fn main() {
         &RATES,
     );
     let rounds = counter(operator.metrics_port, "kubeplace_headroom_rounds_total");
-    runtime.block_on(trait_change(client, &operator));
+    runtime.block_on(trait_change(client));
     // The change starts a headroom round (it changed a provider): the load while it counts.
     let counting = loop {
         if counter(operator.metrics_port, "kubeplace_headroom_counting") == 1.0 {
