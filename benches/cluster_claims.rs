@@ -180,15 +180,7 @@ fn main() {
         .expect("the host's uuid");
 
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
-    let client = runtime.block_on(async {
-        let config = kube::Config::from_custom_kubeconfig(
-            kube::config::Kubeconfig::read_from(&cp.kubeconfig).expect("kubeconfig"),
-            &kube::config::KubeConfigOptions::default(),
-        )
-        .await
-        .expect("config");
-        kube::Client::try_from(config).expect("client")
-    });
+    let client = cp.kube_client(runtime.handle());
     let handle = runtime.handle().clone();
     let api: Api<DynamicObject> = Api::all_with(client, &Kind::Allocation.api_resource());
     let through_api_server = |offset: usize| -> Arc<dyn Fn(usize) -> bool + Send + Sync> {

@@ -810,19 +810,6 @@ fn measure(
     );
 }
 
-/// A client of the control plane, as the bench's own user.
-fn kube_client(runtime: &tokio::runtime::Handle, cp: &support::ControlPlane) -> kube::Client {
-    runtime.block_on(async {
-        let config = kube::Config::from_custom_kubeconfig(
-            kube::config::Kubeconfig::read_from(&cp.kubeconfig).expect("kubeconfig"),
-            &kube::config::KubeConfigOptions::default(),
-        )
-        .await
-        .expect("config");
-        kube::Client::try_from(config).expect("client")
-    })
-}
-
 /// The provider whose trait is taken away, and the trait: a tree with AVX2 (every even one),
 /// which every third Flavor requires, and with disk of its own (not every fifth), so that
 /// the compute node is in its candidates and its traits count for them.
@@ -998,7 +985,7 @@ fn main() {
     let providers = docs.len();
     docs.extend(flavors_and_servers(flavors, servers));
     let objects = docs.len();
-    let client = kube_client(runtime.handle(), cp);
+    let client = cp.kube_client(runtime.handle());
     let started = Instant::now();
     let failed = runtime.block_on(create_all(client.clone(), docs));
     let created_in = started.elapsed();

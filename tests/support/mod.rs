@@ -525,6 +525,19 @@ impl ControlPlane {
     pub fn helm(&self, args: &[&str]) -> Run {
         Run::of(self.command("helm").args(args), None)
     }
+
+    /// A Kubernetes client of the control plane, as its kubeconfig's user.
+    pub fn kube_client(&self, runtime: &tokio::runtime::Handle) -> kube::Client {
+        runtime.block_on(async {
+            let config = kube::Config::from_custom_kubeconfig(
+                kube::config::Kubeconfig::read_from(&self.kubeconfig).expect("kubeconfig"),
+                &kube::config::KubeConfigOptions::default(),
+            )
+            .await
+            .expect("config");
+            kube::Client::try_from(config).expect("client")
+        })
+    }
 }
 
 fn make_certificates(dir: &Path) {
