@@ -250,26 +250,21 @@ impl<K: Ord, V> FromIterator<(K, V)> for SortedMap<K, V> {
     /// As `BTreeMap` collects: a key given twice keeps its last value.
     fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
         let mut entries: Vec<(K, V)> = iter.into_iter().collect();
-        // A stable sort keeps a repeated key's values in the order given; the last is kept.
         if !entries.is_sorted_by(|a, b| a.0 < b.0) {
+            // A stable sort keeps a repeated key's values in the order given; `dedup_by`
+            // keeps the first of a run, so the later value is swapped into it first.
             entries.sort_by(|a, b| a.0.cmp(&b.0));
-            keep_last_of_each_key(&mut entries);
+            entries.dedup_by(|later, kept| {
+                let same = later.0 == kept.0;
+                if same {
+                    std::mem::swap(later, kept);
+                }
+                same
+            });
         }
         entries.shrink_to_fit();
         SortedMap { entries }
     }
-}
-
-/// In entries sorted by key, drops all but the last entry of each key.
-fn keep_last_of_each_key<K: Ord, V>(entries: &mut Vec<(K, V)>) {
-    let mut kept: Vec<(K, V)> = Vec::with_capacity(entries.len());
-    for entry in entries.drain(..) {
-        match kept.last_mut() {
-            Some(last) if last.0 == entry.0 => *last = entry,
-            _ => kept.push(entry),
-        }
-    }
-    *entries = kept;
 }
 
 impl<K: Ord, V> Extend<(K, V)> for SortedMap<K, V> {
