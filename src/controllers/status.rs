@@ -2,6 +2,7 @@
 //! `observedGeneration` and `lastTransitionTime`, written with server-side apply only
 //! where they differ from what the API server holds.
 
+use std::ops::ControlFlow;
 use std::time::Instant;
 
 use kube::Client;
@@ -10,6 +11,7 @@ use serde_json::{Value, json};
 
 use crate::metrics::{Metrics, kind_label};
 use kubeplace_api::{Condition, Kind, Object, Status, find_condition};
+use kubeplace_core::runs::{in_runs_streamed, threads_for};
 use kubeplace_policy::status::{World, desired_status};
 use kubeplace_policy::store::{ObjectKey, Store};
 
@@ -124,9 +126,18 @@ fn turned_true(kind: Kind, desired: &Status, current: Option<&Status>) -> Vec<Co
         .collect()
 }
 
+/// Objects from which a pass plans statuses on every core.
+const PLAN_APART_FROM: usize = 32;
+
+/// Objects a thread takes at a time while planning: statuses differ in cost by a thousand
+/// times (a Flavor's counts its candidates over every tree, a provider's reads its own
+/// tree), so the threads take short runs as they finish rather than a half each.
+const PLAN_RUN: usize = 16;
+
 /// The writes a pass makes over `keys`: each object's desired status from
-/// [`desired_status`], stamped, where it differs from the stored status. Objects no
-/// longer in the store are skipped.
+/// [`desired_status`], stamped, where it differs from the stored status, in the order of
+/// `keys`. Objects no longer in the store are skipped. A pass of many objects is planned
+/// on every core.
 pub(crate) fn plan<'a>(
     store: &Store,
     keys: impl IntoIterator<Item = &'a ObjectKey>,
@@ -134,46 +145,71 @@ pub(crate) fn plan<'a>(
     metrics: Option<&Metrics>,
 ) -> Vec<StatusWrite> {
     let world = World::new(store);
+    let objects: Vec<(&ObjectKey, &Object)> = keys
+        .into_iter()
+        .filter_map(|key| Some((key, store.get(key)?)))
+        .collect();
+    // The caller's thread plans too: one worker fewer than the cores.
+    let workers = threads_for(objects.len(), PLAN_APART_FROM).saturating_sub(1);
     let mut writes = Vec::new();
-    for key in keys {
-        let Some(object) = store.get(key) else {
-            continue;
-        };
-        let started = Instant::now();
-        let mut desired = desired_status(object, &world);
-        if let Some(m) = metrics {
-            let took = started.elapsed().as_secs_f64();
-            let label = kind_label(key.kind);
-            m.reconciles.get_or_create(&label).inc();
-            m.reconcile_duration.get_or_create(&label).observe(took);
-            if matches!(object, Object::Flavor(_) | Object::Image(_)) {
-                m.candidate_search_duration
-                    .get_or_create(&label)
-                    .observe(took);
-            }
-        }
-        let current = object.status();
-        stamp(
-            &mut desired,
-            current.as_ref(),
-            object.meta().generation,
-            now,
-        );
-        if current.as_ref() == Some(&desired) {
-            continue;
-        }
-        let mut with_status = object.clone();
-        with_status.set_status(desired.clone());
-        writes.push(StatusWrite {
-            key: key.clone(),
-            uid: object.meta().uid.clone(),
-            turned_false: turned_false(&desired, current.as_ref()),
-            turned_true: turned_true(key.kind, &desired, current.as_ref()),
-            json: with_status.status_value(),
-            status: desired,
-        });
-    }
+    in_runs_streamed(
+        &objects,
+        PLAN_RUN,
+        workers,
+        |run| {
+            run.iter()
+                .filter_map(|(key, object)| plan_one(key, object, &world, now, metrics))
+                .collect::<Vec<_>>()
+        },
+        |planned| {
+            writes.extend(planned);
+            ControlFlow::Continue(())
+        },
+    );
     writes
+}
+
+/// The write one object needs, if any.
+fn plan_one(
+    key: &ObjectKey,
+    object: &Object,
+    world: &World<'_>,
+    now: &str,
+    metrics: Option<&Metrics>,
+) -> Option<StatusWrite> {
+    let started = Instant::now();
+    let mut desired = desired_status(object, world);
+    if let Some(m) = metrics {
+        let took = started.elapsed().as_secs_f64();
+        let label = kind_label(key.kind);
+        m.reconciles.get_or_create(&label).inc();
+        m.reconcile_duration.get_or_create(&label).observe(took);
+        if matches!(object, Object::Flavor(_) | Object::Image(_)) {
+            m.candidate_search_duration
+                .get_or_create(&label)
+                .observe(took);
+        }
+    }
+    let current = object.status();
+    stamp(
+        &mut desired,
+        current.as_ref(),
+        object.meta().generation,
+        now,
+    );
+    if current.as_ref() == Some(&desired) {
+        return None;
+    }
+    let mut with_status = object.clone();
+    with_status.set_status(desired.clone());
+    Some(StatusWrite {
+        key: key.clone(),
+        uid: object.meta().uid.clone(),
+        turned_false: turned_false(&desired, current.as_ref()),
+        turned_true: turned_true(key.kind, &desired, current.as_ref()),
+        json: with_status.status_value(),
+        status: desired,
+    })
 }
 
 /// Writes one status with server-side apply to the status subresource, under
@@ -281,6 +317,41 @@ mod tests {
         assert_eq!(c["observedGeneration"], 2);
         assert_eq!(second[0].json["observedGeneration"], 2);
         assert!(second[0].turned_false.is_empty());
+    }
+
+    /// A pass of many objects, planned on every core in runs taken as threads finish,
+    /// writes what planning each object alone writes, in the order of the keys.
+    #[test]
+    fn a_large_pass_plans_what_each_object_alone_plans_in_key_order() {
+        let mut store = store_with(
+            (0..300)
+                .map(|i| flavor(&format!("f{i:03}"), 1, 1 + i % 4))
+                .collect(),
+        );
+        // A third already hold their status: nothing to write for those.
+        for w in plan(&store, &keys(&store), "2026-01-02T03:04:05Z", None) {
+            if w.key.name.ends_with(['0', '3', '6']) {
+                store.set_status(&w.key, w.status);
+            }
+        }
+        let all = keys(&store);
+        let together = plan(&store, &all, "2026-01-02T04:00:00Z", None);
+        let alone: Vec<StatusWrite> = all
+            .iter()
+            .flat_map(|k| plan(&store, [k], "2026-01-02T04:00:00Z", None))
+            .collect();
+        assert_eq!(together.len(), 300 - 90);
+        assert_eq!(together, alone);
+        let names: Vec<&str> = together.iter().map(|w| w.key.name.as_str()).collect();
+        assert!(names.is_sorted(), "{names:?}");
+        // Keys asked for twice are planned twice, as asked; missing ones are skipped.
+        let gone = ObjectKey {
+            kind: Kind::Flavor,
+            namespace: String::new(),
+            name: "gone".into(),
+        };
+        let asked = [&all[1], &gone, &all[1]];
+        assert_eq!(plan(&store, asked, "2026-01-02T04:00:00Z", None).len(), 2);
     }
 
     #[test]

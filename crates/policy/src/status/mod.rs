@@ -15,12 +15,13 @@ mod server_group;
 mod service_profile;
 
 use crate::store::{ObjectKey, Store};
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use kubeplace_api::{Kind, Object, Status};
 use kubeplace_core::extra_specs::Registry;
 use kubeplace_core::provider_config::MergeResult;
-use kubeplace_core::runs::{in_runs, threads_for};
+use kubeplace_core::runs::{in_runs_streamed, threads_for};
 
 /// Longest list a status carries; the full count is reported beside it.
 pub(crate) const STATUS_LIST_CAP: usize = 50;
@@ -72,6 +73,9 @@ pub fn desired_status(object: &Object, world: &World<'_>) -> Status {
 /// Objects from which [`reconcile_all`] computes statuses on several threads.
 pub const STATUSES_APART_FROM: usize = 2_048;
 
+/// Objects a thread takes at a time in [`reconcile_all`].
+const STATUS_RUN: usize = 64;
+
 /// Reconciles every object until no status changes (at most `max_rounds` rounds);
 /// returns the number of rounds that changed something.
 pub fn reconcile_all(store: &mut Store, max_rounds: usize) -> usize {
@@ -81,16 +85,29 @@ pub fn reconcile_all(store: &mut Store, max_rounds: usize) -> usize {
         let updates: Vec<Vec<(ObjectKey, Status)>> = {
             let world = World::new(store);
             let objects: Vec<(&ObjectKey, &Arc<Object>)> = store.iter_shared().collect();
-            // Each status reads the world only: a large store's are computed on every core.
-            let threads = threads_for(objects.len(), STATUSES_APART_FROM);
-            in_runs(&objects, threads, |run| {
-                run.iter()
-                    .filter_map(|(k, o)| {
-                        let status = desired_status(o, &world);
-                        (!o.has_status(&status)).then(|| ((*k).clone(), status))
-                    })
-                    .collect::<Vec<_>>()
-            })
+            // Each status reads the world only: a large store's are computed on every core,
+            // in short runs taken as threads finish, since a Flavor's status costs a thousand
+            // providers'. The caller's thread computes too: one worker fewer than the cores.
+            let workers = threads_for(objects.len(), STATUSES_APART_FROM).saturating_sub(1);
+            let mut updates = Vec::new();
+            in_runs_streamed(
+                &objects,
+                STATUS_RUN,
+                workers,
+                |run| {
+                    run.iter()
+                        .filter_map(|(k, o)| {
+                            let status = desired_status(o, &world);
+                            (!o.has_status(&status)).then(|| ((*k).clone(), status))
+                        })
+                        .collect::<Vec<_>>()
+                },
+                |run| {
+                    updates.push(run);
+                    ControlFlow::Continue(())
+                },
+            );
+            updates
         };
         // Statuses are large: handed over where they were computed, not gathered first.
         let set = store.set_statuses(updates.into_iter().flatten());
