@@ -101,26 +101,40 @@ impl Retries {
     }
 }
 
-/// What a pass plans: the statuses to write and what the scheduler decided.
+/// What planning a pass hands to the writer, as soon as it is known.
+enum Step {
+    /// What the scheduler decided; comes first.
+    Decided {
+        /// Allocations the scheduler chose for waiting servers.
+        placements: Vec<kubeplace_api::Allocation>,
+        releases: kubeplace_policy::scheduling::release::Releases,
+    },
+    /// Statuses to write, in key order.
+    Writes(Vec<StatusWrite>),
+}
+
+/// What planning a pass did, once it is done.
 struct Planned {
     /// Objects whose statuses were computed.
     checked: usize,
-    writes: Vec<StatusWrite>,
-    /// Allocations the scheduler chose for waiting servers.
-    placements: Vec<kubeplace_api::Allocation>,
-    releases: kubeplace_policy::scheduling::release::Releases,
     /// Whether every object was checked (a full pass, or a refused claim).
     every_key: bool,
     /// Whether the pass decided over a copy of the store.
     copied: bool,
 }
 
-/// Plans one pass. A pass with something to decide (a claim to release or settle, a server
-/// to place) or many statuses to plan decides over a copy of the store, so that the watches
-/// and the webhook are not held up meanwhile; one with only the statuses of a few objects
-/// to plan plans them over the store itself, under its read lock, without copying tens of
-/// thousands of objects.
-fn plan_pass(store: &SharedStore, pending: Pending, now: &str, metrics: &Metrics) -> Planned {
+/// Plans one pass, handing each [`Step`] to `steps` as soon as it is known. A pass with
+/// something to decide (a claim to release or settle, a server to place) or many statuses
+/// to plan decides over a copy of the store, so that the watches and the webhook are not
+/// held up meanwhile; one with only the statuses of a few objects to plan plans them over
+/// the store itself, under its read lock, without copying tens of thousands of objects.
+fn plan_pass(
+    store: &SharedStore,
+    pending: Pending,
+    now: &str,
+    metrics: &Metrics,
+    steps: &tokio::sync::mpsc::UnboundedSender<Step>,
+) -> Planned {
     let shared = store.read().unwrap_or_else(|e| e.into_inner());
     let in_place = (!pending.full && pending.keys.len() <= IN_PLACE_KEYS_AT_MOST)
         .then(|| kubeplace_policy::pass::decide_in_place(&shared))
@@ -142,6 +156,11 @@ fn plan_pass(store: &SharedStore, pending: Pending, now: &str, metrics: &Metrics
     }
     // A refused claim changes its providers' usages and every status that reads them.
     let every_key = pending.full || decisions.refused_any();
+    // The writer stops listening only when it is gone, and then nothing is left to write.
+    let _ = steps.send(Step::Decided {
+        placements: decisions.placements,
+        releases: decisions.releases,
+    });
     let keys: Vec<ObjectKey> = if every_key {
         let mut counts: BTreeMap<kubeplace_api::Kind, i64> =
             kubeplace_api::Kind::ALL.iter().map(|k| (*k, 0)).collect();
@@ -158,12 +177,11 @@ fn plan_pass(store: &SharedStore, pending: Pending, now: &str, metrics: &Metrics
     } else {
         pending.keys.into_iter().collect()
     };
-    let writes = status::plan(store, &keys, now, Some(metrics));
+    status::plan_streamed(store, &keys, now, Some(metrics), |run| {
+        let _ = steps.send(Step::Writes(run));
+    });
     Planned {
         checked: keys.len(),
-        writes,
-        placements: decisions.placements,
-        releases: decisions.releases,
         every_key,
         copied,
     }
@@ -225,7 +243,7 @@ impl Reconciler {
         watcher.abort();
     }
 
-    /// One pass: plans (see [`plan_pass`]), then writes.
+    /// One pass: plans (see [`plan_pass`]) and writes, each status as soon as it is planned.
     pub async fn pass(&self, pending: Pending) {
         let started = Instant::now();
         let now = status::now_rfc3339();
@@ -234,23 +252,20 @@ impl Reconciler {
         // Placement API.
         let (store, metrics) = (self.store.clone(), self.metrics.clone());
         let full = pending.full;
-        let Ok(Planned {
-            checked,
-            writes,
+        let (steps, mut planned_steps) = tokio::sync::mpsc::unbounded_channel();
+        let planning = tokio::task::spawn_blocking(move || {
+            let planned = plan_pass(&store, pending, &now, &metrics, &steps);
+            (planned, started.elapsed())
+        });
+        let Some(Step::Decided {
             placements,
             releases,
-            every_key,
-            copied,
-        }) = tokio::task::spawn_blocking(move || plan_pass(&store, pending, &now, &metrics)).await
+        }) = planned_steps.recv().await
         else {
             warn!("planning a reconcile pass failed; everything is reconciled again");
             self.trigger.full();
             return;
         };
-        if every_key {
-            let store = self.store.read().unwrap_or_else(|e| e.into_inner());
-            self.retries.retain(|k| store.get(k).is_some());
-        }
         if !releases.is_empty() {
             super::finalizer::release(&self.client, &releases).await;
         }
@@ -268,22 +283,52 @@ impl Reconciler {
                 }
             }
         }
-        let planned = started.elapsed();
-        let total = writes.len();
+        let writes = futures::stream::poll_fn(|cx| planned_steps.poll_recv(cx)).flat_map(|step| {
+            futures::stream::iter(match step {
+                Step::Writes(writes) => writes,
+                Step::Decided { .. } => Vec::new(),
+            })
+        });
         // A replica that stops leading mid-pass stops writing; the next leader starts with a
         // full pass.
-        let results: Vec<(StatusWrite, Option<Result<(), kube::Error>>)> =
-            futures::stream::iter(writes)
-                .map(|w| async move {
-                    if !*self.leader.borrow() {
-                        return (w, None);
-                    }
-                    let r = status::write(&self.client, &w).await;
-                    (w, Some(r))
-                })
-                .buffer_unordered(self.pacing.concurrency.max(1))
-                .collect()
-                .await;
+        let results: Vec<(StatusWrite, Option<Result<(), kube::Error>>)> = writes
+            .map(|w| async move {
+                if !*self.leader.borrow() {
+                    return (w, None);
+                }
+                let r = status::write(&self.client, &w).await;
+                (w, Some(r))
+            })
+            .buffer_unordered(self.pacing.concurrency.max(1))
+            .collect()
+            .await;
+        // Planning that failed midway still had its first statuses written: those are kept
+        // below, and the next pass plans everything again.
+        let (
+            Planned {
+                checked,
+                every_key,
+                copied,
+            },
+            planned,
+        ) = match planning.await {
+            Ok(done) => done,
+            Err(e) => {
+                warn!(error = %e, "planning a reconcile pass failed; everything is reconciled again");
+                self.trigger.full();
+                let unknown = Planned {
+                    checked: 0,
+                    every_key: false,
+                    copied: false,
+                };
+                (unknown, started.elapsed())
+            }
+        };
+        if every_key {
+            let store = self.store.read().unwrap_or_else(|e| e.into_inner());
+            self.retries.retain(|k| store.get(k).is_some());
+        }
+        let total = results.len();
         let mut failed = 0;
         let mut skipped = 0;
         for (w, result) in results {

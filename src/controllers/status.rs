@@ -136,14 +136,29 @@ const PLAN_RUN: usize = 16;
 
 /// The writes a pass makes over `keys`: each object's desired status from
 /// [`desired_status`], stamped, where it differs from the stored status, in the order of
-/// `keys`. Objects no longer in the store are skipped. A pass of many objects is planned
-/// on every core.
+/// `keys`. Objects no longer in the store are skipped.
+#[cfg(test)]
 pub(crate) fn plan<'a>(
     store: &Store,
     keys: impl IntoIterator<Item = &'a ObjectKey>,
     now: &str,
     metrics: Option<&Metrics>,
 ) -> Vec<StatusWrite> {
+    let mut writes = Vec::new();
+    plan_streamed(store, keys, now, metrics, |run| writes.extend(run));
+    writes
+}
+
+/// [`plan`], with the writes handed to `each` a run at a time, in the order of `keys`, as
+/// soon as they are planned: the first statuses are written while later ones are planned.
+/// A pass of many objects is planned on every core.
+pub(crate) fn plan_streamed<'a>(
+    store: &Store,
+    keys: impl IntoIterator<Item = &'a ObjectKey>,
+    now: &str,
+    metrics: Option<&Metrics>,
+    mut each: impl FnMut(Vec<StatusWrite>),
+) {
     let world = World::new(store);
     let objects: Vec<(&ObjectKey, &Object)> = keys
         .into_iter()
@@ -151,7 +166,6 @@ pub(crate) fn plan<'a>(
         .collect();
     // The caller's thread plans too: one worker fewer than the cores.
     let workers = threads_for(objects.len(), PLAN_APART_FROM).saturating_sub(1);
-    let mut writes = Vec::new();
     in_runs_streamed(
         &objects,
         PLAN_RUN,
@@ -162,11 +176,12 @@ pub(crate) fn plan<'a>(
                 .collect::<Vec<_>>()
         },
         |planned| {
-            writes.extend(planned);
+            if !planned.is_empty() {
+                each(planned);
+            }
             ControlFlow::Continue(())
         },
     );
-    writes
 }
 
 /// The write one object needs, if any.
@@ -344,6 +359,13 @@ mod tests {
         assert_eq!(together, alone);
         let names: Vec<&str> = together.iter().map(|w| w.key.name.as_str()).collect();
         assert!(names.is_sorted(), "{names:?}");
+        // Handed over in short runs, so that the writer starts on the first ones at once.
+        let mut runs = Vec::new();
+        plan_streamed(&store, &all, "2026-01-02T04:00:00Z", None, |run| {
+            runs.push(run)
+        });
+        assert!(runs.iter().all(|r| !r.is_empty() && r.len() <= PLAN_RUN));
+        assert_eq!(runs.concat(), together);
         // Keys asked for twice are planned twice, as asked; missing ones are skipped.
         let gone = ObjectKey {
             kind: Kind::Flavor,
