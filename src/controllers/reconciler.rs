@@ -123,7 +123,8 @@ struct Planned {
     copied: bool,
 }
 
-/// Plans one pass, handing each [`Step`] to `steps` as soon as it is known. A pass with
+/// Plans one pass, handing each [`Step`] to `steps` as soon as it is known, except the
+/// writes of a pass planned under the store's read lock, which are returned. A pass with
 /// something to decide (a claim to release or settle, a server to place) or many statuses
 /// to plan decides over a copy of the store, so that the watches and the webhook are not
 /// held up meanwhile; one with only the statuses of a few objects to plan plans them over
@@ -134,7 +135,7 @@ fn plan_pass(
     now: &str,
     metrics: &Metrics,
     steps: &tokio::sync::mpsc::UnboundedSender<Step>,
-) -> Planned {
+) -> (Planned, Vec<StatusWrite>) {
     let shared = store.read().unwrap_or_else(|e| e.into_inner());
     let in_place = (!pending.full && pending.keys.len() <= IN_PLACE_KEYS_AT_MOST)
         .then(|| kubeplace_policy::pass::decide_in_place(&shared))
@@ -177,14 +178,23 @@ fn plan_pass(
     } else {
         pending.keys.into_iter().collect()
     };
-    status::plan_streamed(store, &keys, now, Some(metrics), |run| {
-        let _ = steps.send(Step::Writes(run));
-    });
-    Planned {
+    let mut held = Vec::new();
+    if copied {
+        status::plan_streamed(store, &keys, now, Some(metrics), |run| {
+            let _ = steps.send(Step::Writes(run));
+        });
+    } else {
+        // Planned under the store's read lock: a status written now would come back through
+        // the watch, whose wait for the write lock would hold every reader (the webhook's)
+        // until planning is done. Handed over once the lock is let go instead.
+        status::plan_streamed(store, &keys, now, Some(metrics), |run| held.extend(run));
+    }
+    let planned = Planned {
         checked: keys.len(),
         every_key,
         copied,
-    }
+    };
+    (planned, held)
 }
 
 /// Most objects whose statuses a pass plans under the store's read lock; more are planned
@@ -254,7 +264,10 @@ impl Reconciler {
         let full = pending.full;
         let (steps, mut planned_steps) = tokio::sync::mpsc::unbounded_channel();
         let planning = tokio::task::spawn_blocking(move || {
-            let planned = plan_pass(&store, pending, &now, &metrics, &steps);
+            let (planned, held) = plan_pass(&store, pending, &now, &metrics, &steps);
+            if !held.is_empty() {
+                let _ = steps.send(Step::Writes(held));
+            }
             (planned, started.elapsed())
         });
         let Some(Step::Decided {
@@ -551,6 +564,53 @@ mod tests {
         let s = store.read().unwrap();
         let stale = s.get(&ObjectKey::cluster(Kind::Flavor, "stale")).unwrap();
         assert!(stale.status().is_some());
+    }
+
+    /// A full pass plans over a copy and hands its writes over while it plans; a pass of a
+    /// few keys planned under the store's read lock returns them, to be handed over once
+    /// the lock is let go (a write sent earlier would come back through the watch, whose
+    /// wait for the write lock would stall the webhook's reads behind the planning).
+    #[test]
+    fn writes_planned_under_the_read_lock_wait_for_it_to_be_let_go() {
+        let store = SharedStore::default();
+        store.write().unwrap().put(flavor("f1"));
+        let metrics = Metrics::new();
+        let now = "2026-01-01T00:00:00Z";
+        let received = |rx: &mut tokio::sync::mpsc::UnboundedReceiver<Step>| {
+            let mut writes = Vec::new();
+            while let Ok(step) = rx.try_recv() {
+                match step {
+                    Step::Decided { .. } => assert!(writes.is_empty(), "decisions come first"),
+                    Step::Writes(w) => writes.extend(w),
+                }
+            }
+            writes
+        };
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let full = Pending {
+            full: true,
+            ..Default::default()
+        };
+        let (planned, held) = plan_pass(&store, full, now, &metrics, &tx);
+        assert!(planned.copied && planned.every_key);
+        assert!(held.is_empty());
+        assert_eq!(received(&mut rx).len(), 1);
+
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let few = Pending {
+            full: false,
+            keys: [ObjectKey::cluster(Kind::Flavor, "f1")].into(),
+        };
+        let (planned, held) = plan_pass(&store, few, now, &metrics, &tx);
+        assert!(!planned.copied && !planned.every_key);
+        assert_eq!(held.len(), 1);
+        assert_eq!(held[0].key.name, "f1");
+        assert!(
+            received(&mut rx).is_empty(),
+            "nothing handed over under the lock"
+        );
+        // Let go: the lock is free for a writer.
+        assert!(store.try_write().is_ok());
     }
 
     #[test]
