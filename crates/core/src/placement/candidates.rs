@@ -25,6 +25,10 @@ use super::query::{CandidatesQuery, GroupPolicy, GroupQuery};
 use super::tree_shapes::{Lookup, ShapeCounts};
 use crate::runs::in_runs;
 
+#[path = "trees_alone.rs"]
+mod trees_alone;
+pub use trees_alone::trees_fitting_alone;
+
 /// Required any-of sets up to which a tree's candidates are counted in closed form.
 const MAX_CLOSED_FORM_SETS: usize = 8;
 

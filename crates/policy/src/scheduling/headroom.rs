@@ -14,6 +14,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use kubeplace_api::provider_name::placement_name;
 use kubeplace_api::{Allocation, AllocationSpec, HeadroomStatus, Kind, Object, ProviderAllocation};
+use kubeplace_core::placement::candidates::trees_fitting_alone;
+use kubeplace_core::placement::microversion::Microversion;
+use kubeplace_core::placement::query::parse_candidates_query;
 
 use super::place::schedule_pending;
 use super::plan::{Unplaceable, Weighing, choose, host};
@@ -224,6 +227,13 @@ impl HeadroomRound {
             return None;
         }
         let request = headroom_request(&self.copy, flavor)?;
+        if trees_each_take_one(&self.copy, &request, cap) {
+            return Some(HeadroomStatus {
+                servers: i64::try_from(cap).unwrap_or(i64::MAX),
+                capped: true,
+                stopped_by: None,
+            });
+        }
         let counted = count(&mut self.copy, &self.weighing, flavor, &request, cap);
         for key in &counted.claimed {
             self.copy.delete(key);
@@ -236,6 +246,24 @@ impl HeadroomRound {
                 .map(|s| kubeplace_core::text::truncated(&s, STOPPED_BY_MAX)),
         })
     }
+}
+
+/// Whether `cap` servers of the request surely fit without placing them: at least `cap`
+/// trees can each take one on unshared providers of their own. Each such tree keeps its
+/// room until a server lands in it, whatever lands elsewhere, so each of `cap` servers
+/// placed one at a time still finds a candidate, and the scheduler places every server
+/// that has one (headroom's servers belong to no server group). In a large cloud this
+/// answers most Flavors with one short search instead of `cap` searches and claims.
+fn trees_each_take_one(
+    store: &Store,
+    request: &kubeplace_core::placement::request::Request,
+    cap: usize,
+) -> bool {
+    let Ok(query) = parse_candidates_query(&request.to_query(), Microversion::LATEST) else {
+        // Counted the long way, which says what is wrong with the request.
+        return false;
+    };
+    trees_fitting_alone(store.index(), &query, cap) >= cap
 }
 
 /// Longest reason a Flavor's status gives for the next server not fitting.

@@ -227,3 +227,208 @@ fn before_its_first_count_a_flavor_keeps_the_headroom_its_status_shows() {
     s.turn_headroom_off();
     assert_eq!(s.headroom("f2"), None);
 }
+
+/// Two aggregates through which disk providers share their disk.
+const AGGREGATES: [&str; 2] = [
+    "6a1c1b39-1b10-4f5e-9d2a-5c1f3f7e0a01",
+    "6a1c1b39-1b10-4f5e-9d2a-5c1f3f7e0a02",
+];
+
+/// The aggregates of `AGGREGATES` whose bit is set in `mask`, as a YAML line.
+fn aggregates_line(mask: u8) -> String {
+    let names: Vec<&str> = (0..2)
+        .filter(|b| mask & (1 << b) != 0)
+        .map(|b| AGGREGATES[b])
+        .collect();
+    if names.is_empty() {
+        String::new()
+    } else {
+        format!("  aggregates: [{}]\n", names.join(", "))
+    }
+}
+
+/// A compute node with memory, VCPU and disk of its own when above 0, in the aggregates
+/// of `mask`.
+fn node_with(name: &str, vcpu: i64, disk: i64, mask: u8) -> String {
+    let vcpu = if vcpu > 0 {
+        format!("    VCPU: {{total: {vcpu}}}\n")
+    } else {
+        String::new()
+    };
+    let disk = if disk > 0 {
+        format!("    DISK_GB: {{total: {disk}}}\n")
+    } else {
+        String::new()
+    };
+    format!(
+        "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata: {{name: {name}}}\nspec:\n  inventories:\n{vcpu}    MEMORY_MB: {{total: 65536}}\n{disk}{}---\n",
+        aggregates_line(mask)
+    )
+}
+
+/// A provider of disk that shares it with the trees of the aggregates of `mask`, under
+/// `parent` or a root.
+fn pool(name: &str, parent: Option<&str>, disk: i64, mask: u8) -> String {
+    let parent = parent.map_or(String::new(), |p| format!("  parent: {p}\n"));
+    format!(
+        "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata: {{name: {name}}}\nspec:\n{parent}  inventories:\n    DISK_GB: {{total: {disk}}}\n  traits: [MISC_SHARES_VIA_AGGREGATE]\n{}---\n",
+        aggregates_line(mask)
+    )
+}
+
+fn flavor_with_disk(name: &str, vcpus: i64, disk_gb: i64) -> String {
+    format!(
+        "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata: {{name: {name}}}\nspec: {{vcpus: {vcpus}, memoryMb: 512, diskGb: {disk_gb}}}\n---\n"
+    )
+}
+
+/// Where enough trees can each take a server on their own, a round answers "capped"
+/// without placing any, and that is what placing them one at a time answers too.
+#[test]
+fn many_trees_that_each_fit_one_cap_the_count_without_placing() {
+    let mut yaml = pool("pool", None, 1000, 1);
+    for i in 0..12 {
+        // Every third node has no disk of its own: it fits only through the pool.
+        yaml += &node_with(&format!("cn{i:02}"), 4, if i % 3 == 0 { 0 } else { 50 }, 1);
+    }
+    yaml += &flavor_with_disk("f", 2, 20);
+    let s = store(&yaml);
+    let request = headroom_request(&s, "f").unwrap();
+    // Eight nodes have disk of their own.
+    assert!(trees_each_take_one(&s, &request, 8));
+    assert!(!trees_each_take_one(&s, &request, 9));
+    let mut round = HeadroomRound::new(&s);
+    let quick = round.count("f", 8).unwrap();
+    assert_eq!((quick.servers, quick.capped), (8, true));
+    // Nothing was claimed in the round's copy.
+    assert!(round.copy.list(Kind::Allocation).next().is_none());
+    let long = headroom(&s, "f", &[], 8).unwrap();
+    assert_eq!((long.fits, long.capped), (8, true));
+    // Beyond them the count is placed one at a time, and agrees with the long way:
+    // 8 nodes hold two each on their own disk; the pool's 1000 GiB serve the four others.
+    let counted = round.count("f", 30).unwrap();
+    let long = headroom(&s, "f", &[], 30).unwrap();
+    assert_eq!(counted.servers as usize, long.fits);
+    assert_eq!(counted.stopped_by, long.stopped_by);
+    assert_eq!(long.fits, 24);
+}
+
+/// A tree whose only disk shares it is not one that fits "on its own": a server anchored
+/// elsewhere can take that disk. Here hx's disk is in the first aggregate and hy's (a-disk)
+/// in the second; hx is in both, hy in the second only. Each tree could take one server
+/// with its own providers, but every candidate leaves no VCPU, so the tie goes to the
+/// providers whose names sort first: hx with hy's disk, after which hy has VCPU and no disk.
+#[test]
+fn a_tree_whose_disk_shares_does_not_fit_on_its_own() {
+    let yaml = node_with("hx", 2, 0, 0b11)
+        + &pool("hx-disk", Some("hx"), 10, 0b01)
+        + &node_with("hy", 2, 0, 0b10)
+        + &pool("a-disk", Some("hy"), 10, 0b10)
+        + &flavor_with_disk("f", 2, 10);
+    let s = store(&yaml);
+    let request = headroom_request(&s, "f").unwrap();
+    assert!(!trees_each_take_one(&s, &request, 1));
+    let long = headroom(&s, "f", &[], 2).unwrap();
+    assert_eq!(long.per_tree, BTreeMap::from([("hx".to_string(), 1)]));
+    assert!(!long.capped);
+    let counted = HeadroomRound::new(&s).count("f", 2).unwrap();
+    assert_eq!((counted.servers, counted.capped), (1, false));
+}
+
+mod random_clouds {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// One tree: VCPU on the root or in a NUMA cell, disk of its own (or none), in some
+    /// of the two aggregates, perhaps a sharing disk provider inside it, and some usage.
+    #[derive(Debug, Clone)]
+    struct Tree {
+        vcpu: i64,
+        numa: bool,
+        disk: i64,
+        aggregates: u8,
+        shared_inside: Option<(i64, u8)>,
+        used_vcpu: i64,
+    }
+
+    fn tree() -> impl Strategy<Value = Tree> {
+        (
+            1i64..9,
+            any::<bool>(),
+            prop_oneof![Just(0i64), 10i64..80],
+            0u8..4,
+            proptest::option::weighted(0.4, (10i64..40, 1u8..4)),
+            0i64..5,
+        )
+            .prop_map(
+                |(vcpu, numa, disk, aggregates, shared_inside, used_vcpu)| Tree {
+                    vcpu,
+                    numa,
+                    disk,
+                    aggregates,
+                    shared_inside,
+                    used_vcpu,
+                },
+            )
+    }
+
+    fn cloud(trees: &[Tree], pools: &[(i64, u8)]) -> String {
+        let mut yaml = String::new();
+        for (i, (disk, mask)) in pools.iter().enumerate() {
+            yaml += &pool(&format!("pool{i}"), None, *disk, *mask);
+        }
+        for (i, t) in trees.iter().enumerate() {
+            let root = format!("cn{i}");
+            let vcpu_on = if t.numa {
+                yaml += &node_with(&root, 0, t.disk, t.aggregates);
+                let cell = format!("{root}-numa0");
+                yaml += &format!(
+                    "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata: {{name: {cell}}}\nspec:\n  parent: {root}\n  inventories:\n    VCPU: {{total: {}}}\n---\n",
+                    t.vcpu
+                );
+                cell
+            } else {
+                yaml += &node_with(&root, t.vcpu, t.disk, t.aggregates);
+                root.clone()
+            };
+            if let Some((disk, mask)) = t.shared_inside {
+                yaml += &pool(&format!("{root}-disk"), Some(&root), disk, mask);
+            }
+            if t.used_vcpu > 0 && t.used_vcpu <= t.vcpu {
+                yaml += &format!(
+                    "apiVersion: kubeplace.io/v1alpha1\nkind: Allocation\nmetadata: {{name: used-{i}}}\nspec:\n  consumer: 6f3c1a52-1d8e-4c2b-9a57-{i:012}\n  allocations:\n  - provider: {vcpu_on}\n    resources: {{VCPU: {}}}\n---\n",
+                    t.used_vcpu
+                );
+            }
+        }
+        yaml
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// A round's count, stopped early where enough trees each fit one on their own,
+        /// is always the count of placing servers one at a time with the scheduler's
+        /// choice.
+        #[test]
+        fn a_rounds_count_is_the_count_of_placing_one_at_a_time(
+            trees in proptest::collection::vec(tree(), 1..7),
+            pools in proptest::collection::vec((10i64..60, 0u8..4), 0..3),
+            vcpus in 1i64..4,
+            disk_gb in prop_oneof![Just(0i64), 5i64..30],
+            cap in 1usize..6,
+        ) {
+            let yaml = cloud(&trees, &pools) + &flavor_with_disk("f", vcpus, disk_gb);
+            let s = store(&yaml);
+            let mut round = HeadroomRound::new(&s);
+            let counted = round.count("f", cap).unwrap();
+            let long = headroom(&s, "f", &[], cap).unwrap();
+            prop_assert_eq!(counted.servers as usize, long.fits);
+            prop_assert_eq!(counted.capped, long.capped);
+            let stopped_by = long
+                .stopped_by
+                .map(|s| kubeplace_core::text::truncated(&s, STOPPED_BY_MAX));
+            prop_assert_eq!(counted.stopped_by, stopped_by);
+        }
+    }
+}
