@@ -33,6 +33,12 @@
 //! the operator places every Server when it starts); after the statuses settle it prints the
 //! writes per object and the operator's resident and peak memory.
 //!
+//! With `KUBEPLACE_BENCH_APPLY=live` the trees, Flavors and Servers are instead created
+//! as a user applies a cloud: the operator running, its webhook reviewing every create;
+//! the bench then reports how long after the last create was answered every status had
+//! settled (the headroom round after it included), the status writes per object created,
+//! and the operator's memory.
+//!
 //! Run with `cargo bench --bench webhook_load`; `KUBEPLACE_BENCH_TREES=N` sets the number of
 //! trees, `KUBEPLACE_BENCH_FLAVORS=N` and `KUBEPLACE_BENCH_SERVERS=N` the Flavors and Servers,
 //! `KUBEPLACE_BENCH_STATUS_WRITES=N` the operator's `--status-writes-in-flight` (8).
@@ -559,6 +565,16 @@ impl Operator {
     /// written none (a pass counts its writes when they are all done) and received no watch
     /// event (each status written comes back as one); the statuses it wrote.
     fn settle(&self) -> f64 {
+        self.settle_after_rounds(0.0).0
+    }
+
+    /// [`Self::settle`], also waiting until `rounds` headroom rounds have ended in all and
+    /// none is counting; also when the operator last made progress.
+    fn settle_after_rounds(&self, rounds: f64) -> (f64, Instant) {
+        let rounds_done = || {
+            counter(self.metrics_port, "kubeplace_headroom_rounds_total") >= rounds
+                && counter(self.metrics_port, "kubeplace_headroom_counting") == 0.0
+        };
         let progress = || {
             (
                 counter(self.metrics_port, "kubeplace_reconciles_total"),
@@ -574,8 +590,8 @@ impl Operator {
             if now != last || now.0 == 0.0 {
                 last = now;
                 quiet_since = Instant::now();
-            } else if quiet_since.elapsed() >= SETTLED {
-                return now.1;
+            } else if quiet_since.elapsed() >= SETTLED && rounds_done() {
+                return (now.1, quiet_since);
             }
         }
     }
@@ -963,16 +979,6 @@ fn main() {
         .expect("a runtime");
     measure(&runtime, &operator, &ca, "example cloud", &RATES);
 
-    // The trees, created with no webhook in the way.
-    operator.process.stop(Duration::from_secs(10));
-    operator.keep_log("example-cloud");
-    cp.kubectl(&[
-        "delete",
-        "validatingwebhookconfiguration",
-        WEBHOOK_CONFIG,
-        "--ignore-not-found",
-    ])
-    .ok();
     let flavors = std::env::var("KUBEPLACE_BENCH_FLAVORS")
         .ok()
         .and_then(|n| n.parse().ok())
@@ -986,37 +992,82 @@ fn main() {
     docs.extend(flavors_and_servers(flavors, servers));
     let objects = docs.len();
     let client = cp.kube_client(runtime.handle());
-    let started = Instant::now();
-    let failed = runtime.block_on(create_all(client.clone(), docs));
-    let created_in = started.elapsed();
-    assert_eq!(failed, 0, "{failed} objects could not be created");
+    let live = std::env::var("KUBEPLACE_BENCH_APPLY").is_ok_and(|v| v == "live");
+    let (operator, ca) = if live {
+        // As a user applies a cloud to a running operator: every create reviewed by its
+        // webhook, its statuses written meanwhile.
+        let writes_before = counter(operator.metrics_port, "kubeplace_status_writes_total");
+        let started = Instant::now();
+        let failed = runtime.block_on(create_all(client.clone(), docs));
+        let created_in = started.elapsed();
+        assert_eq!(failed, 0, "{failed} objects could not be created");
+        let last_write = Instant::now();
+        // Headroom too: a round that starts after the last create (one counting now ends
+        // first) must have ended.
+        let rounds = counter(operator.metrics_port, "kubeplace_headroom_rounds_total")
+            + counter(operator.metrics_port, "kubeplace_headroom_counting")
+            + 1.0;
+        let (writes, settled) = operator.settle_after_rounds(rounds);
+        let writes = writes - writes_before;
+        let settled_after = settled.saturating_duration_since(last_write);
+        let (rss, peak) = memory_mib(operator.process.pid);
+        println!(
+            "\n{trees} trees, {providers} ResourceProviders, {flavors} Flavors, {servers} Servers, \
+             created through the API server with the operator running and its webhook reviewing each: \
+             {objects} objects in {:.1} s ({:.0}/s, {CREATE_CONCURRENCY} at a time); every status had \
+             settled {:.1} s after the last create was answered, {writes:.0} status writes in all \
+             ({:.2} for each object created); the operator's memory then: {rss:.0} MiB resident, \
+             {peak:.0} MiB at its peak",
+            created_in.as_secs_f64(),
+            objects as f64 / created_in.as_secs_f64(),
+            settled_after.as_secs_f64(),
+            writes / objects as f64,
+        );
+        (operator, ca)
+    } else {
+        // The trees, created with no webhook in the way.
+        operator.process.stop(Duration::from_secs(10));
+        operator.keep_log("example-cloud");
+        cp.kubectl(&[
+            "delete",
+            "validatingwebhookconfiguration",
+            WEBHOOK_CONFIG,
+            "--ignore-not-found",
+        ])
+        .ok();
+        let started = Instant::now();
+        let failed = runtime.block_on(create_all(client.clone(), docs));
+        let created_in = started.elapsed();
+        assert_eq!(failed, 0, "{failed} objects could not be created");
 
-    let started = Instant::now();
-    let operator = Operator::start(cp, "kubeplace-load-trees");
-    let ready_in = started.elapsed();
-    let ca = registered_ca(cp);
-    // Once: while the operator writes the statuses of the trees it has just listed.
-    measure(
-        &runtime,
-        &operator,
-        &ca,
-        &format!("example cloud + {trees} trees, statuses being written"),
-        &[RATES[1]],
-    );
-    let writes = operator.settle();
-    let settled_in = started.elapsed();
-    let (rss, peak) = memory_mib(operator.process.pid);
-    println!(
-        "\n{trees} trees, {providers} ResourceProviders, {flavors} Flavors, {servers} Servers: \
-         {objects} objects created in {:.1} s ({:.0}/s, {CREATE_CONCURRENCY} at a time); \
-         the operator was ready {:.1} s after its start and had written its {writes:.0} statuses \
-         ({:.2} for each object created) {:.1} s after it; its memory then: {rss:.0} MiB resident, {peak:.0} MiB at its peak",
-        created_in.as_secs_f64(),
-        objects as f64 / created_in.as_secs_f64(),
-        ready_in.as_secs_f64(),
-        writes / objects as f64,
-        settled_in.as_secs_f64() - SETTLED.as_secs_f64(),
-    );
+        let started = Instant::now();
+        let operator = Operator::start(cp, "kubeplace-load-trees");
+        let ready_in = started.elapsed();
+        let ca = registered_ca(cp);
+        // Once: while the operator writes the statuses of the trees it has just listed.
+        measure(
+            &runtime,
+            &operator,
+            &ca,
+            &format!("example cloud + {trees} trees, statuses being written"),
+            &[RATES[1]],
+        );
+        let writes = operator.settle();
+        let settled_in = started.elapsed();
+        let (rss, peak) = memory_mib(operator.process.pid);
+        println!(
+            "\n{trees} trees, {providers} ResourceProviders, {flavors} Flavors, {servers} Servers: \
+             {objects} objects created in {:.1} s ({:.0}/s, {CREATE_CONCURRENCY} at a time); \
+             the operator was ready {:.1} s after its start and had written its {writes:.0} statuses \
+             ({:.2} for each object created) {:.1} s after it; its memory then: {rss:.0} MiB resident, {peak:.0} MiB at its peak",
+            created_in.as_secs_f64(),
+            objects as f64 / created_in.as_secs_f64(),
+            ready_in.as_secs_f64(),
+            writes / objects as f64,
+            settled_in.as_secs_f64() - SETTLED.as_secs_f64(),
+        );
+        (operator, ca)
+    };
     measure(
         &runtime,
         &operator,
@@ -1052,5 +1103,5 @@ fn main() {
         println!("\nthe headroom round after the change ended before a load could start");
     }
     operator.process.kill();
-    operator.keep_log("trees");
+    operator.keep_log(if live { "trees-live" } else { "trees" });
 }
