@@ -8,7 +8,9 @@ use kubeplace_api::ServerRef;
 
 mod records;
 
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use records::config_entries;
@@ -21,12 +23,70 @@ use kubeplace_core::placement::ProviderIndex;
 use kubeplace_core::placement::weighers::Weighers;
 use kubeplace_core::provider_config::{MergeResult, merge};
 
-/// Where an object lives: kind, namespace (empty for cluster-scoped kinds) and name.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// Where an object lives: kind, namespace (empty for cluster-scoped kinds) and name. Keys
+/// order by kind, then namespace, then name.
+#[derive(Debug, Clone)]
 pub struct ObjectKey {
     pub kind: Kind,
     pub namespace: String,
     pub name: String,
+}
+
+// Compared by hand, in the order a derive gives, only to keep empty strings away from
+// `memcmp`: an empty `String` points at a dangling address, and glibc's AVX-512 `memcmp`
+// loads from it under an all-zero mask, which costs a fault-suppression assist of about
+// 150 ns a call on AMD EPYC processors. A cluster-scoped key's namespace is empty in every
+// comparison: applying 45,000 providers spent about half a second of CPU (more than half of
+// all) in the store's searches.
+impl Ord for ObjectKey {
+    fn cmp(&self, other: &ObjectKey) -> Ordering {
+        let kind = if self.kind == other.kind {
+            Ordering::Equal
+        } else {
+            self.kind.cmp(&other.kind)
+        };
+        kind.then_with(|| text_cmp(&self.namespace, &other.namespace))
+            .then_with(|| text_cmp(&self.name, &other.name))
+    }
+}
+
+impl PartialOrd for ObjectKey {
+    fn partial_cmp(&self, other: &ObjectKey) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for ObjectKey {
+    fn eq(&self, other: &ObjectKey) -> bool {
+        self.kind == other.kind
+            && text_eq(&self.namespace, &other.namespace)
+            && text_eq(&self.name, &other.name)
+    }
+}
+
+impl Eq for ObjectKey {}
+
+impl Hash for ObjectKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.kind.hash(state);
+        self.namespace.hash(state);
+        self.name.hash(state);
+    }
+}
+
+/// `a.cmp(b)`, without a call to `memcmp` when either is empty.
+fn text_cmp(a: &str, b: &str) -> Ordering {
+    match (a.is_empty(), b.is_empty()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Less,
+        (false, true) => Ordering::Greater,
+        (false, false) => a.cmp(b),
+    }
+}
+
+/// `a == b`, without a call to `memcmp` when either is empty.
+fn text_eq(a: &str, b: &str) -> bool {
+    a.len() == b.len() && (a.is_empty() || a == b)
 }
 
 impl ObjectKey {
@@ -547,6 +607,30 @@ fn changes_merge(kind: Kind) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// Keys compare, equal and hash as the tuple of their fields would, empty namespaces
+        /// and names included: the store's order (and `list`'s ranges) are the derived ones.
+        #[test]
+        fn keys_order_as_their_fields(
+            a in (0usize..10, "(|[a-c]{1,3})", "(|[a-c]{1,3})"),
+            b in (0usize..10, "(|[a-c]{1,3})", "(|[a-c]{1,3})"),
+        ) {
+            let key = |(kind, namespace, name): &(usize, String, String)| ObjectKey {
+                kind: Kind::ALL[*kind],
+                namespace: namespace.clone(),
+                name: name.clone(),
+            };
+            let fields = |k: &ObjectKey| (k.kind, k.namespace.clone(), k.name.clone());
+            let (x, y) = (key(&a), key(&b));
+            proptest::prop_assert_eq!(x.cmp(&y), fields(&x).cmp(&fields(&y)));
+            proptest::prop_assert_eq!(x.partial_cmp(&y), Some(x.cmp(&y)));
+            proptest::prop_assert_eq!(x == y, fields(&x) == fields(&y));
+            use std::hash::BuildHasher;
+            let state = std::collections::hash_map::RandomState::new();
+            proptest::prop_assert_eq!(state.hash_one(&x), state.hash_one(fields(&x)));
+        }
+    }
 
     fn cloud() -> Vec<Object> {
         // The workspace root holds examples/.
