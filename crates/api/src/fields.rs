@@ -17,6 +17,7 @@ use serde_json::{Map, Value, json};
 use crate::{Kind, all_crds};
 use kubeplace_core::placement::closest;
 use kubeplace_core::yaml::{Located, Node};
+use kubeplace_core::yaml_plain::PlainNode;
 
 /// A field that the schema where it is written does not name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,9 +121,50 @@ pub fn unknown_namespace_fields(document: &Located) -> Vec<UnknownField> {
     found
 }
 
+/// A document read without locations, as the quick check walks it: a JSON value or a plain
+/// reader's tree.
+pub trait Unlocated {
+    /// For a mapping, whether `f` holds for one of its entries; `None` for anything else.
+    fn any_entry(&self, f: impl FnMut(&str, &Self) -> bool) -> Option<bool>;
+    /// For a list, whether `f` holds for one of its items; `None` for anything else.
+    fn any_item(&self, f: impl FnMut(&Self) -> bool) -> Option<bool>;
+}
+
+impl Unlocated for Value {
+    fn any_entry(&self, mut f: impl FnMut(&str, &Self) -> bool) -> Option<bool> {
+        match self {
+            Value::Object(entries) => Some(entries.iter().any(|(k, v)| f(k, v))),
+            _ => None,
+        }
+    }
+
+    fn any_item(&self, f: impl FnMut(&Self) -> bool) -> Option<bool> {
+        match self {
+            Value::Array(items) => Some(items.iter().any(f)),
+            _ => None,
+        }
+    }
+}
+
+impl Unlocated for PlainNode<'_> {
+    fn any_entry(&self, mut f: impl FnMut(&str, &Self) -> bool) -> Option<bool> {
+        match self {
+            PlainNode::Map(entries) => Some(entries.iter().any(|(k, v)| f(k, v))),
+            _ => None,
+        }
+    }
+
+    fn any_item(&self, f: impl FnMut(&Self) -> bool) -> Option<bool> {
+        match self {
+            PlainNode::Seq(items) => Some(items.iter().any(f)),
+            _ => None,
+        }
+    }
+}
+
 /// Whether a kubeplace object's document, read without locations, has a field its kind's
 /// schema does not name: the same rules as [`unknown_fields`], without building messages.
-pub fn has_unknown_fields(kind: Kind, document: &Value) -> bool {
+pub fn has_unknown_fields(kind: Kind, document: &impl Unlocated) -> bool {
     let index = Kind::ALL.iter().position(|k| *k == kind).unwrap_or(0);
     let checks = field_checks();
     checks
@@ -132,7 +174,7 @@ pub fn has_unknown_fields(kind: Kind, document: &Value) -> bool {
 }
 
 /// Whether a core Namespace's document, read without locations, has an unknown field.
-pub fn has_unknown_namespace_fields(document: &Value) -> bool {
+pub fn has_unknown_namespace_fields(document: &impl Unlocated) -> bool {
     let checks = field_checks();
     checks.tree.any_unknown(document, checks.namespace)
 }
@@ -225,21 +267,23 @@ impl FieldTree {
     }
 
     /// Whether a value, read without locations, has a field its node does not name.
-    fn any_unknown(&self, value: &Value, at: usize) -> bool {
+    fn any_unknown<T: Unlocated>(&self, value: &T, at: usize) -> bool {
         let node = &self.nodes[at];
         if node.preserves_unknown {
             return false;
         }
-        match value {
-            Value::Object(entries) => entries.iter().any(|(key, value)| match node.rule(key) {
-                FieldRule::Known(child) => self.any_unknown(value, child),
-                FieldRule::Unknown => true,
-                FieldRule::Free => false,
-            }),
-            Value::Array(items) => node
-                .items
-                .is_some_and(|child| items.iter().any(|item| self.any_unknown(item, child))),
-            _ => false,
+        if let Some(found) = value.any_entry(|key, value| match node.rule(key) {
+            FieldRule::Known(child) => self.any_unknown(value, child),
+            FieldRule::Unknown => true,
+            FieldRule::Free => false,
+        }) {
+            return found;
+        }
+        match node.items {
+            Some(child) => value
+                .any_item(|item| self.any_unknown(item, child))
+                .unwrap_or(false),
+            None => false,
         }
     }
 
@@ -471,6 +515,7 @@ mod tests {
             (Kind::Server, server.to_string(), false),
             (Kind::Server, format!("{server}  bogus: 1\n"), true),
         ];
+        let mut plain_read = 0;
         for (kind, yaml, unknown) in &cases {
             let value: Value = serde_saphyr::from_str(yaml).unwrap();
             let walked = !unknown_fields(*kind, &located(yaml)).is_empty();
@@ -480,12 +525,36 @@ mod tests {
                 *unknown,
                 "{kind:?}:\n{yaml}"
             );
+            // The plain reader's tree, as the fast path checks it (a uuid written plain is
+            // not in its subset).
+            if let Ok(plain) = kubeplace_core::yaml_plain::read_plain(yaml) {
+                plain_read += 1;
+                assert_eq!(
+                    has_unknown_fields(*kind, &plain[0].value),
+                    *unknown,
+                    "plain, {kind:?}:\n{yaml}"
+                );
+            }
+            let text = value.to_string();
+            let json: PlainNode<'_> = serde_json::from_str(&text).unwrap();
+            assert_eq!(has_unknown_fields(*kind, &json), *unknown, "json, {kind:?}");
         }
+        assert!(plain_read >= 10, "{plain_read}");
         let ns =
             "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\nspec:\n  finalizers: []\n";
         let value = |y: &str| serde_saphyr::from_str::<Value>(y).unwrap();
         assert!(!has_unknown_namespace_fields(&value(ns)));
         assert!(has_unknown_namespace_fields(&value(
+            &ns.replace("finalizers", "finalizerz")
+        )));
+        let plain = |y: &str| {
+            kubeplace_core::yaml_plain::read_plain(y).unwrap()[0]
+                .value
+                .clone()
+                .into_owned()
+        };
+        assert!(!has_unknown_namespace_fields(&plain(ns)));
+        assert!(has_unknown_namespace_fields(&plain(
             &ns.replace("finalizers", "finalizerz")
         )));
     }

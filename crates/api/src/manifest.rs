@@ -7,6 +7,7 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 pub use kubeplace_core::yaml::{Located, Node};
+use kubeplace_core::yaml_plain::PlainNode;
 
 use crate::fields::{
     UnknownField, has_unknown_fields, has_unknown_namespace_fields, unknown_fields,
@@ -337,13 +338,13 @@ fn parse_json_fast(file: &str, text: &str, each: &mut dyn FnMut(Document)) -> bo
         |run| {
             run.iter()
                 .map(|(item, line)| {
-                    let value: serde_json::Value = serde_json::from_str(item.get()).ok()?;
+                    let body: PlainNode<'_> = serde_json::from_str(item.get()).ok()?;
                     let origin = Origin {
                         file: file.to_string(),
                         document: 1,
                         line: *line,
                     };
-                    clean_document(origin, value)
+                    clean_document(origin, &body)
                 })
                 .collect::<Vec<_>>()
         },
@@ -417,7 +418,7 @@ fn parse_yaml_fast(file: &str, text: &str, each: &mut dyn FnMut(Document)) -> bo
                     out.push(None);
                     return ControlFlow::Continue(());
                 }
-                if doc.value.get("kind").and_then(serde_json::Value::as_str) == Some("List") {
+                if doc.value.get("kind").and_then(PlainNode::as_str) == Some("List") {
                     return ControlFlow::Break(());
                 }
                 let origin = Origin {
@@ -425,7 +426,7 @@ fn parse_yaml_fast(file: &str, text: &str, each: &mut dyn FnMut(Document)) -> bo
                     document: 0,
                     line: doc.line + first_line,
                 };
-                match clean_document(origin, doc.value) {
+                match clean_document(origin, &doc.value) {
                     Some(document) => {
                         out.push(Some(document));
                         ControlFlow::Continue(())
@@ -456,15 +457,15 @@ fn parse_yaml_fast(file: &str, text: &str, each: &mut dyn FnMut(Document)) -> bo
 /// A document read without locations, when it is a kubeplace object or a Namespace with no
 /// error and no unknown field: what [`document`] makes of the same tree. `None` otherwise,
 /// so that the located reader can say what is wrong and where.
-fn clean_document(origin: Origin, mut value: serde_json::Value) -> Option<Document> {
-    let text = |v: &serde_json::Value, key: &str| {
+fn clean_document(origin: Origin, value: &PlainNode<'_>) -> Option<Document> {
+    let text = |v: &PlainNode<'_>, key: &str| {
         v.get(key)
-            .and_then(serde_json::Value::as_str)
+            .and_then(PlainNode::as_str)
             .filter(|s| !s.is_empty())
             .map(str::to_string)
     };
-    let kind = text(&value, "kind")?;
-    let api_version = text(&value, "apiVersion")?;
+    let kind = text(value, "kind")?;
+    let api_version = text(value, "apiVersion")?;
     let name = value
         .get("metadata")
         .and_then(|m| text(m, "name"))
@@ -472,7 +473,7 @@ fn clean_document(origin: Origin, mut value: serde_json::Value) -> Option<Docume
     let content = if kind == NAMESPACE_KIND {
         if api_version != NAMESPACE_API_VERSION
             || check_namespace_name(&name).is_err()
-            || has_unknown_namespace_fields(&value)
+            || has_unknown_namespace_fields(value)
         {
             return None;
         }
@@ -481,18 +482,20 @@ fn clean_document(origin: Origin, mut value: serde_json::Value) -> Option<Docume
         let typed_kind = Kind::from_name(&kind)?;
         if api_version != API_VERSION
             || check_object_name(&name).is_err()
-            || has_unknown_fields(typed_kind, &value)
+            || has_unknown_fields(typed_kind, value)
         {
             return None;
         }
+        let mut object = Object::from_plain_untracked(typed_kind, value)?;
         if typed_kind.is_namespaced()
-            && let Some(meta) = value.get_mut("metadata").and_then(|m| m.as_object_mut())
-            && !meta.contains_key("namespace")
+            && let Some(meta @ PlainNode::Map(_)) = value.get("metadata")
+            && meta.get("namespace").is_none()
         {
-            // kubectl puts an object without a namespace in its context's namespace, "default" here.
-            meta.insert("namespace".into(), "default".into());
+            // kubectl puts an object without a namespace in its context's namespace, "default"
+            // here (a namespace written as null stays null, as the located reader leaves it).
+            object.meta_mut().namespace = Some("default".into());
         }
-        Content::Object(Object::from_value_untracked(typed_kind, value)?)
+        Content::Object(object)
     };
     Some(Document {
         origin,
@@ -916,6 +919,70 @@ mod tests {
         same(&fast, &parse_located("cloud.yaml", &flow).unwrap()).unwrap();
         let numbers: Vec<usize> = fast.iter().map(|d| d.origin.document).collect();
         assert_eq!(numbers, [1, 2, 3, 4]);
+    }
+
+    /// Every document of the examples that the plain readers read (YAML, and each as JSON)
+    /// becomes the object JSON values made it, with the same verdict on unknown fields;
+    /// objects with a mistake included.
+    #[test]
+    fn plain_trees_read_as_json_values_read() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+        let mut read = 0;
+        for file in files_under(&dir).unwrap() {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let Ok(documents) = kubeplace_core::yaml_plain::read_plain(&text) else {
+                continue;
+            };
+            for doc in documents {
+                let json = doc.value.to_value().to_string();
+                let from_json: PlainNode<'_> = serde_json::from_str(&json).unwrap();
+                for node in [&doc.value, &from_json] {
+                    let Some(kind) = node.get("kind").and_then(PlainNode::as_str) else {
+                        continue;
+                    };
+                    let Some(kind) = Kind::from_name(kind) else {
+                        continue;
+                    };
+                    let value = node.to_value();
+                    assert_eq!(
+                        has_unknown_fields(kind, node),
+                        has_unknown_fields(kind, &value),
+                        "{file:?}"
+                    );
+                    assert_eq!(
+                        Object::from_plain_untracked(kind, node),
+                        Object::from_value(kind, value).ok(),
+                        "{file:?}"
+                    );
+                    read += 1;
+                }
+            }
+        }
+        assert!(read >= 40, "{read}");
+    }
+
+    /// A namespace written as null stays null in both readers; one left out is "default".
+    #[test]
+    fn a_null_namespace_reads_the_same_fast_and_located() {
+        let server = "apiVersion: kubeplace.io/v1alpha1\nkind: Server\nmetadata:\n  name: s1\n  namespace: ~\nspec:\n  flavor: f\n  image: i\n";
+        for text in [
+            server.to_string(),
+            server.replace("  namespace: ~\n", ""),
+            server.replace("~", "shop"),
+        ] {
+            let fast = yaml_fast("s.yaml", &text).expect("plain YAML");
+            same(&fast, &parse_located("s.yaml", &text).unwrap()).unwrap();
+            let json =
+                serde_json::to_string(&serde_saphyr::from_str::<serde_json::Value>(&text).unwrap())
+                    .unwrap();
+            let fast = json_fast("s.json", &json).expect("clean JSON");
+            same(&fast, &parse_located("s.json", &json).unwrap()).unwrap();
+        }
+        let fast = yaml_fast("s.yaml", server).unwrap();
+        let Some(Ok(object)) = fast[0].clone().object() else {
+            panic!("{fast:?}")
+        };
+        assert_eq!(object.meta().namespace, None);
     }
 
     #[test]

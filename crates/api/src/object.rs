@@ -1,6 +1,7 @@
 //! Any kubeplace object, whatever its kind: what the store keeps and the seams take.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kubeplace_core::yaml_plain::PlainNode;
 use serde_json::Value;
 
 use super::*;
@@ -51,11 +52,12 @@ macro_rules! kinds {
                 }
             }
 
-            /// [`Object::from_value`] without tracking the path of a failure: for bodies
+            /// The object of a body read by the plain readers, as [`Object::from_value`] reads
+            /// the same body as JSON, without tracking the path of a failure: for bodies
             /// expected to be well-formed, where a failure is read again for its message.
-            pub fn from_value_untracked(kind: Kind, value: Value) -> Option<Object> {
+            pub fn from_plain_untracked(kind: Kind, body: &PlainNode<'_>) -> Option<Object> {
                 match kind {
-                    $(Kind::$kind => serde_json::from_value(value).ok().map(Object::$kind),)*
+                    $(Kind::$kind => serde::Deserialize::deserialize(body).ok().map(Object::$kind),)*
                 }
             }
 

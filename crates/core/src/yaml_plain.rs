@@ -1,7 +1,8 @@
 //! A fast reader for plain YAML streams: documents of mappings, sequences, quoted strings and
 //! plain scalars whose type no YAML schema can read two ways (`true`, `false`, `null`, `~`,
-//! decimal integers and decimals, words starting with a letter). It builds JSON values
-//! without locations, with each document's first line.
+//! decimal integers and decimals, words starting with a letter). It builds the tree of a
+//! JSON value ([`PlainNode`], whose strings borrow the text) without locations, with each
+//! document's first line.
 //!
 //! Two readers share the subset: a line reader for block collections with one scalar a line
 //! (most manifests), and a reader of a YAML parser's events for the rest of it.
@@ -12,10 +13,11 @@
 //! valid YAML is [`PlainError::Syntax`]; either way the caller reads the text again with
 //! [`crate::yaml`], which records every value's line for the messages.
 
+use std::borrow::Cow;
 use std::convert::Infallible;
 use std::ops::ControlFlow;
 
-use serde_json::{Map, Number, Value};
+use serde_json::Number;
 use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::scanner::TScalarStyle;
 
@@ -24,10 +26,10 @@ const MAX_DEPTH: usize = 64;
 
 /// One document of a plain stream.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PlainDocument {
+pub struct PlainDocument<'a> {
     /// 1-based line its top-level value starts on.
     pub line: u64,
-    pub value: Value,
+    pub value: PlainNode<'a>,
 }
 
 /// Why a stream is not read by this reader.
@@ -41,16 +43,19 @@ pub enum PlainError {
 
 /// A mapping or sequence being read.
 enum Frame {
-    Seq(Vec<Value>),
+    Seq(Vec<PlainNode<'static>>),
     /// The entries so far, and the key whose value comes next.
-    Map(Map<String, Value>, Option<String>),
+    Map(Vec<(Cow<'static, str>, PlainNode<'static>)>, Option<String>),
 }
 
 mod block;
+mod node;
+
+pub use node::{DuplicateKey, PlainNode};
 
 /// Reads every document of a stream: with the line reader when the stream is in its subset
 /// (block collections, one scalar a line), else with the event reader.
-pub fn read_plain(text: &str) -> Result<Vec<PlainDocument>, PlainError> {
+pub fn read_plain(text: &str) -> Result<Vec<PlainDocument<'_>>, PlainError> {
     let mut documents = Vec::new();
     let ControlFlow::Continue(()) = read_plain_each(text, |number, document| {
         documents.truncate(number);
@@ -66,9 +71,9 @@ pub fn read_plain(text: &str) -> Result<Vec<PlainDocument>, PlainError> {
 /// line reader meets something outside its subset after some documents, the event reader
 /// reads the stream again from the start: `each` then sees number 0 again and must drop
 /// what it was given from that number on.
-pub fn read_plain_each<B>(
-    text: &str,
-    mut each: impl FnMut(usize, PlainDocument) -> ControlFlow<B>,
+pub fn read_plain_each<'a, B>(
+    text: &'a str,
+    mut each: impl FnMut(usize, PlainDocument<'a>) -> ControlFlow<B>,
 ) -> Result<ControlFlow<B>, PlainError> {
     if let Ok(flow) = block::read_block_each(text, &mut each) {
         return Ok(flow);
@@ -82,7 +87,7 @@ pub fn read_plain_each<B>(
 }
 
 /// Reads every document of a stream from a YAML parser's events.
-fn read_events(text: &str) -> Result<Vec<PlainDocument>, PlainError> {
+fn read_events(text: &str) -> Result<Vec<PlainDocument<'static>>, PlainError> {
     if text.contains('\r') || text.starts_with('\u{feff}') {
         return Err(PlainError::Unsupported(
             "a carriage return or a byte order mark",
@@ -142,13 +147,14 @@ fn read_events(text: &str) -> Result<Vec<PlainDocument>, PlainError> {
                 stack.push(if matches!(event, Event::SequenceStart(..)) {
                     Frame::Seq(Vec::new())
                 } else {
-                    Frame::Map(Map::new(), None)
+                    Frame::Map(Vec::new(), None)
                 });
                 continue;
             }
             Event::SequenceEnd | Event::MappingEnd => match stack.pop() {
-                Some(Frame::Seq(items)) => Value::Array(items),
-                Some(Frame::Map(entries, None)) => Value::Object(entries),
+                Some(Frame::Seq(items)) => PlainNode::Seq(items),
+                Some(Frame::Map(entries, None)) => PlainNode::map(entries)
+                    .map_err(|_| PlainError::Unsupported("a duplicate key"))?,
                 _ => return Err(PlainError::Syntax("unbalanced events".into())),
             },
         };
@@ -165,9 +171,7 @@ fn read_events(text: &str) -> Result<Vec<PlainDocument>, PlainError> {
             Some(Frame::Seq(items)) => items.push(finished),
             Some(Frame::Map(entries, key)) => {
                 let key = key.take().unwrap_or_default();
-                if entries.insert(key, finished).is_some() {
-                    return Err(PlainError::Unsupported("a duplicate key"));
-                }
+                entries.push((Cow::Owned(key), finished));
             }
         }
     }
@@ -233,31 +237,41 @@ fn on_one_line(
 /// A mapping key: a string, quoted or plain.
 fn key_text(text: String, style: TScalarStyle) -> Result<String, PlainError> {
     match scalar(text, style)? {
-        Value::String(s) => Ok(s),
+        PlainNode::String(s) => Ok(s.into_owned()),
         _ => Err(PlainError::Unsupported("a key that is not a string")),
     }
 }
 
 /// A scalar's value, when every YAML schema reads it so.
-fn scalar(text: String, style: TScalarStyle) -> Result<Value, PlainError> {
+fn scalar(text: String, style: TScalarStyle) -> Result<PlainNode<'static>, PlainError> {
     match style {
-        TScalarStyle::SingleQuoted | TScalarStyle::DoubleQuoted => Ok(Value::String(text)),
+        TScalarStyle::SingleQuoted | TScalarStyle::DoubleQuoted => {
+            Ok(PlainNode::String(Cow::Owned(text)))
+        }
         TScalarStyle::Literal | TScalarStyle::Folded => {
             Err(PlainError::Unsupported("a block scalar"))
         }
-        TScalarStyle::Plain => plain(text),
+        TScalarStyle::Plain => match plain_node(&text)? {
+            PlainNode::String(_) => Ok(PlainNode::String(Cow::Owned(text))),
+            other => Ok(other.into_owned()),
+        },
     }
 }
 
-fn plain(text: String) -> Result<Value, PlainError> {
-    match text.as_str() {
+/// A plain scalar's value, borrowing its text when it is a string.
+fn plain_node(text: &str) -> Result<PlainNode<'_>, PlainError> {
+    match text {
         // An empty node (`key:` with no value, or an empty document) reads as null.
-        "null" | "~" | "" => return Ok(Value::Null),
-        "true" => return Ok(Value::Bool(true)),
-        "false" => return Ok(Value::Bool(false)),
+        "null" | "~" | "" => return Ok(PlainNode::Null),
+        "true" => return Ok(PlainNode::Bool(true)),
+        "false" => return Ok(PlainNode::Bool(false)),
         _ => {}
     }
-    let unsigned = text.strip_prefix('-').unwrap_or(&text);
+    // Most scalars of a manifest are words (keys, names): no number starts with a letter.
+    if text.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        return word(text);
+    }
+    let unsigned = text.strip_prefix('-').unwrap_or(text);
     let (whole, fraction) = match unsigned.split_once('.') {
         Some((w, f)) => (w, Some(f)),
         None => (unsigned, None),
@@ -270,20 +284,24 @@ fn plain(text: String) -> Result<Value, PlainError> {
             Some(f) if digits(f) => text.parse::<f64>().ok().and_then(Number::from_f64),
             Some(_) => None,
         };
-        return number.map(Value::Number).ok_or(PlainError::Unsupported(
+        return number.map(PlainNode::Number).ok_or(PlainError::Unsupported(
             "a number out of range or in another notation",
         ));
     }
-    let starts_with_letter = text.starts_with(|c: char| c.is_ascii_alphabetic());
-    // Words that YAML 1.1 or another spelling reads as a boolean or null.
-    let word = matches!(
-        text.to_ascii_lowercase().as_str(),
-        "y" | "n" | "yes" | "no" | "on" | "off" | "true" | "false" | "null"
-    );
-    if starts_with_letter && !word {
-        Ok(Value::String(text))
-    } else {
+    Err(PlainError::Unsupported("a plain scalar of another type"))
+}
+
+/// A plain scalar starting with a letter: a string, unless YAML 1.1 or another spelling
+/// reads it as a boolean or null.
+fn word(text: &str) -> Result<PlainNode<'_>, PlainError> {
+    let read_otherwise = text.len() <= 5
+        && ["y", "n", "yes", "no", "on", "off", "true", "false", "null"]
+            .iter()
+            .any(|w| w.eq_ignore_ascii_case(text));
+    if read_otherwise {
         Err(PlainError::Unsupported("a plain scalar of another type"))
+    } else {
+        Ok(PlainNode::String(Cow::Borrowed(text)))
     }
 }
 
@@ -317,6 +335,7 @@ pub fn split_documents(text: &str, parts: usize) -> Vec<(u64, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
     use serde_json::json;
 
     /// Reading the pieces apart gives the stream's documents and lines (comments and blank
@@ -377,7 +396,7 @@ mod tests {
         let values: Vec<Value> = read_plain(text)
             .unwrap()
             .into_iter()
-            .map(|d| d.value)
+            .map(|d| d.value.to_value())
             .collect();
         assert_eq!(
             values,
@@ -406,10 +425,10 @@ mod tests {
         let lines: Vec<u64> = docs.iter().map(|d| d.line).collect();
         assert_eq!(lines, [2, 12]);
         assert_eq!(
-            docs[0].value,
+            docs[0].value.to_value(),
             json!({"kind": "A", "spec": {"num": 1, "f": 1.5, "s": "x", "l": ["a", "b"], "e": null}})
         );
-        assert_eq!(docs[1].value, json!({"kind": "B", "v": null}));
+        assert_eq!(docs[1].value.to_value(), json!({"kind": "B", "v": null}));
     }
 
     #[test]
@@ -563,7 +582,7 @@ mod tests {
                 proptest::prop_assert!(located.is_some(), "{text:?}");
                 let plain: Vec<(u64, Value)> = plain
                     .into_iter()
-                    .map(|d| (if d.value.is_null() { 0 } else { d.line }, d.value))
+                    .map(|d| (if d.value.is_null() { 0 } else { d.line }, d.value.to_value()))
                     .collect();
                 proptest::prop_assert_eq!(plain, located.unwrap(), "{:?}", text);
             }
