@@ -137,7 +137,18 @@ fn plan_pass(
     steps: &tokio::sync::mpsc::UnboundedSender<Step>,
 ) -> (Planned, Vec<StatusWrite>) {
     let shared = store.read().unwrap_or_else(|e| e.into_inner());
-    let in_place = (!pending.full && pending.keys.len() <= IN_PLACE_KEYS_AT_MOST)
+    let full = pending.full();
+    // What the changes reach, and the keys asked for (a server the pass places or a claim
+    // it releases moves statuses through its Allocation's watch event, in the next pass).
+    let reached: Vec<ObjectKey> = if full {
+        Vec::new()
+    } else {
+        let mut keys: std::collections::BTreeSet<ObjectKey> =
+            pending.reach.keys(&shared).into_iter().collect();
+        keys.extend(pending.keys);
+        keys.into_iter().collect()
+    };
+    let in_place = (!full && reached.len() <= IN_PLACE_KEYS_AT_MOST)
         .then(|| kubeplace_policy::pass::decide_in_place(&shared))
         .flatten();
     let copied = in_place.is_none();
@@ -156,7 +167,7 @@ fn plan_pass(
         warn!(allocation = %name, reason = %why, "refused a claim that bypassed admission");
     }
     // A refused claim changes its providers' usages and every status that reads them.
-    let every_key = pending.full || decisions.refused_any();
+    let every_key = full || decisions.refused_any();
     // The writer stops listening only when it is gone, and then nothing is left to write.
     let _ = steps.send(Step::Decided {
         placements: decisions.placements,
@@ -176,7 +187,7 @@ fn plan_pass(
         }
         store.keys().cloned().collect()
     } else {
-        pending.keys.into_iter().collect()
+        reached
     };
     let mut held = Vec::new();
     if copied {
@@ -261,7 +272,7 @@ impl Reconciler {
         // blocking thread, so that the runtime's workers stay free for the webhook and the
         // Placement API.
         let (store, metrics) = (self.store.clone(), self.metrics.clone());
-        let full = pending.full;
+        let full = pending.full();
         let (steps, mut planned_steps) = tokio::sync::mpsc::unbounded_channel();
         let planning = tokio::task::spawn_blocking(move || {
             let (planned, held) = plan_pass(&store, pending, &now, &metrics, &steps);
@@ -547,19 +558,9 @@ mod tests {
             assert!(matches!(next, Err(_) | Ok(None)), "nothing else is written");
             seen
         });
-        reconciler
-            .pass(Pending {
-                full: true,
-                ..Default::default()
-            })
-            .await;
+        reconciler.pass(Pending::every()).await;
         // Statuses now match: a second pass sends nothing.
-        reconciler
-            .pass(Pending {
-                full: true,
-                ..Default::default()
-            })
-            .await;
+        reconciler.pass(Pending::every()).await;
         assert_eq!(api.await.unwrap(), [Method::PATCH, Method::POST]);
         let s = store.read().unwrap();
         let stale = s.get(&ObjectKey::cluster(Kind::Flavor, "stale")).unwrap();
@@ -587,19 +588,15 @@ mod tests {
             writes
         };
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let full = Pending {
-            full: true,
-            ..Default::default()
-        };
-        let (planned, held) = plan_pass(&store, full, now, &metrics, &tx);
+        let (planned, held) = plan_pass(&store, Pending::every(), now, &metrics, &tx);
         assert!(planned.copied && planned.every_key);
         assert!(held.is_empty());
         assert_eq!(received(&mut rx).len(), 1);
 
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let few = Pending {
-            full: false,
             keys: [ObjectKey::cluster(Kind::Flavor, "f1")].into(),
+            ..Default::default()
         };
         let (planned, held) = plan_pass(&store, few, now, &metrics, &tx);
         assert!(!planned.copied && !planned.every_key);
@@ -761,12 +758,7 @@ mod tests {
             pacing: Pacing::default(),
             retries: Retries::default(),
         };
-        reconciler
-            .pass(Pending {
-                full: true,
-                ..Default::default()
-            })
-            .await;
+        reconciler.pass(Pending::every()).await;
         let next = tokio::time::timeout(Duration::from_millis(100), handle.next_request()).await;
         assert!(matches!(next, Err(_) | Ok(None)), "a follower wrote");
         let s = store.read().unwrap();

@@ -8,21 +8,38 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use kubeplace_policy::status::Reach;
 use kubeplace_policy::store::ObjectKey;
 
-/// The objects to reconcile: every object, or a few by key.
+/// The objects to reconcile: those the changes reach, and a few more by key.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct Pending {
-    /// Every object (a change that can touch other objects' statuses).
-    pub full: bool,
-    /// These objects only (their own status changed), when not `full`.
+    /// The statuses the changes of objects can move (every status after a relist, for a
+    /// new leader and at each resync).
+    pub reach: Reach,
+    /// These objects too (their own status changed, or a write of it is retried), when
+    /// the reach is not every object.
     pub keys: BTreeSet<ObjectKey>,
 }
 
 impl Pending {
+    /// Every object.
+    #[cfg(test)]
+    pub fn every() -> Pending {
+        Pending {
+            reach: Reach::every(),
+            keys: BTreeSet::new(),
+        }
+    }
+
+    /// Whether every object is pending.
+    pub fn full(&self) -> bool {
+        self.reach.is_every()
+    }
+
     /// Whether nothing is pending.
     pub fn is_empty(&self) -> bool {
-        !self.full && self.keys.is_empty()
+        self.reach.is_empty() && self.keys.is_empty()
     }
 }
 
@@ -40,9 +57,16 @@ impl Trigger {
 
     /// Asks for every object to be reconciled.
     pub(crate) fn full(&self) {
+        self.reach(Reach::every());
+    }
+
+    /// Asks for the statuses some changes reach to be reconciled.
+    pub(crate) fn reach(&self, reach: Reach) {
         let mut p = self.lock();
-        p.full = true;
-        p.keys.clear();
+        p.reach.add(reach);
+        if p.reach.is_every() {
+            p.keys.clear();
+        }
         drop(p);
         self.notify.notify_one();
     }
@@ -50,7 +74,7 @@ impl Trigger {
     /// Asks for one object to be reconciled.
     pub fn key(&self, key: ObjectKey) {
         let mut p = self.lock();
-        if !p.full {
+        if !p.full() {
             p.keys.insert(key);
         }
         drop(p);
@@ -59,12 +83,9 @@ impl Trigger {
 
     /// Gives back work that could not be done now.
     pub(crate) fn requeue(&self, pending: Pending) {
-        if pending.full {
-            self.full();
-        } else {
-            for k in pending.keys {
-                self.key(k);
-            }
+        self.reach(pending.reach);
+        for k in pending.keys {
+            self.key(k);
         }
     }
 
@@ -112,13 +133,7 @@ mod tests {
         t.key(key("a"));
         t.full();
         t.key(key("b"));
-        assert_eq!(
-            t.take(),
-            Pending {
-                full: true,
-                keys: BTreeSet::new()
-            }
-        );
+        assert_eq!(t.take(), Pending::every());
         assert!(t.take().is_empty());
     }
 

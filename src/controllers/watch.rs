@@ -21,6 +21,7 @@ use crate::cache::{SharedStore, to_object};
 use crate::metrics::{Metrics, kind_label};
 use kubeplace_api::Kind;
 use kubeplace_api::Object;
+use kubeplace_policy::status::Reach;
 use kubeplace_policy::store::{Change, ObjectKey, Store};
 
 /// Which kinds have their initial list in the store; ready when all have.
@@ -123,12 +124,18 @@ impl KindWatch {
         self.store.write().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Whether `object` differs from the stored version in its status alone.
-    fn only_status_changed(&self, object: &Object) -> bool {
+    /// What a change of an object (`new`, or `None` for the object of `key` deleted) can
+    /// reach, judged over the store before it; `None` when `new` differs from the stored
+    /// object in its status alone.
+    fn reach_of(&self, key: &ObjectKey, new: Option<&Object>) -> Option<Reach> {
         let store = self.store.read().unwrap_or_else(|e| e.into_inner());
-        store
-            .get(&ObjectKey::of(object))
-            .is_some_and(|old| body(old) == body(object))
+        let old = store.get(key);
+        if let (Some(old), Some(new)) = (old, new)
+            && body(old) == body(new)
+        {
+            return None;
+        }
+        Some(Reach::of_change(&store, old, new))
     }
 
     fn flush(&self, changes: &mut Vec<Change>) {
@@ -144,11 +151,11 @@ impl KindWatch {
     }
 
     /// Applies watch events to the store, in order, as one change of the store (one lock,
-    /// one provider config merge). Asks for a full reconcile when what an object is
-    /// changed, or only for the objects whose status alone changed.
+    /// one provider config merge). Asks for the statuses the changes reach to be
+    /// reconciled, and for the objects whose status alone changed.
     pub(crate) fn handle_batch(&mut self, events: impl IntoIterator<Item = Event<DynamicObject>>) {
         let mut changes = Vec::new();
-        let mut full = false;
+        let mut reach = Reach::default();
         let mut status_only = Vec::new();
         let mut listed_now = false;
         for event in events {
@@ -157,10 +164,10 @@ impl KindWatch {
                     self.metrics.watch_event(self.kind, "apply");
                     if let Some(object) = self.read(&o) {
                         debug!(kind = %self.kind, name = object.name(), "applied");
-                        if self.only_status_changed(&object) {
-                            status_only.push(ObjectKey::of(&object));
-                        } else {
-                            full = true;
+                        let key = ObjectKey::of(&object);
+                        match self.reach_of(&key, Some(&object)) {
+                            Some(r) => reach.add(r),
+                            None => status_only.push(key),
                         }
                         changes.push(Change::Put(Box::new(object)));
                     }
@@ -173,7 +180,7 @@ impl KindWatch {
                         name: o.metadata.name.clone().unwrap_or_default(),
                     };
                     debug!(kind = %self.kind, name = %key.name, "deleted");
-                    full = true;
+                    reach.add(self.reach_of(&key, None).unwrap_or_default());
                     changes.push(Change::Delete(key));
                 }
                 Event::Init => {
@@ -203,18 +210,17 @@ impl KindWatch {
                     );
                     drop(store);
                     info!(kind = %self.kind, objects = count, removed, "listed");
-                    full = true;
+                    reach = Reach::every();
                     listed_now = true;
                 }
             }
         }
         self.flush(&mut changes);
-        if full {
-            self.trigger.full();
-        } else {
-            for key in status_only {
-                self.trigger.key(key);
-            }
+        if !reach.is_empty() {
+            self.trigger.reach(reach);
+        }
+        for key in status_only {
+            self.trigger.key(key);
         }
         if listed_now {
             self.synced.mark(self.kind);
@@ -336,19 +342,40 @@ mod tests {
 
     #[test]
     fn status_only_changes_ask_for_that_object_alone() {
-        let (mut w, _store, trigger, _ready) = setup();
+        let (mut w, store, trigger, _ready) = setup();
+        let cn1 = ObjectKey::cluster(Kind::ResourceProvider, "cn1");
+        let cn2 = ObjectKey::cluster(Kind::ResourceProvider, "cn2");
+        w.handle(Event::Apply(provider("cn2", 4)));
         w.handle(Event::Apply(provider("cn1", 8)));
-        assert!(trigger.take().full);
+        // A new provider reaches itself (and the objects that read every provider), not
+        // the other providers.
+        let pending = trigger.take();
+        assert!(!pending.full());
+        let reached = pending.reach.keys(&store.read().unwrap());
+        assert!(
+            reached.contains(&cn1) && reached.contains(&cn2),
+            "{reached:?}"
+        );
         let mut with_status = provider("cn1", 8);
         with_status.metadata.resource_version = Some("2".into());
         with_status.data["status"] = json!({"root": "cn1"});
         w.handle(Event::Apply(with_status));
         let pending = trigger.take();
-        assert!(!pending.full);
-        assert_eq!(pending.keys.len(), 1);
+        assert!(pending.reach.is_empty());
+        assert_eq!(pending.keys, [cn1.clone()].into());
         w.handle(Event::Apply(provider("cn1", 9)));
-        assert!(trigger.take().full);
+        let pending = trigger.take();
+        assert_eq!(
+            pending.reach.keys(&store.read().unwrap()),
+            std::slice::from_ref(&cn1)
+        );
         w.handle(Event::Delete(provider("cn1", 9)));
-        assert!(trigger.take().full);
+        let pending = trigger.take();
+        assert!(!pending.reach.is_empty() && !pending.full());
+        // A relist reaches every object.
+        w.handle(Event::Init);
+        w.handle(Event::InitApply(provider("cn2", 4)));
+        w.handle(Event::InitDone);
+        assert!(trigger.take().full());
     }
 }

@@ -822,6 +822,31 @@ impl ProviderIndex {
             .fold(0i64, i64::saturating_add)
     }
 
+    /// Names of the providers in the tree `name` is in, each once: its root's tree, or,
+    /// for a provider with no root (its parent missing, or a cycle), the tree under its
+    /// highest ancestor that exists. None for a name the index does not hold.
+    pub fn tree_members(&self, name: &str) -> Vec<String> {
+        let Some(id) = self.id(name) else {
+            return Vec::new();
+        };
+        let mut top = id;
+        for _ in 0..self.slots.len() {
+            match self.get(top).parent {
+                Some(p) if p != id => top = p,
+                _ => break,
+            }
+        }
+        // Walked with the providers already seen, since a cycle's children lead back.
+        let mut seen = std::collections::HashSet::from([top]);
+        let mut stack = vec![top];
+        let mut names = Vec::new();
+        while let Some(p) = stack.pop() {
+            names.push(self.get(p).name.to_string());
+            stack.extend(self.get(p).children.iter().filter(|c| seen.insert(**c)));
+        }
+        names
+    }
+
     /// Names of a provider's direct children, sorted.
     pub fn children(&self, name: &str) -> Vec<String> {
         self.id(name)
@@ -895,14 +920,18 @@ impl ProviderIndex {
                 break;
             }
         }
-        // Walked more steps than there are providers, or back to the start: a cycle.
+        // Walked more steps than there are providers, or back to the start: a cycle. The
+        // chain is named up to the first provider met twice, so that a provider under a
+        // cycle names the same chain however many providers the index holds.
         let mut cycle = vec![self.get(id).name.to_string()];
+        let mut seen = vec![id];
         let mut c = self.get(id).parent;
         while let Some(pid) = c {
             cycle.push(self.get(pid).name.to_string());
-            if pid == id || cycle.len() > self.slots.len() + 1 {
+            if seen.contains(&pid) || seen.len() > self.slots.len() {
                 break;
             }
+            seen.push(pid);
             c = self.get(pid).parent;
         }
         Err(TreeError::Cycle { cycle })
@@ -974,6 +1003,44 @@ impl ProviderIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tree_members_are_the_whole_tree_from_any_member() {
+        let mut idx = ProviderIndex::default();
+        let rp = |name: &str, parent: Option<&str>| ProviderRecord {
+            name: name.into(),
+            uuid: crate::placement::derived_provider_uuid(name),
+            parent: parent.map(Into::into),
+            ..Default::default()
+        };
+        idx.upsert_provider(rp("cn1", None));
+        idx.upsert_provider(rp("cn1-numa0", Some("cn1")));
+        idx.upsert_provider(rp("cn1-numa0-pf0", Some("cn1-numa0")));
+        idx.upsert_provider(rp("cn2", None));
+        // An orphan whose parent does not exist, with a child; and a cycle.
+        idx.upsert_provider(rp("lost", Some("gone")));
+        idx.upsert_provider(rp("lost-child", Some("lost")));
+        idx.upsert_provider(rp("a", Some("b")));
+        idx.upsert_provider(rp("b", Some("a")));
+        let sorted = |mut v: Vec<String>| {
+            v.sort();
+            v
+        };
+        for member in ["cn1", "cn1-numa0", "cn1-numa0-pf0"] {
+            assert_eq!(
+                sorted(idx.tree_members(member)),
+                ["cn1", "cn1-numa0", "cn1-numa0-pf0"],
+                "{member}"
+            );
+        }
+        assert_eq!(idx.tree_members("cn2"), ["cn2"]);
+        assert_eq!(
+            sorted(idx.tree_members("lost-child")),
+            ["lost", "lost-child"]
+        );
+        assert_eq!(sorted(idx.tree_members("a")), ["a", "b"]);
+        assert!(idx.tree_members("gone").is_empty());
+    }
 
     /// Changes applied with packing deferred leave every tree packed as changes applied one
     /// by one do: children before and after their parents, a re-parenting, a removal, and
@@ -1152,6 +1219,18 @@ mod tests {
         idx.upsert_provider(rp("a", Some("b")));
         idx.upsert_provider(rp("b", Some("a")));
         assert!(matches!(idx.root_of("a"), Err(TreeError::Cycle { .. })));
+        // Under a cycle, the chain up to where it closes, whatever else the index holds.
+        idx.upsert_provider(rp("under", Some("a")));
+        let chain = |idx: &ProviderIndex| idx.root_of("under").unwrap_err().to_string();
+        assert_eq!(
+            chain(&idx),
+            "parent chain forms a cycle: under -> a -> b -> a"
+        );
+        idx.upsert_provider(rp("unrelated", None));
+        assert_eq!(
+            chain(&idx),
+            "parent chain forms a cycle: under -> a -> b -> a"
+        );
         let mut dup = rp("c", None);
         dup.uuid = "uuid-a".into();
         idx.upsert_provider(dup);

@@ -41,6 +41,7 @@ pub(crate) fn request_status(r: &Request) -> PlacementRequestStatus {
 
 /// Where a request fits: the candidate count and the first few candidates, or why the
 /// request is not one Placement would answer.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Placement {
     /// Every candidate, or, when `exhausted` is set, those counted before the search ran
     /// out of budget (at least this many exist).
@@ -165,10 +166,10 @@ fn valid_condition(f: &Flavor, world: &World<'_>) -> Condition {
 
 pub(super) fn status(f: &Flavor, world: &World<'_>, generation: Option<i64>) -> FlavorStatus {
     let request = flavor_request(f);
-    let outcome = place(world.store.index(), &request);
+    let outcome = world.placement(&request);
     let conditions = vec![valid_condition(f, world), schedulable(&outcome)];
-    let (candidate_count, candidates) = match outcome {
-        Ok(p) => (Some(p.count as i64), p.first),
+    let (candidate_count, candidates) = match outcome.as_ref() {
+        Ok(p) => (Some(p.count as i64), p.first.clone()),
         Err(_) => (Some(0), Vec::new()),
     };
     FlavorStatus {
@@ -211,5 +212,60 @@ mod tests {
         assert_eq!(headroom(&store).map(|h| h.servers), Some(4));
         store.turn_headroom_off();
         assert_eq!(headroom(&store), None);
+    }
+
+    /// Flavors (and an Image over them) that ask Placement the same question share one
+    /// search in a World, and each still gets the answer a search of its own gives.
+    #[test]
+    fn flavors_asking_the_same_share_one_search() {
+        let mut store = Store::default();
+        let mut yaml = String::from(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata: {name: cn1}\nspec:\n  inventories:\n    VCPU: {total: 8}\n    MEMORY_MB: {total: 65536}\n  traits: [HW_CPU_X86_AVX2]\n---\n\
+             apiVersion: kubeplace.io/v1alpha1\nkind: Image\nmetadata: {name: plain}\nspec: {properties: {}}\n---\n",
+        );
+        // Two of 2 VCPU (one named after a family), one of 4, one of 2 requiring AVX2, one
+        // of 16 that fits nowhere.
+        for (name, vcpus, extra) in [
+            ("a.small", 2, ""),
+            ("b.small", 2, ""),
+            ("a.large", 4, ""),
+            (
+                "avx.small",
+                2,
+                ", extraSpecs: {\"trait:HW_CPU_X86_AVX2\": required}",
+            ),
+            ("huge", 16, ""),
+        ] {
+            yaml += &format!(
+                "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata: {{name: {name}}}\nspec: {{vcpus: {vcpus}, memoryMb: 512{extra}}}\n---\n"
+            );
+        }
+        for doc in parse_stream("t.yaml", &yaml).unwrap() {
+            store.put(doc.object().unwrap().unwrap());
+        }
+        let world = World::new(&store);
+        let mut counts = Vec::new();
+        for f in ["a.small", "b.small", "a.large", "avx.small", "huge"] {
+            let object = store.get_cluster(Kind::Flavor, f).unwrap();
+            let Status::Flavor(st) = desired_status(object, &world) else {
+                panic!("not a flavor status")
+            };
+            // The answer a World of its own gives.
+            let Status::Flavor(alone) = desired_status(object, &World::new(&store)) else {
+                panic!("not a flavor status")
+            };
+            assert_eq!(st, alone, "{f}");
+            counts.push(st.candidate_count.unwrap());
+        }
+        assert_eq!(counts, [1, 1, 1, 1, 0]);
+        // Four distinct requests: the two 2-VCPU flavors without traits asked once.
+        assert_eq!(world.placements.lock().unwrap().len(), 4);
+        // The image requires nothing: its flavors' requests are theirs, already answered.
+        let image = store.get_cluster(Kind::Image, "plain").unwrap();
+        let Status::Image(st) = desired_status(image, &world) else {
+            panic!("not an image status")
+        };
+        assert_eq!(st.flavors.len(), 5);
+        assert_eq!(world.placements.lock().unwrap().len(), 4);
     }
 }

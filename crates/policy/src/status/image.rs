@@ -3,7 +3,6 @@
 use kubeplace_api::{Condition, Image, ImageFlavorStatus, ImageStatus, Object};
 use kubeplace_core::placement::request::TraitConflict;
 
-use super::flavor::place;
 use super::{World, capped};
 use crate::translate::{required_traits, server_request};
 use kubeplace_api::Kind;
@@ -26,9 +25,11 @@ pub(super) fn status(i: &Image, world: &World<'_>, generation: Option<i64>) -> I
                 });
             }
             Ok(request) => {
-                let count = place(world.store.index(), &request)
-                    .map(|p| p.count)
-                    .unwrap_or(0) as i64;
+                let count = world
+                    .placement(&request)
+                    .as_ref()
+                    .as_ref()
+                    .map_or(0, |p| p.count) as i64;
                 any_candidates |= count > 0;
                 flavors.push(ImageFlavorStatus {
                     flavor: name,

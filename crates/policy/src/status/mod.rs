@@ -9,14 +9,18 @@ mod extra_spec_definition;
 mod flavor;
 mod image;
 mod provider_config;
+mod reach;
 mod resource_provider;
 mod server;
 mod server_group;
 mod service_profile;
 
+pub use reach::Reach;
+
 use crate::store::{ObjectKey, Store};
+use std::collections::HashMap;
 use std::ops::ControlFlow;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use kubeplace_api::{Kind, Object, Status};
 use kubeplace_core::extra_specs::Registry;
@@ -32,6 +36,10 @@ pub struct World<'a> {
     pub merge: &'a MergeResult,
     /// The ExtraSpecDefinitions in the store, compiled.
     pub custom_definitions: Registry,
+    /// Where each request asked so far fits, by its query: Flavors and Images that ask
+    /// Placement the same question (flavors of one size, an image that requires nothing)
+    /// share one search, since the answer depends on the query and the index alone.
+    placements: Mutex<HashMap<String, Arc<Result<flavor::Placement, String>>>>,
 }
 
 impl<'a> World<'a> {
@@ -41,7 +49,36 @@ impl<'a> World<'a> {
             store,
             merge: store.config_merge(),
             custom_definitions: store.custom_definitions().0,
+            placements: Mutex::default(),
         }
+    }
+
+    /// Where a request fits ([`flavor::place`] over the store's index), searched once per
+    /// distinct query however many objects ask it.
+    pub(crate) fn placement(
+        &self,
+        request: &kubeplace_core::placement::request::Request,
+    ) -> Arc<Result<flavor::Placement, String>> {
+        let query = request.to_query();
+        let known = |w: &Self| {
+            w.placements
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&query)
+                .cloned()
+        };
+        if let Some(known) = known(self) {
+            return known;
+        }
+        // Searched without the lock: two threads asking at once both search, and the
+        // answers are equal.
+        let found = Arc::new(flavor::place(self.store.index(), request));
+        self.placements
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(query)
+            .or_insert(found)
+            .clone()
     }
 }
 
