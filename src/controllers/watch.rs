@@ -138,10 +138,12 @@ impl KindWatch {
         Some(Reach::of_change(&store, old, new))
     }
 
-    fn flush(&self, changes: &mut Vec<Change>) {
-        if !changes.is_empty() {
-            self.store().apply_changes(std::mem::take(changes));
+    /// Applies the changes gathered; what the provider config merge moved in doing so.
+    fn flush(&self, changes: &mut Vec<Change>) -> Reach {
+        if changes.is_empty() {
+            return Reach::default();
         }
+        Reach::of_merge(self.store().apply_changes(std::mem::take(changes)))
     }
 
     /// Applies one watch event to the store.
@@ -193,7 +195,7 @@ impl KindWatch {
                     }
                 }
                 Event::InitDone => {
-                    self.flush(&mut changes);
+                    reach.add(self.flush(&mut changes));
                     let listed = self.relist.take().unwrap_or_default();
                     let keep: BTreeSet<ObjectKey> = listed.iter().map(ObjectKey::of).collect();
                     let mut store = self.store();
@@ -215,7 +217,7 @@ impl KindWatch {
                 }
             }
         }
-        self.flush(&mut changes);
+        reach.add(self.flush(&mut changes));
         if !reach.is_empty() {
             self.trigger.reach(reach);
         }

@@ -521,8 +521,44 @@ impl ProviderIndex {
             .map(|(c, i)| (self.classes.intern(c), i.clone()))
             .collect();
         let tr: Vec<TraitId> = traits.iter().map(|t| self.traits.intern(t)).collect();
+        // A merge hands over every provider a config reaches (`$COMPUTE_NODE`: every
+        // compute node) after any change; most come back as they were, and resetting them
+        // would walk the class and trait member lists and repack their trees each time.
+        if self.effective_would_stay(id, &inv, &tr) {
+            return;
+        }
         self.set_effective(id, inv, tr);
         self.repack_all([self.get(id).root]);
+    }
+
+    /// Whether [`Self::set_effective`] with these additions would leave the provider's
+    /// effective inventories and traits as they are.
+    fn effective_would_stay(
+        &self,
+        id: ProviderId,
+        config_inventories: &[(ClassId, Inventory)],
+        config_traits: &[TraitId],
+    ) -> bool {
+        let p = self.get(id);
+        let mut inventories = p.own_inventories.clone();
+        for (c, inv) in config_inventories {
+            if p.own_inventories
+                .binary_search_by_key(c, |(k, _)| *k)
+                .is_err()
+            {
+                inventories.push((*c, inv.clone()));
+            }
+        }
+        inventories.sort_by_key(|(c, _)| *c);
+        let mut traits: SmallVec<[u32; 4]> = p
+            .own_traits
+            .iter()
+            .chain(config_traits)
+            .map(|t| t.0)
+            .collect();
+        traits.sort_unstable();
+        traits.dedup();
+        inventories == p.inventories && traits == p.trait_words
     }
 
     /// Recomputes the cached root of a provider and everything under it.
@@ -950,12 +986,14 @@ impl ProviderIndex {
         let mut errors = Vec::new();
         if let Some(id) = self.id(name) {
             let p = self.get(id);
+            // The other named is the first by name, whatever order they were stored in.
             if let Some(other) = self
                 .by_uuid
                 .get(&p.uuid)
                 .into_iter()
                 .flatten()
-                .find(|o| **o != id)
+                .filter(|o| **o != id)
+                .min_by_key(|o| &self.get(**o).name)
             {
                 errors.push(TreeError::DuplicateUuid {
                     uuid: p.uuid.to_string(),
@@ -1003,6 +1041,41 @@ impl ProviderIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Config additions handed over again unchanged leave the provider as it is: no tree
+    /// is packed again. Changed ones take effect.
+    #[test]
+    fn unchanged_config_additions_repack_nothing() {
+        let mut idx = ProviderIndex::default();
+        idx.upsert_provider(ProviderRecord {
+            name: "cn1".into(),
+            uuid: crate::placement::derived_provider_uuid("cn1"),
+            inventories: [("VCPU".to_string(), Inventory::with_total(8))].into(),
+            traits: ["COMPUTE_NODE".to_string()].into(),
+            ..Default::default()
+        });
+        let llc: BTreeMap<String, Inventory> =
+            [("CUSTOM_LLC".to_string(), Inventory::with_total(22))].into();
+        let p_state: BTreeSet<String> = ["CUSTOM_P_STATE".to_string()].into();
+        idx.defer_repacks();
+        idx.set_config_additions("cn1", &llc, &p_state);
+        assert_eq!(idx.deferred_repacks.as_deref().map(<[_]>::len), Some(1));
+        idx.finish_repacks();
+        let (inventories, traits) = idx.effective("cn1").unwrap();
+        assert!(inventories.contains_key("CUSTOM_LLC") && traits.contains("CUSTOM_P_STATE"));
+        idx.defer_repacks();
+        idx.set_config_additions("cn1", &llc, &p_state);
+        // A trait the provider has itself, given again as an addition, changes nothing.
+        let own_too: BTreeSet<String> =
+            ["CUSTOM_P_STATE".to_string(), "COMPUTE_NODE".to_string()].into();
+        idx.set_config_additions("cn1", &llc, &own_too);
+        assert_eq!(idx.deferred_repacks.as_deref().map(<[_]>::len), Some(0));
+        // Different additions do take effect.
+        idx.set_config_additions("cn1", &BTreeMap::new(), &p_state);
+        assert_eq!(idx.deferred_repacks.as_deref().map(<[_]>::len), Some(1));
+        idx.finish_repacks();
+        assert!(!idx.effective("cn1").unwrap().0.contains_key("CUSTOM_LLC"));
+    }
 
     #[test]
     fn tree_members_are_the_whole_tree_from_any_member() {

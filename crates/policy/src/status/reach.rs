@@ -1,12 +1,13 @@
 //! Which statuses a change can move, so that a pass plans those and not the whole store.
 //!
 //! A ResourceProvider's status reads its own record, its place in its tree (its root, a
-//! missing parent, a cycle), whether another provider has its uuid, its usages, and the
-//! provider config merge. Every other kind's status may read any provider (candidate
-//! counts, hosts in an aggregate, capacity under an Allocation) or other objects, and
-//! those objects are few beside the providers. So a change reaches the statuses of every
-//! object but the providers ("readers"), and those of the providers whose tree, uuid or
-//! usages it touched; where provider configs could carry it further, every status.
+//! missing parent, a cycle), whether another provider has its uuid, its usages, and what
+//! the provider config merge gave it. Every other kind's status may read any provider
+//! (candidate counts, hosts in an aggregate, capacity under an Allocation) or other
+//! objects, and those objects are few beside the providers. So a change reaches the
+//! statuses of every object but the providers ("readers"), those of the providers whose
+//! tree, uuid or usages it touched, and those of the providers whose merge outcome the
+//! store reports moved when it applied the change ([`Reach::of_merge`]).
 
 use std::collections::BTreeSet;
 
@@ -62,12 +63,7 @@ impl Reach {
             ..Reach::default()
         };
         match kind {
-            // The merge can move any provider's effective inventories and traits.
-            Kind::ProviderConfig => return Reach::every(),
             Kind::ResourceProvider => {
-                if !store.config_merge().configs.is_empty() {
-                    return Reach::every();
-                }
                 let (old, new) = (as_provider(old), as_provider(new));
                 let index = store.index();
                 if let Some(name) = new.or(old).and_then(|rp| rp.metadata.name.clone()) {
@@ -99,6 +95,17 @@ impl Reach {
             _ => {}
         }
         reach
+    }
+
+    /// What a provider config merge reaches: the providers whose outcome it moved (as
+    /// [`Store::apply_changes`] reports them) and, through their effective inventories and
+    /// traits, the readers.
+    pub fn of_merge(moved: Vec<String>) -> Reach {
+        Reach {
+            every: false,
+            readers: !moved.is_empty(),
+            providers: moved.into_iter().collect(),
+        }
     }
 
     /// Adds what `other` reaches.
@@ -141,6 +148,7 @@ impl Reach {
 mod tests {
     use super::*;
     use crate::status::{World, desired_status};
+    use crate::store::Change;
     use kubeplace_api::manifest::parse_stream;
 
     fn objects(yaml: &str) -> Vec<Object> {
@@ -194,20 +202,19 @@ mod tests {
     fn reaches_every_moved_status(yaml: &str, change: Result<&str, ObjectKey>) -> Vec<ObjectKey> {
         let before = store_of(yaml);
         let mut after = before.clone();
-        let reach = match change {
+        let (mut reach, merged) = match change {
             Ok(doc) => {
                 let new = objects(doc).remove(0);
                 let old = before.get(&ObjectKey::of(&new)).cloned();
                 let reach = Reach::of_change(&before, old.as_ref(), Some(&new));
-                after.put(new);
-                reach
+                (reach, after.apply_changes([Change::Put(Box::new(new))]))
             }
             Err(key) => {
                 let reach = Reach::of_change(&before, before.get(&key), None);
-                after.delete(&key);
-                reach
+                (reach, after.apply_changes([Change::Delete(key)]))
             }
         };
+        reach.add(Reach::of_merge(merged));
         let keys = reach.keys(&after);
         let moved = moved(&before, &after);
         for k in &moved {
@@ -283,7 +290,7 @@ mod tests {
     }
 
     #[test]
-    fn a_flavor_reaches_no_provider_and_a_provider_config_reaches_all() {
+    fn a_flavor_reaches_no_provider_and_a_provider_config_the_providers_it_moves() {
         let keys = reaches_every_moved_status(
             &cloud(),
             Ok(
@@ -293,20 +300,23 @@ mod tests {
         assert!(providers_in(&keys).is_empty());
         assert!(keys.contains(&ObjectKey::cluster(Kind::Flavor, "f2")));
         let config = "apiVersion: kubeplace.io/v1alpha1\nkind: ProviderConfig\nmetadata: {name: pc}\nspec:\n  meta: {schemaVersion: \"1.0\"}\n  providers:\n  - identification: {name: cn2}\n    traits:\n      additional: [CUSTOM_Y]\n---\n";
-        let before = store_of(&cloud());
-        let new = objects(config).remove(0);
-        assert!(Reach::of_change(&before, None, Some(&new)).is_every());
-        // With configs in the store, a provider's change may move what they add anywhere.
-        let with_config = store_of(&(cloud() + config));
-        let cn2 = objects(&rp("cn2", None, "")).remove(0);
-        assert!(
-            Reach::of_change(
-                &with_config,
-                with_config.get(&ObjectKey::of(&cn2)),
-                Some(&cn2)
-            )
-            .is_every()
+        let keys = reaches_every_moved_status(&cloud(), Ok(config));
+        assert_eq!(providers_in(&keys), ["cn2"]);
+        // Every provider that is a compute node (a root with COMPUTE_NODE).
+        let compute = cloud().replace(
+            "    VCPU: {total: 8}\n",
+            "    VCPU: {total: 8}\n  traits: [COMPUTE_NODE]\n",
         );
+        let every_node = config.replace("{name: cn2}", "{uuid: $COMPUTE_NODE}");
+        let keys = reaches_every_moved_status(&compute, Ok(&every_node));
+        assert_eq!(providers_in(&keys), ["cn1", "cn1-numa0", "cn2"]);
+        // With the config in the store, a node's change moves that node only.
+        let keys = reaches_every_moved_status(
+            &(compute + &every_node),
+            Ok(&rp("cn2", None, "  traits: [COMPUTE_NODE, CUSTOM_Z]\n")),
+        );
+        assert_eq!(providers_in(&keys), ["cn2"]);
+        let before = store_of(&cloud());
         assert_eq!(Reach::every().keys(&before).len(), before.len());
     }
 
@@ -364,6 +374,10 @@ mod tests {
                     if in_aggregate {
                         extra += "  aggregates: [6a1c1b39-1b10-4f5e-9d2a-5c1f3f7e0a01]\n";
                     }
+                    // Half are compute nodes (for `$COMPUTE_NODE`), when they are roots.
+                    if vcpu % 2 == 0 {
+                        extra += "  traits: [COMPUTE_NODE]\n";
+                    }
                     format!(
                         "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata: {{name: {name}}}\nspec:\n{extra}  inventories:\n    VCPU: {{total: {vcpu}}}\n    MEMORY_MB: {{total: 4096}}\n---\n"
                     )
@@ -379,14 +393,31 @@ mod tests {
             })
         }
 
+        /// A ProviderConfig (one of two) adding a trait and an inventory to a provider by
+        /// name, by uuid, or to every compute node.
+        fn provider_config() -> impl Strategy<Value = String> {
+            (0usize..2, 0usize..7, 1i64..5).prop_map(|(c, target, llc)| {
+                let identification = match target {
+                    0..5 => format!("{{name: {}}}", NAMES[target]),
+                    5 => "{uuid: 6f3c1a52-1d8e-4c2b-9a57-000000000001}".to_string(),
+                    _ => "{uuid: $COMPUTE_NODE}".to_string(),
+                };
+                format!(
+                    "apiVersion: kubeplace.io/v1alpha1\nkind: ProviderConfig\nmetadata: {{name: pc{c}}}\nspec:\n  meta: {{schemaVersion: \"1.0\"}}\n  providers:\n  - identification: {identification}\n    inventories:\n      additional:\n      - CUSTOM_LLC: {{total: {llc}}}\n    traits:\n      additional: [CUSTOM_P_STATE]\n---\n"
+                )
+            })
+        }
+
         fn document() -> impl Strategy<Value = String> {
-            prop_oneof![3 => provider(), 1 => allocation()]
+            prop_oneof![3 => provider(), 1 => allocation(), 1 => provider_config()]
         }
 
         fn key() -> impl Strategy<Value = ObjectKey> {
             prop_oneof![
                 (0usize..5).prop_map(|n| ObjectKey::cluster(Kind::ResourceProvider, NAMES[n])),
                 (0usize..2).prop_map(|a| ObjectKey::cluster(Kind::Allocation, &format!("a{a}"))),
+                (0usize..2)
+                    .prop_map(|c| ObjectKey::cluster(Kind::ProviderConfig, &format!("pc{c}"))),
             ]
         }
 

@@ -313,8 +313,9 @@ impl Store {
     }
 
     /// Re-merges provider configs after a provider or config changed, and puts what they add
-    /// into the index so candidate search and capacity checks see it.
-    fn refresh_config_merge(&mut self) {
+    /// into the index so candidate search and capacity checks see it. The providers whose
+    /// merge outcome (additions, configs applied, conflicts) changed, in name order.
+    fn refresh_config_merge(&mut self) -> Vec<String> {
         let merged = merge(&self.index, &config_entries(self));
         let touched: std::collections::BTreeSet<String> = self
             .config_merge
@@ -323,16 +324,22 @@ impl Store {
             .chain(merged.providers.keys())
             .cloned()
             .collect();
+        let mut moved = Vec::new();
         for name in touched {
-            let (inventories, traits) = merged
-                .providers
-                .get(&name)
+            let now = merged.providers.get(&name);
+            if self.config_merge.providers.get(&name) != now {
+                moved.push(name.clone());
+            }
+            // Given to the index even when the outcome is the same: a provider stored again
+            // meanwhile may have lost what configs added (the index skips what is unchanged).
+            let (inventories, traits) = now
                 .map(|e| (e.inventories.clone(), e.traits.clone()))
                 .unwrap_or_default();
             self.index
                 .set_config_additions(&name, &inventories, &traits);
         }
         self.config_merge = merged;
+        moved
     }
 
     /// Creates or updates an object as the API server would on apply: the status is kept,
@@ -437,8 +444,9 @@ impl Store {
 
     /// Applies changes in order, as [`Store::put`] and [`Store::delete`] would, but merges
     /// provider configs once at the end: a burst of watch events, or a relist of thousands of
-    /// providers, costs one merge instead of one per provider.
-    pub fn apply_changes(&mut self, changes: impl IntoIterator<Item = Change>) {
+    /// providers, costs one merge instead of one per provider. The providers whose provider
+    /// config outcome the changes moved: their statuses move with it.
+    pub fn apply_changes(&mut self, changes: impl IntoIterator<Item = Change>) -> Vec<String> {
         let mut remerge = false;
         // Each changed tree is packed for the search once, after every change is in.
         self.index.defer_repacks();
@@ -472,10 +480,13 @@ impl Store {
                 }
             }
         }
-        if remerge {
-            self.refresh_config_merge();
-        }
+        let moved = if remerge {
+            self.refresh_config_merge()
+        } else {
+            Vec::new()
+        };
         self.index.finish_repacks();
+        moved
     }
 
     /// Sets an object's status; returns whether it changed.
