@@ -787,6 +787,16 @@ impl ProviderIndex {
             .collect()
     }
 
+    /// Whether a provider is a root (it names no parent) with `trait_name` among its own
+    /// traits: one of [`Self::roots_with_own_trait`].
+    pub fn is_root_with_own_trait(&self, name: &str, trait_name: &str) -> bool {
+        let (Some(id), Some(t)) = (self.id(name), self.traits.get(trait_name)) else {
+            return false;
+        };
+        let p = self.get(id);
+        p.parent_name.is_none() && p.own_traits.binary_search(&t).is_ok()
+    }
+
     /// A provider's inventory of a class, provider configs included.
     pub fn inventory(&self, name: &str, class: &str) -> Option<Inventory> {
         let p = self.get(self.id(name)?);
@@ -824,14 +834,18 @@ impl ProviderIndex {
         self.id(name).map(|id| &*self.get(id).uuid)
     }
 
-    /// Names of the providers with this uuid.
+    /// Names of the providers with this uuid, in name order (not the order they were
+    /// stored in, so that what reads them answers alike however the index was built).
     pub fn names_with_uuid(&self, uuid: &str) -> Vec<String> {
-        self.by_uuid
+        let mut names: Vec<String> = self
+            .by_uuid
             .get(uuid)
             .into_iter()
             .flatten()
             .map(|id| self.get(*id).name.to_string())
-            .collect()
+            .collect();
+        names.sort_unstable();
+        names
     }
 
     /// Whether a provider shares its inventory through its aggregates

@@ -182,6 +182,107 @@ pub fn merge(index: &ProviderIndex, entries: &[ConfigEntry]) -> MergeResult {
     result
 }
 
+/// What the merge reads of a provider that changed, as it was before the change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderFacts {
+    pub uuid: String,
+    /// A root with the COMPUTE_NODE trait of its own, which `$COMPUTE_NODE` reaches.
+    pub compute_node: bool,
+}
+
+/// Brings a merge up to date after some providers alone changed (created, updated or
+/// deleted; the entries unchanged), without merging every provider again: each changed
+/// provider's outcome is worked out alone. `changed` gives each one's name and facts
+/// before the change (`None`: it did not exist); the index is as it is after. Returns the
+/// providers whose outcome moved, or `None`, leaving `result` as it was, where a full
+/// [`merge`] is needed for the answer it would give: an explicit entry names a changed
+/// provider (by name, or by its uuid before or after), more than one `$COMPUTE_NODE` entry
+/// exists, or a changed provider has or would have a conflict. The common case, one
+/// `$COMPUTE_NODE` entry and compute nodes coming and going, costs in proportion to the
+/// providers that changed instead of to every compute node.
+pub fn merge_changed(
+    result: &mut MergeResult,
+    index: &ProviderIndex,
+    entries: &[ConfigEntry],
+    changed: &[(String, Option<ProviderFacts>)],
+) -> Option<Vec<String>> {
+    let mut compute = entries
+        .iter()
+        .filter(|e| e.identification == Identification::ComputeNode);
+    let entry = compute.next();
+    if compute.next().is_some() {
+        return None;
+    }
+    // Each changed provider's outcome after the change, checked before any is set.
+    let mut outcomes: Vec<(&str, Option<Effective>)> = Vec::with_capacity(changed.len());
+    for (name, before) in changed {
+        let now_uuid = index.uuid(name);
+        let named = entries.iter().any(|e| match &e.identification {
+            Identification::Name(n) => n == name,
+            Identification::Uuid(u) => {
+                before.as_ref().is_some_and(|b| &b.uuid == u) || now_uuid == Some(u.as_str())
+            }
+            Identification::ComputeNode => false,
+        });
+        if named
+            || result
+                .providers
+                .get(name)
+                .is_some_and(|e| !e.conflicts.is_empty())
+        {
+            return None;
+        }
+        let outcome = match entry {
+            Some(entry) if index.is_root_with_own_trait(name, COMPUTE_NODE) => {
+                let (own, _) = index.own_inventories_and_traits(name)?;
+                let mut own = own.map(|(class, _)| class);
+                if own.any(|class| entry.inventories.contains_key(class)) {
+                    return None;
+                }
+                let applied = !entry.inventories.is_empty() || !entry.traits.is_empty();
+                Some(Effective {
+                    inventories: entry.inventories.clone(),
+                    traits: entry.traits.clone(),
+                    applied: if applied {
+                        [entry.source.clone()].into()
+                    } else {
+                        BTreeSet::new()
+                    },
+                    conflicts: Vec::new(),
+                })
+            }
+            _ => None,
+        };
+        outcomes.push((name, outcome));
+    }
+    let mut moved = Vec::new();
+    for (name, outcome) in outcomes {
+        if let Some(entry) = entry
+            && let Some(config) = result.configs.get_mut(&entry.source)
+        {
+            if outcome.is_some() {
+                config.matched.insert(name.to_string());
+            } else {
+                config.matched.remove(name);
+            }
+        }
+        if result.providers.get(name) != outcome.as_ref() {
+            moved.push(name.to_string());
+        }
+        match outcome {
+            Some(e) => {
+                result.providers.insert(name.to_string(), e);
+            }
+            None => {
+                result.providers.remove(name);
+            }
+        }
+    }
+    moved.sort();
+    moved.dedup();
+    Some(moved)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -218,6 +319,55 @@ mod tests {
             inventories: [(class.to_string(), Inventory::with_total(4))].into(),
             traits: [t.to_string()].into(),
         }
+    }
+
+    /// A compute node added or gone is merged alone, as a full merge would; an explicit
+    /// entry naming it or a second `$COMPUTE_NODE` entry sends it to the full merge.
+    #[test]
+    fn changed_providers_merge_alone_where_that_is_the_full_answer() {
+        let mut idx = index();
+        let every_node = [entry(
+            "a",
+            Identification::ComputeNode,
+            "CUSTOM_LLC",
+            "CUSTOM_P_STATE",
+        )];
+        let mut result = merge(&idx, &every_node);
+        let mut cn3 = ProviderRecord {
+            name: "cn3".into(),
+            uuid: "00000000-0000-0000-0000-000000000099".into(),
+            ..Default::default()
+        };
+        cn3.traits.insert(COMPUTE_NODE.into());
+        idx.upsert_provider(cn3);
+        let added = [("cn3".to_string(), None)];
+        let moved = merge_changed(&mut result, &idx, &every_node, &added);
+        assert_eq!(moved, Some(vec!["cn3".to_string()]));
+        assert_eq!(result, merge(&idx, &every_node));
+        let facts = ProviderFacts {
+            uuid: "00000000-0000-0000-0000-000000000099".into(),
+            compute_node: true,
+        };
+        idx.remove_provider("cn3");
+        let gone = [("cn3".to_string(), Some(facts))];
+        let moved = merge_changed(&mut result, &idx, &every_node, &gone);
+        assert_eq!(moved, Some(vec!["cn3".to_string()]));
+        assert_eq!(result, merge(&idx, &every_node));
+        // Named explicitly, or reached by two `$COMPUTE_NODE` entries: left as it was.
+        let named = [
+            every_node[0].clone(),
+            entry(
+                "b",
+                Identification::Name("cn3".into()),
+                "CUSTOM_X",
+                "CUSTOM_Y",
+            ),
+        ];
+        let before = result.clone();
+        assert_eq!(merge_changed(&mut result, &idx, &named, &gone), None);
+        let twice = [every_node[0].clone(), every_node[0].clone()];
+        assert_eq!(merge_changed(&mut result, &idx, &twice, &gone), None);
+        assert_eq!(result, before);
     }
 
     #[test]

@@ -13,7 +13,8 @@ pub(crate) mod yaml11;
 
 pub use file::{Checked, FileEntry, check_text, check_value};
 pub use merge::{
-    ConfigEntry, ConfigOutcome, Effective, Identification, InventoryConflict, MergeResult, merge,
+    ConfigEntry, ConfigOutcome, Effective, Identification, InventoryConflict, MergeResult,
+    ProviderFacts, merge, merge_changed,
 };
 pub use problem::{COMPUTE_NODE_ID, Problem, ProviderRef, Style};
 

@@ -21,7 +21,7 @@ use kubeplace_core::extra_specs::registry::{Registry, Rejected};
 use crate::translate;
 use kubeplace_core::placement::ProviderIndex;
 use kubeplace_core::placement::weighers::Weighers;
-use kubeplace_core::provider_config::{MergeResult, merge};
+use kubeplace_core::provider_config::{MergeResult, ProviderFacts, merge, merge_changed};
 
 /// Where an object lives: kind, namespace (empty for cluster-scoped kinds) and name. Keys
 /// order by kind, then namespace, then name.
@@ -312,6 +312,33 @@ impl Store {
         })
     }
 
+    /// Re-merges provider configs after providers alone changed (`changed`: each one's name
+    /// and what the merge read of it before; see [`merge_changed`]), working out only
+    /// theirs where that gives the answer a full merge would, else as
+    /// [`Self::refresh_config_merge`]. `created` are providers stored anew, whose additions
+    /// the index no longer holds whatever the merge says.
+    fn refresh_config_merge_for(
+        &mut self,
+        changed: &[(String, Option<ProviderFacts>)],
+        created: &std::collections::BTreeSet<String>,
+    ) -> Vec<String> {
+        let entries = config_entries(self);
+        let Some(moved) = merge_changed(&mut self.config_merge, &self.index, &entries, changed)
+        else {
+            return self.refresh_config_merge();
+        };
+        for name in moved.iter().chain(created) {
+            let (inventories, traits) = self
+                .config_merge
+                .providers
+                .get(name)
+                .map(|e| (e.inventories.clone(), e.traits.clone()))
+                .unwrap_or_default();
+            self.index.set_config_additions(name, &inventories, &traits);
+        }
+        moved
+    }
+
     /// Re-merges provider configs after a provider or config changed, and puts what they add
     /// into the index so candidate search and capacity checks see it. The providers whose
     /// merge outcome (additions, configs applied, conflicts) changed, in name order.
@@ -448,6 +475,10 @@ impl Store {
     /// config outcome the changes moved: their statuses move with it.
     pub fn apply_changes(&mut self, changes: impl IntoIterator<Item = Change>) -> Vec<String> {
         let mut remerge = false;
+        // The providers changed and what the merge read of them before, while only
+        // providers change; `None` once a ProviderConfig changed (every provider re-merged).
+        let mut changed_providers: Option<Vec<(String, Option<ProviderFacts>)>> = Some(Vec::new());
+        let mut created = std::collections::BTreeSet::new();
         // Each changed tree is packed for the search once, after every change is in.
         self.index.defer_repacks();
         for change in changes {
@@ -459,31 +490,38 @@ impl Store {
                     // status written back, a label) changes neither. Watches deliver every
                     // status write, so with thousands of providers this skips a merge over
                     // all of them per written status.
-                    let same_spec = self
-                        .objects
-                        .get(&key)
-                        .is_some_and(|old| old.same_spec(&object));
+                    let old = self.objects.get(&key);
+                    let same_spec = old.is_some_and(|old| old.same_spec(&object));
                     if !same_spec {
                         self.revision += 1;
                     }
                     let unchanged = changes_merge(object.kind()) && same_spec;
+                    if !unchanged && changes_merge(object.kind()) {
+                        remerge = true;
+                        note_merge_change(&mut changed_providers, &key, old.map(|o| &**o));
+                        if old.is_none() {
+                            created.insert(key.name.clone());
+                        }
+                    }
                     if !unchanged {
-                        remerge |= changes_merge(object.kind());
                         self.index_object(&object);
                     }
                     self.objects.insert(key, Arc::from(object));
                 }
                 Change::Delete(key) => {
-                    if self.remove_unmerged(&key).is_some() {
-                        remerge |= changes_merge(key.kind);
+                    if let Some(old) = self.remove_unmerged(&key)
+                        && changes_merge(key.kind)
+                    {
+                        remerge = true;
+                        note_merge_change(&mut changed_providers, &key, Some(&old));
                     }
                 }
             }
         }
-        let moved = if remerge {
-            self.refresh_config_merge()
-        } else {
-            Vec::new()
+        let moved = match (remerge, changed_providers) {
+            (false, _) => Vec::new(),
+            (true, Some(changed)) => self.refresh_config_merge_for(&changed, &created),
+            (true, None) => self.refresh_config_merge(),
         };
         self.index.finish_repacks();
         moved
@@ -615,6 +653,33 @@ fn changes_merge(kind: Kind) -> bool {
     matches!(kind, Kind::ResourceProvider | Kind::ProviderConfig)
 }
 
+/// Notes a change the provider config merge reads: a provider's, with what the merge read of
+/// it before (`old`), or a ProviderConfig's, after which every provider is merged again.
+fn note_merge_change(
+    changed: &mut Option<Vec<(String, Option<ProviderFacts>)>>,
+    key: &ObjectKey,
+    old: Option<&Object>,
+) {
+    let Some(list) = changed else { return };
+    if key.kind != Kind::ResourceProvider {
+        *changed = None;
+        return;
+    }
+    let facts = match old {
+        Some(Object::ResourceProvider(rp)) => Some(ProviderFacts {
+            uuid: crate::translate::provider_uuid(rp),
+            compute_node: rp.spec.parent.is_none()
+                && rp
+                    .spec
+                    .traits
+                    .iter()
+                    .any(|t| t == kubeplace_core::placement::trait_name::COMPUTE_NODE),
+        }),
+        _ => None,
+    };
+    list.push((key.name.clone(), facts));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -640,6 +705,132 @@ mod tests {
             use std::hash::BuildHasher;
             let state = std::collections::hash_map::RandomState::new();
             proptest::prop_assert_eq!(state.hash_one(&x), state.hash_one(fields(&x)));
+        }
+    }
+
+    mod merged_in_batches {
+        use super::*;
+        use proptest::prelude::*;
+
+        const NAMES: [&str; 4] = ["cn0", "cn1", "cn2", "cn3"];
+
+        fn object(yaml: &str) -> Object {
+            kubeplace_api::manifest::parse_stream("t.yaml", yaml)
+                .unwrap()
+                .remove(0)
+                .object()
+                .unwrap()
+                .unwrap()
+        }
+
+        /// A provider: a root or a child, a compute node or not, one of two uuids or its
+        /// own, and sometimes an inventory of the class the configs add.
+        fn provider() -> impl Strategy<Value = Object> {
+            (0usize..4, proptest::option::of(0usize..4), any::<bool>(), 0u8..3, any::<bool>())
+                .prop_map(|(n, parent, compute, uuid, llc)| {
+                    let mut spec = String::new();
+                    if let Some(p) = parent {
+                        spec += &format!("  parent: {}\n", NAMES[p]);
+                    }
+                    if compute {
+                        spec += "  traits: [COMPUTE_NODE]\n";
+                    }
+                    if uuid < 2 {
+                        spec += &format!("  uuid: 6f3c1a52-1d8e-4c2b-9a57-00000000000{uuid}\n");
+                    }
+                    spec += "  inventories:\n    VCPU: {total: 8}\n";
+                    if llc {
+                        spec += "    CUSTOM_LLC: {total: 4}\n";
+                    }
+                    object(&format!(
+                        "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata: {{name: {}}}\nspec:\n{spec}",
+                        NAMES[n]
+                    ))
+                })
+        }
+
+        /// A ProviderConfig (one of two) adding the class and a trait to every compute node,
+        /// a provider by name or one by uuid.
+        fn config() -> impl Strategy<Value = Object> {
+            (0usize..2, 0usize..3, any::<bool>()).prop_map(|(c, target, with_inventory)| {
+                let identification = match target {
+                    0 => "{uuid: $COMPUTE_NODE}".to_string(),
+                    1 => "{name: cn1}".to_string(),
+                    _ => "{uuid: 6f3c1a52-1d8e-4c2b-9a57-000000000000}".to_string(),
+                };
+                let inventories = if with_inventory {
+                    "    inventories:\n      additional:\n      - CUSTOM_LLC: {total: 22}\n"
+                } else {
+                    ""
+                };
+                object(&format!(
+                    "apiVersion: kubeplace.io/v1alpha1\nkind: ProviderConfig\nmetadata: {{name: pc{c}}}\nspec:\n  meta: {{schemaVersion: \"1.0\"}}\n  providers:\n  - identification: {identification}\n{inventories}    traits:\n      additional: [CUSTOM_P_STATE]\n"
+                ))
+            })
+        }
+
+        fn change() -> impl Strategy<Value = Change> {
+            prop_oneof![
+                6 => provider().prop_map(|o| Change::Put(Box::new(o))),
+                1 => config().prop_map(|o| Change::Put(Box::new(o))),
+                2 => (0usize..4).prop_map(|n| Change::Delete(ObjectKey::cluster(
+                    Kind::ResourceProvider,
+                    NAMES[n]
+                ))),
+                1 => (0usize..2).prop_map(|c| Change::Delete(ObjectKey::cluster(
+                    Kind::ProviderConfig,
+                    &format!("pc{c}")
+                ))),
+            ]
+        }
+
+        /// Each provider's effective inventories and traits, as the index has them.
+        type Effectives = Vec<(
+            String,
+            Option<(
+                BTreeMap<String, kubeplace_core::placement::Inventory>,
+                std::collections::BTreeSet<String>,
+            )>,
+        )>;
+
+        fn effective(s: &Store) -> Effectives {
+            s.list(Kind::ResourceProvider)
+                .map(|o| (o.name().to_string(), s.index().effective(o.name())))
+                .collect()
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(400))]
+
+            /// Batches of provider and config changes, merged for the changed providers
+            /// alone where that gives a full merge's answer, leave the merge, the index's
+            /// effective inventories and traits, and the report of what moved as merging
+            /// everything again would.
+            #[test]
+            fn batches_merge_as_a_full_merge_does(
+                batches in proptest::collection::vec(proptest::collection::vec(change(), 1..5), 1..6),
+            ) {
+                let mut store = Store::default();
+                for batch in batches {
+                    let before = store.config_merge().clone();
+                    let moved = store.apply_changes(batch);
+                    let mut rebuilt = Store::default();
+                    rebuilt.apply_changes(store.iter_shared().map(|(_, o)| Change::Put(Box::new((**o).clone()))));
+                    rebuilt.refresh_config_merge();
+                    prop_assert_eq!(store.config_merge(), rebuilt.config_merge());
+                    prop_assert_eq!(effective(&store), effective(&rebuilt));
+                    let expected: Vec<String> = before
+                        .providers
+                        .keys()
+                        .chain(store.config_merge().providers.keys())
+                        .filter(|n| before.providers.get(*n) != store.config_merge().providers.get(*n))
+                        .cloned()
+                        .collect::<std::collections::BTreeSet<_>>()
+                        .into_iter()
+                        .collect();
+                    prop_assert_eq!(moved, expected);
+                }
+            }
         }
     }
 
