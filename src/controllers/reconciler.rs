@@ -620,7 +620,6 @@ mod tests {
             },
             uid: Some("u".into()),
             status: kubeplace_api::Status::Flavor(Default::default()),
-            json: Value::Null,
             turned_false: Vec::new(),
             turned_true: Vec::new(),
         };

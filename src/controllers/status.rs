@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::metrics::{Metrics, kind_label};
 use kubeplace_api::{Condition, Kind, Object, Status, find_condition};
@@ -24,10 +24,9 @@ pub(crate) struct StatusWrite {
     pub key: ObjectKey,
     /// `metadata.uid`, for Events about the object.
     pub uid: Option<String>,
-    /// The status, stamped.
+    /// The status, stamped; turned into JSON only when it is sent, so that writes waiting
+    /// to be sent hold no second copy of it.
     pub status: Status,
-    /// The status as JSON, as it is sent.
-    pub json: Value,
     /// Conditions that turned `False` (or changed reason while `False`) in this write.
     pub turned_false: Vec<Condition>,
     /// Conditions worth a Normal Event (see [`NORMAL_EVENTS`]) that turned `True`.
@@ -215,14 +214,11 @@ fn plan_one(
     if current.as_ref() == Some(&desired) {
         return None;
     }
-    let mut with_status = object.clone();
-    with_status.set_status(desired.clone());
     Some(StatusWrite {
         key: key.clone(),
         uid: object.meta().uid.clone(),
         turned_false: turned_false(&desired, current.as_ref()),
         turned_true: turned_true(key.kind, &desired, current.as_ref()),
-        json: with_status.status_value(),
         status: desired,
     })
 }
@@ -239,7 +235,7 @@ pub async fn write(client: &Client, w: &StatusWrite) -> Result<(), kube::Error> 
     let body = json!({
         "apiVersion": ar.api_version,
         "kind": ar.kind,
-        "status": w.json,
+        "status": w.status.to_value(),
     });
     api.patch_status(
         &w.key.name,
@@ -259,6 +255,7 @@ mod tests {
     use tower_test::mock;
 
     use super::*;
+    use serde_json::Value;
     use kubeplace_api::{Flavor, FlavorSpec};
 
     fn flavor(name: &str, generation: i64, vcpus: i64) -> Object {
@@ -299,8 +296,8 @@ mod tests {
         let writes = plan(&store, &keys(&store), "2026-01-02T03:04:05Z", None);
         assert_eq!(writes.len(), 1);
         let w = &writes[0];
-        assert_eq!(w.json["observedGeneration"], 3);
-        for c in w.json["conditions"].as_array().unwrap() {
+        assert_eq!(w.status.to_value()["observedGeneration"], 3);
+        for c in w.status.to_value()["conditions"].as_array().unwrap() {
             assert_eq!(c["lastTransitionTime"], "2026-01-02T03:04:05Z");
             assert_eq!(c["observedGeneration"], 3);
         }
@@ -327,10 +324,10 @@ mod tests {
         store.put(bigger);
         let second = plan(&store, &keys(&store), "2026-01-02T10:00:00Z", None);
         assert_eq!(second.len(), 1);
-        let c = &second[0].json["conditions"][0];
+        let c = &second[0].status.to_value()["conditions"][0];
         assert_eq!(c["lastTransitionTime"], "2026-01-02T03:04:05Z");
         assert_eq!(c["observedGeneration"], 2);
-        assert_eq!(second[0].json["observedGeneration"], 2);
+        assert_eq!(second[0].status.to_value()["observedGeneration"], 2);
         assert!(second[0].turned_false.is_empty());
     }
 

@@ -29,6 +29,14 @@ macro_rules! kinds {
             $($kind($status),)*
         }
 
+        impl Status {
+            /// The status as JSON, as an object of its kind carries it.
+            pub fn to_value(&self) -> Value {
+                match self { $(Status::$kind(s) => serde_json::to_value(s),)* }
+                    .unwrap_or(Value::Null)
+            }
+        }
+
         impl Object {
             /// The object's kind.
             pub fn kind(&self) -> Kind {
@@ -67,7 +75,6 @@ macro_rules! kinds {
                     .unwrap_or(Value::Null)
             }
 
-            /// The current status, if any, as JSON.
             /// Whether both are of one kind with equal specs.
             pub fn same_spec(&self, other: &Object) -> bool {
                 match (self, other) {
@@ -76,6 +83,7 @@ macro_rules! kinds {
                 }
             }
 
+            /// The current status, if any, as JSON.
             pub fn status_value(&self) -> Value {
                 match self { $(Object::$kind(o) => serde_json::to_value(&o.status),)* }
                     .unwrap_or(Value::Null)
