@@ -255,8 +255,8 @@ mod tests {
     use tower_test::mock;
 
     use super::*;
-    use serde_json::Value;
     use kubeplace_api::{Flavor, FlavorSpec};
+    use serde_json::Value;
 
     fn flavor(name: &str, generation: i64, vcpus: i64) -> Object {
         let mut f = Flavor::new(

@@ -315,19 +315,22 @@ impl Store {
     /// Re-merges provider configs after providers alone changed (`changed`: each one's name
     /// and what the merge read of it before; see [`merge_changed`]), working out only
     /// theirs where that gives the answer a full merge would, else as
-    /// [`Self::refresh_config_merge`]. `created` are providers stored anew, whose additions
-    /// the index no longer holds whatever the merge says.
+    /// [`Self::refresh_config_merge`].
     fn refresh_config_merge_for(
         &mut self,
         changed: &[(String, Option<ProviderFacts>)],
-        created: &std::collections::BTreeSet<String>,
     ) -> Vec<String> {
         let entries = config_entries(self);
         let Some(moved) = merge_changed(&mut self.config_merge, &self.index, &entries, changed)
         else {
             return self.refresh_config_merge();
         };
-        for name in moved.iter().chain(created) {
+        // Every changed provider's additions are handed to the index, moved or not: one
+        // stored anew, or stored again over a version that had the class as its own, holds
+        // other additions than its merge outcome (the index skips those that are the same).
+        let names: std::collections::BTreeSet<&str> =
+            changed.iter().map(|(name, _)| name.as_str()).collect();
+        for name in names {
             let (inventories, traits) = self
                 .config_merge
                 .providers
@@ -478,7 +481,6 @@ impl Store {
         // The providers changed and what the merge read of them before, while only
         // providers change; `None` once a ProviderConfig changed (every provider re-merged).
         let mut changed_providers: Option<Vec<(String, Option<ProviderFacts>)>> = Some(Vec::new());
-        let mut created = std::collections::BTreeSet::new();
         // Each changed tree is packed for the search once, after every change is in.
         self.index.defer_repacks();
         for change in changes {
@@ -499,9 +501,6 @@ impl Store {
                     if !unchanged && changes_merge(object.kind()) {
                         remerge = true;
                         note_merge_change(&mut changed_providers, &key, old.map(|o| &**o));
-                        if old.is_none() {
-                            created.insert(key.name.clone());
-                        }
                     }
                     if !unchanged {
                         self.index_object(&object);
@@ -520,7 +519,7 @@ impl Store {
         }
         let moved = match (remerge, changed_providers) {
             (false, _) => Vec::new(),
-            (true, Some(changed)) => self.refresh_config_merge_for(&changed, &created),
+            (true, Some(changed)) => self.refresh_config_merge_for(&changed),
             (true, None) => self.refresh_config_merge(),
         };
         self.index.finish_repacks();
