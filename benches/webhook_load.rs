@@ -41,7 +41,7 @@
 //!
 //! Run with `cargo bench --bench webhook_load`; `KUBEPLACE_BENCH_TREES=N` sets the number of
 //! trees, `KUBEPLACE_BENCH_FLAVORS=N` and `KUBEPLACE_BENCH_SERVERS=N` the Flavors and Servers,
-//! `KUBEPLACE_BENCH_STATUS_WRITES=N` the operator's `--status-writes-in-flight` (8).
+//! `KUBEPLACE_BENCH_STATUS_WRITES=N` the operator's `--status-writes-in-flight` (32).
 //! It prints markdown tables.
 
 #[path = "../tests/support/mod.rs"]
@@ -490,12 +490,12 @@ fn counter(port: u16, name: &str) -> f64 {
 }
 
 /// A running `kubeplace run` and its ports.
-/// Status writes the operator keeps in flight (`KUBEPLACE_BENCH_STATUS_WRITES`, default 8).
+/// Status writes the operator keeps in flight (`KUBEPLACE_BENCH_STATUS_WRITES`, default 32).
 fn status_writes_in_flight() -> u16 {
     std::env::var("KUBEPLACE_BENCH_STATUS_WRITES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(8)
+        .unwrap_or(32)
 }
 
 struct Operator {

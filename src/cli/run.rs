@@ -73,8 +73,9 @@ pub struct RunArgs {
           value_parser = clap::value_parser!(u64).range(1..))]
     pub headroom_interval: u64,
     /// Status writes the leader keeps in flight at once (server-side applies of the status
-    /// subresource); more finish a large first pass sooner if the API server keeps up.
-    #[arg(long, value_name = "N", default_value_t = 8,
+    /// subresource); with fewer, a cloud applied in a hurry gets its statuses long after the
+    /// objects, since the API server shares itself among the requests in flight.
+    #[arg(long, value_name = "N", default_value_t = 32,
           value_parser = clap::value_parser!(u16).range(1..=256))]
     pub status_writes_in_flight: u16,
     /// Namespace kubeplace runs in; the leader Lease lives here.

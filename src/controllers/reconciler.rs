@@ -42,9 +42,11 @@ pub(crate) struct Pacing {
 impl Default for Pacing {
     fn default() -> Self {
         Pacing {
-            quiet: Duration::from_millis(300),
+            // Short enough that one change is written well within a second or two; a
+            // burst still becomes few passes, each planning only what it reaches.
+            quiet: Duration::from_millis(100),
             max_delay: Duration::from_secs(5),
-            concurrency: 8,
+            concurrency: 32,
             retry_after: Duration::from_secs(1),
             // Watches relist after an outage and so trigger a full pass: a long wait here
             // does not hold statuses back once the API server is back.
