@@ -291,7 +291,7 @@ pub fn parse_stream_each(
 /// when it is not one JSON value, or an object in it has an error or an unknown field.
 fn parse_json_fast(file: &str, text: &str, each: &mut dyn FnMut(Document)) -> bool {
     use serde_json::value::RawValue;
-    if !text.trim_start().starts_with('{') {
+    if !text.trim_start().starts_with('{') || outside_yaml(text) {
         return false;
     }
     #[derive(serde::Deserialize)]
@@ -318,10 +318,7 @@ fn parse_json_fast(file: &str, text: &str, each: &mut dyn FnMut(Document)) -> bo
     let (mut counted_to, mut line) = (0usize, 1u64);
     for item in items {
         let offset = item.get().as_ptr() as usize - text.as_ptr() as usize;
-        line += text.as_bytes()[counted_to..offset]
-            .iter()
-            .filter(|b| **b == b'\n')
-            .count() as u64;
+        line += line_breaks(text.as_bytes(), counted_to, offset);
         counted_to = offset;
         work.push((item, line));
     }
@@ -362,6 +359,33 @@ fn parse_json_fast(file: &str, text: &str, each: &mut dyn FnMut(Document)) -> bo
         },
     );
     complete
+}
+
+/// Line breaks in `text[from..to]` as YAML counts them, so that lines agree with the located
+/// reader's: `\n`, `\r\n` and a `\r` alone.
+fn line_breaks(text: &[u8], from: usize, to: usize) -> u64 {
+    // `\n` counted without a branch a byte; `\r` looked at only where there is one.
+    let newlines = text[from..to].iter().filter(|b| **b == b'\n').count();
+    let lone_cr = |i: &usize| text[*i] == b'\r' && text.get(i + 1) != Some(&b'\n');
+    let lone_crs = if text[from..to].contains(&b'\r') {
+        (from..to).filter(lone_cr).count()
+    } else {
+        0
+    };
+    (newlines + lone_crs) as u64
+}
+
+/// Whether a JSON text holds a character JSON strings may carry but YAML refuses (DEL, the C1
+/// controls, byte order marks, the two non-characters): the located reader, a YAML parser,
+/// refuses such a text, and the fast reader must not read what the located reader refuses.
+fn outside_yaml(text: &str) -> bool {
+    let odd = |c: char| {
+        matches!(
+            c,
+            '\u{80}'..='\u{9f}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}'
+        )
+    };
+    text.as_bytes().contains(&0x7f) || (!text.is_ascii() && text.chars().any(odd))
 }
 
 /// How many threads read one large stream: a core is left to the caller, which takes each
@@ -506,13 +530,19 @@ fn clean_document(origin: Origin, value: &PlainNode<'_>) -> Option<Document> {
     })
 }
 
+/// [`parse_stream`] read by the located reader alone: slower on clean input, and the reference
+/// whose documents the fast readers must give whenever they read a text.
+pub fn parse_stream_located(file: &str, text: &str) -> Result<Vec<Document>, ReadError> {
+    parse_located(file, text)
+}
+
 /// [`parse_stream`] with every value's line and column kept.
 fn parse_located(file: &str, text: &str) -> Result<Vec<Document>, ReadError> {
     let roots: Vec<serde_saphyr::Spanned<Node>> =
         serde_saphyr::from_multiple_with_options(text, options_for(text)).map_err(|e| {
             ReadError::Syntax {
                 path: file.to_string(),
-                message: first_line(&e.to_string()),
+                message: kubeplace_core::yaml::syntax_message(&e),
             }
         })?;
     let mut out = Vec::new();
@@ -544,14 +574,6 @@ fn parse_located(file: &str, text: &str) -> Result<Vec<Document>, ReadError> {
         out.push(document(origin(root.line), &root));
     }
     Ok(out)
-}
-
-fn first_line(s: &str) -> String {
-    s.lines()
-        .next()
-        .unwrap_or("")
-        .trim_start_matches("error: ")
-        .to_string()
 }
 
 fn document(origin: Origin, root: &Located) -> Document {
@@ -779,6 +801,13 @@ mod tests {
         // One object, not a List.
         let one = parse_stream("one.json", FLAVOR_JSON).unwrap();
         assert_eq!((one.len(), one[0].origin.line), (1, 1));
+        // Lines end in `\r\n`, or in a `\r` alone in places: lines counted as YAML counts them.
+        for (breaks, line) in [("\r\n", 11), ("\r", 11), ("\r\r", 14)] {
+            let text = text.replacen('\n', breaks, 3);
+            let fast = json_fast("f.json", &text).expect("clean JSON");
+            same(&fast, &parse_located("f.json", &text).unwrap()).unwrap();
+            assert_eq!(fast[1].origin.line, line, "{breaks:?}");
+        }
     }
 
     /// A List large enough to be read on several threads reads as the located reader reads
@@ -959,6 +988,70 @@ mod tests {
             }
         }
         assert!(read >= 40, "{read}");
+    }
+
+    /// A character JSON strings may carry and YAML refuses: the same verdict by every reader.
+    #[test]
+    fn json_with_a_character_yaml_refuses_is_refused_by_every_reader() {
+        for odd in ['\u{7f}', '\u{85}', '\u{feff}'] {
+            let json = format!(
+                "{{\"apiVersion\": \"kubeplace.io/v1alpha1\", \"kind\": \"Flavor\", \"metadata\": {{\"name\": \"m1.small\"}}, \"spec\": {{\"vcpus\": 1, \"memoryMb\": 512, \"description\": \"a{odd}b\"}}}}"
+            );
+            assert!(json_fast("f.json", &json).is_none(), "{odd:?}");
+            let located = parse_stream_located("f.json", &json);
+            assert_eq!(
+                format!("{:?}", parse_stream("f.json", &json).map(|d| d.len())),
+                format!("{:?}", located.map(|d| d.len())),
+                "{odd:?}"
+            );
+        }
+    }
+
+    /// A NUL byte ends a YAML parser's input early; the stream is refused, not read in half.
+    #[test]
+    fn a_nul_byte_is_a_syntax_error_not_the_end_of_the_file() {
+        let text = format!("{GOOD}# \0\n---\n{}", GOOD.replace("m1.small", "m1.large"));
+        let err = parse_stream("f.yaml", &text).unwrap_err();
+        assert!(
+            matches!(&err, ReadError::Syntax { message, .. } if message.contains("line 8")),
+            "{err}"
+        );
+        assert_eq!(
+            err.to_string(),
+            parse_stream_located("f.yaml", &text)
+                .unwrap_err()
+                .to_string()
+        );
+    }
+
+    /// A key written twice is refused at its second line, in JSON as in YAML, small file or
+    /// large: the fast JSON reader does not keep one of the two values.
+    #[test]
+    fn a_key_written_twice_is_refused_in_json_as_in_yaml() {
+        let json = "{\n  \"apiVersion\": \"kubeplace.io/v1alpha1\",\n  \"kind\": \"Flavor\",\n  \"metadata\": {\"name\": \"m1.small\"},\n  \"spec\": {\"vcpus\": 1, \"memoryMb\": 512},\n  \"spec\": {\"vcpus\": 2, \"memoryMb\": 512}\n}\n";
+        assert!(json_fast("f.json", json).is_none());
+        let err = parse_stream("f.json", json).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            parse_stream_located("f.json", json)
+                .unwrap_err()
+                .to_string()
+        );
+        let ReadError::Syntax { message, .. } = &err else {
+            panic!("{err}")
+        };
+        assert_eq!(
+            message,
+            "line 6 column 3: the key `spec` is written twice in one mapping"
+        );
+        let yaml = format!("{GOOD}spec:\n  vcpus: 2\n");
+        let ReadError::Syntax { message, .. } = parse_stream("f.yaml", &yaml).unwrap_err() else {
+            panic!()
+        };
+        assert_eq!(
+            message,
+            "line 8 column 1: the key `spec` is written twice in one mapping"
+        );
     }
 
     /// A namespace written as null stays null in both readers; one left out is "default".

@@ -7,6 +7,32 @@ use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 use serde_saphyr::Spanned;
 
+/// The YAML parser's complaint about a text, on one line and in a user's terms: its first
+/// line, without the parser's advice on its own options.
+pub fn syntax_message(e: &serde_saphyr::Error) -> String {
+    let text = e.to_string();
+    let first = text
+        .lines()
+        .next()
+        .unwrap_or("")
+        .trim_start_matches("error: ");
+    match first.split_once("duplicate mapping key") {
+        Some((place, rest)) => {
+            let key = rest
+                .trim_start_matches(": ")
+                .split(", set DuplicateKeyPolicy")
+                .next()
+                .unwrap_or("");
+            if key.is_empty() || key.starts_with(',') {
+                format!("{place}a key is written twice in one mapping")
+            } else {
+                format!("{place}the key `{key}` is written twice in one mapping")
+            }
+        }
+        None => first.to_string(),
+    }
+}
+
 /// A value and the line and column it starts at.
 #[derive(Debug, Clone)]
 pub struct Located {
@@ -182,5 +208,22 @@ impl<'de> Visitor<'de> for NodeVisitor {
             entries.push((key, value.into()));
         }
         Ok(Node::Map(entries))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_written_twice_is_named_with_its_line() {
+        let e =
+            serde_saphyr::from_str::<serde_json::Value>("a: 1\nb:\n  c: 2\n  c: 3\n").unwrap_err();
+        assert_eq!(
+            syntax_message(&e),
+            "line 4 column 3: the key `c` is written twice in one mapping"
+        );
+        let e = serde_saphyr::from_str::<serde_json::Value>("a: [1\n").unwrap_err();
+        assert!(!syntax_message(&e).contains('\n'), "{}", syntax_message(&e));
     }
 }

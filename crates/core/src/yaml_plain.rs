@@ -88,11 +88,8 @@ pub fn read_plain_each<'a, B>(
 
 /// Reads every document of a stream from a YAML parser's events.
 fn read_events(text: &str) -> Result<Vec<PlainDocument<'static>>, PlainError> {
-    if text.contains('\r') || text.starts_with('\u{feff}') {
-        return Err(PlainError::Unsupported(
-            "a carriage return or a byte order mark",
-        ));
-    }
+    // Carriage returns and byte order marks included.
+    block::check_characters(text, block::Tabs::Allowed)?;
     let lines: Vec<Line<'_>> = text
         .split('\n')
         .map(|text| Line {
@@ -461,6 +458,30 @@ mod tests {
         ));
         let deep = format!("{}{}", "[".repeat(100), "]".repeat(100));
         assert!(read_plain(&deep).is_err());
+    }
+
+    /// A YAML parser stops at a NUL as if the stream ended there; both readers leave such a
+    /// stream, and any other character YAML refuses, to the located reader, which refuses it
+    /// rather than read half of it.
+    #[test]
+    fn characters_yaml_refuses_are_left_to_the_located_reader() {
+        for text in [
+            "kind: A\n# a \0 in a comment\n---\nkind: B\n",
+            "kind: A\n---\nkind: [B, \0]\n",
+            "kind: [A]\n# \u{7f}\n",
+            "kind: [A]\n# \u{85}\n",
+            "kind: [A]\r\n",
+            "\u{feff}kind: [A]\n",
+        ] {
+            assert!(
+                matches!(read_plain(text), Err(PlainError::Unsupported(_))),
+                "{text:?}: {:?}",
+                read_plain(text)
+            );
+        }
+        // A tab where YAML allows one is still read by the event reader.
+        let tabbed = read_plain("kind: [A,\tB]\n").unwrap();
+        assert_eq!(tabbed[0].value.to_value(), json!({"kind": ["A", "B"]}));
     }
 
     /// The located reader's view of a stream: each non-empty document's first line and value.

@@ -97,17 +97,8 @@ pub struct Parsed {
 
 /// Parses a file's text.
 pub fn parse_text(text: &str) -> Result<Parsed, SyntaxError> {
-    let roots: Vec<serde_saphyr::Spanned<Node>> =
-        serde_saphyr::from_multiple(text).map_err(|e| {
-            SyntaxError(
-                e.to_string()
-                    .lines()
-                    .next()
-                    .unwrap_or("")
-                    .trim_start_matches("error: ")
-                    .to_string(),
-            )
-        })?;
+    let roots: Vec<serde_saphyr::Spanned<Node>> = serde_saphyr::from_multiple(text)
+        .map_err(|e| SyntaxError(crate::yaml::syntax_message(&e)))?;
     let documents = roots.len();
     let mut roots = roots.into_iter().map(Located::from);
     let root = roots.next().unwrap_or(Located {

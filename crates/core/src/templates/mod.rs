@@ -179,9 +179,8 @@ pub fn render(template: &str, server: &ServerContext) -> Result<serde_json::Valu
     let parsed: serde_json::Value = if text.trim().is_empty() {
         serde_json::Value::Object(Default::default())
     } else {
-        serde_saphyr::from_str(&text).map_err(|e| {
-            TemplateError::NotAMapping(e.to_string().lines().next().unwrap_or("").to_string())
-        })?
+        serde_saphyr::from_str(&text)
+            .map_err(|e| TemplateError::NotAMapping(crate::yaml::syntax_message(&e)))?
     };
     if !parsed.is_object() {
         return Err(TemplateError::NotAMapping(format!(

@@ -123,7 +123,7 @@ pub(super) fn read_block_each<'a, B>(
     text: &'a str,
     each: &mut impl FnMut(usize, PlainDocument<'a>) -> ControlFlow<B>,
 ) -> Read<ControlFlow<B>> {
-    check_characters(text)?;
+    check_characters(text, Tabs::Refused)?;
     let mut lines = Lines::new(text);
     let mut number = 0;
     // A `---` was read and its document has no content yet.
@@ -161,10 +161,13 @@ pub(super) fn read_block_each<'a, B>(
 }
 
 /// Characters a YAML parser refuses or reads as a line break: control characters other than
-/// `\n` (a tab included), DEL, the C1 controls (NEL is a line break in YAML 1.1), the line and
-/// paragraph separators, byte order marks and the two non-characters YAML excludes.
-fn check_characters(text: &str) -> Read<()> {
-    let odd_byte = |b: &u8| (*b < 0x20 && *b != b'\n') || *b == 0x7f;
+/// `\n` (and a tab, when `tabs` says so), DEL, the C1 controls (NEL is a line break in YAML
+/// 1.1), the line and paragraph separators, byte order marks and the two non-characters YAML
+/// excludes. The event reader's parser stops at a NUL as if the stream ended there, so it too
+/// leaves every such stream to the located reader.
+pub(super) fn check_characters(text: &str, tabs: Tabs) -> Read<()> {
+    let tab_ok = matches!(tabs, Tabs::Allowed);
+    let odd_byte = |b: &u8| (*b < 0x20 && *b != b'\n' && !(tab_ok && *b == b'\t')) || *b == 0x7f;
     let odd_char = |c: char| {
         matches!(
             c,
@@ -182,6 +185,14 @@ fn check_characters(text: &str) -> Read<()> {
         ));
     }
     Ok(())
+}
+
+/// Whether [`check_characters`] lets tabs through: the line reader reads none, the event
+/// reader's parser reads them where YAML allows them.
+#[derive(Clone, Copy)]
+pub(super) enum Tabs {
+    Refused,
+    Allowed,
 }
 
 /// `- ` (or a lone `-`) opens a block sequence entry.

@@ -199,11 +199,10 @@ impl<'de> Visitor<'de> for NodeVisitor {
         while let Some(key) = map.next_key::<CowKey<'de>>()? {
             entries.push((key.0, map.next_value()?));
         }
-        // The last of a repeated key wins: reversed, a stable sort puts it first of its run.
-        entries.reverse();
-        entries.sort_by(|a, b| a.0.cmp(&b.0));
-        entries.dedup_by(|later, first| later.0 == first.0);
-        Ok(PlainNode::Map(entries))
+        // A key written twice is refused, as the YAML readers refuse it, rather than one of
+        // its values kept without a word (serde_json's own values keep the last).
+        PlainNode::map(entries)
+            .map_err(|DuplicateKey| serde::de::Error::custom("a mapping key written twice"))
     }
 }
 
@@ -819,14 +818,17 @@ mod tests {
     }
 
     #[test]
-    fn json_keeps_the_last_of_a_repeated_key_as_serde_json_does() {
-        let text = r#"{"b": 1, "a": {"x": 1}, "b": 2, "a": 3, "c": "\u00e9"}"#;
+    fn json_reads_as_serde_json_reads_it_but_refuses_a_repeated_key() {
+        let text = r#"{"b": 1, "a": {"x": 1}, "c": "\u00e9"}"#;
         let node: PlainNode<'_> = serde_json::from_str(text).unwrap();
         let value: Value = serde_json::from_str(text).unwrap();
         assert_eq!(node.to_value(), value);
-        assert_eq!(node.get("a"), Some(&PlainNode::Number(3.into())));
+        assert_eq!(node.get("b"), Some(&PlainNode::Number(1.into())));
         assert_eq!(node.get("c").and_then(PlainNode::as_str), Some("é"));
         assert_eq!(node.get("d"), None);
+        let repeated = r#"{"a": {"x": 1, "y": 2}, "b": [{"k": 1, "k": 2}]}"#;
+        let err = serde_json::from_str::<PlainNode<'_>>(repeated).unwrap_err();
+        assert!(err.to_string().contains("written twice"), "{err}");
         // Unescaped strings borrow the text.
         let node: PlainNode<'_> = serde_json::from_str(r#"{"k": "plain"}"#).unwrap();
         assert!(matches!(
