@@ -157,8 +157,15 @@ pub(crate) fn headroom_cap(value: &str) -> Result<usize, String> {
     })
 }
 
+/// What the binary does to its process for a command, which this crate cannot do itself (it
+/// forbids unsafe code).
+pub struct Process {
+    /// Called once before the operator starts (`kubeplace run`), on the main thread.
+    pub before_the_operator: fn(),
+}
+
 /// Runs the command line and returns the process's exit code.
-pub fn main() -> ExitCode {
+pub fn main(process: Process) -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Apply {
@@ -206,7 +213,10 @@ pub fn main() -> ExitCode {
             let stderr = &mut std::io::stderr().lock();
             ExitCode::from(extra_specs::run(command, stdin, stdout, stderr))
         }
-        Command::Run(args) => run::main(*args),
+        Command::Run(args) => {
+            (process.before_the_operator)();
+            run::main(*args)
+        }
         Command::Probe(args) => probe::main(&args),
         Command::Completion { shell } => {
             completion::write(shell, &mut std::io::stdout().lock());
