@@ -454,12 +454,16 @@ async fn run(args: RunArgs) -> Result<(), String> {
     webhook.client = Some(client.clone());
     webhook.claims_route = claims_route.clone();
     let webhook = Arc::new(webhook);
-    servers.push(tokio::spawn(server::serve(
-        webhook_listener,
-        Some(tls),
-        move |req| server::handle(webhook.clone(), req),
-        lifecycle.clone(),
-    )));
+    servers.push(
+        server::serve_apart(
+            "kubeplace-webhook",
+            webhook_listener,
+            Some(tls),
+            move |req| server::handle(webhook.clone(), req),
+            lifecycle.clone(),
+        )
+        .map_err(|e| format!("cannot start the webhook's server: {e}"))?,
+    );
     let health = Health {
         metrics: metrics.clone(),
         ready: ready.clone(),

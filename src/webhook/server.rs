@@ -172,6 +172,53 @@ pub async fn serve<H, F, B>(
     .await;
 }
 
+/// [`serve`] on threads of its own, with a runtime of its own: its connections are polled and
+/// its requests answered there, never queued behind the rest of the process's tasks (a pass's
+/// status writes, watch streams). The admission webhook is served so, because the API server
+/// waits for its answers. The task returned ends when [`serve`] has returned.
+pub fn serve_apart<H, F, B>(
+    name: &str,
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    handler: H,
+    lifecycle: Lifecycle,
+) -> std::io::Result<tokio::task::JoinHandle<()>>
+where
+    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<B>> + Send + 'static,
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    // Registered again with the new runtime's reactor, so that its readiness is seen there.
+    let listener = listener.into_std()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(APART_THREADS)
+        .thread_name(name)
+        .enable_all()
+        .build()?;
+    let (done, ended) = tokio::sync::oneshot::channel::<()>();
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(move || {
+            runtime.block_on(async move {
+                match TcpListener::from_std(listener) {
+                    Ok(listener) => serve(listener, tls, handler, lifecycle).await,
+                    Err(e) => warn!(error = %e, "cannot serve on a runtime of its own"),
+                }
+            });
+            // Tasks the requests left behind (an Event being published) get a moment.
+            runtime.shutdown_timeout(STOP_SLACK);
+            let _ = done.send(());
+        })?;
+    Ok(tokio::spawn(async move {
+        let _ = ended.await;
+    }))
+}
+
+/// Worker threads of a runtime of [`serve_apart`]: two, so that one slow request (a claim
+/// that waits for the leader) does not hold the others.
+const APART_THREADS: usize = 2;
+
 /// Reads a body of at most `max` bytes.
 pub(crate) async fn read_body(body: Incoming, max: usize) -> Result<Bytes, String> {
     match Limited::new(body, max).collect().await {
@@ -342,5 +389,51 @@ mod tests {
             TcpStream::connect(addr).await.is_err(),
             "the listener still accepts after stop"
         );
+    }
+
+    /// Served apart, requests are answered while every worker of the caller's runtime is
+    /// busy; served on that runtime, the same request waits (the control case); either way the
+    /// server's task ends at stop.
+    #[test]
+    fn served_apart_requests_are_answered_while_the_callers_runtime_is_busy() {
+        let answered_while_busy = |apart: bool| {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let addr = listener.local_addr().unwrap();
+                let lifecycle = Lifecycle::default();
+                let handler = |_req: Request<Incoming>| async move { text(StatusCode::OK, "ok\n") };
+                let served = if apart {
+                    serve_apart("test-apart", listener, None, handler, lifecycle.clone()).unwrap()
+                } else {
+                    tokio::spawn(serve(listener, None, handler, lifecycle.clone()))
+                };
+                tokio::task::yield_now().await;
+                // A client on a thread of its own, while this runtime's only thread is busy.
+                let client = std::thread::spawn(move || {
+                    use std::io::{Read, Write};
+                    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+                    stream
+                        .set_read_timeout(Some(Duration::from_millis(500)))
+                        .unwrap();
+                    stream.write_all(GET).unwrap();
+                    let mut buf = [0u8; 256];
+                    matches!(stream.read(&mut buf), Ok(n) if n > 0)
+                });
+                std::thread::sleep(Duration::from_millis(900));
+                let answered = client.join().unwrap();
+                lifecycle.stop.cancel();
+                tokio::time::timeout(Duration::from_secs(5), served)
+                    .await
+                    .expect("the server's task ends at stop")
+                    .unwrap();
+                answered
+            })
+        };
+        assert!(answered_while_busy(true));
+        assert!(!answered_while_busy(false));
     }
 }
