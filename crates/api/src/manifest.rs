@@ -7,7 +7,7 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 pub use kubeplace_core::yaml::{Located, Node};
-use kubeplace_core::yaml_plain::PlainNode;
+use kubeplace_core::yaml_plain::{Allowed, PlainNode, holds_a_character_outside};
 
 use crate::fields::{
     UnknownField, has_unknown_fields, has_unknown_namespace_fields, unknown_fields,
@@ -291,7 +291,14 @@ pub fn parse_stream_each(
 /// when it is not one JSON value, or an object in it has an error or an unknown field.
 fn parse_json_fast(file: &str, text: &str, each: &mut dyn FnMut(Document)) -> bool {
     use serde_json::value::RawValue;
-    if !text.trim_start().starts_with('{') || outside_yaml(text) {
+    // A character JSON strings may carry and YAML refuses: the located reader, a YAML
+    // parser, refuses the text, and the fast reader must not read what it refuses.
+    let json_whitespace = Allowed {
+        tab: true,
+        carriage_return: true,
+        line_separators: true,
+    };
+    if !text.trim_start().starts_with('{') || holds_a_character_outside(text, json_whitespace) {
         return false;
     }
     #[derive(serde::Deserialize)]
@@ -373,19 +380,6 @@ fn line_breaks(text: &[u8], from: usize, to: usize) -> u64 {
         0
     };
     (newlines + lone_crs) as u64
-}
-
-/// Whether a JSON text holds a character JSON strings may carry but YAML refuses (DEL, the C1
-/// controls, byte order marks, the two non-characters): the located reader, a YAML parser,
-/// refuses such a text, and the fast reader must not read what the located reader refuses.
-fn outside_yaml(text: &str) -> bool {
-    let odd = |c: char| {
-        matches!(
-            c,
-            '\u{80}'..='\u{9f}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}'
-        )
-    };
-    text.as_bytes().contains(&0x7f) || (!text.is_ascii() && text.chars().any(odd))
 }
 
 /// How many threads read one large stream: a core is left to the caller, which takes each

@@ -86,10 +86,49 @@ pub fn read_plain_each<'a, B>(
     Ok(ControlFlow::Continue(()))
 }
 
+/// Characters beyond `\n` and the printable ones that a fast reader may still read as the
+/// located reader does; by default none.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Allowed {
+    pub tab: bool,
+    pub carriage_return: bool,
+    /// U+2028 and U+2029, which YAML 1.1 reads as line breaks and JSON as text.
+    pub line_separators: bool,
+}
+
+/// Whether a text holds a character a YAML parser refuses or reads as a line break other
+/// than `\n`, `allowed` aside: control characters, DEL, the C1 controls (NEL is a line
+/// break in YAML 1.1), the line and paragraph separators, byte order marks and the two
+/// non-characters YAML excludes. A fast reader leaves such a text to the located reader;
+/// the event reader's parser would even stop at a NUL as if the stream ended there.
+pub fn holds_a_character_outside(text: &str, allowed: Allowed) -> bool {
+    let controls: u32 =
+        1 << b'\n' | u32::from(allowed.tab) << b'\t' | u32::from(allowed.carriage_return) << b'\r';
+    let odd_byte = |b: &u8| (*b < 0x20 && controls >> *b & 1 == 0) || *b == 0x7f;
+    let odd_char = |c: char| match c {
+        '\u{80}'..='\u{9f}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}' => true,
+        '\u{2028}' | '\u{2029}' => !allowed.line_separators,
+        _ => false,
+    };
+    // In blocks, without a branch a byte, so that the scan of a large stream is vectorized.
+    let odd_bytes = text
+        .as_bytes()
+        .chunks(64)
+        .any(|chunk| chunk.iter().fold(false, |odd, b| odd | odd_byte(b)));
+    odd_bytes || (!text.is_ascii() && text.chars().any(odd_char))
+}
+
 /// Reads every document of a stream from a YAML parser's events.
 fn read_events(text: &str) -> Result<Vec<PlainDocument<'static>>, PlainError> {
-    // Carriage returns and byte order marks included.
-    block::check_characters(text, block::Tabs::Allowed)?;
+    let tabs = Allowed {
+        tab: true,
+        ..Allowed::default()
+    };
+    if holds_a_character_outside(text, tabs) {
+        return Err(PlainError::Unsupported(
+            "a control character, a carriage return or a byte order mark",
+        ));
+    }
     let lines: Vec<Line<'_>> = text
         .split('\n')
         .map(|text| Line {

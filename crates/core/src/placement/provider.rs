@@ -39,6 +39,32 @@ pub(crate) struct Provider {
 }
 
 impl Provider {
+    /// Its effective inventories and traits with these provider config additions: its own,
+    /// plus the additions of classes it does not have itself; each sorted.
+    pub(crate) fn with_additions(
+        &self,
+        config_inventories: Vec<(ClassId, Inventory)>,
+        config_traits: Vec<TraitId>,
+    ) -> (Vec<(ClassId, Inventory)>, SmallVec<[TraitId; 4]>) {
+        let mut inventories = self.own_inventories.clone();
+        for (c, inv) in config_inventories {
+            // Looked up among the provider's own (sorted), not the list being grown.
+            if self
+                .own_inventories
+                .binary_search_by_key(&c, |(k, _)| *k)
+                .is_err()
+            {
+                inventories.push((c, inv));
+            }
+        }
+        inventories.sort_by_key(|(c, _)| *c);
+        let mut traits: SmallVec<[TraitId; 4]> = self.own_traits.iter().copied().collect();
+        traits.extend(config_traits);
+        traits.sort_unstable();
+        traits.dedup();
+        (inventories, traits)
+    }
+
     pub(crate) fn inventory(&self, class: ClassId) -> Option<&Inventory> {
         self.inventories
             .binary_search_by_key(&class, |(c, _)| *c)

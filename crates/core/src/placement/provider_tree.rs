@@ -425,7 +425,10 @@ impl ProviderIndex {
                     .push(id),
             },
         }
-        self.set_effective(id, config_inventories, config_traits);
+        let effective = self
+            .get(id)
+            .with_additions(config_inventories, config_traits);
+        self.set_effective(id, effective);
         self.relink_roots(id);
         for agg in self.get(id).aggregate_words.clone() {
             let members = self.member_list(AggregateId(agg));
@@ -443,13 +446,12 @@ impl ProviderIndex {
         &mut self.aggregate_members[i]
     }
 
-    /// Sets a provider's effective inventories and traits: its own plus the given additions
-    /// for classes it does not have itself.
+    /// Sets a provider's effective inventories and traits (from [`Provider::with_additions`])
+    /// and the member lists that find it by them.
     fn set_effective(
         &mut self,
         id: ProviderId,
-        config_inventories: Vec<(ClassId, Inventory)>,
-        config_traits: Vec<TraitId>,
+        (inventories, traits): (Vec<(ClassId, Inventory)>, SmallVec<[TraitId; 4]>),
     ) {
         let old_traits = std::mem::take(&mut self.get_mut(id).trait_words);
         for t in &old_traits {
@@ -463,24 +465,9 @@ impl ProviderIndex {
                 unordered_remove(m, id);
             }
         }
-        let p = self.get_mut(id);
-        let mut inventories = p.own_inventories.clone();
-        for (c, inv) in config_inventories {
-            // Looked up among the provider's own (sorted), not the list being grown.
-            if p.own_inventories
-                .binary_search_by_key(&c, |(k, _)| *k)
-                .is_err()
-            {
-                inventories.push((c, inv));
-            }
-        }
-        inventories.sort_by_key(|(c, _)| *c);
         let classes: SmallVec<[ClassId; 8]> = inventories.iter().map(|(c, _)| *c).collect();
+        let p = self.get_mut(id);
         p.inventories = inventories;
-        let mut traits: SmallVec<[TraitId; 4]> = p.own_traits.iter().copied().collect();
-        traits.extend(config_traits);
-        traits.sort_unstable();
-        traits.dedup();
         p.trait_words = traits.iter().map(|t| t.0).collect();
         for t in traits {
             let i = t.index();
@@ -524,41 +511,15 @@ impl ProviderIndex {
         // A merge hands over every provider a config reaches (`$COMPUTE_NODE`: every
         // compute node) after any change; most come back as they were, and resetting them
         // would walk the class and trait member lists and repack their trees each time.
-        if self.effective_would_stay(id, &inv, &tr) {
+        let p = self.get(id);
+        let (inventories, traits) = p.with_additions(inv, tr);
+        if inventories == p.inventories
+            && traits.iter().map(|t| t.0).eq(p.trait_words.iter().copied())
+        {
             return;
         }
-        self.set_effective(id, inv, tr);
+        self.set_effective(id, (inventories, traits));
         self.repack_all([self.get(id).root]);
-    }
-
-    /// Whether [`Self::set_effective`] with these additions would leave the provider's
-    /// effective inventories and traits as they are.
-    fn effective_would_stay(
-        &self,
-        id: ProviderId,
-        config_inventories: &[(ClassId, Inventory)],
-        config_traits: &[TraitId],
-    ) -> bool {
-        let p = self.get(id);
-        let mut inventories = p.own_inventories.clone();
-        for (c, inv) in config_inventories {
-            if p.own_inventories
-                .binary_search_by_key(c, |(k, _)| *k)
-                .is_err()
-            {
-                inventories.push((*c, inv.clone()));
-            }
-        }
-        inventories.sort_by_key(|(c, _)| *c);
-        let mut traits: SmallVec<[u32; 4]> = p
-            .own_traits
-            .iter()
-            .chain(config_traits)
-            .map(|t| t.0)
-            .collect();
-        traits.sort_unstable();
-        traits.dedup();
-        inventories == p.inventories && traits == p.trait_words
     }
 
     /// Recomputes the cached root of a provider and everything under it.

@@ -185,9 +185,8 @@ pub fn merge(index: &ProviderIndex, entries: &[ConfigEntry]) -> MergeResult {
 /// What the merge reads of a provider that changed, as it was before the change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProviderFacts {
+    /// An entry naming this uuid reached it.
     pub uuid: String,
-    /// A root with the COMPUTE_NODE trait of its own, which `$COMPUTE_NODE` reaches.
-    pub compute_node: bool,
 }
 
 /// Brings a merge up to date after some providers alone changed (created, updated or
@@ -346,7 +345,6 @@ mod tests {
         assert_eq!(result, merge(&idx, &every_node));
         let facts = ProviderFacts {
             uuid: "00000000-0000-0000-0000-000000000099".into(),
-            compute_node: true,
         };
         idx.remove_provider("cn3");
         let gone = [("cn3".to_string(), Some(facts))];

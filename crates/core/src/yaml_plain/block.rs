@@ -10,7 +10,7 @@
 use std::borrow::Cow;
 use std::ops::ControlFlow;
 
-use super::{MAX_DEPTH, PlainDocument, PlainError, PlainNode, plain_node};
+use super::{Allowed, MAX_DEPTH, PlainDocument, PlainError, PlainNode, plain_node};
 
 type Read<T> = Result<T, PlainError>;
 
@@ -123,7 +123,11 @@ pub(super) fn read_block_each<'a, B>(
     text: &'a str,
     each: &mut impl FnMut(usize, PlainDocument<'a>) -> ControlFlow<B>,
 ) -> Read<ControlFlow<B>> {
-    check_characters(text, Tabs::Refused)?;
+    if super::holds_a_character_outside(text, Allowed::default()) {
+        return Err(PlainError::Unsupported(
+            "a tab, a control character or a line break other than \\n",
+        ));
+    }
     let mut lines = Lines::new(text);
     let mut number = 0;
     // A `---` was read and its document has no content yet.
@@ -158,41 +162,6 @@ pub(super) fn read_block_each<'a, B>(
             }
         }
     }
-}
-
-/// Characters a YAML parser refuses or reads as a line break: control characters other than
-/// `\n` (and a tab, when `tabs` says so), DEL, the C1 controls (NEL is a line break in YAML
-/// 1.1), the line and paragraph separators, byte order marks and the two non-characters YAML
-/// excludes. The event reader's parser stops at a NUL as if the stream ended there, so it too
-/// leaves every such stream to the located reader.
-pub(super) fn check_characters(text: &str, tabs: Tabs) -> Read<()> {
-    let tab_ok = matches!(tabs, Tabs::Allowed);
-    let odd_byte = |b: &u8| (*b < 0x20 && *b != b'\n' && !(tab_ok && *b == b'\t')) || *b == 0x7f;
-    let odd_char = |c: char| {
-        matches!(
-            c,
-            '\u{80}'..='\u{9f}' | '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}'
-        )
-    };
-    // In blocks, without a branch a byte, so that the scan of a large stream is vectorized.
-    let odd_bytes = text
-        .as_bytes()
-        .chunks(64)
-        .any(|chunk| chunk.iter().fold(false, |odd, b| odd | odd_byte(b)));
-    if odd_bytes || (!text.is_ascii() && text.chars().any(odd_char)) {
-        return Err(PlainError::Unsupported(
-            "a tab, a control character or a line break other than \\n",
-        ));
-    }
-    Ok(())
-}
-
-/// Whether [`check_characters`] lets tabs through: the line reader reads none, the event
-/// reader's parser reads them where YAML allows them.
-#[derive(Clone, Copy)]
-pub(super) enum Tabs {
-    Refused,
-    Allowed,
 }
 
 /// `- ` (or a lone `-`) opens a block sequence entry.

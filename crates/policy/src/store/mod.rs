@@ -331,15 +331,21 @@ impl Store {
         let names: std::collections::BTreeSet<&str> =
             changed.iter().map(|(name, _)| name.as_str()).collect();
         for name in names {
-            let (inventories, traits) = self
-                .config_merge
-                .providers
-                .get(name)
-                .map(|e| (e.inventories.clone(), e.traits.clone()))
-                .unwrap_or_default();
-            self.index.set_config_additions(name, &inventories, &traits);
+            self.hand_config_additions(name);
         }
         moved
+    }
+
+    /// Gives the index what the current merge adds to a provider (nothing, when no entry
+    /// reaches it); the index skips additions it already has.
+    fn hand_config_additions(&mut self, name: &str) {
+        let (inventories, traits) = self
+            .config_merge
+            .providers
+            .get(name)
+            .map(|e| (e.inventories.clone(), e.traits.clone()))
+            .unwrap_or_default();
+        self.index.set_config_additions(name, &inventories, &traits);
     }
 
     /// Re-merges provider configs after a provider or config changed, and puts what they add
@@ -354,21 +360,17 @@ impl Store {
             .chain(merged.providers.keys())
             .cloned()
             .collect();
-        let mut moved = Vec::new();
-        for name in touched {
-            let now = merged.providers.get(&name);
-            if self.config_merge.providers.get(&name) != now {
-                moved.push(name.clone());
-            }
-            // Given to the index even when the outcome is the same: a provider stored again
-            // meanwhile may have lost what configs added (the index skips what is unchanged).
-            let (inventories, traits) = now
-                .map(|e| (e.inventories.clone(), e.traits.clone()))
-                .unwrap_or_default();
-            self.index
-                .set_config_additions(&name, &inventories, &traits);
-        }
+        let moved: Vec<String> = touched
+            .iter()
+            .filter(|name| self.config_merge.providers.get(*name) != merged.providers.get(*name))
+            .cloned()
+            .collect();
         self.config_merge = merged;
+        // Given to the index even when the outcome is the same: a provider stored again
+        // meanwhile may have lost what configs added.
+        for name in &touched {
+            self.hand_config_additions(name);
+        }
         moved
     }
 
@@ -667,12 +669,6 @@ fn note_merge_change(
     let facts = match old {
         Some(Object::ResourceProvider(rp)) => Some(ProviderFacts {
             uuid: crate::translate::provider_uuid(rp),
-            compute_node: rp.spec.parent.is_none()
-                && rp
-                    .spec
-                    .traits
-                    .iter()
-                    .any(|t| t == kubeplace_core::placement::trait_name::COMPUTE_NODE),
         }),
         _ => None,
     };
