@@ -7,6 +7,7 @@ files of one folder (`placement/packed_tree.rs` ↔ `placement/provider_tree.rs`
 
     hack/import-cycles.py            # every crate of the workspace
     hack/import-cycles.py src        # one source root
+    hack/import-cycles.py --map      # also print which top-level module uses which
 """
 import os
 import re
@@ -111,11 +112,14 @@ def check(src):
                 folder.setdefault(a, set()).add(b)
     found = [("::".join(c[0][:-1]) or "crate", ["::".join(m) for m in c]) for c in cycles(folder)]
     found += [("crate", c) for c in cycles(top)]
-    return found
+    return found, top
 
 
 def main():
-    roots = sys.argv[1:] or [
+    args = sys.argv[1:]
+    show_map = "--map" in args
+    args = [a for a in args if a != "--map"]
+    roots = args or [
         os.path.join(ROOT, "src"),
         *sorted(
             os.path.join(ROOT, "crates", c, "src")
@@ -124,7 +128,12 @@ def main():
     ]
     bad = 0
     for src in roots:
-        for where, cycle in check(src):
+        found, top = check(src)
+        if show_map:
+            print(f"{os.path.relpath(src, ROOT)}:")
+            for module in sorted(top):
+                print(f"  {module} -> {', '.join(sorted(top[module]))}")
+        for where, cycle in found:
             bad += 1
             print(f"{os.path.relpath(src, ROOT)}: {where}: {' ↔ '.join(cycle)}")
     print(f"{bad} import cycles")

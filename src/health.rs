@@ -8,7 +8,7 @@ use tokio::sync::watch;
 
 use crate::controllers::watch::Synced;
 use crate::metrics::Metrics;
-use crate::webhook::server::{Reply, text};
+use crate::serving::http::{Reply, text};
 
 /// What the health endpoints report on.
 #[derive(Clone)]

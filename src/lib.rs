@@ -8,10 +8,14 @@
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
+pub mod args;
 pub mod cache;
 pub mod cli;
 pub(crate) mod controllers;
 pub(crate) mod health;
+pub(crate) mod locks;
 pub mod metrics;
+pub mod operator;
 pub mod placement_api;
+pub mod serving;
 pub mod webhook;

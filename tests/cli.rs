@@ -868,7 +868,7 @@ fn probe_exits_0_when_every_url_answers_2xx_and_1_otherwise() {
 fn run_stops_on_sigterm_before_its_cluster_ever_answered() {
     let dir = tempfile::tempdir().unwrap();
     let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
-    let made = kubeplace::webhook::certs::self_signed("localhost").unwrap();
+    let made = kubeplace::serving::certs::self_signed("localhost").unwrap();
     std::fs::write(&cert, &made.cert_pem).unwrap();
     std::fs::write(&key, &made.key_pem).unwrap();
     // Nothing listens on port 1: every list and watch fails, and the store never syncs.

@@ -15,7 +15,8 @@ use hyper_util::rt::TokioIo;
 use kubeplace::cache::SharedStore;
 use kubeplace::cli::apply::{Validate, apply_documents};
 use kubeplace::metrics::Metrics;
-use kubeplace::webhook::{Webhook, certs, server};
+use kubeplace::serving::{certs, http as server};
+use kubeplace::webhook::{Webhook, endpoint};
 use kubeplace_api::manifest::read_paths;
 use kubeplace_api::{Kind, Object};
 use kubeplace_policy::admission::{Operation, admit};
@@ -77,7 +78,7 @@ async fn start(store: Store, ready: bool) -> TestServer {
     tokio::spawn(server::serve(
         listener,
         Some(tls),
-        move |req| server::handle(served.clone(), req),
+        move |req| endpoint::handle(served.clone(), req),
         server::Lifecycle::stop_at(cancel.clone()),
     ));
     TestServer {

@@ -1,5 +1,6 @@
 //! `kubeplace apply`: the cluster's admission and reconcile, in memory, over manifest files.
 
+use super::Exit;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -305,12 +306,12 @@ pub fn run(
     stdin: &mut dyn Read,
     out: &mut dyn Write,
     err: &mut dyn Write,
-) -> u8 {
+) -> Exit {
     // Documents are applied as they are read, while later ones are still being read.
     let mut applier = Applier::new(options);
     if let Err(e) = read_paths_each(files, stdin, &mut |document| applier.apply(document)) {
         let _ = writeln!(err, "kubeplace apply: {e}");
-        return 2;
+        return Exit::BadInput;
     }
     let (report, store) = applier.finish();
     // The process ends after this: freeing a large cloud object by object (a tenth of a
@@ -339,14 +340,18 @@ pub fn run(
         Ok(Ok(())) => {}
         Ok(Err(e)) => {
             let _ = writeln!(err, "kubeplace apply: cannot write output: {e}");
-            return 2;
+            return Exit::BadInput;
         }
         Err(e) => {
             let _ = writeln!(err, "kubeplace apply: cannot format output: {e}");
-            return 2;
+            return Exit::BadInput;
         }
     }
-    let code = if report.summary.rejected > 0 { 1 } else { 0 };
+    let code = if report.summary.rejected > 0 {
+        Exit::Failed
+    } else {
+        Exit::Ok
+    };
     std::mem::forget(report);
     code
 }

@@ -1,6 +1,7 @@
 //! `kubeplace extra-specs`: reference docs, Glance metadefs, and checking extra specs or
 //! image properties from the command line.
 
+use super::Exit;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -123,14 +124,14 @@ pub fn run(
     stdin: &mut dyn Read,
     out: &mut dyn Write,
     err: &mut dyn Write,
-) -> u8 {
+) -> Exit {
     match command {
         ExtraSpecsCommand::Docs { format, files } => {
             let custom = match custom_from_files(&files, stdin) {
                 Ok((r, _)) => r,
                 Err(e) => {
                     let _ = writeln!(err, "kubeplace extra-specs docs: {e}");
-                    return 2;
+                    return Exit::BadInput;
                 }
             };
             let format = match format {
@@ -138,7 +139,7 @@ pub fn run(
                 DocFormat::Rst => Format::Rst,
             };
             let _ = write!(out, "{}", docs::render(format, &custom));
-            0
+            Exit::Ok
         }
         ExtraSpecsCommand::Metadefs { dir, old_dir } => {
             if old_dir.is_some() {
@@ -148,7 +149,7 @@ pub fn run(
                 );
             }
             let Some(dir) = dir.or(old_dir) else {
-                return 2;
+                return Exit::BadInput;
             };
             if let Err(e) = std::fs::create_dir_all(&dir) {
                 let _ = writeln!(
@@ -156,7 +157,7 @@ pub fn run(
                     "kubeplace extra-specs metadefs: {}: {e}",
                     dir.display()
                 );
-                return 2;
+                return Exit::BadInput;
             }
             for file in metadef_files() {
                 let path = dir.join(&file.file_name);
@@ -169,14 +170,14 @@ pub fn run(
                         "kubeplace extra-specs metadefs: {}: {e}",
                         path.display()
                     );
-                    return 2;
+                    return Exit::BadInput;
                 }
                 let props = file.namespace["properties"]
                     .as_object()
                     .map_or(0, |p| p.len());
                 let _ = writeln!(out, "{} ({props} properties)", path.display());
             }
-            0
+            Exit::Ok
         }
         ExtraSpecsCommand::Check {
             specs,
@@ -202,7 +203,7 @@ pub fn run(
                 "{}",
                 serde_json::to_string_pretty(&facts()).expect("JSON")
             );
-            0
+            Exit::Ok
         }
     }
 }
@@ -224,10 +225,10 @@ fn check(
     stdin: &mut dyn Read,
     out: &mut dyn Write,
     err: &mut dyn Write,
-) -> u8 {
+) -> Exit {
     let fail = |err: &mut dyn Write, e: String| {
         let _ = writeln!(err, "kubeplace extra-specs check: {e}");
-        2
+        Exit::BadInput
     };
     let mode: ValidationMode = match mode.parse() {
         Ok(m) => m,
@@ -343,7 +344,11 @@ fn check(
     if let Err(e) = written {
         return fail(err, format!("cannot write output: {e}"));
     }
-    u8::from(rejected_count > 0)
+    if rejected_count > 0 {
+        Exit::Failed
+    } else {
+        Exit::Ok
+    }
 }
 
 fn facts() -> Value {

@@ -1,4 +1,4 @@
-//! The `kubeplace` command: one file per subcommand.
+//! The `kubeplace` command: one file per subcommand, and the exit codes they share.
 
 pub mod apply;
 pub(crate) mod completion;
@@ -10,11 +10,51 @@ pub mod probe;
 pub mod provider_config;
 pub mod run;
 
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use kubeplace_core::placement::weighers::Weighers;
+
+use crate::args::{HeadroomCap, Weighing};
+
+/// How every subcommand ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Exit {
+    /// Done, and every object, file or URL passed.
+    Ok,
+    /// Done, and something was refused: an object rejected, a query Placement would answer
+    /// with an error, a URL that did not answer 2xx; or the operator failed.
+    Failed,
+    /// The input could not be read or the arguments cannot work together.
+    BadInput,
+}
+
+impl Exit {
+    /// The exit for a process exit code of 0, 1 or 2 (anything above 2 is bad input).
+    pub fn from_code(code: u8) -> Exit {
+        match code {
+            0 => Exit::Ok,
+            1 => Exit::Failed,
+            _ => Exit::BadInput,
+        }
+    }
+
+    /// The process exit code: 0, 1 or 2.
+    pub fn code(self) -> u8 {
+        match self {
+            Exit::Ok => 0,
+            Exit::Failed => 1,
+            Exit::BadInput => 2,
+        }
+    }
+}
+
+impl From<Exit> for ExitCode {
+    fn from(exit: Exit) -> ExitCode {
+        ExitCode::from(exit.code())
+    }
+}
 
 /// kubeplace: OpenStack's scheduling vocabulary (flavors, extra specs, provider trees,
 /// Placement's allocation candidates) as Kubernetes custom resources.
@@ -60,24 +100,17 @@ pub enum Command {
             default_missing_value = "strict"
         )]
         validate: apply::Validate,
-        /// How servers are weighed: NAME=MULTIPLIER items, comma-separated, over the
-        /// default spread=1. Weighers: spread (the smallest share of capacity left free),
-        /// ram, cpu, disk (free MEMORY_MB, VCPU, DISK_GB on the host tree, as Nova's);
-        /// negative packs, 0 turns one off. Nova's defaults: spread=0,ram=1,cpu=1,disk=1.
-        #[arg(long, value_name = "NAME=MULTIPLIER,...", default_value = "spread=1")]
-        weighers: Weighers,
-        /// Servers each Flavor's `status.headroom` counts at most; 0 counts none.
-        #[arg(long, value_name = "SERVERS", allow_hyphen_values = true,
-              value_parser = headroom_cap,
-              default_value_t = kubeplace_policy::scheduling::headroom::STATUS_CAP)]
-        headroom_cap: usize,
+        #[command(flatten)]
+        weighing: Weighing,
+        #[command(flatten)]
+        headroom: HeadroomCap,
     },
     /// Print every CustomResourceDefinition as YAML.
     Crds,
     /// Run the operator: watches and status controllers, the admission webhook (HTTPS), and
     /// health, readiness and metrics endpoints, against the cluster of the kubeconfig or the
     /// in-cluster service account.
-    Run(Box<run::RunArgs>),
+    Run(Box<crate::operator::Flags>),
     /// Placement's GET queries over ResourceProvider and Allocation manifests, answered
     /// as Placement would (JSON in Placement's shape at the microversion), and Placement's
     /// REST API served over them.
@@ -147,16 +180,6 @@ pub struct PlacementArgs {
     pub time_repeat: usize,
 }
 
-/// `--headroom-cap`: a count of servers. A negative one reaches this parser (rather than
-/// being taken for a flag) so that the refusal says what is accepted.
-pub(crate) fn headroom_cap(value: &str) -> Result<usize, String> {
-    value.parse().map_err(|_| {
-        format!(
-            "{value:?} is not a number of servers; give a whole number, 0 (no counting) or more"
-        )
-    })
-}
-
 /// What the binary does to its process for a command, which this crate cannot do itself (it
 /// forbids unsafe code).
 pub struct Process {
@@ -166,71 +189,67 @@ pub struct Process {
 
 /// Runs the command line and returns the process's exit code.
 pub fn main(process: Process) -> ExitCode {
-    let cli = Cli::parse();
-    match cli.command {
+    ExitCode::from(command(Cli::parse().command, process))
+}
+
+fn command(command: Command, process: Process) -> Exit {
+    match command {
         Command::Apply {
             files,
             output,
             validate,
-            weighers,
-            headroom_cap,
+            weighing,
+            headroom,
         } => {
-            let stdin = &mut std::io::stdin().lock();
-            let stdout = &mut std::io::stdout().lock();
-            let stderr = &mut std::io::stderr().lock();
             let options = apply::Options {
                 validate,
-                weighers,
-                headroom_cap,
+                weighers: weighing.weighers,
+                headroom_cap: headroom.headroom_cap,
             };
-            ExitCode::from(apply::run(&files, output, &options, stdin, stdout, stderr))
+            with_stdio(|i, o, e| apply::run(&files, output, &options, i, o, e))
         }
-        Command::Placement { call } => {
-            let (which, args) = match &call {
-                PlacementCall::Candidates(a) => (placement::Call::Candidates, a),
-                PlacementCall::Providers(a) => (placement::Call::Providers, a),
-                PlacementCall::Serve(a) => return placement_serve::main(a),
-                PlacementCall::Headroom(a) => {
-                    let stdin = &mut std::io::stdin().lock();
-                    let stdout = &mut std::io::stdout().lock();
-                    let stderr = &mut std::io::stderr().lock();
-                    return ExitCode::from(placement::headroom(a, stdin, stdout, stderr));
-                }
-            };
-            let stdin = &mut std::io::stdin().lock();
-            let stdout = &mut std::io::stdout().lock();
-            let stderr = &mut std::io::stderr().lock();
-            ExitCode::from(placement::run(which, args, stdin, stdout, stderr))
-        }
+        Command::Placement { call } => match &call {
+            PlacementCall::Candidates(a) => {
+                with_stdio(|i, o, e| placement::run(placement::Call::Candidates, a, i, o, e))
+            }
+            PlacementCall::Providers(a) => {
+                with_stdio(|i, o, e| placement::run(placement::Call::Providers, a, i, o, e))
+            }
+            PlacementCall::Serve(a) => placement_serve::main(a),
+            PlacementCall::Headroom(a) => with_stdio(|i, o, e| placement::headroom(a, i, o, e)),
+        },
         Command::ProviderConfig { command } => {
-            let stdout = &mut std::io::stdout().lock();
-            let stderr = &mut std::io::stderr().lock();
-            ExitCode::from(provider_config::run(&command, stdout, stderr))
+            with_stdio(|_, o, e| provider_config::run(&command, o, e))
         }
-        Command::ExtraSpecs(command) => {
-            let stdin = &mut std::io::stdin().lock();
-            let stdout = &mut std::io::stdout().lock();
-            let stderr = &mut std::io::stderr().lock();
-            ExitCode::from(extra_specs::run(command, stdin, stdout, stderr))
-        }
-        Command::Run(args) => {
+        Command::ExtraSpecs(command) => with_stdio(|i, o, e| extra_specs::run(command, i, o, e)),
+        Command::Run(flags) => {
             (process.before_the_operator)();
-            run::main(*args)
+            run::main(*flags)
         }
         Command::Probe(args) => probe::main(&args),
-        Command::Completion { shell } => {
-            completion::write(shell, &mut std::io::stdout().lock());
-            ExitCode::SUCCESS
-        }
-        Command::Crds => match crds::render() {
+        Command::Completion { shell } => with_stdio(|_, o, _| {
+            completion::write(shell, o);
+            Exit::Ok
+        }),
+        Command::Crds => with_stdio(|_, o, e| match crds::render() {
             Ok(yaml) => {
-                print!("{yaml}");
-                ExitCode::SUCCESS
+                let _ = write!(o, "{yaml}");
+                Exit::Ok
             }
-            Err(e) => {
-                eprintln!("kubeplace crds: {e}");
-                ExitCode::from(2)
+            Err(err) => {
+                let _ = writeln!(e, "kubeplace crds: {err}");
+                Exit::BadInput
             }
-        },
+        }),
     }
+}
+
+/// Runs a command that reads and writes the standard streams, each locked once (the
+/// commands that log from other threads, `run` and `placement serve`, lock none).
+fn with_stdio<R>(f: impl FnOnce(&mut dyn Read, &mut dyn Write, &mut dyn Write) -> R) -> R {
+    f(
+        &mut std::io::stdin().lock(),
+        &mut std::io::stdout().lock(),
+        &mut std::io::stderr().lock(),
+    )
 }

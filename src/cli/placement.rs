@@ -1,5 +1,6 @@
 //! `kubeplace placement candidates|providers`: Placement's GET queries over manifests.
 
+use super::Exit;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
@@ -12,7 +13,6 @@ use kubeplace_core::placement::microversion::Microversion;
 use kubeplace_core::placement::query::{parse_candidates_query, parse_providers_query};
 use kubeplace_core::placement::resource_providers::matching_providers;
 use kubeplace_core::placement::response::{candidates_body, error_body, providers_body};
-use kubeplace_core::placement::weighers::Weighers;
 use kubeplace_policy::scheduling::headroom::{DEFAULT_CAP, Headroom};
 use kubeplace_policy::store::{Change, Store};
 
@@ -46,15 +46,15 @@ pub(crate) fn load_state(files: &[PathBuf], stdin: &mut dyn Read) -> Result<Stor
     Ok(store)
 }
 
-/// Answers one query; returns the JSON body (pretty-printed when asked) and the exit code (0,
-/// or 1 for a Placement error).
+/// Answers one query; returns the JSON body (pretty-printed when asked) and the exit code (Ok,
+/// or Failed for a Placement error).
 pub(crate) fn answer(
     store: &Store,
     call: Call,
     query: &str,
     microversion: &str,
     pretty: bool,
-) -> (String, u8) {
+) -> (String, Exit) {
     fn text(body: &impl serde::Serialize, pretty: bool) -> String {
         let written = if pretty {
             serde_json::to_string_pretty(body)
@@ -65,7 +65,7 @@ pub(crate) fn answer(
     }
     let mv: Microversion = match microversion.parse() {
         Ok(mv) => mv,
-        Err(e) => return (text(&error_body(406, &e.to_string()), pretty), 1),
+        Err(e) => return (text(&error_body(406, &e.to_string()), pretty), Exit::Failed),
     };
     let index = store.index();
     match call {
@@ -75,12 +75,12 @@ pub(crate) fn answer(
                 Ok(set) if !pretty => {
                     let threads = kubeplace_core::runs::cores();
                     let json = candidates_body(index, &set, mv).to_json(threads);
-                    (String::from_utf8(json).unwrap_or_default(), 0)
+                    (String::from_utf8(json).unwrap_or_default(), Exit::Ok)
                 }
-                Ok(set) => (text(&candidates_body(index, &set, mv), pretty), 0),
-                Err(e) => (text(&error_body(400, &e.to_string()), pretty), 1),
+                Ok(set) => (text(&candidates_body(index, &set, mv), pretty), Exit::Ok),
+                Err(e) => (text(&error_body(400, &e.to_string()), pretty), Exit::Failed),
             },
-            Err(e) => (text(&error_body(400, &e.detail), pretty), 1),
+            Err(e) => (text(&error_body(400, &e.detail), pretty), Exit::Failed),
         },
         Call::Providers => match parse_providers_query(query, mv) {
             Ok(q) => (
@@ -88,9 +88,9 @@ pub(crate) fn answer(
                     &providers_body(index, &matching_providers(index, &q), mv),
                     pretty,
                 ),
-                0,
+                Exit::Ok,
             ),
-            Err(e) => (text(&error_body(400, &e.detail), pretty), 1),
+            Err(e) => (text(&error_body(400, &e.detail), pretty), Exit::Failed),
         },
     }
 }
@@ -144,7 +144,7 @@ pub fn run(
     stdin: &mut dyn Read,
     out: &mut dyn Write,
     err: &mut dyn Write,
-) -> u8 {
+) -> Exit {
     let (files, query, microversion, time_repeat) = (
         &args.files,
         args.query.as_str(),
@@ -155,14 +155,14 @@ pub fn run(
         Ok(s) => s,
         Err(e) => {
             let _ = writeln!(err, "kubeplace placement: {e}");
-            return 2;
+            return Exit::BadInput;
         }
     };
     let store = match load_state(files, stdin) {
         Ok(s) => s,
         Err(e) => {
             let _ = writeln!(err, "kubeplace placement: {e}");
-            return 2;
+            return Exit::BadInput;
         }
     };
     if time_repeat > 0 {
@@ -187,25 +187,25 @@ pub fn run(
             Ok(()) => code,
             Err(_) => {
                 let _ = writeln!(err, "kubeplace placement: cannot write output");
-                2
+                Exit::BadInput
             }
         };
     }
     // With --explain the answer is read back as JSON to carry the explanation.
     let mut body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-    if code == 0 {
+    if code == Exit::Ok {
         match explained(&store, query, microversion) {
             Ok(e) if shape == Shape::Text => {
                 return match write!(out, "{}", e.text()) {
-                    Ok(()) => 0,
-                    Err(_) => 2,
+                    Ok(()) => Exit::Ok,
+                    Err(_) => Exit::BadInput,
                 };
             }
             Ok(e) => body["explain"] = serde_json::to_value(&e).unwrap_or(Value::Null),
             Err(e) => body = e,
         }
     }
-    if shape == Shape::Text && code != 0 {
+    if shape == Shape::Text && code != Exit::Ok {
         let detail = body["errors"][0]["detail"]
             .as_str()
             .unwrap_or("bad request");
@@ -216,7 +216,7 @@ pub fn run(
         Ok(text) if writeln!(out, "{text}").is_ok() => code,
         _ => {
             let _ = writeln!(err, "kubeplace placement: cannot write output");
-            2
+            Exit::BadInput
         }
     }
 }
@@ -236,12 +236,8 @@ pub struct HeadroomArgs {
     /// Servers placed at most; beyond it the answer is "at least".
     #[arg(long, default_value_t = DEFAULT_CAP)]
     pub cap: usize,
-    /// How servers are weighed: NAME=MULTIPLIER items, comma-separated, over the
-    /// default spread=1. Weighers: spread (the smallest share of capacity left free),
-    /// ram, cpu, disk (free MEMORY_MB, VCPU, DISK_GB on the host tree, as Nova's);
-    /// negative packs, 0 turns one off. Nova's defaults: spread=0,ram=1,cpu=1,disk=1.
-    #[arg(long, value_name = "NAME=MULTIPLIER,...", default_value = "spread=1")]
-    pub weighers: Weighers,
+    #[command(flatten)]
+    pub weighing: crate::args::Weighing,
     /// Output format: `table` or `json`.
     #[arg(short = 'o', long, value_parser = ["table", "json"], default_value = "table")]
     pub output: String,
@@ -254,22 +250,22 @@ pub fn headroom(
     stdin: &mut dyn Read,
     out: &mut dyn Write,
     err: &mut dyn Write,
-) -> u8 {
+) -> Exit {
     let mut store = match load_state(&args.files, stdin) {
         Ok(s) => s,
         Err(e) => {
             let _ = writeln!(err, "kubeplace placement headroom: {e}");
-            return 2;
+            return Exit::BadInput;
         }
     };
-    store.set_weighers(args.weighers.clone());
+    store.set_weighers(args.weighing.weighers.clone());
     let h =
         match kubeplace_policy::scheduling::headroom(&store, &args.flavor, &args.without, args.cap)
         {
             Ok(h) => h,
             Err(e) => {
                 let _ = writeln!(err, "kubeplace placement headroom: {e}");
-                return 1;
+                return Exit::Failed;
             }
         };
     let text = if args.output == "json" {
@@ -280,8 +276,8 @@ pub fn headroom(
         headroom_table(&h)
     };
     match out.write_all(text.as_bytes()) {
-        Ok(()) => 0,
-        Err(_) => 2,
+        Ok(()) => Exit::Ok,
+        Err(_) => Exit::BadInput,
     }
 }
 

@@ -1,15 +1,15 @@
 //! `kubeplace placement serve`: Placement's REST API over manifests loaded into memory.
 
+use super::Exit;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
 use crate::placement_api::{self, PlacementApi};
-use crate::webhook::server::Lifecycle;
+use crate::serving::http::Lifecycle;
 
 /// Arguments of `kubeplace placement serve`.
 #[derive(clap::Args, Debug)]
@@ -30,12 +30,12 @@ pub struct ServeArgs {
 
 /// Runs the server until SIGINT or SIGTERM. Prints `listening on http://ADDR` on standard
 /// output once it accepts connections, so scripts and tests can learn a picked port.
-pub fn main(args: &ServeArgs) -> ExitCode {
+pub fn main(args: &ServeArgs) -> Exit {
     let store = match super::placement::load_state(&args.files, &mut std::io::stdin().lock()) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("kubeplace placement serve: {e}");
-            return ExitCode::from(2);
+            return Exit::BadInput;
         }
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -45,7 +45,7 @@ pub fn main(args: &ServeArgs) -> ExitCode {
         Ok(r) => r,
         Err(e) => {
             eprintln!("kubeplace placement serve: cannot start the runtime: {e}");
-            return ExitCode::from(1);
+            return Exit::Failed;
         }
     };
     let providers = store.index().len();
@@ -58,7 +58,7 @@ pub fn main(args: &ServeArgs) -> ExitCode {
                     "kubeplace placement serve: cannot listen on {}: {e}",
                     args.listen
                 );
-                return ExitCode::from(1);
+                return Exit::Failed;
             }
         };
         let mut out = std::io::stdout().lock();
@@ -75,9 +75,9 @@ pub fn main(args: &ServeArgs) -> ExitCode {
             None,
             Lifecycle::stop_at(cancel.clone()),
         ));
-        let _ = super::run::shutdown_signal().await;
+        let _ = crate::operator::shutdown::signal().await;
         cancel.cancel();
         let _ = server.await;
-        ExitCode::SUCCESS
+        Exit::Ok
     })
 }

@@ -3,8 +3,8 @@
 //! release's Services: readiness, the webhook over TLS checked against its CA, and the
 //! Placement API.
 
+use super::Exit;
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -16,7 +16,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
-use crate::webhook::certs;
+use crate::serving::certs;
 
 /// Flags of `kubeplace probe`.
 #[derive(clap::Args, Debug, Clone)]
@@ -44,7 +44,7 @@ fn parse_url(text: &str) -> Result<Uri, String> {
 }
 
 /// Probes every URL; 0 when each answered 2xx, 1 when any did not, 2 on bad input.
-pub fn main(args: &ProbeArgs) -> ExitCode {
+pub fn main(args: &ProbeArgs) -> Exit {
     let tls = match &args.ca_file {
         Some(path) => match std::fs::read_to_string(path)
             .map_err(|e| e.to_string())
@@ -53,7 +53,7 @@ pub fn main(args: &ProbeArgs) -> ExitCode {
             Ok(config) => Some(TlsConnector::from(config)),
             Err(e) => {
                 eprintln!("kubeplace probe: --ca-file {}: {e}", path.display());
-                return ExitCode::from(2);
+                return Exit::BadInput;
             }
         },
         None => None,
@@ -62,7 +62,7 @@ pub fn main(args: &ProbeArgs) -> ExitCode {
         && let Some(url) = args.urls.iter().find(|u| u.scheme_str() == Some("https"))
     {
         eprintln!("kubeplace probe: {url}: give --ca-file to check the server's certificate");
-        return ExitCode::from(2);
+        return Exit::BadInput;
     }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -71,7 +71,7 @@ pub fn main(args: &ProbeArgs) -> ExitCode {
         Ok(r) => r,
         Err(e) => {
             eprintln!("kubeplace probe: cannot start the runtime: {e}");
-            return ExitCode::from(1);
+            return Exit::Failed;
         }
     };
     let timeout = Duration::from_secs(args.timeout_seconds);
@@ -94,11 +94,7 @@ pub fn main(args: &ProbeArgs) -> ExitCode {
             }
         }
     }
-    if failed {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    }
+    if failed { Exit::Failed } else { Exit::Ok }
 }
 
 async fn get(url: &Uri, tls: Option<&TlsConnector>) -> Result<StatusCode, String> {

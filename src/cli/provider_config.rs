@@ -1,6 +1,7 @@
 //! `kubeplace provider-config`: Nova's provider config files, validated as nova-compute would
 //! load them, and converted into ProviderConfig manifests.
 
+use super::Exit;
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -38,14 +39,14 @@ pub enum ProviderConfigCommand {
 }
 
 /// Runs a `provider-config` subcommand; returns the exit code.
-pub fn run(command: &ProviderConfigCommand, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
+pub fn run(command: &ProviderConfigCommand, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
     match command {
         ProviderConfigCommand::Validate { paths, output } => validate(paths, *output, out, err),
         ProviderConfigCommand::Convert { files } => convert(files, out, err),
     }
 }
 
-fn validate(paths: &[PathBuf], output: Output, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
+fn validate(paths: &[PathBuf], output: Output, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
     let report = validate_paths(paths);
     let written = match output {
         Output::Json => serde_json::to_string_pretty(&report)
@@ -61,9 +62,9 @@ fn validate(paths: &[PathBuf], output: Output, out: &mut dyn Write, err: &mut dy
             err,
             "kubeplace provider-config validate: cannot write output: {e}"
         );
-        return 2;
+        return Exit::BadInput;
     }
-    report.exit_code()
+    Exit::from_code(report.exit_code())
 }
 
 fn write_table(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
@@ -173,8 +174,8 @@ pub(crate) fn object_name(path: &Path) -> String {
     }
 }
 
-fn convert(files: &[PathBuf], out: &mut dyn Write, err: &mut dyn Write) -> u8 {
-    let mut code = 0u8;
+fn convert(files: &[PathBuf], out: &mut dyn Write, err: &mut dyn Write) -> Exit {
+    let mut code = Exit::Ok;
     let mut used = BTreeSet::new();
     let mut documents = Vec::new();
     for path in files {
@@ -183,7 +184,7 @@ fn convert(files: &[PathBuf], out: &mut dyn Write, err: &mut dyn Write) -> u8 {
             Ok(t) => t,
             Err(e) => {
                 let _ = writeln!(err, "kubeplace provider-config convert: {shown}: {e}");
-                code = 2;
+                code = Exit::BadInput;
                 continue;
             }
         };
@@ -191,7 +192,7 @@ fn convert(files: &[PathBuf], out: &mut dyn Write, err: &mut dyn Write) -> u8 {
             Ok(p) => p,
             Err(e) => {
                 let _ = writeln!(err, "kubeplace provider-config convert: {shown}: {e}");
-                code = 2;
+                code = Exit::BadInput;
                 continue;
             }
         };
@@ -207,7 +208,7 @@ fn convert(files: &[PathBuf], out: &mut dyn Write, err: &mut dyn Write) -> u8 {
                 err,
                 "kubeplace provider-config convert: {shown} is not a valid provider config; not converted"
             );
-            code = code.max(1);
+            code = code.max(Exit::Failed);
             continue;
         }
         // Fields a ProviderConfig has no place for were warned about by the check above.
@@ -218,7 +219,7 @@ fn convert(files: &[PathBuf], out: &mut dyn Write, err: &mut dyn Write) -> u8 {
                     err,
                     "kubeplace provider-config convert: {shown}: cannot convert: {e}"
                 );
-                code = code.max(1);
+                code = code.max(Exit::Failed);
                 continue;
             }
         };
@@ -234,7 +235,7 @@ fn convert(files: &[PathBuf], out: &mut dyn Write, err: &mut dyn Write) -> u8 {
             Ok(yaml) => documents.push(format!("# converted from {shown}\n{yaml}")),
             Err(e) => {
                 let _ = writeln!(err, "kubeplace provider-config convert: {shown}: {e}");
-                code = 2;
+                code = Exit::BadInput;
             }
         }
     }

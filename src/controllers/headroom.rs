@@ -47,10 +47,7 @@ impl HeadroomCounter {
     /// Runs until `cancel`; does nothing with a cap of 0.
     pub async fn run(mut self, cancel: CancellationToken) {
         if self.settings.cap == 0 {
-            self.store
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .turn_headroom_off();
+            crate::locks::write(&self.store).turn_headroom_off();
             return;
         }
         let mut counted_at: Option<u64> = None;
@@ -60,11 +57,7 @@ impl HeadroomCounter {
                 _ = cancel.cancelled() => return,
                 ok = super::leading_and_ready(&mut self.leader, &mut self.ready) => if !ok { return },
             }
-            let revision = self
-                .store
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .revision();
+            let revision = crate::locks::read(&self.store).revision();
             if counted_at != Some(revision) {
                 self.metrics.headroom_counting.set(1);
                 let counted = self.round(&cancel).await;
@@ -87,10 +80,9 @@ impl HeadroomCounter {
     async fn round(&self, cancel: &CancellationToken) -> bool {
         let started = Instant::now();
         let store = self.store.clone();
-        let Ok(mut round) = tokio::task::spawn_blocking(move || {
-            HeadroomRound::new(&store.read().unwrap_or_else(|e| e.into_inner()))
-        })
-        .await
+        let Ok(mut round) =
+            tokio::task::spawn_blocking(move || HeadroomRound::new(&crate::locks::read(&store)))
+                .await
         else {
             return false;
         };
@@ -113,11 +105,7 @@ impl HeadroomCounter {
             };
             round = back;
             let took = began.elapsed();
-            let is_new = self
-                .store
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .set_headroom(flavor, headroom);
+            let is_new = crate::locks::write(&self.store).set_headroom(flavor, headroom);
             if is_new {
                 changed += 1;
                 self.trigger.key(ObjectKey::cluster(Kind::Flavor, flavor));
@@ -128,10 +116,7 @@ impl HeadroomCounter {
                 _ = tokio::time::sleep(took) => {}
             }
         }
-        self.store
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .forget_headroom_of_deleted_flavors();
+        crate::locks::write(&self.store).forget_headroom_of_deleted_flavors();
         let took_ms = started.elapsed().as_millis() as u64;
         if changed > 0 {
             info!(

@@ -79,7 +79,7 @@ pub(crate) struct Retries {
 
 impl Retries {
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<ObjectKey, u32>> {
-        self.failures.lock().unwrap_or_else(|e| e.into_inner())
+        crate::locks::lock(&self.failures)
     }
 
     /// Counts a failure; how long to wait before trying again: `first`, doubled for each
@@ -138,7 +138,7 @@ fn plan_pass(
     metrics: &Metrics,
     steps: &tokio::sync::mpsc::UnboundedSender<Step>,
 ) -> (Planned, Vec<StatusWrite>) {
-    let shared = store.read().unwrap_or_else(|e| e.into_inner());
+    let shared = crate::locks::read(store);
     let full = pending.full();
     // What the changes reach, and the keys asked for (a server the pass places or a claim
     // it releases moves statuses through its Allocation's watch event, in the next pass).
@@ -351,7 +351,7 @@ impl Reconciler {
             }
         };
         if every_key {
-            let store = self.store.read().unwrap_or_else(|e| e.into_inner());
+            let store = crate::locks::read(&self.store);
             self.retries.retain(|k| store.get(k).is_some());
         }
         let total = results.len();
@@ -368,10 +368,7 @@ impl Reconciler {
                         .status_writes
                         .get_or_create(&kind_label(w.key.kind))
                         .inc();
-                    self.store
-                        .write()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .set_status(&w.key, w.status.clone());
+                    crate::locks::write(&self.store).set_status(&w.key, w.status.clone());
                     self.retries.succeeded(&w.key);
                     self.publish(&w).await;
                 }

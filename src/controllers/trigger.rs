@@ -52,7 +52,7 @@ pub(crate) struct Trigger {
 
 impl Trigger {
     fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
-        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+        crate::locks::lock(&self.pending)
     }
 
     /// Asks for every object to be reconciled.

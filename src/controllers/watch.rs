@@ -47,7 +47,7 @@ impl Synced {
 
     /// Marks a kind as listed.
     pub(crate) fn mark(&self, kind: Kind) {
-        let mut kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
+        let mut kinds = crate::locks::lock(&self.kinds);
         if kinds.insert(kind) && kinds.len() >= self.expected {
             info!(
                 kinds = kinds.len(),
@@ -59,7 +59,7 @@ impl Synced {
 
     /// The kinds not listed yet, of `all`.
     pub(crate) fn pending(&self, all: &[Kind]) -> Vec<Kind> {
-        let kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
+        let kinds = crate::locks::lock(&self.kinds);
         all.iter().copied().filter(|k| !kinds.contains(k)).collect()
     }
 }
@@ -121,14 +121,14 @@ impl KindWatch {
     }
 
     fn store(&self) -> std::sync::RwLockWriteGuard<'_, Store> {
-        self.store.write().unwrap_or_else(|e| e.into_inner())
+        crate::locks::write(&self.store)
     }
 
     /// What a change of an object (`new`, or `None` for the object of `key` deleted) can
     /// reach, judged over the store before it; `None` when `new` differs from the stored
     /// object in its status alone.
     fn reach_of(&self, key: &ObjectKey, new: Option<&Object>) -> Option<Reach> {
-        let store = self.store.read().unwrap_or_else(|e| e.into_inner());
+        let store = crate::locks::read(&self.store);
         let old = store.get(key);
         if let (Some(old), Some(new)) = (old, new)
             && body(old) == body(new)

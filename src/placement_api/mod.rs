@@ -283,7 +283,7 @@ impl PlacementApi {
 /// Reads a request whole and answers it.
 async fn handle(api: Arc<PlacementApi>, request: Request<Incoming>) -> Reply {
     let (parts, body) = request.into_parts();
-    let body = match crate::webhook::server::read_body(body, MAX_BODY).await {
+    let body = match crate::serving::http::read_body(body, MAX_BODY).await {
         Ok(b) => b,
         Err(message) => {
             let ctx = Ctx {
@@ -312,10 +312,10 @@ pub async fn serve(
     api: Arc<PlacementApi>,
     listener: TcpListener,
     tls: Option<TlsAcceptor>,
-    lifecycle: crate::webhook::server::Lifecycle,
+    lifecycle: crate::serving::http::Lifecycle,
 ) {
     let handler = move |request: Request<Incoming>| handle(api.clone(), request);
-    crate::webhook::server::serve(listener, tls, handler, lifecycle).await;
+    crate::serving::http::serve(listener, tls, handler, lifecycle).await;
 }
 
 /// Binds `addr` and returns the listener with the address actually bound (port 0 picks one).

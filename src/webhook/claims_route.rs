@@ -129,14 +129,14 @@ pub async fn forward(endpoint: &Endpoint, plural: &str, body: Bytes) -> Result<B
 /// The TLS client for the leader's CA, made once per CA rather than once per claim.
 fn connector(ca_pem: &str) -> Result<TlsConnector, String> {
     static MADE: Mutex<Option<(String, TlsConnector)>> = Mutex::new(None);
-    let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut made = crate::locks::lock(&MADE);
     if let Some((ca, connector)) = made.as_ref()
         && ca == ca_pem
     {
         return Ok(connector.clone());
     }
-    let config =
-        super::certs::client_config(ca_pem).map_err(|e| format!("the leader's CA: {e}"))?;
+    let config = crate::serving::certs::client_config(ca_pem)
+        .map_err(|e| format!("the leader's CA: {e}"))?;
     let connector = TlsConnector::from(config);
     *made = Some((ca_pem.to_string(), connector.clone()));
     Ok(connector)

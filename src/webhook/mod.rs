@@ -2,12 +2,10 @@
 //! (`/validate/<plural>`), answered by [`kubeplace_policy::admission::admit`] over the operator's
 //! shared store.
 
-pub mod certs;
 pub mod claims_route;
 pub mod config;
+pub mod endpoint;
 mod read_through;
-pub mod server;
-pub mod tls_secret;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -116,10 +114,10 @@ impl Webhook {
         old: Option<&Object>,
         dry_run: bool,
     ) -> Verdict {
-        let store = self.store.read().unwrap_or_else(|e| e.into_inner());
+        let store = crate::locks::read(&self.store);
         match object {
             Object::Allocation(_) => {
-                let mut claims = self.claims.lock().unwrap_or_else(|e| e.into_inner());
+                let mut claims = crate::locks::lock(&self.claims);
                 claims.decide(op, object, old, &store, Instant::now(), dry_run)
             }
             _ => admit(op, object, old, &store),
@@ -324,7 +322,7 @@ impl Webhook {
     ) -> Option<Verdict> {
         let client = self.client.as_ref()?;
         let missing = {
-            let store = self.store.read().unwrap_or_else(|e| e.into_inner());
+            let store = crate::locks::read(&self.store);
             read_through::missing_references(object, &store)
         };
         if missing.is_empty() {
@@ -337,7 +335,7 @@ impl Webhook {
         let deadline = tokio::time::Instant::now() + self.read_through_wait;
         loop {
             let arrived = {
-                let store = self.store.read().unwrap_or_else(|e| e.into_inner());
+                let store = crate::locks::read(&self.store);
                 found
                     .iter()
                     .all(|(kind, name)| store.get_cluster(*kind, name).is_some())

@@ -243,7 +243,7 @@ fn replicas_make_one_certificate_in_the_secret_and_follow_its_renewal() {
     let stranger = dir.path().join("other-ca.crt");
     std::fs::write(
         &stranger,
-        kubeplace::webhook::certs::self_signed("127.0.0.1")
+        kubeplace::serving::certs::self_signed("127.0.0.1")
             .unwrap()
             .ca_pem,
     )
@@ -479,7 +479,7 @@ fn helm_test_probes_the_release_through_its_services() {
     let ca = dir.path().join("ca.crt");
     std::fs::write(
         &ca,
-        kubeplace::webhook::certs::self_signed("x").unwrap().ca_pem,
+        kubeplace::serving::certs::self_signed("x").unwrap().ca_pem,
     )
     .unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubeplace"))

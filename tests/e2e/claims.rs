@@ -168,7 +168,7 @@ fn twenty_racing_kubectl_claims_on_two_replicas_never_oversubscribe() {
     const CONFIG: &str = "kubeplace-claims";
     const CLAIMS: usize = 20;
     // Two replicas behind one address, each deciding the claims that reach it.
-    let certs = kubeplace::webhook::certs::self_signed("127.0.0.1").unwrap();
+    let certs = kubeplace::serving::certs::self_signed("127.0.0.1").unwrap();
     let cert = cp.kubeconfig.with_file_name("claims-webhook.crt");
     let key = cp.kubeconfig.with_file_name("claims-webhook.key");
     let ca = cp.kubeconfig.with_file_name("claims-ca.crt");

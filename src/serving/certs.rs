@@ -75,15 +75,12 @@ impl CertResolver {
 
     /// Replaces the certificate for later handshakes.
     pub fn set(&self, key: CertifiedKey) {
-        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(key);
+        *crate::locks::write(&self.current) = Arc::new(key);
     }
 
     /// The certificate served now.
     pub fn current(&self) -> Arc<CertifiedKey> {
-        self.current
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        crate::locks::read(&self.current).clone()
     }
 }
 

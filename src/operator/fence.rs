@@ -1,0 +1,272 @@
+//! The claims fence: a replica that starts leading decides no claim until its store holds
+//! every claim the previous leader decided.
+//!
+//! The old leader stops deciding at the latest its renew deadline after its last renewal,
+//! while the new one takes the lease a lease duration after it; a claim the old leader
+//! admitted can still be on its way to etcd for as long as the API server's webhook
+//! timeout. So the new leader waits that long, lists the Allocations, and waits until its
+//! store holds each at least as new. A replica that created the lease (a fresh install)
+//! had no predecessor and only lists.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use kube::Client;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::cache::{SharedStore, resource_version};
+use kubeplace_api::Kind;
+
+/// How long a claim admitted by the old leader may still be on its way to the API server:
+/// the webhook timeout the API server gives every review.
+pub(crate) const CLAIMS_FENCE: Duration = Duration::from_secs(10);
+/// Longest the new leader waits for its store to hold every Allocation the API server
+/// listed, before it lists again.
+const CLAIMS_CATCH_UP: Duration = Duration::from_secs(30);
+/// Wait before listing again after a failed list.
+const LIST_RETRY: Duration = Duration::from_secs(1);
+/// How often the store is looked at while it catches up.
+const STORE_POLL: Duration = Duration::from_millis(100);
+
+/// The Allocations the API server holds, by name with their resourceVersion.
+pub(crate) trait Allocations: Send + Sync + 'static {
+    fn list(&self) -> impl Future<Output = Result<Vec<(String, u64)>, kube::Error>> + Send;
+}
+
+/// The cluster's Allocations, listed from the API server.
+pub(crate) struct Listed(pub Client);
+
+impl Allocations for Listed {
+    async fn list(&self) -> Result<Vec<(String, u64)>, kube::Error> {
+        let api: kube::Api<kube::api::DynamicObject> =
+            kube::Api::all_with(self.0.clone(), &Kind::Allocation.api_resource());
+        let listed = api.list(&kube::api::ListParams::default()).await?;
+        Ok(listed
+            .items
+            .into_iter()
+            .map(|a| {
+                let version = resource_version(&a.metadata).unwrap_or(0);
+                (a.metadata.name.unwrap_or_default(), version)
+            })
+            .collect())
+    }
+}
+
+/// Opens the claims decision point (`open` true) when this replica starts leading, once it
+/// is sure it sees every claim the previous leader decided; closes it when it stops
+/// leading. Returns at `cancel`.
+pub(crate) async fn fence_claims(
+    allocations: impl Allocations,
+    store: SharedStore,
+    mut leading: watch::Receiver<bool>,
+    created_the_lease: Arc<AtomicBool>,
+    open: watch::Sender<bool>,
+    cancel: CancellationToken,
+) {
+    loop {
+        let now_leading = *leading.borrow_and_update();
+        open.send_replace(false);
+        if now_leading {
+            let first_leader = created_the_lease.swap(false, Ordering::SeqCst);
+            let opened = tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = leading.changed() => false,
+                caught_up = catch_up(&allocations, &store, first_leader) => caught_up,
+            };
+            if opened {
+                open.send_replace(true);
+                info!("deciding claims: every claim the previous leader decided is in the store");
+            } else {
+                continue;
+            }
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            changed = leading.changed() => if changed.is_err() { return },
+        }
+    }
+}
+
+/// Waits out [`CLAIMS_FENCE`] (unless `first_leader`), then until the store holds every
+/// Allocation a fresh list shows (at least as new); true once it does.
+async fn catch_up(allocations: &impl Allocations, store: &SharedStore, first_leader: bool) -> bool {
+    if !first_leader {
+        tokio::time::sleep(CLAIMS_FENCE).await;
+    }
+    loop {
+        let listed = match allocations.list().await {
+            Ok(l) => l,
+            Err(e) => {
+                warn!(error = %e, "cannot list Allocations to take over claims; retrying");
+                tokio::time::sleep(LIST_RETRY).await;
+                continue;
+            }
+        };
+        let deadline = tokio::time::Instant::now() + CLAIMS_CATCH_UP;
+        loop {
+            if holds_every(store, &listed) {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                break;
+            }
+            tokio::time::sleep(STORE_POLL).await;
+        }
+    }
+}
+
+/// Whether the store holds each listed Allocation at its listed version or newer.
+fn holds_every(store: &SharedStore, listed: &[(String, u64)]) -> bool {
+    let store = crate::locks::read(store);
+    listed.iter().all(|(name, want)| {
+        store
+            .get_cluster(Kind::Allocation, name)
+            .is_some_and(|o| resource_version(o.meta()).unwrap_or(0) >= *want)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use kubeplace_api::Object;
+
+    /// What a list answers: the Allocations by name and version, or `None` for a failure.
+    type Answer = Option<Vec<(String, u64)>>;
+
+    /// Allocations as a test sets them.
+    #[derive(Clone, Default)]
+    struct Fixed(Arc<Mutex<Answer>>);
+
+    impl Allocations for Fixed {
+        async fn list(&self) -> Result<Vec<(String, u64)>, kube::Error> {
+            crate::locks::lock(&self.0)
+                .clone()
+                .ok_or_else(|| kube::Error::LinesCodecMaxLineLengthExceeded)
+        }
+    }
+
+    fn allocation(name: &str, version: u64) -> Object {
+        Object::from_value(
+            Kind::Allocation,
+            serde_json::json!({
+                "apiVersion": "kubeplace.io/v1alpha1",
+                "kind": "Allocation",
+                "metadata": {"name": name, "resourceVersion": version.to_string()},
+                "spec": {"consumer": "4f6b2b9e-0000-4000-8000-000000000001", "allocations": []},
+            }),
+        )
+        .unwrap()
+    }
+
+    struct Running {
+        store: SharedStore,
+        listed: Fixed,
+        leading: watch::Sender<bool>,
+        open: watch::Receiver<bool>,
+        cancel: CancellationToken,
+    }
+
+    fn start(first_leader: bool) -> Running {
+        let store = SharedStore::default();
+        let listed = Fixed::default();
+        *crate::locks::lock(&listed.0) = Some(Vec::new());
+        let (leading, leading_rx) = watch::channel(false);
+        let (open_tx, open) = watch::channel(false);
+        let cancel = CancellationToken::new();
+        tokio::spawn(fence_claims(
+            listed.clone(),
+            store.clone(),
+            leading_rx,
+            Arc::new(AtomicBool::new(first_leader)),
+            open_tx,
+            cancel.clone(),
+        ));
+        Running {
+            store,
+            listed,
+            leading,
+            open,
+            cancel,
+        }
+    }
+
+    /// Lets the fence's task run for `d` of (paused) time.
+    async fn pass(d: Duration) {
+        tokio::time::sleep(d).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_new_leader_waits_out_the_fence_before_deciding() {
+        let r = start(false);
+        r.leading.send_replace(true);
+        pass(CLAIMS_FENCE - Duration::from_millis(500)).await;
+        assert!(
+            !*r.open.borrow(),
+            "open before the old leader's claims could land"
+        );
+        pass(Duration::from_secs(1)).await;
+        assert!(*r.open.borrow(), "the store holds every (no) claim: open");
+        r.cancel.cancel();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_replica_that_created_the_lease_decides_at_once() {
+        let r = start(true);
+        r.leading.send_replace(true);
+        pass(Duration::from_millis(200)).await;
+        assert!(*r.open.borrow());
+        r.cancel.cancel();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_fence_stays_closed_until_the_store_holds_each_claim_as_new_as_listed() {
+        let r = start(true);
+        *crate::locks::lock(&r.listed.0) = Some(vec![("a".into(), 7), ("b".into(), 3)]);
+        crate::locks::write(&r.store).put(allocation("a", 5));
+        crate::locks::write(&r.store).put(allocation("b", 3));
+        r.leading.send_replace(true);
+        pass(Duration::from_secs(5)).await;
+        assert!(!*r.open.borrow(), "a is at 5 in the store, listed at 7");
+        crate::locks::write(&r.store).put(allocation("a", 7));
+        pass(Duration::from_millis(200)).await;
+        assert!(*r.open.borrow());
+        r.cancel.cancel();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_list_is_tried_again() {
+        let r = start(true);
+        *crate::locks::lock(&r.listed.0) = None;
+        r.leading.send_replace(true);
+        pass(Duration::from_secs(3)).await;
+        assert!(!*r.open.borrow(), "nothing listed: nothing known");
+        *crate::locks::lock(&r.listed.0) = Some(vec![]);
+        pass(LIST_RETRY * 2).await;
+        assert!(*r.open.borrow());
+        r.cancel.cancel();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn losing_the_lead_closes_the_fence_and_leading_again_waits_again() {
+        let r = start(true);
+        r.leading.send_replace(true);
+        pass(Duration::from_millis(200)).await;
+        assert!(*r.open.borrow());
+        r.leading.send_replace(false);
+        pass(Duration::from_millis(10)).await;
+        assert!(!*r.open.borrow(), "a follower decides no claim");
+        // Leading again, the lease was not created here this time: the fence is waited out.
+        r.leading.send_replace(true);
+        pass(Duration::from_secs(5)).await;
+        assert!(!*r.open.borrow());
+        pass(CLAIMS_FENCE).await;
+        assert!(*r.open.borrow());
+        r.cancel.cancel();
+    }
+}

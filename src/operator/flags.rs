@@ -1,0 +1,229 @@
+//! The flags of `kubeplace run`, grouped by what they set up.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{ArgAction, ValueEnum};
+
+use crate::args::{HeadroomCap, Weighing};
+
+/// Every flag of `kubeplace run`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Flags {
+    #[command(flatten)]
+    pub cluster: ClusterFlags,
+    #[command(flatten, next_help_heading = "Scheduling")]
+    pub scheduling: SchedulingFlags,
+    #[command(flatten, next_help_heading = "Admission webhook")]
+    pub webhook: WebhookFlags,
+    #[command(flatten, next_help_heading = "Serving certificate")]
+    pub tls: TlsFlags,
+    #[command(flatten, next_help_heading = "Leader election and claims")]
+    pub leader: LeaderFlags,
+    #[command(flatten, next_help_heading = "Placement API")]
+    pub placement: PlacementFlags,
+    #[command(flatten, next_help_heading = "Health, metrics and shutdown")]
+    pub serving: ServingFlags,
+    #[command(flatten, next_help_heading = "Logs")]
+    pub logs: LogFlags,
+}
+
+/// Which cluster, and where in it kubeplace's own objects live.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ClusterFlags {
+    /// Kubeconfig file to reach the API server. Without it: $KUBECONFIG, then
+    /// ~/.kube/config, then the in-cluster service account.
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Namespace kubeplace runs in; the leader Lease lives here.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "kubeplace-system")]
+    pub namespace: String,
+}
+
+/// How servers are weighed, how headroom is counted, how statuses are written.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SchedulingFlags {
+    #[command(flatten)]
+    pub weighing: Weighing,
+    #[command(flatten)]
+    pub headroom: HeadroomCap,
+    /// Least seconds between the starts of two headroom rounds over every Flavor; a round
+    /// starts only when something other than a status changed since the last one.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub headroom_interval: u64,
+    /// Status writes the leader keeps in flight at once (server-side applies of the status
+    /// subresource); with fewer, a cloud applied in a hurry gets its statuses long after the
+    /// objects, since the API server shares itself among the requests in flight.
+    #[arg(long, value_name = "N", default_value_t = 32,
+          value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub status_writes_in_flight: u16,
+}
+
+/// Where the admission webhook listens and how the API server reaches it.
+#[derive(clap::Args, Debug, Clone)]
+pub struct WebhookFlags {
+    /// Address of the admission webhook's HTTPS server.
+    #[arg(long, value_name = "ADDR:PORT", default_value = "0.0.0.0:8443")]
+    pub webhook_addr: SocketAddr,
+    /// The IP address or DNS name the API server reaches the webhook at (with --self-signed).
+    #[arg(long, value_name = "HOST")]
+    pub webhook_host: Option<String>,
+    /// The webhook's Service in --namespace (with --tls-secret): the certificate is for
+    /// NAME, NAME.NAMESPACE, NAME.NAMESPACE.svc and NAME.NAMESPACE.svc.cluster.local.
+    #[arg(long, value_name = "NAME")]
+    pub webhook_service: Option<String>,
+    /// Name of the ValidatingWebhookConfiguration --self-signed manages, and whose caBundle
+    /// --tls-secret keeps.
+    #[arg(long, value_name = "NAME", default_value = "kubeplace")]
+    pub webhook_config_name: String,
+}
+
+/// Where the serving certificate comes from: files, a Secret, or generated at start.
+#[derive(clap::Args, Debug, Clone)]
+pub struct TlsFlags {
+    /// The webhook's serving certificate (PEM, chain first); re-read when it changes.
+    /// Use with --tls-key-file, e.g. from cert-manager.
+    #[arg(
+        long,
+        value_name = "PATH",
+        requires = "tls_key_file",
+        conflicts_with = "self_signed"
+    )]
+    pub tls_cert_file: Option<PathBuf>,
+    /// The private key of --tls-cert-file (PEM); re-read when it changes.
+    #[arg(long, value_name = "PATH", requires = "tls_cert_file")]
+    pub tls_key_file: Option<PathBuf>,
+    /// Generate a CA and a serving certificate for --webhook-host at start, and create or
+    /// update the ValidatingWebhookConfiguration to call https://HOST:PORT/validate/<plural>
+    /// with that CA. For running outside a cluster.
+    #[arg(long, requires = "webhook_host")]
+    pub self_signed: bool,
+    /// Keep the webhook's CA and serving certificate in this Secret of --namespace: made
+    /// when missing, renewed before it expires, shared by every replica (the one whose
+    /// write loses serves the winner's), re-read every 10 s; the caBundle of the webhooks
+    /// of --webhook-config-name is kept equal to its CA. The certificate is for the names
+    /// of --webhook-service and for --webhook-host.
+    #[arg(
+        long,
+        value_name = "NAME",
+        conflicts_with_all = ["self_signed", "tls_cert_file"]
+    )]
+    pub tls_secret: Option<String>,
+    /// Validity of the serving certificate --tls-secret makes, in days; it is renewed when a
+    /// third is left. Its CA lasts ten times as long.
+    #[arg(long, value_name = "DAYS", default_value_t = 365,
+          value_parser = clap::value_parser!(u32).range(1..=36500))]
+    pub tls_validity_days: u32,
+    /// The CA (PEM) that signed --tls-cert-file, given to the other replicas to check this
+    /// one. Default: ca.crt beside --tls-cert-file, when there is one.
+    #[arg(long, value_name = "PATH")]
+    pub ca_file: Option<PathBuf>,
+}
+
+/// Which replica leads, and how the others reach it with claims.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LeaderFlags {
+    /// Elect a leader on a Lease so that only one replica writes status
+    /// (--leader-elect=false: this replica always writes).
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = ArgAction::Set,
+          num_args = 0..=1, default_missing_value = "true")]
+    pub leader_elect: bool,
+    /// Name of the leader Lease in --namespace.
+    #[arg(long, value_name = "NAME", default_value = "kubeplace-leader")]
+    pub lease_name: String,
+    /// The address (HOST:PORT) other replicas reach this one's webhook at, to pass it the
+    /// claims to decide while it leads. Default: $POD_IP, else --webhook-host, with the
+    /// webhook's port.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub claims_address: Option<String>,
+    /// The name this replica's serving certificate is checked against when other replicas
+    /// pass it claims (e.g. the webhook Service's DNS name). Default: --webhook-host.
+    #[arg(long, value_name = "NAME")]
+    pub claims_server_name: Option<String>,
+}
+
+/// Placement's REST API over the cluster.
+#[derive(clap::Args, Debug, Clone)]
+pub struct PlacementFlags {
+    /// Serve Placement's REST API at this address (off without it): reads from the watched
+    /// objects, writes made as Kubernetes objects, callers checked with TokenReview and
+    /// SubjectAccessReview (docs/placement-api.md).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub placement_addr: Option<SocketAddr>,
+    /// Serve the Placement API over HTTPS with the webhook's serving certificate.
+    #[arg(long, requires = "placement_addr")]
+    pub placement_tls: bool,
+}
+
+/// Health and metrics, and how a stop drains.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServingFlags {
+    /// Address of the plain-HTTP server for /healthz, /readyz and /metrics.
+    #[arg(long, value_name = "ADDR:PORT", default_value = "0.0.0.0:8080")]
+    pub metrics_addr: SocketAddr,
+    /// On SIGTERM, report not ready at once, keep serving the webhook and the Placement API
+    /// for this many seconds (each response closing its connection, so clients reconnect to
+    /// a ready replica), then stop: long enough for the Service's endpoints to drop this
+    /// replica, so rollouts refuse no request. A second signal, or Ctrl-C, stops at once.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    pub drain_seconds: u64,
+}
+
+/// Log formats.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    /// One line per event for people.
+    Text,
+    /// One JSON object per event for log collectors.
+    Json,
+}
+
+/// What is logged, and how.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LogFlags {
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Which logs to write: a level (error, warn, info, debug, trace), or directives such as
+    /// `info,kubeplace=debug`.
+    #[arg(long, env = "RUST_LOG", default_value = "info", value_parser = log_filter)]
+    pub log_level: String,
+}
+
+/// Checks a log filter, so a typo is refused at start instead of silently logging at info.
+fn log_filter(text: &str) -> Result<String, String> {
+    tracing_subscriber::EnvFilter::try_new(text)
+        .map(|_| text.to_string())
+        .map_err(|e| {
+            format!(
+                "{text:?} is not a log filter ({e}); give a level (error, warn, info, debug, trace) or directives such as info,kubeplace=debug"
+            )
+        })
+}
+
+impl Flags {
+    /// Flags that parse but cannot run together, said as the operator would fix them.
+    pub fn check(&self) -> Result<(), String> {
+        let tls = &self.tls;
+        if tls.tls_cert_file.is_none() && !tls.self_signed && tls.tls_secret.is_none() {
+            return Err("the webhook needs a certificate: give --tls-secret NAME --webhook-service SERVICE, --tls-cert-file and --tls-key-file, or --self-signed --webhook-host HOST".into());
+        }
+        if tls.tls_secret.is_some() && self.certificate_names().is_empty() {
+            return Err("--tls-secret needs the names the API server calls the webhook by: give --webhook-service SERVICE (and/or --webhook-host HOST)".into());
+        }
+        Ok(())
+    }
+
+    /// The names the certificate of --tls-secret is for.
+    pub fn certificate_names(&self) -> Vec<String> {
+        let mut names = self
+            .webhook
+            .webhook_service
+            .as_deref()
+            .map(|s| crate::serving::tls_secret::service_names(s, &self.cluster.namespace))
+            .unwrap_or_default();
+        names.extend(self.webhook.webhook_host.clone());
+        names
+    }
+}

@@ -1,0 +1,122 @@
+//! Leadership: the Lease this replica runs for, the address on it that other replicas pass
+//! claims to, and the fence a new leader waits behind before it decides claims.
+
+use kube::Client;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
+
+use super::fence::{Listed, fence_claims};
+use super::flags::Flags;
+use crate::cache::SharedStore;
+use crate::controllers::lease::{Elector, LeaseSettings};
+use crate::webhook::claims_route::{ClaimsRoute, Endpoint};
+
+/// A replica that runs for leader: the elector to run, and the route claims take.
+pub(crate) struct Candidacy {
+    pub elector: Elector,
+    pub claims_route: ClaimsRoute,
+}
+
+/// Sets up the election on `--lease-name` and the claims fence (started at once, closed
+/// until this replica leads and has caught up). The Lease carries this replica's claims
+/// endpoint, kept up to date as its CA is renewed.
+pub(crate) fn run_for_leader(
+    flags: &Flags,
+    identity: &str,
+    client: &Client,
+    store: &SharedStore,
+    webhook_port: u16,
+    ca: (Option<&str>, watch::Receiver<String>),
+    cancel: CancellationToken,
+) -> Candidacy {
+    let (ca_pem, mut ca_changes) = ca;
+    let mut settings =
+        LeaseSettings::new(&flags.leader.lease_name, &flags.cluster.namespace, identity);
+    match claims_endpoint(flags, webhook_port, ca_pem) {
+        Ok(endpoint) => {
+            let (annotations, rx) = watch::channel(endpoint.annotations());
+            settings.annotations = rx;
+            // A renewed CA goes on the Lease, so followers keep trusting this leader.
+            ca_changes.mark_unchanged();
+            tokio::spawn(async move {
+                while ca_changes.changed().await.is_ok() {
+                    let ca_pem = ca_changes.borrow_and_update().clone();
+                    annotations.send_replace(
+                        Endpoint {
+                            ca_pem,
+                            ..endpoint.clone()
+                        }
+                        .annotations(),
+                    );
+                }
+            });
+        }
+        Err(e) => warn!("other replicas cannot pass claims to this one: {e}"),
+    }
+    let (elector, leading) = Elector::new(client.clone(), settings);
+    let (fence, fenced) = watch::channel(false);
+    tokio::spawn(fence_claims(
+        Listed(client.clone()),
+        store.clone(),
+        leading.clone(),
+        elector.created_the_lease(),
+        fence,
+        cancel,
+    ));
+    let claims_route = ClaimsRoute {
+        leading,
+        fenced,
+        other: elector.other_leader(),
+    };
+    Candidacy {
+        elector,
+        claims_route,
+    }
+}
+
+/// Where other replicas reach this one to pass it claims.
+pub(crate) fn claims_endpoint(
+    flags: &Flags,
+    webhook_port: u16,
+    generated_ca: Option<&str>,
+) -> Result<Endpoint, String> {
+    let leader = &flags.leader;
+    let webhook_host = &flags.webhook.webhook_host;
+    let address = match &leader.claims_address {
+        Some(a) => a.clone(),
+        None => {
+            let host = std::env::var("POD_IP")
+                .ok()
+                .filter(|h| !h.is_empty())
+                .or_else(|| webhook_host.clone())
+                .ok_or("give --claims-address (or set POD_IP, or --webhook-host)")?;
+            if host.contains(':') {
+                format!("[{host}]:{webhook_port}")
+            } else {
+                format!("{host}:{webhook_port}")
+            }
+        }
+    };
+    let server_name = leader
+        .claims_server_name
+        .clone()
+        .or_else(|| webhook_host.clone())
+        .ok_or("give --claims-server-name (or --webhook-host)")?;
+    let ca_pem = match (&flags.tls.ca_file, generated_ca, &flags.tls.tls_cert_file) {
+        (Some(path), _, _) => std::fs::read_to_string(path)
+            .map_err(|e| format!("--ca-file {}: {e}", path.display()))?,
+        (None, Some(ca), _) => ca.to_string(),
+        (None, None, Some(cert)) => {
+            let beside = cert.with_file_name("ca.crt");
+            std::fs::read_to_string(&beside)
+                .map_err(|e| format!("give --ca-file ({} cannot be read: {e})", beside.display()))?
+        }
+        (None, None, None) => return Err("give --ca-file".into()),
+    };
+    Ok(Endpoint {
+        address,
+        server_name,
+        ca_pem,
+    })
+}

@@ -1,0 +1,448 @@
+//! The operator (`kubeplace run`): every kubeplace kind watched into one in-memory store;
+//! the admission webhook, health and metrics, and Placement's REST API served from it; and,
+//! while this replica leads, claims decided, headroom counted and statuses written.
+//!
+//! `flags.rs` holds its flags by concern; `certificate.rs` the serving certificate;
+//! `leader.rs` the election and the claims endpoint on the Lease; `fence.rs` the wait a new
+//! leader makes before deciding claims; `placement.rs` the Placement API over the cluster;
+//! `shutdown.rs` the signals and the drain.
+
+mod certificate;
+mod fence;
+pub mod flags;
+mod leader;
+mod placement;
+pub(crate) mod shutdown;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+pub use flags::Flags;
+
+use crate::cache::SharedStore;
+use crate::controllers::headroom::{HeadroomCounter, HeadroomSettings};
+use crate::controllers::reconciler::{Pacing, Reconciler, Retries, recorder};
+use crate::controllers::trigger::Trigger;
+use crate::controllers::watch::{self as kind_watches, Synced, kind_watch};
+use crate::health::{self, Health};
+use crate::metrics::Metrics;
+use crate::serving::certs::CertError;
+use crate::serving::http::{self, Lifecycle};
+use crate::serving::tls_secret::TlsSecretError;
+use crate::webhook::claims_route::ClaimsRoute;
+use crate::webhook::{Webhook, config, endpoint};
+use flags::ClusterFlags;
+use kubeplace_api::Kind;
+use leader::Candidacy;
+use placement::PlacementOverCluster;
+use shutdown::Stop;
+
+/// Why the operator could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("--kubeconfig {}: {source}", path.display())]
+    Kubeconfig {
+        path: PathBuf,
+        source: kube::config::KubeconfigError,
+    },
+    #[error("no kubeconfig and not in a cluster: {0}")]
+    NoCluster(#[source] kube::config::InferConfigError),
+    #[error("cannot build the API client: {0}")]
+    Client(#[source] kube::Error),
+    #[error("cannot listen on {addr} for {what}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        what: &'static str,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Certificate(#[from] CertError),
+    #[error(transparent)]
+    TlsSecret(#[from] TlsSecretError),
+    #[error("cannot start the webhook's server: {0}")]
+    WebhookServer(#[source] std::io::Error),
+    #[error("cannot create or update ValidatingWebhookConfiguration {name:?}: {source}")]
+    Register { name: String, source: kube::Error },
+}
+
+/// What every part of a running operator shares.
+struct Shared {
+    client: Client,
+    identity: String,
+    store: SharedStore,
+    trigger: Arc<Trigger>,
+    metrics: Arc<Metrics>,
+    /// Each kind marks its first list here.
+    synced: Arc<Synced>,
+    /// True once every kind was listed.
+    ready: watch::Receiver<bool>,
+}
+
+/// How the parts stop. `serving` stops the servers; `cancel`, its child, stops everything
+/// else, first. Between the two the servers drain: they close each connection after its
+/// response.
+struct Stopping {
+    serving: CancellationToken,
+    cancel: CancellationToken,
+    lifecycle: Lifecycle,
+    /// True once not ready (`/readyz` answers 503).
+    not_ready: watch::Sender<bool>,
+}
+
+/// Runs the operator until SIGTERM or Ctrl-C.
+pub async fn run(flags: Flags) -> Result<(), Error> {
+    let client = client(&flags.cluster).await?;
+    let store = SharedStore::default();
+    crate::locks::write(&store).set_weighers(flags.scheduling.weighing.weighers.clone());
+    info!(weighers = %flags.scheduling.weighing.weighers, "servers are weighed");
+    let (synced, ready) = Synced::new(Kind::ALL.len());
+    let shared = Shared {
+        identity: identity(),
+        client,
+        store,
+        trigger: Arc::new(Trigger::default()),
+        metrics: Arc::new(Metrics::new()),
+        synced,
+        ready,
+    };
+    let serving = CancellationToken::new();
+    let (not_ready, not_ready_rx) = watch::channel(false);
+    let stopping = Stopping {
+        cancel: serving.child_token(),
+        lifecycle: Lifecycle {
+            draining: CancellationToken::new(),
+            stop: serving.clone(),
+        },
+        serving,
+        not_ready,
+    };
+
+    let certificate = certificate::serving(
+        &flags,
+        &shared.client,
+        stopping.cancel.clone(),
+        stopping.serving.clone(),
+    )
+    .await?;
+    // Servers first, so the webhook answers as soon as it is registered.
+    let webhook_listener = bind(flags.webhook.webhook_addr, "the webhook").await?;
+    let webhook_port = webhook_listener
+        .local_addr()
+        .map_err(|source| Error::Listen {
+            addr: flags.webhook.webhook_addr,
+            what: "the webhook",
+            source,
+        })?
+        .port();
+    let metrics_listener = bind(flags.serving.metrics_addr, "health and metrics").await?;
+    let placement_listener = match flags.placement.placement_addr {
+        Some(addr) => Some(bind(addr, "the Placement API").await?),
+        None => None,
+    };
+    // Leadership: only the leader decides claims; the others pass them to it.
+    let candidacy = flags.leader.leader_elect.then(|| {
+        leader::run_for_leader(
+            &flags,
+            &shared.identity,
+            &shared.client,
+            &shared.store,
+            webhook_port,
+            (
+                certificate.ca_pem.as_deref(),
+                certificate.ca_changes.clone(),
+            ),
+            stopping.cancel.clone(),
+        )
+    });
+    let claims_route = candidacy.as_ref().map(|c| c.claims_route.clone());
+    let mut servers = vec![serve_webhook(
+        &shared,
+        webhook_listener,
+        certificate.tls.clone(),
+        claims_route,
+        &stopping,
+    )?];
+    let health = Health {
+        metrics: shared.metrics.clone(),
+        ready: shared.ready.clone(),
+        synced: shared.synced.clone(),
+        stopping: not_ready_rx,
+    };
+    servers.push(tokio::spawn(http::serve(
+        metrics_listener,
+        None,
+        move |req| health::handle(health.clone(), req),
+        stopping.lifecycle.clone(),
+    )));
+    let watches = watch_every_kind(&shared);
+    if let Some(ca) = &certificate.register_ca {
+        register_webhook(&flags, &shared.client, webhook_port, ca).await?;
+    }
+    if let Some(listener) = placement_listener {
+        let placement_tls = flags
+            .placement
+            .placement_tls
+            .then(|| certificate.tls.clone());
+        let api = PlacementOverCluster {
+            client: shared.client.clone(),
+            store: shared.store.clone(),
+            trigger: shared.trigger.clone(),
+            ready: shared.ready.clone(),
+            namespace: flags.cluster.namespace.clone(),
+        };
+        servers.push(tokio::spawn(
+            api.serve((listener, placement_tls), stopping.lifecycle.clone()),
+        ));
+    }
+    let running = lead_and_reconcile(&flags, &shared, candidacy, &stopping.cancel);
+    info!(
+        identity = %shared.identity,
+        webhook = %flags.webhook.webhook_addr,
+        metrics = %flags.serving.metrics_addr,
+        placement = ?flags.placement.placement_addr,
+        leader_elect = flags.leader.leader_elect,
+        "kubeplace is running"
+    );
+    let signal = shutdown::signal().await;
+    stop(&flags, signal, stopping, running, servers, watches).await;
+    Ok(())
+}
+
+async fn client(flags: &ClusterFlags) -> Result<Client, Error> {
+    let config = match &flags.kubeconfig {
+        Some(path) => {
+            let kubeconfig_error = |source| Error::Kubeconfig {
+                path: path.clone(),
+                source,
+            };
+            let kubeconfig = Kubeconfig::read_from(path).map_err(kubeconfig_error)?;
+            Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .map_err(kubeconfig_error)?
+        }
+        None => Config::infer().await.map_err(Error::NoCluster)?,
+    };
+    Client::try_from(config).map_err(Error::Client)
+}
+
+/// This replica's name in the Lease: the pod (or host) name, the process and start time.
+fn identity() -> String {
+    let host = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+        })
+        .unwrap_or_else(|| "kubeplace".into());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    format!("{host}_{}_{nanos:08x}", std::process::id())
+}
+
+async fn bind(addr: SocketAddr, what: &'static str) -> Result<TcpListener, Error> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| Error::Listen { addr, what, source })
+}
+
+/// Serves the admission webhook on threads of its own.
+fn serve_webhook(
+    shared: &Shared,
+    listener: TcpListener,
+    tls: tokio_rustls::TlsAcceptor,
+    claims_route: Option<ClaimsRoute>,
+    stopping: &Stopping,
+) -> Result<JoinHandle<()>, Error> {
+    let mut webhook = Webhook::new(
+        shared.store.clone(),
+        shared.ready.clone(),
+        shared.metrics.clone(),
+    );
+    webhook.events = Some(recorder(shared.client.clone(), &shared.identity));
+    webhook.client = Some(shared.client.clone());
+    webhook.claims_route = claims_route;
+    let webhook = Arc::new(webhook);
+    http::serve_apart(
+        "kubeplace-webhook",
+        listener,
+        Some(tls),
+        move |req| endpoint::handle(webhook.clone(), req),
+        stopping.lifecycle.clone(),
+    )
+    .map_err(Error::WebhookServer)
+}
+
+/// Watches every kind: every replica keeps the whole store.
+fn watch_every_kind(shared: &Shared) -> Vec<JoinHandle<()>> {
+    let mut watches = Vec::new();
+    for resource in Kind::ALL.map(Kind::api_resource) {
+        if let Some(state) = kind_watch(
+            &resource,
+            &shared.store,
+            &shared.trigger,
+            &shared.synced,
+            &shared.metrics,
+        ) {
+            watches.push(tokio::spawn(kind_watches::run(
+                shared.client.clone(),
+                resource,
+                state,
+            )));
+        }
+    }
+    watches
+}
+
+/// Points the ValidatingWebhookConfiguration at this replica with a CA made at start.
+async fn register_webhook(
+    flags: &Flags,
+    client: &Client,
+    webhook_port: u16,
+    ca: &str,
+) -> Result<(), Error> {
+    let name = &flags.webhook.webhook_config_name;
+    let host = flags.webhook.webhook_host.as_deref().unwrap_or_default();
+    let url = config::base_url(host, webhook_port);
+    let configuration = config::webhook_configuration(name, &url, ca);
+    config::apply(client.clone(), &configuration)
+        .await
+        .map_err(|source| Error::Register {
+            name: name.clone(),
+            source,
+        })?;
+    info!(name = %name, url = %url, "registered the webhook with a self-signed CA");
+    Ok(())
+}
+
+/// The tasks that run while leading, for the stop to wait on.
+struct Running {
+    elector: Option<JoinHandle<()>>,
+    reconciling: JoinHandle<()>,
+    /// Held so that a replica without election stays the leader until the end.
+    _always: watch::Sender<bool>,
+}
+
+/// Runs the election (when on), and the headroom counter and the reconciler, which act
+/// while this replica leads.
+fn lead_and_reconcile(
+    flags: &Flags,
+    shared: &Shared,
+    candidacy: Option<Candidacy>,
+    cancel: &CancellationToken,
+) -> Running {
+    let (always, mut leader) = watch::channel(!flags.leader.leader_elect);
+    let mut elector = None;
+    if let Some(c) = candidacy {
+        elector = Some(tokio::spawn(c.elector.run(cancel.clone())));
+        leader = c.claims_route.leading;
+    }
+    {
+        let mut leader = leader.clone();
+        let metrics = shared.metrics.clone();
+        tokio::spawn(async move {
+            loop {
+                metrics.leader.set(i64::from(*leader.borrow_and_update()));
+                if leader.changed().await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    let scheduling = &flags.scheduling;
+    tokio::spawn(
+        HeadroomCounter {
+            store: shared.store.clone(),
+            trigger: shared.trigger.clone(),
+            leader: leader.clone(),
+            ready: shared.ready.clone(),
+            settings: HeadroomSettings {
+                cap: scheduling.headroom.headroom_cap,
+                interval: Duration::from_secs(scheduling.headroom_interval),
+            },
+            metrics: shared.metrics.clone(),
+        }
+        .run(cancel.clone()),
+    );
+    let reconciler = Reconciler {
+        client: shared.client.clone(),
+        store: shared.store.clone(),
+        trigger: shared.trigger.clone(),
+        leader,
+        ready: shared.ready.clone(),
+        metrics: shared.metrics.clone(),
+        recorder: recorder(shared.client.clone(), &shared.identity),
+        pacing: Pacing {
+            concurrency: usize::from(scheduling.status_writes_in_flight),
+            ..Pacing::default()
+        },
+        retries: Retries::default(),
+    };
+    Running {
+        elector,
+        reconciling: tokio::spawn(reconciler.run(cancel.clone())),
+        _always: always,
+    }
+}
+
+/// Not ready at once, so the Service stops sending requests here; they are still answered
+/// until the drain ends. Leadership goes now: another replica takes over. Then the servers
+/// stop, answering the requests in progress first.
+async fn stop(
+    flags: &Flags,
+    signal: Stop,
+    stopping: Stopping,
+    running: Running,
+    servers: Vec<JoinHandle<()>>,
+    watches: Vec<JoinHandle<()>>,
+) {
+    let drain = match signal {
+        Stop::Terminate => Duration::from_secs(flags.serving.drain_seconds),
+        Stop::Interrupt => Duration::ZERO,
+    };
+    let drained = tokio::time::Instant::now() + drain;
+    stopping.not_ready.send_replace(true);
+    stopping.lifecycle.draining.cancel();
+    info!(
+        drain_seconds = drain.as_secs(),
+        "shutting down: not ready, serving until the drain ends"
+    );
+    stopping.cancel.cancel();
+    if let Some(task) = running.elector
+        && tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .is_err()
+    {
+        warn!("the leader lease was not released in time");
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(5), running.reconciling).await;
+    tokio::select! {
+        _ = tokio::time::sleep_until(drained) => {}
+        _ = shutdown::signal() => info!("a second signal: stopping without waiting out the drain"),
+    }
+    stopping.serving.cancel();
+    // Every server returns within its stop grace.
+    let _ = tokio::time::timeout(http::STOP_GRACE + http::STOP_SLACK * 2, async {
+        for s in servers {
+            let _ = s.await;
+        }
+    })
+    .await;
+    for w in watches {
+        w.abort();
+    }
+}

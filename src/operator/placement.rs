@@ -1,0 +1,76 @@
+//! Placement's REST API over the cluster: served once the store holds every kind's first
+//! list, with its custom trait and class registries re-read as other replicas add to them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Client;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_rustls::TlsAcceptor;
+use tracing::{info, warn};
+
+use crate::cache::SharedStore;
+use crate::controllers::trigger::Trigger;
+use crate::placement_api::{self, Auth, Cluster, KubernetesAuth, PlacementApi};
+use crate::serving::http::Lifecycle;
+
+/// How often the Placement API re-reads the custom registries other replicas may have
+/// added to.
+const REGISTRY_REFRESH: Duration = Duration::from_secs(10);
+
+/// What the Placement API over the cluster is made of.
+pub(crate) struct PlacementOverCluster {
+    pub client: Client,
+    pub store: SharedStore,
+    pub trigger: Arc<Trigger>,
+    pub ready: watch::Receiver<bool>,
+    pub namespace: String,
+}
+
+impl PlacementOverCluster {
+    /// Serves the Placement API on `listener` until `lifecycle` stops; nothing is answered
+    /// before the store holds every kind's first list (answers then would be wrong, not slow).
+    pub(crate) async fn serve(
+        mut self,
+        (listener, tls): (TcpListener, Option<TlsAcceptor>),
+        lifecycle: Lifecycle,
+    ) {
+        tokio::select! {
+            synced = self.ready.wait_for(|r| *r) => if synced.is_err() { return },
+            _ = lifecycle.stop.cancelled() => return,
+        }
+        let runtime = tokio::runtime::Handle::current();
+        let cluster = Cluster::new(self.client.clone(), runtime.clone(), self.namespace);
+        let auth = Auth::Kubernetes(KubernetesAuth::new(self.client, runtime));
+        let trigger = self.trigger;
+        // The API's writes are in the store before the watch sees them: reconcile after each.
+        let api = Arc::new(
+            PlacementApi::over_cluster(self.store, cluster, auth).on_commit(move || trigger.full()),
+        );
+        refresh(api.clone()).await;
+        info!(addr = ?listener.local_addr().ok(), "serving the Placement API");
+        let server = tokio::spawn(placement_api::serve(
+            api.clone(),
+            listener,
+            tls,
+            lifecycle.clone(),
+        ));
+        loop {
+            tokio::select! {
+                _ = lifecycle.stop.cancelled() => break,
+                _ = tokio::time::sleep(REGISTRY_REFRESH) => refresh(api.clone()).await,
+            }
+        }
+        let _ = server.await;
+    }
+}
+
+/// Re-reads the custom trait and class registries, off the async workers.
+async fn refresh(api: Arc<PlacementApi>) {
+    match tokio::task::spawn_blocking(move || api.refresh_registries()).await {
+        Ok(Err(e)) => warn!(error = %e, "could not read the Placement registries"),
+        Err(e) => warn!(error = %e, "could not read the Placement registries"),
+        Ok(Ok(())) => {}
+    }
+}

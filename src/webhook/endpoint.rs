@@ -1,0 +1,76 @@
+//! The webhook's endpoint: `POST /validate/<plural>` with an AdmissionReview, read within
+//! the body limit and the request deadline, and `GET /healthz`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Method, Request, StatusCode, header};
+use hyper::body::Incoming;
+
+use super::{ADMISSION_API_VERSION, MAX_BODY, REQUEST_TIMEOUT, Webhook, invalid};
+use crate::serving::http::{Reply, json, read_body, text};
+
+fn review_reply(review: &impl serde::Serialize) -> Reply {
+    match serde_json::to_vec(review) {
+        Ok(body) => json(StatusCode::OK, body),
+        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+/// Answers a request to the webhook: `POST /validate/<plural>` with an AdmissionReview,
+/// and `GET /healthz`.
+pub async fn handle(webhook: Arc<Webhook>, request: Request<Incoming>) -> Reply {
+    let path = request.uri().path().to_string();
+    if path == "/healthz" {
+        return text(StatusCode::OK, "ok\n");
+    }
+    let Some(plural) = path.strip_prefix("/validate/").map(str::to_string) else {
+        return text(
+            StatusCode::NOT_FOUND,
+            "kubeplace's webhook serves /validate/<plural>\n",
+        );
+    };
+    let Some(resource) = kubeplace_api::Kind::from_plural(&plural) else {
+        return text(
+            StatusCode::NOT_FOUND,
+            format!("kubeplace serves no kind at /validate/{plural}\n"),
+        );
+    };
+    if request.method() != Method::POST {
+        return text(StatusCode::METHOD_NOT_ALLOWED, "POST an AdmissionReview\n");
+    }
+    let refuse = |message: String| {
+        webhook
+            .metrics()
+            .admission(resource.as_str(), "invalid", Duration::ZERO);
+        let mut review = invalid(message, None).into_review();
+        review.types.api_version = ADMISSION_API_VERSION.into();
+        review_reply(&review)
+    };
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY) {
+        return refuse(format!(
+            "the request body is larger than {} MiB",
+            MAX_BODY / (1024 * 1024)
+        ));
+    }
+    let forwarded = request
+        .headers()
+        .contains_key(super::claims_route::FORWARDED_HEADER);
+    let work = async {
+        let body = read_body(request.into_body(), MAX_BODY).await?;
+        Ok::<_, String>(webhook.review_from(&plural, &body, forwarded).await)
+    };
+    match tokio::time::timeout(REQUEST_TIMEOUT, work).await {
+        Ok(Ok(review)) => review_reply(&review),
+        Ok(Err(message)) => refuse(message),
+        Err(_) => refuse(format!(
+            "the request took longer than {} s",
+            REQUEST_TIMEOUT.as_secs()
+        )),
+    }
+}
