@@ -11,9 +11,18 @@ use kubeplace_policy::store::Store;
 /// reconciler read it.
 pub type SharedStore = Arc<RwLock<Store>>;
 
+/// Why an object from the API server could not be read as its kind.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ObjectError {
+    #[error("{0}")]
+    NotJson(#[from] serde_json::Error),
+    #[error("field {path}: {message}")]
+    Schema { path: String, message: String },
+}
+
 /// Reads a watched object as its kind.
-pub(crate) fn to_object(kind: Kind, object: &DynamicObject) -> Result<Object, String> {
-    let mut value = serde_json::to_value(object).map_err(|e| e.to_string())?;
+pub(crate) fn to_object(kind: Kind, object: &DynamicObject) -> Result<Object, ObjectError> {
+    let mut value = serde_json::to_value(object)?;
     // Nothing in kubeplace reads managedFields, and kept they would be most of what a large
     // cloud's objects take in memory: one tree of field names per manager per object.
     if let Some(meta) = value
@@ -22,7 +31,10 @@ pub(crate) fn to_object(kind: Kind, object: &DynamicObject) -> Result<Object, St
     {
         meta.remove("managedFields");
     }
-    Object::from_value(kind, value).map_err(|e| format!("field {}: {}", e.path, e.message))
+    Object::from_value(kind, value).map_err(|e| ObjectError::Schema {
+        path: e.path.to_string(),
+        message: e.message.to_string(),
+    })
 }
 
 /// An object's resourceVersion as a number (etcd's revision, which grows with every write);

@@ -153,7 +153,8 @@ impl Cluster {
             (before, Some(after)) => {
                 let mut body = after.clone();
                 body.meta_mut().resource_version = version;
-                let dynamic = to_dynamic(&body).map_err(|e| kube::Error::Service(e.into()))?;
+                let dynamic =
+                    to_dynamic(&body).map_err(|e| kube::Error::Service(e.to_string().into()))?;
                 let params = PostParams {
                     field_manager: Some(FIELD_MANAGER.to_string()),
                     ..Default::default()
@@ -163,7 +164,7 @@ impl Cluster {
                     None => api.create(&params, &dynamic).await?,
                 };
                 let object = crate::cache::to_object(key.kind, &stored)
-                    .map_err(|e| kube::Error::Service(e.into()))?;
+                    .map_err(|e| kube::Error::Service(e.to_string().into()))?;
                 let done = match before {
                     Some(b) => Done::Replaced(b.clone()),
                     None => Done::Created(key.kind, key.name.clone()),

@@ -292,7 +292,7 @@ async fn handle(api: Arc<PlacementApi>, request: Request<Incoming>) -> Reply {
             };
             return wire::error(
                 &ctx,
-                ApiError::new(http::StatusCode::PAYLOAD_TOO_LARGE, message),
+                ApiError::new(http::StatusCode::PAYLOAD_TOO_LARGE, message.to_string()),
             );
         }
     };

@@ -218,15 +218,21 @@ where
 /// that waits for the leader) does not hold the others.
 const APART_THREADS: usize = 2;
 
+/// Why a request's body could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    #[error("the request body is larger than {} MiB", .max / (1024 * 1024))]
+    TooLarge { max: usize },
+    #[error("cannot read the request body: {0}")]
+    Unreadable(Box<dyn std::error::Error + Send + Sync>),
+}
+
 /// Reads a body of at most `max` bytes.
-pub(crate) async fn read_body(body: Incoming, max: usize) -> Result<Bytes, String> {
+pub(crate) async fn read_body(body: Incoming, max: usize) -> Result<Bytes, BodyError> {
     match Limited::new(body, max).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(format!(
-            "the request body is larger than {} MiB",
-            max / (1024 * 1024)
-        )),
-        Err(e) => Err(format!("cannot read the request body: {e}")),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(BodyError::TooLarge { max }),
+        Err(e) => Err(BodyError::Unreadable(e)),
     }
 }
 

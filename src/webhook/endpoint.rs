@@ -62,7 +62,9 @@ pub async fn handle(webhook: Arc<Webhook>, request: Request<Incoming>) -> Reply 
         .headers()
         .contains_key(super::claims_route::FORWARDED_HEADER);
     let work = async {
-        let body = read_body(request.into_body(), MAX_BODY).await?;
+        let body = read_body(request.into_body(), MAX_BODY)
+            .await
+            .map_err(|e| e.to_string())?;
         Ok::<_, String>(webhook.review_from(&plural, &body, forwarded).await)
     };
     match tokio::time::timeout(REQUEST_TIMEOUT, work).await {
