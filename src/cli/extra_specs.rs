@@ -209,8 +209,8 @@ pub fn run(
 }
 
 #[derive(Serialize)]
-struct CheckReport<T> {
-    items: Vec<T>,
+struct CheckReport<'a, T> {
+    items: &'a [T],
     summary: Value,
 }
 
@@ -259,95 +259,121 @@ fn check(
             r.problems.join("; ")
         );
     }
-    let validators = Validators::with_custom(&custom);
-    let mut rows: Vec<(String, String, String, String)> = Vec::new();
-    let mut rejected_count = 0;
-    let mut warning_count = 0;
-    let json_items: Vec<Value> = if image {
-        pairs
-            .iter()
-            .map(|(k, v)| {
-                let o = check_image_property(k, v);
-                if o.problem.is_some() {
-                    rejected_count += 1;
-                }
-                if o.warning.is_some() {
-                    warning_count += 1;
-                }
-                let detail = o.problem.clone().or(o.warning.clone()).unwrap_or_default();
-                rows.push((k.clone(), v.clone(), o.status.to_string(), detail));
-                serde_json::to_value(&o).expect("JSON")
-            })
-            .collect()
+    let checked = if image {
+        Checked::image_properties(&pairs)
     } else {
-        pairs
-            .iter()
-            .map(|(k, v)| {
-                let o = check_spec(k, v, &validators, mode);
-                let rejects = match o.status {
-                    Status::InvalidValue | Status::BadSyntax => true,
-                    Status::UnknownKey => mode == ValidationMode::Strict,
-                    _ => false,
-                };
-                if rejects {
-                    rejected_count += 1;
-                } else if o.warning.is_some() {
-                    warning_count += 1;
-                }
-                let detail = if rejects {
-                    o.problem
-                        .as_ref()
-                        .map(ToString::to_string)
-                        .unwrap_or_default()
-                } else {
-                    o.warning.clone().unwrap_or_default()
-                };
-                let status = serde_json::to_value(o.status).expect("JSON");
-                rows.push((
-                    k.clone(),
-                    v.clone(),
-                    status.as_str().unwrap_or("").to_string(),
-                    detail,
-                ));
-                let mut item = serde_json::to_value(&o).expect("JSON");
-                item["rejected"] = json!(rejects);
-                item
-            })
-            .collect()
+        Checked::extra_specs(&pairs, &Validators::with_custom(&custom), mode)
     };
-    let report = CheckReport {
-        summary: json!({"checked": json_items.len(), "rejected": rejected_count, "warnings": warning_count}),
-        items: json_items,
-    };
-    let written = match output {
-        Output::Json => writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&report).expect("JSON")
-        ),
-        Output::Yaml => write!(
-            out,
-            "{}",
-            serde_saphyr::to_string(&report).unwrap_or_default()
-        ),
-        Output::Table => (|| {
-            for (k, v, s, d) in &rows {
-                writeln!(out, "{k}={v}  {s}  {d}")?;
-            }
-            writeln!(
-                out,
-                "{} checked, {rejected_count} rejected, {warning_count} warnings",
-                rows.len()
-            )
-        })(),
-    };
-    if let Err(e) = written {
+    if let Err(e) = checked.write(output, out) {
         return fail(err, format!("cannot write output: {e}"));
     }
-    if rejected_count > 0 {
+    if checked.rejected > 0 {
         Exit::Failed
     } else {
         Exit::Ok
+    }
+}
+
+/// The verdicts of `kubeplace extra-specs check`: a row for people and a JSON item each.
+#[derive(Default)]
+struct Checked {
+    /// Key, value, status and the problem or warning.
+    rows: Vec<(String, String, String, String)>,
+    items: Vec<Value>,
+    rejected: usize,
+    warnings: usize,
+}
+
+impl Checked {
+    /// Glance image properties.
+    fn image_properties(pairs: &[(String, String)]) -> Checked {
+        let mut checked = Checked::default();
+        for (k, v) in pairs {
+            let o = check_image_property(k, v);
+            if o.problem.is_some() {
+                checked.rejected += 1;
+            }
+            if o.warning.is_some() {
+                checked.warnings += 1;
+            }
+            let detail = o.problem.clone().or(o.warning.clone()).unwrap_or_default();
+            checked
+                .rows
+                .push((k.clone(), v.clone(), o.status.to_string(), detail));
+            checked.items.push(serde_json::to_value(&o).expect("JSON"));
+        }
+        checked
+    }
+
+    /// Flavor extra specs under `mode`.
+    fn extra_specs(
+        pairs: &[(String, String)],
+        validators: &Validators<'_>,
+        mode: ValidationMode,
+    ) -> Checked {
+        let mut checked = Checked::default();
+        for (k, v) in pairs {
+            let o = check_spec(k, v, validators, mode);
+            let rejects = match o.status {
+                Status::InvalidValue | Status::BadSyntax => true,
+                Status::UnknownKey => mode == ValidationMode::Strict,
+                _ => false,
+            };
+            if rejects {
+                checked.rejected += 1;
+            } else if o.warning.is_some() {
+                checked.warnings += 1;
+            }
+            let detail = if rejects {
+                o.problem
+                    .as_ref()
+                    .map(ToString::to_string)
+                    .unwrap_or_default()
+            } else {
+                o.warning.clone().unwrap_or_default()
+            };
+            let status = serde_json::to_value(o.status).expect("JSON");
+            checked.rows.push((
+                k.clone(),
+                v.clone(),
+                status.as_str().unwrap_or("").to_string(),
+                detail,
+            ));
+            let mut item = serde_json::to_value(&o).expect("JSON");
+            item["rejected"] = json!(rejects);
+            checked.items.push(item);
+        }
+        checked
+    }
+
+    fn write(&self, output: Output, out: &mut dyn Write) -> std::io::Result<()> {
+        let (rejected, warnings) = (self.rejected, self.warnings);
+        let report = CheckReport {
+            summary: json!({"checked": self.items.len(), "rejected": rejected, "warnings": warnings}),
+            items: &self.items,
+        };
+        match output {
+            Output::Json => writeln!(
+                out,
+                "{}",
+                serde_json::to_string_pretty(&report).expect("JSON")
+            ),
+            Output::Yaml => write!(
+                out,
+                "{}",
+                serde_saphyr::to_string(&report).unwrap_or_default()
+            ),
+            Output::Table => {
+                for (k, v, s, d) in &self.rows {
+                    writeln!(out, "{k}={v}  {s}  {d}")?;
+                }
+                writeln!(
+                    out,
+                    "{} checked, {rejected} rejected, {warnings} warnings",
+                    self.rows.len()
+                )
+            }
+        }
     }
 }
 

@@ -506,7 +506,7 @@ mod tests {
             let mut s = store.write().unwrap();
             s.put(flavor("current"));
             s.put(flavor("stale"));
-            // "current" already has the status the seam computes.
+            // "current" already has the status `status::desired_status` computes.
             let key = ObjectKey::cluster(Kind::Flavor, "current");
             let writes = status::plan(&s, [&key], "2026-01-01T00:00:00Z", None);
             s.set_status(&key, writes[0].status.clone());

@@ -1,4 +1,4 @@
-//! The status writer: desired statuses from the reconcile seam, stamped with
+//! The status writer: desired statuses from `kubeplace_policy::status`, stamped with
 //! `observedGeneration` and `lastTransitionTime`, written with server-side apply only
 //! where they differ from what the API server holds.
 

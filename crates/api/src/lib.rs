@@ -1,8 +1,8 @@
 //! The custom resource types of `kubeplace.io/v1alpha1`, one file per kind.
 //!
-//! These are the shell's view of the API: serde and schemars types that the
-//! CRDs are generated from. The pure core has its own model types; the
-//! admission and reconcile seams translate between the two.
+//! These are the API as Kubernetes sees it: serde and schemars types that the CRDs are
+//! generated from. The core has its own model types; `kubeplace-policy`'s `translate`
+//! turns one into the other.
 
 // kube's derive takes one `printcolumn(...)` per column, which clippy mistakes for
 // repeated attributes.

@@ -1,4 +1,5 @@
-//! Any kubeplace object, whatever its kind: what the store keeps and the seams take.
+//! Any kubeplace object, whatever its kind: what the store keeps and admission and
+//! statuses take.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kubeplace_core::yaml_plain::PlainNode;
