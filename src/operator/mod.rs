@@ -135,20 +135,8 @@ pub async fn run(flags: Flags) -> Result<(), Error> {
     )
     .await?;
     // Servers first, so the webhook answers as soon as it is registered.
-    let webhook_listener = bind(flags.webhook.webhook_addr, "the webhook").await?;
-    let webhook_port = webhook_listener
-        .local_addr()
-        .map_err(|source| Error::Listen {
-            addr: flags.webhook.webhook_addr,
-            what: "the webhook",
-            source,
-        })?
-        .port();
-    let metrics_listener = bind(flags.serving.metrics_addr, "health and metrics").await?;
-    let placement_listener = match flags.placement.placement_addr {
-        Some(addr) => Some(bind(addr, "the Placement API").await?),
-        None => None,
-    };
+    let listeners = Listeners::bind(&flags).await?;
+    let webhook_port = listeners.webhook_port;
     // Leadership: only the leader decides claims; the others pass them to it.
     let candidacy = flags.leader.leader_elect.then(|| {
         leader::run_for_leader(
@@ -165,30 +153,21 @@ pub async fn run(flags: Flags) -> Result<(), Error> {
         )
     });
     let claims_route = candidacy.as_ref().map(|c| c.claims_route.clone());
-    let mut servers = vec![serve_webhook(
-        &shared,
-        webhook_listener,
-        certificate.tls.clone(),
-        claims_route,
-        &stopping,
-    )?];
-    let health = Health {
-        metrics: shared.metrics.clone(),
-        ready: shared.ready.clone(),
-        synced: shared.synced.clone(),
-        stopping: not_ready_rx,
-    };
-    servers.push(tokio::spawn(http::serve(
-        metrics_listener,
-        None,
-        move |req| health::handle(health.clone(), req),
-        stopping.lifecycle.clone(),
-    )));
+    let mut servers = vec![
+        serve_webhook(
+            &shared,
+            listeners.webhook,
+            certificate.tls.clone(),
+            claims_route,
+            &stopping,
+        )?,
+        serve_health(&shared, listeners.metrics, not_ready_rx, &stopping),
+    ];
     let watches = watch_every_kind(&shared);
     if let Some(ca) = &certificate.register_ca {
         register_webhook(&flags, &shared.client, webhook_port, ca).await?;
     }
-    if let Some(listener) = placement_listener {
+    if let Some(listener) = listeners.placement {
         let placement_tls = flags
             .placement
             .placement_tls
@@ -258,6 +237,62 @@ async fn bind(addr: SocketAddr, what: &'static str) -> Result<TcpListener, Error
     TcpListener::bind(addr)
         .await
         .map_err(|source| Error::Listen { addr, what, source })
+}
+
+/// Every address the operator serves on, bound before anything is served.
+struct Listeners {
+    webhook: TcpListener,
+    /// The webhook's port, as bound (the flag may give 0).
+    webhook_port: u16,
+    metrics: TcpListener,
+    placement: Option<TcpListener>,
+}
+
+impl Listeners {
+    async fn bind(flags: &Flags) -> Result<Listeners, Error> {
+        let addr = flags.webhook.webhook_addr;
+        let webhook = bind(addr, "the webhook").await?;
+        let webhook_port = webhook
+            .local_addr()
+            .map_err(|source| Error::Listen {
+                addr,
+                what: "the webhook",
+                source,
+            })?
+            .port();
+        let metrics = bind(flags.serving.metrics_addr, "health and metrics").await?;
+        let placement = match flags.placement.placement_addr {
+            Some(addr) => Some(bind(addr, "the Placement API").await?),
+            None => None,
+        };
+        Ok(Listeners {
+            webhook,
+            webhook_port,
+            metrics,
+            placement,
+        })
+    }
+}
+
+/// Serves /healthz, /readyz and /metrics.
+fn serve_health(
+    shared: &Shared,
+    listener: TcpListener,
+    not_ready: watch::Receiver<bool>,
+    stopping: &Stopping,
+) -> JoinHandle<()> {
+    let health = Health {
+        metrics: shared.metrics.clone(),
+        ready: shared.ready.clone(),
+        synced: shared.synced.clone(),
+        stopping: not_ready,
+    };
+    tokio::spawn(http::serve(
+        listener,
+        None,
+        move |req| health::handle(health.clone(), req),
+        stopping.lifecycle.clone(),
+    ))
 }
 
 /// Serves the admission webhook on threads of its own.
