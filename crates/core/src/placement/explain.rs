@@ -852,5 +852,4 @@ fn capitalized(s: &str) -> String {
 }
 
 #[cfg(test)]
-#[path = "explain_tests.rs"]
 mod tests;

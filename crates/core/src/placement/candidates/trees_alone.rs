@@ -6,7 +6,10 @@
 //! providers only. So where `n` such trees exist, `n` requests placed one after another
 //! each find a candidate, however each is chosen. Headroom counts use this to stop early.
 
-use super::{Found, ProviderId, ProviderIndex, Visit, prepare};
+use super::search::prepare;
+use super::visit::{Found, Visit};
+use crate::placement::ids::ProviderId;
+use crate::placement::provider_tree::ProviderIndex;
 use crate::placement::query::CandidatesQuery;
 
 /// Counts trees with a candidate of their own, up to `at_least`.

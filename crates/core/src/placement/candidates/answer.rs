@@ -1,0 +1,76 @@
+//! What a search answers: candidates and the set they come in, and what a candidate's
+//! allocations are made of (one provider per tree, only sharing providers).
+
+use std::collections::BTreeSet;
+
+use smallvec::SmallVec;
+
+use super::budget::BudgetExhausted;
+use crate::placement::ids::{ClassId, ProviderId};
+use crate::placement::provider_tree::ProviderIndex;
+
+/// One candidate: amounts per provider and class, and which providers serve each group.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Candidate {
+    /// (provider, class, amount), sorted by provider then class.
+    pub allocations: Vec<(ProviderId, ClassId, i64)>,
+    /// Group suffix → providers serving it, sorted.
+    pub mappings: Vec<(String, Vec<ProviderId>)>,
+}
+
+/// The whole answer, before it is shaped into JSON.
+#[derive(Debug, Clone, Default)]
+pub struct CandidateSet {
+    pub candidates: Vec<Candidate>,
+    /// Trees (roots) whose providers are summarised.
+    pub summary_trees: Vec<ProviderId>,
+    /// When set (microversions before 1.29), only these providers are summarised.
+    pub summary_only: Option<BTreeSet<ProviderId>>,
+    /// Resource classes the request names (summaries before 1.27 show only these).
+    pub requested_classes: BTreeSet<ClassId>,
+    /// Set when the search ran out of budget under a `limit`: the candidates are those
+    /// found before it did, fewer than the limit.
+    pub exhausted: Option<BudgetExhausted>,
+}
+
+impl CandidateSet {
+    /// A candidate as (provider name, class, amount) triples.
+    pub fn named(&self, index: &ProviderIndex, c: &Candidate) -> Vec<(String, String, i64)> {
+        c.allocations
+            .iter()
+            .map(|(p, cl, a)| {
+                (
+                    index.get(*p).name.to_string(),
+                    index.classes.name(*cl).to_string(),
+                    *a,
+                )
+            })
+            .collect()
+    }
+}
+
+/// Whether a candidate's allocations use at most one provider per tree (all microversions
+/// before 1.29 allow).
+pub(super) fn one_provider_per_tree(
+    index: &ProviderIndex,
+    allocations: &[(ProviderId, ClassId, i64)],
+) -> bool {
+    let mut providers: SmallVec<[ProviderId; 8]> = allocations.iter().map(|(p, _, _)| *p).collect();
+    providers.dedup();
+    let mut roots: SmallVec<[Option<ProviderId>; 8]> =
+        providers.iter().map(|p| index.get(*p).root).collect();
+    roots.sort_unstable();
+    roots.dedup();
+    providers.len() == roots.len()
+}
+
+/// Whether a candidate is made only of sharing providers: such a candidate repeats under
+/// every tree they serve, and counts once.
+pub(super) fn only_sharing(
+    index: &ProviderIndex,
+    allocations: &[(ProviderId, ClassId, i64)],
+) -> bool {
+    allocations
+        .iter()
+        .all(|(p, _, _)| index.sharing.binary_search(p).is_ok())
+}

@@ -1,0 +1,265 @@
+//! The visits that make a search's answer: `Gather` counts candidates and keeps the first
+//! (an unlimited search of many trees walks them on several threads), and `PerTree` counts
+//! them by the tree that anchors them, for explain.
+
+use std::collections::{BTreeSet, HashSet};
+
+use super::answer::{Candidate, CandidateSet, one_provider_per_tree, only_sharing};
+use super::budget::BudgetExhausted;
+use super::search::{Search, prepare};
+use super::visit::{Found, Visit};
+use crate::placement::ids::ProviderId;
+use crate::placement::provider_tree::ProviderIndex;
+use crate::placement::query::CandidatesQuery;
+use crate::runs::in_runs;
+
+/// Candidates per tree, counted as the search counts them but whatever the limit.
+pub(crate) struct TreeCounts {
+    /// Roots whose tree anchors at least one candidate, with how many.
+    pub(crate) per_tree: Vec<(ProviderId, usize)>,
+    pub(crate) total: usize,
+    /// Set when the search ran out of budget: the counts are those found before.
+    pub(crate) exhausted: Option<BudgetExhausted>,
+}
+
+/// Counts candidates by the tree that anchors them (explain compares this with the trees
+/// its funnel keeps). Below 1.29 only candidates with one provider per tree count, as there.
+struct PerTree<'i> {
+    index: &'i ProviderIndex,
+    nested: bool,
+    current: Option<ProviderId>,
+    counts: Vec<(ProviderId, usize)>,
+    total: usize,
+}
+
+impl PerTree<'_> {
+    fn add(&mut self, n: usize) {
+        let Some(anchor) = self.current else { return };
+        // Counted in closed form, a wide query's candidates can pass any integer.
+        self.total = self.total.saturating_add(n);
+        match self.counts.last_mut() {
+            Some((a, c)) if *a == anchor => *c = c.saturating_add(n),
+            _ => self.counts.push((anchor, n)),
+        }
+    }
+}
+
+impl Visit for PerTree<'_> {
+    fn wants_each(&self) -> bool {
+        !self.nested
+    }
+
+    fn one(&mut self, found: &Found<'_>) -> Option<u64> {
+        if self.nested || one_provider_per_tree(self.index, found.allocations) {
+            self.add(1);
+        }
+        Some(0)
+    }
+
+    fn many(&mut self, n: usize) -> bool {
+        self.add(n);
+        true
+    }
+
+    fn tree(&mut self, anchor: ProviderId) {
+        self.current = Some(anchor);
+    }
+}
+
+/// Every candidate of the query, limit aside, counted per anchoring tree within
+/// [`SEARCH_BUDGET`].
+pub(crate) fn candidates_per_tree(index: &ProviderIndex, query: &CandidatesQuery) -> TreeCounts {
+    let mut search = prepare(index, query);
+    search.limit = None;
+    search.walk_before_pruning = 0;
+    let mut per_tree = PerTree {
+        index,
+        nested: query.microversion.at_least(29),
+        current: None,
+        counts: Vec::new(),
+        total: 0,
+    };
+    let ran_out = search.run(&mut per_tree);
+    TreeCounts {
+        exhausted: ran_out.then_some(BudgetExhausted {
+            budget: search.budget,
+            found: per_tree.total,
+        }),
+        per_tree: per_tree.counts,
+        total: per_tree.total,
+    }
+}
+
+/// Counts the candidates the search reports, keeps the first few, and below 1.29 keeps
+/// only those with one provider per tree and notes every provider they use.
+struct Gather<'i, 'r> {
+    index: &'i ProviderIndex,
+    nested: bool,
+    count: usize,
+    used_by_any: BTreeSet<ProviderId>,
+    keep: usize,
+    limit: usize,
+    result: &'r mut CandidateSet,
+}
+
+impl Visit for Gather<'_, '_> {
+    fn wants_each(&self) -> bool {
+        !self.nested || self.result.candidates.len() < self.keep
+    }
+
+    fn one(&mut self, found: &Found<'_>) -> Option<u64> {
+        let mut cost = 0;
+        if self.nested || one_provider_per_tree(self.index, found.allocations) {
+            self.count += 1;
+            if !self.nested {
+                self.used_by_any
+                    .extend(found.allocations.iter().map(|(p, _, _)| *p));
+            }
+            if self.result.candidates.len() < self.keep {
+                let candidate = found.candidate();
+                // Keeping a candidate costs steps in proportion to its size, so that the
+                // budget bounds the memory an answer takes as well as the time.
+                let mapped: usize = candidate.mappings.iter().map(|(_, ps)| ps.len()).sum();
+                cost = (candidate.allocations.len() + mapped) as u64;
+                self.result.candidates.push(candidate);
+            }
+        }
+        (!self.nested || self.count < self.limit).then_some(cost)
+    }
+
+    fn many(&mut self, n: usize) -> bool {
+        self.count = self.count.saturating_add(n);
+        self.count < self.limit
+    }
+}
+
+pub(super) fn search_candidates(
+    index: &ProviderIndex,
+    query: &CandidatesQuery,
+    search: &Search<'_>,
+    keep: usize,
+) -> (usize, CandidateSet) {
+    let nested = query.microversion.at_least(29);
+    let mut result = CandidateSet {
+        requested_classes: query
+            .groups
+            .values()
+            .flat_map(|g| g.resources.keys())
+            .filter_map(|c| index.classes.get(c))
+            .collect(),
+        ..Default::default()
+    };
+    let (count, used_by_any, ran_out) = match gathered_in_parallel(index, query, search, keep) {
+        Some((count, used_by_any, candidates)) => {
+            result.candidates = candidates;
+            (count, used_by_any, false)
+        }
+        None => {
+            // Below 1.29 Placement summarises every provider any candidate uses (in the kept
+            // trees), so the search runs to the end even with a limit.
+            let mut gather = Gather {
+                index,
+                nested,
+                count: 0,
+                used_by_any: BTreeSet::new(),
+                keep: keep.min(query.limit.unwrap_or(usize::MAX)),
+                limit: query.limit.unwrap_or(usize::MAX),
+                result: &mut result,
+            };
+            let ran_out = search.run(&mut gather);
+            let count = gather.count.min(gather.limit);
+            (count, std::mem::take(&mut gather.used_by_any), ran_out)
+        }
+    };
+    if !nested {
+        result.summary_only = Some(used_by_any);
+    }
+    if ran_out {
+        result.exhausted = Some(BudgetExhausted {
+            budget: search.budget,
+            found: count,
+        });
+    }
+    let trees: BTreeSet<ProviderId> = result
+        .candidates
+        .iter()
+        .flat_map(|c| {
+            c.allocations
+                .iter()
+                .filter_map(|(p, _, _)| index.get(*p).root)
+        })
+        .collect();
+    let mut trees: Vec<ProviderId> = trees.into_iter().collect();
+    trees.sort_by(|a, b| index.get(*a).name.cmp(&index.get(*b).name));
+    result.summary_trees = trees;
+    (count, result)
+}
+
+/// Every candidate of a search without a limit, its trees cut into runs walked on threads
+/// of their own and the runs' candidates joined in order: the count, the providers used,
+/// and the candidates, as walking them on one thread gives. A candidate made only of
+/// sharing providers counts once across trees, so of those the runs repeat, the first is
+/// kept. `None` where one walk is needed: a limit, a caller keeping only some, few trees,
+/// or a budget that runs out (so that the error names what one walk found).
+pub(super) fn gathered_in_parallel(
+    index: &ProviderIndex,
+    query: &CandidatesQuery,
+    search: &Search<'_>,
+    keep: usize,
+) -> Option<(usize, BTreeSet<ProviderId>, Vec<Candidate>)> {
+    let nested = query.microversion.at_least(29);
+    // Below 1.29 a limit does not stop the search (`search.limit` is unset) but still cuts
+    // the answer: walked once too.
+    if search.threads < 2
+        || query.limit.is_some()
+        || search.limit.is_some()
+        || keep != usize::MAX
+        || index.roots.len() < search.walk_apart_from
+        || search.groups.iter().any(|g| g.impossible)
+        || search.root_required.is_none()
+    {
+        return None;
+    }
+    let anchors = search.anchors_in_order();
+    if anchors.len() < search.walk_apart_from.max(2) {
+        return None;
+    }
+    let runs = in_runs(&anchors, search.threads, |run| {
+        let mut part = CandidateSet::default();
+        let mut gather = Gather {
+            index,
+            nested,
+            count: 0,
+            used_by_any: BTreeSet::new(),
+            keep,
+            limit: usize::MAX,
+            result: &mut part,
+        };
+        let steps = search.run_over(run, &mut gather);
+        let (count, used) = (gather.count, std::mem::take(&mut gather.used_by_any));
+        steps.map(|steps| (steps, count, used, part.candidates))
+    });
+    let mut steps = 0u64;
+    let mut count = 0usize;
+    let mut used_by_any = BTreeSet::new();
+    let mut candidates = Vec::with_capacity(runs.iter().flatten().map(|r| r.3.len()).sum());
+    let mut sharing_seen: HashSet<Candidate> = HashSet::new();
+    for run in runs {
+        let (run_steps, run_count, used, found) = run?;
+        steps = steps.saturating_add(run_steps);
+        count = count.saturating_add(run_count);
+        // A repeat's providers are the first one's: `used` needs no correction.
+        used_by_any.extend(used);
+        for candidate in found {
+            if only_sharing(index, &candidate.allocations)
+                && !sharing_seen.insert(candidate.clone())
+            {
+                // Counted by its run (every candidate kept was counted), not by one walk.
+                count -= 1;
+                continue;
+            }
+            candidates.push(candidate);
+        }
+    }
+    (steps <= search.budget).then_some((count, used_by_any, candidates))
+}
