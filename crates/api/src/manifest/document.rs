@@ -1,0 +1,155 @@
+//! A manifest's documents: where each was written, what it holds (a kubeplace object or a
+//! core Namespace), and why a document or a whole input could not be read.
+
+use std::fmt;
+
+use super::names::kind_names;
+use crate::fields::UnknownField;
+use crate::{API_VERSION, Object};
+
+/// Where a document was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    /// The file's path as given, or `-` for standard input.
+    pub file: String,
+    /// 1-based position of the document in its file.
+    pub document: usize,
+    /// 1-based line the document starts at.
+    pub line: u64,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{} (document {})",
+            self.file, self.line, self.document
+        )
+    }
+}
+
+/// One document of a manifest: what it holds, or why it holds nothing kubeplace reads.
+#[derive(Debug, Clone)]
+pub struct Document {
+    pub origin: Origin,
+    /// `kind` as written, empty when absent.
+    pub kind: String,
+    /// `metadata.name` as written, empty when absent.
+    pub name: String,
+    pub content: Result<Content, DocumentError>,
+    /// Fields the kind's schema does not name, which the API server refuses under strict
+    /// field validation (kubectl's default) and drops otherwise; empty when `content` is
+    /// an error.
+    pub unknown_fields: Vec<UnknownField>,
+}
+
+/// What a well-formed document holds.
+#[derive(Debug, Clone, PartialEq)]
+// Nearly every document is an Object; boxing it would cost each one an allocation for the
+// sake of the rare Namespace.
+#[allow(clippy::large_enum_variant)]
+pub enum Content {
+    /// A kubeplace object.
+    Object(Object),
+    /// A core `v1` Namespace, by name. Not a kubeplace kind: it is read so that the
+    /// namespaced objects after it can be checked as the API server checks them.
+    Namespace(String),
+}
+
+impl Document {
+    /// The kubeplace object, or why there is none; `None` for a Namespace.
+    pub fn object(self) -> Option<Result<Object, DocumentError>> {
+        match self.content {
+            Ok(Content::Object(o)) => Some(Ok(o)),
+            Ok(Content::Namespace(_)) => None,
+            Err(e) => Some(Err(e)),
+        }
+    }
+}
+
+/// `apiVersion` and `kind` of a core Namespace.
+pub const NAMESPACE_API_VERSION: &str = "v1";
+pub const NAMESPACE_KIND: &str = "Namespace";
+
+/// The namespaces every new cluster has.
+pub const INITIAL_NAMESPACES: [&str; 4] =
+    ["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// Why a well-formed YAML document is not a kubeplace object. Each names the field,
+/// the line, and what would be accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DocumentError {
+    #[error("the document is not a mapping of fields (found {found})")]
+    NotAMapping { line: u64, found: &'static str },
+    #[error(
+        "line {line}: field {field} is missing; kubeplace objects have apiVersion: {API_VERSION} and a kind"
+    )]
+    Missing { field: &'static str, line: u64 },
+    #[error("field kind is {kind:?}, which kubeplace does not serve{}; kubeplace's kinds are {} (and it reads core v1 Namespaces)", hint(.suggestion), kind_names().join(", "))]
+    UnknownKind {
+        kind: String,
+        line: u64,
+        suggestion: Option<String>,
+    },
+    #[error("field apiVersion is {api_version:?}; {kind} is served as {served}")]
+    UnknownApiVersion {
+        api_version: String,
+        kind: String,
+        served: &'static str,
+        line: u64,
+    },
+    #[error("field metadata.name is {name:?}: {why}")]
+    BadName {
+        name: String,
+        line: u64,
+        why: String,
+    },
+    #[error("field {path}: {message}")]
+    Schema {
+        path: String,
+        line: u64,
+        message: String,
+    },
+}
+
+impl DocumentError {
+    /// The line the problem is on.
+    pub fn line(&self) -> u64 {
+        match self {
+            DocumentError::NotAMapping { line, .. }
+            | DocumentError::Missing { line, .. }
+            | DocumentError::UnknownKind { line, .. }
+            | DocumentError::UnknownApiVersion { line, .. }
+            | DocumentError::BadName { line, .. }
+            | DocumentError::Schema { line, .. } => *line,
+        }
+    }
+
+    /// The error with where it is: `FILE:LINE: document N: …`.
+    pub fn located(&self, origin: &Origin) -> String {
+        format!(
+            "{}:{}: document {}: {self}",
+            origin.file,
+            self.line(),
+            origin.document
+        )
+    }
+}
+
+fn hint(s: &Option<String>) -> String {
+    s.as_ref()
+        .map(|s| format!(" (did you mean {s}?)"))
+        .unwrap_or_default()
+}
+
+/// Why the input could not be read at all (exit code 2).
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: not valid YAML or JSON: {message}")]
+    Syntax { path: String, message: String },
+}

@@ -1,0 +1,203 @@
+//! The located reader: YAML or JSON read with every value's line and column, so that each
+//! message names the file, document and line of the field it is about. Slower than the fast
+//! readers, it reads every text they step aside from, and what it gives is what they must give.
+
+use kubeplace_core::placement::closest;
+use kubeplace_core::yaml::{Located, Node};
+
+use super::document::{
+    Content, Document, DocumentError, NAMESPACE_API_VERSION, NAMESPACE_KIND, Origin, ReadError,
+};
+use super::names::{check_namespace_name, check_object_name, kind_names};
+use crate::fields::{unknown_fields, unknown_namespace_fields};
+use crate::{API_VERSION, Kind, Object};
+
+/// Parser limits that grow with the input. The parser's defaults (1,024 documents, 250,000
+/// nodes) refuse a cloud of a few thousand providers in one file; a document or a node takes
+/// at least a few bytes of input, so limits proportional to its length admit any real file.
+/// The limits on aliases and anchors, which are what let a small file expand into a huge
+/// one, stay as they are.
+fn options_for(text: &str) -> serde_saphyr::Options {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_documents = budget.max_documents.max(text.len() / 3 + 1);
+    budget.max_nodes = budget.max_nodes.max(text.len());
+    budget.max_events = budget.max_events.max(text.len().saturating_mul(2));
+    budget.max_total_scalar_bytes = budget.max_total_scalar_bytes.max(text.len());
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget);
+    options
+}
+
+/// [`parse_stream`] read by the located reader alone: slower on clean input, and the reference
+/// whose documents the fast readers must give whenever they read a text.
+///
+/// [`parse_stream`]: super::parse_stream
+pub fn parse_stream_located(file: &str, text: &str) -> Result<Vec<Document>, ReadError> {
+    parse_located(file, text)
+}
+
+/// [`parse_stream`] with every value's line and column kept.
+///
+/// [`parse_stream`]: super::parse_stream
+pub(super) fn parse_located(file: &str, text: &str) -> Result<Vec<Document>, ReadError> {
+    let roots: Vec<serde_saphyr::Spanned<Node>> =
+        serde_saphyr::from_multiple_with_options(text, options_for(text)).map_err(|e| {
+            ReadError::Syntax {
+                path: file.to_string(),
+                message: kubeplace_core::yaml::syntax_message(&e),
+            }
+        })?;
+    let mut out = Vec::new();
+    for (i, root) in roots.into_iter().enumerate() {
+        let root = Located::from(root);
+        if matches!(root.node, Node::Null) {
+            continue;
+        }
+        let origin = |line| Origin {
+            file: file.to_string(),
+            document: i + 1,
+            line,
+        };
+        if root
+            .get("kind")
+            .and_then(|k| k.to_json().as_str().map(str::to_string))
+            .as_deref()
+            == Some("List")
+            && let Some(Located {
+                node: Node::Seq(items),
+                ..
+            }) = root.get("items")
+        {
+            for item in items {
+                out.push(document(origin(item.line), item));
+            }
+            continue;
+        }
+        out.push(document(origin(root.line), &root));
+    }
+    Ok(out)
+}
+
+fn document(origin: Origin, root: &Located) -> Document {
+    let text = |key: &str| {
+        root.get(key)
+            .and_then(|v| v.to_json().as_str().map(str::to_string))
+    };
+    let kind = text("kind").unwrap_or_default();
+    let name = root
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(|n| n.to_json().as_str().map(str::to_string))
+        .unwrap_or_default();
+    let content = to_content(root);
+    let unknown_fields = match &content {
+        Ok(Content::Object(o)) => unknown_fields(o.kind(), root),
+        Ok(Content::Namespace(_)) => unknown_namespace_fields(root),
+        Err(_) => Vec::new(),
+    };
+    Document {
+        origin,
+        kind,
+        name,
+        content,
+        unknown_fields,
+    }
+}
+
+fn to_content(root: &Located) -> Result<Content, DocumentError> {
+    let line = root.line;
+    if !matches!(root.node, Node::Map(_)) {
+        let found = match root.node {
+            Node::Seq(_) => "a list",
+            _ => "a single value",
+        };
+        return Err(DocumentError::NotAMapping { line, found });
+    }
+    let field = |key: &'static str| -> Result<(String, u64), DocumentError> {
+        let v = root
+            .get(key)
+            .ok_or(DocumentError::Missing { field: key, line })?;
+        match &v.node {
+            Node::String(s) if !s.is_empty() => Ok((s.clone(), v.line)),
+            _ => Err(DocumentError::Schema {
+                path: key.into(),
+                line: v.line,
+                message: "must be a non-empty string".into(),
+            }),
+        }
+    };
+    let (kind, kind_line) = field("kind")?;
+    let (api_version, api_line) = field("apiVersion")?;
+    if kind == NAMESPACE_KIND {
+        return to_namespace(root, api_version, api_line);
+    }
+    let Some(typed_kind) = Kind::from_name(&kind) else {
+        return Err(DocumentError::UnknownKind {
+            suggestion: closest(&kind, &kind_names()),
+            kind,
+            line: kind_line,
+        });
+    };
+    if api_version != API_VERSION {
+        return Err(DocumentError::UnknownApiVersion {
+            api_version,
+            kind,
+            served: API_VERSION,
+            line: api_line,
+        });
+    }
+    let name_node = root.get("metadata").and_then(|m| m.get("name"));
+    let name = name_node
+        .and_then(|n| n.to_json().as_str().map(str::to_string))
+        .unwrap_or_default();
+    let name_line = name_node.map_or(line, |n| n.line);
+    if let Err(why) = check_object_name(&name) {
+        return Err(DocumentError::BadName {
+            name,
+            line: name_line,
+            why,
+        });
+    }
+    let mut body = root.to_json();
+    if typed_kind.is_namespaced()
+        && let Some(meta) = body.get_mut("metadata").and_then(|m| m.as_object_mut())
+        && !meta.contains_key("namespace")
+    {
+        // kubectl puts an object without a namespace in its context's namespace, "default" here.
+        meta.insert("namespace".into(), "default".into());
+    }
+    Object::from_value(typed_kind, body)
+        .map(Content::Object)
+        .map_err(|e| {
+            let at = root.locate(e.path.split(['.', '[', ']']).filter(|s| !s.is_empty()));
+            DocumentError::Schema {
+                path: e.path,
+                line: at.line,
+                message: e.message,
+            }
+        })
+}
+
+/// A core Namespace: `apiVersion: v1` and a name the API server would take.
+fn to_namespace(root: &Located, api_version: String, line: u64) -> Result<Content, DocumentError> {
+    if api_version != NAMESPACE_API_VERSION {
+        return Err(DocumentError::UnknownApiVersion {
+            api_version,
+            kind: NAMESPACE_KIND.into(),
+            served: NAMESPACE_API_VERSION,
+            line,
+        });
+    }
+    let name_node = root.get("metadata").and_then(|m| m.get("name"));
+    let name = name_node
+        .and_then(|n| n.to_json().as_str().map(str::to_string))
+        .unwrap_or_default();
+    if let Err(why) = check_namespace_name(&name) {
+        return Err(DocumentError::BadName {
+            name,
+            line: name_node.map_or(root.line, |n| n.line),
+            why,
+        });
+    }
+    Ok(Content::Namespace(name))
+}
