@@ -1,0 +1,44 @@
+//! The orders answers list providers in, built on first use after the providers change:
+//! the roots in name order and every provider's rank in uuid order.
+
+use super::{ProviderIndex, RootOrder, UuidOrder};
+use crate::placement::ids::ProviderId;
+
+impl ProviderIndex {
+    /// The roots in name order, with their ranks.
+    pub(crate) fn root_order(&self) -> &RootOrder {
+        self.root_order.get_or_init(|| {
+            let roots: Vec<ProviderId> = self.roots.values().copied().collect();
+            let mut rank = vec![u32::MAX; self.slots.len()];
+            for (i, &r) in roots.iter().enumerate() {
+                rank[r.index()] = i as u32;
+            }
+            RootOrder { roots, rank }
+        })
+    }
+
+    /// Every provider's rank in uuid order.
+    pub(crate) fn uuid_order(&self) -> &UuidOrder {
+        self.uuid_order.get_or_init(|| {
+            let mut by_uuid: Vec<(&str, usize)> = self
+                .slots
+                .iter()
+                .enumerate()
+                .filter_map(|(i, p)| p.as_ref().map(|p| (&*p.uuid, i)))
+                .collect();
+            by_uuid.sort_unstable();
+            let mut rank = vec![u32::MAX; self.slots.len()];
+            let mut distinct = 0u32;
+            for (n, (uuid, slot)) in by_uuid.iter().enumerate() {
+                if n > 0 && by_uuid[n - 1].0 != *uuid {
+                    distinct += 1;
+                }
+                rank[*slot] = distinct;
+            }
+            let plain = by_uuid
+                .iter()
+                .all(|(uuid, _)| uuid.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\'));
+            UuidOrder { rank, plain }
+        })
+    }
+}
