@@ -2,7 +2,7 @@
 """Lists import cycles between the modules of each crate of the workspace.
 
 Two granularities: the top-level modules of a crate (`admission` ↔ `status`), and the
-files of one folder (`placement/packed_tree.rs` ↔ `placement/provider_tree.rs`). Reads
+files of one folder (`placement/packed_tree.rs` ↔ `placement/inventory.rs`). Reads
 `crate::…`, `super::…` and `self::…` paths in the source. Exits 1 when any cycle exists.
 
     hack/import-cycles.py            # every crate of the workspace
