@@ -255,23 +255,26 @@ pub fn headroom(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> u8 {
-    let mut store = match load_state(&args.files, stdin) {
+    let store = match load_state(&args.files, stdin) {
         Ok(s) => s,
         Err(e) => {
             let _ = writeln!(err, "kubeplace placement headroom: {e}");
             return 2;
         }
     };
-    store.set_weighers(args.weighers.clone());
-    let h =
-        match kubeplace_policy::scheduling::headroom(&store, &args.flavor, &args.without, args.cap)
-        {
-            Ok(h) => h,
-            Err(e) => {
-                let _ = writeln!(err, "kubeplace placement headroom: {e}");
-                return 1;
-            }
-        };
+    let h = match kubeplace_policy::scheduling::headroom(
+        &store,
+        &args.weighers,
+        &args.flavor,
+        &args.without,
+        args.cap,
+    ) {
+        Ok(h) => h,
+        Err(e) => {
+            let _ = writeln!(err, "kubeplace placement headroom: {e}");
+            return 1;
+        }
+    };
     let text = if args.output == "json" {
         serde_json::to_string_pretty(&h)
             .map(|t| t + "\n")

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use crate::cache::{SharedStore, resource_version};
-use crate::controllers::headroom::{HeadroomCounter, HeadroomSettings};
+use crate::controllers::headroom::{HeadroomCounter, HeadroomSettings, SharedHeadroomFigures};
 use crate::controllers::lease::{Elector, LeaseSettings};
 use crate::controllers::reconciler::{Pacing, Reconciler, Retries, recorder};
 use crate::controllers::trigger::Trigger;
@@ -340,10 +340,6 @@ async fn run(args: RunArgs) -> Result<(), String> {
     let (stopping, stopping_rx) = watch::channel(false);
     let metrics = Arc::new(Metrics::new());
     let store = SharedStore::default();
-    store
-        .write()
-        .unwrap_or_else(|e| e.into_inner())
-        .set_weighers(args.weighers.clone());
     info!(weighers = %args.weighers, "servers are weighed");
     let trigger = Arc::new(Trigger::default());
     let resources = Kind::ALL.map(Kind::api_resource);
@@ -507,7 +503,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
     if let Some(listener) = placement_listener {
         servers.push(tokio::spawn(serve_placement(
             client.clone(),
-            store.clone(),
+            (store.clone(), args.weighers.clone()),
             trigger.clone(),
             ready.clone(),
             args.namespace.clone(),
@@ -539,9 +535,12 @@ async fn run(args: RunArgs) -> Result<(), String> {
         });
     }
 
+    let headroom = SharedHeadroomFigures::default();
     tokio::spawn(
         HeadroomCounter {
             store: store.clone(),
+            figures: headroom.clone(),
+            weighers: args.weighers.clone(),
             trigger: trigger.clone(),
             leader: leader.clone(),
             ready: ready.clone(),
@@ -556,6 +555,8 @@ async fn run(args: RunArgs) -> Result<(), String> {
     let reconciler = Reconciler {
         client: client.clone(),
         store: store.clone(),
+        headroom,
+        weighers: args.weighers.clone(),
         trigger: trigger.clone(),
         leader,
         ready: ready.clone(),
@@ -752,10 +753,11 @@ async fn catch_up(client: &Client, store: &SharedStore, first_leader: bool) -> b
 const REGISTRY_REFRESH: Duration = Duration::from_secs(10);
 
 /// Serves the Placement API once the store holds every kind's first list (answers before
-/// then would be wrong, not slow), and keeps its registries up to date.
+/// then would be wrong, not slow), and keeps its registries up to date. Its headroom
+/// weighs candidates by `weighers`.
 async fn serve_placement(
     client: Client,
-    store: SharedStore,
+    (store, weighers): (SharedStore, Weighers),
     trigger: Arc<Trigger>,
     mut ready: watch::Receiver<bool>,
     namespace: String,
@@ -771,7 +773,9 @@ async fn serve_placement(
     let auth = Auth::Kubernetes(KubernetesAuth::new(client, runtime));
     // The API's writes are in the store before the watch sees them: reconcile after each.
     let api = Arc::new(
-        PlacementApi::over_cluster(store, cluster, auth).on_commit(move || trigger.full()),
+        PlacementApi::over_cluster(store, cluster, auth)
+            .weighing_by(weighers)
+            .on_commit(move || trigger.full()),
     );
     let refresh = |api: Arc<PlacementApi>| async move {
         match tokio::task::spawn_blocking(move || api.refresh_registries()).await {
