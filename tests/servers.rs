@@ -4,8 +4,9 @@
 use kubeplace::cli::apply::{Validate, apply_documents};
 use kubeplace_api::manifest::parse_stream;
 use kubeplace_api::{Kind, Object};
+use kubeplace_core::placement::weighers::Weighers;
 use kubeplace_policy::admission::{Operation, admit};
-use kubeplace_policy::scheduling::{self as scheduler, release};
+use kubeplace_policy::scheduling::{self as scheduler, HeadroomFigures, release};
 use kubeplace_policy::status::reconcile_all;
 use kubeplace_policy::store::{ObjectKey, Store};
 use proptest::prelude::*;
@@ -153,13 +154,13 @@ fn deleting_a_server_frees_its_capacity_for_a_waiting_server() {
     release::forget_allocations(&mut store, &releases);
     assert_eq!(store.index().used("cn1", "VCPU"), 0);
     // The waiting server is placed in the same pass, and a is not placed again.
-    let placed = scheduler::schedule_pending(&mut store);
+    let placed = scheduler::schedule_pending(&mut store, &Weighers::default());
     let names: Vec<&str> = placed
         .iter()
         .map(|a| a.metadata.name.as_deref().unwrap())
         .collect();
     assert_eq!(names, vec!["server.ns.b"]);
-    reconcile_all(&mut store, 5);
+    reconcile_all(&mut store, &HeadroomFigures::default(), 5);
     assert_eq!(scheduled(&store, "b"), "Scheduled");
     assert_eq!(store.index().used("cn1", "VCPU"), 2);
 }
@@ -431,7 +432,7 @@ proptest! {
         } else {
             Vec::new()
         };
-        let h = scheduler::headroom(&store, "f", &without, 100).unwrap();
+        let h = scheduler::headroom(&store, &Weighers::default(), "f", &without, 100).unwrap();
         prop_assert!(!h.capped);
         // Undrained, the Flavor's status (counted by `kubeplace apply`) says the same.
         if without.is_empty() {
@@ -508,7 +509,7 @@ fn apply_leaves_every_status_at_its_fixed_point() {
             .expect("the example cloud reads");
     let (report, mut store) = apply_documents(docs, Validate::Strict);
     assert_eq!(report.summary.rejected, 0);
-    assert_eq!(reconcile_all(&mut store, 5), 0);
+    assert_eq!(reconcile_all(&mut store, &HeadroomFigures::default(), 5), 0);
 
     let mut yaml = node("cn1", 2, &[]) + &flavor("f2", 2, "") + &image("img", &[]);
     for i in 0..3 {
@@ -516,5 +517,5 @@ fn apply_leaves_every_status_at_its_fixed_point() {
     }
     let (_, mut store) = run(&yaml);
     assert_eq!(scheduled(&store, "s2"), "NoValidHost");
-    assert_eq!(reconcile_all(&mut store, 5), 0);
+    assert_eq!(reconcile_all(&mut store, &HeadroomFigures::default(), 5), 0);
 }

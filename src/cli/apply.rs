@@ -16,7 +16,7 @@ use kubeplace_core::placement::weighers::Weighers;
 use kubeplace_core::runs::{in_runs, threads_for};
 use kubeplace_policy::admission::{Verdict, admit_and_store_in_order};
 use kubeplace_policy::namespaces::{MissingNamespace, Namespaces};
-use kubeplace_policy::scheduling::headroom::{STATUS_CAP, record_headroom};
+use kubeplace_policy::scheduling::headroom::{HeadroomFigures, STATUS_CAP, record_headroom};
 use kubeplace_policy::scheduling::place;
 use kubeplace_policy::status::reconcile_all;
 use kubeplace_policy::store::{ObjectKey, Store};
@@ -148,6 +148,8 @@ pub fn apply_documents_with(documents: Vec<Document>, options: &Options) -> (Rep
 /// reconciles and reports.
 pub struct Applier {
     validate: Validate,
+    /// How the scheduler weighs candidates.
+    weighers: Weighers,
     headroom_cap: usize,
     store: Store,
     namespaces: Namespaces,
@@ -160,12 +162,11 @@ pub struct Applier {
 impl Applier {
     /// An empty cluster.
     pub fn new(options: &Options) -> Applier {
-        let mut store = Store::default();
-        store.set_weighers(options.weighers.clone());
         Applier {
             validate: options.validate,
+            weighers: options.weighers.clone(),
             headroom_cap: options.headroom_cap,
-            store,
+            store: Store::default(),
             namespaces: Namespaces::default(),
             outcomes: Vec::new(),
             missing_namespaces: Vec::new(),
@@ -221,7 +222,7 @@ impl Applier {
                     let verdict = admit_and_store_in_order(store, object);
                     if verdict.allowed {
                         // The scheduler places a server as soon as it is stored.
-                        schedule(store, &key);
+                        schedule(store, &self.weighers, &key);
                     }
                     (verdict, Applied::Object(key))
                 }
@@ -237,6 +238,7 @@ impl Applier {
     /// Reconciles what was applied and reports on each document.
     pub fn finish(self) -> (Report, Store) {
         let Applier {
+            weighers,
             headroom_cap,
             mut store,
             namespaces,
@@ -249,10 +251,11 @@ impl Applier {
         }
         store.finish_repacks();
         // Counted first, as the operator does: the statuses show the last count.
+        let mut headroom = HeadroomFigures::default();
         if headroom_cap > 0 {
-            record_headroom(&mut store, headroom_cap);
+            record_headroom(&mut headroom, &store, &weighers, headroom_cap);
         }
-        reconcile_all(&mut store, MAX_ROUNDS);
+        reconcile_all(&mut store, &headroom, MAX_ROUNDS);
         let mut summary = Summary::default();
         // Outcomes come in the input's order, not the store's: hashed, each is found in
         // one step rather than a search through tens of thousands of keys.
@@ -288,13 +291,14 @@ impl Applier {
 }
 
 /// Places a server that holds no allocation (or one its flavor no longer matches): the
-/// chosen Allocation goes through admission, as the operator's would.
-pub(crate) fn schedule(store: &mut Store, key: &ObjectKey) {
+/// chosen Allocation goes through admission, as the operator's would, weighing candidates
+/// by `weighers`.
+pub(crate) fn schedule(store: &mut Store, weighers: &Weighers, key: &ObjectKey) {
     if key.kind != Kind::Server {
         return;
     }
     if let Some(Object::Server(server)) = store.get(key).cloned() {
-        place(store, &server);
+        place(store, weighers, &server);
     }
 }
 

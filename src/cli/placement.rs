@@ -251,23 +251,26 @@ pub fn headroom(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Exit {
-    let mut store = match load_state(&args.files, stdin) {
+    let store = match load_state(&args.files, stdin) {
         Ok(s) => s,
         Err(e) => {
             let _ = writeln!(err, "kubeplace placement headroom: {e}");
             return Exit::BadInput;
         }
     };
-    store.set_weighers(args.weighing.weighers.clone());
-    let h =
-        match kubeplace_policy::scheduling::headroom(&store, &args.flavor, &args.without, args.cap)
-        {
-            Ok(h) => h,
-            Err(e) => {
-                let _ = writeln!(err, "kubeplace placement headroom: {e}");
-                return Exit::Failed;
-            }
-        };
+    let h = match kubeplace_policy::scheduling::headroom(
+        &store,
+        &args.weighing.weighers,
+        &args.flavor,
+        &args.without,
+        args.cap,
+    ) {
+        Ok(h) => h,
+        Err(e) => {
+            let _ = writeln!(err, "kubeplace placement headroom: {e}");
+            return Exit::Failed;
+        }
+    };
     let text = if args.output == "json" {
         serde_json::to_string_pretty(&h)
             .map(|t| t + "\n")

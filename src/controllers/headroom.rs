@@ -6,11 +6,12 @@
 //! stay in proportion to what changed. Counting therefore runs in rounds beside the passes:
 //! a round copies the store once ([`HeadroomRound`]), counts the Flavors one by one on a
 //! blocking thread, rests after each for as long as it took (so it takes at most about
-//! half of one core), and queues each Flavor whose count changed for the next status pass,
-//! which writes it. A round starts once the interval has passed since the last one and
-//! something other than a status has changed since it began.
+//! half of one core), records each count in the figures shared with the status writer
+//! ([`SharedHeadroomFigures`]), and queues each Flavor whose count changed for the next
+//! status pass, which writes it. A round starts once the interval has passed since the last
+//! one and something other than a status has changed since it began.
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
@@ -21,8 +22,28 @@ use super::trigger::Trigger;
 use crate::cache::SharedStore;
 use crate::metrics::Metrics;
 use kubeplace_api::Kind;
-use kubeplace_policy::scheduling::HeadroomRound;
+use kubeplace_core::placement::weighers::Weighers;
+use kubeplace_policy::scheduling::{HeadroomFigures, HeadroomRound};
 use kubeplace_policy::store::ObjectKey;
+
+/// The Flavors' headroom figures, held beside the store: the counter writes them and every
+/// status pass reads them. A pass reads a snapshot, so that it holds no lock while it plans
+/// and the counter never waits for one to finish. Clones share the figures.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SharedHeadroomFigures(Arc<RwLock<Arc<HeadroomFigures>>>);
+
+impl SharedHeadroomFigures {
+    /// The figures as they are now; they stay so however the counter changes them.
+    pub fn snapshot(&self) -> Arc<HeadroomFigures> {
+        Arc::clone(&self.0.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Changes the figures: copied first when a pass still reads the ones it changes.
+    pub fn update<T>(&self, change: impl FnOnce(&mut HeadroomFigures) -> T) -> T {
+        let mut figures = self.0.write().unwrap_or_else(|e| e.into_inner());
+        change(Arc::make_mut(&mut figures))
+    }
+}
 
 /// How headroom is counted (`kubeplace run --headroom-cap`, `--headroom-interval`).
 #[derive(Debug, Clone, Copy)]
@@ -36,6 +57,10 @@ pub(crate) struct HeadroomSettings {
 /// The counting loop and what it needs.
 pub(crate) struct HeadroomCounter {
     pub store: SharedStore,
+    /// Where the counts go, for the status passes.
+    pub figures: SharedHeadroomFigures,
+    /// How the scheduler weighs candidates, which the counts place as it would.
+    pub weighers: Weighers,
     pub trigger: Arc<Trigger>,
     pub leader: watch::Receiver<bool>,
     pub ready: watch::Receiver<bool>,
@@ -47,7 +72,7 @@ impl HeadroomCounter {
     /// Runs until `cancel`; does nothing with a cap of 0.
     pub async fn run(mut self, cancel: CancellationToken) {
         if self.settings.cap == 0 {
-            crate::locks::write(&self.store).turn_headroom_off();
+            self.figures.update(HeadroomFigures::turn_off);
             return;
         }
         let mut counted_at: Option<u64> = None;
@@ -80,9 +105,11 @@ impl HeadroomCounter {
     async fn round(&self, cancel: &CancellationToken) -> bool {
         let started = Instant::now();
         let store = self.store.clone();
-        let Ok(mut round) =
-            tokio::task::spawn_blocking(move || HeadroomRound::new(&crate::locks::read(&store)))
-                .await
+        let weighers = self.weighers.clone();
+        let Ok(mut round) = tokio::task::spawn_blocking(move || {
+            HeadroomRound::new(&crate::locks::read(&store), &weighers)
+        })
+        .await
         else {
             return false;
         };
@@ -105,7 +132,7 @@ impl HeadroomCounter {
             };
             round = back;
             let took = began.elapsed();
-            let is_new = crate::locks::write(&self.store).set_headroom(flavor, headroom);
+            let is_new = self.figures.update(|f| f.set(flavor, headroom));
             if is_new {
                 changed += 1;
                 self.trigger.key(ObjectKey::cluster(Kind::Flavor, flavor));
@@ -116,7 +143,12 @@ impl HeadroomCounter {
                 _ = tokio::time::sleep(took) => {}
             }
         }
-        crate::locks::write(&self.store).forget_headroom_of_deleted_flavors();
+        {
+            // The figures' lock is taken under the store's; a pass takes its snapshot before
+            // the store's lock, never under it, so the two never wait for each other.
+            let store = crate::locks::read(&self.store);
+            self.figures.update(|f| f.forget_deleted_flavors(&store));
+        }
         let took_ms = started.elapsed().as_millis() as u64;
         if changed > 0 {
             info!(
@@ -130,5 +162,40 @@ impl HeadroomCounter {
             );
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kubeplace_api::HeadroomStatus;
+    use kubeplace_policy::store::Store;
+
+    fn counted(servers: i64) -> Option<HeadroomStatus> {
+        Some(HeadroomStatus {
+            servers,
+            capped: false,
+            stopped_by: None,
+        })
+    }
+
+    /// A pass's snapshot keeps the figures it was taken with while the counter records;
+    /// the next snapshot, and every clone of the shared figures, sees what was recorded.
+    #[test]
+    fn a_snapshot_keeps_its_figures_while_the_counter_records() {
+        let store = Store::default();
+        let shared = SharedHeadroomFigures::default();
+        let reader = shared.clone();
+        assert!(shared.update(|f| f.set("f1", counted(3))));
+        let before = reader.snapshot();
+        assert!(shared.update(|f| f.set("f1", counted(5))));
+        assert!(!shared.update(|f| f.set("f1", counted(5))), "unchanged");
+        assert_eq!(before.of("f1", &store).map(|h| h.servers), Some(3));
+        assert_eq!(
+            reader.snapshot().of("f1", &store).map(|h| h.servers),
+            Some(5)
+        );
+        shared.update(HeadroomFigures::turn_off);
+        assert_eq!(reader.snapshot().of("f1", &store), None);
     }
 }

@@ -14,11 +14,14 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use super::headroom::SharedHeadroomFigures;
 use super::status::{self, StatusWrite};
 use super::trigger::{Pending, Trigger};
 use crate::cache::SharedStore;
 use crate::metrics::{Metrics, kind_label};
 use kubeplace_api::API_VERSION;
+use kubeplace_core::placement::weighers::Weighers;
+use kubeplace_policy::scheduling::HeadroomFigures;
 use kubeplace_policy::store::{ObjectKey, Store};
 
 /// How the loop paces itself.
@@ -60,6 +63,10 @@ impl Default for Pacing {
 pub(crate) struct Reconciler {
     pub client: Client,
     pub store: SharedStore,
+    /// The Flavors' headroom as last counted, which their statuses show.
+    pub headroom: SharedHeadroomFigures,
+    /// How the scheduler weighs candidates for the servers a pass places.
+    pub weighers: Weighers,
     pub trigger: Arc<Trigger>,
     pub leader: watch::Receiver<bool>,
     pub ready: watch::Receiver<bool>,
@@ -131,8 +138,11 @@ struct Planned {
 /// to plan decides over a copy of the store, so that the watches and the webhook are not
 /// held up meanwhile; one with only the statuses of a few objects to plan plans them over
 /// the store itself, under its read lock, without copying tens of thousands of objects.
+/// Servers are placed weighing candidates by `weighers`; Flavors show the `headroom`.
 fn plan_pass(
     store: &SharedStore,
+    weighers: &Weighers,
+    headroom: &HeadroomFigures,
     pending: Pending,
     now: &str,
     metrics: &Metrics,
@@ -151,7 +161,7 @@ fn plan_pass(
         keys.into_iter().collect()
     };
     let in_place = (!full && reached.len() <= IN_PLACE_KEYS_AT_MOST)
-        .then(|| kubeplace_policy::pass::decide_in_place(&shared))
+        .then(|| kubeplace_policy::pass::decide_in_place(&shared, weighers))
         .flatten();
     let copied = in_place.is_none();
     let mut copy;
@@ -161,7 +171,7 @@ fn plan_pass(
             // The copy is made under the read lock, which is let go before deciding.
             copy = shared.clone();
             drop(shared);
-            let decisions = kubeplace_policy::pass::decide(&mut copy);
+            let decisions = kubeplace_policy::pass::decide(&mut copy, weighers);
             (&copy, decisions)
         }
     };
@@ -193,14 +203,16 @@ fn plan_pass(
     };
     let mut held = Vec::new();
     if copied {
-        status::plan_streamed(store, &keys, now, Some(metrics), |run| {
+        status::plan_streamed(store, headroom, &keys, now, Some(metrics), |run| {
             let _ = steps.send(Step::Writes(run));
         });
     } else {
         // Planned under the store's read lock: a status written now would come back through
         // the watch, whose wait for the write lock would hold every reader (the webhook's)
         // until planning is done. Handed over once the lock is let go instead.
-        status::plan_streamed(store, &keys, now, Some(metrics), |run| held.extend(run));
+        status::plan_streamed(store, headroom, &keys, now, Some(metrics), |run| {
+            held.extend(run)
+        });
     }
     let planned = Planned {
         checked: keys.len(),
@@ -274,10 +286,16 @@ impl Reconciler {
         // blocking thread, so that the runtime's workers stay free for the webhook and the
         // Placement API.
         let (store, metrics) = (self.store.clone(), self.metrics.clone());
+        // Taken before planning takes the store's lock, and held by the pass alone: the
+        // counter goes on recording meanwhile.
+        let headroom = self.headroom.snapshot();
+        let weighers = self.weighers.clone();
         let full = pending.full();
         let (steps, mut planned_steps) = tokio::sync::mpsc::unbounded_channel();
         let planning = tokio::task::spawn_blocking(move || {
-            let (planned, held) = plan_pass(&store, pending, &now, &metrics, &steps);
+            let (planned, held) = plan_pass(
+                &store, &weighers, &headroom, pending, &now, &metrics, &steps,
+            );
             if !held.is_empty() {
                 let _ = steps.send(Step::Writes(held));
             }
@@ -508,7 +526,8 @@ mod tests {
             s.put(flavor("stale"));
             // "current" already has the status `status::desired_status` computes.
             let key = ObjectKey::cluster(Kind::Flavor, "current");
-            let writes = status::plan(&s, [&key], "2026-01-01T00:00:00Z", None);
+            let figures = HeadroomFigures::default();
+            let writes = status::plan(&s, &figures, [&key], "2026-01-01T00:00:00Z", None);
             s.set_status(&key, writes[0].status.clone());
         }
         let (_leader_tx, leader) = watch::channel(true);
@@ -516,6 +535,8 @@ mod tests {
         let reconciler = Reconciler {
             client: client.clone(),
             store: store.clone(),
+            headroom: SharedHeadroomFigures::default(),
+            weighers: Weighers::default(),
             trigger: Arc::new(Trigger::default()),
             leader,
             ready,
@@ -576,6 +597,7 @@ mod tests {
         store.write().unwrap().put(flavor("f1"));
         let metrics = Metrics::new();
         let now = "2026-01-01T00:00:00Z";
+        let (weighers, figures) = (Weighers::default(), HeadroomFigures::default());
         let received = |rx: &mut tokio::sync::mpsc::UnboundedReceiver<Step>| {
             let mut writes = Vec::new();
             while let Ok(step) = rx.try_recv() {
@@ -587,7 +609,15 @@ mod tests {
             writes
         };
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let (planned, held) = plan_pass(&store, Pending::every(), now, &metrics, &tx);
+        let (planned, held) = plan_pass(
+            &store,
+            &weighers,
+            &figures,
+            Pending::every(),
+            now,
+            &metrics,
+            &tx,
+        );
         assert!(planned.copied && planned.every_key);
         assert!(held.is_empty());
         assert_eq!(received(&mut rx).len(), 1);
@@ -597,7 +627,7 @@ mod tests {
             keys: [ObjectKey::cluster(Kind::Flavor, "f1")].into(),
             ..Default::default()
         };
-        let (planned, held) = plan_pass(&store, few, now, &metrics, &tx);
+        let (planned, held) = plan_pass(&store, &weighers, &figures, few, now, &metrics, &tx);
         assert!(!planned.copied && !planned.every_key);
         assert_eq!(held.len(), 1);
         assert_eq!(held[0].key.name, "f1");
@@ -607,6 +637,59 @@ mod tests {
         );
         // Let go: the lock is free for a writer.
         assert!(store.try_write().is_ok());
+    }
+
+    /// A pass writes the headroom the counter recorded beside the store; a Flavor it has
+    /// not counted keeps the headroom its status shows, and one without shows none.
+    #[test]
+    fn a_pass_writes_the_headroom_counted_beside_the_store() {
+        let counted = |servers| kubeplace_api::HeadroomStatus {
+            servers,
+            capped: true,
+            stopped_by: None,
+        };
+        let store = SharedStore::default();
+        {
+            let mut s = store.write().unwrap();
+            for name in ["f1", "f2", "f3"] {
+                s.put(flavor(name));
+            }
+            // Written by an earlier leader.
+            let earlier = kubeplace_api::Status::Flavor(kubeplace_api::FlavorStatus {
+                headroom: Some(counted(2)),
+                ..Default::default()
+            });
+            for name in ["f1", "f2"] {
+                s.set_status(&ObjectKey::cluster(Kind::Flavor, name), earlier.clone());
+            }
+        }
+        let mut figures = HeadroomFigures::default();
+        figures.set("f1", Some(counted(7)));
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let weighers = Weighers::default();
+        plan_pass(
+            &store,
+            &weighers,
+            &figures,
+            Pending::every(),
+            "2026-01-01T00:00:00Z",
+            &Metrics::new(),
+            &tx,
+        );
+        let mut shown = BTreeMap::new();
+        while let Ok(step) = rx.try_recv() {
+            if let Step::Writes(writes) = step {
+                for w in writes {
+                    let kubeplace_api::Status::Flavor(st) = w.status else {
+                        panic!("not a flavor status");
+                    };
+                    shown.insert(w.key.name, st.headroom);
+                }
+            }
+        }
+        assert_eq!(shown["f1"], Some(counted(7)));
+        assert_eq!(shown["f2"], Some(counted(2)));
+        assert_eq!(shown["f3"], None);
     }
 
     #[test]
@@ -666,6 +749,8 @@ mod tests {
         let reconciler = Reconciler {
             client: client.clone(),
             store: store.clone(),
+            headroom: SharedHeadroomFigures::default(),
+            weighers: Weighers::default(),
             trigger: Arc::new(Trigger::default()),
             leader,
             ready,
@@ -748,6 +833,8 @@ mod tests {
         let reconciler = Reconciler {
             client: client.clone(),
             store: store.clone(),
+            headroom: SharedHeadroomFigures::default(),
+            weighers: Weighers::default(),
             trigger: Arc::new(Trigger::default()),
             leader,
             ready,

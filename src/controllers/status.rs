@@ -12,6 +12,7 @@ use serde_json::json;
 use crate::metrics::{Metrics, kind_label};
 use kubeplace_api::{Condition, Kind, Object, Status, find_condition};
 use kubeplace_core::runs::{in_runs_streamed, threads_for};
+use kubeplace_policy::scheduling::HeadroomFigures;
 use kubeplace_policy::status::{World, desired_status};
 use kubeplace_policy::store::{ObjectKey, Store};
 
@@ -134,17 +135,21 @@ const PLAN_APART_FROM: usize = 32;
 const PLAN_RUN: usize = 16;
 
 /// The writes a pass makes over `keys`: each object's desired status from
-/// [`desired_status`], stamped, where it differs from the stored status, in the order of
-/// `keys`. Objects no longer in the store are skipped.
+/// [`desired_status`], Flavors showing the `headroom` figures, stamped, where it differs
+/// from the stored status, in the order of `keys`. Objects no longer in the store are
+/// skipped.
 #[cfg(test)]
 pub(crate) fn plan<'a>(
     store: &Store,
+    headroom: &HeadroomFigures,
     keys: impl IntoIterator<Item = &'a ObjectKey>,
     now: &str,
     metrics: Option<&Metrics>,
 ) -> Vec<StatusWrite> {
     let mut writes = Vec::new();
-    plan_streamed(store, keys, now, metrics, |run| writes.extend(run));
+    plan_streamed(store, headroom, keys, now, metrics, |run| {
+        writes.extend(run)
+    });
     writes
 }
 
@@ -153,12 +158,13 @@ pub(crate) fn plan<'a>(
 /// A pass of many objects is planned on every core.
 pub(crate) fn plan_streamed<'a>(
     store: &Store,
+    headroom: &HeadroomFigures,
     keys: impl IntoIterator<Item = &'a ObjectKey>,
     now: &str,
     metrics: Option<&Metrics>,
     mut each: impl FnMut(Vec<StatusWrite>),
 ) {
-    let world = World::new(store);
+    let world = World::new(store, headroom);
     let objects: Vec<(&ObjectKey, &Object)> = keys
         .into_iter()
         .filter_map(|key| Some((key, store.get(key)?)))
@@ -293,7 +299,13 @@ mod tests {
     #[test]
     fn plans_a_write_stamped_with_generation_and_time() {
         let store = store_with(vec![flavor("m1.tiny", 3, 1)]);
-        let writes = plan(&store, &keys(&store), "2026-01-02T03:04:05Z", None);
+        let writes = plan(
+            &store,
+            &HeadroomFigures::default(),
+            &keys(&store),
+            "2026-01-02T03:04:05Z",
+            None,
+        );
         assert_eq!(writes.len(), 1);
         let w = &writes[0];
         assert_eq!(w.status.to_value()["observedGeneration"], 3);
@@ -309,20 +321,38 @@ mod tests {
     #[test]
     fn skips_a_status_that_is_already_there_and_keeps_timestamps() {
         let mut store = store_with(vec![flavor("m1.tiny", 1, 1)]);
-        let first = plan(&store, &keys(&store), "2026-01-02T03:04:05Z", None);
+        let first = plan(
+            &store,
+            &HeadroomFigures::default(),
+            &keys(&store),
+            "2026-01-02T03:04:05Z",
+            None,
+        );
         for w in &first {
             store.set_status(&w.key, w.status.clone());
         }
         // Later, nothing changed: nothing to write, whatever the clock says.
         assert_eq!(
-            plan(&store, &keys(&store), "2026-01-02T09:00:00Z", None),
+            plan(
+                &store,
+                &HeadroomFigures::default(),
+                &keys(&store),
+                "2026-01-02T09:00:00Z",
+                None
+            ),
             vec![]
         );
         // A spec change that keeps every condition's status keeps its timestamp.
         let mut bigger = flavor("m1.tiny", 2, 2);
         bigger.set_status(first[0].status.clone());
         store.put(bigger);
-        let second = plan(&store, &keys(&store), "2026-01-02T10:00:00Z", None);
+        let second = plan(
+            &store,
+            &HeadroomFigures::default(),
+            &keys(&store),
+            "2026-01-02T10:00:00Z",
+            None,
+        );
         assert_eq!(second.len(), 1);
         let c = &second[0].status.to_value()["conditions"][0];
         assert_eq!(c["lastTransitionTime"], "2026-01-02T03:04:05Z");
@@ -341,16 +371,36 @@ mod tests {
                 .collect(),
         );
         // A third already hold their status: nothing to write for those.
-        for w in plan(&store, &keys(&store), "2026-01-02T03:04:05Z", None) {
+        for w in plan(
+            &store,
+            &HeadroomFigures::default(),
+            &keys(&store),
+            "2026-01-02T03:04:05Z",
+            None,
+        ) {
             if w.key.name.ends_with(['0', '3', '6']) {
                 store.set_status(&w.key, w.status);
             }
         }
         let all = keys(&store);
-        let together = plan(&store, &all, "2026-01-02T04:00:00Z", None);
+        let together = plan(
+            &store,
+            &HeadroomFigures::default(),
+            &all,
+            "2026-01-02T04:00:00Z",
+            None,
+        );
         let alone: Vec<StatusWrite> = all
             .iter()
-            .flat_map(|k| plan(&store, [k], "2026-01-02T04:00:00Z", None))
+            .flat_map(|k| {
+                plan(
+                    &store,
+                    &HeadroomFigures::default(),
+                    [k],
+                    "2026-01-02T04:00:00Z",
+                    None,
+                )
+            })
             .collect();
         assert_eq!(together.len(), 300 - 90);
         assert_eq!(together, alone);
@@ -358,9 +408,14 @@ mod tests {
         assert!(names.is_sorted(), "{names:?}");
         // Handed over in short runs, so that the writer starts on the first ones at once.
         let mut runs = Vec::new();
-        plan_streamed(&store, &all, "2026-01-02T04:00:00Z", None, |run| {
-            runs.push(run)
-        });
+        plan_streamed(
+            &store,
+            &HeadroomFigures::default(),
+            &all,
+            "2026-01-02T04:00:00Z",
+            None,
+            |run| runs.push(run),
+        );
         assert!(runs.iter().all(|r| !r.is_empty() && r.len() <= PLAN_RUN));
         assert_eq!(runs.concat(), together);
         // Keys asked for twice are planned twice, as asked; missing ones are skipped.
@@ -370,7 +425,17 @@ mod tests {
             name: "gone".into(),
         };
         let asked = [&all[1], &gone, &all[1]];
-        assert_eq!(plan(&store, asked, "2026-01-02T04:00:00Z", None).len(), 2);
+        assert_eq!(
+            plan(
+                &store,
+                &HeadroomFigures::default(),
+                asked,
+                "2026-01-02T04:00:00Z",
+                None
+            )
+            .len(),
+            2
+        );
     }
 
     #[test]
@@ -440,7 +505,13 @@ mod tests {
         let (service, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
         let client = Client::new(service, "default");
         let store = store_with(vec![flavor("m1.tiny", 4, 1)]);
-        let writes = plan(&store, &keys(&store), "2026-01-02T03:04:05Z", None);
+        let writes = plan(
+            &store,
+            &HeadroomFigures::default(),
+            &keys(&store),
+            "2026-01-02T03:04:05Z",
+            None,
+        );
         let server = tokio::spawn(async move {
             let (request, send) = handle.next_request().await.expect("a request");
             assert_eq!(request.method(), Method::PATCH);

@@ -30,7 +30,7 @@ use tracing::{info, warn};
 pub use flags::Flags;
 
 use crate::cache::SharedStore;
-use crate::controllers::headroom::{HeadroomCounter, HeadroomSettings};
+use crate::controllers::headroom::{HeadroomCounter, HeadroomSettings, SharedHeadroomFigures};
 use crate::controllers::reconciler::{Pacing, Reconciler, Retries, recorder};
 use crate::controllers::trigger::Trigger;
 use crate::controllers::watch::{self as kind_watches, Synced, kind_watch};
@@ -103,7 +103,6 @@ struct Stopping {
 pub async fn run(flags: Flags) -> Result<(), Error> {
     let client = client(&flags.cluster).await?;
     let store = SharedStore::default();
-    crate::locks::write(&store).set_weighers(flags.scheduling.weighing.weighers.clone());
     info!(weighers = %flags.scheduling.weighing.weighers, "servers are weighed");
     let (synced, ready) = Synced::new(Kind::ALL.len());
     let shared = Shared {
@@ -178,6 +177,7 @@ pub async fn run(flags: Flags) -> Result<(), Error> {
             trigger: shared.trigger.clone(),
             ready: shared.ready.clone(),
             namespace: flags.cluster.namespace.clone(),
+            weighers: flags.scheduling.weighing.weighers.clone(),
         };
         servers.push(tokio::spawn(
             api.serve((listener, placement_tls), stopping.lifecycle.clone()),
@@ -399,9 +399,13 @@ fn lead_and_reconcile(
         });
     }
     let scheduling = &flags.scheduling;
+    // Each Flavor's headroom as last counted: the counter writes it, status passes read it.
+    let headroom = SharedHeadroomFigures::default();
     tokio::spawn(
         HeadroomCounter {
             store: shared.store.clone(),
+            figures: headroom.clone(),
+            weighers: scheduling.weighing.weighers.clone(),
             trigger: shared.trigger.clone(),
             leader: leader.clone(),
             ready: shared.ready.clone(),
@@ -416,6 +420,8 @@ fn lead_and_reconcile(
     let reconciler = Reconciler {
         client: shared.client.clone(),
         store: shared.store.clone(),
+        headroom,
+        weighers: scheduling.weighing.weighers.clone(),
         trigger: shared.trigger.clone(),
         leader,
         ready: shared.ready.clone(),

@@ -14,6 +14,7 @@ use crate::cache::SharedStore;
 use crate::controllers::trigger::Trigger;
 use crate::placement_api::{self, Auth, Cluster, KubernetesAuth, PlacementApi};
 use crate::serving::http::Lifecycle;
+use kubeplace_core::placement::weighers::Weighers;
 
 /// How often the Placement API re-reads the custom registries other replicas may have
 /// added to.
@@ -26,6 +27,8 @@ pub(crate) struct PlacementOverCluster {
     pub trigger: Arc<Trigger>,
     pub ready: watch::Receiver<bool>,
     pub namespace: String,
+    /// How its headroom (`/kubeplace/headroom`) weighs candidates.
+    pub weighers: Weighers,
 }
 
 impl PlacementOverCluster {
@@ -46,7 +49,9 @@ impl PlacementOverCluster {
         let trigger = self.trigger;
         // The API's writes are in the store before the watch sees them: reconcile after each.
         let api = Arc::new(
-            PlacementApi::over_cluster(self.store, cluster, auth).on_commit(move || trigger.full()),
+            PlacementApi::over_cluster(self.store, cluster, auth)
+                .weighing_by(self.weighers)
+                .on_commit(move || trigger.full()),
         );
         refresh(api.clone()).await;
         info!(addr = ?listener.local_addr().ok(), "serving the Placement API");

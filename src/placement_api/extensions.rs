@@ -10,6 +10,7 @@ use http::StatusCode;
 
 use kubeplace_core::placement::explain::explain;
 use kubeplace_core::placement::query::{decode_pairs, parse_candidates_query};
+use kubeplace_core::placement::weighers::Weighers;
 use kubeplace_policy::scheduling::headroom::{DEFAULT_CAP, HeadroomError, headroom};
 
 use super::Ctx;
@@ -29,8 +30,13 @@ pub(crate) fn explain_candidates(
     ))
 }
 
-/// `GET /kubeplace/headroom?flavor=F[&without=P…][&cap=N]`.
-pub(crate) fn flavor_headroom(state: &State<'_>, query: &str) -> Result<Reply, ApiError> {
+/// `GET /kubeplace/headroom?flavor=F[&without=P…][&cap=N]`, weighing candidates by
+/// `weighers`.
+pub(crate) fn flavor_headroom(
+    state: &State<'_>,
+    weighers: &Weighers,
+    query: &str,
+) -> Result<Reply, ApiError> {
     let mut flavor = None;
     let mut without = Vec::new();
     let mut cap = DEFAULT_CAP;
@@ -57,7 +63,7 @@ pub(crate) fn flavor_headroom(state: &State<'_>, query: &str) -> Result<Reply, A
             "flavor is required: /kubeplace/headroom?flavor=NAME",
         ));
     };
-    match headroom(state.store(), &flavor, &without, cap) {
+    match headroom(state.store(), weighers, &flavor, &without, cap) {
         Ok(h) => Ok(json_reply(StatusCode::OK, &h)),
         Err(e @ (HeadroomError::UnknownFlavor { .. } | HeadroomError::UnknownProvider { .. })) => {
             Err(ApiError::not_found(e.to_string()))

@@ -33,6 +33,7 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 use crate::cache::SharedStore;
+use kubeplace_core::placement::weighers::Weighers;
 use kubeplace_policy::store::Store;
 
 pub use auth::{Auth, KubernetesAuth};
@@ -67,6 +68,8 @@ pub(crate) struct Ctx {
 /// where writes are committed.
 pub struct PlacementApi {
     store: SharedStore,
+    /// How the scheduler weighs candidates, for the headroom `/kubeplace/headroom` counts.
+    weighers: Weighers,
     book: RwLock<Book>,
     backing: Backing,
     auth: Auth,
@@ -87,6 +90,7 @@ impl PlacementApi {
         let book = Book::new(&store, Backing::Memory);
         PlacementApi {
             store: Arc::new(RwLock::new(store)),
+            weighers: Weighers::default(),
             book: RwLock::new(book),
             backing: Backing::Memory,
             auth: Auth::Token(token),
@@ -105,6 +109,7 @@ impl PlacementApi {
         };
         PlacementApi {
             store,
+            weighers: Weighers::default(),
             book: RwLock::new(book),
             backing: Backing::Cluster,
             auth,
@@ -113,6 +118,12 @@ impl PlacementApi {
             requests: AtomicU64::new(0),
             committed: None,
         }
+    }
+
+    /// Counts headroom weighing candidates by `weighers`, as the scheduler does.
+    pub fn weighing_by(mut self, weighers: Weighers) -> PlacementApi {
+        self.weighers = weighers;
+        self
     }
 
     /// Calls `f` after each write that reached the cluster.

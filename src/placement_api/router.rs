@@ -123,7 +123,7 @@ pub(crate) fn route(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply,
         }
         ["kubeplace", "headroom"] => {
             allowed(ctx, m, &[(M::GET, 0)])?;
-            api.read(|s| extensions::flavor_headroom(s, &call.query))
+            api.read(|s| extensions::flavor_headroom(s, &api.weighers, &call.query))
         }
         ["allocation_candidates"] => {
             allowed(ctx, m, &[(M::GET, 10)])?;

@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use criterion::Criterion;
 use kubeplace_api::manifest::parse_stream;
+use kubeplace_core::placement::weighers::Weighers;
 use kubeplace_policy::scheduling::{HeadroomRound, headroom};
 use kubeplace_policy::store::{Change, Store};
 
@@ -71,6 +72,7 @@ fn main() {
         .collect();
     let mut store = Store::default();
     store.apply_changes(changes);
+    let weighers = Weighers::default();
     eprintln!(
         "10k: {} providers loaded in {:.0} ms",
         store.index().len(),
@@ -83,7 +85,7 @@ fn main() {
         ("m1.small", 100),
         ("gold.xl", 10),
     ] {
-        let h = headroom(&store, flavor, &[], cap).expect("flavor exists");
+        let h = headroom(&store, &weighers, flavor, &[], cap).expect("flavor exists");
         eprintln!(
             "10k {flavor} cap {cap}: {} fit, capped {}",
             h.fits, h.capped
@@ -91,7 +93,7 @@ fn main() {
         group.bench_function(format!("{flavor}/cap={cap}"), |b| {
             b.iter(|| {
                 black_box(
-                    headroom(&store, flavor, &[], cap)
+                    headroom(&store, &weighers, flavor, &[], cap)
                         .expect("flavor exists")
                         .fits,
                 )
@@ -102,7 +104,7 @@ fn main() {
     group.bench_function("m1.small/cap=10/without-one-tree", |b| {
         b.iter(|| {
             black_box(
-                headroom(&store, "m1.small", &without, 10)
+                headroom(&store, &weighers, "m1.small", &without, 10)
                     .expect("known")
                     .fits,
             )
@@ -111,9 +113,9 @@ fn main() {
     // What the operator's background rounds cost: the copy made once per round, then each
     // Flavor counted in it (its claims taken back after).
     group.bench_function("round/copy", |b| {
-        b.iter(|| black_box(HeadroomRound::new(&store).flavors().len()))
+        b.iter(|| black_box(HeadroomRound::new(&store, &weighers).flavors().len()))
     });
-    let mut round = HeadroomRound::new(&store);
+    let mut round = HeadroomRound::new(&store, &weighers);
     for (flavor, cap) in [("m1.small", 10), ("m1.small", 100), ("gold.xl", 10)] {
         group.bench_function(format!("round/{flavor}/cap={cap}"), |b| {
             b.iter(|| black_box(round.count(flavor, cap).expect("flavor exists").servers))

@@ -8,6 +8,7 @@ use crate::claims;
 use crate::scheduling::release::{self, Releases};
 use crate::scheduling::{any_placeable_server, schedule_pending};
 use crate::store::Store;
+use kubeplace_core::placement::weighers::Weighers;
 
 /// A pass's decisions.
 #[derive(Debug, Default)]
@@ -29,12 +30,13 @@ impl Decisions {
 }
 
 /// Decides, changing the store as each decision is made: a deleted server's claim stops
-/// counting first, so that a waiting server can use its capacity in the same pass.
-pub fn decide(store: &mut Store) -> Decisions {
+/// counting first, so that a waiting server can use its capacity in the same pass. Servers
+/// are placed weighing candidates by `weighers`.
+pub fn decide(store: &mut Store, weighers: &Weighers) -> Decisions {
     let releases = release::releases(store);
     release::forget_allocations(store, &releases);
     let refused = claims::settle(store);
-    let placements = schedule_pending(store);
+    let placements = schedule_pending(store, weighers);
     Decisions {
         releases,
         refused,
@@ -46,11 +48,11 @@ pub fn decide(store: &mut Store) -> Decisions {
 /// deleted server's claim to forget, no claim to settle, no waiting server that fits
 /// somewhere (only finalizers to add or remove, and servers that fit nowhere yet). `None`
 /// when they do: the caller then decides over a store of its own.
-pub fn decide_in_place(store: &Store) -> Option<Decisions> {
+pub fn decide_in_place(store: &Store, weighers: &Weighers) -> Option<Decisions> {
     let releases = release::releases(store);
     if !releases.delete_allocations.is_empty()
         || claims::any_undecided(store)
-        || any_placeable_server(store)
+        || any_placeable_server(store, weighers)
     {
         return None;
     }
@@ -63,6 +65,7 @@ pub fn decide_in_place(store: &Store) -> Option<Decisions> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scheduling::HeadroomFigures;
     use crate::status::reconcile_all;
     use crate::store::{Change, ObjectKey};
     use kubeplace_api::{Kind, Object};
@@ -85,8 +88,8 @@ mod tests {
     /// Decides a pass and writes every status, as the operator's writes come back through
     /// its watches.
     fn settle_down(store: &mut Store) -> Decisions {
-        let decisions = decide(store);
-        reconcile_all(store, 10);
+        let decisions = decide(store, &Weighers::default());
+        reconcile_all(store, &HeadroomFigures::default(), 10);
         decisions
     }
 
@@ -124,8 +127,8 @@ mod tests {
     fn a_settled_cloud_is_decided_in_place_as_over_a_copy() {
         let mut store = cloud();
         // Claims without a verdict and servers without a host: a copy is needed.
-        assert!(decide_in_place(&store).is_none());
-        let first = decide(&mut store);
+        assert!(decide_in_place(&store, &Weighers::default()).is_none());
+        let first = decide(&mut store, &Weighers::default());
         assert!(
             !first.placements.is_empty(),
             "the example's servers are placed"
@@ -135,16 +138,16 @@ mod tests {
         // The example's servers that fit nowhere still wait, and trying them again changes
         // nothing.
         assert_eq!(waiting(&store), vec!["batch-1", "licensed-1"]);
-        let Some(in_place) = decide_in_place(&store) else {
+        let Some(in_place) = decide_in_place(&store, &Weighers::default()) else {
             panic!(
                 "still something to decide: undecided claims {}, placeable servers {}",
                 claims::any_undecided(&store),
-                any_placeable_server(&store)
+                any_placeable_server(&store, &Weighers::default())
             );
         };
         let revision = store.revision();
         let mut copy = store.clone();
-        let over_copy = decide(&mut copy);
+        let over_copy = decide(&mut copy, &Weighers::default());
         assert_eq!(
             copy.revision(),
             revision,
@@ -161,7 +164,7 @@ mod tests {
     #[test]
     fn a_new_server_or_a_deleted_one_needs_deciding_over_a_copy() {
         let mut store = settled_cloud();
-        assert!(decide_in_place(&store).is_some());
+        assert!(decide_in_place(&store, &Weighers::default()).is_some());
 
         // A new server waits for a host.
         let mut new = server(&store, "shop", "web-2");
@@ -170,8 +173,8 @@ mod tests {
         new.status = None;
         store.put(Object::Server(new));
         assert!(waiting(&store).contains(&"web-9".to_string()));
-        assert!(any_placeable_server(&store));
-        assert!(decide_in_place(&store).is_none());
+        assert!(any_placeable_server(&store, &Weighers::default()));
+        assert!(decide_in_place(&store, &Weighers::default()).is_none());
         let placed = settle_down(&mut store);
         assert_eq!(
             placed
@@ -181,7 +184,7 @@ mod tests {
                 .collect::<Vec<_>>(),
             vec!["server.shop.web-9".to_string()]
         );
-        assert!(decide_in_place(&store).is_some());
+        assert!(decide_in_place(&store, &Weighers::default()).is_some());
 
         // A server being deleted gives its claim back.
         let mut going = server(&store, "shop", "web-9");
@@ -190,8 +193,8 @@ mod tests {
                 "2026-01-01T00:00:00Z".parse().unwrap(),
             ));
         store.put(Object::Server(going));
-        assert!(decide_in_place(&store).is_none());
-        let released = decide(&mut store);
+        assert!(decide_in_place(&store, &Weighers::default()).is_none());
+        let released = decide(&mut store, &Weighers::default());
         assert_eq!(
             released.releases.delete_allocations,
             vec!["server.shop.web-9".to_string()]
@@ -201,7 +204,7 @@ mod tests {
     #[test]
     fn a_claim_without_a_verdict_needs_deciding_over_a_copy() {
         let mut store = settled_cloud();
-        assert!(decide_in_place(&store).is_some());
+        assert!(decide_in_place(&store, &Weighers::default()).is_some());
         let key = store
             .keys()
             .find(|k| k.kind == Kind::Allocation)
@@ -214,7 +217,7 @@ mod tests {
         claim.metadata.generation = claim.metadata.generation.map(|g| g + 1);
         store.put(Object::Allocation(claim));
         assert!(claims::any_undecided(&store));
-        assert!(decide_in_place(&store).is_none());
+        assert!(decide_in_place(&store, &Weighers::default()).is_none());
         settle_down(&mut store);
         assert!(!claims::any_undecided(&store));
     }

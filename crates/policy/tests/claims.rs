@@ -9,6 +9,7 @@ use proptest::prelude::*;
 
 use kubeplace_policy::admission::Operation;
 use kubeplace_policy::claims::{Ledger, settle};
+use kubeplace_policy::scheduling::HeadroomFigures;
 use kubeplace_policy::status::reconcile_all;
 use kubeplace_policy::store::{Change, ObjectKey, Store};
 
@@ -174,7 +175,7 @@ fn claims_that_bypassed_admission_are_settled_oldest_first() {
     let names: Vec<&str> = refused.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["claim-4", "claim-5"]);
     assert_eq!(used(&store, "cn1"), 4);
-    reconcile_all(&mut store, 5);
+    reconcile_all(&mut store, &HeadroomFigures::default(), 5);
     for n in 0..4 {
         assert_eq!(
             applied(&store, &format!("claim-{n}")),
@@ -199,7 +200,7 @@ fn a_verdict_in_the_status_survives_a_restart_and_an_inventory_shrink() {
     for n in 0..4 {
         store.put(claim(n, "cn1", 1, n as i64));
     }
-    reconcile_all(&mut store, 5);
+    reconcile_all(&mut store, &HeadroomFigures::default(), 5);
     assert_eq!(used(&store, "cn1"), 3);
     // A new replica reads the objects with their statuses, in any order.
     let mut objects: Vec<Object> = store.keys().filter_map(|k| store.get(k).cloned()).collect();
@@ -214,7 +215,7 @@ fn a_verdict_in_the_status_survives_a_restart_and_an_inventory_shrink() {
     fresh.apply(provider("cn1", 1));
     assert!(settle(&mut fresh).is_empty());
     assert_eq!(used(&fresh, "cn1"), 3);
-    reconcile_all(&mut fresh, 5);
+    reconcile_all(&mut fresh, &HeadroomFigures::default(), 5);
     assert_eq!(
         applied(&fresh, "claim-0"),
         Some(("True".into(), "ExceedsCapacity".into()))
@@ -321,7 +322,7 @@ proptest! {
                     store.apply(self::provider(PROVIDERS[provider], vcpus));
                 }
                 Step::Settle => {
-                    reconcile_all(&mut store, 3);
+                    reconcile_all(&mut store, &HeadroomFigures::default(), 3);
                 }
                 Step::Failover => {
                     let objects: Vec<Object> =
@@ -330,7 +331,7 @@ proptest! {
                     store.apply_changes(objects.into_iter().map(|o| Change::Put(Box::new(o))));
                     ledger = Ledger::new(Duration::from_secs(30));
                     // A new leader settles before it decides anything.
-                    reconcile_all(&mut store, 3);
+                    reconcile_all(&mut store, &HeadroomFigures::default(), 3);
                 }
             }
             let mut view = store.clone();
@@ -341,7 +342,7 @@ proptest! {
             }
         }
         // Every claim the store holds either counts or says why it does not.
-        reconcile_all(&mut store, 3);
+        reconcile_all(&mut store, &HeadroomFigures::default(), 3);
         for key in store.keys() {
             if let Some(Object::Allocation(a)) = store.get(key) {
                 let status = a.status.as_ref();
@@ -362,9 +363,10 @@ fn a_large_store_reconciled_on_every_core_settles_where_one_walk_would() {
         let vcpus = if n % 10 == 0 { 8 } else { 2 };
         store.apply(claim(n, &name, vcpus, 1_700_000_000 + n as i64));
     }
-    reconcile_all(&mut store, 5);
+    reconcile_all(&mut store, &HeadroomFigures::default(), 5);
     // Every status is the one computed for it alone, one object after the other.
-    let world = kubeplace_policy::status::World::new(&store);
+    let figures = HeadroomFigures::default();
+    let world = kubeplace_policy::status::World::new(&store, &figures);
     let keys: Vec<ObjectKey> = store.keys().cloned().collect();
     assert!(keys.len() >= 2_200);
     for key in &keys {

@@ -6,6 +6,7 @@ use super::*;
 use crate::scheduling::plan::plan;
 use kubeplace_api::Server;
 use kubeplace_api::manifest::parse_stream;
+use kubeplace_core::placement::weighers::Weighers;
 
 const AZ1: &str = "a0000000-0000-4000-8000-000000000001";
 const AZ2: &str = "a0000000-0000-4000-8000-000000000002";
@@ -72,7 +73,7 @@ fn server(namespace: &str, flavor: &str, zone: Option<&str>) -> Server {
 fn hosts_for(mut store: Store, s: &Server) -> Result<Vec<String>, String> {
     let mut hosts = Vec::new();
     loop {
-        match plan(&store, s) {
+        match plan(&store, &Weighers::default(), s) {
             Ok(a) => {
                 let host = a.spec.allocations[0].provider.clone();
                 let Some(Object::ResourceProvider(mut rp)) =

@@ -9,6 +9,9 @@
 //! A drain (`without`) removes whole provider trees from the copy first; the servers that
 //! held allocations there are placed again elsewhere before counting, as the migrations of
 //! a real drain would.
+//!
+//! Counting every Flavor takes far longer than computing statuses, so it runs apart from
+//! them: [`HeadroomFigures`] keep each Flavor's last count, which its status shows.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -17,6 +20,7 @@ use kubeplace_api::{Allocation, AllocationSpec, HeadroomStatus, Kind, Object, Pr
 use kubeplace_core::placement::candidates::trees_fitting_alone;
 use kubeplace_core::placement::microversion::Microversion;
 use kubeplace_core::placement::query::parse_candidates_query;
+use kubeplace_core::placement::weighers::Weighers;
 
 use super::place::schedule_pending;
 use super::plan::{Unplaceable, Weighing, choose, host};
@@ -89,9 +93,10 @@ pub struct Headroom {
 }
 
 /// How many more servers of `flavor` fit in the store, after draining the trees of the
-/// providers in `without`, placing at most `cap`.
+/// providers in `without`, placing at most `cap`, weighing candidates by `weighers`.
 pub fn headroom(
     store: &Store,
+    weighers: &Weighers,
     flavor: &str,
     without: &[String],
     cap: usize,
@@ -110,7 +115,7 @@ pub fn headroom(
     };
     let mut copy = store.clone();
     let drain = drain(&mut copy, without)?;
-    let placed_first = schedule_pending(&mut copy);
+    let placed_first = schedule_pending(&mut copy, weighers);
     let replaced: BTreeSet<&str> = placed_first
         .iter()
         .filter_map(|a| a.metadata.name.as_deref())
@@ -121,7 +126,7 @@ pub fn headroom(
         .filter(|name| !replaced.contains(name.as_str()))
         .count();
     // After the drain, which takes hosts out of their aggregates.
-    let weighing = Weighing::of(&copy);
+    let weighing = Weighing::of(&copy, weighers);
     let counted = count(&mut copy, &weighing, flavor, &request, cap);
     Ok(Headroom {
         flavor: flavor.to_string(),
@@ -199,16 +204,16 @@ pub struct HeadroomRound {
 }
 
 impl HeadroomRound {
-    /// A round over the store as it is now.
-    pub fn new(store: &Store) -> HeadroomRound {
+    /// A round over the store as it is now, weighing candidates by `weighers`.
+    pub fn new(store: &Store, weighers: &Weighers) -> HeadroomRound {
         // A cloud without Flavors has nothing to count: it is not copied.
         let mut copy = if store.list(Kind::Flavor).next().is_some() {
             store.clone()
         } else {
             Store::default()
         };
-        schedule_pending(&mut copy);
-        let weighing = Weighing::of(&copy);
+        schedule_pending(&mut copy, weighers);
+        let weighing = Weighing::of(&copy, weighers);
         HeadroomRound { copy, weighing }
     }
 
@@ -269,15 +274,72 @@ fn trees_each_take_one(
 /// Longest reason a Flavor's status gives for the next server not fitting.
 const STOPPED_BY_MAX: usize = 512;
 
-/// Counts every Flavor's headroom in `store` (at most `cap` servers each) and records it
-/// there, as `kubeplace apply` does before it computes statuses.
-pub fn record_headroom(store: &mut Store, cap: usize) {
-    let mut round = HeadroomRound::new(store);
+/// Counts every Flavor's headroom in `store` (at most `cap` servers each, weighing
+/// candidates by `weighers`) and records it in `figures`, as `kubeplace apply` does before
+/// it computes statuses.
+pub fn record_headroom(
+    figures: &mut HeadroomFigures,
+    store: &Store,
+    weighers: &Weighers,
+    cap: usize,
+) {
+    let mut round = HeadroomRound::new(store, weighers);
     for flavor in round.flavors() {
         let h = round.count(&flavor, cap);
-        store.set_headroom(&flavor, h);
+        figures.set(&flavor, h);
     }
-    store.forget_headroom_of_deleted_flavors();
+    figures.forget_deleted_flavors(store);
+}
+
+/// Every Flavor's headroom as last counted, which its status shows: counted apart from the
+/// statuses, so a status pass never waits for a count.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeadroomFigures {
+    /// Per Flavor, its headroom as last counted.
+    counted: BTreeMap<String, HeadroomStatus>,
+    /// Nobody counts headroom (`--headroom-cap 0`): statuses show none.
+    off: bool,
+}
+
+impl HeadroomFigures {
+    /// A Flavor's headroom as last counted. Before its first count, the headroom its
+    /// status in `store` already shows (written by an earlier leader), so that a new
+    /// leader's first pass does not take it away only to write it back a round later.
+    pub fn of<'a>(&'a self, flavor: &str, store: &'a Store) -> Option<&'a HeadroomStatus> {
+        if self.off {
+            return None;
+        }
+        self.counted
+            .get(flavor)
+            .or_else(|| match store.get_cluster(Kind::Flavor, flavor) {
+                Some(Object::Flavor(f)) => f.status.as_ref()?.headroom.as_ref(),
+                _ => None,
+            })
+    }
+
+    /// Says that nobody counts headroom: Flavor statuses show none.
+    pub fn turn_off(&mut self) {
+        self.off = true;
+        self.counted.clear();
+    }
+
+    /// Records a Flavor's headroom (or forgets it); whether that changed what was recorded.
+    pub fn set(&mut self, flavor: &str, headroom: Option<HeadroomStatus>) -> bool {
+        match headroom {
+            Some(h) if self.counted.get(flavor) == Some(&h) => false,
+            Some(h) => {
+                self.counted.insert(flavor.to_string(), h);
+                true
+            }
+            None => self.counted.remove(flavor).is_some(),
+        }
+    }
+
+    /// Forgets the headroom of Flavors no longer in `store`.
+    pub fn forget_deleted_flavors(&mut self, store: &Store) {
+        self.counted
+            .retain(|name, _| store.get_cluster(Kind::Flavor, name).is_some());
+    }
 }
 
 /// The consumer of the `n`th server headroom places: a uuid no real consumer has.

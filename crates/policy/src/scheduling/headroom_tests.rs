@@ -26,7 +26,7 @@ fn flavor(name: &str, vcpus: i64, memory_mb: i64) -> String {
 
 fn fits(yaml: &str, f: &str, without: &[&str]) -> Headroom {
     let without: Vec<String> = without.iter().map(|s| s.to_string()).collect();
-    headroom(&store(yaml), f, &without, DEFAULT_CAP).unwrap()
+    headroom(&store(yaml), &Weighers::default(), f, &without, DEFAULT_CAP).unwrap()
 }
 
 #[test]
@@ -81,6 +81,7 @@ fn existing_usage_and_the_cap() {
     assert_eq!(h.fits, 3);
     let capped = headroom(
         &store(&(node("cn1", "{total: 64}") + &flavor("f1", 1, 512))),
+        &Weighers::default(),
         "f1",
         &[],
         10,
@@ -107,19 +108,33 @@ fn draining_a_host_takes_its_room_and_moves_its_servers() {
             s.put(doc.object().unwrap().unwrap());
         }
     }
-    schedule_pending(&mut s);
+    schedule_pending(&mut s, &Weighers::default());
     // 16 VCPU, 6 used: five more.
-    let before = headroom(&s, "f2", &[], DEFAULT_CAP).unwrap();
+    let before = headroom(&s, &Weighers::default(), "f2", &[], DEFAULT_CAP).unwrap();
     assert_eq!(before.fits, 5);
     // Without cn1 its servers move to cn2 first: 8 - 6 = 2 VCPU, one more.
-    let after = headroom(&s, "f2", &["cn1".to_string()], DEFAULT_CAP).unwrap();
+    let after = headroom(
+        &s,
+        &Weighers::default(),
+        "f2",
+        &["cn1".to_string()],
+        DEFAULT_CAP,
+    )
+    .unwrap();
     assert_eq!(after.drained, ["cn1"]);
     assert_eq!(after.fits, 1, "{after:?}");
     assert_eq!(after.per_tree, BTreeMap::from([("cn2".to_string(), 1)]));
     let on_cn1 = 3 - s.index().used("cn2", "VCPU") as usize / 2;
     assert_eq!((after.displaced, after.displaced_unplaced), (on_cn1, 0));
     // Draining both leaves nothing, and the servers nowhere to go.
-    let both = headroom(&s, "f2", &["cn1".into(), "cn2".into()], DEFAULT_CAP).unwrap();
+    let both = headroom(
+        &s,
+        &Weighers::default(),
+        "f2",
+        &["cn1".into(), "cn2".into()],
+        DEFAULT_CAP,
+    )
+    .unwrap();
     assert_eq!(
         (both.fits, both.displaced, both.displaced_unplaced),
         (0, 3, 3)
@@ -134,15 +149,15 @@ fn draining_a_host_takes_its_room_and_moves_its_servers() {
 #[test]
 fn bad_questions_name_the_value_and_what_is_accepted() {
     let s = store(&(node("cn1", "{total: 8}") + &flavor("f2", 2, 512)));
-    let e = headroom(&s, "f3", &[], DEFAULT_CAP).unwrap_err();
+    let e = headroom(&s, &Weighers::default(), "f3", &[], DEFAULT_CAP).unwrap_err();
     assert_eq!(e.to_string(), "flavor \"f3\" does not exist; flavors: f2");
-    let e = headroom(&s, "f2", &["cn9".into()], DEFAULT_CAP).unwrap_err();
+    let e = headroom(&s, &Weighers::default(), "f2", &["cn9".into()], DEFAULT_CAP).unwrap_err();
     assert_eq!(
         e.to_string(),
         "provider \"cn9\" (to drain) does not exist; give a ResourceProvider's name, e.g. one of: cn1"
     );
     assert_eq!(
-        headroom(&s, "f2", &[], 0).unwrap_err(),
+        headroom(&s, &Weighers::default(), "f2", &[], 0).unwrap_err(),
         HeadroomError::ZeroCap
     );
 }
@@ -160,11 +175,11 @@ fn a_round_counts_each_flavor_as_if_alone() {
         + &flavor("medium", 4, 8192)
         + &flavor("large", 8, 40000);
     let original = store(&yaml);
-    let mut round = HeadroomRound::new(&original);
+    let mut round = HeadroomRound::new(&original, &Weighers::default());
     assert_eq!(round.flavors(), vec!["large", "medium", "small"]);
     for f in ["large", "small", "medium", "small"] {
         let counted = round.count(f, 40).unwrap();
-        let alone = headroom(&original, f, &[], 40).unwrap();
+        let alone = headroom(&original, &Weighers::default(), f, &[], 40).unwrap();
         assert_eq!(counted.servers as usize, alone.fits, "{f}");
         assert_eq!(counted.capped, alone.capped, "{f}");
         assert_eq!(counted.stopped_by, alone.stopped_by, "{f}");
@@ -192,14 +207,16 @@ fn a_round_counts_each_flavor_as_if_alone() {
 #[test]
 fn recorded_headroom_is_forgotten_with_the_flavor() {
     let mut s = store(&(node("cn1", "{total: 8}") + &flavor("f2", 2, 512)));
-    record_headroom(&mut s, 100);
-    let h = s.headroom("f2").cloned().unwrap();
+    let mut figures = HeadroomFigures::default();
+    record_headroom(&mut figures, &s, &Weighers::default(), 100);
+    let h = figures.of("f2", &s).cloned().unwrap();
     assert_eq!((h.servers, h.capped), (4, false));
     assert!(h.stopped_by.unwrap().starts_with("NoValidHost"));
     // Recording again after the flavor is gone forgets it.
     s.delete(&crate::store::ObjectKey::cluster(Kind::Flavor, "f2"));
-    record_headroom(&mut s, 100);
-    assert_eq!(s.headroom("f2"), None);
+    record_headroom(&mut figures, &s, &Weighers::default(), 100);
+    assert_eq!(figures.of("f2", &s), None);
+    assert_eq!(figures, HeadroomFigures::default());
 }
 
 #[test]
@@ -219,13 +236,26 @@ fn before_its_first_count_a_flavor_keeps_the_headroom_its_status_shows() {
         }),
     );
     // A new leader has counted nothing yet: the status keeps what it shows.
-    assert_eq!(s.headroom("f2"), Some(&shown));
+    let mut figures = HeadroomFigures::default();
+    assert_eq!(figures.of("f2", &s), Some(&shown));
     // Its first count replaces it.
-    record_headroom(&mut s, 100);
-    assert_eq!(s.headroom("f2").unwrap().servers, 4);
+    record_headroom(&mut figures, &s, &Weighers::default(), 100);
+    assert_eq!(figures.of("f2", &s).unwrap().servers, 4);
     // With counting off, statuses show none.
-    s.turn_headroom_off();
-    assert_eq!(s.headroom("f2"), None);
+    figures.turn_off();
+    assert_eq!(figures.of("f2", &s), None);
+}
+
+#[test]
+fn recording_says_whether_a_figure_changed() {
+    let s = store(&(node("cn1", "{total: 8}") + &flavor("f2", 2, 512)));
+    let counted = HeadroomRound::new(&s, &Weighers::default()).count("f2", 100);
+    assert!(counted.is_some());
+    let mut figures = HeadroomFigures::default();
+    assert!(figures.set("f2", counted.clone()));
+    assert!(!figures.set("f2", counted), "the same count again");
+    assert!(figures.set("f2", None), "forgotten");
+    assert!(!figures.set("f2", None), "nothing left to forget");
 }
 
 /// Two aggregates through which disk providers share their disk.
@@ -297,17 +327,17 @@ fn many_trees_that_each_fit_one_cap_the_count_without_placing() {
     // Eight nodes have disk of their own.
     assert!(trees_each_take_one(&s, &request, 8));
     assert!(!trees_each_take_one(&s, &request, 9));
-    let mut round = HeadroomRound::new(&s);
+    let mut round = HeadroomRound::new(&s, &Weighers::default());
     let quick = round.count("f", 8).unwrap();
     assert_eq!((quick.servers, quick.capped), (8, true));
     // Nothing was claimed in the round's copy.
     assert!(round.copy.list(Kind::Allocation).next().is_none());
-    let long = headroom(&s, "f", &[], 8).unwrap();
+    let long = headroom(&s, &Weighers::default(), "f", &[], 8).unwrap();
     assert_eq!((long.fits, long.capped), (8, true));
     // Beyond them the count is placed one at a time, and agrees with the long way:
     // 8 nodes hold two each on their own disk; the pool's 1000 GiB serve the four others.
     let counted = round.count("f", 30).unwrap();
-    let long = headroom(&s, "f", &[], 30).unwrap();
+    let long = headroom(&s, &Weighers::default(), "f", &[], 30).unwrap();
     assert_eq!(counted.servers as usize, long.fits);
     assert_eq!(counted.stopped_by, long.stopped_by);
     assert_eq!(long.fits, 24);
@@ -328,10 +358,12 @@ fn a_tree_whose_disk_shares_does_not_fit_on_its_own() {
     let s = store(&yaml);
     let request = headroom_request(&s, "f").unwrap();
     assert!(!trees_each_take_one(&s, &request, 1));
-    let long = headroom(&s, "f", &[], 2).unwrap();
+    let long = headroom(&s, &Weighers::default(), "f", &[], 2).unwrap();
     assert_eq!(long.per_tree, BTreeMap::from([("hx".to_string(), 1)]));
     assert!(!long.capped);
-    let counted = HeadroomRound::new(&s).count("f", 2).unwrap();
+    let counted = HeadroomRound::new(&s, &Weighers::default())
+        .count("f", 2)
+        .unwrap();
     assert_eq!((counted.servers, counted.capped), (1, false));
 }
 
@@ -420,9 +452,9 @@ mod random_clouds {
         ) {
             let yaml = cloud(&trees, &pools) + &flavor_with_disk("f", vcpus, disk_gb);
             let s = store(&yaml);
-            let mut round = HeadroomRound::new(&s);
+            let mut round = HeadroomRound::new(&s, &Weighers::default());
             let counted = round.count("f", cap).unwrap();
-            let long = headroom(&s, "f", &[], cap).unwrap();
+            let long = headroom(&s, &Weighers::default(), "f", &[], cap).unwrap();
             prop_assert_eq!(counted.servers as usize, long.fits);
             prop_assert_eq!(counted.capped, long.capped);
             let stopped_by = long

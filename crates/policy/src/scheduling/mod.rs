@@ -8,7 +8,9 @@ pub mod plan;
 pub mod release;
 pub mod server_groups;
 
-pub use headroom::{Headroom, HeadroomError, HeadroomRound, headroom, record_headroom};
+pub use headroom::{
+    Headroom, HeadroomError, HeadroomFigures, HeadroomRound, headroom, record_headroom,
+};
 pub use place::{any_placeable_server, place, schedule_pending};
 pub use plan::plan;
 pub(crate) use plan::{allocation_matches, flavor_and_image, host};

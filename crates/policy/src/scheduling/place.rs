@@ -7,13 +7,14 @@ use crate::store::Store;
 
 use super::plan::{Weighing, allocation_matches, plan_weighed};
 use kubeplace_api::Kind;
+use kubeplace_core::placement::weighers::Weighers;
 
 /// Places every server that holds no allocation (or one its flavor no longer matches), one
 /// at a time in creation order, each seeing the ones placed before it. Each chosen
 /// Allocation is put in the store and returned, for the caller to write. Allocations that
 /// admission would refuse (capacity changed under the decision) are skipped; the server is
-/// tried again on the next pass.
-pub fn schedule_pending(store: &mut Store) -> Vec<Allocation> {
+/// tried again on the next pass. `weighers` says how candidates are weighed.
+pub fn schedule_pending(store: &mut Store, weighers: &Weighers) -> Vec<Allocation> {
     let mut servers: Vec<Server> = store
         .list(Kind::Server)
         .filter_map(|o| match o {
@@ -27,7 +28,7 @@ pub fn schedule_pending(store: &mut Store) -> Vec<Allocation> {
             .cmp(&created(b))
             .then_with(|| allocation_name(a).cmp(&allocation_name(b)))
     });
-    let weighing = Weighing::of(store);
+    let weighing = Weighing::of(store, weighers);
     servers
         .iter()
         .filter_map(|server| place_weighed(store, server, &weighing))
@@ -39,7 +40,7 @@ pub fn schedule_pending(store: &mut Store) -> Vec<Allocation> {
 /// trying them changes nothing. Each is asked alone, over the store as it is: when none
 /// fits so, [`schedule_pending`] places none either, since each server there sees only the
 /// placements made before it.
-pub fn any_placeable_server(store: &Store) -> bool {
+pub fn any_placeable_server(store: &Store, weighers: &Weighers) -> bool {
     let waiting: Vec<&Server> = store
         .list(Kind::Server)
         .filter_map(|o| match o {
@@ -50,7 +51,7 @@ pub fn any_placeable_server(store: &Store) -> bool {
     if waiting.is_empty() {
         return false;
     }
-    let weighing = Weighing::of(store);
+    let weighing = Weighing::of(store, weighers);
     waiting
         .iter()
         .any(|server| plan_weighed(store, server, &weighing).is_ok())
@@ -64,8 +65,8 @@ pub(crate) fn is_waiting(store: &Store, server: &Server) -> bool {
 /// Places one server that holds no allocation (or one its flavor no longer matches): the
 /// chosen Allocation goes through admission, as any Allocation does, and into the store.
 /// Returns it, or `None` when the server needs nothing, fits nowhere, or admission refused.
-pub fn place(store: &mut Store, server: &Server) -> Option<Allocation> {
-    let weighing = Weighing::of(store);
+pub fn place(store: &mut Store, weighers: &Weighers, server: &Server) -> Option<Allocation> {
+    let weighing = Weighing::of(store, weighers);
     place_weighed(store, server, &weighing)
 }
 

@@ -1,14 +1,14 @@
 //! Scheduling a server: the request from its flavor and image, one candidate picked by a
 //! documented weighing, and the Allocation that holds it.
 //!
-//! Weighing ([`Weighers`], set by the operator): by default it spreads load: for every
-//! (provider, class) a candidate uses, the share of the provider's capacity still free
-//! after the allocation is computed, and a candidate scores the smallest of those shares.
-//! The ram, cpu and disk weighers score the free amount of their class on the candidate's
-//! host tree, as Nova's do. Scores are normalized over the candidates, multiplied and
-//! summed; the highest sum wins. A server group's soft policy comes before the weighing.
-//! Ties go to the candidate whose provider names sort first, so the same store always
-//! gives the same choice.
+//! Weighing ([`Weighers`], the operator's setting, which every caller passes): by default
+//! it spreads load: for every (provider, class) a candidate uses, the share of the
+//! provider's capacity still free after the allocation is computed, and a candidate scores
+//! the smallest of those shares. The ram, cpu and disk weighers score the free amount of
+//! their class on the candidate's host tree, as Nova's do. Scores are normalized over the
+//! candidates, multiplied and summed; the highest sum wins. A server group's soft policy
+//! comes before the weighing. Ties go to the candidate whose provider names sort first, so
+//! the same store and weighers always give the same choice.
 //!
 //! As Nova's scheduler does (`max_placement_results`), the search asks for at most
 //! [`MAX_PLACEMENT_RESULTS`] candidates, so a flavor with astronomically many (several
@@ -93,9 +93,13 @@ fn with_aggregate_names(store: &Store, mut u: Unplaceable) -> Unplaceable {
 
 /// Picks a candidate for the server and returns the Allocation to create (or replace).
 /// The server's own current allocation, if any, is not counted as usage (a resize may stay
-/// where it is).
-pub fn plan(store: &Store, server: &Server) -> Result<Allocation, Unplaceable> {
-    plan_weighed(store, server, &Weighing::of(store))
+/// where it is). `weighers` says how candidates are weighed.
+pub fn plan(
+    store: &Store,
+    weighers: &Weighers,
+    server: &Server,
+) -> Result<Allocation, Unplaceable> {
+    plan_weighed(store, server, &Weighing::of(store, weighers))
 }
 
 /// [`plan`] with the weighing computed once by the caller: it depends on the Aggregates
@@ -288,10 +292,10 @@ pub(crate) struct Weighing {
 }
 
 impl Weighing {
-    /// The store's weighing.
-    pub(crate) fn of(store: &Store) -> Weighing {
+    /// The weighing of `weighers` over the store's aggregates.
+    pub(crate) fn of(store: &Store, weighers: &Weighers) -> Weighing {
         Weighing {
-            weighers: store.weighers().clone(),
+            weighers: weighers.clone(),
             per_host: super::aggregates::weigher_overrides(store),
         }
     }

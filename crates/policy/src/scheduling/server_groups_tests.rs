@@ -5,6 +5,7 @@ use crate::admission::admit_and_store;
 use crate::scheduling::plan::plan;
 use crate::scheduling::schedule_pending;
 use kubeplace_api::manifest::parse_stream;
+use kubeplace_core::placement::weighers::Weighers;
 
 fn put(store: &mut Store, yaml: &str) {
     for doc in parse_stream("t.yaml", yaml).unwrap() {
@@ -56,7 +57,7 @@ fn server(store: &Store, name: &str) -> Server {
 
 /// Each server's host after placing them all, in name order ("" for none).
 fn hosts(store: &mut Store, names: &[&str]) -> Vec<String> {
-    schedule_pending(store);
+    schedule_pending(store, &Weighers::default());
     names
         .iter()
         .map(|n| {
@@ -85,7 +86,7 @@ fn anti_affinity_puts_members_on_different_hosts_and_refuses_a_fourth() {
     used.dedup();
     assert_eq!(used.len(), 3, "{placed:?}");
     assert_eq!(placed[3], "", "{placed:?}");
-    let why = plan(&store, &server(&store, "s4")).unwrap_err();
+    let why = plan(&store, &Weighers::default(), &server(&store, "s4")).unwrap_err();
     assert_eq!(why.reason, "NoValidHost");
     assert_eq!(
         why.message,
@@ -119,7 +120,7 @@ fn affinity_keeps_members_on_the_first_ones_host_until_it_is_full() {
         "{placed:?}"
     );
     assert_eq!(placed[4], "");
-    let why = plan(&store, &server(&store, "s5")).unwrap_err();
+    let why = plan(&store, &Weighers::default(), &server(&store, "s5")).unwrap_err();
     assert_eq!(why.reason, "NoValidHost");
     assert!(why.message.contains("in_tree="), "{}", why.message);
 }
@@ -149,7 +150,7 @@ fn soft_affinity_packs_and_soft_anti_affinity_spreads() {
 fn a_missing_group_is_said_and_groups_are_checked_at_admission() {
     let mut store = cloud("{policy: affinity}");
     add_servers(&mut store, &["s1"], Some("nope"));
-    let why = plan(&store, &server(&store, "s1")).unwrap_err();
+    let why = plan(&store, &Weighers::default(), &server(&store, "s1")).unwrap_err();
     assert_eq!(why.reason, "ServerGroupNotFound");
     assert_eq!(
         why.message,

@@ -21,7 +21,6 @@ fn host_under(weighers: &str) -> String {
 /// in the store; h1 and h2 are in aggregate 11111111-1111-1111-1111-111111111111.
 fn host_with(weighers: &str, extra: &str) -> String {
     let mut store = Store::default();
-    store.set_weighers(weighers.parse().unwrap());
     for (h, vcpu, ram) in [("h1", 4, 65536), ("h2", 8, 32768), ("h3", 16, 16384)] {
         put(
             &mut store,
@@ -42,7 +41,7 @@ fn host_with(weighers: &str, extra: &str) -> String {
     if !extra.is_empty() {
         put(&mut store, extra); // after the defaults, to replace any of them
     }
-    let placed = schedule_pending(&mut store);
+    let placed = schedule_pending(&mut store, &weighers.parse().unwrap());
     assert_eq!(placed.len(), 1, "the server is placed under {weighers}");
     host(store.index(), &placed[0].spec.allocations).unwrap()
 }
@@ -137,7 +136,7 @@ fn an_image_that_names_its_disk_format_goes_to_hosts_that_support_it() {
         Some(Object::Server(s)) => s.clone(),
         _ => unreachable!(),
     };
-    let why = plan(&store, &server).unwrap_err();
+    let why = plan(&store, &Weighers::default(), &server).unwrap_err();
     assert_eq!(why.reason, "NoValidHost");
     assert!(
         why.message.contains("root_required=COMPUTE_IMAGE_TYPE_RAW"),

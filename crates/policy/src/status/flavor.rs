@@ -180,7 +180,7 @@ pub(super) fn status(f: &Flavor, world: &World<'_>, generation: Option<i64>) -> 
             .metadata
             .name
             .as_deref()
-            .and_then(|name| world.store.headroom(name))
+            .and_then(|name| world.headroom.of(name, world.store))
             .cloned(),
         conditions,
         observed_generation: generation,
@@ -189,29 +189,33 @@ pub(super) fn status(f: &Flavor, world: &World<'_>, generation: Option<i64>) -> 
 
 #[cfg(test)]
 mod tests {
-    use crate::scheduling::record_headroom;
+    use crate::scheduling::{HeadroomFigures, record_headroom};
     use crate::status::{World, desired_status};
     use crate::store::Store;
     use kubeplace_api::manifest::parse_stream;
     use kubeplace_api::{Kind, Status};
+    use kubeplace_core::placement::weighers::Weighers;
 
     #[test]
-    fn the_status_shows_the_headroom_recorded_in_the_store() {
+    fn the_status_shows_the_headroom_recorded_in_the_figures() {
         let mut store = Store::default();
         let yaml = "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata: {name: cn1}\nspec:\n  inventories:\n    VCPU: {total: 8}\n    MEMORY_MB: {total: 65536}\n---\napiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata: {name: f2}\nspec: {vcpus: 2, memoryMb: 512}\n";
         for doc in parse_stream("t.yaml", yaml).unwrap() {
             store.put(doc.object().unwrap().unwrap());
         }
         let flavor = store.get_cluster(Kind::Flavor, "f2").unwrap().clone();
-        let headroom = |store: &Store| match desired_status(&flavor, &World::new(store)) {
-            Status::Flavor(st) => st.headroom,
-            other => panic!("not a flavor status: {other:?}"),
-        };
-        assert_eq!(headroom(&store), None, "nothing counted yet");
-        record_headroom(&mut store, 100);
-        assert_eq!(headroom(&store).map(|h| h.servers), Some(4));
-        store.turn_headroom_off();
-        assert_eq!(headroom(&store), None);
+        let headroom =
+            |figures: &HeadroomFigures| match desired_status(&flavor, &World::new(&store, figures))
+            {
+                Status::Flavor(st) => st.headroom,
+                other => panic!("not a flavor status: {other:?}"),
+            };
+        let mut figures = HeadroomFigures::default();
+        assert_eq!(headroom(&figures), None, "nothing counted yet");
+        record_headroom(&mut figures, &store, &Weighers::default(), 100);
+        assert_eq!(headroom(&figures).map(|h| h.servers), Some(4));
+        figures.turn_off();
+        assert_eq!(headroom(&figures), None);
     }
 
     /// Flavors (and an Image over them) that ask Placement the same question share one
@@ -243,7 +247,8 @@ mod tests {
         for doc in parse_stream("t.yaml", &yaml).unwrap() {
             store.put(doc.object().unwrap().unwrap());
         }
-        let world = World::new(&store);
+        let figures = HeadroomFigures::default();
+        let world = World::new(&store, &figures);
         let mut counts = Vec::new();
         for f in ["a.small", "b.small", "a.large", "avx.small", "huge"] {
             let object = store.get_cluster(Kind::Flavor, f).unwrap();
@@ -251,7 +256,8 @@ mod tests {
                 panic!("not a flavor status")
             };
             // The answer a World of its own gives.
-            let Status::Flavor(alone) = desired_status(object, &World::new(&store)) else {
+            let Status::Flavor(alone) = desired_status(object, &World::new(&store, &figures))
+            else {
                 panic!("not a flavor status")
             };
             assert_eq!(st, alone, "{f}");

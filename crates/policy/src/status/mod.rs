@@ -17,6 +17,7 @@ mod service_profile;
 
 pub use reach::Reach;
 
+use crate::scheduling::headroom::HeadroomFigures;
 use crate::store::{ObjectKey, Store};
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -30,10 +31,13 @@ use kubeplace_core::runs::{in_runs_streamed, threads_for};
 /// Longest list a status carries; the full count is reported beside it.
 pub(crate) const STATUS_LIST_CAP: usize = 50;
 
-/// What every reconcile step reads: the store and the provider config merge over it.
+/// What every reconcile step reads: the store, the provider config merge over it, and the
+/// Flavors' headroom as last counted.
 pub struct World<'a> {
     pub store: &'a Store,
     pub merge: &'a MergeResult,
+    /// Each Flavor's headroom as last counted, which its status shows.
+    pub headroom: &'a HeadroomFigures,
     /// The ExtraSpecDefinitions in the store, compiled.
     pub custom_definitions: Registry,
     /// Where each request asked so far fits, by its query: Flavors and Images that ask
@@ -43,11 +47,13 @@ pub struct World<'a> {
 }
 
 impl<'a> World<'a> {
-    /// Computes the shared views once for a round of reconciles.
-    pub fn new(store: &'a Store) -> World<'a> {
+    /// Computes the shared views once for a round of reconciles over `store`, with the
+    /// headroom figures the Flavors' statuses show.
+    pub fn new(store: &'a Store, headroom: &'a HeadroomFigures) -> World<'a> {
         World {
             store,
             merge: store.config_merge(),
+            headroom,
             custom_definitions: store.custom_definitions().0,
             placements: Mutex::default(),
         }
@@ -113,14 +119,14 @@ pub const STATUSES_APART_FROM: usize = 2_048;
 /// Objects a thread takes at a time in [`reconcile_all`].
 const STATUS_RUN: usize = 64;
 
-/// Reconciles every object until no status changes (at most `max_rounds` rounds);
-/// returns the number of rounds that changed something.
-pub fn reconcile_all(store: &mut Store, max_rounds: usize) -> usize {
+/// Reconciles every object until no status changes (at most `max_rounds` rounds), Flavors
+/// showing the `headroom` figures; returns the number of rounds that changed something.
+pub fn reconcile_all(store: &mut Store, headroom: &HeadroomFigures, max_rounds: usize) -> usize {
     for round in 0..max_rounds {
         // Claims are decided before any status reads what they take.
         let refused = crate::claims::settle(store);
         let updates: Vec<Vec<(ObjectKey, Status)>> = {
-            let world = World::new(store);
+            let world = World::new(store, headroom);
             let objects: Vec<(&ObjectKey, &Arc<Object>)> = store.iter_shared().collect();
             // Each status reads the world only: a large store's are computed on every core,
             // in short runs taken as threads finish, since a Flavor's status costs a thousand

@@ -147,6 +147,7 @@ impl Reach {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scheduling::HeadroomFigures;
     use crate::status::{World, desired_status};
     use crate::store::Change;
     use kubeplace_api::manifest::parse_stream;
@@ -188,7 +189,8 @@ mod tests {
 
     /// The statuses that differ between two stores (each computed over its own store).
     fn moved(before: &Store, after: &Store) -> BTreeSet<ObjectKey> {
-        let (wb, wa) = (World::new(before), World::new(after));
+        let figures = HeadroomFigures::default();
+        let (wb, wa) = (World::new(before, &figures), World::new(after, &figures));
         let mut keys: BTreeSet<ObjectKey> = before.keys().chain(after.keys()).cloned().collect();
         keys.retain(|k| match (before.get(k), after.get(k)) {
             (Some(b), Some(a)) => desired_status(b, &wb) != desired_status(a, &wa),

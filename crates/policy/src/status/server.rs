@@ -5,6 +5,7 @@ use kubeplace_api::{
     ServerStatus, allocation_name, consumer_uuid,
 };
 use kubeplace_core::placement::rebuild::missing_traits;
+use kubeplace_core::placement::weighers::Weighers;
 use kubeplace_core::templates::{ServerContext, render};
 
 use super::World;
@@ -89,7 +90,10 @@ fn held_condition(store: &Store, server: &Server, held: &Allocation, name: &str)
 /// Scheduled=False, for a server without a matching allocation: why it cannot be placed, or
 /// that it waits for the scheduler.
 fn waiting_condition(store: &Store, server: &Server) -> Condition {
-    match flavor_and_image(store, server).and_then(|_| plan(store, server).map(|_| ())) {
+    // Weighing orders the candidates and never rules one out: whether the server can be
+    // placed, and why not, is the same under any weighers.
+    let placed = |_| plan(store, &Weighers::default(), server).map(|_| ());
+    match flavor_and_image(store, server).and_then(placed) {
         Err(u) => Condition::new("Scheduled", false, u.reason, u.message),
         Ok(()) => Condition::new(
             "Scheduled",

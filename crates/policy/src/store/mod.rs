@@ -15,12 +15,11 @@ use std::sync::Arc;
 
 use records::config_entries;
 
-use kubeplace_api::{HeadroomStatus, Object, Server, Status};
+use kubeplace_api::{Object, Server, Status};
 use kubeplace_core::extra_specs::registry::{Registry, Rejected};
 
 use crate::translate;
 use kubeplace_core::placement::ProviderIndex;
-use kubeplace_core::placement::weighers::Weighers;
 use kubeplace_core::provider_config::{MergeResult, ProviderFacts, merge, merge_changed};
 
 /// Where an object lives: kind, namespace (empty for cluster-scoped kinds) and name. Keys
@@ -138,17 +137,15 @@ pub struct Store {
     config_merge: MergeResult,
     /// Allocations refused when their claims were settled, whose verdict is not in their status
     /// yet, with the generation refused and why. They do not count against their providers.
+    /// Kept by the store because a refusal decides what the index counts: it is taken into
+    /// account in the same step, under the same lock, as every put of the Allocation.
     refused: BTreeMap<String, (Option<i64>, String)>,
     /// The uids of the Allocations deleted last, newest at the back: a claim admitted and
-    /// deleted before anyone looked is not waited for by the claims ledger.
+    /// deleted before anyone looked is not waited for by the claims ledger. Kept by the
+    /// store because it decides what counts too: it is noted in the same step, under the
+    /// same lock, as the delete that stops the index counting the Allocation, so the ledger
+    /// stops holding the claim when the index stops counting it.
     deleted_claims: std::collections::VecDeque<String>,
-    /// How the scheduler weighs candidates: the operator's setting, not an object.
-    weighers: Weighers,
-    /// Per Flavor, its headroom as last counted (by the scheduling layer's headroom): counted
-    /// apart from the statuses, which show the last count.
-    headroom: BTreeMap<String, HeadroomStatus>,
-    /// Nobody counts headroom here (`--headroom-cap 0`): statuses show none.
-    headroom_off: bool,
     /// Grows with every change of an object other than its status alone.
     revision: u64,
 }
@@ -227,60 +224,10 @@ impl Store {
         self.index.finish_repacks();
     }
 
-    /// How the scheduler weighs candidates.
-    pub fn weighers(&self) -> &Weighers {
-        &self.weighers
-    }
-
-    /// Sets how the scheduler weighs candidates (`kubeplace run --weighers`, …).
-    pub fn set_weighers(&mut self, weighers: Weighers) {
-        self.weighers = weighers;
-    }
-
     /// A number that grows whenever an object is added, deleted or changed in more than its
     /// status: equal revisions of one store hold the same specs.
     pub fn revision(&self) -> u64 {
         self.revision
-    }
-
-    /// A Flavor's headroom as last counted. Before its first count, the headroom its
-    /// status already shows (written by an earlier leader), so that a new leader's first
-    /// pass does not take it away only to write it back a round later.
-    pub fn headroom(&self, flavor: &str) -> Option<&HeadroomStatus> {
-        if self.headroom_off {
-            return None;
-        }
-        self.headroom
-            .get(flavor)
-            .or_else(|| match self.get_cluster(Kind::Flavor, flavor) {
-                Some(Object::Flavor(f)) => f.status.as_ref()?.headroom.as_ref(),
-                _ => None,
-            })
-    }
-
-    /// Says that nobody counts headroom in this store: Flavor statuses show none.
-    pub fn turn_headroom_off(&mut self) {
-        self.headroom_off = true;
-        self.headroom.clear();
-    }
-
-    /// Records a Flavor's headroom (or forgets it); whether that changed what was recorded.
-    pub fn set_headroom(&mut self, flavor: &str, headroom: Option<HeadroomStatus>) -> bool {
-        match headroom {
-            Some(h) if self.headroom.get(flavor) == Some(&h) => false,
-            Some(h) => {
-                self.headroom.insert(flavor.to_string(), h);
-                true
-            }
-            None => self.headroom.remove(flavor).is_some(),
-        }
-    }
-
-    /// Forgets the headroom of Flavors no longer in the store.
-    pub fn forget_headroom_of_deleted_flavors(&mut self) {
-        let objects = &self.objects;
-        self.headroom
-            .retain(|name, _| objects.contains_key(&ObjectKey::cluster(Kind::Flavor, name)));
     }
 
     /// The merge of every ProviderConfig into the providers.
