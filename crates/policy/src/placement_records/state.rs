@@ -434,5 +434,4 @@ impl<'a> State<'a> {
 }
 
 #[cfg(test)]
-#[path = "state_tests.rs"]
 mod tests;

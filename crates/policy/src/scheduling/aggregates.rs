@@ -161,10 +161,6 @@ pub fn labels(store: &Store) -> Vec<(String, String)> {
         .collect()
 }
 
-#[cfg(test)]
-#[path = "aggregates_tests.rs"]
-mod tests;
-
 /// Each host's weigher multipliers from the aggregates it is in (root provider name to
 /// overrides in [`Weigher::ALL`] order), for hosts in an aggregate that sets any. A host in
 /// several takes the smallest of each, as Nova does.

@@ -462,5 +462,4 @@ fn held_by_server(a: &Allocation) -> bool {
 }
 
 #[cfg(test)]
-#[path = "headroom_tests.rs"]
 mod tests;

@@ -7,6 +7,8 @@ pub mod place;
 pub mod plan;
 pub mod release;
 pub mod server_groups;
+#[cfg(test)]
+mod tests;
 
 pub use headroom::{
     Headroom, HeadroomError, HeadroomFigures, HeadroomRound, headroom, record_headroom,

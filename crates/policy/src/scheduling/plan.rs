@@ -388,5 +388,4 @@ pub(crate) fn allocation_matches(store: &Store, server: &Server) -> Option<bool>
 }
 
 #[cfg(test)]
-#[path = "weighing_tests.rs"]
 mod weighing_tests;

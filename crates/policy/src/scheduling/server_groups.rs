@@ -161,7 +161,3 @@ impl Members {
         }
     }
 }
-
-#[cfg(test)]
-#[path = "server_groups_tests.rs"]
-mod tests;

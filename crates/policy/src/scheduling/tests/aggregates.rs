@@ -2,10 +2,11 @@
 //! cn-a in zone az1, cn-b in zone az2 and kept for the namespace `shop`, cn-c in no zone
 //! and kept for requests that require CUSTOM_GOLD.
 
-use super::*;
+use crate::scheduling::aggregates::*;
 use crate::scheduling::plan::plan;
-use kubeplace_api::Server;
+use crate::store::Store;
 use kubeplace_api::manifest::parse_stream;
+use kubeplace_api::{Kind, Object, Server};
 use kubeplace_core::placement::weighers::Weighers;
 
 const AZ1: &str = "a0000000-0000-4000-8000-000000000001";

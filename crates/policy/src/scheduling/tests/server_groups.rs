@@ -1,10 +1,12 @@
 //! Server groups on three hosts of 8 VCPU, servers of 2 VCPU placed in name order.
 
-use super::*;
 use crate::admission::admit_and_store;
 use crate::scheduling::plan::plan;
 use crate::scheduling::schedule_pending;
+use crate::scheduling::server_groups::*;
+use crate::store::Store;
 use kubeplace_api::manifest::parse_stream;
+use kubeplace_api::{Kind, Object, Server, allocation_name};
 use kubeplace_core::placement::weighers::Weighers;
 
 fn put(store: &mut Store, yaml: &str) {
