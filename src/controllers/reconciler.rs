@@ -313,20 +313,7 @@ impl Reconciler {
         if !releases.is_empty() {
             super::finalizer::release(&self.client, &releases).await;
         }
-        for allocation in placements {
-            let name = allocation.metadata.name.clone().unwrap_or_default();
-            let api: kube::Api<kubeplace_api::Allocation> = kube::Api::all(self.client.clone());
-            let params = kube::api::PatchParams::apply(status::FIELD_MANAGER).force();
-            match api
-                .patch(&name, &params, &kube::api::Patch::Apply(&allocation))
-                .await
-            {
-                Ok(_) => info!(allocation = %name, "placed a server"),
-                Err(e) => {
-                    warn!(allocation = %name, error = %e, "cannot write a server's allocation; will retry")
-                }
-            }
-        }
+        self.write_placements(placements).await;
         let writes = futures::stream::poll_fn(|cx| planned_steps.poll_recv(cx)).flat_map(|step| {
             futures::stream::iter(match step {
                 Step::Writes(writes) => writes,
@@ -355,7 +342,45 @@ impl Reconciler {
                 copied,
             },
             planned,
-        ) = match planning.await {
+        ) = self.planned(planning, started).await;
+        if every_key {
+            let store = crate::locks::read(&self.store);
+            self.retries.retain(|k| store.get(k).is_some());
+        }
+        let total = results.len();
+        let (failed, skipped) = self.record(results).await;
+        let took = started.elapsed();
+        self.metrics.pass_duration.observe(took.as_secs_f64());
+        if total > 0 {
+            info!(
+                full,
+                checked,
+                written = total - failed - skipped,
+                failed,
+                skipped,
+                copied,
+                plan_ms = planned.as_millis() as u64,
+                took_ms = took.as_millis() as u64,
+                "reconciled"
+            );
+        } else {
+            debug!(
+                full,
+                checked,
+                copied,
+                took_ms = took.as_millis() as u64,
+                "reconciled; every status is current"
+            );
+        }
+    }
+
+    /// What planning found and how long it took; when it failed, a full pass is asked for.
+    async fn planned(
+        &self,
+        planning: tokio::task::JoinHandle<(Planned, Duration)>,
+        started: Instant,
+    ) -> (Planned, Duration) {
+        match planning.await {
             Ok(done) => done,
             Err(e) => {
                 warn!(error = %e, "planning a reconcile pass failed; everything is reconciled again");
@@ -367,12 +392,35 @@ impl Reconciler {
                 };
                 (unknown, started.elapsed())
             }
-        };
-        if every_key {
-            let store = crate::locks::read(&self.store);
-            self.retries.retain(|k| store.get(k).is_some());
         }
-        let total = results.len();
+    }
+
+    /// Creates the Allocations of the servers the pass placed (server-side apply); one that
+    /// fails is planned again by a later pass.
+    async fn write_placements(&self, placements: Vec<kubeplace_api::Allocation>) {
+        for allocation in placements {
+            let name = allocation.metadata.name.clone().unwrap_or_default();
+            let api: kube::Api<kubeplace_api::Allocation> = kube::Api::all(self.client.clone());
+            let params = kube::api::PatchParams::apply(status::FIELD_MANAGER).force();
+            match api
+                .patch(&name, &params, &kube::api::Patch::Apply(&allocation))
+                .await
+            {
+                Ok(_) => info!(allocation = %name, "placed a server"),
+                Err(e) => {
+                    warn!(allocation = %name, error = %e, "cannot write a server's allocation; will retry")
+                }
+            }
+        }
+    }
+
+    /// Keeps each status written in the store and publishes its Events; schedules a retry
+    /// of each write that failed. Returns how many failed and how many were skipped (this
+    /// replica stopped leading).
+    async fn record(
+        &self,
+        results: Vec<(StatusWrite, Option<Result<(), kube::Error>>)>,
+    ) -> (usize, usize) {
         let mut failed = 0;
         let mut skipped = 0;
         for (w, result) in results {
@@ -400,7 +448,7 @@ impl Reconciler {
                         self.retries
                             .failed(&w.key, self.pacing.retry_after, self.pacing.retry_max);
                     warn!(kind = %w.key.kind, name = %w.key.name, error = %e,
-                          retry_in_ms = after.as_millis() as u64, "cannot write status; will retry");
+                      retry_in_ms = after.as_millis() as u64, "cannot write status; will retry");
                     self.metrics
                         .reconcile_errors
                         .get_or_create(&kind_label(w.key.kind))
@@ -413,29 +461,7 @@ impl Reconciler {
                 }
             }
         }
-        let took = started.elapsed();
-        self.metrics.pass_duration.observe(took.as_secs_f64());
-        if total > 0 {
-            info!(
-                full,
-                checked,
-                written = total - failed - skipped,
-                failed,
-                skipped,
-                copied,
-                plan_ms = planned.as_millis() as u64,
-                took_ms = took.as_millis() as u64,
-                "reconciled"
-            );
-        } else {
-            debug!(
-                full,
-                checked,
-                copied,
-                took_ms = took.as_millis() as u64,
-                "reconciled; every status is current"
-            );
-        }
+        (failed, skipped)
     }
 
     /// A Warning Event for each condition that turned False, a Normal one for each that
