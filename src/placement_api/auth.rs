@@ -143,6 +143,12 @@ impl Auth {
                 "The token sent is not readable text.",
             ));
         };
+        // No token matches an empty one, and Kubernetes need not be asked about it.
+        if sent.is_empty() {
+            return Err(Refusal::unauthorized(
+                "The token sent is empty: send a token in X-Auth-Token or Authorization: Bearer.",
+            ));
+        }
         match self {
             // Compared in constant time, so the time of a refusal says nothing of how much
             // of the token was right.
@@ -284,5 +290,40 @@ impl KubernetesAuth {
                 "{name:?} may not {verb} {RBAC_RESOURCE}.{RBAC_GROUP}: grant it with a ClusterRole (the chart's kubeplace-placement-reader or kubeplace-placement-writer)."
             ))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(token: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert("x-auth-token", token.parse().unwrap());
+        h
+    }
+
+    #[test]
+    fn the_static_token_is_matched_whole() {
+        let auth = Auth::Token("sesame".into());
+        assert_eq!(auth.check(&Method::GET, &headers("sesame")), Ok(()));
+        for other in ["sesam", "sesame!", "SESAME", "x"] {
+            let refused = auth.check(&Method::GET, &headers(other)).unwrap_err();
+            assert_eq!(refused.status, StatusCode::FORBIDDEN, "{other}");
+        }
+        assert!(same_token("a b", "a b") && !same_token("a", "") && !same_token("", "a"));
+    }
+
+    #[test]
+    fn an_empty_token_matches_nothing_not_even_an_empty_one() {
+        for expected in ["", "admin"] {
+            let auth = Auth::Token(expected.into());
+            let refused = auth.check(&Method::GET, &headers("")).unwrap_err();
+            assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
+        }
+        let refused = Auth::Token("admin".into())
+            .check(&Method::GET, &HeaderMap::new())
+            .unwrap_err();
+        assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
     }
 }
