@@ -1,8 +1,6 @@
 //! A request that panics fails alone: what it changed is undone, its 500 says nothing of the
 //! panic, and the API goes on answering; an undo that cannot be done stops the API instead.
 
-use std::panic::AssertUnwindSafe;
-
 use bytes::Bytes;
 use http::{Request, StatusCode};
 use http_body_util::BodyExt;
@@ -128,6 +126,53 @@ fn a_write_that_panics_is_undone_and_the_api_goes_on() {
     assert_eq!(status, StatusCode::OK);
 }
 
+/// Log lines written while `f` runs on this thread.
+fn logged(f: impl FnOnce()) -> String {
+    #[derive(Clone, Default)]
+    struct Lines(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Lines {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let lines = Lines::default();
+    let writer = lines.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    tracing::subscriber::with_default(subscriber, f);
+    let bytes = lines.0.lock().unwrap().clone();
+    String::from_utf8(bytes).unwrap()
+}
+
+#[test]
+fn the_panic_and_the_request_are_logged_under_the_request_id() {
+    let (api, _) = api();
+    let mut answered = None;
+    let log = logged(|| {
+        answered = Some(guarded(&api, || {
+            api.read(|_| -> Result<Reply, ApiError> { panic!("the panic's own text") })
+        }));
+    });
+    let (_, id, _) = body_of(answered.unwrap());
+    let id = id.unwrap();
+    assert!(log.contains("ERROR"), "{log}");
+    for expected in [
+        id.as_str(),
+        "the panic's own text",
+        "src/placement_api/panic_tests.rs",
+        "/traits/CUSTOM_SECRET_INPUT",
+        "body with é",
+    ] {
+        assert!(log.contains(expected), "{expected:?} not in {log}");
+    }
+}
+
 #[test]
 fn a_read_that_panics_fails_alone() {
     let (api, _) = api();
@@ -195,5 +240,4 @@ fn an_api_can_report_to_a_flag_of_the_caller() {
     assert!(!flag.is_sound());
     // Another API's flag is untouched.
     assert!(PlacementApi::new(Store::default(), "admin".into()).healthy());
-    let _ = AssertUnwindSafe(());
 }
