@@ -258,8 +258,8 @@ fn explanation(status: StatusCode) -> &'static str {
         406 => {
             "The resource could not be generated that was acceptable to your browser (content of type application/json."
         }
-        409 => "There was a conflict when trying to complete your request.",
         408 => "The server has waited too long for the request to be sent by the client.",
+        409 => "There was a conflict when trying to complete your request.",
         413 => "The request is larger than the server is willing or able to process.",
         415 => "The request media type is not supported by this server.",
         503 => "The server is currently unavailable. Please try again at a later time.",
