@@ -1649,6 +1649,27 @@ fn odd_path_segments_and_strings_never_get_a_500() {
             assert!(a.status < 500, "{path}: {} {}", a.status, a.body);
         }
     }
+    // A project of 200 two-byte characters is 200 characters, within Placement's 255.
+    let project = "é".repeat(200);
+    s.call(
+        "GET",
+        &format!("/usages?project_id={project}"),
+        LATEST,
+        None,
+    )
+    .expect(200);
+    let a = s.call(
+        "GET",
+        &format!("/usages?project_id={}", "é".repeat(256)),
+        LATEST,
+        None,
+    );
+    a.expect(400);
+    assert!(
+        a.error().0.contains("1 to 255 characters"),
+        "{:?}",
+        a.error()
+    );
     s.call("GET", "/resource_providers", LATEST, None)
         .expect(200);
     s.call("PUT", "/traits/CUSTOM_STILL_WRITABLE", LATEST, None)
