@@ -4,7 +4,9 @@
 
 mod placement_server;
 
-use placement_server::{CN1, CN1_NUMA0, CN2, Server, VM_A};
+use std::time::{Duration, Instant};
+
+use placement_server::{CN1, CN1_NUMA0, CN2, Server, Slow, VM_A, serve_exits};
 use serde_json::{Value, json};
 
 const LATEST: Option<&str> = Some("1.39");
@@ -1508,4 +1510,291 @@ fn kubeplace_explain_and_headroom_beside_placements_paths() {
         .expect(405);
     s.raw("GET", "/kubeplace/headroom?flavor=m1.small", &[], None)
         .expect(401);
+}
+
+// Safe to expose: input that is not what a route expects, slow or stalled senders, and the
+// token `serve` accepts.
+
+/// Path segments of characters that are not ASCII, some exactly 32 bytes long (a uuid's
+/// length without hyphens), raw and percent-encoded, and malformed escapes.
+fn odd_segments() -> Vec<String> {
+    vec![
+        format!("a{}b", "é".repeat(15)),
+        format!("{}b", "€".repeat(10)) + "0",
+        "\u{1F600}".repeat(8),
+        format!("a{}b", "%C3%A9".repeat(15)),
+        "%zz%".to_string(),
+        "%C3".to_string(),
+        "é".to_string(),
+    ]
+}
+
+#[test]
+fn multibyte_consumer_delete_fails_alone_and_the_api_goes_on() {
+    let s = Server::seeded();
+    // Raw UTF-8 in the path: 32 bytes once hyphens are left out, 17 characters.
+    let consumer = format!("a{}b", "é".repeat(15));
+    let a = s.call("DELETE", &format!("/allocations/{consumer}"), LATEST, None);
+    a.expect(404);
+    assert!(a.error().0.contains(&consumer), "{:?}", a.error());
+    let encoded = format!("a{}b", "%C3%A9".repeat(15));
+    s.call("DELETE", &format!("/allocations/{encoded}"), LATEST, None)
+        .expect(404);
+    // Every later request is answered as before: reads, and writes.
+    let list = s.call("GET", "/resource_providers", LATEST, None);
+    list.expect(200);
+    assert_eq!(uuids(&list.json()).len(), 3);
+    let vm_b = "9b000000-0000-4000-8000-00000000000b";
+    s.call(
+        "PUT",
+        &format!("/allocations/{vm_b}"),
+        LATEST,
+        Some(&allocation_body(CN2, 1, Value::Null)),
+    )
+    .expect(204);
+    s.call("PUT", "/traits/CUSTOM_AFTER", LATEST, None)
+        .expect(201);
+    s.call("DELETE", &format!("/allocations/{VM_A}"), LATEST, None)
+        .expect(204);
+}
+
+#[test]
+fn odd_path_segments_and_strings_never_get_a_500() {
+    let s = Server::seeded();
+    let templates = [
+        "/resource_providers/{}",
+        "/resource_providers/{}/inventories",
+        "/resource_providers/{}/inventories/{}",
+        "/resource_providers/{}/traits",
+        "/resource_providers/{}/aggregates",
+        "/resource_providers/{}/usages",
+        "/resource_providers/{}/allocations",
+        "/traits/{}",
+        "/resource_classes/{}",
+        "/allocations/{}",
+    ];
+    for segment in odd_segments() {
+        for template in templates {
+            let path = template.replace("{}", &segment);
+            for method in ["GET", "PUT", "POST", "DELETE"] {
+                let a = s.call(method, &path, LATEST, Some(&json!({})));
+                assert!(a.status < 500, "{method} {path}: {} {}", a.status, a.body);
+                assert!(
+                    !a.body.contains("panicked") && !a.body.contains("char boundary"),
+                    "{method} {path}: {}",
+                    a.body
+                );
+            }
+        }
+        // The same characters in bodies and queries.
+        let bodies = [
+            (
+                "PUT",
+                format!("/allocations/{VM_A}"),
+                json!({"allocations": {segment.clone(): {"resources": {"VCPU": 1}}}, "project_id": segment, "user_id": segment, "consumer_generation": 1, "consumer_type": segment}),
+            ),
+            (
+                "POST",
+                "/allocations".to_string(),
+                json!({segment.clone(): {"allocations": {CN2: {"resources": {"VCPU": 1}}}, "project_id": "p", "user_id": "u", "consumer_generation": null, "consumer_type": "INSTANCE"}}),
+            ),
+            (
+                "POST",
+                "/resource_providers".to_string(),
+                json!({"name": segment, "uuid": segment, "parent_provider_uuid": segment}),
+            ),
+            (
+                "PUT",
+                format!("/resource_providers/{CN1}/aggregates"),
+                json!({"aggregates": [segment], "resource_provider_generation": 0}),
+            ),
+            (
+                "PUT",
+                format!("/resource_providers/{CN1}/traits"),
+                json!({"traits": [segment], "resource_provider_generation": 0}),
+            ),
+            (
+                "PUT",
+                format!("/resource_providers/{CN2}/inventories"),
+                json!({"inventories": {segment.clone(): {"total": 1}}, "resource_provider_generation": 0}),
+            ),
+            (
+                "POST",
+                "/reshaper".to_string(),
+                json!({"inventories": {segment.clone(): {"inventories": {}, "resource_provider_generation": 0}}, "allocations": {segment.clone(): {"allocations": {}, "project_id": "p", "user_id": "u", "consumer_generation": null, "consumer_type": "INSTANCE"}}}),
+            ),
+        ];
+        for (method, path, body) in bodies {
+            let a = s.call(method, &path, LATEST, Some(&body));
+            assert!(
+                a.status < 500,
+                "{method} {path} {body}: {} {}",
+                a.status,
+                a.body
+            );
+        }
+        for query in [
+            "resources",
+            "required",
+            "member_of",
+            "in_tree",
+            "name",
+            "uuid",
+        ] {
+            let path = format!("/resource_providers?{query}={segment}");
+            let a = s.call("GET", &path, LATEST, None);
+            assert!(a.status < 500, "{path}: {} {}", a.status, a.body);
+            let path = format!("/allocation_candidates?resources=VCPU:1&{query}={segment}");
+            let a = s.call("GET", &path, LATEST, None);
+            assert!(a.status < 500, "{path}: {} {}", a.status, a.body);
+        }
+    }
+    // A project of 200 two-byte characters is 200 characters, within Placement's 255.
+    let project = "é".repeat(200);
+    s.call(
+        "GET",
+        &format!("/usages?project_id={project}"),
+        LATEST,
+        None,
+    )
+    .expect(200);
+    let a = s.call(
+        "GET",
+        &format!("/usages?project_id={}", "é".repeat(256)),
+        LATEST,
+        None,
+    );
+    a.expect(400);
+    assert!(
+        a.error().0.contains("1 to 255 characters"),
+        "{:?}",
+        a.error()
+    );
+    s.call("GET", "/resource_providers", LATEST, None)
+        .expect(200);
+    s.call("PUT", "/traits/CUSTOM_STILL_WRITABLE", LATEST, None)
+        .expect(201);
+}
+
+#[test]
+fn a_body_without_a_token_is_refused_before_it_is_sent() {
+    let s = Server::seeded();
+    // 1 MB announced, a few bytes sent, the rest never comes: the server answers from the
+    // headers and neither waits for nor reads the body.
+    let mut slow = Slow::open(
+        &s,
+        &format!(
+            "POST /resource_providers HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n",
+            s.addr
+        ),
+    );
+    let started = Instant::now();
+    slow.send(b"{\"name\": \"");
+    let a = slow
+        .answer_within(Duration::from_secs(5))
+        .expect("an answer before the body is sent");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    a.expect(401);
+    assert_eq!(a.header("connection"), Some("close"));
+    assert!(
+        a.header("x-openstack-request-id")
+            .is_some_and(|id| id.starts_with("req-"))
+    );
+    assert!(
+        slow.closed_within(Duration::from_secs(3)),
+        "the server keeps the connection open for the body"
+    );
+    // A wrong token: 403, as soon.
+    let mut slow = Slow::open(
+        &s,
+        &format!(
+            "PUT /traits/CUSTOM_X HTTP/1.1\r\nHost: {}\r\nX-Auth-Token: nope\r\nContent-Length: 1000000\r\n\r\n",
+            s.addr
+        ),
+    );
+    slow.send(b"{");
+    slow.answer_within(Duration::from_secs(5))
+        .expect("an answer before the body is sent")
+        .expect(403);
+}
+
+#[test]
+fn a_stalled_body_is_cut_at_the_deadline() {
+    let s = Server::seeded();
+    let mut slow = Slow::open(
+        &s,
+        &format!(
+            "POST /resource_providers HTTP/1.1\r\nHost: {}\r\nX-Auth-Token: admin\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n",
+            s.addr
+        ),
+    );
+    let started = Instant::now();
+    slow.send(b"{\"name\": ");
+    let a = slow
+        .answer_within(Duration::from_secs(30))
+        .expect("an answer once the deadline passed");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(9) && waited < Duration::from_secs(20),
+        "{waited:?}"
+    );
+    a.expect(408);
+    assert!(a.error().0.contains("within 10 s"), "{:?}", a.error());
+    assert_eq!(a.header("connection"), Some("close"));
+    assert!(slow.closed_within(Duration::from_secs(3)));
+    // Nothing was created, and the server answers others.
+    let list = s.call("GET", "/resource_providers", LATEST, None);
+    assert_eq!(uuids(&list.json()).len(), 3);
+}
+
+#[test]
+fn a_body_announced_over_the_limit_is_a_413_at_once() {
+    let s = Server::seeded();
+    let mut slow = Slow::open(
+        &s,
+        &format!(
+            "POST /resource_providers HTTP/1.1\r\nHost: {}\r\nX-Auth-Token: admin\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            s.addr,
+            4 * 1024 * 1024 + 1
+        ),
+    );
+    let a = slow
+        .answer_within(Duration::from_secs(5))
+        .expect("an answer from the headers");
+    a.expect(413);
+    assert!(a.error().0.contains("4194304 bytes"), "{:?}", a.error());
+}
+
+#[test]
+fn serve_refuses_an_empty_token_and_the_default_one_off_loopback() {
+    let wait = Duration::from_secs(20);
+    let (status, err) = serve_exits(&["--token", ""], wait).expect("serve --token '' exits");
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(err.contains("--token is empty"), "{err}");
+    let (status, err) =
+        serve_exits(&["--listen", "0.0.0.0:0"], wait).expect("serve --listen 0.0.0.0:0 exits");
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--token") && err.contains("admin") && err.contains("127.0.0.1"),
+        "{err}"
+    );
+    // A token of one's own may listen anywhere.
+    let s = Server::start(&["--token", "sesame"]);
+    s.raw(
+        "GET",
+        "/resource_providers",
+        &[("X-Auth-Token", "sesame".into())],
+        None,
+    )
+    .expect(200);
+    let out = serve_exits(
+        &["--listen", "0.0.0.0:0", "--token", "sesame"],
+        Duration::from_secs(2),
+    )
+    .expect_err("serve with a token of its own keeps running");
+    assert!(out.contains("listening on http://0.0.0.0:"), "{out}");
 }

@@ -1,40 +1,31 @@
 //! Placement API requests, bodies included, answered in order by an API over the example
 //! cloud. Requests are separated by a line `===`; each starts with a line
-//! `METHOD PATH[?QUERY] [MICROVERSION]`, and the rest is its body (sent as JSON).
+//! `METHOD PATH[?QUERY] [MICROVERSION]`, and the rest is its body (sent as JSON). Paths go
+//! to the API as written, so multi-byte characters and malformed escapes reach every route.
+//!
+//! The API catches a panic in a request and answers it with a 500, so a 500 is what fails
+//! here (its panic is logged above the report), and so is an API that stopped answering.
 #![no_main]
 
-use bytes::Bytes;
-use http::{Method, Request};
 use kubeplace::placement_api::PlacementApi;
+use kubeplace_fuzz::{log_errors, placement_request};
 use libfuzzer_sys::fuzz_target;
 
 /// At most this many requests per input: enough to create, change and delete.
 const MAX_REQUESTS: usize = 8;
 
-fn request(text: &str) -> Option<Request<Bytes>> {
-    let (line, body) = text.split_once('\n').unwrap_or((text, ""));
-    let mut words = line.split(' ');
-    let method = Method::from_bytes(words.next()?.as_bytes()).ok()?;
-    let uri = words.next()?;
-    let mut builder = Request::builder()
-        .method(method)
-        .uri(uri)
-        .header("x-auth-token", "admin")
-        .header("content-type", "application/json");
-    if let Some(mv) = words.next() {
-        builder = builder.header("openstack-api-version", format!("placement {mv}"));
-    }
-    builder.body(Bytes::copy_from_slice(body.as_bytes())).ok()
-}
-
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
+    log_errors();
     let api = PlacementApi::new(kubeplace_fuzz::example_store().clone(), "admin".into());
     for part in text.split("\n===\n").take(MAX_REQUESTS) {
-        if let Some(request) = request(part) {
-            let _ = api.answer_request(request);
+        if let Some(request) = placement_request(part) {
+            let line = part.lines().next().unwrap_or_default().to_string();
+            let reply = api.answer_request(request);
+            assert_ne!(reply.status(), 500, "{line} was answered with a 500");
+            assert!(api.healthy(), "the API stopped answering after {line}");
         }
     }
 });

@@ -84,3 +84,35 @@ pub fn first_line(data: &[u8]) -> (&[u8], &[u8]) {
         None => (data, &[]),
     }
 }
+
+/// One Placement API request written as the `placement_api` targets read it: a line
+/// `METHOD PATH[?QUERY] [MICROVERSION]`, then the body (sent as JSON), with the static token.
+/// The path goes to the API as written: raw multi-byte characters, percent escapes (good or
+/// malformed) and all, as a client could send them.
+pub fn placement_request(text: &str) -> Option<http::Request<bytes::Bytes>> {
+    let (line, body) = text.split_once('\n').unwrap_or((text, ""));
+    let mut words = line.split(' ');
+    let method = http::Method::from_bytes(words.next()?.as_bytes()).ok()?;
+    let uri = words.next()?;
+    let mut builder = http::Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("x-auth-token", "admin")
+        .header("content-type", "application/json");
+    if let Some(mv) = words.next() {
+        builder = builder.header("openstack-api-version", format!("placement {mv}"));
+    }
+    builder
+        .body(bytes::Bytes::copy_from_slice(body.as_bytes()))
+        .ok()
+}
+
+/// Sends a request's work's log lines (a request that failed on an internal error is logged
+/// with its panic) to standard error, where libFuzzer's report shows them.
+pub fn log_errors() {
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(tracing::Level::ERROR)
+        .with_ansi(false)
+        .try_init();
+}

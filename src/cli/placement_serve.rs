@@ -23,14 +23,56 @@ pub struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:8778")]
     pub listen: SocketAddr,
     /// The `X-Auth-Token` every request but `GET /` must carry (Placement's noauth2 takes
-    /// `admin`).
-    #[arg(long, default_value = "admin", env = "KUBEPLACE_PLACEMENT_TOKEN")]
+    /// `admin`). Not empty; another than `admin` when `--listen` is not a loopback address.
+    #[arg(long, default_value = DEFAULT_TOKEN, env = "KUBEPLACE_PLACEMENT_TOKEN")]
     pub token: String,
+}
+
+/// The token Placement's noauth2 takes, and so every Placement client's example config.
+const DEFAULT_TOKEN: &str = "admin";
+
+/// Why `--token` cannot be used with `--listen`, if it cannot. The token is never shown: it
+/// may be a real secret.
+fn token_refusal(token: &str, listen: SocketAddr) -> Option<String> {
+    if token.is_empty() {
+        return Some(
+            "--token is empty; give the token clients must send in X-Auth-Token (printable ASCII, at least one character), with --token or KUBEPLACE_PLACEMENT_TOKEN".to_string(),
+        );
+    }
+    // An HTTP header value is visible ASCII and spaces, and loses its outer spaces on the
+    // way: any other token could never be matched.
+    if let Some((at, c)) = token
+        .chars()
+        .enumerate()
+        .find(|(_, c)| !(c.is_ascii_graphic() || *c == ' '))
+    {
+        return Some(format!(
+            "--token has {c:?} at character {}; a token is printable ASCII (letters, digits, punctuation and inner spaces), as an X-Auth-Token header carries it",
+            at + 1
+        ));
+    }
+    if token.trim() != token {
+        return Some(
+            "--token starts or ends with a space, which an X-Auth-Token header drops; give it without".to_string(),
+        );
+    }
+    if token == DEFAULT_TOKEN && !listen.ip().to_canonical().is_loopback() {
+        return Some(format!(
+            "--listen {listen} is reachable from other machines, and --token is the default `{DEFAULT_TOKEN}`, which any Placement client tries first; give a token of your own with --token (or KUBEPLACE_PLACEMENT_TOKEN), or listen on a loopback address such as 127.0.0.1:{}",
+            listen.port()
+        ));
+    }
+    None
 }
 
 /// Runs the server until SIGINT or SIGTERM. Prints `listening on http://ADDR` on standard
 /// output once it accepts connections, so scripts and tests can learn a picked port.
 pub fn main(args: &ServeArgs) -> Exit {
+    if let Some(refusal) = token_refusal(&args.token, args.listen) {
+        eprintln!("kubeplace placement serve: {refusal}");
+        return Exit::BadInput;
+    }
+    init_logging();
     let store = match super::placement::load_state(&args.files, &mut std::io::stdin().lock()) {
         Ok(s) => s,
         Err(e) => {
@@ -80,4 +122,58 @@ pub fn main(args: &ServeArgs) -> Exit {
         let _ = server.await;
         Exit::Ok
     })
+}
+
+/// Logs to standard error: warnings and errors (a request that failed on an internal error,
+/// with its request id), or what `RUST_LOG` asks for.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(token: &str, listen: &str) -> Option<String> {
+        token_refusal(token, listen.parse().unwrap())
+    }
+
+    #[test]
+    fn the_token_must_be_set_and_not_the_default_off_loopback() {
+        assert!(
+            refused("", "127.0.0.1:8778")
+                .unwrap()
+                .contains("--token is empty")
+        );
+        let open = refused("admin", "0.0.0.0:8778").unwrap();
+        assert!(
+            open.contains("--token") && open.contains("127.0.0.1:8778"),
+            "{open}"
+        );
+        assert!(refused("admin", "[::]:0").is_some());
+        assert!(refused("admin", "192.0.2.1:0").is_some());
+        assert_eq!(refused("admin", "127.0.0.1:8778"), None);
+        assert_eq!(refused("admin", "127.0.0.2:8778"), None);
+        assert_eq!(refused("admin", "[::1]:8778"), None);
+        assert_eq!(refused("admin", "[::ffff:127.0.0.1]:8778"), None);
+        assert_eq!(refused("s3same open", "0.0.0.0:8778"), None);
+    }
+
+    #[test]
+    fn a_token_no_header_can_carry_is_refused_without_showing_it() {
+        let e = refused("secr\u{e9}t", "127.0.0.1:0").unwrap();
+        assert!(
+            e.contains("'é' at character 5") && !e.contains("secr"),
+            "{e}"
+        );
+        assert!(refused("tab\there", "127.0.0.1:0").is_some());
+        assert!(refused(" padded", "127.0.0.1:0").unwrap().contains("space"));
+        assert!(refused("padded ", "127.0.0.1:0").is_some());
+    }
 }

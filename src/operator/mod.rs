@@ -36,6 +36,7 @@ use crate::controllers::trigger::Trigger;
 use crate::controllers::watch::{self as kind_watches, Synced, kind_watch};
 use crate::health::{self, Health};
 use crate::metrics::Metrics;
+use crate::placement_api::Soundness;
 use crate::serving::certs::CertError;
 use crate::serving::http::{self, Lifecycle};
 use crate::serving::tls_secret::TlsSecretError;
@@ -86,6 +87,8 @@ struct Shared {
     synced: Arc<Synced>,
     /// True once every kind was listed.
     ready: watch::Receiver<bool>,
+    /// Whether the Placement API can vouch for its state, for `/readyz`.
+    placement: Soundness,
 }
 
 /// How the parts stop. `serving` stops the servers; `cancel`, its child, stops everything
@@ -113,6 +116,7 @@ pub async fn run(flags: Flags) -> Result<(), Error> {
         metrics: Arc::new(Metrics::new()),
         synced,
         ready,
+        placement: Soundness::new(),
     };
     let serving = CancellationToken::new();
     let (not_ready, not_ready_rx) = watch::channel(false);
@@ -178,6 +182,7 @@ pub async fn run(flags: Flags) -> Result<(), Error> {
             ready: shared.ready.clone(),
             namespace: flags.cluster.namespace.clone(),
             weighers: flags.scheduling.weighing.weighers.clone(),
+            soundness: shared.placement.clone(),
         };
         servers.push(tokio::spawn(
             api.serve((listener, placement_tls), stopping.lifecycle.clone()),
@@ -286,6 +291,7 @@ fn serve_health(
         ready: shared.ready.clone(),
         synced: shared.synced.clone(),
         stopping: not_ready,
+        placement: shared.placement.clone(),
     };
     tokio::spawn(http::serve(
         listener,

@@ -12,7 +12,7 @@ use tracing::{info, warn};
 
 use crate::cache::SharedStore;
 use crate::controllers::trigger::Trigger;
-use crate::placement_api::{self, Auth, Cluster, KubernetesAuth, PlacementApi};
+use crate::placement_api::{self, Auth, Cluster, KubernetesAuth, PlacementApi, Soundness};
 use crate::serving::http::Lifecycle;
 use kubeplace_core::placement::weighers::Weighers;
 
@@ -29,6 +29,8 @@ pub(crate) struct PlacementOverCluster {
     pub namespace: String,
     /// How its headroom (`/kubeplace/headroom`) weighs candidates.
     pub weighers: Weighers,
+    /// Where it reports whether it can vouch for its state (read by `/readyz`).
+    pub soundness: Soundness,
 }
 
 impl PlacementOverCluster {
@@ -51,6 +53,7 @@ impl PlacementOverCluster {
         let api = Arc::new(
             PlacementApi::over_cluster(self.store, cluster, auth)
                 .weighing_by(self.weighers)
+                .reporting_to(self.soundness)
                 .on_commit(move || trigger.full()),
         );
         refresh(api.clone()).await;

@@ -564,7 +564,8 @@ pub(crate) fn project_usages(state: &State<'_>, ctx: &Ctx, query: &str) -> Resul
                 ctx.mv
             )));
         }
-        if value.is_empty() || value.len() > 255 {
+        // Characters, as the message says (and Placement's schema counts), not bytes.
+        if value.is_empty() || value.chars().count() > 255 {
             return Err(ApiError::bad_request(format!(
                 "Invalid query string parameters: {key}={value:?} must have 1 to 255 characters"
             )));

@@ -9,7 +9,7 @@
 //! making many requests costs the API server two reviews now and then, not two a request.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use http::{HeaderMap, Method, StatusCode};
@@ -59,8 +59,8 @@ pub struct Refusal {
 
 impl Refusal {
     /// The reply that refuses the request.
-    pub(crate) fn reply(&self) -> Reply {
-        wire::auth_error(self.status, &self.message)
+    pub(crate) fn reply(&self, request_id: &str) -> Reply {
+        wire::with_request_id(wire::auth_error(self.status, &self.message), request_id)
     }
     fn unauthorized(message: impl Into<String>) -> Refusal {
         Refusal {
@@ -109,8 +109,30 @@ fn token(headers: &HeaderMap) -> Option<Result<&str, ()>> {
 }
 
 impl Auth {
-    /// Checks a request's token for its method; why it is refused, if it is.
+    /// Checks a request's token for its method; why it is refused, if it is. Over a cluster
+    /// this waits for the reviews: call it off the runtime's worker threads, or use
+    /// [`Auth::check_async`] there.
     pub(crate) fn check(&self, method: &Method, headers: &HeaderMap) -> Result<(), Refusal> {
+        match self.sent(headers)? {
+            Checked::Done(answer) => answer,
+            Checked::Review(k, sent) => k.check(sent, verb(method)),
+        }
+    }
+
+    /// [`Auth::check`] from async code: the reviews are awaited, not blocked on.
+    pub(crate) async fn check_async(
+        &self,
+        method: &Method,
+        headers: &HeaderMap,
+    ) -> Result<(), Refusal> {
+        match self.sent(headers)? {
+            Checked::Done(answer) => answer,
+            Checked::Review(k, sent) => k.check_async(sent, verb(method)).await,
+        }
+    }
+
+    /// The token sent, checked as far as it can be without asking Kubernetes.
+    fn sent<'a>(&'a self, headers: &'a HeaderMap) -> Result<Checked<'a>, Refusal> {
         let Some(sent) = token(headers) else {
             return Err(Refusal::unauthorized(
                 "The request you have made requires authentication: send a token in X-Auth-Token or Authorization: Bearer.",
@@ -121,15 +143,37 @@ impl Auth {
                 "The token sent is not readable text.",
             ));
         };
+        // No token matches an empty one, and Kubernetes need not be asked about it.
+        if sent.is_empty() {
+            return Err(Refusal::unauthorized(
+                "The token sent is empty: send a token in X-Auth-Token or Authorization: Bearer.",
+            ));
+        }
         match self {
-            Auth::Token(expected) if sent == expected => Ok(()),
+            // Compared in constant time, so the time of a refusal says nothing of how much
+            // of the token was right.
+            Auth::Token(expected) if same_token(sent, expected) => Ok(Checked::Done(Ok(()))),
             // Placement's noauth2 answers a token other than its own with 403.
-            Auth::Token(_) => Err(Refusal::forbidden(
+            Auth::Token(_) => Ok(Checked::Done(Err(Refusal::forbidden(
                 "The X-Auth-Token sent is not the token this server accepts.",
-            )),
-            Auth::Kubernetes(k) => k.check(sent, verb(method)),
+            )))),
+            Auth::Kubernetes(k) => Ok(Checked::Review(k, sent)),
         }
     }
+}
+
+/// How far a token was checked from the headers alone.
+enum Checked<'a> {
+    /// The answer.
+    Done(Result<(), Refusal>),
+    /// Kubernetes decides.
+    Review(&'a KubernetesAuth, &'a str),
+}
+
+/// Whether two tokens are the same, in a time that depends on their lengths only.
+fn same_token(sent: &str, expected: &str) -> bool {
+    use subtle::ConstantTimeEq;
+    bool::from(sent.as_bytes().ct_eq(expected.as_bytes()))
 }
 
 impl KubernetesAuth {
@@ -144,30 +188,49 @@ impl KubernetesAuth {
     }
 
     fn check(&self, token: &str, verb: &'static str) -> Result<(), Refusal> {
+        self.runtime.block_on(self.check_async(token, verb))
+    }
+
+    async fn check_async(&self, token: &str, verb: &'static str) -> Result<(), Refusal> {
         let key = (token.to_string(), verb);
-        if let Ok(remembered) = self.remembered.lock()
-            && let Some((at, answer)) = remembered.get(&key)
-            && at.elapsed() < REMEMBER
-        {
-            return answer.clone();
+        if let Some(answer) = self.recall(&key) {
+            return answer;
         }
-        let answer = self.runtime.block_on(self.review(token, verb));
+        let answer = self.review(token, verb).await;
         // An API server that could not be asked is not remembered: the next request asks again.
         if answer
             .as_ref()
             .err()
             .is_none_or(|r| r.status != StatusCode::SERVICE_UNAVAILABLE)
-            && let Ok(mut remembered) = self.remembered.lock()
         {
-            if remembered.len() >= REMEMBERED {
-                remembered.retain(|_, (at, _)| at.elapsed() < REMEMBER);
-                if remembered.len() >= REMEMBERED {
-                    remembered.clear();
-                }
-            }
-            remembered.insert(key, (Instant::now(), answer.clone()));
+            self.remember(key, answer.clone());
         }
         answer
+    }
+
+    /// A review's answer given less than [`REMEMBER`] ago.
+    fn recall(&self, key: &(String, &'static str)) -> Option<Result<(), Refusal>> {
+        // A cache: whatever a panicking holder left in it is still a cache.
+        let remembered = self
+            .remembered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let (at, answer) = remembered.get(key)?;
+        (at.elapsed() < REMEMBER).then(|| answer.clone())
+    }
+
+    fn remember(&self, key: (String, &'static str), answer: Result<(), Refusal>) {
+        let mut remembered = self
+            .remembered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if remembered.len() >= REMEMBERED {
+            remembered.retain(|_, (at, _)| at.elapsed() < REMEMBER);
+            if remembered.len() >= REMEMBERED {
+                remembered.clear();
+            }
+        }
+        remembered.insert(key, (Instant::now(), answer));
     }
 
     async fn review(&self, token: &str, verb: &'static str) -> Result<(), Refusal> {
@@ -227,5 +290,40 @@ impl KubernetesAuth {
                 "{name:?} may not {verb} {RBAC_RESOURCE}.{RBAC_GROUP}: grant it with a ClusterRole (the chart's kubeplace-placement-reader or kubeplace-placement-writer)."
             ))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(token: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert("x-auth-token", token.parse().unwrap());
+        h
+    }
+
+    #[test]
+    fn the_static_token_is_matched_whole() {
+        let auth = Auth::Token("sesame".into());
+        assert_eq!(auth.check(&Method::GET, &headers("sesame")), Ok(()));
+        for other in ["sesam", "sesame!", "SESAME", "x"] {
+            let refused = auth.check(&Method::GET, &headers(other)).unwrap_err();
+            assert_eq!(refused.status, StatusCode::FORBIDDEN, "{other}");
+        }
+        assert!(same_token("a b", "a b") && !same_token("a", "") && !same_token("", "a"));
+    }
+
+    #[test]
+    fn an_empty_token_matches_nothing_not_even_an_empty_one() {
+        for expected in ["", "admin"] {
+            let auth = Auth::Token(expected.into());
+            let refused = auth.check(&Method::GET, &headers("")).unwrap_err();
+            assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
+        }
+        let refused = Auth::Token("admin".into())
+            .check(&Method::GET, &HeaderMap::new())
+            .unwrap_err();
+        assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
     }
 }

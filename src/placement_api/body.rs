@@ -111,30 +111,35 @@ pub(crate) fn uuid(
     }
 }
 
-/// Whether a string is a uuid Placement accepts (with or without hyphens).
+/// Whether a string is a uuid Placement accepts (with or without hyphens): 32 ASCII hex
+/// digits once hyphens are left out.
 pub(crate) fn is_uuid(s: &str) -> bool {
-    let hex: String = s.chars().filter(|c| *c != '-').collect();
-    hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit())
+    let mut digits = 0usize;
+    for c in s.chars().filter(|c| *c != '-') {
+        if !c.is_ascii_hexdigit() {
+            return false;
+        }
+        digits += 1;
+    }
+    digits == 32
 }
 
-/// The hyphenated lower-case form Placement stores.
+/// The hyphenated lower-case form Placement stores; anything that is not a uuid is returned
+/// as it is (it then matches nothing, which the caller answers with its own 404 or 400).
 pub(crate) fn normalize_uuid(s: &str) -> String {
-    let hex: String = s
-        .chars()
-        .filter(|c| *c != '-')
-        .map(|c| c.to_ascii_lowercase())
-        .collect();
-    if hex.len() != 32 {
+    if !is_uuid(s) {
         return s.to_string();
     }
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
+    // Built character by character: a string from a request may hold multi-byte characters,
+    // and no byte index into it is taken.
+    let mut out = String::with_capacity(36);
+    for (i, c) in s.chars().filter(|c| *c != '-').enumerate() {
+        if matches!(i, 8 | 12 | 16 | 20) {
+            out.push('-');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
 }
 
 /// The generation a write sends: `resource_provider_generation`, required.
@@ -145,4 +150,61 @@ pub(crate) fn provider_generation(body: &Map<String, Value>) -> Result<i64, ApiE
             "resource_provider_generation is {v}, not an integer"
         ))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn a_uuid_is_hyphenated_and_lower_case() {
+        let want = "c0a80001-0000-4000-8000-00000000000a";
+        assert_eq!(normalize_uuid("C0A80001000040008000-00000000000A"), want);
+        assert_eq!(normalize_uuid(want), want);
+        assert_eq!(
+            normalize_uuid("c0a80001-0000-4000-8000-00000000000a-"),
+            want
+        );
+    }
+
+    #[test]
+    fn multi_byte_strings_are_left_as_they_are() {
+        // 32 bytes without hyphens, cut at byte 8 inside the fourth 'é'.
+        let s = format!("a{}b", "é".repeat(15));
+        assert_eq!(s.len(), 32);
+        assert!(!is_uuid(&s));
+        assert_eq!(normalize_uuid(&s), s);
+        // 32 characters, one of them not ASCII.
+        let s = format!("{}é", "a".repeat(31));
+        assert!(!is_uuid(&s));
+        assert_eq!(normalize_uuid(&s), s);
+        // Digits that are hex elsewhere (fullwidth 'Ａ') are not hex here.
+        let s = format!("{}Ａ", "a".repeat(31));
+        assert!(!is_uuid(&s));
+        assert_eq!(normalize_uuid(&s), s);
+        assert_eq!(normalize_uuid("-é-"), "-é-");
+        assert_eq!(normalize_uuid(""), "");
+    }
+
+    proptest! {
+        #[test]
+        fn normalize_uuid_never_panics(s in any::<String>()) {
+            let n = normalize_uuid(&s);
+            if is_uuid(&s) {
+                prop_assert_eq!(n.len(), 36);
+                prop_assert!(is_uuid(&n));
+                prop_assert_eq!(normalize_uuid(&n), n.clone());
+            } else {
+                prop_assert_eq!(n, s);
+            }
+        }
+
+        #[test]
+        fn normalize_uuid_never_panics_near_uuids(
+            s in "[0-9a-fA-F\\-é€\\u{1F600}Ａ]{0,40}"
+        ) {
+            let _ = normalize_uuid(&s);
+        }
+    }
 }

@@ -5,8 +5,8 @@
 //! pass the admission webhook on the way, where every claim is decided.
 //!
 //! A write that changes several objects (moving a consumer's allocations, several consumers
-//! at once) commits them one at a time; if one fails, those already committed are put back
-//! before the error is answered.
+//! at once) commits them one at a time; if one fails (or panics), those already committed are
+//! put back before the error is answered.
 //!
 //! The custom trait and resource class registries are kept in a ConfigMap
 //! (`kubeplace-placement-registry` in the operator's namespace), so they survive restarts
@@ -14,6 +14,9 @@
 //! the ConfigMap's current resourceVersion, so replicas saving at once keep each other's.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::panic::AssertUnwindSafe;
+
+use futures::FutureExt;
 
 use http::StatusCode;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -75,14 +78,23 @@ impl Cluster {
             let mut done: Vec<Done> = Vec::new();
             let mut written = Vec::new();
             for (key, before, after) in deletions.into_iter().chain(puts) {
-                match self.step(key, before.as_ref(), after.as_ref()).await {
-                    Ok((step, object)) => {
+                // A panic in a step puts back what was committed, as a failure does, then
+                // goes on to the request's guard.
+                let stepped = AssertUnwindSafe(self.step(key, before.as_ref(), after.as_ref()))
+                    .catch_unwind()
+                    .await;
+                match stepped {
+                    Ok(Ok((step, object))) => {
                         done.extend(step);
                         written.extend(object);
                     }
-                    Err(e) => {
+                    Ok(Err(e)) => {
                         self.put_back(done).await;
                         return Err(e);
+                    }
+                    Err(panic) => {
+                        self.put_back(done).await;
+                        std::panic::resume_unwind(panic);
                     }
                 }
             }

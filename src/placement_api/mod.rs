@@ -1,9 +1,13 @@
 //! Placement's REST API (OpenStack Placement 16, microversions 1.0–1.39) served from
 //! kubeplace's in-memory store: `kubeplace placement serve`.
 //!
-//! Every request is read whole, then answered synchronously under one lock around the
-//! [`State`]: reads share it, writes take it alone, so every write (and every claim) is
-//! decided at one serialized point that sees every earlier one. Kubeplace objects are
+//! A request's token is checked from its headers first; only then is its body read (with a
+//! size limit and a deadline), and the request answered synchronously under one lock around
+//! the [`State`]: reads share it, writes take it alone, so every write (and every claim) is
+//! decided at one serialized point that sees every earlier one. A request that fails on an
+//! internal error (a panic) fails alone: what it changed is undone under the same lock, it
+//! gets a 500 whose body says nothing of the fault, and the next request is answered as if it
+//! had not been sent. Kubeplace objects are
 //! written through `kubeplace_policy::admission`, so the API, `kubeplace apply` and the
 //! webhook hold the same capacity and validity rules. docs/placement-api.md lists what is
 //! served and every difference from Placement.
@@ -14,6 +18,7 @@ mod body;
 mod classes;
 mod cluster;
 mod extensions;
+mod intake;
 mod inventories;
 mod providers;
 mod reshaper;
@@ -22,9 +27,11 @@ mod traits;
 mod version;
 mod wire;
 
+use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request};
@@ -45,9 +52,6 @@ use kubeplace_policy::placement_records::{Guard, Journal, State};
 pub use wire::ReplyBody;
 use wire::{ApiError, Reply};
 
-/// The largest request body read: a full inventory or allocation set is a few KiB.
-const MAX_BODY: usize = 4 * 1024 * 1024;
-
 /// A request, read whole: what the handlers see.
 pub(crate) struct Call {
     pub method: Method,
@@ -57,11 +61,52 @@ pub(crate) struct Call {
     pub body: Bytes,
 }
 
+impl Call {
+    fn new(parts: http::request::Parts, body: Bytes) -> Call {
+        Call {
+            method: parts.method,
+            path: parts.uri.path().to_string(),
+            query: parts.uri.query().unwrap_or("").to_string(),
+            headers: parts.headers,
+            body,
+        }
+    }
+}
+
 /// What a handler knows about the request besides its body.
 #[derive(Debug, Clone)]
 pub(crate) struct Ctx {
     pub mv: version::Version,
     pub request_id: String,
+}
+
+/// Whether an API can still vouch for its state. It stops being sound, for good, when an
+/// internal error left a change it could not undo (or a lock poisoned by someone else); it
+/// then answers every request but `GET /` with a 503. Clones share the flag, so that what
+/// runs beside the API (the operator's `/readyz`) can read it.
+#[derive(Debug, Clone)]
+pub struct Soundness(Arc<AtomicBool>);
+
+impl Default for Soundness {
+    fn default() -> Self {
+        Soundness(Arc::new(AtomicBool::new(true)))
+    }
+}
+
+impl Soundness {
+    /// A flag of its own, sound.
+    pub fn new() -> Soundness {
+        Soundness::default()
+    }
+
+    /// Whether the API still answers from a state it can vouch for.
+    pub fn is_sound(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+
+    fn lose(&self) -> bool {
+        self.0.swap(false, Ordering::AcqRel)
+    }
 }
 
 /// The served API: the store it answers from, the book beside it, who may call it, and
@@ -75,9 +120,15 @@ pub struct PlacementApi {
     auth: Auth,
     cluster: Option<Cluster>,
     /// Held by a write from its first look at the state until its commit: the API's writes
-    /// on one server are decided one at a time.
+    /// on one server are decided one at a time. It guards no data, so a panic while it was
+    /// held leaves nothing to repair.
     writes: Mutex<()>,
+    /// Taken by readers before the state, and by a write from its first change until a failed
+    /// write is undone: no reader of the API sees a write that did not happen. It guards no
+    /// data either.
+    gate: RwLock<()>,
     requests: AtomicU64,
+    soundness: Soundness,
     /// Called after a write reached the cluster. The write is already in the store when
     /// the watch brings it back, so the watch sees nothing new: this is how the status
     /// writer learns that usages and statuses that read them may have changed.
@@ -88,6 +139,7 @@ impl PlacementApi {
     /// An API over a store of its own (seeded from manifests, or empty), accepting `token`.
     pub fn new(store: Store, token: String) -> PlacementApi {
         let book = Book::new(&store, Backing::Memory);
+        note_panics_of_requests();
         PlacementApi {
             store: Arc::new(RwLock::new(store)),
             weighers: Weighers::default(),
@@ -96,17 +148,21 @@ impl PlacementApi {
             auth: Auth::Token(token),
             cluster: None,
             writes: Mutex::new(()),
+            gate: RwLock::new(()),
             requests: AtomicU64::new(0),
+            soundness: Soundness::new(),
             committed: None,
         }
     }
 
-    /// An API over the operator's watched store, committing writes to the cluster.
+    /// An API over the operator's watched store, committing writes to the cluster. Give it
+    /// the flag the operator's `/readyz` reads with [`PlacementApi::reporting_to`].
     pub fn over_cluster(store: SharedStore, cluster: Cluster, auth: Auth) -> PlacementApi {
         let book = match store.read() {
             Ok(s) => Book::new(&s, Backing::Cluster),
             Err(_) => Book::default(),
         };
+        note_panics_of_requests();
         PlacementApi {
             store,
             weighers: Weighers::default(),
@@ -115,7 +171,9 @@ impl PlacementApi {
             auth,
             cluster: Some(cluster),
             writes: Mutex::new(()),
+            gate: RwLock::new(()),
             requests: AtomicU64::new(0),
+            soundness: Soundness::new(),
             committed: None,
         }
     }
@@ -132,6 +190,22 @@ impl PlacementApi {
         self
     }
 
+    /// Reports soundness to `soundness` instead.
+    pub fn reporting_to(mut self, soundness: Soundness) -> PlacementApi {
+        self.soundness = soundness;
+        self
+    }
+
+    /// Whether the API answers from a state it can vouch for (see [`Soundness`]).
+    pub fn healthy(&self) -> bool {
+        self.soundness.is_sound()
+    }
+
+    /// The flag [`PlacementApi::healthy`] reads, shared.
+    pub fn soundness(&self) -> Soundness {
+        self.soundness.clone()
+    }
+
     /// Brings the custom trait and class registries up to date with the cluster: those
     /// kept by the cluster (created by any replica) and those the watched objects use.
     pub fn refresh_registries(&self) -> Result<(), String> {
@@ -139,11 +213,15 @@ impl PlacementApi {
             Some(c) => Some(c.load_registries()?),
             None => None,
         };
+        // The book before the store, as every request takes them.
+        let mut book = self
+            .book
+            .write()
+            .map_err(|_| self.lose_soundness("the book's lock is poisoned").detail)?;
         let store = self
             .store
             .read()
-            .map_err(|_| "the store lock is poisoned")?;
-        let mut book = self.book.write().map_err(|_| "the book lock is poisoned")?;
+            .map_err(|_| self.lose_soundness("the store's lock is poisoned").detail)?;
         if let Some((traits, classes)) = kept {
             book.set_registries(traits, classes);
         }
@@ -152,30 +230,25 @@ impl PlacementApi {
     }
 
     /// Answers one request whose body has been read whole: what the server does with every
-    /// request once it is read, usable without a listener.
+    /// request once it is read, usable without a listener. The token is checked here.
     pub fn answer_request(&self, request: Request<Bytes>) -> http::Response<ReplyBody> {
+        let request_id = self.next_request_id();
         let (parts, body) = request.into_parts();
-        let call = Call {
-            method: parts.method,
-            path: parts.uri.path().to_string(),
-            query: parts.uri.query().unwrap_or("").to_string(),
-            headers: parts.headers,
-            body,
-        };
-        self.answer(&call)
+        if needs_token(&parts.method, parts.uri.path())
+            && let Err(refused) = self.auth.check(&parts.method, &parts.headers)
+        {
+            return refused.reply(&request_id);
+        }
+        self.answer(&Call::new(parts, body), request_id)
     }
 
-    /// Answers one request read whole.
-    pub(crate) fn answer(&self, call: &Call) -> Reply {
-        let n = self.requests.fetch_add(1, Ordering::Relaxed);
-        let request_id = wire::request_id(n);
-        let path = call.path.trim_end_matches('/');
-        // Version discovery needs no token; everything else is checked for one first, as
-        // Placement's auth middleware runs before its microversion middleware.
-        let discovery = path.is_empty() && call.method == Method::GET;
-        if !discovery && let Err(refused) = self.auth.check(&call.method, &call.headers) {
-            return refused.reply();
-        }
+    /// A request id in Placement's form, new for each request.
+    fn next_request_id(&self) -> String {
+        wire::request_id(self.requests.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Answers one request, read whole, whose caller was checked.
+    pub(crate) fn answer(&self, call: &Call, request_id: String) -> Reply {
         let mv = match version::requested(&call.headers) {
             Ok(mv) => mv,
             Err(e) => {
@@ -184,60 +257,151 @@ impl PlacementApi {
             }
         };
         let ctx = Ctx { mv, request_id };
-        if discovery {
+        if is_discovery(&call.method, &call.path) {
             return wire::finish(&ctx, version::discovery());
         }
-        match router::route(self, &ctx, call) {
-            Ok(reply) => wire::finish(&ctx, reply),
-            Err(e) => wire::error(&ctx, e),
+        if !self.healthy() {
+            return wire::error(&ctx, ApiError::unsound());
+        }
+        self.guarded(&ctx, call, || router::route(self, &ctx, call))
+    }
+
+    /// Runs a request's work so that a panic in it fails that request alone: what a write
+    /// changed was undone before the panic got here ([`PlacementApi::write`]); the panic's
+    /// text and the request are logged under the request id, and the answer is a 500 with a
+    /// fixed detail.
+    fn guarded(
+        &self,
+        ctx: &Ctx,
+        call: &Call,
+        work: impl FnOnce() -> Result<Reply, ApiError>,
+    ) -> Reply {
+        let answered = {
+            let _noting = Noting::start();
+            panic::catch_unwind(AssertUnwindSafe(work))
+        };
+        match answered {
+            Ok(Ok(reply)) => wire::finish(ctx, reply),
+            Ok(Err(e)) => wire::error(ctx, e),
+            Err(payload) => {
+                let notes = Noting::take();
+                let what = if notes.is_empty() {
+                    panic_message(payload.as_ref())
+                } else {
+                    notes.join("; then ")
+                };
+                tracing::error!(
+                    request_id = %ctx.request_id,
+                    method = %call.method,
+                    path = %call.path,
+                    query = %call.query,
+                    body_bytes = call.body.len(),
+                    body = %body_excerpt(&call.body),
+                    panic = %what,
+                    "a Placement API request failed on an internal error; what it changed was undone"
+                );
+                // A lock a panic left poisoned means a change that was not undone.
+                if self.book.is_poisoned() || self.store.is_poisoned() {
+                    self.lose_soundness("a panic left the state's lock poisoned");
+                }
+                wire::error(ctx, ApiError::internal())
+            }
         }
     }
 
-    /// Runs `f` over the state for reading.
+    /// What an internal error that cannot be undone does, for the tests of what reads the flag.
+    #[cfg(test)]
+    pub(crate) fn stop_answering_for_test(&self) {
+        let _ = self.lose_soundness("a test stopped it");
+    }
+
+    /// Marks the API unsound, logging why the first time; the error every request gets then.
+    fn lose_soundness(&self, why: &str) -> ApiError {
+        if self.soundness.lose() {
+            tracing::error!(
+                reason = why,
+                "the Placement API stops answering: its state may not be what its requests left; restart the server"
+            );
+        }
+        ApiError::unsound()
+    }
+
+    /// Runs `f` over the state for reading. A panic in `f` poisons nothing: only a writer's
+    /// guard poisons a lock.
     fn read<T>(&self, f: impl FnOnce(&State<'_>) -> Result<T, ApiError>) -> Result<T, ApiError> {
-        let book = self.book.read().map_err(|_| ApiError::poisoned())?;
-        let store = self.store.read().map_err(|_| ApiError::poisoned())?;
+        let _gate = self.gate.read().unwrap_or_else(PoisonError::into_inner);
+        let book = self
+            .book
+            .read()
+            .map_err(|_| self.lose_soundness("the book's lock is poisoned"))?;
+        let store = self
+            .store
+            .read()
+            .map_err(|_| self.lose_soundness("the store's lock is poisoned"))?;
         let state = State::new(Guard::Read(store), Guard::Read(book), self.backing);
         f(&state)
     }
 
     /// Runs `f` over the state alone, then commits what it changed to the cluster (when
     /// there is one): the one serialized write path. A write that fails, here or in the
-    /// cluster, leaves the state as it was.
+    /// cluster, or panics, leaves the state as it was; a panic goes on to
+    /// [`PlacementApi::guarded`] once it is undone.
     fn write<T>(
         &self,
         f: impl FnOnce(&mut State<'_>) -> Result<T, ApiError>,
     ) -> Result<T, ApiError> {
-        let _serial = self.writes.lock().map_err(|_| ApiError::poisoned())?;
-        let (result, journal) = {
-            let book = self.book.write().map_err(|_| ApiError::poisoned())?;
-            let store = self.store.write().map_err(|_| ApiError::poisoned())?;
+        let _serial = self.writes.lock().unwrap_or_else(PoisonError::into_inner);
+        let gate = self.gate.write().unwrap_or_else(PoisonError::into_inner);
+        let (decided, journal) = {
+            let book = self
+                .book
+                .write()
+                .map_err(|_| self.lose_soundness("the book's lock is poisoned"))?;
+            let store = self
+                .store
+                .write()
+                .map_err(|_| self.lose_soundness("the store's lock is poisoned"))?;
             let mut state = State::new(Guard::Write(store), Guard::Write(book), self.backing);
-            let result = f(&mut state);
-            (result, state.into_journal())
+            // The guards live in `state`, outside the closure: a panic in `f` is caught
+            // before they are dropped, so it poisons no lock, and the journal of what `f`
+            // changed is still there to undo it.
+            let decided = panic::catch_unwind(AssertUnwindSafe(|| f(&mut state)));
+            (decided, state.into_journal())
         };
-        let value = match result {
-            Ok(v) => v,
-            Err(e) => {
-                self.undo(&journal)?;
+        let value = match decided {
+            Ok(Ok(v)) => v,
+            Ok(Err(e)) => {
+                self.undo_or_lose(&journal)?;
                 return Err(e);
             }
+            Err(panic) => {
+                // Undone or not, the panic is what the request answers with.
+                let _ = self.undo_or_lose(&journal);
+                drop(gate);
+                panic::resume_unwind(panic);
+            }
         };
+        drop(gate);
         let Some(cluster) = &self.cluster else {
             return Ok(value);
         };
-        let committed = cluster.commit(&journal.changes).and_then(|written| {
-            if !journal.registry_changes.is_empty() {
-                cluster.save_registry_changes(&journal.registry_changes)?;
-            }
-            Ok(written)
-        });
+        let committed = panic::catch_unwind(AssertUnwindSafe(|| {
+            cluster.commit(&journal.changes).and_then(|written| {
+                if !journal.registry_changes.is_empty() {
+                    cluster.save_registry_changes(&journal.registry_changes)?;
+                }
+                Ok(written)
+            })
+        }));
         match committed {
-            Ok(written) => {
+            Ok(Ok(written)) => {
                 // Read-your-writes: the objects as the API server stored them (resource
                 // version, uid, generation) replace the ones decided here, unless the
                 // watch already brought something newer.
-                let mut store = self.store.write().map_err(|_| ApiError::poisoned())?;
+                let mut store = self
+                    .store
+                    .write()
+                    .map_err(|_| self.lose_soundness("the store's lock is poisoned"))?;
                 for object in written {
                     let key = kubeplace_policy::store::ObjectKey::of(&object);
                     let newer = store
@@ -255,10 +419,30 @@ impl PlacementApi {
                 }
                 Ok(value)
             }
-            Err(e) => {
-                self.undo(&journal)?;
+            Ok(Err(e)) => {
+                self.undo_or_lose(&journal)?;
                 Err(e)
             }
+            Err(panic) => {
+                // What reached the cluster was put back by the commit (Cluster::commit).
+                let _ = self.undo_or_lose(&journal);
+                panic::resume_unwind(panic);
+            }
+        }
+    }
+
+    /// [`PlacementApi::undo`], or the API marked unsound when it cannot be done.
+    fn undo_or_lose(&self, journal: &Journal) -> Result<(), ApiError> {
+        match panic::catch_unwind(AssertUnwindSafe(|| self.undo(journal))) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => {
+                Err(self
+                    .lose_soundness(&format!("a failed write could not be undone: {}", e.detail)))
+            }
+            Err(payload) => Err(self.lose_soundness(&format!(
+                "undoing a failed write panicked: {}",
+                panic_message(payload.as_ref())
+            ))),
         }
     }
 
@@ -270,10 +454,16 @@ impl PlacementApi {
         {
             return Ok(());
         }
-        let mut book = self.book.write().map_err(|_| ApiError::poisoned())?;
+        let mut book = self
+            .book
+            .write()
+            .map_err(|_| self.lose_soundness("the book's lock is poisoned"))?;
         let undone: Vec<_> = journal.registry_changes.iter().rev().cloned().collect();
         book.apply_registry_changes(&undone, true);
-        let store = self.store.write().map_err(|_| ApiError::poisoned())?;
+        let store = self
+            .store
+            .write()
+            .map_err(|_| self.lose_soundness("the store's lock is poisoned"))?;
         let mut state = State::new(Guard::Write(store), Guard::Write(book), self.backing);
         state.restore_generations(&journal.generations_before)?;
         for (key, before, after) in journal.changes.iter().rev() {
@@ -291,30 +481,134 @@ impl PlacementApi {
     }
 }
 
-/// Reads a request whole and answers it.
+/// `GET /`, version discovery, which needs no token.
+fn is_discovery(method: &Method, path: &str) -> bool {
+    path.trim_end_matches('/').is_empty() && method == Method::GET
+}
+
+/// Whether a request must carry a token: all but version discovery, as Placement's auth
+/// middleware runs before its microversion middleware.
+fn needs_token(method: &Method, path: &str) -> bool {
+    !is_discovery(method, path)
+}
+
+thread_local! {
+    /// Set while this thread answers a request ([`PlacementApi::guarded`]).
+    static ANSWERING: Cell<bool> = const { Cell::new(false) };
+    /// What panicked (where, and its message) while this thread answered a request.
+    static NOTES: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Notes panics on this thread while it answers a request.
+struct Noting;
+
+impl Noting {
+    fn start() -> Noting {
+        NOTES.with(|n| n.borrow_mut().clear());
+        ANSWERING.with(|a| a.set(true));
+        Noting
+    }
+
+    /// What panicked since [`Noting::start`].
+    fn take() -> Vec<String> {
+        NOTES.with(|n| std::mem::take(&mut *n.borrow_mut()))
+    }
+}
+
+impl Drop for Noting {
+    fn drop(&mut self) {
+        ANSWERING.with(|a| a.set(false));
+    }
+}
+
+/// Installs, once per process, a panic hook that keeps a panic on a thread answering a
+/// Placement request (with where it happened) for that request's log line, instead of
+/// printing it apart from the request id; every other panic goes to the hook there was.
+fn note_panics_of_requests() {
+    static INSTALLED: OnceLock<()> = OnceLock::new();
+    INSTALLED.get_or_init(|| {
+        let previous = panic::take_hook();
+        panic::set_hook(Box::new(move |info| {
+            if ANSWERING.with(Cell::get) {
+                let note = info.to_string();
+                NOTES.with(|n| n.borrow_mut().push(note));
+            } else {
+                previous(info);
+            }
+        }));
+    });
+}
+
+/// A panic's message, from its payload.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    match (
+        payload.downcast_ref::<&str>(),
+        payload.downcast_ref::<String>(),
+    ) {
+        (Some(s), _) => (*s).to_string(),
+        (_, Some(s)) => s.clone(),
+        _ => "a panic without a message".to_string(),
+    }
+}
+
+/// The start of a body, for a log line.
+fn body_excerpt(body: &[u8]) -> String {
+    const SHOWN: usize = 4096;
+    let shown = body.get(..SHOWN).unwrap_or(body);
+    let mut text = String::from_utf8_lossy(shown).into_owned();
+    if body.len() > SHOWN {
+        text.push('…');
+    }
+    text
+}
+
+/// Checks the caller from the headers, then reads the body and answers.
 async fn handle(api: Arc<PlacementApi>, request: Request<Incoming>) -> Reply {
+    let request_id = api.next_request_id();
     let (parts, body) = request.into_parts();
-    let body = match crate::serving::http::read_body(body, MAX_BODY).await {
+    // The token is checked before any of the body is read: a caller without a valid token
+    // never makes the server hold a body, or wait for one.
+    if needs_token(&parts.method, parts.uri.path())
+        && let Err(refused) = api.auth.check_async(&parts.method, &parts.headers).await
+    {
+        let reply = refused.reply(&request_id);
+        return if intake::has_body(&parts.headers) {
+            wire::closing(reply)
+        } else {
+            reply
+        };
+    }
+    let body = match intake::read_body(
+        &parts.headers,
+        body,
+        intake::MAX_BODY,
+        intake::BODY_DEADLINE,
+    )
+    .await
+    {
         Ok(b) => b,
-        Err(message) => {
+        Err(e) => {
             let ctx = Ctx {
-                mv: version::MIN,
-                request_id: wire::request_id(0),
+                mv: version::requested(&parts.headers).unwrap_or(version::MIN),
+                request_id,
             };
-            return wire::error(
-                &ctx,
-                ApiError::new(http::StatusCode::PAYLOAD_TOO_LARGE, message.to_string()),
-            );
+            return wire::closing(wire::error(&ctx, e));
         }
     };
-    let request = Request::from_parts(parts, body);
+    let call = Call::new(parts, body);
+    let id = request_id.clone();
     // Candidate searches over large clouds take a while: keep them off the reactor.
-    match tokio::task::spawn_blocking(move || api.answer_request(request)).await {
+    match tokio::task::spawn_blocking(move || api.answer(&call, id)).await {
         Ok(reply) => reply,
-        Err(e) => wire::plain_error(
-            http::StatusCode::INTERNAL_SERVER_ERROR,
-            &format!("the request failed: {e}"),
-        ),
+        Err(e) => {
+            // Not a panic in the request's work (answer catches those): the task itself.
+            tracing::error!(request_id = %request_id, error = %e, "a Placement API request's task failed");
+            let ctx = Ctx {
+                mv: version::MIN,
+                request_id,
+            };
+            wire::error(&ctx, ApiError::internal())
+        }
     }
 }
 
@@ -335,3 +629,7 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<(TcpListener, SocketAddr)
     let bound = listener.local_addr()?;
     Ok((listener, bound))
 }
+
+#[cfg(test)]
+#[path = "panic_tests.rs"]
+mod panic_tests;

@@ -127,14 +127,24 @@ impl ApiError {
         .with_code(code::CONCURRENT_UPDATE)
     }
 
-    /// A lock poisoned by a panicking request.
-    pub(crate) fn poisoned() -> ApiError {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "the server's state is unusable after an internal error; restart it",
-        )
+    /// The API stopped answering: an internal error left its state in doubt.
+    pub(crate) fn unsound() -> ApiError {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, UNSOUND_DETAIL)
+    }
+
+    /// A request that failed on a fault of the server. The detail is fixed: what went wrong
+    /// (and the request that met it) is in the server's log under the request id.
+    pub(crate) fn internal() -> ApiError {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, INTERNAL_DETAIL)
     }
 }
+
+/// The detail of a 500: the same for every fault, so no answer carries the server's internals
+/// or a request's input back.
+pub(crate) const INTERNAL_DETAIL: &str = "kubeplace met an internal error while answering this request and did not complete it; the server's log has the details under this request_id.";
+
+/// The detail of every answer after an internal error that could not be undone.
+pub(crate) const UNSOUND_DETAIL: &str = "kubeplace stopped answering after an internal error it could not undo, so as not to answer from a state it cannot vouch for; restart it.";
 
 impl From<kubeplace_policy::placement_records::RecordError> for ApiError {
     /// Placement's status and error code for each failure of its records.
@@ -201,9 +211,19 @@ pub(crate) fn located(mut reply: Reply, location: &str) -> Reply {
     reply
 }
 
+/// Adds the request id header, which every answer carries (errors answered before a version
+/// is known included, as Placement's request id middleware wraps everything else).
+pub(crate) fn with_request_id(mut reply: Reply, request_id: &str) -> Reply {
+    if let Ok(v) = HeaderValue::from_str(request_id) {
+        reply.headers_mut().insert("x-openstack-request-id", v);
+    }
+    reply
+}
+
 /// Adds the headers every answer carries: the version served (with `Vary`), the request
 /// id, and from 1.15 `Cache-Control` and `Last-Modified` on answers with a JSON body.
-pub(crate) fn finish(ctx: &Ctx, mut reply: Reply) -> Reply {
+pub(crate) fn finish(ctx: &Ctx, reply: Reply) -> Reply {
+    let mut reply = with_request_id(reply, &ctx.request_id);
     let h = reply.headers_mut();
     if let Ok(v) = HeaderValue::from_str(&format!("placement {}", ctx.mv)) {
         h.insert("openstack-api-version", v);
@@ -212,9 +232,6 @@ pub(crate) fn finish(ctx: &Ctx, mut reply: Reply) -> Reply {
         header::VARY,
         HeaderValue::from_static("openstack-api-version"),
     );
-    if let Ok(v) = HeaderValue::from_str(&ctx.request_id) {
-        h.insert("x-openstack-request-id", v);
-    }
     let has_body = h.contains_key(header::CONTENT_TYPE);
     if ctx.mv.0 >= 15 && has_body && reply.status() == StatusCode::OK {
         let now = jiff::fmt::rfc2822::DateTimePrinter::new()
@@ -241,9 +258,11 @@ fn explanation(status: StatusCode) -> &'static str {
         406 => {
             "The resource could not be generated that was acceptable to your browser (content of type application/json."
         }
+        408 => "The server has waited too long for the request to be sent by the client.",
         409 => "There was a conflict when trying to complete your request.",
         413 => "The request is larger than the server is willing or able to process.",
         415 => "The request media type is not supported by this server.",
+        503 => "The server is currently unavailable. Please try again at a later time.",
         _ => "The server has either erred or is incapable of performing the requested operation.",
     }
 }
@@ -282,7 +301,10 @@ pub(crate) fn version_error(request_id: &str, e: ApiError, max: &str) -> Reply {
         entry["max_version"] = Value::from(max);
         entry["min_version"] = Value::from("1.0");
     }
-    json_reply(e.status, &json!({"errors": [entry]}))
+    with_request_id(
+        json_reply(e.status, &json!({"errors": [entry]})),
+        request_id,
+    )
 }
 
 /// 401 (no token) or 403 (another token), shaped as Placement's auth middleware shapes them.
@@ -295,12 +317,11 @@ pub(crate) fn auth_error(status: StatusCode, message: &str) -> Reply {
     )
 }
 
-/// An error before any request context exists.
-pub(crate) fn plain_error(status: StatusCode, detail: &str) -> Reply {
-    json_reply(
-        status,
-        &json!({"errors": [{"status": status.as_u16(),
-                            "title": status.canonical_reason().unwrap_or("Error"),
-                            "detail": detail}]}),
-    )
+/// Marks a reply as the last on its connection: sent before the request's body was read
+/// (or while it was still arriving), so the connection cannot carry another request.
+pub(crate) fn closing(mut reply: Reply) -> Reply {
+    reply
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    reply
 }

@@ -5,8 +5,8 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -44,6 +44,7 @@ impl Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_kubeplace"))
             .args(["placement", "serve", "--listen", "127.0.0.1:0"])
             .args(args)
+            .env_remove("KUBEPLACE_PLACEMENT_TOKEN")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -115,6 +116,129 @@ impl Server {
         stream.read_to_end(&mut raw).expect("read");
         Answer::parse(&raw)
     }
+}
+
+/// `kubeplace placement serve ARGS` expected to refuse to start: its exit status and
+/// standard error, or `Err` with what it printed when it was still running after `wait`
+/// (it is killed then).
+pub fn serve_exits(args: &[&str], wait: Duration) -> Result<(ExitStatus, String), String> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kubeplace"))
+        .args(["placement", "serve"])
+        .args(args)
+        .env_remove("KUBEPLACE_PLACEMENT_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubeplace placement serve starts");
+    let deadline = Instant::now() + wait;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            let mut err = String::new();
+            child
+                .stderr
+                .take()
+                .expect("stderr")
+                .read_to_string(&mut err)
+                .expect("stderr");
+            return Ok((status, err));
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            let mut out = String::new();
+            let _ = child
+                .stdout
+                .take()
+                .expect("stdout")
+                .read_to_string(&mut out);
+            return Err(out);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A connection that sends a request piece by piece and reads the answer as it comes.
+pub struct Slow {
+    pub stream: TcpStream,
+    got: Vec<u8>,
+}
+
+impl Slow {
+    /// Connects and sends `head` (request line and headers, ending in an empty line).
+    pub fn open(server: &Server, head: &str) -> Slow {
+        let mut stream = TcpStream::connect(&server.addr).expect("connect");
+        stream.write_all(head.as_bytes()).expect("send the head");
+        Slow {
+            stream,
+            got: Vec::new(),
+        }
+    }
+
+    /// Sends part of the body; false once the server no longer takes it.
+    pub fn send(&mut self, part: &[u8]) -> bool {
+        self.stream
+            .write_all(part)
+            .and_then(|_| self.stream.flush())
+            .is_ok()
+    }
+
+    /// Reads until a whole response head is in, for at most `wait`; the response when it
+    /// came (its body as far as it arrived).
+    pub fn answer_within(&mut self, wait: Duration) -> Option<Answer> {
+        let deadline = Instant::now() + wait;
+        let mut buf = [0u8; 4096];
+        loop {
+            if let Some(end) = find(&self.got, b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&self.got[..end]).to_string();
+                let length = head
+                    .lines()
+                    .find_map(|l| {
+                        let (k, v) = l.split_once(':')?;
+                        k.eq_ignore_ascii_case("content-length")
+                            .then(|| v.trim().parse::<usize>().ok())?
+                    })
+                    .unwrap_or(0);
+                if self.got.len() >= end + 4 + length {
+                    return Some(Answer::parse(&self.got));
+                }
+            }
+            let left = deadline.checked_duration_since(Instant::now())?;
+            self.stream
+                .set_read_timeout(Some(left.max(Duration::from_millis(1))))
+                .expect("timeout");
+            match self.stream.read(&mut buf) {
+                Ok(0) => return None,
+                Ok(n) => self.got.extend_from_slice(&buf[..n]),
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// Whether the server closes the connection within `wait` (reading whatever else it
+    /// sends).
+    pub fn closed_within(&mut self, wait: Duration) -> bool {
+        let deadline = Instant::now() + wait;
+        let mut buf = [0u8; 4096];
+        loop {
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                return false;
+            };
+            self.stream
+                .set_read_timeout(Some(left.max(Duration::from_millis(1))))
+                .expect("timeout");
+            match self.stream.read(&mut buf) {
+                Ok(0) => return true,
+                Ok(_) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+                Err(_) => return false,
+            }
+        }
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 /// A response: status, headers (lower-case names) and body.
