@@ -237,7 +237,7 @@ impl Webhook {
                 Route::Decide => {}
                 Route::Refuse(reason) => return deny(reason),
                 Route::Forward(endpoint) => {
-                    return match self.forwarded(&endpoint, plural, body).await {
+                    return match self.forwarded(route, &endpoint, plural, body).await {
                         Ok(mut leader) => {
                             // The answer is to this request: its uid and its types (which
                             // are not part of a response's JSON).
@@ -282,12 +282,14 @@ impl Webhook {
     /// The leader's answer to a review passed on to it.
     async fn forwarded(
         &self,
+        route: &ClaimsRoute,
         endpoint: &claims_route::Endpoint,
         plural: &str,
         body: &[u8],
     ) -> Result<AdmissionResponse, String> {
-        let answer =
-            claims_route::forward(endpoint, plural, bytes::Bytes::copy_from_slice(body)).await?;
+        let answer = route
+            .forward(endpoint, plural, bytes::Bytes::copy_from_slice(body))
+            .await?;
         let review: AdmissionReview<DynamicObject> = serde_json::from_slice(&answer)
             .map_err(|e| format!("the leader's answer is not an AdmissionReview: {e}"))?;
         review
