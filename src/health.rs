@@ -89,6 +89,7 @@ mod tests {
             ready: watch::channel(ready).1,
             synced,
             stopping: watch::channel(false).1,
+            placement: Soundness::new(),
         }
     }
 
@@ -100,14 +101,14 @@ mod tests {
 
     #[tokio::test]
     async fn not_ready_once_the_placement_api_stops() {
-        let placement = Soundness::new();
-        let (status, _) = said(readiness(&health(true), &placement)).await;
+        let health = health(true);
+        let (status, _) = said(readiness(&health, &health.placement)).await;
         assert_eq!(status, StatusCode::OK);
         // What an API that could not undo a failed write does to the flag it reports to.
-        let api =
-            PlacementApi::new(Default::default(), "admin".into()).reporting_to(placement.clone());
+        let api = PlacementApi::new(Default::default(), "admin".into())
+            .reporting_to(health.placement.clone());
         api.stop_answering_for_test();
-        let (status, text) = said(readiness(&health(true), &placement)).await;
+        let (status, text) = said(readiness(&health, &health.placement)).await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert!(text.contains("Placement API"), "{text}");
     }

@@ -942,6 +942,38 @@ fn run_refuses_a_log_filter_it_cannot_read() {
     );
 }
 
+/// `--webhook-client-ca` is read before anything connects: a file that is missing or holds
+/// no CA certificate exits 2, naming the flag, the file and what is expected.
+#[test]
+fn run_refuses_a_webhook_client_ca_it_cannot_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing-ca.crt");
+    let not_pem = dir.path().join("not-pem.crt");
+    std::fs::write(&not_pem, "hello\n").unwrap();
+    for (file, said) in [
+        (&missing, "cannot be read"),
+        (&not_pem, "holds no CERTIFICATE block"),
+    ] {
+        let out = kubeplace(
+            &[
+                "run",
+                "--self-signed",
+                "--webhook-host=127.0.0.1",
+                &format!("--webhook-client-ca={}", file.display()),
+            ],
+            None,
+        );
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("--webhook-client-ca {}: ", file.display()))
+                && err.contains(said)
+                && err.contains("CA certificates"),
+            "{err}"
+        );
+    }
+}
+
 #[test]
 fn candidates_explain_where_they_were_lost() {
     // Only cn2 has CUSTOM_GOLD, and only cn1's numa1 NIC offloads VXLAN: no tree has both.

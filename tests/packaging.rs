@@ -60,7 +60,7 @@ fn chart_values_validate_against_their_schema() {
 fn chart_values_schema_refuses_mistakes() {
     let validator = values_validator();
     let good = yaml(&read("charts/kubeplace/values.yaml"));
-    let mistakes: [(&str, Value); 7] = [
+    let mistakes: [(&str, Value); 10] = [
         ("/weighers", serde_json::json!("gpu=1")),
         ("/weighers", serde_json::json!("ram")),
         ("/replicaCount", serde_json::json!("two")),
@@ -68,6 +68,12 @@ fn chart_values_schema_refuses_mistakes() {
         ("/webhook/failurePolicy", serde_json::json!("Sometimes")),
         ("/leaderElection/enabled", serde_json::json!("yes")),
         ("/replicas", serde_json::json!(2)),
+        ("/networkPolicy/enabled", serde_json::json!("yes")),
+        (
+            "/networkPolicy/webhook",
+            serde_json::json!({"from": [{"cidr": "10.0.0.0/24"}]}),
+        ),
+        ("/webhook/clientCA", serde_json::json!({"pem": "not PEM"})),
     ];
     for (pointer, value) in mistakes {
         let mut values = good.clone();

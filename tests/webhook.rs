@@ -599,3 +599,69 @@ async fn certificate_files_are_reloaded_when_they_change() {
         .expect("handshake with the reloaded certificate");
     cancel.cancel();
 }
+
+/// With client certificates required (`kubeplace run --webhook-client-ca`), a follower still
+/// passes a claim to the leader: it presents its own serving certificate, which the CA the
+/// replicas share signed, and the leader trusts that CA besides the API server's. A
+/// follower presenting nothing is refused at the handshake.
+#[tokio::test]
+async fn a_leader_requiring_client_certificates_takes_claims_from_replicas() {
+    use kubeplace::serving::client_auth::{ClientCas, ca_certificates};
+    use kubeplace::webhook::claims_route::{ClaimsRoute, Endpoint};
+    let replicas = certs::self_signed("127.0.0.1").unwrap();
+    let api_server_ca = certs::self_signed("kube-apiserver").unwrap().ca_pem;
+    let clients = ClientCas::new(ca_certificates(&api_server_ca).unwrap()).unwrap();
+    clients.trust_own(&replicas.ca_pem).unwrap();
+    let certificate = certs::CertResolver::new(replicas.certified_key().unwrap());
+    let tls = tokio_rustls::TlsAcceptor::from(
+        certs::server_config_checking(certificate.clone(), clients).unwrap(),
+    );
+    // The leader: it decides every claim it receives.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let store: SharedStore = Arc::new(std::sync::RwLock::new(cloud()));
+    let (_ready, ready) = watch::channel(true);
+    let leader = Arc::new(Webhook::new(store, ready, Arc::new(Metrics::new())));
+    let cancel = CancellationToken::new();
+    tokio::spawn(server::serve(
+        listener,
+        Some(tls),
+        move |req| endpoint::handle(leader.clone(), req),
+        server::Lifecycle::stop_at(cancel.clone()),
+    ));
+    let at_leader = Endpoint {
+        address: addr.to_string(),
+        server_name: "127.0.0.1".into(),
+        ca_pem: replicas.ca_pem.clone(),
+    };
+    let follower = |presenting| {
+        ClaimsRoute::new(
+            watch::channel(false).1,
+            watch::channel(false).1,
+            watch::channel(Some(at_leader.annotations())).1,
+            presenting,
+        )
+    };
+    let claim = json!({
+        "apiVersion": "kubeplace.io/v1alpha1", "kind": "Allocation",
+        "metadata": {"name": "forwarded-1"},
+        "spec": {"consumer": "00000000-0000-4000-8000-000000000777",
+                 "allocations": [{"provider": "cn1", "resources": {"DISK_GB": 10}}]},
+    });
+    let body = Bytes::from(serde_json::to_vec(&review("CREATE", &claim, None)).unwrap());
+    let answer = follower(Some(certificate))
+        .forward(&at_leader, "allocations", body.clone())
+        .await
+        .expect("the leader answers a replica");
+    let answer: Value = serde_json::from_slice(&answer).unwrap();
+    assert!(allowed(&answer["response"]), "{answer}");
+    let refused = follower(None)
+        .forward(&at_leader, "allocations", body)
+        .await
+        .expect_err("the leader answered a replica without a certificate");
+    assert!(
+        refused.contains("the leader at") && refused.contains("CertificateRequired"),
+        "{refused}"
+    );
+    cancel.cancel();
+}

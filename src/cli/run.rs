@@ -30,7 +30,11 @@ pub fn main(flags: Flags) -> Exit {
         Err(e) => {
             error!("{e}");
             eprintln!("kubeplace run: {e}");
-            Exit::Failed
+            if e.is_bad_input() {
+                Exit::BadInput
+            } else {
+                Exit::Failed
+            }
         }
     }
 }

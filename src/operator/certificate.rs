@@ -2,6 +2,7 @@
 //! serves: from files re-read when they change, kept in a Secret shared by the replicas,
 //! or generated at start.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use kube::Client;
@@ -21,8 +22,10 @@ const RELOAD_EVERY: Duration = Duration::from_secs(5);
 pub(crate) struct Serving {
     /// TLS with the certificate in use; it follows renewals and changed files.
     pub tls: TlsAcceptor,
-    /// The CA other replicas check this one's certificate with, when known.
-    pub ca_pem: Option<String>,
+    /// The certificate served, which is also presented to the leader to pass it claims.
+    pub resolver: Arc<certs::CertResolver>,
+    /// The CA other replicas check this one's certificate with, or why it is not known.
+    pub ca_pem: Result<String, String>,
     /// The CA as it changes (a renewal in the Secret), for the Lease.
     pub ca_changes: watch::Receiver<String>,
     /// A CA generated at start, to register in the webhook configuration (`--self-signed`).
@@ -80,11 +83,31 @@ pub(crate) async fn serving(
             (resolver, Some(generated.ca_pem))
         }
     };
-    let tls = TlsAcceptor::from(certs::server_config(resolver)?);
+    let tls = TlsAcceptor::from(certs::server_config(resolver.clone())?);
     Ok(Serving {
         tls,
-        ca_pem,
+        resolver,
+        ca_pem: replicas_ca(flags, ca_pem.as_deref()),
         ca_changes,
         register_ca,
     })
+}
+
+/// The CA that signed the serving certificate, which every replica shares: `--ca-file`, else
+/// the CA made here (`--tls-secret`, `--self-signed`), else `ca.crt` beside
+/// `--tls-cert-file`.
+fn replicas_ca(flags: &Flags, made: Option<&str>) -> Result<String, String> {
+    let tls = &flags.tls;
+    match (&tls.ca_file, made, &tls.tls_cert_file) {
+        (Some(path), _, _) => {
+            std::fs::read_to_string(path).map_err(|e| format!("--ca-file {}: {e}", path.display()))
+        }
+        (None, Some(ca), _) => Ok(ca.to_string()),
+        (None, None, Some(cert)) => {
+            let beside = cert.with_file_name("ca.crt");
+            std::fs::read_to_string(&beside)
+                .map_err(|e| format!("give --ca-file ({} cannot be read: {e})", beside.display()))
+        }
+        (None, None, None) => Err("give --ca-file".into()),
+    }
 }

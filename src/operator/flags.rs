@@ -77,6 +77,13 @@ pub struct WebhookFlags {
     /// --tls-secret keeps.
     #[arg(long, value_name = "NAME", default_value = "kubeplace")]
     pub webhook_config_name: String,
+    /// Answer only clients that present a certificate signed by a CA of this PEM bundle (the
+    /// one kube-apiserver's admission configuration gives it for webhooks): the TLS handshake
+    /// of any other client fails. Replicas passing claims to the leader present their
+    /// serving certificate, which is accepted when the webhook's own CA signed it. Read at
+    /// start. See docs/webhook-security.md.
+    #[arg(long, value_name = "PATH")]
+    pub webhook_client_ca: Option<PathBuf>,
 }
 
 /// Where the serving certificate comes from: files, a Secret, or generated at start.

@@ -6,6 +6,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
+use super::certificate::Serving;
 use super::fence::{Listed, fence_claims};
 use super::flags::Flags;
 use crate::cache::SharedStore;
@@ -20,17 +21,18 @@ pub(crate) struct Candidacy {
 
 /// Sets up the election on `--lease-name` and the claims fence (started at once, closed
 /// until this replica leads and has caught up). The Lease carries this replica's claims
-/// endpoint, kept up to date as its CA is renewed.
+/// endpoint and `serving`'s CA, kept up to date as the CA is renewed; `serving`'s
+/// certificate is presented to the leader when claims are passed to it.
 pub(crate) fn run_for_leader(
     flags: &Flags,
     identity: &str,
     client: &Client,
     store: &SharedStore,
-    webhook_port: u16,
-    ca: (Option<&str>, watch::Receiver<String>),
+    (webhook_port, serving): (u16, &Serving),
     cancel: CancellationToken,
 ) -> Candidacy {
-    let (ca_pem, mut ca_changes) = ca;
+    let ca_pem = serving.ca_pem.as_deref().map_err(String::as_str);
+    let mut ca_changes = serving.ca_changes.clone();
     let mut settings =
         LeaseSettings::new(&flags.leader.lease_name, &flags.cluster.namespace, identity);
     match claims_endpoint(flags, webhook_port, ca_pem) {
@@ -64,11 +66,12 @@ pub(crate) fn run_for_leader(
         fence,
         cancel,
     ));
-    let claims_route = ClaimsRoute {
+    let claims_route = ClaimsRoute::new(
         leading,
         fenced,
-        other: elector.other_leader(),
-    };
+        elector.other_leader(),
+        Some(serving.resolver.clone()),
+    );
     Candidacy {
         elector,
         claims_route,
@@ -79,7 +82,7 @@ pub(crate) fn run_for_leader(
 pub(crate) fn claims_endpoint(
     flags: &Flags,
     webhook_port: u16,
-    generated_ca: Option<&str>,
+    ca_pem: Result<&str, &str>,
 ) -> Result<Endpoint, String> {
     let leader = &flags.leader;
     let webhook_host = &flags.webhook.webhook_host;
@@ -103,17 +106,7 @@ pub(crate) fn claims_endpoint(
         .clone()
         .or_else(|| webhook_host.clone())
         .ok_or("give --claims-server-name (or --webhook-host)")?;
-    let ca_pem = match (&flags.tls.ca_file, generated_ca, &flags.tls.tls_cert_file) {
-        (Some(path), _, _) => std::fs::read_to_string(path)
-            .map_err(|e| format!("--ca-file {}: {e}", path.display()))?,
-        (None, Some(ca), _) => ca.to_string(),
-        (None, None, Some(cert)) => {
-            let beside = cert.with_file_name("ca.crt");
-            std::fs::read_to_string(&beside)
-                .map_err(|e| format!("give --ca-file ({} cannot be read: {e})", beside.display()))?
-        }
-        (None, None, None) => return Err("give --ca-file".into()),
-    };
+    let ca_pem = ca_pem?.to_string();
     Ok(Endpoint {
         address,
         server_name,

@@ -15,7 +15,7 @@ mod placement;
 pub(crate) mod shutdown;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,7 +37,8 @@ use crate::controllers::watch::{self as kind_watches, Synced, kind_watch};
 use crate::health::{self, Health};
 use crate::metrics::Metrics;
 use crate::placement_api::Soundness;
-use crate::serving::certs::CertError;
+use crate::serving::certs::{self, CertError};
+use crate::serving::client_auth::{self, ClientCas};
 use crate::serving::http::{self, Lifecycle};
 use crate::serving::tls_secret::TlsSecretError;
 use crate::webhook::claims_route::ClaimsRoute;
@@ -74,6 +75,15 @@ pub enum Error {
     WebhookServer(#[source] std::io::Error),
     #[error("cannot create or update ValidatingWebhookConfiguration {name:?}: {source}")]
     Register { name: String, source: kube::Error },
+    #[error("--webhook-client-ca {}: {reason}", path.display())]
+    WebhookClientCa { path: PathBuf, reason: String },
+}
+
+impl Error {
+    /// Whether the operator's input is at fault (exit 2) rather than its surroundings.
+    pub fn is_bad_input(&self) -> bool {
+        matches!(self, Error::WebhookClientCa { .. })
+    }
 }
 
 /// What every part of a running operator shares.
@@ -104,6 +114,11 @@ struct Stopping {
 
 /// Runs the operator until SIGTERM or Ctrl-C.
 pub async fn run(flags: Flags) -> Result<(), Error> {
+    // Before anything connects: a wrong file is the caller's to fix.
+    let client_cas = match &flags.webhook.webhook_client_ca {
+        Some(path) => Some(client_cas(path)?),
+        None => None,
+    };
     let client = client(&flags.cluster).await?;
     let store = SharedStore::default();
     info!(weighers = %flags.scheduling.weighing.weighers, "servers are weighed");
@@ -147,20 +162,20 @@ pub async fn run(flags: Flags) -> Result<(), Error> {
             &shared.identity,
             &shared.client,
             &shared.store,
-            webhook_port,
-            (
-                certificate.ca_pem.as_deref(),
-                certificate.ca_changes.clone(),
-            ),
+            (webhook_port, &certificate),
             stopping.cancel.clone(),
         )
     });
     let claims_route = candidacy.as_ref().map(|c| c.claims_route.clone());
+    let webhook_tls = match client_cas {
+        Some(cas) => webhook_tls_checking(&certificate, cas, stopping.cancel.clone())?,
+        None => certificate.tls.clone(),
+    };
     let mut servers = vec![
         serve_webhook(
             &shared,
             listeners.webhook,
-            certificate.tls.clone(),
+            webhook_tls,
             claims_route,
             &stopping,
         )?,
@@ -217,6 +232,59 @@ async fn client(flags: &ClusterFlags) -> Result<Client, Error> {
         None => Config::infer().await.map_err(Error::NoCluster)?,
     };
     Client::try_from(config).map_err(Error::Client)
+}
+
+/// The verifier of the webhook's clients, from the `--webhook-client-ca` bundle at `path`.
+fn client_cas(path: &Path) -> Result<Arc<ClientCas>, Error> {
+    let bad = |reason: String| Error::WebhookClientCa {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let pem = std::fs::read_to_string(path).map_err(|e| {
+        bad(format!(
+            "cannot be read ({e}); expected a PEM file of CA certificates"
+        ))
+    })?;
+    ClientCas::new(client_auth::ca_certificates(&pem).map_err(bad)?).map_err(bad)
+}
+
+/// The webhook's TLS, requiring client certificates of `cas` or of the replicas' own CA
+/// (followers present theirs when they pass claims on), which is followed as it is renewed
+/// until `cancel`.
+fn webhook_tls_checking(
+    certificate: &certificate::Serving,
+    cas: Arc<ClientCas>,
+    cancel: CancellationToken,
+) -> Result<tokio_rustls::TlsAcceptor, Error> {
+    // Without a CA of its own (files and no --ca-file) only the bundle is trusted; the
+    // Lease's setup already says that replicas cannot pass claims here.
+    if let Ok(own) = &certificate.ca_pem
+        && let Err(e) = cas.trust_own(own)
+    {
+        warn!("replicas cannot pass claims to this one: its CA: {e}");
+    }
+    let mut changes = certificate.ca_changes.clone();
+    changes.mark_unchanged();
+    let following = cas.clone();
+    tokio::spawn(async move {
+        loop {
+            let changed = tokio::select! {
+                _ = cancel.cancelled() => return,
+                changed = changes.changed() => changed,
+            };
+            if changed.is_err() {
+                return;
+            }
+            let own = changes.borrow_and_update().clone();
+            if let Err(e) = following.trust_own(&own) {
+                warn!("the renewed CA cannot check replicas: {e}");
+            }
+        }
+    });
+    info!("the webhook requires client certificates (--webhook-client-ca)");
+    Ok(tokio_rustls::TlsAcceptor::from(
+        certs::server_config_checking(certificate.resolver.clone(), cas)?,
+    ))
 }
 
 /// This replica's name in the Lease: the pod (or host) name, the process and start time.

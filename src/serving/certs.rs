@@ -9,7 +9,8 @@ use std::time::{Duration, SystemTime};
 use rustls::ServerConfig;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::server::danger::ClientCertVerifier;
+use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -90,8 +91,8 @@ impl ResolvesServerCert for CertResolver {
     }
 }
 
-/// A TLS client configuration (ring) that trusts the CAs of `ca_pem` only.
-pub fn client_config(ca_pem: &str) -> Result<Arc<rustls::ClientConfig>, CertError> {
+/// The CAs of `ca_pem` as roots to check a server against.
+fn roots(ca_pem: &str) -> Result<rustls::RootCertStore, CertError> {
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
         let cert = cert.map_err(|e| CertError::Certificate(e.to_string()))?;
@@ -104,22 +105,58 @@ pub fn client_config(ca_pem: &str) -> Result<Arc<rustls::ClientConfig>, CertErro
             "the CA file holds no CERTIFICATE block".into(),
         ));
     }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+    Ok(roots)
+}
+
+fn client_builder(
+    ca_pem: &str,
+) -> Result<rustls::ConfigBuilder<rustls::ClientConfig, rustls::client::WantsClientCert>, CertError>
+{
+    Ok(rustls::ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
     .with_safe_default_protocol_versions()?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    Ok(Arc::new(config))
+    .with_root_certificates(roots(ca_pem)?))
+}
+
+/// A TLS client configuration (ring) that trusts the CAs of `ca_pem` only.
+pub fn client_config(ca_pem: &str) -> Result<Arc<rustls::ClientConfig>, CertError> {
+    Ok(Arc::new(client_builder(ca_pem)?.with_no_client_auth()))
+}
+
+/// [`client_config`], presenting the resolver's certificate when the server asks for one.
+pub fn client_config_presenting(
+    ca_pem: &str,
+    identity: Arc<CertResolver>,
+) -> Result<Arc<rustls::ClientConfig>, CertError> {
+    Ok(Arc::new(
+        client_builder(ca_pem)?.with_client_cert_resolver(identity),
+    ))
 }
 
 /// A TLS server configuration (ring, TLS 1.2 and 1.3, HTTP/1.1) serving the resolver's
 /// certificate.
 pub fn server_config(resolver: Arc<CertResolver>) -> Result<Arc<ServerConfig>, CertError> {
+    server_config_with(resolver, WebPkiClientVerifier::no_client_auth())
+}
+
+/// [`server_config`], requiring a client certificate that `clients` accepts: a client
+/// without one fails the handshake.
+pub fn server_config_checking(
+    resolver: Arc<CertResolver>,
+    clients: Arc<dyn ClientCertVerifier>,
+) -> Result<Arc<ServerConfig>, CertError> {
+    server_config_with(resolver, clients)
+}
+
+fn server_config_with(
+    resolver: Arc<CertResolver>,
+    clients: Arc<dyn ClientCertVerifier>,
+) -> Result<Arc<ServerConfig>, CertError> {
     let mut config =
         ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
             .with_safe_default_protocol_versions()?
-            .with_no_client_auth()
+            .with_client_cert_verifier(clients)
             .with_cert_resolver(resolver);
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
@@ -201,7 +238,8 @@ pub fn generate_ca(
 }
 
 /// A serving certificate for `names` (IP addresses or DNS names, the first also the
-/// common name) signed by `ca`, and its new key: (certificate PEM, key PEM).
+/// common name) signed by `ca`, and its new key: (certificate PEM, key PEM). It is a client
+/// certificate too: a replica presents it to the leader when it passes a claim on.
 pub fn sign_serving(
     ca: &Ca,
     names: &[String],
@@ -222,7 +260,10 @@ pub fn sign_serving(
         KeyUsagePurpose::DigitalSignature,
         KeyUsagePurpose::KeyEncipherment,
     ];
-    leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    leaf.extended_key_usages = vec![
+        ExtendedKeyUsagePurpose::ServerAuth,
+        ExtendedKeyUsagePurpose::ClientAuth,
+    ];
     leaf.not_before = not_before;
     leaf.not_after = not_after;
     let cert = leaf.signed_by(&key, &issuer)?;

@@ -1,9 +1,10 @@
 //! What every server of the operator is built on: HTTP/1 over TCP or TLS with bounded
 //! handshakes, drain and stop (`http`), serving certificates from files or generated
-//! (`certs`), and a CA and certificate kept in a Secret shared by the replicas
-//! (`tls_secret`). The admission webhook, health and metrics, and the Placement API serve
-//! through it.
+//! (`certs`), a CA and certificate kept in a Secret shared by the replicas
+//! (`tls_secret`), and the client certificates the webhook may require (`client_auth`). The
+//! admission webhook, health and metrics, and the Placement API serve through it.
 
 pub mod certs;
+pub mod client_auth;
 pub mod http;
 pub mod tls_secret;

@@ -2,7 +2,8 @@
 //! (`kubeplace run --tls-secret NAME`), so that nothing random is rendered by the chart.
 //!
 //! Every replica reads the Secret at start and every [`REFRESH`]. When it is missing,
-//! incomplete, not for the webhook's names, or within a third of its lifetime of expiring,
+//! incomplete, not for the webhook's names, not usable as a client certificate (replicas
+//! present it to the leader), or within a third of its lifetime of expiring,
 //! the replica makes a new one and writes it with optimistic concurrency: created if
 //! absent, replaced at the resourceVersion it read. A replica whose write loses (409) reads
 //! the winner's Secret and serves that, so replicas agree on one certificate. The CA is
@@ -182,6 +183,15 @@ fn subject_names(cert: &X509Certificate<'_>) -> Vec<String> {
         .collect()
 }
 
+/// Whether a client may present `cert`: its extended key usages, when it has any, allow it.
+fn usable_by_clients(cert: &X509Certificate<'_>) -> bool {
+    match cert.extended_key_usage() {
+        Ok(Some(eku)) => eku.value.client_auth || eku.value.any,
+        Ok(None) => true,
+        Err(_) => false,
+    }
+}
+
 /// Whether `key_pem` is the private key of `cert`.
 fn key_matches(cert: &X509Certificate<'_>, key_pem: &str) -> bool {
     rcgen::KeyPair::from_pem(key_pem)
@@ -238,6 +248,11 @@ fn check(m: &Material, names: &[String]) -> Result<(OffsetDateTime, OffsetDateTi
             "tls.crt is not for {missing} (it is for {})",
             has.join(", ")
         ));
+    }
+    // Replicas present it to the leader as their client certificate; a Secret made before
+    // it was issued for that is made again.
+    if !usable_by_clients(&leaf) {
+        return Err("tls.crt is not a client certificate (no clientAuth extended key usage), which replicas present to the leader".into());
     }
     let (leaf_from, leaf_to) = (
         time_of(leaf.validity().not_before),
@@ -561,6 +576,27 @@ mod tests {
         ));
     }
 
+    /// `m` with its certificate issued for serving only, as Secrets were made before
+    /// replicas presented it to each other.
+    fn serving_only(m: &Material) -> Material {
+        use rcgen::{CertificateParams, ExtendedKeyUsagePurpose, Issuer, KeyPair};
+        let issuer = Issuer::from_ca_cert_pem(
+            &m.signing_ca().unwrap().cert_pem,
+            KeyPair::from_pem(&m.ca_key).unwrap(),
+        )
+        .unwrap();
+        let key = KeyPair::generate().unwrap();
+        let mut leaf = CertificateParams::new(names()).unwrap();
+        leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        leaf.not_before = at(0);
+        leaf.not_after = at(365);
+        Material {
+            cert: leaf.signed_by(&key, &issuer).unwrap().pem(),
+            key: key.serialize_pem(),
+            ..m.clone()
+        }
+    }
+
     #[test]
     fn a_broken_or_mixed_up_secret_is_renewed_with_the_reason() {
         let m = issue(None, &names(), YEAR, at(0)).unwrap();
@@ -596,7 +632,10 @@ mod tests {
                 "ca.crt holds no certificate",
             ),
         ];
-        for (material, want) in cases {
+        for (material, want) in cases
+            .into_iter()
+            .chain([(serving_only(&m), "tls.crt is not a client certificate")])
+        {
             match decide(&material, &names(), YEAR, at(1)) {
                 Decision::Renew(why) => assert!(why.contains(want), "{why}"),
                 d => panic!("{want}: {d:?}"),

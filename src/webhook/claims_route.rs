@@ -5,7 +5,10 @@
 //! which it finds on the leader Lease: the leader keeps there the address its webhook
 //! listens on, the name its serving certificate is checked against, and the CA that signed
 //! it. The leader's answer is returned as it is. So every claim is decided by one ledger,
-//! which sees every claim decided before it, admitted or not yet watched.
+//! which sees every claim decided before it, admitted or not yet watched. The replica
+//! presents its own serving certificate when it passes a review on, so a leader that
+//! requires client certificates (`--webhook-client-ca`) accepts it: the leader also trusts
+//! the CA that signs the replicas' certificates.
 //!
 //! A new leader decides nothing until it is sure it sees every claim its predecessor
 //! decided: it waits out the longest an admission can still be in flight (the webhook
@@ -14,7 +17,7 @@
 //! that unavailability is in docs/architecture.md.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -25,6 +28,8 @@ use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio_rustls::TlsConnector;
+
+use crate::serving::certs::{self, CertResolver};
 
 /// The leader's webhook address (`HOST:PORT`), on the Lease.
 pub const ADDRESS_ANNOTATION: &str = "claims.kubeplace.io/address";
@@ -76,6 +81,11 @@ pub struct ClaimsRoute {
     pub leading: watch::Receiver<bool>,
     pub fenced: watch::Receiver<bool>,
     pub other: watch::Receiver<Option<BTreeMap<String, String>>>,
+    /// The certificate presented to a leader that asks for one (`--webhook-client-ca`):
+    /// this replica's serving certificate, signed by the CA the leader shares.
+    identity: Option<Arc<CertResolver>>,
+    /// The TLS client for the leader's CA, made once per CA rather than once per claim.
+    connector: Arc<Mutex<Option<(String, TlsConnector)>>>,
 }
 
 /// Where one Allocation review is decided.
@@ -90,6 +100,22 @@ pub enum Route {
 }
 
 impl ClaimsRoute {
+    /// A route from what the election says, presenting `identity` to the leader.
+    pub fn new(
+        leading: watch::Receiver<bool>,
+        fenced: watch::Receiver<bool>,
+        other: watch::Receiver<Option<BTreeMap<String, String>>>,
+        identity: Option<Arc<CertResolver>>,
+    ) -> ClaimsRoute {
+        ClaimsRoute {
+            leading,
+            fenced,
+            other,
+            identity,
+            connector: Arc::default(),
+        }
+    }
+
     /// Where a review is decided; `forwarded` when another replica passed it on.
     pub fn route(&self, forwarded: bool) -> Route {
         let leading = *self.leading.borrow();
@@ -117,34 +143,47 @@ impl ClaimsRoute {
             ),
         }
     }
-}
 
-/// Passes an AdmissionReview body to the leader's `/validate/<plural>`; the answer's body.
-pub async fn forward(endpoint: &Endpoint, plural: &str, body: Bytes) -> Result<Bytes, String> {
-    tokio::time::timeout(FORWARD_TIMEOUT, send(endpoint, plural, body))
-        .await
-        .map_err(|_| format!("the leader at {} did not answer in time", endpoint.address))?
-}
-
-/// The TLS client for the leader's CA, made once per CA rather than once per claim.
-fn connector(ca_pem: &str) -> Result<TlsConnector, String> {
-    static MADE: Mutex<Option<(String, TlsConnector)>> = Mutex::new(None);
-    let mut made = crate::locks::lock(&MADE);
-    if let Some((ca, connector)) = made.as_ref()
-        && ca == ca_pem
-    {
-        return Ok(connector.clone());
+    /// Passes an AdmissionReview body to the leader's `/validate/<plural>`; the answer's
+    /// body.
+    pub async fn forward(
+        &self,
+        endpoint: &Endpoint,
+        plural: &str,
+        body: Bytes,
+    ) -> Result<Bytes, String> {
+        let connector = self.connector(&endpoint.ca_pem)?;
+        tokio::time::timeout(FORWARD_TIMEOUT, send(connector, endpoint, plural, body))
+            .await
+            .map_err(|_| format!("the leader at {} did not answer in time", endpoint.address))?
     }
-    let config = crate::serving::certs::client_config(ca_pem)
+
+    /// The TLS client for the leader's CA, presenting this replica's certificate.
+    fn connector(&self, ca_pem: &str) -> Result<TlsConnector, String> {
+        let mut made = crate::locks::lock(&self.connector);
+        if let Some((ca, connector)) = made.as_ref()
+            && ca == ca_pem
+        {
+            return Ok(connector.clone());
+        }
+        let config = match &self.identity {
+            Some(identity) => certs::client_config_presenting(ca_pem, identity.clone()),
+            None => certs::client_config(ca_pem),
+        }
         .map_err(|e| format!("the leader's CA: {e}"))?;
-    let connector = TlsConnector::from(config);
-    *made = Some((ca_pem.to_string(), connector.clone()));
-    Ok(connector)
+        let connector = TlsConnector::from(config);
+        *made = Some((ca_pem.to_string(), connector.clone()));
+        Ok(connector)
+    }
 }
 
-async fn send(endpoint: &Endpoint, plural: &str, body: Bytes) -> Result<Bytes, String> {
+async fn send(
+    connector: TlsConnector,
+    endpoint: &Endpoint,
+    plural: &str,
+    body: Bytes,
+) -> Result<Bytes, String> {
     let at = &endpoint.address;
-    let connector = connector(&endpoint.ca_pem)?;
     let name = ServerName::try_from(endpoint.server_name.clone())
         .map_err(|e| format!("{:?} is not a server name: {e}", endpoint.server_name))?;
     let tcp = TcpStream::connect(at.as_str())
@@ -169,7 +208,7 @@ async fn send(endpoint: &Endpoint, plural: &str, body: Bytes) -> Result<Bytes, S
     let response = sender
         .send_request(request)
         .await
-        .map_err(|e| format!("the leader at {at} failed to answer: {e}"))?;
+        .map_err(|e| format!("the leader at {at} failed to answer: {}", with_causes(&e)))?;
     if !response.status().is_success() {
         return Err(format!("the leader at {at} answered {}", response.status()));
     }
@@ -180,16 +219,29 @@ async fn send(endpoint: &Endpoint, plural: &str, body: Bytes) -> Result<Bytes, S
         .map_err(|e| format!("the leader's answer could not be read: {e}"))
 }
 
+/// An error and its causes: a refused client certificate shows only as the cause of
+/// hyper's "connection error".
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn route(leading: bool, fenced: bool, other: Option<BTreeMap<String, String>>) -> ClaimsRoute {
-        ClaimsRoute {
-            leading: watch::channel(leading).1,
-            fenced: watch::channel(fenced).1,
-            other: watch::channel(other).1,
-        }
+        ClaimsRoute::new(
+            watch::channel(leading).1,
+            watch::channel(fenced).1,
+            watch::channel(other).1,
+            None,
+        )
     }
 
     fn endpoint() -> Endpoint {

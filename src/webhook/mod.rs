@@ -5,6 +5,7 @@
 pub mod claims_route;
 pub mod config;
 pub mod endpoint;
+pub mod event_budget;
 mod read_through;
 
 use std::sync::{Arc, Mutex};
@@ -17,6 +18,7 @@ use tokio::sync::watch;
 use crate::cache::{SharedStore, to_object};
 use crate::metrics::Metrics;
 use claims_route::{ClaimsRoute, Route};
+use event_budget::EventBudget;
 use kubeplace_api::{API_VERSION, GROUP, Kind, Object};
 use kubeplace_policy::admission::{Operation, Verdict, admit};
 use kubeplace_policy::claims::Ledger;
@@ -42,6 +44,8 @@ pub struct Webhook {
     pub recheck_after: Duration,
     /// Where a Warning Event goes for each object kubeplace's admission rejects.
     pub events: Option<kube::runtime::events::Recorder>,
+    /// How many of those Events may still be published (see [`event_budget`]).
+    event_budget: Mutex<EventBudget>,
     /// The decision point for Allocations: one claim at a time, each seeing the claims
     /// admitted before it that the watches have not delivered yet.
     claims: Mutex<Ledger>,
@@ -95,6 +99,7 @@ impl Webhook {
             sync_wait: Duration::from_secs(5),
             recheck_after: Duration::from_millis(250),
             events: None,
+            event_budget: Mutex::default(),
             claims: Mutex::new(Ledger::new(CLAIM_HOLD)),
             client: None,
             read_through_wait: Duration::from_secs(3),
@@ -152,11 +157,22 @@ impl Webhook {
         review
     }
 
-    /// Publishes a Warning Event `Rejected` about the object, without holding up the answer.
+    /// Publishes a Warning Event `Rejected` about the object, without holding up the answer,
+    /// unless the object or the webhook as a whole has used up its Events for the minute.
     fn report_rejection(&self, object: &kubeplace_api::Object, message: &str) {
         let Some(recorder) = self.events.clone() else {
             return;
         };
+        let key = (
+            object.kind().to_string(),
+            object.meta().namespace.clone().unwrap_or_default(),
+            object.name().to_string(),
+        );
+        if !crate::locks::lock(&self.event_budget).allow(&key, Instant::now()) {
+            tracing::debug!(kind = %key.0, namespace = %key.1, name = %key.2,
+                "no Event for this denial: too many in the last minute");
+            return;
+        }
         let reference = k8s_openapi::api::core::v1::ObjectReference {
             api_version: Some(API_VERSION.to_string()),
             kind: Some(object.kind().to_string()),
@@ -221,7 +237,7 @@ impl Webhook {
                 Route::Decide => {}
                 Route::Refuse(reason) => return deny(reason),
                 Route::Forward(endpoint) => {
-                    return match self.forwarded(&endpoint, plural, body).await {
+                    return match self.forwarded(route, &endpoint, plural, body).await {
                         Ok(mut leader) => {
                             // The answer is to this request: its uid and its types (which
                             // are not part of a response's JSON).
@@ -266,12 +282,14 @@ impl Webhook {
     /// The leader's answer to a review passed on to it.
     async fn forwarded(
         &self,
+        route: &ClaimsRoute,
         endpoint: &claims_route::Endpoint,
         plural: &str,
         body: &[u8],
     ) -> Result<AdmissionResponse, String> {
-        let answer =
-            claims_route::forward(endpoint, plural, bytes::Bytes::copy_from_slice(body)).await?;
+        let answer = route
+            .forward(endpoint, plural, bytes::Bytes::copy_from_slice(body))
+            .await?;
         let review: AdmissionReview<DynamicObject> = serde_json::from_slice(&answer)
             .map_err(|e| format!("the leader's answer is not an AdmissionReview: {e}"))?;
         review
@@ -461,9 +479,14 @@ mod tests {
 
     /// An AdmissionReview creating a Flavor that admission denies (a "preferred" trait).
     fn rejected_flavor(dry_run: bool) -> Vec<u8> {
+        rejected_flavor_named("c1.preferred-avx", dry_run)
+    }
+
+    /// [`rejected_flavor`], of the Flavor `name`.
+    fn rejected_flavor_named(name: &str, dry_run: bool) -> Vec<u8> {
         let flavor = json!({
             "apiVersion": API_VERSION, "kind": "Flavor",
-            "metadata": {"name": "c1.preferred-avx"},
+            "metadata": {"name": name},
             "spec": {"vcpus": 2, "memoryMb": 2048,
                      "extraSpecs": {"trait:HW_CPU_X86_AVX2": "preferred"}},
         });
@@ -474,7 +497,7 @@ mod tests {
             "request": {
                 "uid": "uid-1", "kind": gvk, "resource": gvr,
                 "requestKind": gvk, "requestResource": gvr,
-                "name": "c1.preferred-avx", "operation": "CREATE",
+                "name": name, "operation": "CREATE",
                 "userInfo": {"username": "kubernetes-admin"},
                 "object": flavor, "oldObject": null, "dryRun": dry_run, "options": null,
             }
@@ -485,22 +508,33 @@ mod tests {
     /// Reviews the rejected flavor with an Event recorder on a mocked API server; the
     /// paths the webhook wrote to within a short wait.
     async fn writes_for(dry_run: bool) -> Vec<String> {
+        let writes = writes_for_reviews(&[rejected_flavor(dry_run)]).await;
+        for (method, _) in &writes {
+            assert_eq!(method, Method::POST);
+        }
+        writes.into_iter().map(|(_, path)| path).collect()
+    }
+
+    /// Reviews each body (each a Flavor admission denies) in turn with an Event recorder on
+    /// a mocked API server; the methods and paths the webhook wrote to within a short wait.
+    async fn writes_for_reviews(bodies: &[Vec<u8>]) -> Vec<(Method, String)> {
         let (service, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
         let client = Client::new(service, "default");
         let (_ready_tx, ready) = watch::channel(true);
         let mut webhook = Webhook::new(SharedStore::default(), ready, Arc::new(Metrics::new()));
         webhook.recheck_after = Duration::ZERO;
         webhook.events = Some(recorder(client, "test"));
-        let review = webhook.review("flavors", &rejected_flavor(dry_run)).await;
-        let response = review.response.expect("a response");
-        assert!(!response.allowed, "the flavor is denied");
-        assert_eq!(response.result.code, 403);
+        for body in bodies {
+            let review = webhook.review("flavors", body).await;
+            let response = review.response.expect("a response");
+            assert!(!response.allowed, "the flavor is denied");
+            assert_eq!(response.result.code, 403);
+        }
         let mut paths = Vec::new();
         while let Ok(Some((request, send))) =
             tokio::time::timeout(Duration::from_millis(300), handle.next_request()).await
         {
-            assert_eq!(request.method(), Method::POST);
-            paths.push(request.uri().path().to_string());
+            paths.push((request.method().clone(), request.uri().path().to_string()));
             let body: Value =
                 serde_json::from_slice(&request.into_body().collect_bytes().await.unwrap())
                     .unwrap();
@@ -643,6 +677,26 @@ mod tests {
             writes_for(false).await,
             ["/apis/events.k8s.io/v1/namespaces/default/events"]
         );
+    }
+
+    /// A denial repeated (kubectl retrying, or a client that forges reviews) publishes a few
+    /// Events about its object a minute, not one per review; every review is still denied.
+    #[tokio::test]
+    async fn repeated_denials_of_one_object_publish_a_few_events() {
+        let bodies = vec![rejected_flavor(false); 10];
+        assert_eq!(
+            writes_for_reviews(&bodies).await.len(),
+            event_budget::PER_OBJECT
+        );
+    }
+
+    /// Denials of ever new objects publish a bounded number of Events a minute in all.
+    #[tokio::test]
+    async fn denials_of_many_objects_publish_a_bounded_number_of_events() {
+        let bodies: Vec<Vec<u8>> = (0..event_budget::TOTAL + 20)
+            .map(|i| rejected_flavor_named(&format!("f{i}.preferred-avx"), false))
+            .collect();
+        assert_eq!(writes_for_reviews(&bodies).await.len(), event_budget::TOTAL);
     }
 
     /// The webhook registers `sideEffects: None`: a dry run (`kubectl apply

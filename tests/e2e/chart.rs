@@ -674,3 +674,208 @@ fn helm_upgrade_keeps_the_ca_bundle_the_operator_set() {
     cp.kubectl(&["delete", "namespace", ns, "--wait=false"])
         .ok();
 }
+
+/// The documents of `kind` in `helm template kubeplace charts/kubeplace ARGS…`.
+fn rendered_of_kind(cp: &ControlPlane, args: &[&str], kind: &str) -> Vec<serde_json::Value> {
+    let mut command = vec!["template", "kubeplace", "charts/kubeplace"];
+    command.extend_from_slice(args);
+    let rendered = cp.helm(&command);
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(rendered.ok()).expect("YAML");
+    docs.into_iter().filter(|d| d["kind"] == kind).collect()
+}
+
+/// The chart's NetworkPolicy lets in each port from its own peers and nothing else: the
+/// webhook from `networkPolicy.webhook.from` (kube-apiserver) and from the other replicas
+/// (claims passed to the leader), metrics and Placement from theirs; a port whose peers are
+/// not given is open to any source.
+#[test]
+fn the_network_policy_lets_in_each_port_from_its_own_peers() {
+    use serde_json::json;
+    let cp = support::cluster();
+    let replicas = json!([{"podSelector": {"matchLabels": {
+        "app.kubernetes.io/name": "kubeplace", "app.kubernetes.io/instance": "kubeplace"}}}]);
+    let rule = |port: u16, from: Option<serde_json::Value>| {
+        let mut rule = json!({"ports": [{"port": port, "protocol": "TCP"}]});
+        if let Some(from) = from {
+            rule["from"] = from;
+        }
+        rule
+    };
+    // On by default; with no peers given, each port is open to any source.
+    let policies = rendered_of_kind(cp, &[], "NetworkPolicy");
+    assert_eq!(policies.len(), 1, "{policies:?}");
+    let spec = &policies[0]["spec"];
+    assert_eq!(spec["policyTypes"], json!(["Ingress"]));
+    assert_eq!(spec["podSelector"], replicas[0]["podSelector"]);
+    assert_eq!(
+        spec["ingress"],
+        json!([
+            rule(8443, None),
+            rule(8443, Some(replicas.clone())),
+            rule(8080, None),
+            rule(8778, None)
+        ])
+    );
+
+    // Peers given per port, on other ports.
+    let api_server =
+        json!([{"ipBlock": {"cidr": "192.0.2.10/32"}}, {"ipBlock": {"cidr": "192.0.2.11/32"}}]);
+    let monitoring = json!([{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]);
+    let nova = json!([{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "openstack"}},
+                       "podSelector": {"matchLabels": {"app": "nova"}}}]);
+    let sets = [
+        format!("networkPolicy.webhook.from={api_server}"),
+        format!("networkPolicy.metrics.from={monitoring}"),
+        format!("networkPolicy.placement.from={nova}"),
+    ];
+    let mut args = vec![
+        "--set",
+        "webhook.port=9443",
+        "--set",
+        "metrics.port=9090",
+        "--set",
+        "placement.port=9778",
+    ];
+    for set in &sets {
+        args.extend(["--set-json", set.as_str()]);
+    }
+    let policies = rendered_of_kind(cp, &args, "NetworkPolicy");
+    assert_eq!(
+        policies[0]["spec"]["ingress"],
+        json!([
+            rule(9443, Some(api_server)),
+            rule(9443, Some(replicas.clone())),
+            rule(9090, Some(monitoring)),
+            rule(9778, Some(nova))
+        ])
+    );
+    // The API server takes it as rendered.
+    let applied = cp.kubectl_stdin(
+        &["apply", "--dry-run=server", "-f", "-"],
+        &policies[0].to_string(),
+    );
+    assert!(
+        applied
+            .ok()
+            .contains("networkpolicy.networking.k8s.io/kubeplace created (server dry run)"),
+        "{}",
+        applied.stdout
+    );
+    // The ports are the pod's.
+    let deployment = &rendered_of_kind(cp, &args, "Deployment")[0];
+    let ports: Vec<i64> = deployment["spec"]["template"]["spec"]["containers"][0]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["containerPort"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ports, [9443, 9090, 9778]);
+
+    // No Placement API, no rule for it; disabled, no policy.
+    let policies = rendered_of_kind(cp, &["--set", "placement.enabled=false"], "NetworkPolicy");
+    assert_eq!(policies[0]["spec"]["ingress"].as_array().unwrap().len(), 3);
+    assert!(
+        rendered_of_kind(
+            cp,
+            &["--set", "networkPolicy.enabled=false"],
+            "NetworkPolicy"
+        )
+        .is_empty()
+    );
+    // A peer that is not one is refused by the values' schema.
+    let bad = cp.helm(&[
+        "template",
+        "kubeplace",
+        "charts/kubeplace",
+        "--set-json",
+        r#"networkPolicy.webhook.from=[{"cidr":"192.0.2.10/32"}]"#,
+    ]);
+    let said = bad.fails();
+    assert!(said.contains("networkPolicy"), "{said}");
+}
+
+/// `webhook.clientCA` puts the CA where `kubeplace run --webhook-client-ca` reads it, from a
+/// ConfigMap the chart makes (pem) or one that exists (configMap); `helm test` then leaves
+/// out the webhook, whose handshake it could not pass.
+#[test]
+fn the_webhook_client_ca_reaches_kubeplace_run() {
+    let cp = support::cluster();
+    let ca = kubeplace::serving::certs::self_signed("x").unwrap().ca_pem;
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("apiserver-client-ca.crt");
+    std::fs::write(&ca_file, &ca).unwrap();
+    let pem = format!("webhook.clientCA.pem={}", ca_file.display());
+    let pem = ["--set-file", pem.as_str()];
+    let container = |deployment: &serde_json::Value| {
+        deployment["spec"]["template"]["spec"]["containers"][0].clone()
+    };
+    let args_of = |deployment: &serde_json::Value| -> Vec<String> {
+        container(deployment)["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string())
+            .collect()
+    };
+    for (set, config_map) in [
+        (pem, "kubeplace-webhook-client-ca"),
+        (
+            ["--set", "webhook.clientCA.configMap=apiserver-ca"],
+            "apiserver-ca",
+        ),
+    ] {
+        let deployment = &rendered_of_kind(cp, &set, "Deployment")[0];
+        assert!(
+            args_of(deployment).contains(&"--webhook-client-ca=/webhook-client-ca/ca.crt".into()),
+            "{:?}",
+            args_of(deployment)
+        );
+        let volumes = &deployment["spec"]["template"]["spec"]["volumes"];
+        assert_eq!(
+            volumes,
+            &serde_json::json!([{"name": "webhook-client-ca", "configMap": {
+                "name": config_map, "items": [{"key": "ca.crt", "path": "ca.crt"}]}}])
+        );
+        assert_eq!(
+            container(deployment)["volumeMounts"],
+            serde_json::json!([{"name": "webhook-client-ca",
+                                "mountPath": "/webhook-client-ca", "readOnly": true}])
+        );
+        let probe = &rendered_of_kind(cp, &set, "Pod")[0];
+        let probed = probe["spec"]["containers"][0]["args"].to_string();
+        assert!(!probed.contains("https://"), "{probed}");
+    }
+    let maps = rendered_of_kind(cp, &pem, "ConfigMap");
+    assert_eq!(maps.len(), 1);
+    let mounted = maps[0]["data"]["ca.crt"].as_str().unwrap();
+    assert_eq!(mounted.trim(), ca.trim());
+    // What is mounted is a bundle kubeplace run reads.
+    kubeplace::serving::client_auth::ca_certificates(mounted).unwrap();
+    // Without it, no flag, no volume, and helm test probes the webhook.
+    let deployment = &rendered_of_kind(cp, &[], "Deployment")[0];
+    assert!(!args_of(deployment).iter().any(|a| a.contains("client-ca")));
+    assert!(rendered_of_kind(cp, &[], "ConfigMap").is_empty());
+    // cert-manager's certificate is a client certificate too (replicas present it).
+    let certificate =
+        &rendered_of_kind(cp, &["--set", "certManager.enabled=true"], "Certificate")[0];
+    let usages = certificate["spec"]["usages"].to_string();
+    assert!(
+        usages.contains("client auth") && usages.contains("server auth"),
+        "{usages}"
+    );
+    // Both at once is refused, naming the values.
+    let both = cp.helm(&[
+        "template",
+        "kubeplace",
+        "charts/kubeplace",
+        pem[0],
+        pem[1],
+        "--set",
+        "webhook.clientCA.configMap=apiserver-ca",
+    ]);
+    let said = both.fails();
+    assert!(
+        said.contains("webhook.clientCA: give pem or configMap, not both"),
+        "{said}"
+    );
+}

@@ -146,7 +146,7 @@ fn replica_on(
 }
 
 /// Waits until one of the replicas leads and decides claims; its position.
-fn deciding_leader(replicas: &[&Operator]) -> usize {
+pub(super) fn deciding_leader(replicas: &[&Operator]) -> usize {
     for _ in 0..120 {
         if let Some(i) = replicas
             .iter()

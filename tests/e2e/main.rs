@@ -9,6 +9,7 @@ mod support;
 
 mod chart;
 mod claims;
+mod client_auth;
 mod failover;
 mod faults;
 mod node;
@@ -296,6 +297,7 @@ fn helm_template_is_accepted_by_the_api_server() {
         "service/kubeplace-metrics",
         "deployment.apps/kubeplace",
         "poddisruptionbudget.policy/kubeplace",
+        "networkpolicy.networking.k8s.io/kubeplace",
         "validatingwebhookconfiguration.admissionregistration.k8s.io/kubeplace",
     ] {
         assert!(
@@ -369,6 +371,7 @@ fn manifests_are_accepted_by_the_api_server() {
         "service/kubeplace-webhook",
         "service/kubeplace-metrics",
         "poddisruptionbudget.policy/kubeplace",
+        "networkpolicy.networking.k8s.io/kubeplace",
         "validatingwebhookconfiguration.admissionregistration.k8s.io/kubeplace",
     ] {
         assert!(

@@ -319,8 +319,20 @@ fn tail(path: &Path, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
+/// How a control plane is set up beyond the defaults.
+#[derive(Debug, Clone, Copy, Default)]
+struct Options {
+    /// kube-apiserver presents a client certificate to every admission webhook (see
+    /// [`ControlPlane::private_with_webhook_client_cert`]).
+    webhook_client_cert: bool,
+}
+
 impl ControlPlane {
     fn start(bin: PathBuf) -> ControlPlane {
+        ControlPlane::start_with(bin, Options::default())
+    }
+
+    fn start_with(bin: PathBuf, options: Options) -> ControlPlane {
         let started = Instant::now();
         let dir = tempfile::Builder::new()
             .prefix("kubeplace-e2e.")
@@ -330,6 +342,9 @@ impl ControlPlane {
         reaper().as_mut().expect("reaper").dirs.push(dir.clone());
 
         make_certificates(&dir);
+        if options.webhook_client_cert {
+            make_webhook_client_certificate(&dir);
+        }
 
         let etcd_port = free_port();
         let peer_port = free_port();
@@ -354,25 +369,29 @@ impl ControlPlane {
         etcd.launch(&bin, &dir);
 
         let p = |name: &str| dir.join(name).display().to_string();
-        let apiserver = Server::new(
-            "kube-apiserver",
-            vec![
-                format!("--etcd-servers={client}"),
-                "--bind-address=127.0.0.1".into(),
-                "--advertise-address=127.0.0.1".into(),
-                format!("--secure-port={api_port}"),
-                format!("--tls-cert-file={}", p("apiserver.crt")),
-                format!("--tls-private-key-file={}", p("apiserver.key")),
-                format!("--client-ca-file={}", p("ca.crt")),
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
-                format!("--service-account-key-file={}", p("sa.pub")),
-                format!("--service-account-signing-key-file={}", p("sa.key")),
-                "--service-cluster-ip-range=10.0.0.0/24".into(),
-                "--authorization-mode=RBAC".into(),
-                "--endpoint-reconciler-type=none".into(),
-                "--profiling=false".into(),
-            ],
-        );
+        let mut apiserver_args = vec![
+            format!("--etcd-servers={client}"),
+            "--bind-address=127.0.0.1".into(),
+            "--advertise-address=127.0.0.1".into(),
+            format!("--secure-port={api_port}"),
+            format!("--tls-cert-file={}", p("apiserver.crt")),
+            format!("--tls-private-key-file={}", p("apiserver.key")),
+            format!("--client-ca-file={}", p("ca.crt")),
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+            format!("--service-account-key-file={}", p("sa.pub")),
+            format!("--service-account-signing-key-file={}", p("sa.key")),
+            "--service-cluster-ip-range=10.0.0.0/24".into(),
+            "--authorization-mode=RBAC".into(),
+            "--endpoint-reconciler-type=none".into(),
+            "--profiling=false".into(),
+        ];
+        if options.webhook_client_cert {
+            apiserver_args.push(format!(
+                "--admission-control-config-file={}",
+                p(ADMISSION_CONFIG)
+            ));
+        }
+        let apiserver = Server::new("kube-apiserver", apiserver_args);
         apiserver.launch(&bin, &dir);
         start_watchdog(&dir);
 
@@ -460,6 +479,35 @@ impl ControlPlane {
     /// servers (the shared one, [`cluster`], serves every other test).
     pub fn private() -> ControlPlane {
         ControlPlane::start(bin_dir().to_path_buf())
+    }
+
+    /// A control plane of the caller's own whose kube-apiserver presents a client
+    /// certificate to every admission webhook it calls: an admission configuration
+    /// (`--admission-control-config-file`) gives ValidatingAdmissionWebhook a kubeconfig whose
+    /// user `*` holds the certificate, signed by a CA of its own,
+    /// [`ControlPlane::webhook_client_ca`].
+    pub fn private_with_webhook_client_cert() -> ControlPlane {
+        ControlPlane::start_with(
+            bin_dir().to_path_buf(),
+            Options {
+                webhook_client_cert: true,
+            },
+        )
+    }
+
+    /// The CA that signed the certificate kube-apiserver presents to webhooks (with
+    /// [`ControlPlane::private_with_webhook_client_cert`]).
+    pub fn webhook_client_ca(&self) -> PathBuf {
+        self.dir.join("webhook-client-ca.crt")
+    }
+
+    /// The certificate and key kube-apiserver presents to webhooks (with
+    /// [`ControlPlane::private_with_webhook_client_cert`]).
+    pub fn webhook_client_cert(&self) -> (PathBuf, PathBuf) {
+        (
+            self.dir.join("webhook-client.crt"),
+            self.dir.join("webhook-client.key"),
+        )
     }
 
     /// Stops kube-apiserver (SIGKILL when `crash`, else SIGTERM), starts it again with
@@ -575,6 +623,65 @@ fn make_certificates(dir: &Path) {
     for step in steps {
         openssl(step);
     }
+}
+
+/// The admission configuration file kube-apiserver reads with a webhook client certificate.
+const ADMISSION_CONFIG: &str = "admission.yaml";
+
+/// A CA of its own and the client certificate kube-apiserver presents to webhooks, and the
+/// admission configuration and kubeconfig that make it do so: the kubeconfig's user `*`
+/// matches every webhook (a real cluster names the webhook's Service, e.g.
+/// `kubeplace-webhook.kubeplace-system.svc`).
+fn make_webhook_client_certificate(dir: &Path) {
+    let openssl = |args: &[&str]| {
+        run_ok(
+            Command::new("openssl")
+                .args(args)
+                .current_dir(dir)
+                .stdin(Stdio::null()),
+        )
+    };
+    std::fs::write(
+        dir.join("webhook-client.ext"),
+        "extendedKeyUsage=clientAuth\n",
+    )
+    .unwrap();
+    #[rustfmt::skip]
+    let steps: [&[&str]; 3] = [
+        &["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+          "-subj", "/CN=kubeplace-test-webhook-client-ca",
+          "-keyout", "webhook-client-ca.key", "-out", "webhook-client-ca.crt"],
+        &["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=kube-apiserver-webhook-client",
+          "-keyout", "webhook-client.key", "-out", "webhook-client.csr"],
+        &["x509", "-req", "-in", "webhook-client.csr", "-CA", "webhook-client-ca.crt",
+          "-CAkey", "webhook-client-ca.key", "-CAcreateserial", "-days", "2",
+          "-extfile", "webhook-client.ext", "-out", "webhook-client.crt"],
+    ];
+    for step in steps {
+        openssl(step);
+    }
+    let path = |name: &str| dir.join(name).display().to_string();
+    std::fs::write(
+        dir.join("webhook-kubeconfig.yaml"),
+        format!(
+            "apiVersion: v1\nkind: Config\nusers:\n- name: '*'\n  user:\n    \
+             client-certificate: {}\n    client-key: {}\n",
+            path("webhook-client.crt"),
+            path("webhook-client.key")
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join(ADMISSION_CONFIG),
+        format!(
+            "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n\
+             - name: ValidatingAdmissionWebhook\n  configuration:\n    \
+             apiVersion: apiserver.config.k8s.io/v1\n    kind: WebhookAdmissionConfiguration\n    \
+             kubeConfigFile: {}\n",
+            path("webhook-kubeconfig.yaml")
+        ),
+    )
+    .unwrap();
 }
 
 /// A finished kubectl or helm invocation.

@@ -53,3 +53,16 @@ app.kubernetes.io/part-of: kubeplace
 {{- define "kubeplace.certificate" -}}
 {{- printf "%s-webhook" (include "kubeplace.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
+
+{{/* The ConfigMap holding the webhook's client CA, when one is given; empty otherwise. */}}
+{{- define "kubeplace.webhookClientCAConfigMap" -}}
+{{- $ca := .Values.webhook.clientCA }}
+{{- if and $ca.pem $ca.configMap }}
+{{- fail "webhook.clientCA: give pem or configMap, not both" }}
+{{- end }}
+{{- if $ca.pem }}
+{{- printf "%s-webhook-client-ca" (include "kubeplace.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $ca.configMap }}
+{{- end }}
+{{- end }}

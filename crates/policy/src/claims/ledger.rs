@@ -28,18 +28,36 @@ pub struct PendingClaim {
 /// ledger holds the capacity the claim took. A claim the API server never stores (another
 /// admission step refused it, or the write failed) holds it until `hold` has passed: for
 /// that long a later claim may be refused that would have fitted, never the other way.
+///
+/// What reviews that never become objects can hold is bounded: one hold per Allocation
+/// name (a newer review of the same name replaces the older), and at most `max_holds` in
+/// all, the oldest dropped first. A hold dropped early leaves the claim to `settle`, which
+/// refuses it later should it not fit.
 #[derive(Debug, Clone)]
 pub struct Ledger {
+    /// Oldest first.
     pending: Vec<PendingClaim>,
     hold: Duration,
+    max_holds: usize,
 }
 
+/// Holds kept at most by [`Ledger::new`]: far more than the claims a cluster admits in the
+/// moment before the watch delivers them.
+pub const MAX_HOLDS: usize = 1024;
+
 impl Ledger {
-    /// A ledger that holds an unseen claim's capacity for at most `hold`.
+    /// A ledger that holds an unseen claim's capacity for at most `hold`, and at most
+    /// [`MAX_HOLDS`] claims at once.
     pub fn new(hold: Duration) -> Ledger {
+        Ledger::with_max_holds(hold, MAX_HOLDS)
+    }
+
+    /// [`Ledger::new`], holding at most `max_holds` claims (at least one) at once.
+    pub fn with_max_holds(hold: Duration, max_holds: usize) -> Ledger {
         Ledger {
             pending: Vec::new(),
             hold,
+            max_holds: max_holds.max(1),
         }
     }
 
@@ -73,6 +91,10 @@ impl Ledger {
             operation != Operation::Delete,
         ) {
             self.pending.retain(|p| p.name != object.name());
+            if self.pending.len() >= self.max_holds {
+                let over = self.pending.len() + 1 - self.max_holds;
+                self.pending.drain(..over);
+            }
             self.pending.push(PendingClaim {
                 name: object.name().to_string(),
                 uid: a.metadata.uid.clone(),
@@ -124,5 +146,72 @@ impl Ledger {
             }
         }
         usage
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kubeplace_api::manifest::parse_stream;
+
+    fn object(yaml: &str) -> Object {
+        parse_stream("t.yaml", yaml).unwrap()[0]
+            .clone()
+            .object()
+            .unwrap()
+            .unwrap()
+    }
+
+    fn store_with_vcpus(vcpus: i64) -> Store {
+        let mut store = Store::default();
+        store.apply(object(&format!(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata:\n  name: cn1\nspec:\n  inventories:\n    VCPU:\n      total: {vcpus}\n"
+        )));
+        store
+    }
+
+    /// A claim of one VCPU on cn1, named `name`.
+    fn claim(name: &str) -> Object {
+        object(&format!(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: Allocation\nmetadata:\n  name: {name}\nspec:\n  consumer: 00000000-0000-0000-0000-000000000001\n  allocations:\n  - provider: cn1\n    resources:\n      VCPU: 1\n"
+        ))
+    }
+
+    fn admitted(ledger: &mut Ledger, store: &Store, name: &str, now: Instant) -> bool {
+        ledger
+            .decide(Operation::Create, &claim(name), None, store, now, false)
+            .allowed
+    }
+
+    /// A review repeated (say, forged, and never stored) holds one claim's capacity, not one
+    /// per review.
+    #[test]
+    fn a_newer_review_of_the_same_name_replaces_its_hold() {
+        let store = store_with_vcpus(2);
+        let mut ledger = Ledger::new(Duration::from_secs(30));
+        let now = Instant::now();
+        for _ in 0..5 {
+            assert!(admitted(&mut ledger, &store, "forged", now));
+        }
+        assert_eq!(ledger.pending().len(), 1);
+        assert!(admitted(&mut ledger, &store, "real", now));
+        assert!(!admitted(&mut ledger, &store, "one-too-many", now));
+    }
+
+    /// Reviews of ever new names hold at most `max_holds` claims: the oldest holds go first,
+    /// and a claim that fits beside the newest ones is admitted.
+    #[test]
+    fn holds_are_capped_and_the_oldest_dropped_first() {
+        let store = store_with_vcpus(4);
+        let mut ledger = Ledger::with_max_holds(Duration::from_secs(30), 3);
+        let now = Instant::now();
+        for i in 0..10 {
+            admitted(&mut ledger, &store, &format!("forged-{i}"), now);
+        }
+        let held: Vec<&str> = ledger.pending().iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(held, ["forged-7", "forged-8", "forged-9"]);
+        assert!(admitted(&mut ledger, &store, "real", now));
+        assert_eq!(ledger.pending().len(), 3);
+        assert_eq!(Ledger::new(Duration::from_secs(30)).max_holds, MAX_HOLDS);
     }
 }

@@ -15,5 +15,5 @@
 mod ledger;
 mod settle;
 
-pub use ledger::{Ledger, PendingClaim};
+pub use ledger::{Ledger, MAX_HOLDS, PendingClaim};
 pub use settle::{any_undecided, settle};
