@@ -186,21 +186,12 @@ pub async fn run(flags: Flags) -> Result<(), Error> {
         register_webhook(&flags, &shared.client, webhook_port, ca).await?;
     }
     if let Some(listener) = listeners.placement {
-        let placement_tls = flags
-            .placement
-            .placement_tls
-            .then(|| certificate.tls.clone());
-        let api = PlacementOverCluster {
-            client: shared.client.clone(),
-            store: shared.store.clone(),
-            trigger: shared.trigger.clone(),
-            ready: shared.ready.clone(),
-            namespace: flags.cluster.namespace.clone(),
-            weighers: flags.scheduling.weighing.weighers.clone(),
-            soundness: shared.placement.clone(),
-        };
-        servers.push(tokio::spawn(
-            api.serve((listener, placement_tls), stopping.lifecycle.clone()),
+        servers.push(serve_placement(
+            &flags,
+            &shared,
+            listener,
+            &certificate,
+            &stopping,
         ));
     }
     let running = lead_and_reconcile(&flags, &shared, candidacy, &stopping.cancel);
@@ -394,6 +385,31 @@ fn serve_webhook(
         stopping.lifecycle.clone(),
     )
     .map_err(Error::WebhookServer)
+}
+
+/// Serves Placement's REST API over the cluster (`--placement-addr`), over TLS with the
+/// serving certificate when `--placement-tls` is given.
+fn serve_placement(
+    flags: &Flags,
+    shared: &Shared,
+    listener: TcpListener,
+    certificate: &certificate::Serving,
+    stopping: &Stopping,
+) -> JoinHandle<()> {
+    let tls = flags
+        .placement
+        .placement_tls
+        .then(|| certificate.tls.clone());
+    let api = PlacementOverCluster {
+        client: shared.client.clone(),
+        store: shared.store.clone(),
+        trigger: shared.trigger.clone(),
+        ready: shared.ready.clone(),
+        namespace: flags.cluster.namespace.clone(),
+        weighers: flags.scheduling.weighing.weighers.clone(),
+        soundness: shared.placement.clone(),
+    };
+    tokio::spawn(api.serve((listener, tls), stopping.lifecycle.clone()))
 }
 
 /// Watches every kind: every replica keeps the whole store.
