@@ -291,8 +291,8 @@ fn faults_mid_burst_lose_nothing_and_statuses_match_a_fresh_start() {
         .lines()
         .count();
     assert_eq!(allocations, SERVERS_LEFT);
-    let used: i64 = cp
-        .kubectl(&[
+    let used = || -> i64 {
+        cp.kubectl(&[
             "get",
             "resourceproviders",
             "-o",
@@ -301,8 +301,19 @@ fn faults_mid_burst_lose_nothing_and_statuses_match_a_fresh_start() {
         .ok()
         .lines()
         .filter_map(|l| l.trim().parse::<i64>().ok())
-        .sum();
-    assert_eq!(used, SERVERS_LEFT as i64, "VCPU counted over the providers");
+        .sum()
+    };
+    // A pass writes its statuses concurrently: a server can show Scheduled a moment before
+    // its host's usages do.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while used() != SERVERS_LEFT as i64 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_eq!(
+        used(),
+        SERVERS_LEFT as i64,
+        "VCPU counted over the providers"
+    );
 
     // A fresh operator computes the same statuses: it writes none.
     idle(&operator, Duration::from_secs(3));
