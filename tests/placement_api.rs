@@ -1482,6 +1482,26 @@ fn kubeplace_explain_and_headroom_beside_placements_paths() {
             400,
             "at least 1",
         ),
+        // A cap past the bound is refused before counting, with the range.
+        (
+            "/kubeplace/headroom?flavor=m1.small&cap=100000000",
+            400,
+            "cap=\"100000000\" is not a number of servers in the accepted range: at least 1, at most 10000",
+        ),
+        (
+            "/kubeplace/headroom?flavor=m1.small&cap=10001",
+            400,
+            "at most 10000",
+        ),
+        (
+            format!(
+                "/kubeplace/headroom?flavor=m1.small{}",
+                "&without=cn9".repeat(101)
+            )
+            .as_str(),
+            400,
+            "without=\"cn9\" is one provider too many: headroom drains at most 100 providers",
+        ),
         (
             "/kubeplace/headroom?flavor=m1.small&without=cn9",
             404,

@@ -6,7 +6,9 @@
 //! may do is asked of Kubernetes RBAC with a SubjectAccessReview on the resource
 //! `placement` of the group `kubeplace.io`: `get` for reads, `create` for POST, `update`
 //! for PUT and `delete` for DELETE. Answers are remembered for a short while, so a client
-//! making many requests costs the API server two reviews now and then, not two a request.
+//! making many requests costs the API server two reviews now and then, not two a request;
+//! refused tokens are remembered apart from accepted ones (so they never push a user out),
+//! and reviews of tokens remembered in neither are rate-limited (past it, a 429).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -27,10 +29,21 @@ pub const RBAC_GROUP: &str = "kubeplace.io";
 /// See [`RBAC_GROUP`].
 pub const RBAC_RESOURCE: &str = "placement";
 
-/// How long a review's answer is reused.
+/// How long a review's answer for a token Kubernetes accepted is reused.
 const REMEMBER: Duration = Duration::from_secs(10);
-/// How many answers are remembered at most.
+/// How many such answers are remembered at most; past it the least recently used goes.
 const REMEMBERED: usize = 4096;
+/// How long a token Kubernetes refused is refused without asking again: short, so a token
+/// just created is not refused for long.
+const REFUSED_FOR: Duration = Duration::from_secs(5);
+/// How many refused tokens are remembered at most, apart from accepted ones, so bad tokens
+/// never push out a valid user's answer.
+const REFUSED: usize = 4096;
+/// Reviews of tokens not remembered, per second and in a burst: enough for a fleet of
+/// clients starting at once, while a client sending new bad tokens costs the API server
+/// at most this many TokenReviews a second.
+const REVIEWS_PER_SECOND: f64 = 20.0;
+const REVIEWS_BURST: f64 = 40.0;
 
 /// How callers are authenticated and authorized.
 pub enum Auth {
@@ -40,14 +53,144 @@ pub enum Auth {
     Kubernetes(KubernetesAuth),
 }
 
-/// Reviews' answers by token and verb, with when they were given.
-type Answers = HashMap<(String, &'static str), (Instant, Result<(), Refusal>)>;
+/// Answers for accepted tokens by token and verb: when given, when last used, the answer.
+type Accepted = HashMap<(String, &'static str), (Instant, Instant, Result<(), Refusal>)>;
+
+/// What reviews answered, and how many more may be asked for now.
+struct Remembered {
+    /// Answers for tokens Kubernetes accepted (allowed or forbidden), by token and verb:
+    /// when given, when last used.
+    accepted: Accepted,
+    /// Tokens Kubernetes refused, with when, and why.
+    refused: HashMap<String, (Instant, Refusal)>,
+    /// Reviews of unremembered tokens that may start now (a token bucket).
+    budget: f64,
+    filled: Instant,
+}
+
+impl Remembered {
+    fn new(now: Instant) -> Remembered {
+        Remembered {
+            accepted: HashMap::new(),
+            refused: HashMap::new(),
+            budget: REVIEWS_BURST,
+            filled: now,
+        }
+    }
+
+    /// A remembered answer still fresh at `now`.
+    fn recall(
+        &mut self,
+        key: &(String, &'static str),
+        now: Instant,
+    ) -> Option<Result<(), Refusal>> {
+        if let Some((at, used, answer)) = self.accepted.get_mut(key)
+            && now.duration_since(*at) < REMEMBER
+        {
+            *used = now;
+            return Some(answer.clone());
+        }
+        match self.refused.get(&key.0) {
+            Some((at, why)) if now.duration_since(*at) < REFUSED_FOR => Some(Err(why.clone())),
+            _ => None,
+        }
+    }
+
+    /// Whether a review may be asked for `key`'s token: one Kubernetes accepted before
+    /// always may; another spends the budget, and over it is refused with a 429.
+    fn may_review(&mut self, key: &(String, &'static str), now: Instant) -> Result<(), Refusal> {
+        if self.accepted.contains_key(key) {
+            return Ok(());
+        }
+        let elapsed = now.duration_since(self.filled).as_secs_f64();
+        self.budget = (self.budget + elapsed * REVIEWS_PER_SECOND).min(REVIEWS_BURST);
+        self.filled = now;
+        if self.budget >= 1.0 {
+            self.budget -= 1.0;
+            Ok(())
+        } else {
+            Err(Refusal::too_many(
+                "Too many tokens to check with Kubernetes just now: retry after a second.",
+            ))
+        }
+    }
+
+    fn remember(&mut self, key: (String, &'static str), answer: Result<(), Refusal>, now: Instant) {
+        match answer {
+            Err(why) if why.status == StatusCode::UNAUTHORIZED => {
+                if self.refused.len() >= REFUSED && !self.refused.contains_key(&key.0) {
+                    self.refused
+                        .retain(|_, (at, _)| now.duration_since(*at) < REFUSED_FOR);
+                    if self.refused.len() >= REFUSED {
+                        let oldest = self
+                            .refused
+                            .iter()
+                            .min_by_key(|(_, (at, _))| *at)
+                            .map(|(k, _)| k.clone());
+                        oldest.map(|k| self.refused.remove(&k));
+                    }
+                }
+                self.refused.insert(key.0, (now, why));
+            }
+            answer => {
+                if self.accepted.len() >= REMEMBERED && !self.accepted.contains_key(&key) {
+                    self.accepted
+                        .retain(|_, (at, _, _)| now.duration_since(*at) < REMEMBER);
+                    if self.accepted.len() >= REMEMBERED {
+                        let least = self
+                            .accepted
+                            .iter()
+                            .min_by_key(|(_, (_, used, _))| *used)
+                            .map(|(k, _)| k.clone());
+                        least.map(|k| self.accepted.remove(&k));
+                    }
+                }
+                self.refused.remove(&key.0);
+                self.accepted.insert(key, (now, now, answer));
+            }
+        }
+    }
+}
+
+/// `key`'s answer: remembered, or reviewed by `review` (within the budget) and remembered.
+async fn decide<F>(
+    remembered: &Mutex<Remembered>,
+    key: (String, &'static str),
+    review: impl FnOnce() -> F,
+) -> Result<(), Refusal>
+where
+    F: std::future::Future<Output = Result<(), Refusal>>,
+{
+    {
+        // A cache: whatever a panicking holder left in it is still a cache.
+        let mut r = remembered.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        if let Some(answer) = r.recall(&key, now) {
+            return answer;
+        }
+        r.may_review(&key, now)?;
+    }
+    let answer = review().await;
+    // An API server that could not be asked is not remembered: the next request asks again.
+    if answer
+        .as_ref()
+        .err()
+        .is_none_or(|r| r.status != StatusCode::SERVICE_UNAVAILABLE)
+    {
+        remembered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remember(key, answer.clone(), Instant::now());
+    }
+    answer
+}
 
 /// Tokens checked by the Kubernetes API server.
 pub struct KubernetesAuth {
     client: Client,
     runtime: tokio::runtime::Handle,
-    remembered: Mutex<Answers>,
+    /// Boxed: it is large beside [`Auth::Token`].
+    remembered: Box<Mutex<Remembered>>,
 }
 
 /// Why a caller was refused.
@@ -60,7 +203,21 @@ pub struct Refusal {
 impl Refusal {
     /// The reply that refuses the request.
     pub(crate) fn reply(&self, request_id: &str) -> Reply {
-        wire::with_request_id(wire::auth_error(self.status, &self.message), request_id)
+        let mut reply =
+            wire::with_request_id(wire::auth_error(self.status, &self.message), request_id);
+        if self.status == StatusCode::TOO_MANY_REQUESTS {
+            reply.headers_mut().insert(
+                http::header::RETRY_AFTER,
+                http::HeaderValue::from_static("1"),
+            );
+        }
+        reply
+    }
+    fn too_many(message: impl Into<String>) -> Refusal {
+        Refusal {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            message: message.into(),
+        }
     }
     fn unauthorized(message: impl Into<String>) -> Refusal {
         Refusal {
@@ -183,7 +340,7 @@ impl KubernetesAuth {
         KubernetesAuth {
             client,
             runtime,
-            remembered: Mutex::new(HashMap::new()),
+            remembered: Box::new(Mutex::new(Remembered::new(Instant::now()))),
         }
     }
 
@@ -192,45 +349,10 @@ impl KubernetesAuth {
     }
 
     async fn check_async(&self, token: &str, verb: &'static str) -> Result<(), Refusal> {
-        let key = (token.to_string(), verb);
-        if let Some(answer) = self.recall(&key) {
-            return answer;
-        }
-        let answer = self.review(token, verb).await;
-        // An API server that could not be asked is not remembered: the next request asks again.
-        if answer
-            .as_ref()
-            .err()
-            .is_none_or(|r| r.status != StatusCode::SERVICE_UNAVAILABLE)
-        {
-            self.remember(key, answer.clone());
-        }
-        answer
-    }
-
-    /// A review's answer given less than [`REMEMBER`] ago.
-    fn recall(&self, key: &(String, &'static str)) -> Option<Result<(), Refusal>> {
-        // A cache: whatever a panicking holder left in it is still a cache.
-        let remembered = self
-            .remembered
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let (at, answer) = remembered.get(key)?;
-        (at.elapsed() < REMEMBER).then(|| answer.clone())
-    }
-
-    fn remember(&self, key: (String, &'static str), answer: Result<(), Refusal>) {
-        let mut remembered = self
-            .remembered
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if remembered.len() >= REMEMBERED {
-            remembered.retain(|_, (at, _)| at.elapsed() < REMEMBER);
-            if remembered.len() >= REMEMBERED {
-                remembered.clear();
-            }
-        }
-        remembered.insert(key, (Instant::now(), answer));
+        decide(&self.remembered, (token.to_string(), verb), || {
+            self.review(token, verb)
+        })
+        .await
     }
 
     async fn review(&self, token: &str, verb: &'static str) -> Result<(), Refusal> {
@@ -325,5 +447,95 @@ mod tests {
             .check(&Method::GET, &HeaderMap::new())
             .unwrap_err();
         assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
+    }
+
+    /// A fake reviewer: `good` is accepted, every other token refused; counts its calls.
+    fn reviewing(
+        remembered: &Mutex<Remembered>,
+        calls: &std::cell::Cell<usize>,
+        token: &str,
+    ) -> Result<(), Refusal> {
+        futures::executor::block_on(decide(remembered, (token.to_string(), "get"), || {
+            calls.set(calls.get() + 1);
+            let answer = if token == "good" {
+                Ok(())
+            } else {
+                Err(Refusal::unauthorized("not accepted"))
+            };
+            async move { answer }
+        }))
+    }
+
+    #[test]
+    fn a_bad_token_sent_again_is_reviewed_once() {
+        let remembered = Mutex::new(Remembered::new(Instant::now()));
+        let calls = std::cell::Cell::new(0);
+        for _ in 0..500 {
+            let refused = reviewing(&remembered, &calls, "bad").unwrap_err();
+            assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
+        }
+        assert_eq!(calls.get(), 1);
+    }
+
+    #[test]
+    fn many_bad_tokens_neither_evict_a_user_nor_pass_the_review_budget() {
+        let remembered = Mutex::new(Remembered::new(Instant::now()));
+        let calls = std::cell::Cell::new(0);
+        assert_eq!(reviewing(&remembered, &calls, "good"), Ok(()));
+        let started = Instant::now();
+        let mut too_many = 0;
+        for i in 0..(REMEMBERED + REFUSED) {
+            match reviewing(&remembered, &calls, &format!("bad-{i}")) {
+                Err(r) if r.status == StatusCode::TOO_MANY_REQUESTS => too_many += 1,
+                Err(r) => assert_eq!(r.status, StatusCode::UNAUTHORIZED),
+                Ok(()) => panic!("a bad token was accepted"),
+            }
+        }
+        // At most the burst and what refilled meanwhile were reviewed; the rest got 429s.
+        let allowed = REVIEWS_BURST + started.elapsed().as_secs_f64() * REVIEWS_PER_SECOND;
+        assert!(
+            (calls.get() - 1) as f64 <= allowed.ceil(),
+            "{} reviews",
+            calls.get() - 1
+        );
+        assert!(too_many > 0);
+        // The valid user is still remembered: no review for it.
+        let before = calls.get();
+        assert_eq!(reviewing(&remembered, &calls, "good"), Ok(()));
+        assert_eq!(calls.get(), before);
+        // Bad tokens past the refused cache's bound keep it bounded, and never touch the user.
+        let mut r = remembered.lock().unwrap();
+        let now = Instant::now();
+        for i in 0..(2 * REFUSED) {
+            r.remember(
+                (format!("worse-{i}"), "get"),
+                Err(Refusal::unauthorized("no")),
+                now,
+            );
+        }
+        assert!(r.refused.len() <= REFUSED);
+        assert!(r.recall(&("good".to_string(), "get"), now) == Some(Ok(())));
+    }
+
+    #[test]
+    fn a_full_cache_of_users_lets_the_least_recently_used_go() {
+        let mut r = Remembered::new(Instant::now());
+        let now = Instant::now();
+        r.remember(("first".into(), "get"), Ok(()), now);
+        for i in 0..REMEMBERED {
+            // "first" is used between every insert, so it is never the least recent.
+            let later = now + Duration::from_millis(1 + i as u64);
+            assert!(r.recall(&("first".into(), "get"), later).is_some(), "{i}");
+            r.remember((format!("user-{i}"), "get"), Ok(()), later);
+        }
+        assert_eq!(r.accepted.len(), REMEMBERED);
+        assert!(!r.accepted.contains_key(&("user-0".to_string(), "get")));
+    }
+
+    #[test]
+    fn a_429_says_when_to_retry() {
+        let reply = Refusal::too_many("slow down").reply("req-1");
+        assert_eq!(reply.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(reply.headers()[http::header::RETRY_AFTER], "1");
     }
 }

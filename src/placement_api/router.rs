@@ -119,11 +119,12 @@ pub(crate) fn route(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply,
         }
         ["kubeplace", "explain"] => {
             allowed(ctx, m, &[(M::GET, 0)])?;
-            api.read(|s| extensions::explain_candidates(s, ctx, &call.query))
+            // Over a copy: see `extensions::snapshot`.
+            extensions::explain_candidates(api, ctx, &call.query)
         }
         ["kubeplace", "headroom"] => {
             allowed(ctx, m, &[(M::GET, 0)])?;
-            api.read(|s| extensions::flavor_headroom(s, &api.weighers, &call.query))
+            extensions::flavor_headroom(api, &call.query)
         }
         ["allocation_candidates"] => {
             allowed(ctx, m, &[(M::GET, 10)])?;

@@ -50,6 +50,15 @@ pub enum HeadroomError {
     UnknownProvider { name: String, known: Vec<String> },
     #[error("the cap must be at least 1 server, not 0")]
     ZeroCap,
+    /// The count's deadline passed before it ended: `fits` is only a lower bound.
+    #[error(
+        "counting ran out of its {budget_ms} ms budget after placing {fits} of at most {cap} servers; at least {fits} fit: ask again with a cap of {fits} or less"
+    )]
+    OutOfTime {
+        fits: usize,
+        cap: usize,
+        budget_ms: u128,
+    },
 }
 
 fn listed(names: &[String]) -> String {
@@ -101,6 +110,21 @@ pub fn headroom(
     without: &[String],
     cap: usize,
 ) -> Result<Headroom, HeadroomError> {
+    headroom_of_copy(store.clone(), weighers, flavor, without, cap, None)
+}
+
+/// [`headroom`] over `copy`, a copy of the store the caller already made (and holds no
+/// lock on), stopping with [`HeadroomError::OutOfTime`] once `deadline` (a start and a
+/// budget) has passed, so one question cannot keep a server busy for long.
+pub fn headroom_of_copy(
+    mut copy: Store,
+    weighers: &Weighers,
+    flavor: &str,
+    without: &[String],
+    cap: usize,
+    deadline: Option<(std::time::Instant, std::time::Duration)>,
+) -> Result<Headroom, HeadroomError> {
+    let store = &copy;
     if cap == 0 {
         return Err(HeadroomError::ZeroCap);
     }
@@ -113,7 +137,6 @@ pub fn headroom(
                 .collect(),
         });
     };
-    let mut copy = store.clone();
     let drain = drain(&mut copy, without)?;
     let placed_first = schedule_pending(&mut copy, weighers);
     let replaced: BTreeSet<&str> = placed_first
@@ -127,7 +150,14 @@ pub fn headroom(
         .count();
     // After the drain, which takes hosts out of their aggregates.
     let weighing = Weighing::of(&copy, weighers);
-    let counted = count(&mut copy, &weighing, flavor, &request, cap);
+    let counted = count(&mut copy, &weighing, flavor, &request, cap, deadline);
+    if counted.out_of_time {
+        return Err(HeadroomError::OutOfTime {
+            fits: counted.fits,
+            cap,
+            budget_ms: deadline.map_or(0, |(_, budget)| budget.as_millis()),
+        });
+    }
     Ok(Headroom {
         flavor: flavor.to_string(),
         fits: counted.fits,
@@ -163,6 +193,8 @@ struct Counted {
     per_tree: BTreeMap<String, usize>,
     /// The Allocations it claimed, to take back.
     claimed: Vec<ObjectKey>,
+    /// Whether it stopped because its deadline passed.
+    out_of_time: bool,
 }
 
 /// Places servers of the request one at a time until one does not fit or `cap` did.
@@ -172,14 +204,20 @@ fn count(
     flavor: &str,
     request: &kubeplace_core::placement::request::Request,
     cap: usize,
+    deadline: Option<(std::time::Instant, std::time::Duration)>,
 ) -> Counted {
     let mut counted = Counted {
         fits: 0,
         stopped_by: None,
         per_tree: BTreeMap::new(),
         claimed: Vec::new(),
+        out_of_time: false,
     };
     while counted.fits < cap {
+        if deadline.is_some_and(|(start, budget)| start.elapsed() >= budget) {
+            counted.out_of_time = true;
+            break;
+        }
         match claim_one(store, weighing, request, flavor, counted.fits) {
             Ok((root, key)) => {
                 *counted.per_tree.entry(root).or_default() += 1;
@@ -239,7 +277,7 @@ impl HeadroomRound {
                 stopped_by: None,
             });
         }
-        let counted = count(&mut self.copy, &self.weighing, flavor, &request, cap);
+        let counted = count(&mut self.copy, &self.weighing, flavor, &request, cap, None);
         for key in &counted.claimed {
             self.copy.delete(key);
         }

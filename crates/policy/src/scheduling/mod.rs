@@ -11,7 +11,8 @@ pub mod server_groups;
 mod tests;
 
 pub use headroom::{
-    Headroom, HeadroomError, HeadroomFigures, HeadroomRound, headroom, record_headroom,
+    Headroom, HeadroomError, HeadroomFigures, HeadroomRound, headroom, headroom_of_copy,
+    record_headroom,
 };
 pub use place::{any_placeable_server, place, schedule_pending};
 pub use plan::plan;
