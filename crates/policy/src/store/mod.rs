@@ -788,7 +788,7 @@ mod tests {
             .collect()
     }
 
-    /// What the seams read: objects, the merge, and each provider as the index has it.
+    /// What admission and statuses read: objects, the merge, and each provider as the index has it.
     fn view(s: &Store) -> (Vec<Object>, MergeResult, Vec<String>) {
         let providers = s
             .list(Kind::ResourceProvider)
