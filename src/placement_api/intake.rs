@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode, header};
-use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper::body::Body;
 
 use super::wire::ApiError;
+use crate::serving::http::{BodyError, read_body as read_limited};
 
 /// The largest body read. Placement's largest bodies (a reshape, `POST /allocations` moving
 /// many consumers) are tens of KiB; 4 MiB leaves room for a whole cloud's inventories in one
@@ -59,10 +59,10 @@ where
     if declared.is_some_and(|n| n > max as u64) {
         return Err(too_large());
     }
-    match tokio::time::timeout(deadline, Limited::new(body, max).collect()).await {
-        Ok(Ok(collected)) => Ok(collected.to_bytes()),
-        Ok(Err(e)) if e.is::<LengthLimitError>() => Err(too_large()),
-        Ok(Err(e)) => Err(ApiError::bad_request(format!(
+    match tokio::time::timeout(deadline, read_limited(body, max)).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(BodyError::TooLarge { .. })) => Err(too_large()),
+        Ok(Err(BodyError::Unreadable(e))) => Err(ApiError::bad_request(format!(
             "the request body could not be read: {e}"
         ))),
         Err(_) => Err(ApiError::new(

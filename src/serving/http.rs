@@ -228,7 +228,11 @@ pub enum BodyError {
 }
 
 /// Reads a body of at most `max` bytes.
-pub(crate) async fn read_body(body: Incoming, max: usize) -> Result<Bytes, BodyError> {
+pub(crate) async fn read_body<B>(body: B, max: usize) -> Result<Bytes, BodyError>
+where
+    B: hyper::body::Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     match Limited::new(body, max).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(BodyError::TooLarge { max }),
