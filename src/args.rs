@@ -1,6 +1,11 @@
 //! Arguments that more than one command takes, declared once: how servers are weighed
-//! (`kubeplace apply`, `placement headroom`, `run`) and how many servers a Flavor's
-//! headroom counts (`apply`, `run`).
+//! (`kubeplace apply`, `placement headroom`, `run`), how many servers a Flavor's
+//! headroom counts (`apply`, `run`), and how much search work the Placement API takes on
+//! (`placement serve`, `run`).
+
+use std::time::Duration;
+
+use crate::placement_api::SearchLimits;
 
 use kubeplace_core::placement::weighers::Weighers;
 
@@ -39,4 +44,112 @@ fn headroom_cap(value: &str) -> Result<usize, String> {
             "{value:?} is not a number of servers; give a whole number, 0 (no counting) or more"
         )
     })
+}
+
+/// `--max-searches`, `--max-queued-searches`, `--search-deadline`: how much search work
+/// (`GET /allocation_candidates`, `/kubeplace/explain`, `/kubeplace/headroom`) the Placement
+/// API takes on at once. Each search may hold a core and a few hundred MiB while it runs.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Searching {
+    /// Searches run at once [default: one a core]. Memory use grows with it: a search
+    /// that spends its whole budget holds a few hundred MiB.
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    pub max_searches: Option<usize>,
+    /// Searches that wait for a turn, each for at most 2 s [default: four times
+    /// --max-searches]; more are answered 503 with Retry-After at once.
+    #[arg(long, value_name = "N", value_parser = a_count)]
+    pub max_queued_searches: Option<usize>,
+    /// Seconds a search may run; then it is stopped and answered 503.
+    #[arg(long, value_name = "SECONDS", value_parser = at_least_one,
+          default_value_t = crate::placement_api::DEFAULT_SEARCH_DEADLINE.as_secs() as usize)]
+    pub search_deadline: usize,
+}
+
+impl Searching {
+    /// The limits these flags set.
+    pub fn limits(&self) -> SearchLimits {
+        let mut limits = match self.max_searches {
+            Some(n) => SearchLimits::for_cores(n),
+            None => SearchLimits::default(),
+        };
+        if let Some(queued) = self.max_queued_searches {
+            limits.queued = queued;
+        }
+        limits.deadline = Duration::from_secs(self.search_deadline as u64);
+        limits
+    }
+}
+
+fn a_count(value: &str) -> Result<usize, String> {
+    value
+        .parse()
+        .map_err(|_| format!("{value:?} is not a count; give a whole number, 0 or more"))
+}
+
+fn at_least_one(value: &str) -> Result<usize, String> {
+    match value.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!(
+            "{value:?} is not accepted; give a whole number, 1 or more"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(clap::Parser, Debug)]
+    struct Cmd {
+        #[command(flatten)]
+        searching: Searching,
+    }
+
+    fn parse(args: &[&str]) -> Result<Cmd, clap::Error> {
+        Cmd::try_parse_from(std::iter::once("cmd").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn search_limits_default_to_the_cores_and_follow_the_flags() {
+        let defaults = parse(&[]).unwrap().searching.limits();
+        assert_eq!(defaults, SearchLimits::default());
+        let set = parse(&[
+            "--max-searches=3",
+            "--max-queued-searches=0",
+            "--search-deadline=4",
+        ])
+        .unwrap()
+        .searching
+        .limits();
+        assert_eq!(set.concurrent, 3);
+        assert_eq!(set.queued, 0);
+        assert_eq!(set.deadline, Duration::from_secs(4));
+        // The queue follows --max-searches unless given.
+        assert_eq!(
+            parse(&["--max-searches=3"])
+                .unwrap()
+                .searching
+                .limits()
+                .queued,
+            12
+        );
+    }
+
+    #[test]
+    fn bad_search_limits_name_the_flag_the_value_and_what_is_accepted() {
+        for (args, value, accepted) in [
+            (["--max-searches=0"], "\"0\"", "1 or more"),
+            (["--max-searches=-1"], "\"-1\"", "1 or more"),
+            (["--search-deadline=ten"], "\"ten\"", "1 or more"),
+            (["--max-queued-searches=many"], "\"many\"", "0 or more"),
+        ] {
+            let e = parse(&args).unwrap_err().to_string();
+            let flag = args[0].split('=').next().unwrap();
+            assert!(e.contains(flag), "{e}");
+            assert!(e.contains(value), "{e}");
+            assert!(e.contains(accepted), "{e}");
+        }
+    }
 }

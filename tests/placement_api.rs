@@ -1818,3 +1818,176 @@ fn serve_refuses_an_empty_token_and_the_default_one_off_loopback() {
     .expect_err("serve with a token of its own keeps running");
     assert!(out.contains("listening on http://0.0.0.0:"), "{out}");
 }
+
+/// A cloud of `trees` compute nodes with `accelerators` one-FPGA children each, written to
+/// a file of its own.
+fn accelerator_cloud(name: &str, trees: usize, accelerators: usize) -> std::path::PathBuf {
+    let mut docs = Vec::new();
+    for t in 0..trees {
+        docs.push(format!(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata: {{name: cn{t}}}\nspec:\n  inventories:\n    VCPU: {{total: 64}}\n    MEMORY_MB: {{total: 65536}}\n"
+        ));
+        for a in 0..accelerators {
+            docs.push(format!(
+                "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata: {{name: cn{t}-fpga{a}}}\nspec:\n  parent: cn{t}\n  inventories:\n    FPGA: {{total: 1}}\n"
+            ));
+        }
+    }
+    let path = std::env::temp_dir().join(format!(
+        "kubeplace-{name}-{}-{trees}x{accelerators}.yaml",
+        std::process::id()
+    ));
+    std::fs::write(&path, docs.join("---\n")).expect("write the cloud");
+    path
+}
+
+/// Eight one-FPGA groups on distinct providers, without a limit: over four trees of 32
+/// FPGAs that is billions of candidates, so the search runs to its whole budget of steps
+/// (seconds in a test build).
+fn heavy_search() -> String {
+    let groups: String = (1..=8).map(|i| format!("&resources{i}=FPGA:1")).collect();
+    format!("/allocation_candidates?resources=VCPU:1{groups}&group_policy=isolate")
+}
+
+/// A search that ends at once.
+const LIGHT_SEARCH: &str = "/allocation_candidates?resources=VCPU:1&limit=1";
+
+/// Sends the heavy search on a connection of its own and returns once it holds the server's
+/// one search turn (a light search is refused): sent again when a light search held the turn
+/// at the moment it arrived.
+fn heavy_search_running(s: &Server) -> Slow {
+    let started = Instant::now();
+    'send: loop {
+        let mut heavy = Slow::open(
+            s,
+            &format!(
+                "GET {} HTTP/1.1\r\nHost: {}\r\nX-Auth-Token: admin\r\nOpenStack-API-Version: placement 1.39\r\n\r\n",
+                heavy_search(),
+                s.addr
+            ),
+        );
+        loop {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "the heavy search never took the turn"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+            let a = s.call("GET", LIGHT_SEARCH, Some("1.39"), None);
+            if a.status == 503 {
+                return heavy;
+            }
+            a.expect(200);
+            if let Some(refused) = heavy.answer_within(Duration::from_millis(1)) {
+                refused.expect(503);
+                continue 'send;
+            }
+        }
+    }
+}
+
+#[test]
+fn a_search_past_its_deadline_is_stopped_and_answered_503() {
+    let cloud = accelerator_cloud("deadline", 4, 32);
+    let path = cloud.to_str().unwrap();
+    // How long the search takes when nothing stops it: to its budget, then a 400.
+    let unhurried = Server::start(&["-f", path]);
+    let started = Instant::now();
+    unhurried
+        .call("GET", &heavy_search(), Some("1.39"), None)
+        .expect(400);
+    let whole = started.elapsed();
+    assert!(
+        whole > Duration::from_secs(2),
+        "the search must outlast a 1 s deadline for this test to show anything; it took {whole:?}"
+    );
+    drop(unhurried);
+    let s = Server::start(&["-f", path, "--search-deadline=1"]);
+    let started = Instant::now();
+    let a = s.call("GET", &heavy_search(), Some("1.39"), None);
+    let stopped_after = started.elapsed();
+    a.expect(503);
+    assert_eq!(a.header("retry-after"), Some("1"));
+    let (detail, _) = a.error();
+    assert!(detail.contains("deadline of 1 s"), "{detail}");
+    assert!(
+        stopped_after < whole && stopped_after < Duration::from_secs(2),
+        "stopped after {stopped_after:?}; unhurried it took {whole:?}"
+    );
+    // Light searches are not touched by the deadline.
+    let a = s.call("GET", LIGHT_SEARCH, Some("1.39"), None);
+    a.expect(200);
+    assert_eq!(a.json()["allocation_requests"].as_array().unwrap().len(), 1);
+    let _ = std::fs::remove_file(cloud);
+}
+
+#[test]
+fn searches_beyond_the_limit_get_503_while_writes_go_on() {
+    let cloud = accelerator_cloud("limit", 4, 32);
+    let s = Server::start(&[
+        "-f",
+        cloud.to_str().unwrap(),
+        "--max-searches=1",
+        "--max-queued-searches=0",
+    ]);
+    let mut heavy = heavy_search_running(&s);
+    // Another search is refused at once, saying why.
+    let refused = s.call("GET", LIGHT_SEARCH, Some("1.39"), None);
+    refused.expect(503);
+    assert_eq!(refused.header("retry-after"), Some("1"));
+    let (detail, _) = refused.error();
+    assert!(
+        detail.contains("1 searches are running and 0 waiting"),
+        "{detail}"
+    );
+    // Meanwhile a write is decided without waiting for the search: the search holds no
+    // lock.
+    let started = Instant::now();
+    s.call("PUT", "/traits/CUSTOM_WHILE_SEARCHING", Some("1.39"), None)
+        .expect(201);
+    let took = started.elapsed();
+    assert!(
+        heavy.answer_within(Duration::from_millis(1)).is_none(),
+        "the heavy search ended before the write could be timed beside it"
+    );
+    assert!(took < Duration::from_millis(500), "the write took {took:?}");
+    heavy
+        .answer_within(Duration::from_secs(60))
+        .expect("the heavy search's answer")
+        .expect(400);
+    // Its turn given back, the next search is answered.
+    s.call("GET", LIGHT_SEARCH, Some("1.39"), None).expect(200);
+    let _ = std::fs::remove_file(cloud);
+}
+
+#[test]
+fn a_search_whose_caller_goes_away_is_stopped() {
+    let cloud = accelerator_cloud("gone", 4, 32);
+    let s = Server::start(&[
+        "-f",
+        cloud.to_str().unwrap(),
+        "--max-searches=1",
+        "--max-queued-searches=0",
+    ]);
+    // The heavy search starts, and its caller hangs up.
+    let slow = heavy_search_running(&s);
+    slow.stream
+        .shutdown(std::net::Shutdown::Both)
+        .expect("hang up");
+    drop(slow);
+    // The search stops with it and gives its turn back well before its budget would end it
+    // (seconds: see the deadline test).
+    let hung_up = Instant::now();
+    loop {
+        let a = s.call("GET", LIGHT_SEARCH, Some("1.39"), None);
+        if a.status == 200 {
+            break;
+        }
+        a.expect(503);
+        assert!(
+            hung_up.elapsed() < Duration::from_secs(1),
+            "the search went on after its caller hung up"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = std::fs::remove_file(cloud);
+}

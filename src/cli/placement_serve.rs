@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::args::Searching;
 use crate::placement_api::{self, PlacementApi};
 use crate::serving::http::Lifecycle;
 
@@ -26,6 +27,8 @@ pub struct ServeArgs {
     /// `admin`). Not empty; another than `admin` when `--listen` is not a loopback address.
     #[arg(long, default_value = DEFAULT_TOKEN, env = "KUBEPLACE_PLACEMENT_TOKEN")]
     pub token: String,
+    #[command(flatten)]
+    pub searching: Searching,
 }
 
 /// The token Placement's noauth2 takes, and so every Placement client's example config.
@@ -91,7 +94,9 @@ pub fn main(args: &ServeArgs) -> Exit {
         }
     };
     let providers = store.index().len();
-    let api = Arc::new(PlacementApi::new(store, args.token.clone()));
+    let api = Arc::new(
+        PlacementApi::new(store, args.token.clone()).limiting_searches(args.searching.limits()),
+    );
     runtime.block_on(async move {
         let (listener, bound) = match placement_api::bind(args.listen).await {
             Ok(b) => b,

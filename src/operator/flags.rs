@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{ArgAction, ValueEnum};
 
-use crate::args::{HeadroomCap, Weighing};
+use crate::args::{HeadroomCap, Searching, Weighing};
 
 /// Every flag of `kubeplace run`.
 #[derive(clap::Args, Debug, Clone)]
@@ -161,6 +161,8 @@ pub struct PlacementFlags {
     /// Serve the Placement API over HTTPS with the webhook's serving certificate.
     #[arg(long, requires = "placement_addr")]
     pub placement_tls: bool,
+    #[command(flatten)]
+    pub searching: Searching,
 }
 
 /// Health and metrics, and how a stop drains.

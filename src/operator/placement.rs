@@ -12,7 +12,9 @@ use tracing::{info, warn};
 
 use crate::cache::SharedStore;
 use crate::controllers::trigger::Trigger;
-use crate::placement_api::{self, Auth, Cluster, KubernetesAuth, PlacementApi, Soundness};
+use crate::placement_api::{
+    self, Auth, Cluster, KubernetesAuth, PlacementApi, SearchLimits, Soundness,
+};
 use crate::serving::http::Lifecycle;
 use kubeplace_core::placement::weighers::Weighers;
 
@@ -31,6 +33,8 @@ pub(crate) struct PlacementOverCluster {
     pub weighers: Weighers,
     /// Where it reports whether it can vouch for its state (read by `/readyz`).
     pub soundness: Soundness,
+    /// How much search work it takes on at once.
+    pub searches: SearchLimits,
 }
 
 impl PlacementOverCluster {
@@ -53,6 +57,7 @@ impl PlacementOverCluster {
         let api = Arc::new(
             PlacementApi::over_cluster(self.store, cluster, auth)
                 .weighing_by(self.weighers)
+                .limiting_searches(self.searches)
                 .reporting_to(self.soundness)
                 .on_commit(move || trigger.full()),
         );

@@ -13,14 +13,15 @@ use http::StatusCode;
 use serde_json::{Map, Value, json};
 
 use kubeplace_api::{Allocation, AllocationSpec, Object, ProviderAllocation};
-use kubeplace_core::placement::candidates::try_allocation_candidates;
-use kubeplace_core::placement::query::{decode_pairs, parse_candidates_query};
+use kubeplace_core::placement::candidates::try_allocation_candidates_until;
+use kubeplace_core::placement::query::{CandidatesQuery, decode_pairs, parse_candidates_query};
 use kubeplace_core::placement::response::candidates_body;
 use kubeplace_policy::store::ObjectKey;
 
 use super::body;
+use super::searches;
 use super::wire::{ApiError, Reply, ReplyBody, code, empty, json_bytes_reply, json_reply};
-use super::{Call, Ctx};
+use super::{Call, Ctx, PlacementApi};
 use kubeplace_policy::placement_records::{
     CONSUMER_TYPE_ANNOTATION, Consumer, PROJECT_ANNOTATION, State, UNKNOWN_PROJECT, USER_ANNOTATION,
 };
@@ -507,8 +508,34 @@ pub(crate) fn provider_usages(state: &State<'_>, uuid: &str) -> Result<Reply, Ap
 
 /// `GET /allocation_candidates`: what `kubeplace placement candidates` answers, after
 /// Placement's checks that every class and trait named exists.
-pub(crate) fn candidates(state: &State<'_>, ctx: &Ctx, query: &str) -> Result<Reply, ApiError> {
-    let q = parse_candidates_query(query, ctx.mv).map_err(|e| ApiError::bad_request(e.detail))?;
+pub(crate) fn candidates(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply, ApiError> {
+    let q =
+        parse_candidates_query(&call.query, ctx.mv).map_err(|e| ApiError::bad_request(e.detail))?;
+    // The names are checked under the lock; the search runs over the index as it was then,
+    // without the lock, so a long search keeps no write (and no reader behind it) waiting.
+    let index = api.read(|state| {
+        known_names(state, &q)?;
+        Ok(state.store().index_now())
+    })?;
+    let searched = try_allocation_candidates_until(&index, &q, &call.stop);
+    if call.stop.is_stopped() {
+        return Err(searches::past_deadline(api.searches.limits().deadline));
+    }
+    // Without a limit, a search that runs out of budget is a 400 naming the budget; with
+    // one, it answers with the candidates found.
+    let set = searched.map_err(|e| ApiError::bad_request(e.to_string()))?;
+    // A large answer (tens of megabytes) is written on every core, and sent in the parts
+    // written apart.
+    let threads = kubeplace_core::runs::cores();
+    let parts = candidates_body(&index, &set, ctx.mv).to_json_parts(threads);
+    Ok(json_bytes_reply(
+        StatusCode::OK,
+        ReplyBody::from_parts(parts.into_iter().map(Bytes::from)),
+    ))
+}
+
+/// Placement's 400s for a query naming a resource class or trait that does not exist.
+fn known_names(state: &State<'_>, q: &CandidatesQuery) -> Result<(), ApiError> {
     for group in q.groups.values() {
         if let Some(class) = group.resources.keys().find(|c| !state.class_exists(c)) {
             return Err(ApiError::bad_request(format!(
@@ -531,19 +558,7 @@ pub(crate) fn candidates(state: &State<'_>, ctx: &Ctx, query: &str) -> Result<Re
             names.join(", ")
         )));
     }
-    let index = state.store().index();
-    // Without a limit, a search that runs out of budget is a 400 naming the budget; with
-    // one, it answers with the candidates found.
-    let set =
-        try_allocation_candidates(index, &q).map_err(|e| ApiError::bad_request(e.to_string()))?;
-    // A large answer (tens of megabytes) is written on every core, and sent in the parts
-    // written apart.
-    let threads = kubeplace_core::runs::cores();
-    let parts = candidates_body(index, &set, ctx.mv).to_json_parts(threads);
-    Ok(json_bytes_reply(
-        StatusCode::OK,
-        ReplyBody::from_parts(parts.into_iter().map(Bytes::from)),
-    ))
+    Ok(())
 }
 
 /// `GET /usages?project_id=P[&user_id=U][&consumer_type=T]` (1.9): a project's (and

@@ -10,11 +10,13 @@ use std::time::{Duration, Instant};
 
 use http::StatusCode;
 
-use kubeplace_core::placement::explain::explain;
+use kubeplace_core::placement::candidates::Stop;
+use kubeplace_core::placement::explain::explain_until;
 use kubeplace_core::placement::query::{decode_pairs, parse_candidates_query};
 use kubeplace_policy::scheduling::headroom::{DEFAULT_CAP, HeadroomError, headroom_of_copy};
 use kubeplace_policy::store::Store;
 
+use super::searches;
 use super::wire::{ApiError, Reply, json_reply};
 use super::{Ctx, PlacementApi};
 
@@ -40,15 +42,19 @@ fn snapshot(api: &PlacementApi) -> Result<Store, ApiError> {
     api.read(|s| Ok(s.store().clone()))
 }
 
-/// `GET /kubeplace/explain?QUERY`, over a copy of the store.
+/// `GET /kubeplace/explain?QUERY`, over the index as it is when asked, without the lock.
 pub(crate) fn explain_candidates(
     api: &PlacementApi,
     ctx: &Ctx,
     query: &str,
+    stop: &Stop,
 ) -> Result<Reply, ApiError> {
     let q = parse_candidates_query(query, ctx.mv).map_err(|e| ApiError::bad_request(e.detail))?;
-    let store = snapshot(api)?;
-    Ok(json_reply(StatusCode::OK, &explain(store.index(), &q)))
+    let index = api.read(|s| Ok(s.store().index_now()))?;
+    match explain_until(&index, &q, stop) {
+        Some(explained) => Ok(json_reply(StatusCode::OK, &explained)),
+        None => Err(searches::past_deadline(api.searches.limits().deadline)),
+    }
 }
 
 /// `GET /kubeplace/headroom?flavor=F[&without=P…][&cap=N]`, weighing candidates by the

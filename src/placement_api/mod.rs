@@ -23,6 +23,7 @@ mod inventories;
 mod providers;
 mod reshaper;
 mod router;
+mod searches;
 mod traits;
 mod version;
 mod wire;
@@ -45,10 +46,13 @@ use kubeplace_policy::store::Store;
 
 pub use auth::{Auth, KubernetesAuth};
 pub use cluster::Cluster;
+use kubeplace_core::placement::candidates::Stop;
 pub use kubeplace_policy::placement_records::{
     Backing, Book, CONSUMER_TYPE_ANNOTATION, PROJECT_ANNOTATION, USER_ANNOTATION,
 };
 use kubeplace_policy::placement_records::{Guard, Journal, State};
+pub use searches::{DEFAULT_DEADLINE as DEFAULT_SEARCH_DEADLINE, SearchLimits};
+use searches::{Searches, StopOnDrop};
 pub use wire::ReplyBody;
 use wire::{ApiError, Reply};
 
@@ -59,6 +63,8 @@ pub(crate) struct Call {
     pub query: String,
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// Asked for when the request is cancelled or runs past its deadline: a search stops.
+    pub stop: Stop,
 }
 
 impl Call {
@@ -69,6 +75,7 @@ impl Call {
             query: parts.uri.query().unwrap_or("").to_string(),
             headers: parts.headers,
             body,
+            stop: Stop::new(),
         }
     }
 }
@@ -129,6 +136,7 @@ pub struct PlacementApi {
     gate: RwLock<()>,
     requests: AtomicU64,
     soundness: Soundness,
+    searches: Searches,
     /// Called after a write reached the cluster. The write is already in the store when
     /// the watch brings it back, so the watch sees nothing new: this is how the status
     /// writer learns that usages and statuses that read them may have changed.
@@ -151,6 +159,7 @@ impl PlacementApi {
             gate: RwLock::new(()),
             requests: AtomicU64::new(0),
             soundness: Soundness::new(),
+            searches: Searches::new(SearchLimits::default()),
             committed: None,
         }
     }
@@ -174,6 +183,7 @@ impl PlacementApi {
             gate: RwLock::new(()),
             requests: AtomicU64::new(0),
             soundness: Soundness::new(),
+            searches: Searches::new(SearchLimits::default()),
             committed: None,
         }
     }
@@ -181,6 +191,12 @@ impl PlacementApi {
     /// Counts headroom weighing candidates by `weighers`, as the scheduler does.
     pub fn weighing_by(mut self, weighers: Weighers) -> PlacementApi {
         self.weighers = weighers;
+        self
+    }
+
+    /// Bounds the searches run at once, queued, and their deadline (see [`SearchLimits`]).
+    pub fn limiting_searches(mut self, limits: SearchLimits) -> PlacementApi {
+        self.searches = Searches::new(limits);
         self
     }
 
@@ -595,10 +611,43 @@ async fn handle(api: Arc<PlacementApi>, request: Request<Incoming>) -> Reply {
             return wire::closing(wire::error(&ctx, e));
         }
     };
+    let search = searches::is_search(&parts.method, parts.uri.path());
+    let turn = if search {
+        match api.searches.turn().await {
+            Ok(turn) => Some(turn),
+            Err(e) => {
+                let ctx = Ctx {
+                    mv: version::requested(&parts.headers).unwrap_or(version::MIN),
+                    request_id,
+                };
+                return wire::error(&ctx, e);
+            }
+        }
+    } else {
+        None
+    };
     let call = Call::new(parts, body);
+    // Dropped with this future, as when the caller goes away: the search stops.
+    let stop = StopOnDrop(call.stop.clone());
+    let deadline = api.searches.limits().deadline;
     let id = request_id.clone();
     // Candidate searches over large clouds take a while: keep them off the reactor.
-    match tokio::task::spawn_blocking(move || api.answer(&call, id)).await {
+    // The turn is given back when the work ends, not when the caller goes away: the
+    // searches running are the ones using a core.
+    let mut task = tokio::task::spawn_blocking(move || {
+        let _turn = turn;
+        api.answer(&call, id)
+    });
+    let joined = match tokio::time::timeout(deadline, &mut task).await {
+        Ok(joined) => joined,
+        Err(_) => {
+            // The search sees the stop within a few thousand steps and answers that it
+            // ran past its deadline; other requests never hold a thread this long.
+            stop.0.stop();
+            task.await
+        }
+    };
+    match joined {
         Ok(reply) => reply,
         Err(e) => {
             // Not a panic in the request's work (answer catches those): the task itself.
@@ -631,5 +680,4 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<(TcpListener, SocketAddr)
 }
 
 #[cfg(test)]
-#[path = "panic_tests.rs"]
 mod panic_tests;

@@ -119,8 +119,7 @@ pub(crate) fn route(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply,
         }
         ["kubeplace", "explain"] => {
             allowed(ctx, m, &[(M::GET, 0)])?;
-            // Over a copy: see `extensions::snapshot`.
-            extensions::explain_candidates(api, ctx, &call.query)
+            extensions::explain_candidates(api, ctx, &call.query, &call.stop)
         }
         ["kubeplace", "headroom"] => {
             allowed(ctx, m, &[(M::GET, 0)])?;
@@ -128,7 +127,7 @@ pub(crate) fn route(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply,
         }
         ["allocation_candidates"] => {
             allowed(ctx, m, &[(M::GET, 10)])?;
-            api.read(|s| allocations::candidates(s, ctx, &call.query))
+            allocations::candidates(api, ctx, call)
         }
         ["allocations"] => {
             allowed(ctx, m, &[(M::POST, 13)])?;

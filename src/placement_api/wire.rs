@@ -88,6 +88,8 @@ pub(crate) struct ApiError {
     pub code: &'static str,
     /// The methods a 405 lists in `Allow`.
     pub allow: Option<String>,
+    /// Seconds a 503 tells the caller to wait in `Retry-After`.
+    pub retry_after: Option<u32>,
 }
 
 impl ApiError {
@@ -98,6 +100,7 @@ impl ApiError {
             detail: detail.into(),
             code: code::UNDEFINED,
             allow: None,
+            retry_after: None,
         }
     }
 
@@ -284,6 +287,11 @@ pub(crate) fn error(ctx: &Ctx, e: ApiError) -> Reply {
         && let Ok(v) = HeaderValue::from_str(&allow)
     {
         reply.headers_mut().insert(header::ALLOW, v);
+    }
+    if let Some(seconds) = e.retry_after {
+        reply
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
     }
     reply
 }

@@ -130,13 +130,34 @@ pub async fn serve<H, F, B>(
     B: hyper::body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    serve_at_most(MAX_CONNECTIONS, listener, tls, handler, lifecycle).await
+}
+
+/// Connections one server holds open at once. Each costs its buffers (some KiB) and a task;
+/// an idle one closes after [`HANDSHAKE_TIMEOUT`] without a request. Beyond it, new
+/// connections wait in the listener's backlog until one closes.
+pub const MAX_CONNECTIONS: usize = 1024;
+
+/// [`serve`] holding at most `max` connections open at once.
+pub async fn serve_at_most<H, F, B>(
+    max: usize,
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    handler: H,
+    lifecycle: Lifecycle,
+) where
+    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<B>> + Send + 'static,
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let mut connections = tokio::task::JoinSet::new();
     loop {
         let accepted = tokio::select! {
             _ = lifecycle.stop.cancelled() => break,
             // Reaps the tasks of connections that have closed.
             Some(_) = connections.join_next(), if !connections.is_empty() => continue,
-            a = listener.accept() => a,
+            a = listener.accept(), if connections.len() < max => a,
         };
         let (tcp, peer) = match accepted {
             Ok(a) => a,
@@ -262,6 +283,38 @@ mod tests {
     }
 
     const GET: &[u8] = b"GET /healthz HTTP/1.1\r\nHost: kubeplace\r\n\r\n";
+
+    #[tokio::test]
+    async fn connections_beyond_the_limit_wait_until_one_closes() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let lifecycle = Lifecycle::default();
+        let handler = |_req: Request<Incoming>| async { text(StatusCode::OK, "ok\n") };
+        tokio::spawn(serve_at_most(2, listener, None, handler, lifecycle.clone()));
+        // Two connections held open, each answered once.
+        let mut held = Vec::new();
+        for _ in 0..2 {
+            let mut c = TcpStream::connect(addr).await.unwrap();
+            c.write_all(GET).await.unwrap();
+            assert!(response(&mut c).await.starts_with("http/1.1 200"));
+            held.push(c);
+        }
+        // A third is not served while they are open...
+        let mut third = TcpStream::connect(addr).await.unwrap();
+        third.write_all(GET).await.unwrap();
+        let mut buf = [0u8; 64];
+        let early = tokio::time::timeout(Duration::from_millis(300), third.read(&mut buf)).await;
+        assert!(early.is_err(), "served beyond the limit: {early:?}");
+        // ...and is as soon as one closes.
+        drop(held.pop());
+        let answered = tokio::time::timeout(Duration::from_secs(5), response(&mut third)).await;
+        assert!(
+            answered
+                .expect("served once a slot freed")
+                .starts_with("http/1.1 200")
+        );
+        lifecycle.stop.cancel();
+    }
 
     /// Reads one response (this handler's bodies are 3 bytes) as lower-case text.
     async fn response(stream: &mut TcpStream) -> String {

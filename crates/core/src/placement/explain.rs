@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::candidates::{
-    candidates_per_tree, in_any, in_every_set, sharing_by_aggregate, tree_root_of_uuid,
+    Stop, candidates_per_tree, in_any, in_every_set, sharing_by_aggregate, tree_root_of_uuid,
 };
 use super::ids::{AggregateId, ClassId, ProviderId, TraitId};
 use super::provider::Provider;
@@ -368,6 +368,25 @@ impl<R: Ord> Tally<R> {
 
 /// The whole explanation of a query over the index.
 pub fn explain(index: &ProviderIndex, query: &CandidatesQuery) -> Explanation {
+    explained(index, query, None).expect("only a stop ends an explanation early")
+}
+
+/// [`explain`] that ends, with `None`, when `stop` is asked for: a server stops the
+/// explanation of a request that was cancelled or ran past its deadline.
+pub fn explain_until(
+    index: &ProviderIndex,
+    query: &CandidatesQuery,
+    stop: &Stop,
+) -> Option<Explanation> {
+    explained(index, query, Some(stop))
+}
+
+fn explained(
+    index: &ProviderIndex,
+    query: &CandidatesQuery,
+    stop: Option<&Stop>,
+) -> Option<Explanation> {
+    let stopped = || stop.is_some_and(Stop::is_stopped);
     let groups: Vec<Resolved<'_>> = query.groups.values().map(|g| resolve(index, g)).collect();
     let order = index.root_order();
     // Per group, by slot: whether the provider is left for the group; for the unnumbered
@@ -375,6 +394,9 @@ pub fn explain(index: &ProviderIndex, query: &CandidatesQuery) -> Explanation {
     let mut left: Vec<Vec<bool>> = vec![vec![false; index.slots.len()]; groups.len()];
     let mut funnels = Vec::with_capacity(groups.len());
     for (g, kept) in groups.iter().zip(left.iter_mut()) {
+        if stopped() {
+            return None;
+        }
         let mut tally = Tally::new();
         let mut providers = 0;
         for &root in &order.roots {
@@ -402,11 +424,14 @@ pub fn explain(index: &ProviderIndex, query: &CandidatesQuery) -> Explanation {
         }
         funnels.push(group_funnel(g, providers, tally));
     }
-    let counts = candidates_per_tree(index, query);
+    let counts = candidates_per_tree(index, query, stop);
+    if stopped() {
+        return None;
+    }
     let trees = tree_funnel(index, query, &groups, &left, &counts.per_tree);
     let limit = query.limit;
     let returned = counts.total.min(limit.unwrap_or(usize::MAX));
-    Explanation {
+    Some(Explanation {
         groups: funnels,
         trees,
         candidates: counts.total,
@@ -414,7 +439,7 @@ pub fn explain(index: &ProviderIndex, query: &CandidatesQuery) -> Explanation {
         cut_by_limit: counts.total - returned,
         returned,
         budget_exhausted: counts.exhausted.is_some(),
-    }
+    })
 }
 
 fn group_label(suffix: &str) -> String {

@@ -132,7 +132,9 @@ pub struct Store {
     /// Shared, so that a copy of the store (a reconcile pass plans over one) shares every
     /// object with the original until either changes it.
     objects: BTreeMap<ObjectKey, Arc<Object>>,
-    index: ProviderIndex,
+    /// Shared too: a search takes the index as it is and lets go of the store's lock, and
+    /// the next change copies the index only while such a search still holds it.
+    index: Arc<ProviderIndex>,
     /// Provider config entries merged over the index; its additions are in the index.
     config_merge: MergeResult,
     /// Allocations refused when their claims were settled, whose verdict is not in their status
@@ -212,16 +214,27 @@ impl Store {
         &self.index
     }
 
+    /// The provider index as it is now, to search without holding the store: changes
+    /// after this call do not reach it.
+    pub fn index_now(&self) -> Arc<ProviderIndex> {
+        Arc::clone(&self.index)
+    }
+
+    /// The index to change: copied first when a search still holds it.
+    fn index_mut(&mut self) -> &mut ProviderIndex {
+        Arc::make_mut(&mut self.index)
+    }
+
     /// Holds back packing provider trees for the search until [`Store::finish_repacks`]:
     /// a run of providers written one after the other (a file of thousands, in order) then
     /// packs each tree once, not again as each child joins. Nothing may search meanwhile.
     pub fn defer_repacks(&mut self) {
-        self.index.defer_repacks();
+        self.index_mut().defer_repacks();
     }
 
     /// Packs every tree changed since [`Store::defer_repacks`]; nothing when not deferred.
     pub fn finish_repacks(&mut self) {
-        self.index.finish_repacks();
+        self.index_mut().finish_repacks();
     }
 
     /// A number that grows whenever an object is added, deleted or changed in more than its
@@ -292,7 +305,8 @@ impl Store {
             .get(name)
             .map(|e| (e.inventories.clone(), e.traits.clone()))
             .unwrap_or_default();
-        self.index.set_config_additions(name, &inventories, &traits);
+        self.index_mut()
+            .set_config_additions(name, &inventories, &traits);
     }
 
     /// Re-merges provider configs after a provider or config changed, and puts what they add
@@ -404,10 +418,10 @@ impl Store {
         self.revision += 1;
         match &old {
             Object::ResourceProvider(_) => {
-                self.index.remove_provider(&key.name);
+                self.index_mut().remove_provider(&key.name);
             }
             Object::Allocation(a) => {
-                self.index.remove_allocations(&key.name);
+                self.index_mut().remove_allocations(&key.name);
                 self.refused.remove(&key.name);
                 if let Some(uid) = &a.metadata.uid {
                     if self.deleted_claims.len() == DELETED_CLAIMS_KEPT {
@@ -431,7 +445,7 @@ impl Store {
         // providers change; `None` once a ProviderConfig changed (every provider re-merged).
         let mut changed_providers: Option<Vec<(String, Option<ProviderFacts>)>> = Some(Vec::new());
         // Each changed tree is packed for the search once, after every change is in.
-        self.index.defer_repacks();
+        self.index_mut().defer_repacks();
         for change in changes {
             match change {
                 Change::Put(object) => {
@@ -471,7 +485,7 @@ impl Store {
             (true, Some(changed)) => self.refresh_config_merge_for(&changed),
             (true, None) => self.refresh_config_merge(),
         };
-        self.index.finish_repacks();
+        self.index_mut().finish_repacks();
         moved
     }
 
@@ -542,7 +556,7 @@ impl Store {
 
     fn index_object(&mut self, object: &Object) {
         match object {
-            Object::ResourceProvider(rp) => self.index.upsert_provider(provider_record(rp)),
+            Object::ResourceProvider(rp) => self.index_mut().upsert_provider(provider_record(rp)),
             Object::Allocation(a) => {
                 let name = object.name();
                 // A refusal holds for the generation it was made for.
@@ -554,9 +568,10 @@ impl Store {
                     self.refused.remove(name);
                 }
                 if is_refused(a) || self.refused.contains_key(name) {
-                    self.index.remove_allocations(name);
+                    self.index_mut().remove_allocations(name);
                 } else {
-                    self.index.upsert_allocations(name, consumer_allocations(a));
+                    self.index_mut()
+                        .upsert_allocations(name, consumer_allocations(a));
                 }
             }
             _ => {}
@@ -565,14 +580,14 @@ impl Store {
 
     /// Stops counting an Allocation against its providers (while its claim is decided).
     pub(crate) fn uncount(&mut self, name: &str) {
-        self.index.remove_allocations(name);
+        self.index_mut().remove_allocations(name);
     }
 
     /// Counts an Allocation against its providers again.
     pub(crate) fn recount(&mut self, name: &str) {
         if let Some(Object::Allocation(a)) = self.get_cluster(Kind::Allocation, name) {
             let record = consumer_allocations(a);
-            self.index.upsert_allocations(name, record);
+            self.index_mut().upsert_allocations(name, record);
         }
     }
 
@@ -581,7 +596,7 @@ impl Store {
         if let Some(Object::Allocation(a)) = self.get_cluster(Kind::Allocation, name) {
             let generation = a.metadata.generation;
             self.refused.insert(name.to_string(), (generation, why));
-            self.index.remove_allocations(name);
+            self.index_mut().remove_allocations(name);
         }
     }
 

@@ -1,5 +1,9 @@
 //! The search's budget of work: [`SEARCH_BUDGET`] steps, the error a search that spends
-//! them all answers ([`BudgetExhausted`]), and the steps left as a walk spends them.
+//! them all answers ([`BudgetExhausted`]), the steps left as a walk spends them, and the
+//! [`Stop`] a caller ends a search with before its budget does.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Steps of work one search may take: trees visited, combinations of group parts tried,
 /// parts of the unnumbered group built, options looked at when checking that a partial
@@ -22,16 +26,57 @@ pub struct BudgetExhausted {
     pub found: usize,
 }
 
+/// Ends a search from outside it, as a server does when the request it answers is
+/// cancelled or runs past its deadline. A stopped search ends as one whose budget ran out,
+/// within [`STOP_CHECK_EVERY`] steps; the caller knows from [`Stop::is_stopped`] which it was.
+#[derive(Debug, Clone, Default)]
+pub struct Stop(Arc<AtomicBool>);
+
+impl Stop {
+    /// A stop not yet asked for.
+    pub fn new() -> Stop {
+        Stop::default()
+    }
+
+    /// Asks every search holding this stop (or a clone of it) to end.
+    pub fn stop(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether [`Stop::stop`] was called.
+    pub fn is_stopped(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Steps between two looks at a search's [`Stop`]: a few microseconds of work, so a
+/// stopped search ends at once while the look costs nothing beside the steps.
+pub const STOP_CHECK_EVERY: u64 = 4096;
+
 /// What is left of a search's budget.
 #[derive(Default)]
 pub(super) struct Steps {
     pub(super) left: u64,
-    /// Set when the search stopped for want of steps.
+    /// Set when the search stopped for want of steps (or was stopped).
     pub(super) ran_out: bool,
+    pub(super) stop: Option<Stop>,
+    /// Steps to spend before the next look at `stop`.
+    pub(super) until_look: u64,
 }
 
 impl Steps {
-    /// Takes `n` steps; false (and noted) when the budget has run out.
+    /// `budget` steps to spend, ending early when `stop` is asked for.
+    pub(super) fn new(budget: u64, stop: Option<Stop>) -> Steps {
+        Steps {
+            left: budget,
+            ran_out: false,
+            stop,
+            until_look: STOP_CHECK_EVERY,
+        }
+    }
+
+    /// Takes `n` steps; false (and noted) when the budget has run out or the search has
+    /// been stopped.
     pub(super) fn spend(&mut self, n: u64) -> bool {
         if self.left < n {
             self.left = 0;
@@ -39,6 +84,18 @@ impl Steps {
             return false;
         }
         self.left -= n;
+        if let Some(stop) = &self.stop {
+            if self.until_look > n {
+                self.until_look -= n;
+            } else {
+                self.until_look = STOP_CHECK_EVERY;
+                if stop.is_stopped() {
+                    self.left = 0;
+                    self.ran_out = true;
+                    return false;
+                }
+            }
+        }
         true
     }
 }

@@ -5,7 +5,7 @@
 use std::collections::{BTreeSet, HashSet};
 
 use super::answer::{Candidate, CandidateSet, one_provider_per_tree, only_sharing};
-use super::budget::BudgetExhausted;
+use super::budget::{BudgetExhausted, Stop};
 use super::search::{Search, prepare};
 use super::visit::{Found, Visit};
 use crate::placement::ids::ProviderId;
@@ -68,8 +68,13 @@ impl Visit for PerTree<'_> {
 
 /// Every candidate of the query, limit aside, counted per anchoring tree within
 /// [`SEARCH_BUDGET`].
-pub(crate) fn candidates_per_tree(index: &ProviderIndex, query: &CandidatesQuery) -> TreeCounts {
+pub(crate) fn candidates_per_tree(
+    index: &ProviderIndex,
+    query: &CandidatesQuery,
+    stop: Option<&Stop>,
+) -> TreeCounts {
     let mut search = prepare(index, query);
+    search.stop = stop.cloned();
     search.limit = None;
     search.walk_before_pruning = 0;
     let mut per_tree = PerTree {
@@ -224,6 +229,10 @@ pub(super) fn gathered_in_parallel(
     if anchors.len() < search.walk_apart_from.max(2) {
         return None;
     }
+    // Each run gets its share of the budget, so that the runs together hold no more
+    // candidates than one walk may: a run that spends its share sends the search back to
+    // one walk (which frees them first).
+    let share = search.budget / search.threads as u64;
     let runs = in_runs(&anchors, search.threads, |run| {
         let mut part = CandidateSet::default();
         let mut gather = Gather {
@@ -235,7 +244,7 @@ pub(super) fn gathered_in_parallel(
             limit: usize::MAX,
             result: &mut part,
         };
-        let steps = search.run_over(run, &mut gather);
+        let steps = search.run_over(run, &mut gather, share);
         let (count, used) = (gather.count, std::mem::take(&mut gather.used_by_any));
         steps.map(|steps| (steps, count, used, part.candidates))
     });

@@ -53,7 +53,7 @@ mod walk;
 mod tests;
 
 pub use answer::{Candidate, CandidateSet};
-pub use budget::{BudgetExhausted, SEARCH_BUDGET};
+pub use budget::{BudgetExhausted, SEARCH_BUDGET, STOP_CHECK_EVERY, Stop};
 pub(crate) use facts::{in_any, in_every_set};
 pub(crate) use gather::candidates_per_tree;
 pub(crate) use group::tree_root_of_uuid;
@@ -86,6 +86,19 @@ pub fn try_allocation_candidates(
     query: &CandidatesQuery,
 ) -> Result<CandidateSet, BudgetExhausted> {
     try_counted_candidates(index, query, usize::MAX).map(|(_, set)| set)
+}
+
+/// [`try_allocation_candidates`] that also ends when `stop` is asked for, answering then as
+/// where the budget runs out: a server stops the search of a request that was cancelled
+/// or ran past its deadline.
+pub fn try_allocation_candidates_until(
+    index: &ProviderIndex,
+    query: &CandidatesQuery,
+    stop: &Stop,
+) -> Result<CandidateSet, BudgetExhausted> {
+    let mut search = prepare(index, query);
+    search.stop = Some(stop.clone());
+    bounded(query, search_candidates(index, query, &search, usize::MAX)).map(|(_, set)| set)
 }
 
 /// [`counted_candidates`] within [`SEARCH_BUDGET`], answering as

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use smallvec::SmallVec;
 
 use super::answer::Candidate;
-use super::budget::{SEARCH_BUDGET, Steps};
+use super::budget::{SEARCH_BUDGET, Steps, Stop};
 use super::facts::{Facts, SharedFacts, has_any};
 use super::group::{Group, GroupPart, resolve_group};
 use crate::placement::ids::{ClassId, ProviderId, SortedIds, TraitId};
@@ -49,6 +49,8 @@ pub(super) struct Search<'a> {
     pub(super) threads: usize,
     /// Trees from which an unlimited search walks on several threads.
     pub(super) walk_apart_from: usize,
+    /// Ends the search early when asked for.
+    pub(super) stop: Option<Stop>,
 }
 
 /// Buffers reused from tree to tree.
@@ -150,10 +152,7 @@ impl<'a> Search<'a> {
     pub(super) fn scratch(&self) -> Scratch {
         Scratch {
             parts: vec![Vec::new(); self.groups.len()],
-            steps: Steps {
-                left: self.budget,
-                ran_out: false,
-            },
+            steps: Steps::new(self.budget, self.stop.clone()),
             ..Default::default()
         }
     }
@@ -235,6 +234,7 @@ pub(super) fn prepare<'a>(index: &'a ProviderIndex, query: &CandidatesQuery) -> 
         budget: SEARCH_BUDGET,
         threads: crate::runs::cores(),
         walk_apart_from: WALK_APART_FROM,
+        stop: None,
     }
 }
 

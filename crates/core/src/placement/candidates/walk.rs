@@ -46,14 +46,20 @@ impl<'a> Search<'a> {
 
     /// Visits the candidates of `anchors`' trees, in order, on a budget of its own; the
     /// steps it took, or `None` when the budget ran out.
-    pub(super) fn run_over(&self, anchors: &[ProviderId], visit: &mut impl Visit) -> Option<u64> {
+    pub(super) fn run_over(
+        &self,
+        anchors: &[ProviderId],
+        visit: &mut impl Visit,
+        budget: u64,
+    ) -> Option<u64> {
         let mut scratch = self.scratch();
+        scratch.steps.left = budget;
         for &anchor in anchors {
             if !self.visit_anchor(anchor, &mut scratch, visit) {
                 break;
             }
         }
-        (!scratch.steps.ran_out).then(|| self.budget - scratch.steps.left)
+        (!scratch.steps.ran_out).then(|| budget - scratch.steps.left)
     }
 
     /// [`Self::run`]'s walk over the trees.

@@ -5,8 +5,9 @@ use super::{AGG, AGG2, Cloud, numa_node};
 use crate::placement::candidates::gather::gathered_in_parallel;
 use crate::placement::candidates::search::prepare;
 use crate::placement::candidates::{
-    CandidateSet, Walk, count_candidates, counted_candidates_walking, counted_candidates_with,
-    try_allocation_candidates, try_counted_candidates, try_counted_candidates_with,
+    CandidateSet, STOP_CHECK_EVERY, Stop, Walk, count_candidates, counted_candidates_walking,
+    counted_candidates_with, try_allocation_candidates, try_allocation_candidates_until,
+    try_counted_candidates, try_counted_candidates_with,
 };
 use crate::placement::microversion::Microversion;
 use crate::placement::query::parse_candidates_query;
@@ -494,4 +495,53 @@ fn trees_walked_on_several_threads_give_the_answer_of_one_walk() {
         let (n, got) = counted_candidates_with(&c.0, &limited, usize::MAX, apart);
         assert_eq!((n, got.candidates.len()), (5, 5), "at {mv}");
     }
+}
+
+#[test]
+fn a_stopped_search_ends_as_one_out_of_budget() {
+    let c = wide(4, 2, 32);
+    let q = accel_query(8, "&group_policy=isolate");
+    let query = parse_candidates_query(&q, Microversion(39)).unwrap();
+    // Asked to stop before it starts: it ends within one look's worth of steps, having
+    // found next to nothing, where its budget would have let it run for millions.
+    let stop = Stop::new();
+    stop.stop();
+    let err = try_allocation_candidates_until(&c.0, &query, &stop).unwrap_err();
+    assert!(err.found as u64 <= STOP_CHECK_EVERY, "{err:?}");
+    // With a limit, what was found by then, marked as cut short.
+    let limited = parse_candidates_query(&format!("{q}&limit=1000"), Microversion(39)).unwrap();
+    let few = try_allocation_candidates_until(&c.0, &limited, &stop).unwrap();
+    assert!(few.exhausted.is_some());
+    assert!(few.candidates.len() < 1000, "{}", few.candidates.len());
+    // A stop never asked for changes nothing.
+    let unasked = Stop::new();
+    let whole = try_allocation_candidates_until(&c.0, &limited, &unasked).unwrap();
+    assert_eq!(
+        whole.candidates,
+        try_allocation_candidates(&c.0, &limited)
+            .unwrap()
+            .candidates
+    );
+    assert_eq!(whole.exhausted, None);
+    assert!(!unasked.is_stopped());
+}
+
+#[test]
+fn a_search_stopped_from_another_thread_ends() {
+    let c = wide(4, 2, 32);
+    let q = accel_query(8, "&group_policy=isolate");
+    let query = parse_candidates_query(&q, Microversion(39)).unwrap();
+    let stop = Stop::new();
+    let asker = stop.clone();
+    let stopper = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        asker.stop();
+    });
+    // The whole budget is ten million steps; stopped after 20 ms, the search gives up
+    // with the error a budget gives, and the caller tells the two apart by the stop.
+    let stopped = try_allocation_candidates_until(&c.0, &query, &stop).unwrap_err();
+    stopper.join().unwrap();
+    assert!(stop.is_stopped());
+    let spent = try_allocation_candidates(&c.0, &query).unwrap_err();
+    assert!(stopped.found < spent.found, "{stopped:?} {spent:?}");
 }
