@@ -9,7 +9,8 @@ Serves the cloud of benches/placement-vs-real.py (--trees compute nodes with NUM
 SR-IOV functions, about 4.5 providers a tree: 1,500 trees are about 6,700 providers) and,
 for each binary given (--kubeplace, and --other to set another build beside it):
 
-1. one unlimited query of 51 request groups (VCPU, and 50 numbered groups of one VF each):
+1. one unlimited query of 51 request groups (MEMORY_MB, and 50 numbered groups of one VCPU
+   each, group_policy=none: 2^50 ways over each compute node's two NUMA cells):
    its status, time and the server's peak resident memory (VmHWM) after it;
 2. the same query from 4 clients at once: their statuses and times, and the peak after;
 3. while those 4 run again, 20 writes (`PUT /traits/CUSTOM_...`) and 20 reads
@@ -36,9 +37,9 @@ vs_real = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(vs_real)
 
 HEADERS = {"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.39"}
-WIDE = "/allocation_candidates?resources=VCPU:1" + "".join(
-    f"&resources{i}=SRIOV_NET_VF:1" for i in range(1, 51)
-)
+WIDE = "/allocation_candidates?resources=MEMORY_MB:512" + "".join(
+    f"&resources{i}=VCPU:1" for i in range(1, 51)
+) + "&group_policy=none"
 
 
 def call(base, method, path, timeout=120):

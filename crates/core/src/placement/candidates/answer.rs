@@ -18,6 +18,27 @@ pub struct Candidate {
     pub mappings: Vec<(String, Vec<ProviderId>)>,
 }
 
+impl Candidate {
+    /// The bytes the candidate holds, its heap included (as allocated: at least 16 bytes a
+    /// block).
+    pub fn bytes(&self) -> usize {
+        fn block(n: usize) -> usize {
+            if n == 0 { 0 } else { n.max(16) }
+        }
+        std::mem::size_of::<Candidate>()
+            + block(self.allocations.capacity() * std::mem::size_of::<(ProviderId, ClassId, i64)>())
+            + block(self.mappings.capacity() * std::mem::size_of::<(String, Vec<ProviderId>)>())
+            + self
+                .mappings
+                .iter()
+                .map(|(suffix, ps)| {
+                    block(suffix.capacity())
+                        + block(ps.capacity() * std::mem::size_of::<ProviderId>())
+                })
+                .sum::<usize>()
+    }
+}
+
 /// The whole answer, before it is shaped into JSON.
 #[derive(Debug, Clone, Default)]
 pub struct CandidateSet {

@@ -13,11 +13,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// candidates of a plain query over 100,000 compute nodes takes about 5 million.
 pub const SEARCH_BUDGET: u64 = 10_000_000;
 
-/// A search used its whole budget of work before it finished.
+/// Memory the candidates one search keeps may hold. A plain query's candidate holds about
+/// 200 bytes, so the 720,000 candidates of a plain query over 100,000 compute nodes fit; a
+/// query of fifty groups holds about 5 KiB a candidate, so about 35,000 of them do.
+pub const MAX_KEPT_BYTES: usize = 192 << 20;
+
+/// A search used its whole budget of work, or of memory, before it finished.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "the allocation candidate search stopped at its budget of {budget} steps after finding \
-     {found} candidates; ask with a limit, or with fewer or narrower request groups"
+    "the allocation candidate search stopped at its budget of {budget} steps (and {} MiB of \
+     candidates) after finding {found} candidates; ask with a limit, or with fewer or \
+     narrower request groups",
+    MAX_KEPT_BYTES >> 20
 )]
 pub struct BudgetExhausted {
     /// The budget, in steps (see [`SEARCH_BUDGET`]).

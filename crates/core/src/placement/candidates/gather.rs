@@ -105,6 +105,9 @@ struct Gather<'i, 'r> {
     keep: usize,
     limit: usize,
     result: &'r mut CandidateSet,
+    /// Bytes the candidates kept so far hold, and how many they may.
+    kept_bytes: usize,
+    max_bytes: usize,
 }
 
 impl Visit for Gather<'_, '_> {
@@ -122,10 +125,15 @@ impl Visit for Gather<'_, '_> {
             }
             if self.result.candidates.len() < self.keep {
                 let candidate = found.candidate();
-                // Keeping a candidate costs steps in proportion to its size, so that the
-                // budget bounds the memory an answer takes as well as the time.
+                // Keeping a candidate costs steps in proportion to its size, and its bytes
+                // count against the search's memory: past [`MAX_KEPT_BYTES`] the search
+                // ends as one whose steps ran out.
                 let mapped: usize = candidate.mappings.iter().map(|(_, ps)| ps.len()).sum();
                 cost = (candidate.allocations.len() + mapped) as u64;
+                self.kept_bytes = self.kept_bytes.saturating_add(candidate.bytes());
+                if self.kept_bytes > self.max_bytes {
+                    cost = u64::MAX;
+                }
                 self.result.candidates.push(candidate);
             }
         }
@@ -170,6 +178,8 @@ pub(super) fn search_candidates(
                 keep: keep.min(query.limit.unwrap_or(usize::MAX)),
                 limit: query.limit.unwrap_or(usize::MAX),
                 result: &mut result,
+                kept_bytes: 0,
+                max_bytes: search.max_kept_bytes,
             };
             let ran_out = search.run(&mut gather);
             let count = gather.count.min(gather.limit);
@@ -229,9 +239,9 @@ pub(super) fn gathered_in_parallel(
     if anchors.len() < search.walk_apart_from.max(2) {
         return None;
     }
-    // Each run gets its share of the budget, so that the runs together hold no more
-    // candidates than one walk may: a run that spends its share sends the search back to
-    // one walk (which frees them first).
+    // Each run gets its share of the budget and of the memory, so that the runs together
+    // hold no more candidates than one walk may: a run that spends its share sends the
+    // search back to one walk (which frees them first).
     let share = search.budget / search.threads as u64;
     let runs = in_runs(&anchors, search.threads, |run| {
         let mut part = CandidateSet::default();
@@ -243,6 +253,8 @@ pub(super) fn gathered_in_parallel(
             keep,
             limit: usize::MAX,
             result: &mut part,
+            kept_bytes: 0,
+            max_bytes: search.max_kept_bytes / search.threads,
         };
         let steps = search.run_over(run, &mut gather, share);
         let (count, used) = (gather.count, std::mem::take(&mut gather.used_by_any));

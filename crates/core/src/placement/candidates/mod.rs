@@ -53,7 +53,7 @@ mod walk;
 mod tests;
 
 pub use answer::{Candidate, CandidateSet};
-pub use budget::{BudgetExhausted, SEARCH_BUDGET, STOP_CHECK_EVERY, Stop};
+pub use budget::{BudgetExhausted, MAX_KEPT_BYTES, SEARCH_BUDGET, STOP_CHECK_EVERY, Stop};
 pub(crate) use facts::{in_any, in_every_set};
 pub(crate) use gather::candidates_per_tree;
 pub(crate) use group::tree_root_of_uuid;
@@ -178,6 +178,8 @@ pub struct Walk {
     pub threads: usize,
     /// Trees from which it does.
     pub walk_apart_from: usize,
+    /// Bytes the candidates it keeps may hold.
+    pub max_kept_bytes: usize,
 }
 
 impl Default for Walk {
@@ -190,6 +192,7 @@ impl Default for Walk {
             budget: SEARCH_BUDGET,
             threads: 1,
             walk_apart_from: WALK_APART_FROM,
+            max_kept_bytes: MAX_KEPT_BYTES,
         }
     }
 }
@@ -210,6 +213,7 @@ pub fn counted_candidates_with(
     search.budget = walk.budget;
     search.threads = walk.threads;
     search.walk_apart_from = walk.walk_apart_from;
+    search.max_kept_bytes = walk.max_kept_bytes;
     search_candidates(index, query, &search, keep)
 }
 

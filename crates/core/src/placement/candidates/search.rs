@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use smallvec::SmallVec;
 
 use super::answer::Candidate;
-use super::budget::{SEARCH_BUDGET, Steps, Stop};
+use super::budget::{MAX_KEPT_BYTES, SEARCH_BUDGET, Steps, Stop};
 use super::facts::{Facts, SharedFacts, has_any};
 use super::group::{Group, GroupPart, resolve_group};
 use crate::placement::ids::{ClassId, ProviderId, SortedIds, TraitId};
@@ -51,6 +51,8 @@ pub(super) struct Search<'a> {
     pub(super) walk_apart_from: usize,
     /// Ends the search early when asked for.
     pub(super) stop: Option<Stop>,
+    /// Bytes the candidates it keeps may hold (see [`MAX_KEPT_BYTES`]).
+    pub(super) max_kept_bytes: usize,
 }
 
 /// Buffers reused from tree to tree.
@@ -235,6 +237,7 @@ pub(super) fn prepare<'a>(index: &'a ProviderIndex, query: &CandidatesQuery) -> 
         threads: crate::runs::cores(),
         walk_apart_from: WALK_APART_FROM,
         stop: None,
+        max_kept_bytes: MAX_KEPT_BYTES,
     }
 }
 

@@ -545,3 +545,27 @@ fn a_search_stopped_from_another_thread_ends() {
     let spent = try_allocation_candidates(&c.0, &query).unwrap_err();
     assert!(stopped.found < spent.found, "{stopped:?} {spent:?}");
 }
+
+#[test]
+fn a_search_whose_candidates_outgrow_its_memory_stops() {
+    let c = wide(4, 2, 32);
+    let q = accel_query(2, "&group_policy=isolate");
+    let query = parse_candidates_query(&q, Microversion(39)).unwrap();
+    let whole = try_counted_candidates_with(&c.0, &query, usize::MAX, Walk::default())
+        .expect("fits the default budget");
+    let per_candidate = whole.1.candidates[0].bytes();
+    assert!(whole.0 > 100, "{}", whole.0);
+    // Room for 100 candidates: the search stops at about that many, out of budget.
+    let tight = Walk {
+        max_kept_bytes: per_candidate * 100,
+        ..Walk::default()
+    };
+    let err = try_counted_candidates_with(&c.0, &query, usize::MAX, tight).unwrap_err();
+    assert!((95..=105).contains(&err.found), "{err:?}");
+    assert!(err.to_string().contains("MiB of candidates"), "{err}");
+    // With a limit under the room, the limit's candidates, as without the bound.
+    let limited = parse_candidates_query(&format!("{q}&limit=50"), Microversion(39)).unwrap();
+    let (_, set) = try_counted_candidates_with(&c.0, &limited, usize::MAX, tight).unwrap();
+    assert_eq!((set.candidates.len(), set.exhausted), (50, None));
+    assert_eq!(set.candidates, whole.1.candidates[..50]);
+}
