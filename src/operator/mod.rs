@@ -408,6 +408,7 @@ fn serve_placement(
         namespace: flags.cluster.namespace.clone(),
         weighers: flags.scheduling.weighing.weighers.clone(),
         soundness: shared.placement.clone(),
+        audience: flags.placement_audience().map(str::to_string),
     };
     tokio::spawn(api.serve((listener, tls), stopping.lifecycle.clone()))
 }

@@ -46,16 +46,17 @@ spec:
   image: e2e-rbac-image
 "#;
 
-/// A kubeconfig for the cluster that authenticates with `token`.
-fn token_kubeconfig(cp: &ControlPlane, token: &str) -> std::path::PathBuf {
-    let path = cp.kubeconfig.with_file_name("kubeplace-sa.kubeconfig");
+/// A kubeconfig for the cluster that authenticates as `user` with `token` alone.
+pub(super) fn token_kubeconfig(cp: &ControlPlane, user: &str, token: &str) -> std::path::PathBuf {
+    let path = cp.kubeconfig.with_file_name(format!("{user}.kubeconfig"));
     std::fs::copy(&cp.kubeconfig, &path).unwrap();
     let config = path.to_str().unwrap();
+    let user_flag = format!("--user={user}");
     for args in [
         vec![
             "config",
             "set-credentials",
-            "kubeplace-sa",
+            user,
             "--token",
             token,
             "--kubeconfig",
@@ -65,7 +66,7 @@ fn token_kubeconfig(cp: &ControlPlane, token: &str) -> std::path::PathBuf {
             "config",
             "set-context",
             "--current",
-            "--user=kubeplace-sa",
+            &user_flag,
             "--kubeconfig",
             config,
         ],
@@ -99,7 +100,7 @@ fn the_operator_needs_nothing_beyond_the_manifests_rbac() {
         .ok()
         .trim()
         .to_string();
-    let kubeconfig = token_kubeconfig(cp, &token);
+    let kubeconfig = token_kubeconfig(cp, "kubeplace-sa", &token);
     // The token really is the service account's: it may not read Secrets.
     let denied = cp.kubectl(&[
         "--kubeconfig",
