@@ -195,6 +195,12 @@ fn manifest_webhook_covers_every_kind() {
         names_of("Role", "secrets"),
         [Value::from("kubeplace-webhook-tls")]
     );
+    // The Lease the Deployment elects its leader on, and no other.
+    let lease = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--lease-name="))
+        .unwrap();
+    assert_eq!(names_of("Role", "leases"), [Value::from(lease)]);
     // Drain: preStop sleep, then SIGTERM and --drain-seconds, within the grace period.
     let sleep = pod["containers"][0]["lifecycle"]["preStop"]["sleep"]["seconds"]
         .as_u64()
