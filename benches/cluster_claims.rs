@@ -161,7 +161,15 @@ fn main() {
     )
     .ok();
     let token = cp
-        .kubectl(&["create", "token", "bench", "-n", "default"])
+        .kubectl(&[
+            "create",
+            "token",
+            "bench",
+            "-n",
+            "default",
+            "--audience",
+            "kubeplace-placement",
+        ])
         .ok()
         .trim()
         .to_string();

@@ -926,6 +926,55 @@ fn run_stops_on_sigterm_before_its_cluster_ever_answered() {
     assert!(status.success(), "{status:?}");
 }
 
+/// The Placement API's token audience and Service name are checked before anything
+/// connects: exit 2, naming the flag, the value and what would be taken.
+#[test]
+fn run_refuses_a_placement_audience_or_service_it_cannot_use() {
+    let on = ["run", "--placement-addr", "127.0.0.1:0"];
+    let out = kubeplace(
+        &[
+            &on[..],
+            &[
+                "--self-signed",
+                "--webhook-host=h",
+                "--placement-token-audience=kubeplace placement",
+            ],
+        ]
+        .concat(),
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--placement-token-audience")
+            && err.contains("\"kubeplace placement\" holds ' '")
+            && err.contains("printable ASCII characters without spaces or commas")
+            && err.contains("an empty value"),
+        "{err}"
+    );
+    // The Placement Service's names go into the certificate kubeplace makes in the Secret;
+    // with a certificate from files they would go nowhere.
+    let out = kubeplace(
+        &[
+            &on[..],
+            &[
+                "--tls-cert-file=c",
+                "--tls-key-file=k",
+                "--placement-tls",
+                "--placement-service=kubeplace-placement",
+            ],
+        ]
+        .concat(),
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--placement-service kubeplace-placement") && err.contains("--tls-secret"),
+        "{err}"
+    );
+}
+
 #[test]
 fn run_refuses_a_log_filter_it_cannot_read() {
     let out = kubeplace(

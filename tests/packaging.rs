@@ -60,7 +60,7 @@ fn chart_values_validate_against_their_schema() {
 fn chart_values_schema_refuses_mistakes() {
     let validator = values_validator();
     let good = yaml(&read("charts/kubeplace/values.yaml"));
-    let mistakes: [(&str, Value); 10] = [
+    let mistakes: [(&str, Value); 13] = [
         ("/weighers", serde_json::json!("gpu=1")),
         ("/weighers", serde_json::json!("ram")),
         ("/replicaCount", serde_json::json!("two")),
@@ -74,6 +74,12 @@ fn chart_values_schema_refuses_mistakes() {
             serde_json::json!({"from": [{"cidr": "10.0.0.0/24"}]}),
         ),
         ("/webhook/clientCA", serde_json::json!({"pem": "not PEM"})),
+        ("/placement/tls", serde_json::json!("yes")),
+        (
+            "/placement/tokenAudience",
+            serde_json::json!("kubeplace placement"),
+        ),
+        ("/placement/tokenAudience", serde_json::json!("a,b")),
     ];
     for (pointer, value) in mistakes {
         let mut values = good.clone();
@@ -189,6 +195,12 @@ fn manifest_webhook_covers_every_kind() {
         names_of("Role", "secrets"),
         [Value::from("kubeplace-webhook-tls")]
     );
+    // The Lease the Deployment elects its leader on, and no other.
+    let lease = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--lease-name="))
+        .unwrap();
+    assert_eq!(names_of("Role", "leases"), [Value::from(lease)]);
     // Drain: preStop sleep, then SIGTERM and --drain-seconds, within the grace period.
     let sleep = pod["containers"][0]["lifecycle"]["preStop"]["sleep"]["seconds"]
         .as_u64()
@@ -201,6 +213,38 @@ fn manifest_webhook_covers_every_kind() {
         .unwrap();
     let grace = pod["terminationGracePeriodSeconds"].as_u64().unwrap();
     assert!(grace > sleep + drain, "{grace} <= {sleep} + {drain}");
+}
+
+/// The manifests serve the Placement API as the chart's defaults do: over TLS, with the
+/// certificate made for the Placement Service, taking tokens for its own audience only.
+#[test]
+fn manifest_placement_api_is_https_for_its_service_and_audience() {
+    let values = yaml(&read("charts/kubeplace/values.yaml"));
+    assert_eq!(values["placement"]["tls"], true);
+    assert_eq!(values["placement"]["tokenAudience"], "kubeplace-placement");
+    let deployment = yaml(&read("manifests/30-deployment.yaml"));
+    let args: Vec<&str> = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let services: Vec<Value> =
+        serde_saphyr::from_multiple(&read("manifests/40-services.yaml")).unwrap();
+    let placement = services
+        .iter()
+        .find(|s| s["spec"]["ports"][0]["name"] == "placement")
+        .expect("a Service for the Placement API");
+    let name = placement["metadata"]["name"].as_str().unwrap();
+    for arg in [
+        "--placement-addr=0.0.0.0:8778",
+        "--placement-tls",
+        &format!("--placement-service={name}"),
+        "--placement-token-audience=kubeplace-placement",
+        "--tls-secret=kubeplace-webhook-tls",
+    ] {
+        assert!(args.contains(&arg), "no {arg} in {args:?}");
+    }
 }
 
 #[test]

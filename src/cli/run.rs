@@ -161,6 +161,148 @@ mod tests {
         assert!(parse(&["--tls-secret", "s"]).certificate_names().is_empty());
     }
 
+    /// `kubeplace run ARGS` as clap refuses it.
+    fn refused(args: &[&str]) -> clap::Error {
+        let mut argv = vec!["kubeplace", "run"];
+        argv.extend_from_slice(args);
+        match Cli::try_parse_from(argv) {
+            Err(e) => e,
+            Ok(_) => panic!("{args:?} was accepted"),
+        }
+    }
+
+    #[test]
+    fn the_placement_services_names_join_the_secrets_certificate() {
+        let a = parse(&[
+            "--tls-secret",
+            "kubeplace-webhook-tls",
+            "--webhook-service",
+            "kubeplace-webhook",
+            "--namespace",
+            "ops",
+            "--placement-addr",
+            "0.0.0.0:8778",
+            "--placement-tls",
+            "--placement-service",
+            "kubeplace-placement",
+        ]);
+        assert_eq!(
+            a.certificate_names(),
+            [
+                "kubeplace-webhook.ops.svc",
+                "kubeplace-webhook",
+                "kubeplace-webhook.ops",
+                "kubeplace-webhook.ops.svc.cluster.local",
+                "kubeplace-placement.ops.svc",
+                "kubeplace-placement",
+                "kubeplace-placement.ops",
+                "kubeplace-placement.ops.svc.cluster.local",
+            ]
+        );
+        assert_eq!(a.check(), Ok(()));
+        // Names for a certificate that is not served over the Placement API, or not made
+        // here, would be set for nothing: each is refused with what it needs.
+        let plain = refused(&[
+            "--tls-secret=s",
+            "--webhook-service=w",
+            "--placement-addr=0.0.0.0:8778",
+            "--placement-service=p",
+        ]);
+        assert_eq!(plain.exit_code(), 2);
+        assert!(plain.to_string().contains("--placement-tls"), "{plain}");
+        let files = parse(&[
+            "--tls-cert-file=c",
+            "--tls-key-file=k",
+            "--placement-addr=0.0.0.0:8778",
+            "--placement-tls",
+            "--placement-service=p",
+        ]);
+        let why = files.check().unwrap_err();
+        assert!(
+            why.contains("--placement-service p") && why.contains("--tls-secret"),
+            "{why}"
+        );
+        // Alone, the Placement Service's names do not name the webhook.
+        let unnamed = parse(&[
+            "--tls-secret=s",
+            "--placement-addr=0.0.0.0:8778",
+            "--placement-tls",
+            "--placement-service=p",
+        ]);
+        assert!(unnamed.check().unwrap_err().contains("--webhook-service"));
+    }
+
+    #[test]
+    fn the_placement_token_audience_defaults_to_kubeplace_placement_and_may_be_emptied() {
+        let on = [
+            "--self-signed",
+            "--webhook-host=h",
+            "--placement-addr=0.0.0.0:8778",
+        ];
+        let a = parse(&on);
+        assert_eq!(a.placement.placement_token_audience, "kubeplace-placement");
+        assert_eq!(a.placement_audience(), Some("kubeplace-placement"));
+        let given = parse(
+            &[
+                &on[..],
+                &["--placement-token-audience=https://placement.example/"],
+            ]
+            .concat(),
+        );
+        assert_eq!(
+            given.placement_audience(),
+            Some("https://placement.example/")
+        );
+        // Empty: the API server's own audience, the weaker choice.
+        let empty = parse(&[&on[..], &["--placement-token-audience="]].concat());
+        assert_eq!(empty.placement_audience(), None);
+        // Without the Placement API there is no audience to set.
+        let off = refused(&[
+            "--self-signed",
+            "--webhook-host=h",
+            "--placement-token-audience=x",
+        ]);
+        assert!(off.to_string().contains("--placement-addr"), "{off}");
+    }
+
+    #[test]
+    fn a_bad_placement_token_audience_is_refused_naming_the_flag_the_value_and_what_is_taken() {
+        let on = [
+            "--self-signed",
+            "--webhook-host=h",
+            "--placement-addr=0.0.0.0:8778",
+        ];
+        let long = "a".repeat(257);
+        for (value, said) in [
+            ("kubeplace placement", "\"kubeplace placement\" holds ' '"),
+            ("a,b", "\"a,b\" holds ','"),
+            ("plac\u{e9}ment", "holds '\u{e9}'"),
+            ("tab\there", "holds '\\t'"),
+            (long.as_str(), "an audience of 257 characters is too long"),
+        ] {
+            let flag = format!("--placement-token-audience={value}");
+            let e = refused(&[&on[..], &[flag.as_str()]].concat());
+            assert_eq!(e.exit_code(), 2, "{value}");
+            let text = e.to_string();
+            for part in [
+                "--placement-token-audience",
+                said,
+                "1 to 256 printable ASCII characters without spaces or commas",
+                "e.g. kubeplace-placement",
+                "an empty value",
+            ] {
+                assert!(text.contains(part), "{value:?}: no {part:?} in {text}");
+            }
+        }
+        // 256 characters are taken.
+        let at_most = "a".repeat(256);
+        let flag = format!("--placement-token-audience={at_most}");
+        assert_eq!(
+            parse(&[&on[..], &[flag.as_str()]].concat()).placement_audience(),
+            Some(at_most.as_str())
+        );
+    }
+
     /// Flags that parse but cannot run together are refused before anything starts.
     #[test]
     fn a_webhook_without_a_certificate_or_names_is_refused() {

@@ -158,11 +158,48 @@ pub struct PlacementFlags {
     /// SubjectAccessReview (docs/placement-api.md).
     #[arg(long, value_name = "ADDR:PORT")]
     pub placement_addr: Option<SocketAddr>,
-    /// Serve the Placement API over HTTPS with the webhook's serving certificate.
+    /// Serve the Placement API over HTTPS with the webhook's serving certificate. Without
+    /// it, the tokens callers send travel in clear text.
     #[arg(long, requires = "placement_addr")]
     pub placement_tls: bool,
+    /// The Placement API's Service in --namespace (with --tls-secret and --placement-tls):
+    /// the serving certificate is also for NAME, NAME.NAMESPACE, NAME.NAMESPACE.svc and
+    /// NAME.NAMESPACE.svc.cluster.local, so clients check it by the name they call.
+    #[arg(long, value_name = "NAME", requires = "placement_tls")]
+    pub placement_service: Option<String>,
+    /// The audience a caller's token must be issued for (`kubectl create token SA
+    /// --audience AUDIENCE`): it is asked of the TokenReview, and a token the API server
+    /// does not confirm for it is refused, so no token sent here is valid against the API
+    /// server. Empty (`--placement-token-audience=`): tokens for the API server's own
+    /// audience, each of which is also a credential for the whole Kubernetes API.
+    #[arg(long, value_name = "AUDIENCE", default_value = DEFAULT_TOKEN_AUDIENCE,
+          value_parser = token_audience, requires = "placement_addr")]
+    pub placement_token_audience: String,
     #[command(flatten)]
     pub searching: Searching,
+}
+
+/// The audience the Placement API asks tokens to be issued for, unless told otherwise.
+pub const DEFAULT_TOKEN_AUDIENCE: &str = "kubeplace-placement";
+
+/// The longest audience taken.
+const AUDIENCE_MAX: usize = 256;
+
+/// Checks an audience: empty, or one name of printable ASCII without spaces or commas.
+fn token_audience(text: &str) -> Result<String, String> {
+    let accepted = format!(
+        "give one audience of 1 to {AUDIENCE_MAX} printable ASCII characters without spaces or commas (e.g. {DEFAULT_TOKEN_AUDIENCE}), or an empty value to take tokens for the API server's own audience"
+    );
+    if text.len() > AUDIENCE_MAX {
+        return Err(format!(
+            "an audience of {} characters is too long; {accepted}",
+            text.chars().count()
+        ));
+    }
+    if let Some(c) = text.chars().find(|c| !c.is_ascii_graphic() || *c == ',') {
+        return Err(format!("{text:?} holds {c:?}; {accepted}"));
+    }
+    Ok(text.to_string())
 }
 
 /// Health and metrics, and how a stop drains.
@@ -218,13 +255,24 @@ impl Flags {
         if tls.tls_cert_file.is_none() && !tls.self_signed && tls.tls_secret.is_none() {
             return Err("the webhook needs a certificate: give --tls-secret NAME --webhook-service SERVICE, --tls-cert-file and --tls-key-file, or --self-signed --webhook-host HOST".into());
         }
-        if tls.tls_secret.is_some() && self.certificate_names().is_empty() {
+        if let Some(service) = &self.placement.placement_service
+            && tls.tls_secret.is_none()
+        {
+            return Err(format!(
+                "--placement-service {service} names the Placement Service for the certificate kubeplace makes with --tls-secret; a certificate from --tls-cert-file or --self-signed carries its own names (give the Service's names to its issuer, as the chart does for cert-manager)"
+            ));
+        }
+        if tls.tls_secret.is_some()
+            && self.webhook.webhook_service.is_none()
+            && self.webhook.webhook_host.is_none()
+        {
             return Err("--tls-secret needs the names the API server calls the webhook by: give --webhook-service SERVICE (and/or --webhook-host HOST)".into());
         }
         Ok(())
     }
 
-    /// The names the certificate of --tls-secret is for.
+    /// The names the certificate of --tls-secret is for: the webhook Service's, the
+    /// Placement Service's (`--placement-service`) and `--webhook-host`.
     pub fn certificate_names(&self) -> Vec<String> {
         let mut names = self
             .webhook
@@ -232,7 +280,19 @@ impl Flags {
             .as_deref()
             .map(|s| crate::serving::tls_secret::service_names(s, &self.cluster.namespace))
             .unwrap_or_default();
+        if let Some(service) = &self.placement.placement_service {
+            names.extend(crate::serving::tls_secret::service_names(
+                service,
+                &self.cluster.namespace,
+            ));
+        }
         names.extend(self.webhook.webhook_host.clone());
         names
+    }
+
+    /// The audience the Placement API's callers' tokens must be issued for; `None` takes
+    /// tokens for the API server's own audience.
+    pub fn placement_audience(&self) -> Option<&str> {
+        Some(self.placement.placement_token_audience.as_str()).filter(|a| !a.is_empty())
     }
 }

@@ -409,6 +409,7 @@ fn serve_placement(
         weighers: flags.scheduling.weighing.weighers.clone(),
         soundness: shared.placement.clone(),
         searches: flags.placement.searching.limits(),
+        audience: flags.placement_audience().map(str::to_string),
     };
     tokio::spawn(api.serve((listener, tls), stopping.lifecycle.clone()))
 }

@@ -35,6 +35,8 @@ pub(crate) struct PlacementOverCluster {
     pub soundness: Soundness,
     /// How much search work it takes on at once.
     pub searches: SearchLimits,
+    /// The audience callers' tokens must be issued for (`None`: the API server's own).
+    pub audience: Option<String>,
 }
 
 impl PlacementOverCluster {
@@ -51,7 +53,20 @@ impl PlacementOverCluster {
         }
         let runtime = tokio::runtime::Handle::current();
         let cluster = Cluster::new(self.client.clone(), runtime.clone(), self.namespace);
-        let auth = Auth::Kubernetes(KubernetesAuth::new(self.client, runtime));
+        if tls.is_none() {
+            warn!(
+                "the Placement API serves plain HTTP (no --placement-tls): callers' tokens travel in clear text"
+            );
+        }
+        match &self.audience {
+            Some(audience) => {
+                info!(%audience, "the Placement API takes tokens for its audience only")
+            }
+            None => warn!(
+                "the Placement API takes tokens for the API server's own audience (--placement-token-audience is empty): each token sent to it is also a credential for the Kubernetes API"
+            ),
+        }
+        let auth = Auth::Kubernetes(KubernetesAuth::new(self.client, runtime, self.audience));
         let trigger = self.trigger;
         // The API's writes are in the store before the watch sees them: reconcile after each.
         let api = Arc::new(

@@ -2,7 +2,10 @@
 //!
 //! `kubeplace placement serve` accepts one static token, as Placement's noauth2 does. Over a
 //! cluster, the token a client sends (`X-Auth-Token`, what OpenStack clients send, or
-//! `Authorization: Bearer`) is checked with a Kubernetes TokenReview, and what the caller
+//! `Authorization: Bearer`) is checked with a Kubernetes TokenReview for the API's audience
+//! (`kubeplace-placement` unless the operator is told otherwise), which the review's answer
+//! must confirm: such a token is refused by the API server itself, so a token sent here
+//! cannot be replayed against the rest of the cluster. What the caller
 //! may do is asked of Kubernetes RBAC with a SubjectAccessReview on the resource
 //! `placement` of the group `kubeplace.io`: `get` for reads, `create` for POST, `update`
 //! for PUT and `delete` for DELETE. Answers are remembered for a short while, so a client
@@ -15,7 +18,9 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use http::{HeaderMap, Method, StatusCode};
-use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+use k8s_openapi::api::authentication::v1::{
+    TokenReview, TokenReviewSpec, TokenReviewStatus, UserInfo,
+};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
@@ -189,6 +194,8 @@ where
 pub struct KubernetesAuth {
     client: Client,
     runtime: tokio::runtime::Handle,
+    /// The audience tokens must be issued for; `None`: the API server's own.
+    audience: Option<String>,
     /// Boxed: it is large beside [`Auth::Token`].
     remembered: Box<Mutex<Remembered>>,
 }
@@ -335,11 +342,17 @@ fn same_token(sent: &str, expected: &str) -> bool {
 
 impl KubernetesAuth {
     /// Reviews with `client`, whose calls run on `runtime` (requests are answered on
-    /// blocking threads, which wait for the reviews).
-    pub fn new(client: Client, runtime: tokio::runtime::Handle) -> KubernetesAuth {
+    /// blocking threads, which wait for the reviews), tokens issued for `audience` (`None`:
+    /// for the API server's own audience, so each is a credential for the API server too).
+    pub fn new(
+        client: Client,
+        runtime: tokio::runtime::Handle,
+        audience: Option<String>,
+    ) -> KubernetesAuth {
         KubernetesAuth {
             client,
             runtime,
+            audience,
             remembered: Box::new(Mutex::new(Remembered::new(Instant::now()))),
         }
     }
@@ -359,7 +372,7 @@ impl KubernetesAuth {
         let review = TokenReview {
             spec: TokenReviewSpec {
                 token: Some(token.to_string()),
-                ..Default::default()
+                audiences: self.audience.clone().map(|a| vec![a]),
             },
             ..Default::default()
         };
@@ -371,16 +384,10 @@ impl KubernetesAuth {
                     "The token could not be checked with Kubernetes: {e}"
                 ))
             })?;
-        let status = reviewed.status.unwrap_or_default();
-        let user = match (status.authenticated, status.user) {
-            (Some(true), Some(user)) => user,
-            _ => {
-                return Err(Refusal::unauthorized(format!(
-                    "The token was not accepted by Kubernetes{}.",
-                    status.error.map(|e| format!(": {e}")).unwrap_or_default()
-                )));
-            }
-        };
+        let user = authenticated(
+            reviewed.status.unwrap_or_default(),
+            self.audience.as_deref(),
+        )?;
         let name = user.username.clone().unwrap_or_default();
         let access = SubjectAccessReview {
             spec: SubjectAccessReviewSpec {
@@ -413,6 +420,45 @@ impl KubernetesAuth {
             ))),
         }
     }
+}
+
+/// The user a TokenReview's answer vouches for: authenticated, and, when the review asked
+/// for `audience`, confirmed for it. An API server that does not know audiences answers
+/// without them, which would make any of its tokens pass: such an answer is refused too.
+fn authenticated(status: TokenReviewStatus, audience: Option<&str>) -> Result<UserInfo, Refusal> {
+    let user = match (status.authenticated, status.user) {
+        (Some(true), Some(user)) => user,
+        _ => {
+            return Err(Refusal::unauthorized(format!(
+                "The token was not accepted by Kubernetes{}{}.{}",
+                audience
+                    .map(|a| format!(" for the audience {a:?}"))
+                    .unwrap_or_default(),
+                status.error.map(|e| format!(": {e}")).unwrap_or_default(),
+                audience.map(create_token).unwrap_or_default()
+            )));
+        }
+    };
+    if let Some(audience) = audience {
+        let confirmed = status.audiences.unwrap_or_default();
+        if !confirmed.iter().any(|a| a == audience) {
+            return Err(Refusal::unauthorized(format!(
+                "The token is not for the audience {audience:?}: Kubernetes confirmed it for {}.{}",
+                if confirmed.is_empty() {
+                    "no audience".to_string()
+                } else {
+                    confirmed.join(", ")
+                },
+                create_token(audience)
+            )));
+        }
+    }
+    Ok(user)
+}
+
+/// How a caller gets a token this API takes.
+fn create_token(audience: &str) -> String {
+    format!(" Send a token for it: `kubectl create token SERVICEACCOUNT --audience {audience}`.")
 }
 
 #[cfg(test)]
@@ -530,6 +576,184 @@ mod tests {
         }
         assert_eq!(r.accepted.len(), REMEMBERED);
         assert!(!r.accepted.contains_key(&("user-0".to_string(), "get")));
+    }
+
+    fn reviewed(authenticated: bool, audiences: Option<&[&str]>) -> TokenReviewStatus {
+        TokenReviewStatus {
+            authenticated: Some(authenticated),
+            audiences: audiences.map(|a| a.iter().map(|s| s.to_string()).collect()),
+            user: Some(UserInfo {
+                username: Some("system:serviceaccount:openstack:nova".into()),
+                ..Default::default()
+            }),
+            error: (!authenticated).then(|| "token audiences [\"https://kubernetes.default.svc.cluster.local\"] is invalid for the target audiences [\"kubeplace-placement\"]".into()),
+        }
+    }
+
+    #[test]
+    fn a_token_is_taken_only_when_the_review_confirms_the_audience() {
+        let ours = Some("kubeplace-placement");
+        let user = authenticated(reviewed(true, Some(&["kubeplace-placement"])), ours).unwrap();
+        assert_eq!(
+            user.username.as_deref(),
+            Some("system:serviceaccount:openstack:nova")
+        );
+        assert!(
+            authenticated(
+                reviewed(true, Some(&["other", "kubeplace-placement"])),
+                ours
+            )
+            .is_ok()
+        );
+        // Authenticated, but not confirmed for the audience asked: an API server (or an
+        // authenticator) that ignored the audience, or confirmed another one.
+        for (audiences, said) in [
+            (None, "confirmed it for no audience"),
+            (Some(&[][..]), "confirmed it for no audience"),
+            (
+                Some(&["https://kubernetes.default.svc.cluster.local"][..]),
+                "confirmed it for https://kubernetes.default.svc.cluster.local",
+            ),
+        ] {
+            let refused = authenticated(reviewed(true, audiences), ours).unwrap_err();
+            assert_eq!(refused.status, StatusCode::UNAUTHORIZED, "{audiences:?}");
+            assert!(
+                refused
+                    .message
+                    .contains("not for the audience \"kubeplace-placement\"")
+                    && refused.message.contains(said)
+                    && refused.message.contains(
+                        "kubectl create token SERVICEACCOUNT --audience kubeplace-placement"
+                    ),
+                "{}",
+                refused.message
+            );
+        }
+        // Not authenticated: the API server's reason, and how to get a token that passes.
+        let refused = authenticated(reviewed(false, None), ours).unwrap_err();
+        assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
+        assert!(
+            refused
+                .message
+                .contains("for the audience \"kubeplace-placement\": token audiences")
+                && refused.message.contains("--audience kubeplace-placement"),
+            "{}",
+            refused.message
+        );
+        // Without an audience (the weaker setting) the API server's own tokens pass.
+        assert!(authenticated(reviewed(true, None), None).is_ok());
+        assert!(authenticated(reviewed(false, None), None).is_err());
+    }
+
+    /// The reviews `KubernetesAuth` asks of a fake API server.
+    mod reviews {
+        use std::time::Duration;
+
+        use http::{Method, Request, Response};
+        use kube::client::Body;
+        use serde_json::{Value, json};
+        use tower_test::mock;
+
+        use super::super::*;
+
+        type Handle = mock::Handle<Request<Body>, Response<Body>>;
+
+        const TOKEN_REVIEWS: &str = "/apis/authentication.k8s.io/v1/tokenreviews";
+        const ACCESS_REVIEWS: &str = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
+
+        /// Answers the next request, which must be a POST to `path`, with `status`; returns
+        /// the body sent.
+        async fn answer(h: &mut Handle, path: &str, status: Value) -> Value {
+            let (request, send) = h.next_request().await.expect("a request");
+            assert_eq!(
+                (request.method(), request.uri().path()),
+                (&Method::POST, path)
+            );
+            let sent: Value =
+                serde_json::from_slice(&request.into_body().collect_bytes().await.unwrap())
+                    .unwrap();
+            let mut reply = sent.clone();
+            reply["status"] = status;
+            send.send_response(
+                Response::builder()
+                    .status(201)
+                    .body(Body::from(serde_json::to_vec(&reply).unwrap()))
+                    .unwrap(),
+            );
+            sent
+        }
+
+        fn auth(audience: Option<&str>) -> (KubernetesAuth, Handle) {
+            let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
+            let client = Client::new(service, "default");
+            let auth = KubernetesAuth::new(
+                client,
+                tokio::runtime::Handle::current(),
+                audience.map(str::to_string),
+            );
+            (auth, handle)
+        }
+
+        fn user() -> Value {
+            json!({"username": "system:serviceaccount:openstack:nova", "groups": ["system:serviceaccounts"]})
+        }
+
+        #[tokio::test]
+        async fn the_token_review_asks_for_the_audience_and_an_unconfirmed_one_goes_no_further() {
+            let (auth, mut h) = auth(Some("kubeplace-placement"));
+            let checked = tokio::spawn(async move { auth.check_async("tok", "get").await });
+            let sent = answer(
+                &mut h,
+                TOKEN_REVIEWS,
+                json!({"authenticated": true, "user": user()}),
+            )
+            .await;
+            assert_eq!(sent["spec"]["token"], "tok");
+            assert_eq!(sent["spec"]["audiences"], json!(["kubeplace-placement"]));
+            // No access review is asked for a token that was refused: the check ends, and
+            // its client with it, without another request.
+            let next = tokio::time::timeout(Duration::from_secs(5), h.next_request()).await;
+            assert!(
+                matches!(next, Ok(None)),
+                "another request after the token review"
+            );
+            let refused = checked.await.unwrap().unwrap_err();
+            assert_eq!(refused.status, StatusCode::UNAUTHORIZED, "{refused:?}");
+        }
+
+        #[tokio::test]
+        async fn a_token_confirmed_for_the_audience_goes_on_to_the_access_review() {
+            let (auth, mut h) = auth(Some("kubeplace-placement"));
+            let checked = tokio::spawn(async move { auth.check_async("tok", "update").await });
+            answer(
+                &mut h,
+                TOKEN_REVIEWS,
+                json!({"authenticated": true, "user": user(), "audiences": ["kubeplace-placement"]}),
+            )
+            .await;
+            let asked = answer(&mut h, ACCESS_REVIEWS, json!({"allowed": true})).await;
+            assert_eq!(
+                asked["spec"]["user"],
+                "system:serviceaccount:openstack:nova"
+            );
+            assert_eq!(asked["spec"]["resourceAttributes"]["verb"], "update");
+            assert_eq!(checked.await.unwrap(), Ok(()));
+        }
+
+        #[tokio::test]
+        async fn without_an_audience_the_review_asks_for_none() {
+            let (auth, mut h) = auth(None);
+            let checked = tokio::spawn(async move { auth.check_async("tok", "get").await });
+            let sent = answer(
+                &mut h,
+                TOKEN_REVIEWS,
+                json!({"authenticated": true, "user": user()}),
+            )
+            .await;
+            assert!(sent["spec"].get("audiences").is_none(), "{sent}");
+            answer(&mut h, ACCESS_REVIEWS, json!({"allowed": true})).await;
+            assert_eq!(checked.await.unwrap(), Ok(()));
+        }
     }
 
     #[test]

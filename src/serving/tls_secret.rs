@@ -576,6 +576,37 @@ mod tests {
         ));
     }
 
+    #[test]
+    fn a_certificate_without_the_placement_services_names_is_renewed_under_the_same_ca() {
+        // Made before the Placement API was served over TLS: the webhook's names only.
+        let before = issue(None, &names(), YEAR, at(0)).unwrap();
+        let mut both = names();
+        both.extend(service_names("kubeplace-placement", "kubeplace-system"));
+        let Decision::Renew(why) = decide(&before, &both, YEAR, at(1)) else {
+            panic!("kept without the Placement Service's names");
+        };
+        assert!(
+            why.contains("tls.crt is not for kubeplace-placement.kubeplace-system.svc"),
+            "{why}"
+        );
+        let renewed = issue(Some(&before), &both, YEAR, at(1)).unwrap();
+        assert_eq!(
+            renewed.ca_bundle, before.ca_bundle,
+            "the CA clients trust is kept"
+        );
+        let leaf = pem_certificates(&renewed.cert);
+        assert_eq!(subject_names(&parse(&leaf[0].1).unwrap()), both);
+        assert!(matches!(
+            decide(&renewed, &both, YEAR, at(2)),
+            Decision::Keep { .. }
+        ));
+        // A replica not yet given the Placement Service's names keeps serving it.
+        assert!(matches!(
+            decide(&renewed, &names(), YEAR, at(2)),
+            Decision::Keep { .. }
+        ));
+    }
+
     /// `m` with its certificate issued for serving only, as Secrets were made before
     /// replicas presented it to each other.
     fn serving_only(m: &Material) -> Material {

@@ -62,6 +62,12 @@ pub fn eventually_ca_bundle(cp: &ControlPlane, config: &str, ca_pem: &str) {
 /// The certificate the server at 127.0.0.1:`port` serves, after checking it against
 /// `ca_pem` for the name 127.0.0.1.
 fn served_certificate(port: u16, ca_pem: &str) -> Result<Vec<u8>, String> {
+    served_certificate_for(port, ca_pem, "127.0.0.1")
+}
+
+/// The certificate the server at 127.0.0.1:`port` serves to a client that calls it `name`
+/// (sent as SNI), after checking it against `ca_pem` for that name.
+pub fn served_certificate_for(port: u16, ca_pem: &str, name: &str) -> Result<Vec<u8>, String> {
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
         roots
@@ -75,7 +81,7 @@ fn served_certificate(port: u16, ca_pem: &str) -> Result<Vec<u8>, String> {
     .map_err(|e| e.to_string())?
     .with_root_certificates(roots)
     .with_no_client_auth();
-    let name = ServerName::try_from("127.0.0.1").map_err(|e| e.to_string())?;
+    let name = ServerName::try_from(name.to_string()).map_err(|e| e.to_string())?;
     let mut conn =
         rustls::ClientConnection::new(Arc::new(config), name).map_err(|e| e.to_string())?;
     let mut sock = std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
@@ -459,7 +465,7 @@ fn helm_test_probes_the_release_through_its_services() {
             "--ca-file=/tls/ca.crt",
             "http://kubeplace-metrics.e2e-helm-test.svc:8080/readyz",
             "https://kubeplace-webhook.e2e-helm-test.svc/healthz",
-            "http://kubeplace-placement.e2e-helm-test.svc:8778/"
+            "https://kubeplace-placement.e2e-helm-test.svc:8778/"
         ])
     );
     assert_eq!(
@@ -842,8 +848,14 @@ fn the_webhook_client_ca_reaches_kubeplace_run() {
                                 "mountPath": "/webhook-client-ca", "readOnly": true}])
         );
         let probe = &rendered_of_kind(cp, &set, "Pod")[0];
+        // The webhook's handshake needs the API server's certificate: helm test leaves it
+        // out, and still probes the Placement API over TLS.
         let probed = probe["spec"]["containers"][0]["args"].to_string();
-        assert!(!probed.contains("https://"), "{probed}");
+        assert!(!probed.contains("kubeplace-webhook"), "{probed}");
+        assert!(
+            probed.contains("https://kubeplace-placement.default.svc:8778/"),
+            "{probed}"
+        );
     }
     let maps = rendered_of_kind(cp, &pem, "ConfigMap");
     assert_eq!(maps.len(), 1);
@@ -878,4 +890,112 @@ fn the_webhook_client_ca_reaches_kubeplace_run() {
         said.contains("webhook.clientCA: give pem or configMap, not both"),
         "{said}"
     );
+}
+
+/// The operator's arguments in `helm template` with `set`.
+fn operator_args(cp: &ControlPlane, set: &[&str]) -> Vec<String> {
+    let mut args = vec!["--namespace", "ops"];
+    for s in set {
+        args.extend(["--set", s]);
+    }
+    let deployments = rendered_of_kind(cp, &args, "Deployment");
+    deployments[0]["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// By default the chart serves the Placement API over HTTPS with a certificate for its
+/// Service's names (kubeplace's own, or cert-manager's) and takes tokens for the audience
+/// kubeplace-placement only; each can be turned back, as documented, and is then plain.
+#[test]
+fn the_chart_serves_placement_over_tls_for_its_service_and_audience() {
+    use serde_json::json;
+    let cp = support::cluster();
+    let services = rendered_of_kind(cp, &["--namespace", "ops"], "Service");
+    let service = services
+        .iter()
+        .find(|s| s["spec"]["ports"][0]["name"] == "placement")
+        .expect("the Placement Service");
+    assert_eq!(service["metadata"]["name"], "kubeplace-placement");
+    let has = |args: &[String], arg: &str| args.iter().any(|a| a == arg);
+    let default = operator_args(cp, &[]);
+    for arg in [
+        "--placement-addr=0.0.0.0:8778",
+        "--placement-tls",
+        "--placement-service=kubeplace-placement",
+        "--placement-token-audience=kubeplace-placement",
+        "--tls-secret=kubeplace-webhook-tls",
+    ] {
+        assert!(has(&default, arg), "no {arg} in {default:?}");
+    }
+    // cert-manager makes the certificate: the Placement Service's names are in its request,
+    // and the operator (which reads files) is not given them.
+    let managed = operator_args(cp, &["certManager.enabled=true"]);
+    assert!(has(&managed, "--placement-tls"), "{managed:?}");
+    assert!(
+        !managed.iter().any(|a| a.starts_with("--placement-service")),
+        "{managed:?}"
+    );
+    let certificates = rendered_of_kind(
+        cp,
+        &["--namespace", "ops", "--set", "certManager.enabled=true"],
+        "Certificate",
+    );
+    let names = &certificates[0]["spec"]["dnsNames"];
+    for name in [
+        "kubeplace-placement",
+        "kubeplace-placement.ops",
+        "kubeplace-placement.ops.svc",
+        "kubeplace-placement.ops.svc.cluster.local",
+        "kubeplace-webhook.ops.svc",
+    ] {
+        assert!(
+            names.as_array().unwrap().contains(&json!(name)),
+            "{name} not in {names}"
+        );
+    }
+    // Plain HTTP and the API server's audience, when asked for: no TLS flags, no names.
+    let plain = operator_args(cp, &["placement.tls=false", "placement.tokenAudience="]);
+    assert!(has(&plain, "--placement-token-audience="), "{plain:?}");
+    assert!(
+        !plain
+            .iter()
+            .any(|a| a == "--placement-tls" || a.starts_with("--placement-service")),
+        "{plain:?}"
+    );
+    let plain_certificates = rendered_of_kind(
+        cp,
+        &[
+            "--set",
+            "certManager.enabled=true",
+            "--set",
+            "placement.tls=false",
+        ],
+        "Certificate",
+    );
+    assert!(
+        !plain_certificates[0]["spec"]["dnsNames"]
+            .to_string()
+            .contains("placement"),
+        "{}",
+        plain_certificates[0]["spec"]["dnsNames"]
+    );
+    // `kubeplace run` takes each set of arguments: it refuses bad input with exit 2 before
+    // it looks for a cluster, and here it only finds none (exit 1).
+    let home = tempfile::tempdir().unwrap();
+    for args in [&default, &managed, &plain] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubeplace"))
+            .args(args)
+            .env("HOME", home.path())
+            .env_remove("KUBECONFIG")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains("no kubeconfig"), "{args:?}: {stderr}");
+    }
 }

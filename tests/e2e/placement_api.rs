@@ -5,7 +5,8 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
@@ -86,12 +87,29 @@ pub(super) fn call(
     (status, serde_json::from_str(text).unwrap_or(Value::Null))
 }
 
-/// A token for a service account of the default namespace.
+/// The audience the Placement API takes tokens for unless told otherwise.
+pub(super) const AUDIENCE: &str = "kubeplace-placement";
+
+/// A token for a service account of the default namespace, issued for the Placement API's
+/// audience (as its callers get theirs).
 pub(super) fn token(cp: &ControlPlane, account: &str) -> String {
-    cp.kubectl(&["create", "token", account, "-n", "default"])
-        .ok()
-        .trim()
-        .to_string()
+    namespaced_token(cp, account, "default")
+}
+
+/// A token for `account` of `namespace`, for the Placement API's audience.
+pub(super) fn namespaced_token(cp: &ControlPlane, account: &str, namespace: &str) -> String {
+    cp.kubectl(&[
+        "create",
+        "token",
+        account,
+        "-n",
+        namespace,
+        "--audience",
+        AUDIENCE,
+    ])
+    .ok()
+    .trim()
+    .to_string()
 }
 
 /// Waits until the API answers `GET /` (it serves once the store has synced).
@@ -112,16 +130,113 @@ pub(super) fn wait_for_api(port: u16, op: &Operator) {
 }
 
 fn start(cp: &ControlPlane, port: u16) -> Operator {
-    let op = Operator::start(
-        cp,
-        "kubeplace-placement-api",
-        &[
-            "--leader-elect=false",
-            &format!("--placement-addr=127.0.0.1:{port}"),
-        ],
-    );
+    start_with(cp, port, &[])
+}
+
+/// The operator with the Placement API on `port` and `extra` arguments, once it answers.
+fn start_with(cp: &ControlPlane, port: u16, extra: &[&str]) -> Operator {
+    let addr = format!("--placement-addr=127.0.0.1:{port}");
+    let mut args = vec!["--leader-elect=false", addr.as_str()];
+    args.extend_from_slice(extra);
+    let op = Operator::start(cp, "kubeplace-placement-api", &args);
     wait_for_api(port, &op);
     op
+}
+
+/// Where an HTTPS client reaches the API: the port on 127.0.0.1, the name it calls it by
+/// (a Service's DNS name) and the CA (PEM file) it checks the certificate against.
+pub(super) struct Tls<'a> {
+    pub port: u16,
+    pub name: &'a str,
+    pub ca: &'a Path,
+}
+
+/// One HTTPS request with curl, which calls the API by `tls.name` as a client in the
+/// cluster would (`--resolve` pins the name to 127.0.0.1) and checks the certificate
+/// against `tls.ca` for that name: the status and the body, or curl's error when the
+/// connection or the check fails.
+pub(super) fn call_tls(
+    tls: &Tls<'_>,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&Value>,
+) -> Result<(u16, Value), String> {
+    let Tls { port, name, ca } = tls;
+    let mut curl = Command::new("curl");
+    curl.args(["-sS", "--max-time", "30", "--resolve"])
+        .arg(format!("{name}:{port}:127.0.0.1"))
+        .arg("--cacert")
+        .arg(ca)
+        .args(["-X", method, "-w", "\n%{http_code}"])
+        .args(["-H", "OpenStack-API-Version: placement 1.39"])
+        .args(["-H", "Content-Type: application/json"]);
+    if let Some(t) = token {
+        curl.arg("-H").arg(format!("X-Auth-Token: {t}"));
+    }
+    if matches!(method, "PUT" | "POST") {
+        curl.args(["--data-binary", "@-"]);
+    }
+    curl.arg(format!("https://{name}:{port}{path}"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = curl.spawn().expect("curl runs");
+    let sent = body.map(Value::to_string).unwrap_or_default();
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(sent.as_bytes())
+        .ok();
+    let out = child.wait_with_output().expect("curl ends");
+    if !out.status.success() {
+        return Err(format!(
+            "curl {method} https://{name}:{port}{path}: {:?}: {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+    Ok((
+        code.trim().parse().unwrap_or(0),
+        serde_json::from_str(body).unwrap_or(Value::Null),
+    ))
+}
+
+/// Waits until the API answers `GET /` over TLS by its name.
+pub(super) fn wait_for_api_tls(tls: &Tls<'_>, op: &Operator) {
+    let up = (0..120).any(|_| {
+        let ok = matches!(call_tls(tls, "GET", "/", None, None), Ok((200, _)));
+        if !ok {
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        ok
+    });
+    assert!(
+        up,
+        "the Placement API never answered over TLS: {:?}\n{}",
+        call_tls(tls, "GET", "/", None, None),
+        op.process.output()
+    );
+}
+
+/// The DNS names a DER certificate is for.
+pub(super) fn dns_names(der: &[u8]) -> Vec<String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).expect("a certificate");
+    let san = cert
+        .subject_alternative_name()
+        .expect("readable extensions")
+        .expect("subject alternative names");
+    san.value
+        .general_names
+        .iter()
+        .filter_map(|n| match n {
+            x509_parser::extensions::GeneralName::DNSName(d) => Some(d.to_string()),
+            _ => None,
+        })
+        .collect()
 }
 
 #[test]
@@ -591,4 +706,214 @@ fn the_placement_api_over_the_cluster() {
     ])
     .ok();
     op.stop_and_unregister(cp);
+}
+
+/// Tokens issued for the Placement API's audience are taken and open nothing else: a plain
+/// `kubectl create token` (the API server's audience) is refused by the API, and the token
+/// the API takes is refused by kube-apiserver itself. With the audience emptied (the
+/// documented weaker setting) it is the other way round.
+#[test]
+fn only_tokens_for_the_placement_audience_are_taken_and_they_open_nothing_else() {
+    let _exclusive = exclusive_lock();
+    let cp = crds_installed();
+    cp.kubectl_stdin(&["apply", "-f", "-"], ACCESS).ok();
+    let ours = token(cp, "placement-reader");
+    let plain = cp
+        .kubectl(&["create", "token", "placement-reader", "-n", "default"])
+        .ok()
+        .trim()
+        .to_string();
+    let port = support::free_port();
+    let op = start(cp, port);
+    let (status, body) = call(port, "GET", "/resource_providers", Some(&ours), None);
+    assert_eq!(status, 200, "{body}");
+    let (status, refused) = call(port, "GET", "/resource_providers", Some(&plain), None);
+    assert_eq!(status, 401, "{refused}");
+    let said = refused.to_string();
+    assert!(
+        said.contains("kubeplace-placement")
+            && said.contains("kubectl create token SERVICEACCOUNT --audience kubeplace-placement"),
+        "the refusal says which token to send: {said}"
+    );
+    // Against the API server, each token alone: the plain one is the service account, the
+    // one the Placement API took is no one.
+    let whoami = |user: &str, token: &str| {
+        let kubeconfig = super::rbac::token_kubeconfig(cp, user, token);
+        cp.kubectl(&[
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "auth",
+            "whoami",
+            "-o",
+            "jsonpath={.status.userInfo.username}",
+        ])
+    };
+    let plain_user = whoami("e2e-plain-token", &plain);
+    assert_eq!(
+        plain_user.ok(),
+        "system:serviceaccount:default:placement-reader"
+    );
+    let placement_user = whoami("e2e-placement-token", &ours);
+    assert!(
+        placement_user.fails().contains("Unauthorized"),
+        "kube-apiserver took a token for the Placement API: {} {}",
+        placement_user.stdout,
+        placement_user.stderr
+    );
+    op.stop_and_unregister(cp);
+
+    // --placement-token-audience= : the API server's own tokens, the weaker setting.
+    let op = start_with(cp, port, &["--placement-token-audience="]);
+    assert!(
+        op.process
+            .output()
+            .contains("each token sent to it is also a credential for the Kubernetes API"),
+        "no warning for the weaker setting:\n{}",
+        op.process.output()
+    );
+    let (status, body) = call(port, "GET", "/resource_providers", Some(&plain), None);
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = call(port, "GET", "/resource_providers", Some(&ours), None);
+    assert_eq!(status, 401, "{body}");
+    op.stop_and_unregister(cp);
+}
+
+/// `--placement-tls --placement-service`: a Secret made before (its certificate for the
+/// webhook's names only) is made again for the Placement Service's names under the same
+/// CA; the API serves that certificate; a client that trusts the Secret's ca.crt reaches
+/// the API by the Service's name, and by another name, or in clear text, does not.
+#[test]
+fn the_placement_api_serves_https_for_its_services_names() {
+    use kubeplace::serving::tls_secret::{self, Lifetimes, Material};
+    let _exclusive = exclusive_lock();
+    let cp = crds_installed();
+    cp.kubectl_stdin(&["apply", "-f", "-"], ACCESS).ok();
+    let reader = token(cp, "placement-reader");
+    let (secret_name, config) = ("e2e-placement-tls", "e2e-placement-tls");
+    // The Secret as an operator without --placement-service made it.
+    let mut webhook_names = tls_secret::service_names("kubeplace-webhook", "default");
+    webhook_names.push("127.0.0.1".into());
+    let before = tls_secret::issue(
+        None,
+        &webhook_names,
+        Lifetimes::days(365),
+        time::OffsetDateTime::now_utc(),
+    )
+    .unwrap();
+    let secret = k8s_openapi::api::core::v1::Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(secret_name.into()),
+            namespace: Some("default".into()),
+            ..Default::default()
+        },
+        type_: Some("kubernetes.io/tls".into()),
+        data: Some(before.to_data()),
+        ..Default::default()
+    };
+    let mut secret = serde_json::to_value(&secret).unwrap();
+    secret["apiVersion"] = json!("v1");
+    secret["kind"] = json!("Secret");
+    cp.kubectl_stdin(&["apply", "-f", "-"], &secret.to_string())
+        .ok();
+
+    let (webhook_port, metrics_port, port) = (
+        support::free_port(),
+        support::free_port(),
+        support::free_port(),
+    );
+    super::chart::flavor_webhook_without_ca(cp, config, webhook_port);
+    let args: Vec<String> = vec![
+        "run".into(),
+        format!("--kubeconfig={}", cp.kubeconfig.display()),
+        format!("--tls-secret={secret_name}"),
+        "--webhook-service=kubeplace-webhook".into(),
+        "--webhook-host=127.0.0.1".into(),
+        format!("--webhook-config-name={config}"),
+        format!("--webhook-addr=127.0.0.1:{webhook_port}"),
+        format!("--metrics-addr=127.0.0.1:{metrics_port}"),
+        "--namespace=default".into(),
+        "--leader-elect=false".into(),
+        format!("--placement-addr=127.0.0.1:{port}"),
+        "--placement-tls".into(),
+        "--placement-service=kubeplace-placement".into(),
+    ];
+    let op = Operator::launch(cp, "kubeplace-placement-tls", args, metrics_port, config);
+
+    // Made again for the Placement Service, under the CA clients already trust.
+    let after = Material::from_data(
+        &super::chart::secret(cp, "default", secret_name)
+            .into_iter()
+            .map(|(k, v)| (k, k8s_openapi::ByteString(v.into_bytes())))
+            .collect(),
+    )
+    .unwrap();
+    assert_eq!(after.ca_bundle, before.ca_bundle, "the CA changed");
+    assert_ne!(after.cert, before.cert, "the certificate was kept");
+    assert!(
+        op.process
+            .output()
+            .contains("tls.crt is not for kubeplace-placement.default.svc"),
+        "no reason given for the new certificate:\n{}",
+        op.process.output()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.crt");
+    std::fs::write(&ca, &after.ca_bundle).unwrap();
+    let name = "kubeplace-placement.default.svc";
+    let tls = Tls {
+        port,
+        name,
+        ca: &ca,
+    };
+    wait_for_api_tls(&tls, &op);
+
+    // The certificate served on the Placement port, checked for the Service's name.
+    let served = super::chart::served_certificate_for(port, &after.ca_bundle, name)
+        .unwrap_or_else(|e| panic!("the certificate is not good for {name}: {e}"));
+    let names = dns_names(&served);
+    for want in [
+        "kubeplace-placement",
+        "kubeplace-placement.default",
+        "kubeplace-placement.default.svc",
+        "kubeplace-placement.default.svc.cluster.local",
+        "kubeplace-webhook.default.svc",
+    ] {
+        assert!(names.iter().any(|n| n == want), "{want} not in {names:?}");
+    }
+    // A client by the Service's names, trusting the Secret's CA.
+    for name in ["kubeplace-placement.default.svc", "kubeplace-placement"] {
+        let by_name = Tls { name, ..tls };
+        let (status, body) = call_tls(&by_name, "GET", "/resource_providers", Some(&reader), None)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(status, 200, "{name}: {body}");
+    }
+    // By a name the certificate is not for, the check fails.
+    let other = Tls {
+        name: "kubeplace-metrics.default.svc",
+        ..tls
+    };
+    let refused = call_tls(&other, "GET", "/", None, None);
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.contains("Some(60)") && e.contains("kubeplace-metrics.default.svc")),
+        "{refused:?}"
+    );
+    // In clear text there is no HTTP answer.
+    let clear = (|| {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+        s.write_all(b"GET / HTTP/1.0\r\nHost: x\r\n\r\n").ok()?;
+        let mut reply = Vec::new();
+        let _ = s.read_to_end(&mut reply);
+        Some(reply)
+    })();
+    assert!(
+        !clear.is_some_and(|r| r.starts_with(b"HTTP/")),
+        "the TLS port answered plain HTTP"
+    );
+
+    op.stop_and_unregister(cp);
+    cp.kubectl(&["delete", "secret", secret_name, "-n", "default"])
+        .ok();
 }

@@ -1,12 +1,20 @@
-//! The operator as the ServiceAccount of manifests/10-rbac.yaml, with nothing more: it
-//! leads on its Lease, writes statuses, places a server (Allocation, finalizer), releases
-//! it on deletion and records a rejection as an Event. No kubelet runs pods here, so this
-//! is how the install's least-privilege rules are proven enough.
+//! The operator as the ServiceAccount of manifests/10-rbac.yaml, with nothing more, run
+//! as manifests/30-deployment.yaml runs it (the Placement API on, over TLS): it leads on
+//! its Lease, writes statuses, places a server (Allocation, finalizer), releases it on
+//! deletion, records a rejection as an Event, and serves a caller bound to the
+//! kubeplace-placement-writer ClusterRole custom traits, a provider, a claim and a
+//! reshape. No kubelet runs pods here, so this is how the install's least-privilege rules
+//! are proven enough.
 
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::placement_api::{Tls, call_tls, namespaced_token, wait_for_api_tls};
 use super::support::{self, exclusive_lock};
 use super::{ControlPlane, Operator, crds_installed, eventually};
 
-const NS: &str = "e2e-rbac";
+pub(super) const NS: &str = "e2e-rbac";
 
 const OBJECTS: &str = r#"
 apiVersion: kubeplace.io/v1alpha1
@@ -46,16 +54,17 @@ spec:
   image: e2e-rbac-image
 "#;
 
-/// A kubeconfig for the cluster that authenticates with `token`.
-fn token_kubeconfig(cp: &ControlPlane, token: &str) -> std::path::PathBuf {
-    let path = cp.kubeconfig.with_file_name("kubeplace-sa.kubeconfig");
+/// A kubeconfig for the cluster that authenticates as `user` with `token` alone.
+pub(super) fn token_kubeconfig(cp: &ControlPlane, user: &str, token: &str) -> std::path::PathBuf {
+    let path = cp.kubeconfig.with_file_name(format!("{user}.kubeconfig"));
     std::fs::copy(&cp.kubeconfig, &path).unwrap();
     let config = path.to_str().unwrap();
+    let user_flag = format!("--user={user}");
     for args in [
         vec![
             "config",
             "set-credentials",
-            "kubeplace-sa",
+            user,
             "--token",
             token,
             "--kubeconfig",
@@ -65,7 +74,7 @@ fn token_kubeconfig(cp: &ControlPlane, token: &str) -> std::path::PathBuf {
             "config",
             "set-context",
             "--current",
-            "--user=kubeplace-sa",
+            &user_flag,
             "--kubeconfig",
             config,
         ],
@@ -99,7 +108,7 @@ fn the_operator_needs_nothing_beyond_the_manifests_rbac() {
         .ok()
         .trim()
         .to_string();
-    let kubeconfig = token_kubeconfig(cp, &token);
+    let kubeconfig = token_kubeconfig(cp, "kubeplace-sa", &token);
     // The token really is the service account's: it may not read Secrets.
     let denied = cp.kubectl(&[
         "--kubeconfig",
@@ -113,8 +122,10 @@ fn the_operator_needs_nothing_beyond_the_manifests_rbac() {
     // The webhook configuration the ClusterRole's resourceNames allow (`kubeplace`).
     let webhook_port = support::free_port();
     let metrics_port = support::free_port();
+    let placement_port = support::free_port();
     super::chart::flavor_webhook_without_ca(cp, "kubeplace", webhook_port);
-    // The certificate is made into the Secret the Role names, as the chart runs it.
+    // The certificate is made into the Secret the Role names, the Lease is the one it
+    // names, and the Placement API is served over TLS, as the Deployment runs it.
     let args: Vec<String> = vec![
         "run".into(),
         format!("--kubeconfig={}", kubeconfig.display()),
@@ -125,7 +136,11 @@ fn the_operator_needs_nothing_beyond_the_manifests_rbac() {
         format!("--webhook-addr=127.0.0.1:{webhook_port}"),
         format!("--metrics-addr=127.0.0.1:{metrics_port}"),
         "--namespace=kubeplace-system".into(),
-        "--lease-name=e2e-rbac".into(),
+        "--lease-name=kubeplace-leader".into(),
+        format!("--placement-addr=127.0.0.1:{placement_port}"),
+        "--placement-tls".into(),
+        "--placement-service=kubeplace-placement".into(),
+        "--placement-token-audience=kubeplace-placement".into(),
     ];
     let operator = Operator::launch(cp, "kubeplace-rbac", args, metrics_port, "kubeplace");
     // The Secret holds a CA and a certificate, and the webhook trusts that CA: every
@@ -209,6 +224,8 @@ fn the_operator_needs_nothing_beyond_the_manifests_rbac() {
         found
     });
     assert!(evented, "no Rejected event for {rejected_name}");
+    // The Placement API, for a caller bound to the manifests' writer role.
+    placement_writes(cp, placement_port, &secret["ca.crt"], &operator);
     // Nothing it tried was forbidden.
     let log = operator.process.output();
     assert!(
@@ -218,6 +235,17 @@ fn the_operator_needs_nothing_beyond_the_manifests_rbac() {
 
     cp.kubectl_stdin(&["delete", "--ignore-not-found", "-f", "-"], OBJECTS)
         .ok();
+    cp.kubectl_stdin(&["delete", "--ignore-not-found", "-f", "-"], CALLER)
+        .ok();
+    cp.kubectl(&[
+        "delete",
+        "configmap",
+        "kubeplace-placement-registry",
+        "-n",
+        "kubeplace-system",
+        "--ignore-not-found",
+    ])
+    .ok();
     operator.stop_and_unregister(cp);
     cp.kubectl(&["delete", "-f", "manifests/10-rbac.yaml"]).ok();
     cp.kubectl(&[
@@ -231,12 +259,203 @@ fn the_operator_needs_nothing_beyond_the_manifests_rbac() {
     cp.kubectl(&[
         "delete",
         "lease",
-        "e2e-rbac",
+        "kubeplace-leader",
         "-n",
         "kubeplace-system",
         "--ignore-not-found",
     ])
     .ok();
+}
+
+/// A caller of the Placement API (Nova, say) bound to the manifests' writer ClusterRole.
+const CALLER: &str = r#"
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: e2e-rbac-nova, namespace: e2e-rbac}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: e2e-rbac-nova-placement}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: kubeplace-placement-writer}
+subjects: [{kind: ServiceAccount, name: e2e-rbac-nova, namespace: e2e-rbac}]
+"#;
+
+/// Through the Placement API over TLS, by its Service's name, as [`CALLER`]: two custom
+/// traits (the second rewrites the registry ConfigMap), a provider with inventory and a
+/// child, a claim, a reshape moving the claim to the child, and the claim released, each
+/// answered 2xx and each seen in the cluster.
+fn placement_writes(cp: &ControlPlane, port: u16, ca_pem: &str, operator: &Operator) {
+    cp.kubectl_stdin(&["apply", "-f", "-"], CALLER).ok();
+    let token = namespaced_token(cp, "e2e-rbac-nova", super::rbac::NS);
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.crt");
+    std::fs::write(&ca, ca_pem).unwrap();
+    let tls = Tls {
+        port,
+        name: "kubeplace-placement.kubeplace-system.svc",
+        ca: &ca,
+    };
+    wait_for_api_tls(&tls, operator);
+    let call = |method: &str, path: &str, body: Option<&Value>| -> (u16, Value) {
+        // A token just bound may take a moment to be allowed: retry a 403 briefly.
+        for _ in 0..20 {
+            let answer =
+                call_tls(&tls, method, path, Some(&token), body).unwrap_or_else(|e| panic!("{e}"));
+            if answer.0 != 403 {
+                return answer;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        call_tls(&tls, method, path, Some(&token), body).unwrap_or_else(|e| panic!("{e}"))
+    };
+    let ok = |(status, body): (u16, Value), what: &str| -> Value {
+        assert!(
+            (200..300).contains(&status),
+            "{what}: {status} {body}\n{}",
+            operator.process.output()
+        );
+        body
+    };
+
+    for name in ["CUSTOM_E2E_RBAC_A", "CUSTOM_E2E_RBAC_B"] {
+        ok(call("PUT", &format!("/traits/{name}"), None), name);
+    }
+    let registry = cp
+        .kubectl(&[
+            "get",
+            "configmap",
+            "kubeplace-placement-registry",
+            "-n",
+            "kubeplace-system",
+            "-o",
+            "jsonpath={.data.traits}",
+        ])
+        .ok()
+        .to_string();
+    assert_eq!(
+        registry.lines().collect::<Vec<_>>(),
+        ["CUSTOM_E2E_RBAC_A", "CUSTOM_E2E_RBAC_B"]
+    );
+
+    let root = ok(
+        call(
+            "POST",
+            "/resource_providers",
+            Some(&json!({"name": "e2e-rbac-cn"})),
+        ),
+        "a provider",
+    );
+    let root = root["uuid"].as_str().expect("a uuid").to_string();
+    let generation = |uuid: &str| {
+        ok(
+            call("GET", &format!("/resource_providers/{uuid}"), None),
+            "a provider",
+        )["generation"]
+            .as_i64()
+            .expect("a generation")
+    };
+    ok(
+        call(
+            "PUT",
+            &format!("/resource_providers/{root}/inventories"),
+            Some(&json!({"resource_provider_generation": generation(&root),
+                         "inventories": {"VCPU": {"total": 8}, "MEMORY_MB": {"total": 8192}}})),
+        ),
+        "its inventory",
+    );
+    ok(
+        call(
+            "PUT",
+            &format!("/resource_providers/{root}/traits"),
+            Some(&json!({"resource_provider_generation": generation(&root),
+                         "traits": ["CUSTOM_E2E_RBAC_A"]})),
+        ),
+        "a custom trait on it",
+    );
+    let child = ok(
+        call(
+            "POST",
+            "/resource_providers",
+            Some(&json!({"name": "e2e-rbac-cn_NUMA0", "parent_provider_uuid": root})),
+        ),
+        "a child provider",
+    );
+    let child = child["uuid"].as_str().expect("a uuid").to_string();
+
+    let consumer = "77777777-7777-4777-8777-777777777777";
+    ok(
+        call(
+            "PUT",
+            &format!("/allocations/{consumer}"),
+            Some(&json!({"allocations": {&root: {"resources": {"VCPU": 2}}},
+                         "project_id": "p", "user_id": "u",
+                         "consumer_generation": null, "consumer_type": "INSTANCE"})),
+        ),
+        "a claim",
+    );
+    eventually(
+        cp,
+        &[
+            "get",
+            "allocation",
+            consumer,
+            "-o",
+            "jsonpath={.spec.allocations[0].provider}",
+        ],
+        "e2e-rbac-cn",
+    );
+
+    // The reshape: VCPU moves to the child, with the consumer's claim.
+    let current = ok(
+        call("GET", &format!("/allocations/{consumer}"), None),
+        "the claim",
+    );
+    let reshape = json!({
+        "inventories": {
+            &root: {"resource_provider_generation": generation(&root),
+                    "inventories": {"MEMORY_MB": {"total": 8192}}},
+            &child: {"resource_provider_generation": generation(&child),
+                     "inventories": {"VCPU": {"total": 8}}}
+        },
+        "allocations": {
+            consumer: {"allocations": {&child: {"resources": {"VCPU": 2}}},
+                       "project_id": "p", "user_id": "u",
+                       "consumer_generation": current["consumer_generation"],
+                       "consumer_type": "INSTANCE"}
+        }
+    });
+    ok(call("POST", "/reshaper", Some(&reshape)), "the reshape");
+    let moved = ok(
+        call("GET", &format!("/allocations/{consumer}"), None),
+        "the claim",
+    );
+    assert_eq!(
+        moved["allocations"][&child]["resources"]["VCPU"], 2,
+        "{moved}"
+    );
+    eventually(
+        cp,
+        &[
+            "get",
+            "resourceprovider",
+            "e2e-rbac-cn",
+            "-o",
+            "jsonpath={.spec.inventories.MEMORY_MB.total}-{.spec.inventories.VCPU.total}",
+        ],
+        "8192-",
+    );
+
+    // Released, and the providers deleted.
+    ok(
+        call("DELETE", &format!("/allocations/{consumer}"), None),
+        "the release",
+    );
+    for uuid in [&child, &root] {
+        ok(
+            call("DELETE", &format!("/resource_providers/{uuid}"), None),
+            "a provider's deletion",
+        );
+    }
 }
 
 /// The rules of the ClusterRole and Role in a multi-document YAML stream.

@@ -42,6 +42,10 @@ app.kubernetes.io/part-of: kubeplace
 {{- printf "%s-webhook" (include "kubeplace.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
+{{- define "kubeplace.placementService" -}}
+{{- printf "%s-placement" (include "kubeplace.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
 {{- define "kubeplace.metricsService" -}}
 {{- printf "%s-metrics" (include "kubeplace.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
