@@ -1,12 +1,15 @@
-//! A request's body, read only once its caller is known: at most [`MAX_BODY`] bytes, and all
-//! of it within [`BODY_DEADLINE`], so a slow or stalled sender holds no memory or task for
-//! long.
+//! A request's body, read only once its caller is known: at most [`MAX_BODY`] bytes, all
+//! of it within [`BODY_DEADLINE`], and all bodies together within [`BODIES_IN_FLIGHT`], so
+//! a slow or stalled sender holds no memory or task for long and many senders no more than
+//! the server can spare.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode, header};
 use hyper::body::Body;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::wire::ApiError;
 use crate::serving::http::{BodyError, read_body as read_limited};
@@ -19,6 +22,72 @@ pub(crate) const MAX_BODY: usize = 4 * 1024 * 1024;
 /// How long the whole body may take to arrive, from the end of the headers: 4 MiB in 10 s
 /// needs 400 KiB/s, which any client on a network that reaches the API has.
 pub(crate) const BODY_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Bytes of bodies held at once by all requests: sixteen of the largest bodies, thousands of
+/// real ones. A body waits for room (within its deadline), so many large bodies at once
+/// cannot make the server hold more.
+pub(crate) const BODIES_IN_FLIGHT: usize = 64 * 1024 * 1024;
+
+/// Room is counted in KiB.
+const ROOM_UNIT: usize = 1024;
+
+/// The room all bodies being read and answered share.
+pub(crate) struct BodyRoom {
+    room: Arc<Semaphore>,
+    total: usize,
+}
+
+/// A body's share of the room, given back when the request ends.
+pub(crate) struct BodyShare {
+    _permit: Option<OwnedSemaphorePermit>,
+}
+
+impl BodyRoom {
+    pub(crate) fn new(total: usize) -> BodyRoom {
+        BodyRoom {
+            room: Arc::new(Semaphore::new(total.div_ceil(ROOM_UNIT))),
+            total,
+        }
+    }
+
+    /// Room for the body the headers announce (its `Content-Length`, else the most a body
+    /// may be), waited for up to `wait`; a 503 with `Retry-After` when none is freed in time.
+    pub(crate) async fn take(
+        &self,
+        headers: &HeaderMap,
+        max: usize,
+        wait: Duration,
+    ) -> Result<BodyShare, ApiError> {
+        if !has_body(headers) {
+            return Ok(BodyShare { _permit: None });
+        }
+        let bytes = declared_length(headers).map_or(max, |n| n.min(max as u64) as usize);
+        let units = bytes.div_ceil(ROOM_UNIT).max(1) as u32;
+        match tokio::time::timeout(wait, self.room.clone().acquire_many_owned(units)).await {
+            Ok(Ok(permit)) => Ok(BodyShare {
+                _permit: Some(permit),
+            }),
+            _ => {
+                let mut e = ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!(
+                        "the server is already reading {} MiB of request bodies, the most it holds at once; retry in a second",
+                        self.total / (1024 * 1024)
+                    ),
+                );
+                e.retry_after = Some(1);
+                Err(e)
+            }
+        }
+    }
+}
+
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+}
 
 /// Whether a request announces a body: a `Content-Length` other than 0, or a
 /// `Transfer-Encoding`.
@@ -52,10 +121,7 @@ where
             ),
         )
     };
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
+    let declared = declared_length(headers);
     if declared.is_some_and(|n| n > max as u64) {
         return Err(too_large());
     }
@@ -82,6 +148,40 @@ mod tests {
     use futures::stream::{self, StreamExt};
     use http_body_util::{Full, StreamBody};
     use hyper::body::Frame;
+
+    #[tokio::test]
+    async fn bodies_share_a_bounded_room() {
+        let room = BodyRoom::new(3 * 1024 * 1024);
+        let wait = Duration::from_millis(50);
+        // Requests without a body take no room.
+        let _none = room.take(&headers(None), MAX_BODY, wait).await.unwrap();
+        let first = room
+            .take(&headers(Some("2097152")), MAX_BODY, wait)
+            .await
+            .unwrap();
+        // A body announced without a length counts as the largest taken: no room for it.
+        let mut chunked = HeaderMap::new();
+        chunked.insert(header::TRANSFER_ENCODING, "chunked".parse().unwrap());
+        let e = room.take(&chunked, MAX_BODY, wait).await.err().unwrap();
+        assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(e.retry_after, Some(1));
+        assert!(e.detail.contains("3 MiB"), "{}", e.detail);
+        // One MiB is left, and a second 2 MiB body waits for it...
+        let _small = room
+            .take(&headers(Some("1048576")), MAX_BODY, wait)
+            .await
+            .unwrap();
+        assert!(
+            room.take(&headers(Some("2097152")), MAX_BODY, wait)
+                .await
+                .is_err()
+        );
+        // ...until the first is done.
+        drop(first);
+        room.take(&headers(Some("2097152")), MAX_BODY, wait)
+            .await
+            .unwrap();
+    }
 
     fn headers(length: Option<&str>) -> HeaderMap {
         let mut h = HeaderMap::new();

@@ -137,6 +137,7 @@ pub struct PlacementApi {
     requests: AtomicU64,
     soundness: Soundness,
     searches: Searches,
+    bodies: intake::BodyRoom,
     /// Called after a write reached the cluster. The write is already in the store when
     /// the watch brings it back, so the watch sees nothing new: this is how the status
     /// writer learns that usages and statuses that read them may have changed.
@@ -160,6 +161,7 @@ impl PlacementApi {
             requests: AtomicU64::new(0),
             soundness: Soundness::new(),
             searches: Searches::new(SearchLimits::default()),
+            bodies: intake::BodyRoom::new(intake::BODIES_IN_FLIGHT),
             committed: None,
         }
     }
@@ -184,6 +186,7 @@ impl PlacementApi {
             requests: AtomicU64::new(0),
             soundness: Soundness::new(),
             searches: Searches::new(SearchLimits::default()),
+            bodies: intake::BodyRoom::new(intake::BODIES_IN_FLIGHT),
             committed: None,
         }
     }
@@ -594,6 +597,20 @@ async fn handle(api: Arc<PlacementApi>, request: Request<Incoming>) -> Reply {
             reply
         };
     }
+    let share = match api
+        .bodies
+        .take(&parts.headers, intake::MAX_BODY, intake::BODY_DEADLINE)
+        .await
+    {
+        Ok(share) => share,
+        Err(e) => {
+            let ctx = Ctx {
+                mv: version::requested(&parts.headers).unwrap_or(version::MIN),
+                request_id,
+            };
+            return wire::closing(wire::error(&ctx, e));
+        }
+    };
     let body = match intake::read_body(
         &parts.headers,
         body,
@@ -635,7 +652,7 @@ async fn handle(api: Arc<PlacementApi>, request: Request<Incoming>) -> Reply {
     // The turn is given back when the work ends, not when the caller goes away: the
     // searches running are the ones using a core.
     let mut task = tokio::task::spawn_blocking(move || {
-        let _turn = turn;
+        let _held = (turn, share);
         api.answer(&call, id)
     });
     let joined = match tokio::time::timeout(deadline, &mut task).await {
