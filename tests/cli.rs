@@ -1424,3 +1424,41 @@ fn weighers_decide_where_servers_go_and_bad_ones_are_refused() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("weigher disk: multiplier \"x\""));
 }
+
+#[test]
+fn candidates_naming_a_class_or_trait_no_object_has_are_a_400() {
+    let ask = |query: &str| {
+        kubeplace(
+            &[
+                "placement",
+                "candidates",
+                "-f",
+                "examples/cloud",
+                "--query",
+                query,
+            ],
+            None,
+        )
+    };
+    // A custom class no provider has an inventory of: Placement's 400, exit 1.
+    let out = ask("resources=CUSTOM_NOPE:1");
+    assert_eq!(out.status.code(), Some(1));
+    let e = &json(&out)["errors"][0];
+    assert_eq!(e["status"], 400);
+    assert!(e["detail"].as_str().unwrap().contains("CUSTOM_NOPE"), "{e}");
+    // Unknown traits, required and forbidden, named together.
+    let out = ask("resources=VCPU:1&required=CUSTOM_NOPE,!CUSTOM_NADA");
+    assert_eq!(out.status.code(), Some(1));
+    let detail = json(&out)["errors"][0]["detail"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        detail.contains("CUSTOM_NADA") && detail.contains("CUSTOM_NOPE"),
+        "{detail}"
+    );
+    // A standard class nobody has is no error: no candidates.
+    let out = ask("resources=FPGA:1");
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(json(&out)["allocation_requests"], serde_json::json!([]));
+}

@@ -13,6 +13,7 @@ use kubeplace_core::placement::microversion::Microversion;
 use kubeplace_core::placement::query::{parse_candidates_query, parse_providers_query};
 use kubeplace_core::placement::resource_providers::matching_providers;
 use kubeplace_core::placement::response::{candidates_body, error_body, providers_body};
+use kubeplace_policy::placement_records::{Backing, Book};
 use kubeplace_policy::scheduling::headroom::{DEFAULT_CAP, Headroom};
 use kubeplace_policy::store::{Change, Store};
 
@@ -70,6 +71,10 @@ pub(crate) fn answer(
     let index = store.index();
     match call {
         Call::Candidates => match parse_candidates_query(query, mv) {
+            // A class or trait that no object names does not exist, as in Placement.
+            Ok(q) if let Some(detail) = Book::new(store, Backing::Memory).unknown_names(&q) => {
+                (text(&error_body(400, &detail), pretty), Exit::Failed)
+            }
             // A search that runs out of budget without a limit is a 400 naming the budget.
             Ok(q) => match try_allocation_candidates(index, &q) {
                 Ok(set) if !pretty => {

@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 
 use kubeplace_api::{Allocation, AllocationSpec, Object, ProviderAllocation};
 use kubeplace_core::placement::candidates::try_allocation_candidates_until;
-use kubeplace_core::placement::query::{CandidatesQuery, decode_pairs, parse_candidates_query};
+use kubeplace_core::placement::query::{decode_pairs, parse_candidates_query};
 use kubeplace_core::placement::response::candidates_body;
 use kubeplace_policy::store::ObjectKey;
 
@@ -513,9 +513,9 @@ pub(crate) fn candidates(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<R
         parse_candidates_query(&call.query, ctx.mv).map_err(|e| ApiError::bad_request(e.detail))?;
     // The names are checked under the lock; the search runs over the index as it was then,
     // without the lock, so a long search keeps no write (and no reader behind it) waiting.
-    let index = api.read(|state| {
-        known_names(state, &q)?;
-        Ok(state.store().index_now())
+    let index = api.read(|state| match state.unknown_names(&q) {
+        Some(detail) => Err(ApiError::bad_request(detail)),
+        None => Ok(state.store().index_now()),
     })?;
     let searched = try_allocation_candidates_until(&index, &q, &call.stop);
     if call.stop.is_stopped() {
@@ -532,33 +532,6 @@ pub(crate) fn candidates(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<R
         StatusCode::OK,
         ReplyBody::from_parts(parts.into_iter().map(Bytes::from)),
     ))
-}
-
-/// Placement's 400s for a query naming a resource class or trait that does not exist.
-fn known_names(state: &State<'_>, q: &CandidatesQuery) -> Result<(), ApiError> {
-    for group in q.groups.values() {
-        if let Some(class) = group.resources.keys().find(|c| !state.class_exists(c)) {
-            return Err(ApiError::bad_request(format!(
-                "Invalid resource class in resources parameter: No such resource class {class}."
-            )));
-        }
-    }
-    let unknown: BTreeSet<&String> = q
-        .groups
-        .values()
-        .flat_map(|g| g.required.iter().flatten().chain(&g.forbidden))
-        .chain(&q.root_required)
-        .chain(&q.root_forbidden)
-        .filter(|t| !state.trait_exists(t))
-        .collect();
-    if !unknown.is_empty() {
-        let names: Vec<&str> = unknown.iter().map(|s| s.as_str()).collect();
-        return Err(ApiError::bad_request(format!(
-            "No such trait(s): {}.",
-            names.join(", ")
-        )));
-    }
-    Ok(())
 }
 
 /// `GET /usages?project_id=P[&user_id=U][&consumer_type=T]` (1.9): a project's (and

@@ -24,6 +24,8 @@ mod state;
 use std::collections::{BTreeSet, HashMap};
 
 use kubeplace_api::{Kind, Object};
+use kubeplace_core::placement::query::CandidatesQuery;
+use kubeplace_core::placement::{standard_resource_classes, standard_traits};
 
 use crate::store::{ObjectKey, Store};
 
@@ -58,6 +60,43 @@ pub struct Book {
 }
 
 impl Book {
+    /// Whether a trait exists: standard, or a custom one created (or seeded).
+    pub fn trait_exists(&self, name: &str) -> bool {
+        standard_traits().binary_search(&name).is_ok() || self.custom_traits.contains(name)
+    }
+
+    /// Whether a resource class exists: standard, or a custom one created (or seeded).
+    pub fn class_exists(&self, name: &str) -> bool {
+        standard_resource_classes().contains(&name) || self.custom_classes.contains(name)
+    }
+
+    /// Placement's refusal of a candidates query that names a resource class or a trait that
+    /// does not exist (its detail, for a 400), or `None`.
+    pub fn unknown_names(&self, q: &CandidatesQuery) -> Option<String> {
+        for group in q.groups.values() {
+            if let Some(class) = group.resources.keys().find(|c| !self.class_exists(c)) {
+                return Some(format!(
+                    "Invalid resource class in resources parameter: No such resource class {class}."
+                ));
+            }
+        }
+        let unknown: BTreeSet<&str> = q
+            .groups
+            .values()
+            .flat_map(|g| g.required.iter().flatten().chain(&g.forbidden))
+            .chain(&q.root_required)
+            .chain(&q.root_forbidden)
+            .map(String::as_str)
+            .filter(|t| !self.trait_exists(t))
+            .collect();
+        (!unknown.is_empty()).then(|| {
+            format!(
+                "No such trait(s): {}.",
+                unknown.into_iter().collect::<Vec<_>>().join(", ")
+            )
+        })
+    }
+
     /// The book over a seeded store: every CUSTOM_ trait and class the objects use counts
     /// as created, and (in memory) every consumer with allocations exists (generation 1).
     pub fn new(store: &Store, backing: Backing) -> Book {

@@ -5,7 +5,8 @@ use std::ops::Deref;
 use std::sync::{RwLockReadGuard, RwLockWriteGuard};
 
 use kubeplace_api::{Allocation, Kind, Object, ResourceProvider};
-use kubeplace_core::placement::{ProviderRecord, standard_resource_classes, standard_traits};
+use kubeplace_core::placement::ProviderRecord;
+use kubeplace_core::placement::query::CandidatesQuery;
 
 use super::consumers::{Consumer, consumer_from_objects};
 use super::{Backing, Book, RecordError, Registry, RegistryChange};
@@ -365,12 +366,17 @@ impl<'a> State<'a> {
 
     /// Whether a trait exists: standard, or a custom one created (or seeded).
     pub fn trait_exists(&self, name: &str) -> bool {
-        standard_traits().binary_search(&name).is_ok() || self.book.custom_traits.contains(name)
+        self.book.trait_exists(name)
     }
 
     /// Whether a resource class exists: standard, or a custom one created (or seeded).
     pub fn class_exists(&self, name: &str) -> bool {
-        standard_resource_classes().contains(&name) || self.book.custom_classes.contains(name)
+        self.book.class_exists(name)
+    }
+
+    /// See [`Book::unknown_names`].
+    pub fn unknown_names(&self, q: &CandidatesQuery) -> Option<String> {
+        self.book.unknown_names(q)
     }
 
     /// The custom traits created.
