@@ -603,13 +603,7 @@ async fn handle(api: Arc<PlacementApi>, request: Request<Incoming>) -> Reply {
         .await
     {
         Ok(share) => share,
-        Err(e) => {
-            let ctx = Ctx {
-                mv: version::requested(&parts.headers).unwrap_or(version::MIN),
-                request_id,
-            };
-            return wire::closing(wire::error(&ctx, e));
-        }
+        Err(e) => return wire::closing(early_error(&parts.headers, request_id, e)),
     };
     let body = match intake::read_body(
         &parts.headers,
@@ -620,25 +614,13 @@ async fn handle(api: Arc<PlacementApi>, request: Request<Incoming>) -> Reply {
     .await
     {
         Ok(b) => b,
-        Err(e) => {
-            let ctx = Ctx {
-                mv: version::requested(&parts.headers).unwrap_or(version::MIN),
-                request_id,
-            };
-            return wire::closing(wire::error(&ctx, e));
-        }
+        Err(e) => return wire::closing(early_error(&parts.headers, request_id, e)),
     };
     let search = searches::is_search(&parts.method, parts.uri.path());
     let turn = if search {
         match api.searches.turn().await {
             Ok(turn) => Some(turn),
-            Err(e) => {
-                let ctx = Ctx {
-                    mv: version::requested(&parts.headers).unwrap_or(version::MIN),
-                    request_id,
-                };
-                return wire::error(&ctx, e);
-            }
+            Err(e) => return early_error(&parts.headers, request_id, e),
         }
     } else {
         None
@@ -658,8 +640,8 @@ async fn handle(api: Arc<PlacementApi>, request: Request<Incoming>) -> Reply {
     let joined = match tokio::time::timeout(deadline, &mut task).await {
         Ok(joined) => joined,
         Err(_) => {
-            // The search sees the stop within a few thousand steps and answers that it
-            // ran past its deadline; other requests never hold a thread this long.
+            // A search sees the stop within a few thousand steps and answers that it ran
+            // past its deadline; any other request is answered when its work ends.
             stop.0.stop();
             task.await
         }
@@ -676,6 +658,15 @@ async fn handle(api: Arc<PlacementApi>, request: Request<Incoming>) -> Reply {
             wire::error(&ctx, ApiError::internal())
         }
     }
+}
+
+/// The answer to a request refused before its work starts, at the version it asked for.
+fn early_error(headers: &HeaderMap, request_id: String, e: ApiError) -> Reply {
+    let ctx = Ctx {
+        mv: version::requested(headers).unwrap_or(version::MIN),
+        request_id,
+    };
+    wire::error(&ctx, e)
 }
 
 /// Serves the API on `listener` until `cancel`, over TLS when `tls` is given.
