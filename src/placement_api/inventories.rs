@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use kubeplace_api::{Inventory, SortedMap};
 use kubeplace_core::placement::Inventory as CoreInventory;
 
-use super::Call;
+use super::{Call, Ctx};
 use super::body::{self, MAX_INT};
 use super::wire::{ApiError, Reply, code, empty, json_reply, located};
 use kubeplace_policy::placement_records::State;
@@ -37,11 +37,14 @@ fn inventory_json(i: &CoreInventory) -> Value {
     })
 }
 
-/// One inventory from a body, with Placement's defaults for the fields left out.
+/// One inventory from a body, with Placement's defaults for the fields left out. Its
+/// capacity, `(total - reserved) × allocation_ratio` truncated, must be above 0 before 1.26
+/// and may be 0 (all reserved) from 1.26.
 pub(super) fn parse_inventory(
     b: &Map<String, Value>,
     uuid: &str,
     class: &str,
+    ctx: &Ctx,
 ) -> Result<Inventory, ApiError> {
     let ratio = match b.get("allocation_ratio") {
         None => 1.0,
@@ -65,6 +68,13 @@ pub(super) fn parse_inventory(
     if inv.reserved > inv.total {
         return Err(ApiError::bad_request(format!(
             "Unable to update inventory for resource provider {uuid}: Invalid inventory for '{class}' on resource provider '{uuid}'. The reserved value is greater than total."
+        )));
+    }
+    let capacity = ((inv.total - inv.reserved) as f64 * inv.allocation_ratio) as i64;
+    if ctx.mv.0 < 26 && capacity <= 0 {
+        return Err(ApiError::bad_request(format!(
+            "Unable to update inventory for resource provider {uuid}: the inventory of '{class}' leaves no capacity (total {}, reserved {}, allocation_ratio {}); below microversion 1.26 reserved must be less than total",
+            inv.total, inv.reserved, inv.allocation_ratio
         )));
     }
     Ok(inv)
@@ -145,7 +155,12 @@ pub(super) fn store_inventories(
 }
 
 /// `PUT …/inventories`: replaces the whole set.
-pub(crate) fn replace(state: &mut State<'_>, uuid: &str, call: &Call) -> Result<Reply, ApiError> {
+pub(crate) fn replace(
+    state: &mut State<'_>,
+    ctx: &Ctx,
+    uuid: &str,
+    call: &Call,
+) -> Result<Reply, ApiError> {
     let name = state.provider_name(uuid)?;
     let b = body::object(call)?;
     body::only(&b, &["inventories", "resource_provider_generation"])?;
@@ -155,41 +170,53 @@ pub(crate) fn replace(state: &mut State<'_>, uuid: &str, call: &Call) -> Result<
             "inventories is a required property: an object of resource class to inventory",
         ));
     };
-    state.check_generation(uuid, generation)?;
+    // The body is judged whole before the generation, as Placement does: a bad body is a
+    // 400 even when it is also stale.
     let mut inventories = SortedMap::new();
     for (class, v) in given {
-        known_class(state, uuid, class)?;
         let Value::Object(fields) = v else {
             return Err(body::invalid(format!(
                 "inventories.{class} is {v}, not an object"
             )));
         };
         body::only(fields, &FIELDS)?;
-        inventories.insert(class.clone(), parse_inventory(fields, uuid, class)?);
+        inventories.insert(class.clone(), parse_inventory(fields, uuid, class, ctx)?);
     }
+    for class in inventories.keys() {
+        known_class(state, uuid, class)?;
+    }
+    state.check_generation(uuid, generation)?;
     keeps_classes_in_use(state, uuid, &name, &inventories)?;
     store_inventories(state, uuid, &name, inventories)?;
     Ok(json_reply(StatusCode::OK, &list_body(state, uuid, &name)))
 }
 
-/// `POST …/inventories`: adds one class.
-pub(crate) fn create(state: &mut State<'_>, uuid: &str, call: &Call) -> Result<Reply, ApiError> {
+/// `POST …/inventories`: adds one class. A generation in the body is checked for its type
+/// only: Placement adds the class to the provider as it is now.
+pub(crate) fn create(
+    state: &mut State<'_>,
+    ctx: &Ctx,
+    uuid: &str,
+    call: &Call,
+) -> Result<Reply, ApiError> {
     let name = state.provider_name(uuid)?;
     let b = body::object(call)?;
     let mut allowed = FIELDS.to_vec();
     allowed.extend(["resource_class", "resource_provider_generation"]);
     body::only(&b, &allowed)?;
-    let generation = body::provider_generation(&b)?;
+    if b.contains_key("resource_provider_generation") {
+        body::provider_generation(&b)?;
+    }
     let class = body::string(&b, "resource_class", 255)?
         .ok_or_else(|| body::invalid("\"resource_class\" is a required property"))?;
+    let inv = parse_inventory(&b, uuid, &class, ctx)?;
     known_class(state, uuid, &class)?;
-    state.check_generation(uuid, generation)?;
-    let inv = parse_inventory(&b, uuid, &class)?;
     let mut rp = state.provider_object(&name)?;
     if rp.spec.inventories.contains_key(&class) {
         return Err(ApiError::conflict(format!(
             "Update conflict: Inventory for {class} on resource provider {uuid} already exists."
-        )));
+        ))
+        .with_code(code::CONCURRENT_UPDATE));
     }
     rp.spec.inventories.insert(class.clone(), inv);
     let inventories = rp.spec.inventories;
@@ -248,6 +275,7 @@ pub(crate) fn show(state: &State<'_>, uuid: &str, class: &str) -> Result<Reply, 
 /// `PUT …/inventories/{class}`: changes one class the provider has.
 pub(crate) fn update(
     state: &mut State<'_>,
+    ctx: &Ctx,
     uuid: &str,
     class: &str,
     call: &Call,
@@ -258,9 +286,9 @@ pub(crate) fn update(
     allowed.push("resource_provider_generation");
     body::only(&b, &allowed)?;
     let generation = body::provider_generation(&b)?;
+    let inv = parse_inventory(&b, uuid, class, ctx)?;
     known_class(state, uuid, class)?;
     state.check_generation(uuid, generation)?;
-    let inv = parse_inventory(&b, uuid, class)?;
     let mut rp = state.provider_object(&name)?;
     if !rp.spec.inventories.contains_key(class) {
         return Err(ApiError::bad_request(format!(

@@ -72,7 +72,7 @@ pub(crate) fn reshape(state: &mut State<'_>, ctx: &Ctx, call: &Call) -> Result<R
             body::only(fields, &FIELDS)?;
             inventories.insert(
                 class.clone(),
-                inventories::parse_inventory(fields, uuid, class)?,
+                inventories::parse_inventory(fields, uuid, class, ctx)?,
             );
         }
         providers.push(NewInventories {

@@ -46,8 +46,8 @@ pub(crate) fn route(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply,
             )?;
             match *m {
                 M::GET => api.read(|s| inventories::list(s, uuid)),
-                M::PUT => api.write(|s| inventories::replace(s, uuid, call)),
-                M::POST => api.write(|s| inventories::create(s, uuid, call)),
+                M::PUT => api.write(|s| inventories::replace(s, ctx, uuid, call)),
+                M::POST => api.write(|s| inventories::create(s, ctx, uuid, call)),
                 _ => api.write(|s| inventories::delete_all(s, uuid)),
             }
         }
@@ -55,7 +55,7 @@ pub(crate) fn route(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply,
             allowed(ctx, m, &[(M::GET, 0), (M::PUT, 0), (M::DELETE, 0)])?;
             match *m {
                 M::GET => api.read(|s| inventories::show(s, uuid, class)),
-                M::PUT => api.write(|s| inventories::update(s, uuid, class, call)),
+                M::PUT => api.write(|s| inventories::update(s, ctx, uuid, class, call)),
                 _ => api.write(|s| inventories::delete(s, uuid, class)),
             }
         }
