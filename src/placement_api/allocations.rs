@@ -23,7 +23,8 @@ use super::searches;
 use super::wire::{ApiError, Reply, ReplyBody, code, empty, json_bytes_reply, json_reply};
 use super::{Call, Ctx, PlacementApi};
 use kubeplace_policy::placement_records::{
-    CONSUMER_TYPE_ANNOTATION, Consumer, PROJECT_ANNOTATION, State, UNKNOWN_PROJECT, USER_ANNOTATION,
+    CONSUMER_TYPE_ANNOTATION, Consumer, PROJECT_ANNOTATION, State, UNKNOWN_CONSUMER_TYPE,
+    UNKNOWN_PROJECT, USER_ANNOTATION,
 };
 
 /// A consumer's resources per provider name, summed over its Allocation objects.
@@ -193,13 +194,76 @@ pub(super) fn parse_consumer(
     if ctx.mv.0 >= 38 {
         body::required(b, "consumer_type")?;
     }
+    if let Some(m) = b.get("mappings") {
+        check_mappings(m)?;
+    }
+    let consumer_type = body::string(b, "consumer_type", 255)?;
+    if let Some(t) = &consumer_type
+        && (t.is_empty()
+            || !t
+                .bytes()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == b'_'))
+    {
+        return Err(body::invalid(format!(
+            "consumer_type is {t:?}; it must be 1 to 255 characters of A-Z, 0-9 and _ (e.g. INSTANCE, MIGRATION)"
+        )));
+    }
     Ok(Wanted {
         resources,
         project_id: body::string(b, "project_id", 255)?,
         user_id: body::string(b, "user_id", 255)?,
         consumer_generation,
-        consumer_type: body::string(b, "consumer_type", 255)?,
+        consumer_type,
     })
+}
+
+/// `mappings` (1.34): request group suffix → the uuids of the providers that served it,
+/// at least one group and one uuid each. Kept by nobody, but checked as Placement does.
+fn check_mappings(m: &Value) -> Result<(), ApiError> {
+    let Value::Object(groups) = m else {
+        return Err(body::invalid(format!(
+            "mappings is {m}; it must be an object of request group suffix to a list of provider uuids"
+        )));
+    };
+    if groups.is_empty() {
+        return Err(body::invalid(
+            "mappings is empty; give at least one request group suffix and its provider uuids, or leave mappings out",
+        ));
+    }
+    for (suffix, uuids) in groups {
+        // Placement's schema constrains the keys that hold a suffix's characters.
+        if !suffix
+            .chars()
+            .any(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            continue;
+        }
+        let listed = match uuids {
+            Value::Array(list) if !list.is_empty() => list,
+            other => {
+                return Err(body::invalid(format!(
+                    "mappings.{suffix} is {other}; it must be a list of at least one provider uuid"
+                )));
+            }
+        };
+        for u in listed {
+            if !u.as_str().is_some_and(is_hyphenated_uuid) {
+                return Err(body::invalid(format!(
+                    "mappings.{suffix} holds {u}, which is not a provider uuid (8-4-4-4-12 hex digits)"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A uuid written with its hyphens.
+fn is_hyphenated_uuid(s: &str) -> bool {
+    s.len() == 36
+        && s.char_indices().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => c == '-',
+            _ => c.is_ascii_hexdigit(),
+        })
 }
 
 /// The consumer generation check of 1.28: null for a new consumer, else the current one.
@@ -319,7 +383,9 @@ pub(crate) fn post(state: &mut State<'_>, ctx: &Ctx, call: &Call) -> Result<Repl
             "the body is empty; give at least one consumer uuid and its allocations",
         ));
     }
-    let mut plans = Vec::new();
+    // Every consumer's entry is judged before any is planned: a malformed body is a 400
+    // even when a generation in it is also stale.
+    let mut wanted = Vec::new();
     for (consumer, entry) in &b {
         let consumer = consumer_uuid(consumer)?;
         let Value::Object(entry) = entry else {
@@ -327,8 +393,11 @@ pub(crate) fn post(state: &mut State<'_>, ctx: &Ctx, call: &Call) -> Result<Repl
                 "{consumer}: {entry} is not an object"
             )));
         };
-        let wanted = parse_consumer(ctx, entry, true)?;
-        plans.push(plan(state, ctx, consumer, wanted)?);
+        wanted.push((consumer, parse_consumer(ctx, entry, true)?));
+    }
+    let mut plans = Vec::new();
+    for (consumer, w) in wanted {
+        plans.push(plan(state, ctx, consumer, w)?);
     }
     apply(state, plans)?;
     Ok(empty(StatusCode::NO_CONTENT))
@@ -424,7 +493,7 @@ fn record(state: &State<'_>, p: &Plan) -> Option<Consumer> {
             .consumer_type
             .clone()
             .or(previous.map(|c| c.consumer_type))
-            .unwrap_or_else(|| "INSTANCE".to_string()),
+            .unwrap_or_else(|| UNKNOWN_CONSUMER_TYPE.to_string()),
         generation,
     })
 }
@@ -509,8 +578,7 @@ pub(crate) fn provider_usages(state: &State<'_>, uuid: &str) -> Result<Reply, Ap
 /// `GET /allocation_candidates`: what `kubeplace placement candidates` answers, after
 /// Placement's checks that every class and trait named exists.
 pub(crate) fn candidates(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply, ApiError> {
-    let q =
-        parse_candidates_query(&call.query, ctx.mv).map_err(|e| ApiError::bad_request(e.detail))?;
+    let q = parse_candidates_query(&call.query, ctx.mv).map_err(ApiError::from)?;
     // The names are checked under the lock; the search runs over the index as it was then,
     // without the lock, so a long search keeps no write (and no reader behind it) waiting.
     let index = api.read(|state| match state.unknown_names(&q) {
@@ -538,7 +606,7 @@ pub(crate) fn candidates(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<R
 /// user's) total usage per class; from 1.38 grouped by consumer type with a consumer
 /// count (`consumer_type=all` puts everything under `all`).
 pub(crate) fn project_usages(state: &State<'_>, ctx: &Ctx, query: &str) -> Result<Reply, ApiError> {
-    let pairs = decode_pairs(query).map_err(|e| ApiError::bad_request(e.detail))?;
+    let pairs = decode_pairs(query).map_err(ApiError::from)?;
     let mut allowed = vec!["project_id", "user_id"];
     if ctx.mv.0 >= 38 {
         allowed.push("consumer_type");

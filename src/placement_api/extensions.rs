@@ -49,7 +49,7 @@ pub(crate) fn explain_candidates(
     query: &str,
     stop: &Stop,
 ) -> Result<Reply, ApiError> {
-    let q = parse_candidates_query(query, ctx.mv).map_err(|e| ApiError::bad_request(e.detail))?;
+    let q = parse_candidates_query(query, ctx.mv).map_err(ApiError::from)?;
     let index = api.read(|s| Ok(s.store().index_now()))?;
     match explain_until(&index, &q, stop) {
         Some(explained) => Ok(json_reply(StatusCode::OK, &explained)),
@@ -72,7 +72,7 @@ pub(crate) fn flavor_headroom_within(
     let mut flavor = None;
     let mut without = Vec::new();
     let mut cap = DEFAULT_CAP;
-    for (key, value) in decode_pairs(query).map_err(|e| ApiError::bad_request(e.detail))? {
+    for (key, value) in decode_pairs(query).map_err(ApiError::from)? {
         match key.as_str() {
             "flavor" => flavor = Some(value),
             "without" => {

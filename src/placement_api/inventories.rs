@@ -11,9 +11,9 @@ use serde_json::{Map, Value, json};
 use kubeplace_api::{Inventory, SortedMap};
 use kubeplace_core::placement::Inventory as CoreInventory;
 
-use super::{Call, Ctx};
 use super::body::{self, MAX_INT};
 use super::wire::{ApiError, Reply, code, empty, json_reply, located};
+use super::{Call, Ctx};
 use kubeplace_policy::placement_records::State;
 
 /// The inventory fields Placement takes, besides the generation.

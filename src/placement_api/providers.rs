@@ -67,8 +67,7 @@ pub(crate) fn provider_json(state: &State<'_>, ctx: &Ctx, name: &str) -> Result<
 
 /// `GET /resource_providers?…`: the query filters of `kubeplace placement providers`.
 pub(crate) fn list(state: &State<'_>, ctx: &Ctx, query: &str) -> Result<Reply, ApiError> {
-    let mut q =
-        parse_providers_query(query, ctx.mv).map_err(|e| ApiError::bad_request(e.detail))?;
+    let mut q = parse_providers_query(query, ctx.mv).map_err(ApiError::from)?;
     q.name = q.name.as_deref().map(object_name);
     let unknown: Vec<&String> = q
         .filters

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::allocations::{self, Wanted};
 use super::inventories::{self, FIELDS};
-use super::wire::{ApiError, Reply, empty};
+use super::wire::{ApiError, Reply, code, empty};
 use super::{Call, Ctx, body};
 use kubeplace_policy::placement_records::State;
 
@@ -41,7 +41,9 @@ pub(crate) fn reshape(state: &mut State<'_>, ctx: &Ctx, call: &Call) -> Result<R
         ));
     };
 
-    let mut providers = Vec::new();
+    // The whole body is judged first, as Placement checks it against its schema before it
+    // looks at any provider or generation: a malformed body is a 400 even when stale.
+    let mut given = Vec::new();
     for (uuid, entry) in given_inventories {
         let Value::Object(entry) = entry else {
             return Err(body::invalid(format!(
@@ -55,15 +57,8 @@ pub(crate) fn reshape(state: &mut State<'_>, ctx: &Ctx, call: &Call) -> Result<R
                 "inventories.{uuid}.inventories is required: an object of resource class to inventory"
             )));
         };
-        let name = state.provider_name(uuid).map_err(|_| {
-            ApiError::bad_request(format!(
-                "Resource provider {uuid} in inventories not found."
-            ))
-        })?;
-        state.check_generation(uuid, generation)?;
         let mut inventories = SortedMap::new();
         for (class, fields) in classes {
-            inventories::known_class(state, uuid, class)?;
             let Value::Object(fields) = fields else {
                 return Err(body::invalid(format!(
                     "inventories.{uuid}.inventories.{class} is {fields}, not an object"
@@ -75,14 +70,9 @@ pub(crate) fn reshape(state: &mut State<'_>, ctx: &Ctx, call: &Call) -> Result<R
                 inventories::parse_inventory(fields, uuid, class, ctx)?,
             );
         }
-        providers.push(NewInventories {
-            uuid: uuid.clone(),
-            name,
-            inventories,
-        });
+        given.push((uuid, generation, inventories));
     }
-
-    let mut consumers: Vec<(String, Wanted)> = Vec::new();
+    let mut wanted_by_consumer: Vec<(String, Wanted)> = Vec::new();
     for (consumer, entry) in given_allocations {
         let consumer = allocations::consumer_uuid(consumer)?;
         let Value::Object(entry) = entry else {
@@ -90,7 +80,29 @@ pub(crate) fn reshape(state: &mut State<'_>, ctx: &Ctx, call: &Call) -> Result<R
                 "allocations.{consumer} is {entry}, not an object"
             )));
         };
-        let wanted = allocations::parse_consumer(ctx, entry, true)?;
+        wanted_by_consumer.push((consumer, allocations::parse_consumer(ctx, entry, true)?));
+    }
+
+    let mut providers = Vec::new();
+    for (uuid, generation, inventories) in given {
+        let name = state.provider_name(uuid).map_err(|_| {
+            ApiError::bad_request(format!(
+                "Resource provider {uuid} in inventories not found."
+            ))
+            .with_code(code::PROVIDER_NOT_FOUND)
+        })?;
+        state.check_generation(uuid, generation)?;
+        for class in inventories.keys() {
+            inventories::known_class(state, uuid, class)?;
+        }
+        providers.push(NewInventories {
+            uuid: uuid.clone(),
+            name,
+            inventories,
+        });
+    }
+    let mut consumers: Vec<(String, Wanted)> = Vec::new();
+    for (consumer, wanted) in wanted_by_consumer {
         allocations::check_consumer_generation(state, &consumer, wanted.consumer_generation)?;
         consumers.push((consumer, wanted));
     }

@@ -127,7 +127,7 @@ fn associated(state: &State<'_>) -> BTreeSet<String> {
 
 /// `GET /traits?name=in:A,B|startswith:P&associated=true|false`.
 pub(crate) fn list(state: &State<'_>, query: &str) -> Result<Reply, ApiError> {
-    let pairs = decode_pairs(query).map_err(|e| ApiError::bad_request(e.detail))?;
+    let pairs = decode_pairs(query).map_err(ApiError::from)?;
     let mut names: BTreeSet<String> = standard_traits().iter().map(|t| t.to_string()).collect();
     names.extend(state.custom_traits().iter().cloned());
     for (key, value) in &pairs {

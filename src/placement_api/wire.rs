@@ -78,6 +78,7 @@ pub(crate) mod code {
     pub const DUPLICATE_NAME: &str = "placement.duplicate_name";
     pub const PROVIDER_INUSE: &str = "placement.resource_provider.inuse";
     pub const PROVIDER_PARENT: &str = "placement.resource_provider.cannot_delete_parent";
+    pub const PROVIDER_NOT_FOUND: &str = "placement.resource_provider.not_found";
 }
 
 /// An error answer: status, detail, and Placement's error code.
@@ -139,6 +140,13 @@ impl ApiError {
     /// (and the request that met it) is in the server's log under the request id.
     pub(crate) fn internal() -> ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, INTERNAL_DETAIL)
+    }
+}
+
+/// A malformed query's 400, with Placement's code for what is wrong.
+impl From<kubeplace_core::placement::query::QueryError> for ApiError {
+    fn from(e: kubeplace_core::placement::query::QueryError) -> ApiError {
+        ApiError::bad_request(e.detail).with_code(e.code.as_str())
     }
 }
 

@@ -11,11 +11,47 @@ use super::{check_resource_class, check_trait};
 #[error("{detail}")]
 pub struct QueryError {
     pub detail: String,
+    /// What Placement's answer says is wrong, in its `code` (from 1.23).
+    pub code: QueryErrorCode,
+}
+
+/// The error codes Placement gives a malformed query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum QueryErrorCode {
+    /// No code of its own (`placement.undefined_code`).
+    #[default]
+    Undefined,
+    /// A value that cannot be taken (`placement.query.bad_value`).
+    BadValue,
+    /// A value the query needs and lacks (`placement.query.missing_value`).
+    MissingValue,
+    /// A parameter given more than once that may be given once (`placement.query.duplicate_key`).
+    DuplicateKey,
+}
+
+impl QueryErrorCode {
+    /// Placement's code.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueryErrorCode::Undefined => "placement.undefined_code",
+            QueryErrorCode::BadValue => "placement.query.bad_value",
+            QueryErrorCode::MissingValue => "placement.query.missing_value",
+            QueryErrorCode::DuplicateKey => "placement.query.duplicate_key",
+        }
+    }
 }
 
 fn bad(detail: impl Into<String>) -> QueryError {
     QueryError {
         detail: detail.into(),
+        code: QueryErrorCode::Undefined,
+    }
+}
+
+impl QueryError {
+    fn coded(mut self, code: QueryErrorCode) -> QueryError {
+        self.code = code;
+        self
     }
 }
 
@@ -449,7 +485,7 @@ fn parse_root_required(
 ) -> Result<(BTreeSet<String>, BTreeSet<String>), QueryError> {
     let last = *values.last().unwrap_or(&"");
     if values.len() > 1 {
-        return Err(bad("root_required may be given only once"));
+        return Err(bad("root_required may be given only once").coded(QueryErrorCode::DuplicateKey));
     }
     if last.starts_with("in:") {
         return Err(bad(
@@ -461,7 +497,8 @@ fn parse_root_required(
     if let Some(both) = required.intersection(&forbidden).next() {
         return Err(bad(format!(
             "root_required has {both} both required and forbidden"
-        )));
+        ))
+        .coded(QueryErrorCode::BadValue));
     }
     Ok((required, forbidden))
 }
@@ -474,7 +511,8 @@ fn parse_same_subtrees(values: &[&str]) -> Result<Vec<BTreeSet<String>>, QueryEr
         if set.contains("") {
             return Err(bad(format!(
                 "same_subtree={v} names the unnumbered group (an empty suffix); list only suffixes"
-            )));
+            ))
+            .coded(QueryErrorCode::BadValue));
         }
         out.push(set);
     }
@@ -503,9 +541,10 @@ fn check_resourceless_in_subtrees(
         .map(|(s, _)| s)
         .collect();
     if resourceless.len() == groups.len() {
-        return Err(bad(
-            "give at least one resources or resources{suffix} parameter",
-        ));
+        return Err(
+            bad("give at least one resources or resources{suffix} parameter")
+                .coded(QueryErrorCode::MissingValue),
+        );
     }
     let in_subtrees: BTreeSet<&String> = same_subtrees.iter().flatten().collect();
     let loose: Vec<&String> = resourceless
@@ -521,7 +560,8 @@ fn check_resourceless_in_subtrees(
                 .map(|s| format!("{s:?}"))
                 .collect::<Vec<_>>()
                 .join(", ")
-        )));
+        ))
+        .coded(QueryErrorCode::BadValue));
     }
     let unknown: Vec<&&String> = in_subtrees
         .iter()
@@ -535,7 +575,8 @@ fn check_resourceless_in_subtrees(
                 .map(|s| format!("{s:?}"))
                 .collect::<Vec<_>>()
                 .join(", ")
-        )));
+        ))
+        .coded(QueryErrorCode::BadValue));
     }
     Ok(())
 }

@@ -8,6 +8,9 @@ use kubeplace_api::Allocation;
 /// `incomplete_consumer_project_id` default); the same zero uuid serves as the user.
 pub const UNKNOWN_PROJECT: &str = "00000000-0000-0000-0000-000000000000";
 
+/// The type Placement shows for a consumer written without one (before 1.38).
+pub const UNKNOWN_CONSUMER_TYPE: &str = "unknown";
+
 /// The annotations that keep a consumer's attributes on its Allocation objects.
 pub const PROJECT_ANNOTATION: &str = "placement.kubeplace.io/project-id";
 /// See [`PROJECT_ANNOTATION`].

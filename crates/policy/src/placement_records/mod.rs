@@ -31,7 +31,8 @@ use crate::store::{ObjectKey, Store};
 
 use consumers::consumer_of;
 pub use consumers::{
-    CONSUMER_TYPE_ANNOTATION, Consumer, PROJECT_ANNOTATION, UNKNOWN_PROJECT, USER_ANNOTATION,
+    CONSUMER_TYPE_ANNOTATION, Consumer, PROJECT_ANNOTATION, UNKNOWN_CONSUMER_TYPE, UNKNOWN_PROJECT,
+    USER_ANNOTATION,
 };
 pub use error::RecordError;
 pub use registries::{Registry, RegistryChange, apply_registry_changes};
