@@ -1,4 +1,5 @@
-//! `/resource_classes` (1.2) and `PUT /resource_classes/{name}` (1.7).
+//! `/resource_classes` (1.2), the rename of a custom class (`PUT /resource_classes/{name}`
+//! with a body, 1.2–1.6) and its create-or-check (`PUT`, 1.7).
 //!
 //! Standard classes always exist; custom ones once created (or used by a seeded object).
 
@@ -72,14 +73,62 @@ pub(crate) fn create(state: &mut State<'_>, call: &Call) -> Result<Reply, ApiErr
     ))
 }
 
-/// `PUT /resource_classes/{name}` (1.7): 201 when created, 204 when it existed.
-pub(crate) fn put(state: &mut State<'_>, name: &str) -> Result<Reply, ApiError> {
+/// `PUT /resource_classes/{name}` (1.7): 201 when created, 204 when it existed, each with
+/// the class's `Location`.
+pub(crate) fn put(state: &mut State<'_>, name: &str, call: &Call) -> Result<Reply, ApiError> {
     check_custom(name)?;
-    if state.add_custom_class(name)? {
-        Ok(empty(StatusCode::CREATED))
+    let status = if state.add_custom_class(name)? {
+        StatusCode::CREATED
     } else {
-        Ok(empty(StatusCode::NO_CONTENT))
+        StatusCode::NO_CONTENT
+    };
+    Ok(located(
+        empty(status),
+        &super::providers::location(call, &format!("/resource_classes/{name}")),
+    ))
+}
+
+/// `PUT /resource_classes/{name}` with `{"name": NEW}` (1.2–1.6): renames a custom class.
+/// A class some provider has an inventory of keeps its name (409): inventories and
+/// allocations name their class, and renaming it would rewrite every one of them.
+pub(crate) fn rename(state: &mut State<'_>, name: &str, call: &Call) -> Result<Reply, ApiError> {
+    let b = body::object(call)?;
+    body::only(&b, &["name"])?;
+    body::required(&b, "name")?;
+    let new = body::string(&b, "name", 255)?.unwrap_or_default();
+    check_custom(&new)?;
+    if !state.class_exists(name) {
+        return Err(ApiError::not_found(format!(
+            "No such resource class {name}."
+        )));
     }
+    if standard_resource_classes().contains(&name) {
+        return Err(ApiError::bad_request(format!(
+            "{name} is a standard resource class and cannot be renamed; only custom classes can"
+        )));
+    }
+    if new != name && state.class_exists(&new) {
+        return Err(ApiError::conflict(format!(
+            "A resource class named {new} already exists"
+        )));
+    }
+    if in_inventory(state, name) {
+        return Err(ApiError::conflict(format!(
+            "{name} cannot be renamed while a resource provider has an inventory of it"
+        )));
+    }
+    if new != name {
+        state.remove_custom_class(name)?;
+        state.add_custom_class(&new)?;
+    }
+    Ok(json_reply(StatusCode::OK, &class_json(&new)))
+}
+
+/// Whether some provider has an inventory of the class.
+fn in_inventory(state: &State<'_>, name: &str) -> bool {
+    state.store().list(Kind::ResourceProvider).any(
+        |o| matches!(o, Object::ResourceProvider(rp) if rp.spec.inventories.contains_key(name)),
+    )
 }
 
 /// `DELETE /resource_classes/{name}`.
@@ -94,10 +143,7 @@ pub(crate) fn delete(state: &mut State<'_>, name: &str) -> Result<Reply, ApiErro
             "No such resource class {name}."
         )));
     }
-    let in_use = state.store().list(Kind::ResourceProvider).any(
-        |o| matches!(o, Object::ResourceProvider(rp) if rp.spec.inventories.contains_key(name)),
-    );
-    if in_use {
+    if in_inventory(state, name) {
         return Err(ApiError::conflict(format!(
             "Error in delete resource class: Resource class {name} is in use in inventory."
         )));

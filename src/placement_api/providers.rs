@@ -357,29 +357,38 @@ pub(crate) fn set_aggregates(
     call: &Call,
 ) -> Result<Reply, ApiError> {
     let name = state.provider_name(uuid)?;
-    let list = if ctx.mv.0 >= 19 {
+    let (list, generation) = if ctx.mv.0 >= 19 {
         let b: Map<String, Value> = body::object(call)?;
         body::only(&b, &["aggregates", "resource_provider_generation"])?;
         let generation = body::provider_generation(&b)?;
-        state.check_generation(uuid, generation)?;
-        body::required(&b, "aggregates")?.clone()
+        (body::required(&b, "aggregates")?.clone(), Some(generation))
     } else {
-        body::json(call)?
+        (body::json(call)?, None)
     };
     let Value::Array(items) = list else {
         return Err(body::invalid(format!(
             "aggregates is {list}, not a list of uuids"
         )));
     };
-    let mut aggregates = Vec::new();
+    let mut sent = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for item in &items {
         match item.as_str().filter(|s| body::is_uuid(s)) {
-            Some(s) => aggregates.push(body::normalize_uuid(s)),
+            Some(s) if !seen.insert(s) => {
+                return Err(body::invalid(format!(
+                    "aggregates lists {s} more than once; give each aggregate once"
+                )));
+            }
+            Some(s) => sent.push(body::normalize_uuid(s)),
             None => {
                 return Err(body::invalid(format!("aggregates: {item} is not a uuid")));
             }
         }
     }
+    if let Some(generation) = generation {
+        state.check_generation(uuid, generation)?;
+    }
+    let mut aggregates = sent.clone();
     aggregates.sort();
     aggregates.dedup();
     let mut rp = state.provider_object(&name)?;
@@ -389,8 +398,10 @@ pub(crate) fn set_aggregates(
     if ctx.mv.0 >= 19 {
         state.bump(uuid)?;
     }
-    Ok(json_reply(
-        StatusCode::OK,
-        &aggregates_body(state, ctx, uuid, &name)?,
-    ))
+    // The answer lists the aggregates as they were sent, as Placement's does.
+    let mut v = json!({ "aggregates": sent });
+    if ctx.mv.0 >= 19 {
+        v["resource_provider_generation"] = Value::from(state.generation(uuid));
+    }
+    Ok(json_reply(StatusCode::OK, &v))
 }

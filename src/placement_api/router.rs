@@ -4,7 +4,7 @@
 
 use http::{Method, StatusCode};
 
-use super::wire::{ApiError, Reply};
+use super::wire::{self, ApiError, Reply};
 use super::{Call, Ctx, PlacementApi};
 use super::{allocations, classes, extensions, inventories, providers, reshaper, traits};
 
@@ -22,6 +22,11 @@ pub(crate) fn route(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply,
     let m = &call.method;
     use Method as M;
     match segments.as_slice() {
+        // `GET /` is version discovery, answered before routing.
+        [] => {
+            allowed(ctx, m, &[(M::GET, 0)])?;
+            Err(ApiError::not_found(""))
+        }
         ["resource_providers"] => {
             allowed(ctx, m, &[(M::GET, 0), (M::POST, 0)])?;
             if m == M::GET {
@@ -39,6 +44,10 @@ pub(crate) fn route(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply,
             }
         }
         ["resource_providers", uuid, "inventories"] => {
+            // Deleting every inventory arrived in 1.5; before, Placement answers it 405.
+            if m == M::DELETE && ctx.mv.0 < 5 {
+                return Err(not_allowed(m, [M::GET, M::PUT, M::POST].iter()));
+            }
             allowed(
                 ctx,
                 m,
@@ -89,8 +98,12 @@ pub(crate) fn route(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply,
         ["traits", name] => {
             allowed(ctx, m, &[(M::GET, 6), (M::PUT, 6), (M::DELETE, 6)])?;
             match *m {
-                M::GET => api.read(|s| traits::show(s, name)),
-                M::PUT => api.write(|s| traits::create(s, name, call)),
+                M::GET => api
+                    .read(|s| traits::show(s, name))
+                    .map(|r| wire::fresh(ctx, r)),
+                M::PUT => api
+                    .write(|s| traits::create(s, name, call))
+                    .map(|r| wire::fresh(ctx, r)),
                 _ => api.write(|s| traits::delete(s, name)),
             }
         }
@@ -102,10 +115,11 @@ pub(crate) fn route(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply,
             }
         }
         ["resource_classes", name] => {
-            allowed(ctx, m, &[(M::GET, 2), (M::PUT, 7), (M::DELETE, 2)])?;
+            allowed(ctx, m, &[(M::GET, 2), (M::PUT, 2), (M::DELETE, 2)])?;
             match *m {
                 M::GET => api.read(|s| classes::show(s, name)),
-                M::PUT => api.write(|s| classes::put(s, name)),
+                M::PUT if ctx.mv.0 < 7 => api.write(|s| classes::rename(s, name, call)),
+                M::PUT => api.write(|s| classes::put(s, name, call)),
                 _ => api.write(|s| classes::delete(s, name)),
             }
         }
@@ -145,26 +159,24 @@ pub(crate) fn route(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply,
     }
 }
 
-/// Checks the method against the route's, at the requested version: a route none of whose
-/// methods exist yet is a 404, a method not served at this version a 405 (even one served
-/// at a later version, as Placement answers `DELETE …/inventories` at 1.4).
+/// Checks the method against the route's, as Placement's router and version checks do: a
+/// method the path does not have is a 405 listing the methods it has (at any version); one
+/// it has from a later version than the requested one is a 404.
 fn allowed(ctx: &Ctx, method: &Method, methods: Methods<'_>) -> Result<(), ApiError> {
-    let served: Vec<&Method> = methods
-        .iter()
-        .filter(|(_, from)| ctx.mv.0 >= *from)
-        .map(|(m, _)| m)
-        .collect();
-    if served.is_empty() {
-        return Err(ApiError::not_found(""));
+    match methods.iter().find(|(m, _)| m == method) {
+        Some((_, from)) if ctx.mv.0 >= *from => Ok(()),
+        Some(_) => Err(ApiError::not_found("")),
+        None => Err(not_allowed(method, methods.iter().map(|(m, _)| m))),
     }
-    if served.contains(&method) {
-        return Ok(());
-    }
-    let allow: Vec<&str> = served.iter().map(|m| m.as_str()).collect();
+}
+
+/// A 405 whose `Allow` lists `allow`.
+fn not_allowed<'a>(method: &Method, allow: impl Iterator<Item = &'a Method>) -> ApiError {
+    let allow: Vec<&str> = allow.map(|m| m.as_str()).collect();
     let mut e = ApiError::new(
         StatusCode::METHOD_NOT_ALLOWED,
         format!("The method {method} is not allowed for this resource."),
     );
     e.allow = Some(allow.join(", "));
-    Err(e)
+    e
 }

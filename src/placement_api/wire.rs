@@ -244,16 +244,26 @@ pub(crate) fn finish(ctx: &Ctx, reply: Reply) -> Reply {
         HeaderValue::from_static("openstack-api-version"),
     );
     let has_body = h.contains_key(header::CONTENT_TYPE);
-    if ctx.mv.0 >= 15 && has_body && reply.status() == StatusCode::OK {
-        let now = jiff::fmt::rfc2822::DateTimePrinter::new()
-            .timestamp_to_rfc9110_string(&jiff::Timestamp::now())
-            .ok()
-            .and_then(|s| HeaderValue::from_str(&s).ok());
-        let h = reply.headers_mut();
-        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        if let Some(now) = now {
-            h.insert(header::LAST_MODIFIED, now);
-        }
+    if has_body && reply.status() == StatusCode::OK {
+        reply = fresh(ctx, reply);
+    }
+    reply
+}
+
+/// From 1.15, `Cache-Control: no-cache` and a `Last-Modified` of now: every 200 with a body
+/// has them, and the answers without a body Placement gives them to (a trait's).
+pub(crate) fn fresh(ctx: &Ctx, mut reply: Reply) -> Reply {
+    if ctx.mv.0 < 15 {
+        return reply;
+    }
+    let now = jiff::fmt::rfc2822::DateTimePrinter::new()
+        .timestamp_to_rfc9110_string(&jiff::Timestamp::now())
+        .ok()
+        .and_then(|s| HeaderValue::from_str(&s).ok());
+    let h = reply.headers_mut();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    if let Some(now) = now {
+        h.insert(header::LAST_MODIFIED, now);
     }
     reply
 }

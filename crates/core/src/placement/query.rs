@@ -450,7 +450,12 @@ fn apply_wide_key(
             parse_limit(last)?;
             parsed.limit = Some(parse_limit(values.first().copied().unwrap_or(last))?);
         }
-        "group_policy" => parsed.group_policy = Some(parse_group_policy(last)?),
+        // Likewise `group_policy`: the last is validated, the first taken.
+        "group_policy" => {
+            parse_group_policy(last)?;
+            let first = values.first().copied().unwrap_or(last);
+            parsed.group_policy = Some(parse_group_policy(first)?);
+        }
         "root_required" => {
             (parsed.root_required, parsed.root_forbidden) = parse_root_required(values, mv)?
         }
