@@ -194,13 +194,59 @@ fn providers_create_show_list_update_delete() {
     );
     a.expect(400);
     assert!(a.error().0.contains("Malformed JSON"));
+    // A body without a Content-Type is a 400, one of another type a 415 (Placement's).
     let a = s.raw(
         "POST",
         "/resource_providers",
         &[("X-Auth-Token", "admin".into())],
         Some("name=x"),
     );
+    a.expect(400);
+    assert!(a.error().0.contains("Content-Type"), "{:?}", a.error());
+    let a = s.raw(
+        "POST",
+        "/resource_providers",
+        &[
+            ("X-Auth-Token", "admin".into()),
+            ("Content-Type", "text/plain".into()),
+        ],
+        Some("name=x"),
+    );
     a.expect(415);
+    // Checked before the provider is looked up: an unknown one without a body is a 415.
+    let a = s.raw(
+        "PUT",
+        "/resource_providers/7850178f-1807-4512-b135-0b174985405b",
+        &[("X-Auth-Token", "admin".into())],
+        None,
+    );
+    a.expect(415);
+    // A GET whose Accept takes no JSON is a 406; an error for a browser is HTML.
+    let a = s.raw(
+        "GET",
+        "/resource_providers",
+        &[
+            ("X-Auth-Token", "admin".into()),
+            ("Accept", "text/plain".into()),
+        ],
+        None,
+    );
+    a.expect(406);
+    let a = s.raw(
+        "GET",
+        "/7850178f-1807-4512-b135-0b174985405b",
+        &[
+            ("X-Auth-Token", "admin".into()),
+            ("Accept", "text/html".into()),
+        ],
+        None,
+    );
+    a.expect(404);
+    assert!(
+        a.header("content-type")
+            .is_some_and(|t| t.starts_with("text/html")),
+        "{a:?}"
+    );
     // parent_provider_uuid is not a field before 1.14; an unknown parent is a 400.
     s.call(
         "POST",

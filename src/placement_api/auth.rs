@@ -208,8 +208,17 @@ pub struct Refusal {
 }
 
 impl Refusal {
-    /// The reply that refuses the request.
-    pub(crate) fn reply(&self, request_id: &str) -> Reply {
+    /// The reply that refuses the request. A 403 (a caller known but not allowed) is in
+    /// Placement's error shape, as its policy's refusals are; a 401 and a 429 in the shape
+    /// of the authentication in front of it.
+    pub(crate) fn reply(&self, request_id: &str, headers: &http::HeaderMap) -> Reply {
+        if self.status == StatusCode::FORBIDDEN {
+            let ctx = super::Ctx {
+                mv: super::version::requested(headers).unwrap_or(super::version::MIN),
+                request_id: request_id.to_string(),
+            };
+            return wire::error(&ctx, super::wire::ApiError::new(self.status, &self.message));
+        }
         let mut reply =
             wire::with_request_id(wire::auth_error(self.status, &self.message), request_id);
         if self.status == StatusCode::TOO_MANY_REQUESTS {
@@ -758,7 +767,7 @@ mod tests {
 
     #[test]
     fn a_429_says_when_to_retry() {
-        let reply = Refusal::too_many("slow down").reply("req-1");
+        let reply = Refusal::too_many("slow down").reply("req-1", &http::HeaderMap::new());
         assert_eq!(reply.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(reply.headers()[http::header::RETRY_AFTER], "1");
     }

@@ -12,11 +12,29 @@ pub(crate) const MAX_INT: i64 = i32::MAX as i64;
 
 /// The body as JSON: 415 unless sent as `application/json`, 400 when it is not JSON.
 pub(crate) fn json(call: &Call) -> Result<Value, ApiError> {
+    json_sent(call)?;
+    serde_json::from_slice::<Value>(&call.body)
+        .map_err(|e| ApiError::bad_request(format!("Malformed JSON: {e}")))
+}
+
+/// Whether the request says its body is JSON, as a request that must carry one must: a
+/// body without a `Content-Type` is a 400, any other type (or none, without a body) a 415.
+pub(crate) fn json_sent(call: &Call) -> Result<(), ApiError> {
     let media = call
         .headers
         .get(http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("None");
+        .and_then(|v| v.to_str().ok());
+    let Some(media) = media else {
+        if !call.body.is_empty() {
+            return Err(ApiError::bad_request(
+                "a body was sent without a Content-Type header; send it as application/json",
+            ));
+        }
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "no body and no Content-Type were sent; send a body as application/json",
+        ));
+    };
     let essence = media.split(';').next().unwrap_or("").trim();
     if !essence.eq_ignore_ascii_case("application/json") {
         return Err(ApiError::new(
@@ -24,8 +42,7 @@ pub(crate) fn json(call: &Call) -> Result<Value, ApiError> {
             format!("The media type {media} is not supported, use application/json"),
         ));
     }
-    serde_json::from_slice::<Value>(&call.body)
-        .map_err(|e| ApiError::bad_request(format!("Malformed JSON: {e}")))
+    Ok(())
 }
 
 /// The body as a JSON object.

@@ -12,6 +12,7 @@
 //! webhook hold the same capacity and validity rules. docs/placement-api.md lists what is
 //! served and every difference from Placement.
 
+mod accept;
 mod allocations;
 mod auth;
 mod body;
@@ -256,7 +257,7 @@ impl PlacementApi {
         if needs_token(&parts.method, parts.uri.path())
             && let Err(refused) = self.auth.check(&parts.method, &parts.headers)
         {
-            return refused.reply(&request_id);
+            return refused.reply(&request_id, &parts.headers);
         }
         self.answer(&Call::new(parts, body), request_id)
     }
@@ -268,6 +269,10 @@ impl PlacementApi {
 
     /// Answers one request, read whole, whose caller was checked.
     pub(crate) fn answer(&self, call: &Call, request_id: String) -> Reply {
+        accept::error_for(&call.headers, self.answer_json(call, request_id))
+    }
+
+    fn answer_json(&self, call: &Call, request_id: String) -> Reply {
         let mv = match version::requested(&call.headers) {
             Ok(mv) => mv,
             Err(e) => {
@@ -281,6 +286,13 @@ impl PlacementApi {
         }
         if !self.healthy() {
             return wire::error(&ctx, ApiError::unsound());
+        }
+        // A write that carries a body says it is JSON, checked before anything it names is
+        // looked up, as Placement does.
+        if router::takes_body(&ctx, call)
+            && let Err(e) = body::json_sent(call)
+        {
+            return wire::error(&ctx, e);
         }
         self.guarded(&ctx, call, || router::route(self, &ctx, call))
     }
@@ -590,7 +602,7 @@ async fn handle(api: Arc<PlacementApi>, request: Request<Incoming>) -> Reply {
     if needs_token(&parts.method, parts.uri.path())
         && let Err(refused) = api.auth.check_async(&parts.method, &parts.headers).await
     {
-        let reply = refused.reply(&request_id);
+        let reply = refused.reply(&request_id, &parts.headers);
         return if intake::has_body(&parts.headers) {
             wire::closing(reply)
         } else {

@@ -5,7 +5,7 @@
 use http::{Method, StatusCode};
 
 use super::wire::{self, ApiError, Reply};
-use super::{Call, Ctx, PlacementApi};
+use super::{Call, Ctx, PlacementApi, accept};
 use super::{allocations, classes, extensions, inventories, providers, reshaper, traits};
 
 /// One route: the methods served on a path, each from a microversion.
@@ -24,11 +24,11 @@ pub(crate) fn route(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply,
     match segments.as_slice() {
         // `GET /` is version discovery, answered before routing.
         [] => {
-            allowed(ctx, m, &[(M::GET, 0)])?;
+            allowed(ctx, call, &[(M::GET, 0)])?;
             Err(ApiError::not_found(""))
         }
         ["resource_providers"] => {
-            allowed(ctx, m, &[(M::GET, 0), (M::POST, 0)])?;
+            allowed(ctx, call, &[(M::GET, 0), (M::POST, 0)])?;
             if m == M::GET {
                 api.read(|s| providers::list(s, ctx, &call.query))
             } else {
@@ -36,7 +36,7 @@ pub(crate) fn route(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply,
             }
         }
         ["resource_providers", uuid] => {
-            allowed(ctx, m, &[(M::GET, 0), (M::PUT, 0), (M::DELETE, 0)])?;
+            allowed(ctx, call, &[(M::GET, 0), (M::PUT, 0), (M::DELETE, 0)])?;
             match *m {
                 M::GET => api.read(|s| providers::show(s, ctx, uuid)),
                 M::PUT => api.write(|s| providers::update(s, ctx, uuid, call)),
@@ -50,7 +50,7 @@ pub(crate) fn route(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply,
             }
             allowed(
                 ctx,
-                m,
+                call,
                 &[(M::GET, 0), (M::PUT, 0), (M::POST, 0), (M::DELETE, 5)],
             )?;
             match *m {
@@ -61,7 +61,7 @@ pub(crate) fn route(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply,
             }
         }
         ["resource_providers", uuid, "inventories", class] => {
-            allowed(ctx, m, &[(M::GET, 0), (M::PUT, 0), (M::DELETE, 0)])?;
+            allowed(ctx, call, &[(M::GET, 0), (M::PUT, 0), (M::DELETE, 0)])?;
             match *m {
                 M::GET => api.read(|s| inventories::show(s, uuid, class)),
                 M::PUT => api.write(|s| inventories::update(s, ctx, uuid, class, call)),
@@ -69,7 +69,7 @@ pub(crate) fn route(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply,
             }
         }
         ["resource_providers", uuid, "traits"] => {
-            allowed(ctx, m, &[(M::GET, 6), (M::PUT, 6), (M::DELETE, 6)])?;
+            allowed(ctx, call, &[(M::GET, 6), (M::PUT, 6), (M::DELETE, 6)])?;
             match *m {
                 M::GET => api.read(|s| traits::of_provider(s, uuid)),
                 M::PUT => api.write(|s| traits::set_on_provider(s, uuid, call)),
@@ -77,26 +77,26 @@ pub(crate) fn route(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply,
             }
         }
         ["resource_providers", uuid, "aggregates"] => {
-            allowed(ctx, m, &[(M::GET, 1), (M::PUT, 1)])?;
+            allowed(ctx, call, &[(M::GET, 1), (M::PUT, 1)])?;
             match *m {
                 M::GET => api.read(|s| providers::aggregates(s, ctx, uuid)),
                 _ => api.write(|s| providers::set_aggregates(s, ctx, uuid, call)),
             }
         }
         ["resource_providers", uuid, "usages"] => {
-            allowed(ctx, m, &[(M::GET, 0)])?;
+            allowed(ctx, call, &[(M::GET, 0)])?;
             api.read(|s| allocations::provider_usages(s, uuid))
         }
         ["resource_providers", uuid, "allocations"] => {
-            allowed(ctx, m, &[(M::GET, 0)])?;
+            allowed(ctx, call, &[(M::GET, 0)])?;
             api.read(|s| allocations::of_provider(s, ctx, uuid))
         }
         ["traits"] => {
-            allowed(ctx, m, &[(M::GET, 6)])?;
+            allowed(ctx, call, &[(M::GET, 6)])?;
             api.read(|s| traits::list(s, &call.query))
         }
         ["traits", name] => {
-            allowed(ctx, m, &[(M::GET, 6), (M::PUT, 6), (M::DELETE, 6)])?;
+            allowed(ctx, call, &[(M::GET, 6), (M::PUT, 6), (M::DELETE, 6)])?;
             match *m {
                 M::GET => api
                     .read(|s| traits::show(s, name))
@@ -108,14 +108,14 @@ pub(crate) fn route(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply,
             }
         }
         ["resource_classes"] => {
-            allowed(ctx, m, &[(M::GET, 2), (M::POST, 2)])?;
+            allowed(ctx, call, &[(M::GET, 2), (M::POST, 2)])?;
             match *m {
                 M::GET => api.read(classes::list),
                 _ => api.write(|s| classes::create(s, call)),
             }
         }
         ["resource_classes", name] => {
-            allowed(ctx, m, &[(M::GET, 2), (M::PUT, 2), (M::DELETE, 2)])?;
+            allowed(ctx, call, &[(M::GET, 2), (M::PUT, 2), (M::DELETE, 2)])?;
             match *m {
                 M::GET => api.read(|s| classes::show(s, name)),
                 M::PUT if ctx.mv.0 < 7 => api.write(|s| classes::rename(s, name, call)),
@@ -124,7 +124,7 @@ pub(crate) fn route(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply,
             }
         }
         ["allocations", consumer] => {
-            allowed(ctx, m, &[(M::GET, 0), (M::PUT, 0), (M::DELETE, 0)])?;
+            allowed(ctx, call, &[(M::GET, 0), (M::PUT, 0), (M::DELETE, 0)])?;
             match *m {
                 M::GET => api.read(|s| allocations::show(s, ctx, consumer)),
                 M::PUT => api.write(|s| allocations::put(s, ctx, consumer, call)),
@@ -132,39 +132,75 @@ pub(crate) fn route(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply,
             }
         }
         ["kubeplace", "explain"] => {
-            allowed(ctx, m, &[(M::GET, 0)])?;
+            allowed(ctx, call, &[(M::GET, 0)])?;
             extensions::explain_candidates(api, ctx, &call.query, &call.stop)
         }
         ["kubeplace", "headroom"] => {
-            allowed(ctx, m, &[(M::GET, 0)])?;
+            allowed(ctx, call, &[(M::GET, 0)])?;
             extensions::flavor_headroom(api, &call.query)
         }
         ["allocation_candidates"] => {
-            allowed(ctx, m, &[(M::GET, 10)])?;
+            allowed(ctx, call, &[(M::GET, 10)])?;
             allocations::candidates(api, ctx, call)
         }
         ["allocations"] => {
-            allowed(ctx, m, &[(M::POST, 13)])?;
+            allowed(ctx, call, &[(M::POST, 13)])?;
             api.write(|s| allocations::post(s, ctx, call))
         }
         ["usages"] => {
-            allowed(ctx, m, &[(M::GET, 9)])?;
+            allowed(ctx, call, &[(M::GET, 9)])?;
             api.read(|s| allocations::project_usages(s, ctx, &call.query))
         }
         ["reshaper"] => {
-            allowed(ctx, m, &[(M::POST, 30)])?;
+            allowed(ctx, call, &[(M::POST, 30)])?;
             api.write(|s| reshaper::reshape(s, ctx, call))
         }
         _ => Err(ApiError::not_found("")),
     }
 }
 
+/// Whether the request is a write, served at its version, whose route takes a JSON body.
+pub(crate) fn takes_body(ctx: &Ctx, call: &Call) -> bool {
+    let segments: Vec<&str> = call
+        .path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let (put, post) = (call.method == Method::PUT, call.method == Method::POST);
+    let v = ctx.mv.0;
+    match segments.as_slice() {
+        ["resource_providers"] | ["allocations"] if post => {
+            segments[0] == "resource_providers" || v >= 13
+        }
+        ["resource_providers", _] | ["resource_providers", _, "inventories", _] => put,
+        ["resource_providers", _, "inventories"] => put || post,
+        ["resource_providers", _, "aggregates"] => put && v >= 1,
+        ["resource_providers", _, "traits"] => put && v >= 6,
+        ["resource_classes"] => post && v >= 2,
+        ["resource_classes", _] => put && (2..7).contains(&v),
+        ["allocations", _] => put,
+        ["reshaper"] => post && v >= 30,
+        _ => false,
+    }
+}
+
 /// Checks the method against the route's, as Placement's router and version checks do: a
 /// method the path does not have is a 405 listing the methods it has (at any version); one
 /// it has from a later version than the requested one is a 404.
-fn allowed(ctx: &Ctx, method: &Method, methods: Methods<'_>) -> Result<(), ApiError> {
+/// A GET served there must be able to take JSON, the only type answered (406).
+fn allowed(ctx: &Ctx, call: &Call, methods: Methods<'_>) -> Result<(), ApiError> {
+    let method = &call.method;
     match methods.iter().find(|(m, _)| m == method) {
-        Some((_, from)) if ctx.mv.0 >= *from => Ok(()),
+        Some((_, from)) if ctx.mv.0 >= *from => {
+            if method == Method::GET && !accept::takes_json(&call.headers) {
+                return Err(ApiError::new(
+                    StatusCode::NOT_ACCEPTABLE,
+                    "this server answers with application/json only; send an Accept header that takes it, or none",
+                ));
+            }
+            Ok(())
+        }
         Some(_) => Err(ApiError::not_found("")),
         None => Err(not_allowed(method, methods.iter().map(|(m, _)| m))),
     }

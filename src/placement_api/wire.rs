@@ -300,7 +300,9 @@ pub(crate) fn error(ctx: &Ctx, e: ApiError) -> Reply {
     if ctx.mv.0 >= 23 {
         entry["code"] = Value::from(e.code);
     }
-    let mut reply = finish(ctx, json_reply(e.status, &json!({"errors": [entry]})));
+    let body = json!({"errors": [entry]});
+    let mut reply = finish(ctx, json_reply(e.status, &body));
+    reply.extensions_mut().insert(ErrorBody(body));
     if let Some(allow) = e.allow
         && let Ok(v) = HeaderValue::from_str(&allow)
     {
@@ -327,13 +329,19 @@ pub(crate) fn version_error(request_id: &str, e: ApiError, max: &str) -> Reply {
         entry["max_version"] = Value::from(max);
         entry["min_version"] = Value::from("1.0");
     }
-    with_request_id(
-        json_reply(e.status, &json!({"errors": [entry]})),
-        request_id,
-    )
+    let body = json!({"errors": [entry]});
+    let mut reply = with_request_id(json_reply(e.status, &body), request_id);
+    reply.extensions_mut().insert(ErrorBody(body));
+    reply
 }
 
-/// 401 (no token) or 403 (another token), shaped as Placement's auth middleware shapes them.
+/// An error answer's body, kept beside its JSON so that it can be written otherwise for a
+/// caller that asks for HTML ([`super::accept::error_for`]).
+#[derive(Clone)]
+pub(crate) struct ErrorBody(pub Value);
+
+/// 401 (no token) or 429 (too many new tokens), shaped as the authentication in front of
+/// Placement shapes them.
 pub(crate) fn auth_error(status: StatusCode, message: &str) -> Reply {
     json_reply(
         status,
