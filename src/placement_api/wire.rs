@@ -336,7 +336,7 @@ pub(crate) fn version_error(request_id: &str, e: ApiError, max: &str) -> Reply {
 }
 
 /// An error answer's body, kept beside its JSON so that it can be written otherwise for a
-/// caller that asks for HTML ([`super::accept::error_for`]).
+/// caller that asks for HTML (see accept.rs).
 #[derive(Clone)]
 pub(crate) struct ErrorBody(pub Value);
 
