@@ -1,45 +1,20 @@
 #!/usr/bin/env bash
-# Creates the virtualenv that run.py (Placement's gabbits against kubeplace)
-# runs in: real Placement 16.0.0, whose wheel ships the gabbit files and the
-# fixtures that build each file's state, gabbi to run them, and the test-only
-# libraries those fixtures import (fixtures, oslotest; oslo.db's test fixtures
-# need testresources and testscenarios, which oslo.db already requires).
-# wsgi-intercept is not needed: the fixture state is read through Placement's
-# WSGI app directly and the tests go over real HTTP.
+# Creates the virtualenv that hack/gabbi/run.py (and tests/placement_gabbi.rs) run
+# Placement's own gabbi files in: real Placement 16.0.0, whose package carries the
+# gabbi files and the fixtures that build each file's state, gabbi to run them, and
+# the test libraries those fixtures import. Idempotent: kept under ~/.cache/kubeplace
+# and rebuilt only when the pins below change. Needs python3 with venv and PyPI.
 #
-# Idempotent: the venv is kept under ~/.cache/kubeplace and rebuilt only when
-# the pins below change (they are recorded in the venv, as hack/pinned-venv.sh
-# does). Quiet unless failing; prints the venv's path. Needs python3 with venv
-# and access to PyPI (about 20 s with pip's cache filled).
-#
-#   ./venv.sh                        # prints the venv's path
-#   KUBEPLACE_GABBI_VENV=DIR ./venv.sh
+#   hack/gabbi-venv.sh          # prints the venv's path
+#   KUBEPLACE_GABBI_VENV=DIR hack/gabbi-venv.sh
 set -euo pipefail
 
 VENV=${KUBEPLACE_GABBI_VENV:-$HOME/.cache/kubeplace/gabbi-venv}
-CHECK=bin/python
-PINS=(
-  "openstack-placement==16.0.0"
-  "gabbi==4.2.3"
-  "fixtures==4.3.2"
-  "oslotest==6.1.1"
-)
-
-STAMP=$VENV/.kubeplace-requirements
-WANTED=$(printf '%s\n' "${PINS[@]}")
-
-if [[ -e $VENV/$CHECK && -f $STAMP && $(cat "$STAMP") == "$WANTED" ]]; then
-  echo "$VENV"
-  exit 0
-fi
-
-echo "gabbi-venv: creating $VENV (${PINS[*]})" >&2
-rm -rf "$VENV"
-mkdir -p "$(dirname "$VENV")"
-python3 -m venv "$VENV"
-"$VENV/bin/pip" install --quiet --disable-pip-version-check "${PINS[@]}"
-# The fixtures must import: fail here rather than in the first gabbit.
+"$(dirname "$0")/pinned-venv.sh" gabbi-venv "$VENV" bin/gabbi-run \
+  "openstack-placement==16.0.0" \
+  "gabbi==4.2.3" \
+  "fixtures==4.3.2" \
+  "oslotest==6.1.1" >/dev/null
+# The fixtures must import: fail here rather than in the first gabbi file.
 "$VENV/bin/python" -c 'import gabbi.driver, placement.tests.functional.fixtures.gabbits'
-# Record the versions last, so an interrupted install is redone.
-printf '%s\n' "$WANTED" >"$STAMP"
 echo "$VENV"

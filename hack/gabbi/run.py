@@ -37,12 +37,12 @@ and the test runs there behind the same host:port (a relay whose backend is
 switched). If it then passes (or fails on wording only) it was a CASCADE of
 an earlier difference; otherwise it is REAL.
 
-    ./run.py                                # all 79 files -> results.json
-    ./run.py --files inventory.yaml traits.yaml --out /tmp/r.json
-    ./run.py --no-cascade-check             # about 45 s instead of 150 s
-    ./triage.py results.json                # sort REAL/CASCADE into defects
+    hack/gabbi/run.py                       # all 79 files, target/debug/kubeplace
+    hack/gabbi/run.py --files inventory.yaml traits.yaml --out /tmp/r.json
+    hack/gabbi/run.py --no-cascade-check    # about 40 s instead of 150 s
+    hack/gabbi/triage.py /tmp/kubeplace-gabbi-results.json   # failures by cause
 
-Runs itself under the virtualenv ./venv.sh makes (PYTHONHASHSEED=0).
+Runs itself under the virtualenv hack/gabbi-venv.sh makes (PYTHONHASHSEED=0).
 """
 
 import argparse

@@ -9,7 +9,7 @@ ordered by how many tests each defect breaks. The rules below were written
 from one run's answers (27 Nov 2026); a failure no rule matches is listed as
 UNSORTED so that a new difference shows up instead of hiding in a bucket.
 
-    ./triage.py [results.json]
+    hack/gabbi/triage.py [RESULTS.json]
 """
 
 import json

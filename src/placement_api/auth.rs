@@ -324,8 +324,13 @@ impl Auth {
         }
         match self {
             // Compared in constant time, so the time of a refusal says nothing of how much
-            // of the token was right.
-            Auth::Token(expected) if same_token(sent, expected) => Ok(Checked::Done(Ok(()))),
+            // of the token was right. As in Placement's noauth2, `TOKEN:PROJECT` is the
+            // same caller acting in a project.
+            Auth::Token(expected)
+                if same_token(sent, expected) | same_token(caller(sent), expected) =>
+            {
+                Ok(Checked::Done(Ok(())))
+            }
             // Placement's noauth2 answers a token other than its own with 403.
             Auth::Token(_) => Ok(Checked::Done(Err(Refusal::forbidden(
                 "The X-Auth-Token sent is not the token this server accepts.",
@@ -341,6 +346,11 @@ enum Checked<'a> {
     Done(Result<(), Refusal>),
     /// Kubernetes decides.
     Review(&'a KubernetesAuth, &'a str),
+}
+
+/// The caller part of a static token sent as `CALLER:PROJECT`.
+fn caller(sent: &str) -> &str {
+    sent.split_once(':').map_or(sent, |(caller, _)| caller)
 }
 
 /// Whether two tokens are the same, in a time that depends on their lengths only.
@@ -489,6 +499,16 @@ mod tests {
             assert_eq!(refused.status, StatusCode::FORBIDDEN, "{other}");
         }
         assert!(same_token("a b", "a b") && !same_token("a", "") && !same_token("", "a"));
+        // `TOKEN:PROJECT` is the same caller in a project, as in Placement's noauth2.
+        assert_eq!(auth.check(&Method::GET, &headers("sesame:p1")), Ok(()));
+        for other in ["sesam:p1", "p1:sesame", ":sesame"] {
+            let refused = auth.check(&Method::GET, &headers(other)).unwrap_err();
+            assert_eq!(refused.status, StatusCode::FORBIDDEN, "{other}");
+        }
+        // A token holding a colon itself is matched whole.
+        let colon = Auth::Token("a:b".into());
+        assert_eq!(colon.check(&Method::GET, &headers("a:b")), Ok(()));
+        assert!(colon.check(&Method::GET, &headers("a")).is_err());
     }
 
     #[test]
