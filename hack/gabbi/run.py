@@ -110,12 +110,15 @@ class WSGIClient:
 
 
 class HTTPClient:
-    def __init__(self, base):
+    def __init__(self, base, token=None):
         import httpx
         self.client = httpx.Client(base_url=base, timeout=60)
+        self.token = token
 
     def call(self, method, path, body=None, version='1.39'):
         headers = dict(HARNESS_HEADERS)
+        if self.token:
+            headers['x-auth-token'] = self.token
         headers['openstack-api-version'] = 'placement %s' % version
         kw = {}
         if body is not None:
@@ -187,6 +190,28 @@ def dump_state(client):
             v.pop('generation', None)
         state['consumers'][c] = a
     return state
+
+
+def empty_placement(port, token):
+    """Deletes everything a file may have left through the API: consumers'
+    allocations, providers children first, custom traits and classes."""
+    client = HTTPClient('http://127.0.0.1:%d' % port, token)
+    try:
+        state = dump_state(client)
+        for c in state['consumers']:
+            must(client, 'DELETE', '/allocations/%s' % c, ok=(204, 404))
+        for p in reversed(order_parents_first(state['providers'])):
+            must(client, 'DELETE', '/resource_providers/%s' % p['uuid'],
+                 ok=(204, 404))
+        for t in state['traits']:
+            must(client, 'DELETE', '/traits/%s' % t, ok=(204, 404))
+        for rc in state['resource_classes']:
+            must(client, 'DELETE', '/resource_classes/%s' % rc, ok=(204, 404))
+        left = dump_state(client)
+        if left['providers'] or left['traits'] or left['resource_classes']:
+            raise ReplayError('kubeplace could not be emptied: %r' % left)
+    finally:
+        client.close()
 
 
 def order_parents_first(providers):
@@ -434,7 +459,7 @@ class Proxy:
 
 # --kubeplace-admin-token: every token sent to kubeplace becomes `admin`, to
 # see what the token wall hides (the tests that expect a 403 then fail).
-REWRITE_TOKEN = {'on': False}
+REWRITE_TOKEN = {'on': False, 'to': 'admin'}
 
 
 def install_gabbi_hooks():
@@ -449,7 +474,8 @@ def install_gabbi_hooks():
                      timeout=30):
         if REWRITE_TOKEN['on'] and 'x-auth-token' in {
                 k.lower() for k in headers}:
-            headers = {k: ('admin' if k.lower() == 'x-auth-token' else v)
+            headers = {k: (REWRITE_TOKEN['to'] if k.lower() == 'x-auth-token'
+                           else v)
                        for k, v in headers.items()}
         self._kp_request = {
             'method': method, 'url': url,
@@ -679,8 +705,8 @@ def fresh_control(started, conf):
     return ControlServer(deploy.loadapp(conf))
 
 
-def load_into(port, state):
-    client = HTTPClient('http://127.0.0.1:%d' % port)
+def load_into(port, state, token=None):
+    client = HTTPClient('http://127.0.0.1:%d' % port, token)
     try:
         notes = replay_state(client, state)
         diff = diff_state(state, dump_state(client))
@@ -775,7 +801,26 @@ def run_file(path, args, fixtures_mod, kubeplace_bin):
             rec['time_control'] = round(time.time() - t1, 2)
 
         kp = None
-        if not args.no_kubeplace:
+        if not args.no_kubeplace and args.kubeplace_port:
+            # Served elsewhere (`kubeplace run` over a cluster): emptied
+            # through the API, written and run with --kubeplace-token.
+            t2 = time.time()
+            empty_placement(args.kubeplace_port, args.kubeplace_token)
+            try:
+                notes, diff = load_into(args.kubeplace_port, state,
+                                        args.kubeplace_token)
+                rec['replay_notes_kubeplace'] = notes
+                rec['replay_diff_kubeplace'] = diff
+            except ReplayError as exc:
+                rec['replay_error_kubeplace'] = str(exc)
+            REWRITE_TOKEN.update(on=True, to=args.kubeplace_token)
+            try:
+                kp = run_gabbit(path, suite_dict, '127.0.0.1',
+                                args.kubeplace_port)
+            finally:
+                REWRITE_TOKEN.update(on=False, to='admin')
+            rec['time_kubeplace'] = round(time.time() - t2, 2)
+        elif not args.no_kubeplace:
             t2 = time.time()
             server = KubeplaceServer(kubeplace_bin, args.kubeplace_log)
             try:
@@ -900,12 +945,24 @@ def main():
                     help='diagnosis: send every token to kubeplace as admin '
                     '(shows what the token wall hides; the tests expecting '
                     'a 403 then fail)')
+    ap.add_argument('--kubeplace-port', type=int,
+                    help='run against kubeplace already serving on '
+                    '127.0.0.1:PORT (`kubeplace run --placement-addr`) '
+                    'instead of a `placement serve` of its own; implies '
+                    '--no-cascade-check')
+    ap.add_argument('--kubeplace-token',
+                    help='with --kubeplace-port: the token every request '
+                    'to kubeplace carries')
     ap.add_argument('--no-cascade-check', dest='cascade_check',
                     action='store_false',
                     help='do not re-run each real failure from the '
                     'control\'s state (faster; cascades are then counted as '
                     'real)')
     args = ap.parse_args()
+    if args.kubeplace_port:
+        if not args.kubeplace_token:
+            sys.exit('--kubeplace-port needs --kubeplace-token')
+        args.cascade_check = False
 
     # The fixtures' logging fixture captures Placement's logs (else they go to
     # stderr).

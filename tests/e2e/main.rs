@@ -12,6 +12,7 @@ mod claims;
 mod client_auth;
 mod failover;
 mod faults;
+mod gabbi;
 mod node;
 mod nova;
 mod placement_api;
