@@ -83,7 +83,9 @@ pub(crate) fn reshape(state: &mut State<'_>, ctx: &Ctx, call: &Call) -> Result<R
         wanted_by_consumer.push((consumer, allocations::parse_consumer(ctx, entry, true)?));
     }
 
-    let mut providers = Vec::new();
+    // Every provider must exist before any generation is judged, so that the answer does
+    // not hang on the order of the body's keys.
+    let mut found = Vec::new();
     for (uuid, generation, inventories) in given {
         let name = state.provider_name(uuid).map_err(|_| {
             ApiError::bad_request(format!(
@@ -91,6 +93,10 @@ pub(crate) fn reshape(state: &mut State<'_>, ctx: &Ctx, call: &Call) -> Result<R
             ))
             .with_code(code::PROVIDER_NOT_FOUND)
         })?;
+        found.push((uuid, name, generation, inventories));
+    }
+    let mut providers = Vec::new();
+    for (uuid, name, generation, inventories) in found {
         state.check_generation(uuid, generation)?;
         for class in inventories.keys() {
             inventories::known_class(state, uuid, class)?;

@@ -85,7 +85,6 @@ const OVER_A_CLUSTER: &[(&str, &str)] = &[
     ("inventory.yaml", "delete all inventory with put"),
     ("inventory.yaml", "get generation after deletion"),
     ("reshaper.yaml", "empty allocations inv in use"),
-    ("reshaper.yaml", "move to bad child 400"),
     ("reshaper.yaml", "target resource class not found"),
     (
         "reshaper.yaml",
