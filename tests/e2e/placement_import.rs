@@ -2,14 +2,16 @@
 //! Placement 16 from `hack/placement-venv.sh`) copied into the cluster through the API server
 //! (admission runs), one of its providers already there with other inventories, then read
 //! back through kubeplace's Placement API over the cluster and compared with Placement's
-//! answers; a second run writes nothing.
+//! answers; a second run writes nothing. Then exported from the cluster into an empty
+//! Placement (the same reads again) and into the one it came from (nothing to write, then
+//! only what changed in kubeplace).
 
 use serde_json::{Value, json};
 
 use super::placement_api::{ACCESS, call, token, wait_for_api};
 use super::real_placement::{self, RealPlacement};
-use super::support::{self, exclusive_lock};
-use super::{Operator, crds_installed};
+use super::support;
+use super::{Operator, private_with_crds};
 
 fn uuid(kind: u32, n: u32) -> String {
     format!("{kind:08x}-0000-4000-8000-{n:012x}")
@@ -82,8 +84,8 @@ fn read(get: &dyn Fn(&str) -> Value, path: &str) -> Value {
 
 #[test]
 fn a_live_placement_is_imported_into_the_cluster() {
-    let _exclusive = exclusive_lock();
-    let cp = crds_installed();
+    // A cluster of its own: export reads the whole cluster back.
+    let cp = &private_with_crds();
     cp.kubectl_stdin(&["apply", "-f", "-"], ACCESS).ok();
     let writer = token(cp, "placement-writer");
     let port = support::free_port();
@@ -273,21 +275,74 @@ fn a_live_placement_is_imported_into_the_cluster() {
         kube("/traits?name=startswith:CUSTOM_E2E_IMPORT_")
     );
 
-    for c in &consumers {
-        cp.kubectl(&["delete", "allocation", c]).ok();
-    }
-    // Children before their parents.
-    let mine: Vec<String> = names
-        .stdout
-        .lines()
-        .filter(|l| l.contains("e2e-import-"))
-        .map(str::to_string)
+    // From the cluster into an empty Placement: the same answers; a second export, nothing.
+    let export = |to: &str, extra: &[&str]| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kubeplace"));
+        cmd.args(["placement", "export", "--to", to, "--kubeconfig"])
+            .arg(&cp.kubeconfig)
+            .args(["--namespace", "default"])
+            .args(extra);
+        let out = cmd.output().expect("kubeplace runs");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let empty = RealPlacement::start();
+    let (done, _, err) = export(&empty.url, &[]);
+    assert!(done, "{err}");
+    let back = |p: &str| real_placement::ok(&empty.url, "GET", p, None);
+    let differing: Vec<&String> = paths
+        .iter()
+        .filter(|p| read(&real, p) != read(&back, p))
         .collect();
-    let (children, roots): (Vec<&String>, Vec<&String>) =
-        mine.iter().partition(|l| l.contains("numa0"));
-    for group in [children, roots] {
-        let mut args = vec!["delete"];
-        args.extend(group.iter().map(|s| s.as_str()));
-        cp.kubectl(&args).ok();
+    assert!(differing.is_empty(), "after export: {differing:?}");
+    let (done, _, err) = export(&empty.url, &[]);
+    assert!(done && err.contains("0 writes to make"), "{err}");
+    let unused = back("/traits?name=startswith:CUSTOM_E2E_IMPORT_");
+    assert_eq!(
+        unused["traits"].as_array().map(Vec::len),
+        Some(2),
+        "{unused}"
+    );
+
+    // Back into the Placement it came from: nothing to write; after a consumer leaves in
+    // kubeplace, exactly that.
+    let (done, said, err) = export(&url, &["--dry-run"]);
+    assert!(done && said.is_empty(), "{said}{err}");
+    let (status, body) = call(
+        port,
+        "DELETE",
+        &format!("/allocations/{}", consumers[3]),
+        Some(&writer),
+        None,
+    );
+    assert_eq!(status, 204, "{body}");
+    let mut said = String::new();
+    for _ in 0..20 {
+        let (done, out, err) = export(&url, &["--dry-run"]);
+        assert!(done, "{err}");
+        said = out;
+        if !said.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
     }
+    assert_eq!(
+        said.trim(),
+        format!(
+            "DELETE /allocations/{}: delete the allocations of consumer {}",
+            consumers[3], consumers[3]
+        )
+    );
+    let (done, _, err) = export(&url, &[]);
+    assert!(done, "{err}");
+    let (status, _) =
+        real_placement::call(&url, "GET", &format!("/allocations/{}", consumers[3]), None);
+    assert_eq!(status, 200);
+    assert_eq!(
+        real(&format!("/allocations/{}", consumers[3]))["allocations"],
+        json!({})
+    );
 }
