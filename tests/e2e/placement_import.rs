@@ -346,3 +346,126 @@ fn a_live_placement_is_imported_into_the_cluster() {
         json!({})
     );
 }
+
+/// How fast a larger Placement goes into the real control plane, with the operator's
+/// admission webhook deciding every object (claims included). Not run by default:
+///
+/// ```sh
+/// KUBEPLACE_IMPORT_TREES=400 cargo test --test e2e placement_import::import_speed -- --ignored --nocapture
+/// ```
+///
+/// The cloud (`trees` compute trees of a root, two NUMA cells and a physical function, ten
+/// sharing pools, two consumers a tree) is loaded into real Placement by
+/// `hack/placement-oracle/oracle.py` (its bulk loader: the API would take minutes).
+#[test]
+#[ignore]
+fn import_speed() {
+    let trees: u32 = std::env::var("KUBEPLACE_IMPORT_TREES")
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(400);
+    let dir = tempfile::tempdir().unwrap();
+    let mut items = Vec::new();
+    let rp = |name: String, parent: Option<String>, inv: Value, traits: Value, aggs: Value| {
+        json!({"apiVersion": "kubeplace.io/v1alpha1", "kind": "ResourceProvider",
+               "metadata": {"name": name},
+               "spec": {"parent": parent, "inventories": inv, "traits": traits, "aggregates": aggs}})
+    };
+    let agg = |i: u32| format!("a9900000-0000-4000-8000-{:012x}", i % 10);
+    for i in 0..10 {
+        items.push(rp(
+            format!("pool-{i}"),
+            None,
+            json!({"DISK_GB": {"total": 1000000}}),
+            json!(["MISC_SHARES_VIA_AGGREGATE"]),
+            json!([agg(i)]),
+        ));
+    }
+    for n in 0..trees {
+        let root = format!("cn{n}");
+        items.push(rp(
+            root.clone(),
+            None,
+            json!({"DISK_GB": {"total": 500}}),
+            json!(["COMPUTE_NODE"]),
+            json!([agg(n)]),
+        ));
+        for cell in 0..2 {
+            items.push(rp(format!("cn{n}-numa{cell}"), Some(root.clone()),
+                json!({"VCPU": {"total": 32, "allocationRatio": 4.0}, "MEMORY_MB": {"total": 131072}}),
+                json!(["HW_NUMA_ROOT"]), json!([])));
+        }
+        items.push(rp(
+            format!("cn{n}-pf0"),
+            Some(format!("cn{n}-numa0")),
+            json!({"SRIOV_NET_VF": {"total": 16}}),
+            json!(["HW_NIC_OFFLOAD_VXLAN"]),
+            json!([]),
+        ));
+        for k in 0..2 {
+            let c = uuid(0xbe1c, n * 2 + k);
+            items.push(json!({"apiVersion": "kubeplace.io/v1alpha1", "kind": "Allocation",
+                "metadata": {"name": c},
+                "spec": {"consumer": c, "allocations": [
+                    {"provider": format!("cn{n}-numa{k}"), "resources": {"VCPU": 2, "MEMORY_MB": 4096}},
+                    {"provider": format!("pool-{}", n % 10), "resources": {"DISK_GB": 20}}]}}));
+        }
+    }
+    let file = dir.path().join("cloud.json");
+    std::fs::write(
+        &file,
+        json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string(),
+    )
+    .unwrap();
+    let venv = real_placement::python();
+    let venv = venv
+        .parent()
+        .and_then(|b| b.parent())
+        .unwrap()
+        .to_path_buf();
+    let mut oracle = std::process::Command::new("python3")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/hack/placement-oracle/oracle.py"
+        ))
+        .args(["serve", "-f"])
+        .arg(&file)
+        .env("PLACEMENT_VENV", &venv)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("oracle.py starts");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(oracle.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let url = line.trim().to_string();
+    assert!(url.starts_with("http://"), "oracle.py said {line:?}");
+
+    let cp = &private_with_crds();
+    let port = support::free_port();
+    let addr = format!("--placement-addr=127.0.0.1:{port}");
+    let op = Operator::start(
+        cp,
+        "kubeplace-import-speed",
+        &["--leader-elect=false", &addr],
+    );
+    wait_for_api(port, &op);
+    let started = std::time::Instant::now();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubeplace"))
+        .args(["placement", "import", "--from", &url, "--kubeconfig"])
+        .arg(&cp.kubeconfig)
+        .args(["--namespace", "default"])
+        .output()
+        .expect("kubeplace runs");
+    let took = started.elapsed().as_secs_f64();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let _ = oracle.kill();
+    let _ = oracle.wait();
+    assert!(out.status.success(), "{err}");
+    println!(
+        "import of {trees} trees ({} objects) in {took:.1} s:\n{err}",
+        items.len()
+    );
+}
