@@ -126,6 +126,27 @@ impl PlacementClient {
         })
     }
 
+    /// Another client of the same endpoint, with a connection of its own (for reads made
+    /// side by side).
+    pub fn sibling(&self) -> Result<PlacementClient, ClientError> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| ClientError::Unreachable {
+                url: self.url.clone(),
+                reason: format!("cannot start the runtime: {e}"),
+            })?;
+        Ok(PlacementClient {
+            runtime,
+            base: self.base.clone(),
+            url: self.url.clone(),
+            token: self.token.clone(),
+            tls: self.tls.clone(),
+            sender: None,
+            requests: 0,
+        })
+    }
+
     /// The endpoint, as given.
     pub fn url(&self) -> &str {
         &self.url
@@ -186,7 +207,8 @@ impl PlacementClient {
     ) -> Result<(u16, Value), ClientError> {
         self.requests += 1;
         // A kept connection the server closed is made again, once.
-        for attempt in 0..2 {
+        let mut attempt = 0;
+        loop {
             let fresh = self.sender.is_none();
             match self.try_send(method.clone(), path, body) {
                 Ok(answer) => return Ok(answer),
@@ -198,6 +220,7 @@ impl PlacementClient {
                             reason,
                         });
                     }
+                    attempt += 1;
                 }
                 Err(Failure::Answer(reason)) => {
                     self.sender = None;
@@ -209,7 +232,6 @@ impl PlacementClient {
                 }
             }
         }
-        unreachable!("the loop returns")
     }
 
     fn try_send(

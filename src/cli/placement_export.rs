@@ -97,7 +97,11 @@ pub fn main(args: &ExportArgs) -> Exit {
         source.consumers.len(),
         client.url()
     ));
-    let target = match placement_snapshot::read(&mut client, &mut progress) {
+    let target = match placement_snapshot::read(
+        &mut client,
+        usize::from(args.auth.connections),
+        &mut progress,
+    ) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("kubeplace placement export: {e}; nothing was written");

@@ -92,6 +92,9 @@ pub struct SourceAuth {
     /// The CA (PEM) an `https://` Placement's certificate is checked against.
     #[arg(long, value_name = "PATH")]
     pub ca_file: Option<PathBuf>,
+    /// Connections Placement is read over side by side (1 to 32).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=32))]
+    pub connections: u16,
 }
 
 /// A manifest's format.
@@ -128,7 +131,11 @@ pub fn main(args: &ImportArgs) -> Exit {
             }
         };
     progress.say(&format!("reading {}", client.url()));
-    let snapshot = match placement_snapshot::read(&mut client, &mut progress) {
+    let snapshot = match placement_snapshot::read(
+        &mut client,
+        usize::from(args.auth.connections),
+        &mut progress,
+    ) {
         Ok(s) => s,
         Err(e) => return fail(&format!("{e}; nothing was written")),
     };

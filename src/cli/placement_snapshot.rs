@@ -14,6 +14,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use kubeplace_api::Inventory;
@@ -136,8 +137,13 @@ impl Progress {
     }
 }
 
-/// Reads the whole of Placement, consistently (see the module's doc).
-pub fn read(client: &mut PlacementClient, progress: &mut Progress) -> Result<Snapshot, ReadError> {
+/// Reads the whole of Placement, consistently (see the module's doc), over `connections`
+/// connections side by side.
+pub fn read(
+    client: &mut PlacementClient,
+    connections: usize,
+    progress: &mut Progress,
+) -> Result<Snapshot, ReadError> {
     let mut providers: HashMap<String, Provider> = HashMap::new();
     let mut on_provider: HashMap<String, BTreeMap<String, BTreeMap<String, i64>>> = HashMap::new();
     let mut consumers: HashMap<String, Consumer> = HashMap::new();
@@ -160,18 +166,20 @@ pub fn read(client: &mut PlacementClient, progress: &mut Progress) -> Result<Sna
             }
             keep
         });
-        let total = listing.len();
         let mut moved: Vec<String> = Vec::new();
-        for (done, (uuid, listed)) in listing.iter().enumerate() {
-            progress.tick(|| format!("reading providers: {done}/{total}"));
-            if providers.contains_key(uuid) {
-                continue;
-            }
-            match read_provider(client, uuid, listed)? {
+        let todo: Vec<(&String, &Listed)> = listing
+            .iter()
+            .filter(|(uuid, _)| !providers.contains_key(*uuid))
+            .collect();
+        let read = side_by_side(client, connections, &todo, "providers", progress, |c, t| {
+            read_provider(c, t.0, t.1)
+        })?;
+        for ((uuid, _), result) in todo.iter().zip(read) {
+            match result? {
                 Some((p, allocations)) => {
                     stale.extend(allocations.keys().cloned());
-                    on_provider.insert(uuid.clone(), allocations);
-                    providers.insert(uuid.clone(), p);
+                    on_provider.insert((*uuid).clone(), allocations);
+                    providers.insert((*uuid).clone(), p);
                 }
                 None => moved.push(format!("provider {uuid}")),
             }
@@ -182,16 +190,19 @@ pub fn read(client: &mut PlacementClient, progress: &mut Progress) -> Result<Sna
             .flat_map(|a| a.keys().cloned())
             .collect();
         consumers.retain(|c, _| wanted.contains(c) && !stale.contains(c));
-        let total = wanted.len();
-        for (done, uuid) in wanted.iter().enumerate() {
-            progress.tick(|| format!("reading consumers: {done}/{total}"));
-            if consumers.contains_key(uuid) {
-                continue;
-            }
-            if let Some(c) = read_consumer(client, uuid)? {
-                consumers.insert(uuid.clone(), c);
-            } else {
-                moved.push(format!("consumer {uuid}"));
+        let todo: Vec<&String> = wanted
+            .iter()
+            .filter(|c| !consumers.contains_key(*c))
+            .collect();
+        let read = side_by_side(client, connections, &todo, "consumers", progress, |c, u| {
+            read_consumer(c, u)
+        })?;
+        for (uuid, result) in todo.iter().zip(read) {
+            match result? {
+                Some(c) => {
+                    consumers.insert((*uuid).clone(), c);
+                }
+                None => moved.push(format!("consumer {uuid}")),
             }
         }
         // Each consumer's own answer must agree with what its providers said of it.
@@ -465,4 +476,58 @@ fn parents_first(providers: HashMap<String, Provider>) -> Vec<Provider> {
     rest.sort_by(|a, b| a.name.cmp(&b.name));
     out.extend(rest);
     out
+}
+
+/// `work` over every item, on `connections` connections of their own side by side (one
+/// thread each), the results in the items' order; progress from this thread.
+fn side_by_side<T: Sync, R: Send>(
+    client: &mut PlacementClient,
+    connections: usize,
+    items: &[T],
+    what: &str,
+    progress: &mut Progress,
+    work: impl Fn(&mut PlacementClient, &T) -> R + Sync,
+) -> Result<Vec<R>, ClientError> {
+    let total = items.len();
+    if connections <= 1 || total < 2 * connections {
+        let mut out = Vec::with_capacity(total);
+        for (done, item) in items.iter().enumerate() {
+            progress.tick(|| format!("reading {what}: {done}/{total}"));
+            out.push(work(client, item));
+        }
+        return Ok(out);
+    }
+    let mut workers = Vec::with_capacity(connections);
+    for _ in 0..connections {
+        workers.push(client.sibling()?);
+    }
+    let done = AtomicUsize::new(0);
+    let mut results: Vec<(usize, R)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = workers
+            .iter_mut()
+            .enumerate()
+            .map(|(w, c)| {
+                let (work, done) = (&work, &done);
+                scope.spawn(move || {
+                    let mut out = Vec::new();
+                    for (i, item) in items.iter().enumerate().skip(w).step_by(connections) {
+                        out.push((i, work(c, item)));
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                    out
+                })
+            })
+            .collect();
+        while !handles.iter().all(|h| h.is_finished()) {
+            std::thread::sleep(Duration::from_millis(100));
+            progress.tick(|| format!("reading {what}: {}/{total}", done.load(Ordering::Relaxed)));
+        }
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    client.requests += workers.iter().map(|w| w.requests).sum::<u64>();
+    results.sort_by_key(|(i, _)| *i);
+    Ok(results.into_iter().map(|(_, r)| r).collect())
 }
