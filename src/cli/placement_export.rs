@@ -573,3 +573,81 @@ fn plan(source: &Snapshot, target: &Snapshot) -> Result<Vec<Op>, Vec<String>> {
     }
     Ok(ops)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::placement_snapshot::tests::provider;
+
+    fn consumer(uuid: &str, rp: &str, consumer_type: &str) -> Consumer {
+        Consumer {
+            uuid: uuid.to_string(),
+            project_id: "p".to_string(),
+            user_id: "u".to_string(),
+            consumer_type: consumer_type.to_string(),
+            generation: None,
+            allocations: BTreeMap::from([(
+                rp.to_string(),
+                BTreeMap::from([("VCPU".to_string(), 1)]),
+            )]),
+        }
+    }
+
+    #[test]
+    fn only_differences_are_written_in_order() {
+        let mut cn1 = provider("u1", "cn1", None);
+        cn1.inventories
+            .insert("VCPU".to_string(), Inventory::with_total(4));
+        let numa = provider("u2", "cn1_NUMA0", Some("u1"));
+        let source = Snapshot {
+            custom_traits: BTreeSet::from(["CUSTOM_X".to_string()]),
+            providers: vec![cn1.clone(), numa],
+            consumers: BTreeMap::from([("c1".to_string(), consumer("c1", "u1", "INSTANCE"))]),
+            ..Default::default()
+        };
+        let target = Snapshot {
+            providers: vec![cn1, provider("u9", "gone", None)],
+            consumers: BTreeMap::from([("c9".to_string(), consumer("c9", "u9", "INSTANCE"))]),
+            ..Default::default()
+        };
+        let ops = plan(&source, &target).unwrap();
+        let said: Vec<String> = ops
+            .iter()
+            .map(|o| format!("{} {}", o.method, o.path))
+            .collect();
+        assert_eq!(
+            said,
+            [
+                "PUT /traits/CUSTOM_X",
+                "DELETE /allocations/c9",
+                "POST /resource_providers",
+                "PUT /allocations/c1",
+                "DELETE /resource_providers/u9",
+            ]
+        );
+        // The same state on both sides: nothing.
+        assert!(plan(&source, &source).unwrap().is_empty());
+    }
+
+    #[test]
+    fn what_placement_would_refuse_is_named_before_any_write() {
+        let source = Snapshot {
+            providers: vec![provider("u1", "cn1", None)],
+            consumers: BTreeMap::from([("c1".to_string(), consumer("c1", "u1", "vm-like"))]),
+            ..Default::default()
+        };
+        let target = Snapshot {
+            providers: vec![provider("u7", "cn1", None)],
+            ..Default::default()
+        };
+        let refusals = plan(&source, &target).unwrap_err();
+        assert!(
+            refusals[0].contains("\"cn1\" (u1)") && refusals[0].contains("u7"),
+            "{refusals:?}"
+        );
+        assert!(
+            refusals[1].contains("consumer c1") && refusals[1].contains("vm-like"),
+            "{refusals:?}"
+        );
+    }
+}

@@ -883,3 +883,49 @@ async fn write_one(client: &Client, o: Object) -> Result<(), String> {
         e => format!("writing {what}: {e}"),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::placement_snapshot::tests::provider;
+
+    #[test]
+    fn names_kubernetes_refuses_are_stored_as_the_api_stores_them() {
+        let snapshot = Snapshot {
+            providers: vec![
+                provider("a0000000-0000-4000-8000-000000000001", "cn1", None),
+                provider(
+                    "a0000000-0000-4000-8000-000000000002",
+                    "cn1_NUMA0",
+                    Some("a0000000-0000-4000-8000-000000000001"),
+                ),
+            ],
+            ..Default::default()
+        };
+        let d = desired(&snapshot).unwrap();
+        let Object::ResourceProvider(numa) = &d.objects[1] else {
+            panic!("a provider")
+        };
+        assert_eq!(numa.metadata.name, Some(object_name("cn1_NUMA0")));
+        assert_eq!(placement_name(numa), "cn1_NUMA0");
+        assert_eq!(numa.spec.parent.as_deref(), Some("cn1"));
+    }
+
+    #[test]
+    fn two_names_for_one_object_name_are_refused_naming_both() {
+        let derived = object_name("CN1");
+        let snapshot = Snapshot {
+            providers: vec![
+                provider("a0000000-0000-4000-8000-000000000001", "CN1", None),
+                provider("a0000000-0000-4000-8000-000000000002", &derived, None),
+            ],
+            ..Default::default()
+        };
+        let refusals = desired(&snapshot).err().unwrap();
+        assert_eq!(refusals.len(), 1, "{refusals:?}");
+        assert!(
+            refusals[0].contains("\"CN1\"") && refusals[0].contains(&derived),
+            "{refusals:?}"
+        );
+    }
+}

@@ -531,3 +531,35 @@ fn side_by_side<T: Sync, R: Send>(
     results.sort_by_key(|(i, _)| *i);
     Ok(results.into_iter().map(|(_, r)| r).collect())
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A provider with no inventories, traits or aggregates.
+    pub(crate) fn provider(uuid: &str, name: &str, parent: Option<&str>) -> Provider {
+        Provider {
+            uuid: uuid.to_string(),
+            name: name.to_string(),
+            parent: parent.map(str::to_string),
+            generation: 0,
+            inventories: BTreeMap::new(),
+            traits: BTreeSet::new(),
+            aggregates: BTreeSet::new(),
+        }
+    }
+
+    #[test]
+    fn parents_come_before_their_children() {
+        let ps = [
+            provider("4", "b_child", Some("2")),
+            provider("1", "a", None),
+            provider("3", "a_child", Some("1")),
+            provider("2", "b", None),
+            provider("5", "a_grandchild", Some("3")),
+        ];
+        let ordered = parents_first(ps.into_iter().map(|p| (p.uuid.clone(), p)).collect());
+        let names: Vec<&str> = ordered.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["a", "a_child", "a_grandchild", "b", "b_child"]);
+    }
+}

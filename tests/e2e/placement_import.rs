@@ -351,7 +351,7 @@ fn a_live_placement_is_imported_into_the_cluster() {
 /// admission webhook deciding every object (claims included). Not run by default:
 ///
 /// ```sh
-/// KUBEPLACE_IMPORT_TREES=400 cargo test --test e2e placement_import::import_speed -- --ignored --nocapture
+/// KUBEPLACE_IMPORT_TREES=400 KUBEPLACE_IMPORT_CONNECTIONS=4 cargo test --test e2e placement_import::import_speed -- --ignored --nocapture
 /// ```
 ///
 /// The cloud (`trees` compute trees of a root, two NUMA cells and a physical function, ten
@@ -456,7 +456,8 @@ fn import_speed() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubeplace"))
         .args(["placement", "import", "--from", &url, "--kubeconfig"])
         .arg(&cp.kubeconfig)
-        .args(["--namespace", "default"])
+        .args(["--namespace", "default", "--connections"])
+        .arg(std::env::var("KUBEPLACE_IMPORT_CONNECTIONS").unwrap_or_else(|_| "4".into()))
         .output()
         .expect("kubeplace runs");
     let took = started.elapsed().as_secs_f64();
