@@ -314,7 +314,7 @@ fn snapshot_of(store: &Store, classes: &BTreeSet<String>, traits: &BTreeSet<Stri
             let uuid = uuid_of
                 .get(pa.provider.as_str())
                 .map(|u| u.to_string())
-                .unwrap_or_else(|| format!("missing provider {}", pa.provider));
+                .unwrap_or_else(|| format!("provider {:?}", pa.provider));
             let on = c.allocations.entry(uuid).or_default();
             for (class, n) in &pa.resources {
                 custom_classes.extend(class.starts_with("CUSTOM_").then(|| class.clone()));
@@ -430,7 +430,10 @@ fn plan(source: &Snapshot, target: &Snapshot) -> Result<Vec<Op>, Vec<String>> {
         }
         for rp in c.allocations.keys() {
             if !here.contains_key(rp.as_str()) {
-                refusals.push(format!("consumer {}: allocations on {rp}", c.uuid));
+                refusals.push(format!(
+                    "consumer {}: it has allocations on {rp}, which is not one of the providers exported",
+                    c.uuid
+                ));
             }
         }
     }
