@@ -821,14 +821,22 @@ async fn write_objects(
             async move { write_one(&client, o).await }
         }))
         .buffer_unordered(WRITES_IN_FLIGHT);
+        // A refusal ends the import after the rest of its level (no child is written
+        // before its parent), so that the count written is what the cluster holds.
+        let mut failed = None;
         while let Some(result) = writes.next().await {
             match result {
                 Ok(()) => {
                     written += 1;
                     progress.tick(|| format!("writing objects: {written}/{total}"));
                 }
-                Err(e) => return Err((written, e)),
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
             }
+        }
+        if let Some(e) = failed {
+            return Err((written, e));
         }
     }
     Ok(written)

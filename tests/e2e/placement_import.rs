@@ -1,7 +1,8 @@
 //! `kubeplace placement import` into the real control plane: a small live Placement (real
 //! Placement 16 from `hack/placement-venv.sh`) copied into the cluster through the API server
 //! (admission runs), one of its providers already there with other inventories, then read
-//! back through kubeplace's Placement API over the cluster and compared with Placement's
+//! back through kubeplace's Placement API over the cluster (after an import the API server
+//! cut midway, finished by the next run) and compared with Placement's
 //! answers; a second run writes nothing. Then exported from the cluster into an empty
 //! Placement (the same reads again) and into the one it came from (nothing to write, then
 //! only what changed in kubeplace).
@@ -81,6 +82,31 @@ fn read(get: &dyn Fn(&str) -> Value, path: &str) -> Value {
     }
     v
 }
+
+/// Refuses the creation of one provider, to cut an import midway.
+const CUT: &str = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: e2e-import-cut}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [kubeplace.io]
+      apiVersions: [v1alpha1]
+      operations: [CREATE]
+      resources: [resourceproviders]
+  validations:
+  - expression: "object.metadata.name != 'e2e-import-cn2'"
+    message: the test cuts the import here
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: e2e-import-cut}
+spec:
+  policyName: e2e-import-cut
+  validationActions: [Deny]
+"#;
 
 #[test]
 fn a_live_placement_is_imported_into_the_cluster() {
@@ -188,11 +214,45 @@ fn a_live_placement_is_imported_into_the_cluster() {
             && said.contains("register CUSTOM_E2E_IMPORT_UNUSED"),
         "{said}"
     );
+    // The API server refuses one root provider: the import stops midway, with some objects
+    // written. A ValidatingAdmissionPolicy does it, which the import's own checks cannot see.
+    cp.kubectl_stdin(&["apply", "-f", "-"], CUT).ok();
+    let cut = |want_refused: bool| {
+        for _ in 0..60 {
+            let out = cp.kubectl_stdin(
+                &["create", "--dry-run=server", "-f", "-"],
+                "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata: {name: e2e-import-cn2}\nspec: {}\n",
+            );
+            if out.success != want_refused {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
+        panic!("the policy never took effect (refusing: {want_refused})");
+    };
+    cut(true);
+    let (done, _, err) = import(&[]);
+    assert!(!done, "{err}");
+    assert!(
+        err.contains("the test cuts the import here")
+            && err.contains(
+                "3 objects were written before it, and running the import again writes the rest"
+            ),
+        "{err}"
+    );
+    cp.kubectl(&[
+        "delete",
+        "validatingadmissionpolicybinding,validatingadmissionpolicy",
+        "e2e-import-cut",
+    ])
+    .ok();
+    cut(false);
+    // The next run writes only what is missing.
     let (done, _, err) = import(&[]);
     assert!(done, "{err}");
     assert!(
-        err.contains("providers: 6 to create, 1 to replace, 0 unchanged; consumers: 4 to create")
-            && err.contains("wrote 11 objects"),
+        err.contains("providers: 4 to create, 0 to replace, 3 unchanged; consumers: 4 to create")
+            && err.contains("wrote 8 objects"),
         "{err}"
     );
     let (done, _, err) = import(&[]);
