@@ -587,6 +587,65 @@ fn bad_inputs_are_refused_before_anything_is_written() {
         "after the change",
     );
 
+    // To standard output as a JSON List.
+    let out = kubeplace(&[
+        "placement",
+        "import",
+        "--from",
+        &placement.url,
+        "--to-file",
+        "-",
+        "-o",
+        "json",
+        "-q",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stderr), "", "-q says nothing");
+    let list: Value = serde_json::from_slice(&out.stdout).expect("a JSON List");
+    assert_eq!(list["kind"], "List");
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(19 + 8));
+
+    // An allocation above its provider's capacity (Placement keeps one when an inventory
+    // shrinks under it): kubeplace's admission would refuse it, so the import refuses,
+    // naming the consumer.
+    let numa = uuid(0xce, 0);
+    let inv = ok(
+        &placement.url,
+        "GET",
+        &format!("/resource_providers/{numa}/inventories"),
+        None,
+    );
+    let mut shrunk = inv.clone();
+    shrunk["inventories"]["VCPU"]["reserved"] = shrunk["inventories"]["VCPU"]["total"].clone();
+    let shrunk = ok(
+        &placement.url,
+        "PUT",
+        &format!("/resource_providers/{numa}/inventories"),
+        Some(&shrunk),
+    );
+    let out = kubeplace(&[
+        "placement",
+        "import",
+        "--from",
+        &placement.url,
+        "--to-file",
+        f,
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("consumer {}", uuid(0x1c, 0))) && err.contains("nothing was written"),
+        "{err}"
+    );
+    let mut back = inv.clone();
+    back["resource_provider_generation"] = shrunk["resource_provider_generation"].clone();
+    ok(
+        &placement.url,
+        "PUT",
+        &format!("/resource_providers/{numa}/inventories"),
+        Some(&back),
+    );
+
     // Two Placement names one object name would stand for: refused, naming both.
     let clash = kubeplace_api::provider_name::object_name("CN-Clash");
     ok(
