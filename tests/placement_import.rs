@@ -670,6 +670,30 @@ fn bad_inputs_are_refused_before_anything_is_written() {
         Some(&back),
     );
 
+    // A consumer gone from Placement: the dry run says its Allocation would go from the file.
+    let gone = uuid(0x1c, 7);
+    ok(
+        &placement.url,
+        "DELETE",
+        &format!("/allocations/{gone}"),
+        None,
+    );
+    let out = kubeplace(&[
+        "placement",
+        "import",
+        "--from",
+        &placement.url,
+        "--to-file",
+        f,
+        "--dry-run",
+    ]);
+    let said = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        said.trim(),
+        format!("remove Allocation {gone} (consumer {gone})")
+    );
+
     // Two Placement names one object name would stand for: refused, naming both.
     let clash = kubeplace_api::provider_name::object_name("CN-Clash");
     ok(

@@ -449,23 +449,37 @@ fn into_file(args: &ImportArgs, path: &Path, desired: &Desired, progress: &mut P
         }
     };
     let steps = plan(desired, &existing);
-    let extra = existing.len()
-        - desired
-            .objects
-            .iter()
-            .filter(|o| existing.contains_key(&ObjectKey::of(o)))
-            .count();
+    let wanted: BTreeSet<ObjectKey> = desired.objects.iter().map(ObjectKey::of).collect();
+    let mut extra: Vec<&Object> = existing
+        .iter()
+        .filter(|(k, _)| !wanted.contains(*k))
+        .map(|(_, o)| o)
+        .collect();
+    extra.sort_by_key(|o| ObjectKey::of(o));
     progress.say(&format!(
         "{}{}",
         summary(&steps, desired, 0),
-        if extra > 0 {
-            format!("; {extra} object(s) in the file that Placement no longer has go")
-        } else {
+        if extra.is_empty() {
             String::new()
+        } else {
+            format!(
+                "; {} object(s) in the file that Placement no longer has go",
+                extra.len()
+            )
         }
     ));
     if args.dry_run {
         print_dry_run(&steps, desired, &[]);
+        let mut out = std::io::stdout().lock();
+        for o in extra {
+            let _ = writeln!(
+                out,
+                "remove {} {} ({})",
+                o.kind().as_str(),
+                o.meta().name.as_deref().unwrap_or(""),
+                describe(o)
+            );
+        }
         return Exit::Ok;
     }
     if stdout {
@@ -685,7 +699,19 @@ fn into_cluster(args: &ImportArgs, desired: &Desired, progress: &mut Progress) -
                 }),
         )
         .collect();
-    progress.say(&summary(&steps, desired, names.len()));
+    let wanted: BTreeSet<ObjectKey> = desired.objects.iter().map(ObjectKey::of).collect();
+    let others = existing.keys().filter(|k| !wanted.contains(*k)).count();
+    progress.say(&format!(
+        "{}{}",
+        summary(&steps, desired, names.len()),
+        if others > 0 {
+            format!(
+                "; {others} ResourceProvider(s) and Allocation(s) of the cluster that this Placement does not have are left as they are"
+            )
+        } else {
+            String::new()
+        }
+    ));
     if args.dry_run {
         let listed: Vec<String> = names.iter().map(|n| n.name.clone()).collect();
         print_dry_run(&steps, desired, &listed);
