@@ -24,6 +24,7 @@ use kubeplace_policy::placement_records::{
     CONSUMER_TYPE_ANNOTATION, PROJECT_ANNOTATION, UNKNOWN_PROJECT, USER_ANNOTATION,
 };
 use kubeplace_policy::store::{Change, ObjectKey, Store};
+use kubeplace_policy::translate::{APPLIED, OVER_CAPACITY};
 
 use super::Exit;
 use super::placement_client::PlacementClient;
@@ -292,6 +293,14 @@ fn snapshot_of(store: &Store, classes: &BTreeSet<String>, traits: &BTreeSet<Stri
     let mut consumers: BTreeMap<String, Consumer> = BTreeMap::new();
     for o in store.list(Kind::Allocation) {
         let Object::Allocation(a) = o else { continue };
+        // A claim kubeplace refused (it counts nowhere) is not one Placement has either.
+        if refused(a)
+            || store
+                .refusal(a.metadata.name.as_deref().unwrap_or(""))
+                .is_some()
+        {
+            continue;
+        }
         let ann = |k: &str| {
             a.metadata
                 .annotations
@@ -330,6 +339,16 @@ fn snapshot_of(store: &Store, classes: &BTreeSet<String>, traits: &BTreeSet<Stri
     };
     order_parents_first(&mut snapshot.providers);
     snapshot
+}
+
+/// Whether an Allocation's claim was refused after the fact (`Applied=False`,
+/// `OverCapacity`).
+fn refused(a: &Allocation) -> bool {
+    a.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == APPLIED && c.status == "False" && c.reason == OVER_CAPACITY)
+    })
 }
 
 /// Providers ordered parents first (depth, then name).
