@@ -7,7 +7,7 @@
 //! an error's detail (kubeplace's words are its own), or be one of the differences listed
 //! below, which docs/placement-api.md names with why. The files of Placement's policies
 //! (`*-policy.yaml`, `*-legacy-rbac.yaml`, `*-secure-rbac.yaml`) need Keystone's roles and
-//! are not judged here. The virtualenv comes from `hack/gabbi-venv.sh` (CI runs it before
+//! are not judged here. The virtualenv comes from `hack/placement-venv.sh` (CI runs it before
 //! `cargo test`); without it this test fails and says how to make it.
 
 use std::path::PathBuf;
@@ -52,16 +52,16 @@ fn is_policy_file(file: &str) -> bool {
 }
 
 fn venv_python() -> PathBuf {
-    let venv = std::env::var_os("KUBEPLACE_GABBI_VENV")
+    let venv = std::env::var_os("KUBEPLACE_PLACEMENT_VENV")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
             PathBuf::from(std::env::var_os("HOME").expect("HOME is set"))
-                .join(".cache/kubeplace/gabbi-venv")
+                .join(".cache/kubeplace/placement-venv")
         });
     let python = venv.join("bin/python");
     assert!(
         python.is_file(),
-        "{} is missing: run hack/gabbi-venv.sh to create the virtualenv of Placement and gabbi (python3 and PyPI needed)",
+        "{} is missing: run hack/placement-venv.sh to create the virtualenv of Placement and gabbi (python3 and PyPI needed)",
         python.display()
     );
     python

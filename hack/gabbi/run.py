@@ -42,7 +42,7 @@ an earlier difference; otherwise it is REAL.
     hack/gabbi/run.py --no-cascade-check    # about 40 s instead of 150 s
     hack/gabbi/triage.py /tmp/kubeplace-gabbi-results.json   # failures by cause
 
-Runs itself under the virtualenv hack/gabbi-venv.sh makes (PYTHONHASHSEED=0).
+Runs itself under the virtualenv hack/placement-venv.sh makes (PYTHONHASHSEED=0).
 """
 
 import argparse
@@ -72,7 +72,7 @@ HARNESS_HEADERS = {
 def reexec_in_venv():
     if os.environ.get('KUBEPLACE_GABBI_IN_VENV') == '1':
         return
-    venv = subprocess.run([os.path.join(HERE, '..', 'gabbi-venv.sh')], check=True,
+    venv = subprocess.run([os.path.join(HERE, '..', 'placement-venv.sh')], check=True,
                           stdout=subprocess.PIPE, text=True).stdout.strip()
     env = dict(os.environ, KUBEPLACE_GABBI_IN_VENV='1', PYTHONHASHSEED='0')
     py = os.path.join(venv, 'bin', 'python')

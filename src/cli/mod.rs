@@ -5,7 +5,11 @@ pub(crate) mod completion;
 pub mod crds;
 pub(crate) mod extra_specs;
 pub mod placement;
+mod placement_client;
+pub mod placement_export;
+pub mod placement_import;
 pub mod placement_serve;
+mod placement_snapshot;
 pub mod probe;
 pub mod provider_config;
 pub mod run;
@@ -152,6 +156,13 @@ pub enum PlacementCall {
     /// Placement's REST API (microversions 1.0–1.39, reads and writes) over an in-memory
     /// store seeded from manifests; docs/placement-api.md.
     Serve(placement_serve::ServeArgs),
+    /// Copy a live Placement's whole state (custom classes and traits, providers,
+    /// inventories, traits, aggregates, consumers' allocations) into the cluster, or into a
+    /// manifest file with `--to-file`; only differences are written.
+    Import(Box<placement_import::ImportArgs>),
+    /// Write kubeplace's state (the cluster's, or manifest files with `-f`) into a live
+    /// Placement, empty or the one it came from; only differences are written.
+    Export(Box<placement_export::ExportArgs>),
 }
 
 /// Arguments of a Placement call.
@@ -217,6 +228,8 @@ fn command(command: Command, process: Process) -> Exit {
             }
             PlacementCall::Serve(a) => placement_serve::main(a),
             PlacementCall::Headroom(a) => with_stdio(|i, o, e| placement::headroom(a, i, o, e)),
+            PlacementCall::Import(a) => placement_import::main(a),
+            PlacementCall::Export(a) => placement_export::main(a),
         },
         Command::ProviderConfig { command } => {
             with_stdio(|_, o, e| provider_config::run(&command, o, e))

@@ -208,7 +208,7 @@ pub async fn run(flags: Flags) -> Result<(), Error> {
     Ok(())
 }
 
-async fn client(flags: &ClusterFlags) -> Result<Client, Error> {
+pub(crate) async fn client(flags: &ClusterFlags) -> Result<Client, Error> {
     let config = match &flags.kubeconfig {
         Some(path) => {
             let kubeconfig_error = |source| Error::Kubeconfig {

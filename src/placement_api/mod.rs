@@ -17,7 +17,7 @@ mod allocations;
 mod auth;
 mod body;
 mod classes;
-mod cluster;
+pub(crate) mod cluster;
 mod extensions;
 mod intake;
 mod inventories;

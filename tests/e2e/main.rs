@@ -4,6 +4,8 @@
 //! The control plane is built on first use when it is missing (see
 //! hack/controlplane/README.md) and started once for all tests here.
 
+#[path = "../support/real_placement.rs"]
+mod real_placement;
 #[path = "../support/mod.rs"]
 mod support;
 
@@ -16,6 +18,7 @@ mod gabbi;
 mod node;
 mod nova;
 mod placement_api;
+mod placement_import;
 mod provider_config;
 mod rbac;
 mod servers;

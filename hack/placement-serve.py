@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""Serves real OpenStack Placement (from the virtualenv of hack/placement-venv.sh) on
+SQLite on 127.0.0.1, as /work/shared/PEERS.md describes: noauth2 (the token `admin` is an
+admin), a fresh database in DIR, one thread per request. Prints `listening on
+http://127.0.0.1:PORT` once it accepts connections, then serves until killed.
+
+    $(hack/placement-venv.sh)/bin/python hack/placement-serve.py DIR [--port P]
+"""
+import argparse
+import os
+import socketserver
+import subprocess
+import sys
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+
+class Quiet(WSGIRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+class Threaded(socketserver.ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir")
+    ap.add_argument("--port", type=int, default=0)
+    args = ap.parse_args()
+    d = os.path.abspath(args.dir)
+    os.makedirs(d, exist_ok=True)
+    conf = os.path.join(d, "placement.conf")
+    with open(conf, "w") as f:
+        f.write(
+            "[DEFAULT]\nlog_file = %s\n"
+            "[api]\nauth_strategy = noauth2\n"
+            "[placement_database]\nconnection = sqlite:///%s\nsqlite_synchronous = False\n"
+            "[placement]\nrandomize_allocation_candidates = False\n"
+            % (os.path.join(d, "placement.log"), os.path.join(d, "placement.sqlite"))
+        )
+    env = dict(os.environ, OS_PLACEMENT_CONFIG_DIR=d)
+    manage = os.path.join(os.path.dirname(sys.executable), "placement-manage")
+    subprocess.run([manage, "--config-file", conf, "db", "sync"], env=env, check=True,
+                   stdout=subprocess.DEVNULL)
+    os.environ["OS_PLACEMENT_CONFIG_DIR"] = d
+    from placement.wsgi import api  # noqa: E402  (reads the config dir at import)
+
+    server = make_server("127.0.0.1", args.port, api.application,
+                         server_class=Threaded, handler_class=Quiet)
+    print("listening on http://127.0.0.1:%d" % server.server_port, flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

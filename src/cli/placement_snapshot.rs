@@ -1,0 +1,565 @@
+//! A consistent read of a live Placement's whole state, for `kubeplace placement import` (the
+//! source) and `export` (the target it writes differences into).
+//!
+//! Read at microversion 1.39: the custom resource classes and traits, the providers, per
+//! provider its inventories, traits, aggregates and allocations (each answer carries the
+//! provider's generation), then each consumer's allocations with its project, user, type and
+//! generation. Placement moves a provider's generation on every change of its inventories,
+//! traits, aggregates and allocations, so when the list of providers read again at the end
+//! gives every provider the generation (and name and parent, which a rename or a new parent
+//! change without moving it) that its own reads gave, and the custom names are the same,
+//! nothing changed in between: the snapshot is one state of Placement. Otherwise the providers
+//! that moved, and the consumers on them, are read again, until a round sees no change
+//! (at most [`MAX_ROUNDS`]).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::Write;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use kubeplace_api::Inventory;
+use serde_json::Value;
+
+use super::placement_client::{ClientError, PlacementClient};
+
+/// How many times the providers that moved are read again before giving up.
+pub const MAX_ROUNDS: usize = 8;
+
+/// One provider as Placement has it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Provider {
+    pub uuid: String,
+    pub name: String,
+    /// The parent's uuid.
+    pub parent: Option<String>,
+    pub generation: u64,
+    pub inventories: BTreeMap<String, Inventory>,
+    pub traits: BTreeSet<String>,
+    pub aggregates: BTreeSet<String>,
+}
+
+/// One consumer as Placement has it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Consumer {
+    pub uuid: String,
+    pub project_id: String,
+    pub user_id: String,
+    pub consumer_type: String,
+    pub generation: Option<u64>,
+    /// Resources per provider uuid.
+    pub allocations: BTreeMap<String, BTreeMap<String, i64>>,
+}
+
+/// A whole Placement.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Snapshot {
+    pub custom_classes: BTreeSet<String>,
+    pub custom_traits: BTreeSet<String>,
+    /// Parents before their children; roots by name, then each tree depth-first by name.
+    pub providers: Vec<Provider>,
+    pub consumers: BTreeMap<String, Consumer>,
+}
+
+impl Snapshot {
+    /// The provider with this uuid.
+    pub fn provider(&self, uuid: &str) -> Option<&Provider> {
+        self.providers.iter().find(|p| p.uuid == uuid)
+    }
+
+    /// Providers by uuid.
+    pub fn by_uuid(&self) -> HashMap<&str, &Provider> {
+        self.providers
+            .iter()
+            .map(|p| (p.uuid.as_str(), p))
+            .collect()
+    }
+}
+
+/// Why a snapshot could not be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error(
+        "Placement kept changing while it was read: after {rounds} rounds, {moved} still moved between two reads ({example}); retry when it is quieter"
+    )]
+    KeptChanging {
+        rounds: usize,
+        moved: usize,
+        example: String,
+    },
+}
+
+/// What the list of providers says of one.
+#[derive(Debug, Clone, PartialEq)]
+struct Listed {
+    name: String,
+    parent: Option<String>,
+    generation: u64,
+}
+
+/// Progress lines on standard error, at most one every two seconds.
+pub struct Progress {
+    command: &'static str,
+    last: Option<Instant>,
+    quiet: bool,
+}
+
+impl Progress {
+    pub fn new(command: &'static str, quiet: bool) -> Progress {
+        Progress {
+            command,
+            last: None,
+            quiet,
+        }
+    }
+
+    /// A line now.
+    pub fn say(&mut self, what: &str) {
+        if !self.quiet {
+            let _ = writeln!(
+                std::io::stderr(),
+                "kubeplace placement {}: {what}",
+                self.command
+            );
+        }
+        self.last = Some(Instant::now());
+    }
+
+    /// A line if the last was two seconds ago or more.
+    pub fn tick(&mut self, what: impl FnOnce() -> String) {
+        if self
+            .last
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(2))
+        {
+            self.say(&what());
+        }
+    }
+}
+
+/// Reads the whole of Placement, consistently (see the module's doc), over `connections`
+/// connections side by side.
+pub fn read(
+    client: &mut PlacementClient,
+    connections: usize,
+    progress: &mut Progress,
+) -> Result<Snapshot, ReadError> {
+    let mut providers: HashMap<String, Provider> = HashMap::new();
+    let mut on_provider: HashMap<String, BTreeMap<String, BTreeMap<String, i64>>> = HashMap::new();
+    let mut consumers: HashMap<String, Consumer> = HashMap::new();
+    let mut last_moved = (0, String::new());
+    for round in 1..=MAX_ROUNDS {
+        let classes = custom_classes(client)?;
+        let traits = custom_traits(client)?;
+        let listing = list_providers(client)?;
+        // Forget what was read of providers that moved (or went) since.
+        providers.retain(|uuid, p| {
+            listing.get(uuid).is_some_and(|l| {
+                l.generation == p.generation && l.name == p.name && l.parent == p.parent
+            })
+        });
+        let mut stale: BTreeSet<String> = BTreeSet::new();
+        on_provider.retain(|uuid, allocations| {
+            let keep = providers.contains_key(uuid);
+            if !keep {
+                stale.extend(allocations.keys().cloned());
+            }
+            keep
+        });
+        let mut moved: Vec<String> = Vec::new();
+        let todo: Vec<(&String, &Listed)> = listing
+            .iter()
+            .filter(|(uuid, _)| !providers.contains_key(*uuid))
+            .collect();
+        let read = side_by_side(client, connections, &todo, "providers", progress, |c, t| {
+            read_provider(c, t.0, t.1)
+        })?;
+        for ((uuid, _), result) in todo.iter().zip(read) {
+            match result? {
+                Some((p, allocations)) => {
+                    stale.extend(allocations.keys().cloned());
+                    on_provider.insert((*uuid).clone(), allocations);
+                    providers.insert((*uuid).clone(), p);
+                }
+                None => moved.push(format!("provider {uuid}")),
+            }
+        }
+        // The consumers the providers name; read again those on a provider read this round.
+        let wanted: BTreeSet<String> = on_provider
+            .values()
+            .flat_map(|a| a.keys().cloned())
+            .collect();
+        consumers.retain(|c, _| wanted.contains(c) && !stale.contains(c));
+        let todo: Vec<&String> = wanted
+            .iter()
+            .filter(|c| !consumers.contains_key(*c))
+            .collect();
+        let read = side_by_side(client, connections, &todo, "consumers", progress, |c, u| {
+            read_consumer(c, u)
+        })?;
+        for (uuid, result) in todo.iter().zip(read) {
+            match result? {
+                Some(c) => {
+                    consumers.insert((*uuid).clone(), c);
+                }
+                None => moved.push(format!("consumer {uuid}")),
+            }
+        }
+        // Each consumer's own answer must agree with what its providers said of it.
+        for (uuid, c) in &consumers {
+            for (rp, resources) in &c.allocations {
+                let seen = on_provider.get(rp).and_then(|a| a.get(uuid));
+                if seen != Some(resources) {
+                    moved.push(format!("consumer {uuid} on provider {rp}"));
+                }
+            }
+        }
+        for (rp, allocations) in &on_provider {
+            for (uuid, resources) in allocations {
+                let seen = consumers.get(uuid).and_then(|c| c.allocations.get(rp));
+                if seen.is_some_and(|s| s != resources) {
+                    moved.push(format!("consumer {uuid} on provider {rp}"));
+                }
+            }
+        }
+        // And the whole, read again, must be what was read.
+        let again = list_providers(client)?;
+        for (uuid, l) in &again {
+            match providers.get(uuid) {
+                Some(p)
+                    if p.generation == l.generation && p.name == l.name && p.parent == l.parent => {
+                }
+                _ => moved.push(format!("provider {uuid}")),
+            }
+        }
+        for uuid in providers.keys() {
+            if !again.contains_key(uuid) {
+                moved.push(format!("provider {uuid} (deleted)"));
+            }
+        }
+        if custom_classes(client)? != classes || custom_traits(client)? != traits {
+            moved.push("the custom resource classes or traits".to_string());
+        }
+        if moved.is_empty() {
+            let snapshot = Snapshot {
+                custom_classes: classes,
+                custom_traits: traits,
+                providers: parents_first(providers),
+                consumers: consumers.into_iter().collect(),
+            };
+            progress.say(&format!(
+                "read {} providers and {} consumers in {} requests",
+                snapshot.providers.len(),
+                snapshot.consumers.len(),
+                client.requests
+            ));
+            return Ok(snapshot);
+        }
+        moved.sort();
+        moved.dedup();
+        progress.say(&format!(
+            "Placement changed during round {round} of the read ({} changed, e.g. {}); reading what changed again",
+            moved.len(),
+            moved[0]
+        ));
+        // Whatever a mismatch named is read again.
+        for m in &moved {
+            let uuid = m.split_whitespace().nth(1).unwrap_or_default();
+            providers.remove(uuid);
+            consumers.remove(uuid);
+            if let Some(rp) = m.split_whitespace().nth(4) {
+                providers.remove(rp);
+            }
+        }
+        last_moved = (moved.len(), moved[0].clone());
+    }
+    Err(ReadError::KeptChanging {
+        rounds: MAX_ROUNDS,
+        moved: last_moved.0,
+        example: last_moved.1,
+    })
+}
+
+fn custom_classes(client: &mut PlacementClient) -> Result<BTreeSet<String>, ClientError> {
+    let body = client.get("/resource_classes")?;
+    Ok(body["resource_classes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["name"].as_str())
+        .filter(|n| n.starts_with("CUSTOM_"))
+        .map(str::to_string)
+        .collect())
+}
+
+fn custom_traits(client: &mut PlacementClient) -> Result<BTreeSet<String>, ClientError> {
+    let body = client.get("/traits?name=startswith:CUSTOM_")?;
+    Ok(body["traits"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_string)
+        .collect())
+}
+
+fn list_providers(client: &mut PlacementClient) -> Result<BTreeMap<String, Listed>, ClientError> {
+    let path = "/resource_providers";
+    let body = client.get(path)?;
+    let list = body["resource_providers"]
+        .as_array()
+        .ok_or_else(|| unexpected(path, "no resource_providers list"))?;
+    let mut out = BTreeMap::new();
+    for p in list {
+        let uuid = p["uuid"]
+            .as_str()
+            .ok_or_else(|| unexpected(path, "a provider without a uuid"))?;
+        out.insert(
+            uuid.to_string(),
+            Listed {
+                name: p["name"].as_str().unwrap_or_default().to_string(),
+                parent: p["parent_provider_uuid"].as_str().map(str::to_string),
+                generation: p["generation"].as_u64().unwrap_or_default(),
+            },
+        );
+    }
+    Ok(out)
+}
+
+fn unexpected(path: &str, reason: &str) -> ClientError {
+    ClientError::Unexpected {
+        method: http::Method::GET,
+        path: path.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+type OnProvider = BTreeMap<String, BTreeMap<String, i64>>;
+
+/// A provider's inventories, traits, aggregates and allocations (by consumer), or `None`
+/// when it moved (or went) while they were read.
+fn read_provider(
+    client: &mut PlacementClient,
+    uuid: &str,
+    listed: &Listed,
+) -> Result<Option<(Provider, OnProvider)>, ClientError> {
+    let mut answers = Vec::new();
+    for what in ["inventories", "traits", "aggregates", "allocations"] {
+        let path = format!("/resource_providers/{uuid}/{what}");
+        match client.get(&path) {
+            Ok(body) => {
+                if body["resource_provider_generation"].as_u64() != Some(listed.generation) {
+                    return Ok(None);
+                }
+                answers.push(body);
+            }
+            Err(e) if e.status() == Some(404) => return Ok(None),
+            Err(e) => return Err(e),
+        }
+    }
+    let [inventories, traits, aggregates, allocations] =
+        <[Value; 4]>::try_from(answers).unwrap_or_else(|_| unreachable!("four answers were read"));
+    let inventories = inventories["inventories"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(class, inv)| (class.clone(), inventory(inv)))
+        .collect();
+    let strings = |v: &Value, key: &str| -> BTreeSet<String> {
+        v[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect()
+    };
+    let on_provider = allocations["allocations"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(consumer, a)| (consumer.clone(), resources(&a["resources"])))
+        .collect();
+    Ok(Some((
+        Provider {
+            uuid: uuid.to_string(),
+            name: listed.name.clone(),
+            parent: listed.parent.clone(),
+            generation: listed.generation,
+            inventories,
+            traits: strings(&traits, "traits"),
+            aggregates: strings(&aggregates, "aggregates"),
+        },
+        on_provider,
+    )))
+}
+
+fn inventory(v: &Value) -> Inventory {
+    let int = |k: &str, d: i64| v[k].as_i64().unwrap_or(d);
+    Inventory {
+        total: int("total", 0),
+        reserved: int("reserved", 0),
+        min_unit: int("min_unit", 1),
+        max_unit: int("max_unit", i64::from(i32::MAX)),
+        step_size: int("step_size", 1),
+        allocation_ratio: v["allocation_ratio"].as_f64().unwrap_or(1.0),
+    }
+}
+
+fn resources(v: &Value) -> BTreeMap<String, i64> {
+    v.as_object()
+        .into_iter()
+        .flatten()
+        .map(|(c, n)| (c.clone(), n.as_i64().unwrap_or_default()))
+        .collect()
+}
+
+/// A consumer's allocations, project, user, type and generation; `None` when it has none
+/// any more (it went while the providers were read).
+fn read_consumer(
+    client: &mut PlacementClient,
+    uuid: &str,
+) -> Result<Option<Consumer>, ClientError> {
+    let body = client.get(&format!("/allocations/{uuid}"))?;
+    let allocations: BTreeMap<String, BTreeMap<String, i64>> = body["allocations"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(rp, a)| (rp.clone(), resources(&a["resources"])))
+        .collect();
+    if allocations.is_empty() {
+        return Ok(None);
+    }
+    let text = |k: &str| body[k].as_str().unwrap_or_default().to_string();
+    Ok(Some(Consumer {
+        uuid: uuid.to_string(),
+        project_id: text("project_id"),
+        user_id: text("user_id"),
+        consumer_type: body["consumer_type"]
+            .as_str()
+            .unwrap_or("INSTANCE")
+            .to_string(),
+        generation: body["consumer_generation"].as_u64(),
+        allocations,
+    }))
+}
+
+/// Providers ordered parents first: roots by name, each tree depth-first by name. A
+/// provider whose parent is missing (it cannot be, in a consistent read) comes last.
+fn parents_first(providers: HashMap<String, Provider>) -> Vec<Provider> {
+    let mut children: BTreeMap<Option<String>, Vec<(String, String)>> = BTreeMap::new();
+    for p in providers.values() {
+        let parent = p.parent.clone().filter(|u| providers.contains_key(u));
+        children
+            .entry(parent)
+            .or_default()
+            .push((p.name.clone(), p.uuid.clone()));
+    }
+    for list in children.values_mut() {
+        list.sort();
+    }
+    let mut out = Vec::with_capacity(providers.len());
+    let mut stack: Vec<String> = children
+        .get(&None)
+        .map(|l| l.iter().rev().map(|(_, u)| u.clone()).collect())
+        .unwrap_or_default();
+    let mut providers = providers;
+    while let Some(uuid) = stack.pop() {
+        if let Some(kids) = children.get(&Some(uuid.clone())) {
+            stack.extend(kids.iter().rev().map(|(_, u)| u.clone()));
+        }
+        if let Some(p) = providers.remove(&uuid) {
+            out.push(p);
+        }
+    }
+    let mut rest: Vec<Provider> = providers.into_values().collect();
+    rest.sort_by(|a, b| a.name.cmp(&b.name));
+    out.extend(rest);
+    out
+}
+
+/// `work` over every item, on `connections` connections of their own side by side (one
+/// thread each), the results in the items' order; progress from this thread.
+fn side_by_side<T: Sync, R: Send>(
+    client: &mut PlacementClient,
+    connections: usize,
+    items: &[T],
+    what: &str,
+    progress: &mut Progress,
+    work: impl Fn(&mut PlacementClient, &T) -> R + Sync,
+) -> Result<Vec<R>, ClientError> {
+    let total = items.len();
+    if connections <= 1 || total < 2 * connections {
+        let mut out = Vec::with_capacity(total);
+        for (done, item) in items.iter().enumerate() {
+            progress.tick(|| format!("reading {what}: {done}/{total}"));
+            out.push(work(client, item));
+        }
+        return Ok(out);
+    }
+    let mut workers = Vec::with_capacity(connections);
+    for _ in 0..connections {
+        workers.push(client.sibling()?);
+    }
+    let done = AtomicUsize::new(0);
+    let mut results: Vec<(usize, R)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = workers
+            .iter_mut()
+            .enumerate()
+            .map(|(w, c)| {
+                let (work, done) = (&work, &done);
+                scope.spawn(move || {
+                    let mut out = Vec::new();
+                    for (i, item) in items.iter().enumerate().skip(w).step_by(connections) {
+                        out.push((i, work(c, item)));
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                    out
+                })
+            })
+            .collect();
+        while !handles.iter().all(|h| h.is_finished()) {
+            std::thread::sleep(Duration::from_millis(100));
+            progress.tick(|| format!("reading {what}: {}/{total}", done.load(Ordering::Relaxed)));
+        }
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    client.requests += workers.iter().map(|w| w.requests).sum::<u64>();
+    results.sort_by_key(|(i, _)| *i);
+    Ok(results.into_iter().map(|(_, r)| r).collect())
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A provider with no inventories, traits or aggregates.
+    pub(crate) fn provider(uuid: &str, name: &str, parent: Option<&str>) -> Provider {
+        Provider {
+            uuid: uuid.to_string(),
+            name: name.to_string(),
+            parent: parent.map(str::to_string),
+            generation: 0,
+            inventories: BTreeMap::new(),
+            traits: BTreeSet::new(),
+            aggregates: BTreeSet::new(),
+        }
+    }
+
+    #[test]
+    fn parents_come_before_their_children() {
+        let ps = [
+            provider("4", "b_child", Some("2")),
+            provider("1", "a", None),
+            provider("3", "a_child", Some("1")),
+            provider("2", "b", None),
+            provider("5", "a_grandchild", Some("3")),
+        ];
+        let ordered = parents_first(ps.into_iter().map(|p| (p.uuid.clone(), p)).collect());
+        let names: Vec<&str> = ordered.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["a", "a_child", "a_grandchild", "b", "b_child"]);
+    }
+}
