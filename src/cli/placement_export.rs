@@ -29,7 +29,9 @@ use kubeplace_policy::translate::{APPLIED, OVER_CAPACITY};
 use super::Exit;
 use super::placement_client::PlacementClient;
 use super::placement_import::SourceAuth;
-use super::placement_snapshot::{self, Consumer, Progress, Provider, Snapshot};
+use super::placement_snapshot::{
+    self, Consumer, Progress, Provider, Snapshot, parents_first, refused_whole,
+};
 use crate::operator::flags::ClusterFlags;
 use crate::placement_api::cluster::Cluster;
 
@@ -112,16 +114,11 @@ pub fn main(args: &ExportArgs) -> Exit {
     let ops = match plan(&source, &target) {
         Ok(ops) => ops,
         Err(refusals) => {
-            let mut err = std::io::stderr().lock();
-            let _ = writeln!(
-                err,
-                "kubeplace placement export: refused: Placement cannot take {} thing(s), and nothing was written:",
-                refusals.len()
+            return refused_whole(
+                "kubeplace placement export",
+                &format!("Placement cannot take {} thing(s)", refusals.len()),
+                &refusals,
             );
-            for r in refusals {
-                let _ = writeln!(err, "  {r}");
-            }
-            return Exit::Failed;
         }
     };
     progress.say(&format!("{} writes to make", ops.len()));
@@ -331,14 +328,12 @@ fn snapshot_of(store: &Store, classes: &BTreeSet<String>, traits: &BTreeSet<Stri
             }
         }
     }
-    let mut snapshot = Snapshot {
+    Snapshot {
         custom_classes,
         custom_traits,
-        providers,
+        providers: parents_first(providers.into_iter().map(|p| (p.uuid.clone(), p)).collect()),
         consumers,
-    };
-    order_parents_first(&mut snapshot.providers);
-    snapshot
+    }
 }
 
 /// Whether an Allocation's claim was refused after the fact (`Applied=False`,
@@ -349,31 +344,6 @@ fn refused(a: &Allocation) -> bool {
             .iter()
             .any(|c| c.type_ == APPLIED && c.status == "False" && c.reason == OVER_CAPACITY)
     })
-}
-
-/// Providers ordered parents first (depth, then name).
-fn order_parents_first(providers: &mut [Provider]) {
-    let parent: HashMap<String, Option<String>> = providers
-        .iter()
-        .map(|p| (p.uuid.clone(), p.parent.clone()))
-        .collect();
-    let depth = |uuid: &str| {
-        let mut d = 0;
-        let mut at = parent.get(uuid).cloned().flatten();
-        while let Some(p) = at {
-            d += 1;
-            if d > providers.len() {
-                break;
-            }
-            at = parent.get(&p).cloned().flatten();
-        }
-        d
-    };
-    let depths: HashMap<String, usize> = providers
-        .iter()
-        .map(|p| (p.uuid.clone(), depth(&p.uuid)))
-        .collect();
-    providers.sort_by(|a, b| (depths[&a.uuid], &a.name).cmp(&(depths[&b.uuid], &b.name)));
 }
 
 fn inventories_body(p: &Provider) -> Value {

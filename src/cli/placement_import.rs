@@ -34,7 +34,7 @@ use kubeplace_policy::store::{Change, ObjectKey, Store};
 
 use super::Exit;
 use super::placement_client::PlacementClient;
-use super::placement_snapshot::{self, Progress, Snapshot};
+use super::placement_snapshot::{self, Progress, Snapshot, refused_whole};
 use crate::operator::flags::ClusterFlags;
 use crate::placement_api::cluster::Cluster;
 
@@ -154,16 +154,14 @@ pub fn main(args: &ImportArgs) -> Exit {
 }
 
 fn refuse(refusals: &[String]) -> Exit {
-    let mut err = std::io::stderr().lock();
-    let _ = writeln!(
-        err,
-        "kubeplace placement import: refused: kubeplace cannot carry {} thing(s) of this Placement, and nothing was written:",
-        refusals.len()
-    );
-    for r in refusals {
-        let _ = writeln!(err, "  {r}");
-    }
-    Exit::Failed
+    refused_whole(
+        "kubeplace placement import",
+        &format!(
+            "kubeplace cannot carry {} thing(s) of this Placement",
+            refusals.len()
+        ),
+        refusals,
+    )
 }
 
 /// kubeplace's objects for a snapshot, or what kubeplace cannot carry of it (each naming

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use kubeplace_api::Inventory;
 use serde_json::Value;
 
+use super::Exit;
 use super::placement_client::{ClientError, PlacementClient};
 
 /// How many times the providers that moved are read again before giving up.
@@ -444,9 +445,20 @@ fn read_consumer(
     }))
 }
 
+/// Prints why an import or export refuses the whole of it, before anything is written, and
+/// exits Failed.
+pub(crate) fn refused_whole(command: &str, what: &str, refusals: &[String]) -> Exit {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{command}: refused: {what}, and nothing was written:");
+    for r in refusals {
+        let _ = writeln!(err, "  {r}");
+    }
+    Exit::Failed
+}
+
 /// Providers ordered parents first: roots by name, each tree depth-first by name. A
 /// provider whose parent is missing (it cannot be, in a consistent read) comes last.
-fn parents_first(providers: HashMap<String, Provider>) -> Vec<Provider> {
+pub(crate) fn parents_first(providers: HashMap<String, Provider>) -> Vec<Provider> {
     let mut children: BTreeMap<Option<String>, Vec<(String, String)>> = BTreeMap::new();
     for p in providers.values() {
         let parent = p.parent.clone().filter(|u| providers.contains_key(u));

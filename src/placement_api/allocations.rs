@@ -247,7 +247,7 @@ fn check_mappings(m: &Value) -> Result<(), ApiError> {
             }
         };
         for u in listed {
-            if !u.as_str().is_some_and(is_hyphenated_uuid) {
+            if !u.as_str().is_some_and(kubeplace_core::placement::is_uuid) {
                 return Err(body::invalid(format!(
                     "mappings.{suffix} holds {u}, which is not a provider uuid (8-4-4-4-12 hex digits)"
                 )));
@@ -255,15 +255,6 @@ fn check_mappings(m: &Value) -> Result<(), ApiError> {
         }
     }
     Ok(())
-}
-
-/// A uuid written with its hyphens.
-fn is_hyphenated_uuid(s: &str) -> bool {
-    s.len() == 36
-        && s.char_indices().all(|(i, c)| match i {
-            8 | 13 | 18 | 23 => c == '-',
-            _ => c.is_ascii_hexdigit(),
-        })
 }
 
 /// The consumer generation check of 1.28: null for a new consumer, else the current one.

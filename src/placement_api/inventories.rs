@@ -70,7 +70,7 @@ pub(super) fn parse_inventory(
             "Unable to update inventory for resource provider {uuid}: Invalid inventory for '{class}' on resource provider '{uuid}'. The reserved value is greater than total."
         )));
     }
-    let capacity = ((inv.total - inv.reserved) as f64 * inv.allocation_ratio) as i64;
+    let capacity = kubeplace_policy::translate::resource_provider::inventory(&inv).capacity();
     if ctx.mv.0 < 26 && capacity <= 0 {
         return Err(ApiError::bad_request(format!(
             "Unable to update inventory for resource provider {uuid}: the inventory of '{class}' leaves no capacity (total {}, reserved {}, allocation_ratio {}); below microversion 1.26 reserved must be less than total",

@@ -287,13 +287,6 @@ impl PlacementApi {
         if !self.healthy() {
             return wire::error(&ctx, ApiError::unsound());
         }
-        // A write that carries a body says it is JSON, checked before anything it names is
-        // looked up, as Placement does.
-        if router::takes_body(&ctx, call)
-            && let Err(e) = body::json_sent(call)
-        {
-            return wire::error(&ctx, e);
-        }
         self.guarded(&ctx, call, || router::route(self, &ctx, call))
     }
 

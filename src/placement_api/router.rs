@@ -5,7 +5,7 @@
 use http::{Method, StatusCode};
 
 use super::wire::{self, ApiError, Reply};
-use super::{Call, Ctx, PlacementApi, accept};
+use super::{Call, Ctx, PlacementApi, accept, body};
 use super::{allocations, classes, extensions, inventories, providers, reshaper, traits};
 
 /// One route: the methods served on a path, each from a microversion.
@@ -96,7 +96,7 @@ pub(crate) fn route(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply,
             api.read(|s| traits::list(s, &call.query))
         }
         ["traits", name] => {
-            allowed(ctx, call, &[(M::GET, 6), (M::PUT, 6), (M::DELETE, 6)])?;
+            allowed_without_body(ctx, call, &[(M::GET, 6), (M::PUT, 6), (M::DELETE, 6)])?;
             match *m {
                 M::GET => api
                     .read(|s| traits::show(s, name))
@@ -115,7 +115,13 @@ pub(crate) fn route(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply,
             }
         }
         ["resource_classes", name] => {
-            allowed(ctx, call, &[(M::GET, 2), (M::PUT, 2), (M::DELETE, 2)])?;
+            // A PUT renames the class with a body before 1.7, and creates it without one from.
+            let methods = &[(M::GET, 2), (M::PUT, 2), (M::DELETE, 2)];
+            if ctx.mv.0 < 7 {
+                allowed(ctx, call, methods)?;
+            } else {
+                allowed_without_body(ctx, call, methods)?;
+            }
             match *m {
                 M::GET => api.read(|s| classes::show(s, name)),
                 M::PUT if ctx.mv.0 < 7 => api.write(|s| classes::rename(s, name, call)),
@@ -159,37 +165,22 @@ pub(crate) fn route(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply,
     }
 }
 
-/// Whether the request is a write, served at its version, whose route takes a JSON body.
-pub(crate) fn takes_body(ctx: &Ctx, call: &Call) -> bool {
-    let segments: Vec<&str> = call
-        .path
-        .trim_matches('/')
-        .split('/')
-        .filter(|s| !s.is_empty())
-        .collect();
-    let (put, post) = (call.method == Method::PUT, call.method == Method::POST);
-    let v = ctx.mv.0;
-    match segments.as_slice() {
-        ["resource_providers"] | ["allocations"] if post => {
-            segments[0] == "resource_providers" || v >= 13
-        }
-        ["resource_providers", _] | ["resource_providers", _, "inventories", _] => put,
-        ["resource_providers", _, "inventories"] => put || post,
-        ["resource_providers", _, "aggregates"] => put && v >= 1,
-        ["resource_providers", _, "traits"] => put && v >= 6,
-        ["resource_classes"] => post && v >= 2,
-        ["resource_classes", _] => put && (2..7).contains(&v),
-        ["allocations", _] => put,
-        ["reshaper"] => post && v >= 30,
-        _ => false,
-    }
-}
-
 /// Checks the method against the route's, as Placement's router and version checks do: a
 /// method the path does not have is a 405 listing the methods it has (at any version); one
-/// it has from a later version than the requested one is a 404.
-/// A GET served there must be able to take JSON, the only type answered (406).
+/// it has from a later version than the requested one is a 404. A GET served there must be
+/// able to take JSON, the only type answered (406); a PUT or POST must say its body is JSON,
+/// checked before anything it names is looked up, as Placement does.
 fn allowed(ctx: &Ctx, call: &Call, methods: Methods<'_>) -> Result<(), ApiError> {
+    allowed_without_body(ctx, call, methods)?;
+    if call.method == Method::PUT || call.method == Method::POST {
+        body::json_sent(call)?;
+    }
+    Ok(())
+}
+
+/// [`allowed`] for a route whose writes take no body (creating a trait, and a resource
+/// class from 1.7).
+fn allowed_without_body(ctx: &Ctx, call: &Call, methods: Methods<'_>) -> Result<(), ApiError> {
     let method = &call.method;
     match methods.iter().find(|(m, _)| m == method) {
         Some((_, from)) if ctx.mv.0 >= *from => {
