@@ -248,12 +248,16 @@ pub enum BodyError {
     Unreadable(Box<dyn std::error::Error + Send + Sync>),
 }
 
-/// Reads a body of at most `max` bytes.
+/// Reads a body of at most `max` bytes. A body whose length is announced (hyper's size hint
+/// holds its `Content-Length`) over `max` is refused before any of it is read.
 pub(crate) async fn read_body<B>(body: B, max: usize) -> Result<Bytes, BodyError>
 where
     B: hyper::body::Body<Data = Bytes>,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    if body.size_hint().lower() > max as u64 {
+        return Err(BodyError::TooLarge { max });
+    }
     match Limited::new(body, max).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(BodyError::TooLarge { max }),

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::{Method, Request, StatusCode, header};
+use http::{Method, Request, StatusCode};
 use hyper::body::Incoming;
 
 use super::{ADMISSION_API_VERSION, MAX_BODY, REQUEST_TIMEOUT, Webhook, invalid};
@@ -47,17 +47,6 @@ pub async fn handle(webhook: Arc<Webhook>, request: Request<Incoming>) -> Reply 
         review.types.api_version = ADMISSION_API_VERSION.into();
         review_reply(&review)
     };
-    let declared = request
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > MAX_BODY) {
-        return refuse(format!(
-            "the request body is larger than {} MiB",
-            MAX_BODY / (1024 * 1024)
-        ));
-    }
     let forwarded = request
         .headers()
         .contains_key(super::claims_route::FORWARDED_HEADER);
