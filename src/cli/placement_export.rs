@@ -19,11 +19,12 @@ use kube::api::Api;
 use serde_json::{Value, json};
 
 use kubeplace_api::provider_name::placement_name;
-use kubeplace_api::{Allocation, Inventory, Kind, Object, ResourceProvider};
+use kubeplace_api::{Allocation, Kind, Object, ResourceProvider};
 use kubeplace_policy::placement_records::{
     CONSUMER_TYPE_ANNOTATION, PROJECT_ANNOTATION, UNKNOWN_PROJECT, USER_ANNOTATION,
 };
 use kubeplace_policy::store::{Change, ObjectKey, Store};
+use kubeplace_policy::translate::resource_provider::{api_inventory, inventory};
 use kubeplace_policy::translate::{APPLIED, OVER_CAPACITY};
 
 use super::Exit;
@@ -34,6 +35,7 @@ use super::placement_snapshot::{
 };
 use crate::operator::flags::ClusterFlags;
 use crate::placement_api::cluster::Cluster;
+use crate::placement_api::inventory_json;
 
 /// Arguments of `kubeplace placement export`.
 #[derive(clap::Args, Debug)]
@@ -269,19 +271,7 @@ fn snapshot_of(store: &Store, classes: &BTreeSet<String>, traits: &BTreeSet<Stri
             generation: 0,
             inventories: inventories
                 .into_iter()
-                .map(|(c, i)| {
-                    (
-                        c,
-                        Inventory {
-                            total: i.total,
-                            reserved: i.reserved,
-                            min_unit: i.min_unit,
-                            max_unit: i.max_unit,
-                            step_size: i.step_size,
-                            allocation_ratio: i.allocation_ratio,
-                        },
-                    )
-                })
+                .map(|(c, i)| (c, api_inventory(&i)))
                 .collect(),
             traits: effective_traits,
             aggregates: r.aggregates.clone(),
@@ -350,29 +340,9 @@ fn inventories_body(p: &Provider) -> Value {
     let inventories: serde_json::Map<String, Value> = p
         .inventories
         .iter()
-        .map(|(c, i)| {
-            (
-                c.clone(),
-                json!({
-                    "total": i.total,
-                    "reserved": i.reserved,
-                    "min_unit": i.min_unit,
-                    "max_unit": i.max_unit,
-                    "step_size": i.step_size,
-                    "allocation_ratio": i.allocation_ratio,
-                }),
-            )
-        })
+        .map(|(c, i)| (c.clone(), inventory_json(&inventory(i))))
         .collect();
     json!({"inventories": inventories})
-}
-
-/// Whether a consumer type is one Placement takes.
-fn placement_consumer_type(t: &str) -> bool {
-    !t.is_empty()
-        && t.len() <= 255
-        && t.bytes()
-            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
 }
 
 /// The writes that make `target` into `source`, or what Placement would refuse.
@@ -403,7 +373,7 @@ fn plan(source: &Snapshot, target: &Snapshot) -> Result<Vec<Op>, Vec<String>> {
         }
     }
     for c in source.consumers.values() {
-        if !placement_consumer_type(&c.consumer_type) {
+        if !kubeplace_core::placement::is_placement_name(&c.consumer_type) {
             refusals.push(format!(
                 "consumer {}: consumer type {:?} is not one Placement takes (A-Z, 0-9 and _)",
                 c.uuid, c.consumer_type
@@ -589,7 +559,7 @@ mod tests {
     fn only_differences_are_written_in_order() {
         let mut cn1 = provider("u1", "cn1", None);
         cn1.inventories
-            .insert("VCPU".to_string(), Inventory::with_total(4));
+            .insert("VCPU".to_string(), kubeplace_api::Inventory::with_total(4));
         let numa = provider("u2", "cn1_NUMA0", Some("u1"));
         let source = Snapshot {
             custom_traits: BTreeSet::from(["CUSTOM_X".to_string()]),

@@ -199,10 +199,7 @@ pub(super) fn parse_consumer(
     }
     let consumer_type = body::string(b, "consumer_type", 255)?;
     if let Some(t) = &consumer_type
-        && (t.is_empty()
-            || !t
-                .bytes()
-                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == b'_'))
+        && !kubeplace_core::placement::is_placement_name(t)
     {
         return Err(body::invalid(format!(
             "consumer_type is {t:?}; it must be 1 to 255 characters of A-Z, 0-9 and _ (e.g. INSTANCE, MIGRATION)"

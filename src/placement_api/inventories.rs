@@ -26,7 +26,8 @@ pub(super) const FIELDS: [&str; 6] = [
     "allocation_ratio",
 ];
 
-fn inventory_json(i: &CoreInventory) -> Value {
+/// One inventory in Placement's JSON (its six fields).
+pub(crate) fn inventory_json(i: &CoreInventory) -> Value {
     json!({
         "total": i.total,
         "reserved": i.reserved,

@@ -47,6 +47,7 @@ use kubeplace_policy::store::Store;
 
 pub use auth::{Auth, KubernetesAuth};
 pub use cluster::Cluster;
+pub(crate) use inventories::inventory_json;
 use kubeplace_core::placement::candidates::Stop;
 pub use kubeplace_policy::placement_records::{
     Backing, Book, CONSUMER_TYPE_ANNOTATION, PROJECT_ANNOTATION, USER_ANNOTATION,

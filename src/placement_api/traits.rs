@@ -178,12 +178,9 @@ pub(crate) fn show(state: &State<'_>, name: &str) -> Result<Reply, ApiError> {
 
 /// Whether a name is a custom trait or class name Placement would create.
 pub(crate) fn is_custom_name(name: &str) -> bool {
-    name.len() <= 255
-        && name.len() > "CUSTOM_".len()
+    name.len() > "CUSTOM_".len()
         && name.starts_with("CUSTOM_")
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+        && kubeplace_core::placement::is_placement_name(name)
 }
 
 /// `PUT /traits/{name}`: 201 when created, 204 when it existed.

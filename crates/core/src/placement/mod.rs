@@ -60,6 +60,16 @@ fn suggestion_text(s: &Option<String>) -> String {
     }
 }
 
+/// Placement's pattern for the names of resource classes, traits and consumer types:
+/// `^[A-Z0-9_]+$`, at most [`MAX_NAME_LEN`] characters.
+pub fn is_placement_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+}
+
 /// Shared rule for resource classes and traits: standard, or `CUSTOM_[A-Z0-9_]+`.
 pub(crate) fn check_name(
     what: &'static str,

@@ -1,23 +1,11 @@
 //! ResourceProvider status: tree position, effective inventories and traits, usages.
 
 use crate::translate::provider_uuid;
-use kubeplace_api::{
-    Condition, Inventory as ApiInventory, ResourceProvider, ResourceProviderStatus,
-};
-use kubeplace_core::placement::Inventory;
+use kubeplace_api::{Condition, ResourceProvider, ResourceProviderStatus};
 
 use super::World;
 
-fn api_inventory(i: &Inventory) -> ApiInventory {
-    ApiInventory {
-        total: i.total,
-        reserved: i.reserved,
-        min_unit: i.min_unit,
-        max_unit: i.max_unit,
-        step_size: i.step_size,
-        allocation_ratio: i.allocation_ratio,
-    }
-}
+use crate::translate::resource_provider::api_inventory;
 
 pub(super) fn status(
     rp: &ResourceProvider,

@@ -11,6 +11,18 @@ pub(crate) fn provider_uuid(rp: &ResourceProvider) -> String {
         .unwrap_or_else(|| derived_provider_uuid(rp.metadata.name.as_deref().unwrap_or("")))
 }
 
+/// The API inventory of a core inventory (what a status or an export shows).
+pub fn api_inventory(i: &Inventory) -> ApiInventory {
+    ApiInventory {
+        total: i.total,
+        reserved: i.reserved,
+        min_unit: i.min_unit,
+        max_unit: i.max_unit,
+        step_size: i.step_size,
+        allocation_ratio: i.allocation_ratio,
+    }
+}
+
 /// The core inventory of an API inventory.
 pub fn inventory(i: &ApiInventory) -> Inventory {
     Inventory {
