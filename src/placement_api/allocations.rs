@@ -23,8 +23,8 @@ use super::searches;
 use super::wire::{ApiError, Reply, ReplyBody, code, empty, json_bytes_reply, json_reply};
 use super::{Call, Ctx, PlacementApi};
 use kubeplace_policy::placement_records::{
-    CONSUMER_TYPE_ANNOTATION, Consumer, PROJECT_ANNOTATION, State, UNKNOWN_CONSUMER_TYPE,
-    UNKNOWN_PROJECT, USER_ANNOTATION,
+    CONSUMER_GENERATION_ANNOTATION, CONSUMER_TYPE_ANNOTATION, Consumer, PROJECT_ANNOTATION, State,
+    UNKNOWN_CONSUMER_TYPE, UNKNOWN_PROJECT, USER_ANNOTATION,
 };
 
 /// A consumer's resources per provider name, summed over its Allocation objects.
@@ -398,11 +398,26 @@ pub(crate) fn post(state: &mut State<'_>, ctx: &Ctx, call: &Call) -> Result<Repl
 /// consumer emptied, those it had; a consumer leaving a provider for another does not move
 /// the one left) and the consumers' records are updated.
 pub(super) fn apply(state: &mut State<'_>, plans: Vec<Plan>) -> Result<(), ApiError> {
+    let previous = plans.iter().map(|p| state.consumer(&p.consumer)).collect();
+    apply_after(state, plans, previous)
+}
+
+/// [`apply`], given each consumer as it was before the write (a write that removed the
+/// consumers' allocations first no longer finds them).
+pub(super) fn apply_after(
+    state: &mut State<'_>,
+    plans: Vec<Plan>,
+    previous: Vec<Option<Consumer>>,
+) -> Result<(), ApiError> {
     let olds: Vec<Vec<(ObjectKey, Allocation)>> = plans
         .iter()
         .map(|p| state.consumer_allocations(&p.consumer))
         .collect();
-    let records: Vec<Option<Consumer>> = plans.iter().map(|p| record(state, p)).collect();
+    let records: Vec<Option<Consumer>> = plans
+        .iter()
+        .zip(previous)
+        .map(|(p, previous)| record(p, previous))
+        .collect();
     let mut touched: BTreeSet<String> = BTreeSet::new();
     for (p, old) in plans.iter().zip(&olds) {
         if p.entries.is_empty() {
@@ -456,11 +471,10 @@ pub(super) fn apply(state: &mut State<'_>, plans: Vec<Plan>) -> Result<(), ApiEr
 /// A consumer's record after a write: its project, user and type (those sent, else those
 /// it had) and one more generation; none when it has no allocations left, as Placement
 /// deletes such consumers.
-fn record(state: &State<'_>, p: &Plan) -> Option<Consumer> {
+fn record(p: &Plan, previous: Option<Consumer>) -> Option<Consumer> {
     if p.entries.is_empty() {
         return None;
     }
-    let previous = state.consumer(&p.consumer);
     let generation = previous.as_ref().map_or(1, |c| c.generation + 1);
     let keep = |new: &Option<String>, old: Option<String>| {
         new.clone()
@@ -494,6 +508,10 @@ fn consumer_annotations(c: &Consumer) -> BTreeMap<String, String> {
         (
             CONSUMER_TYPE_ANNOTATION.to_string(),
             c.consumer_type.clone(),
+        ),
+        (
+            CONSUMER_GENERATION_ANNOTATION.to_string(),
+            c.generation.to_string(),
         ),
     ])
 }

@@ -66,18 +66,27 @@ impl Cluster {
         Api::all_with(self.client.clone(), &kind.api_resource())
     }
 
-    /// Commits changes (key, before, after) in order, deletions first; the objects as
-    /// written. On a failure, what was committed is put back and the failure returned.
+    /// Commits changes (key, before, after): providers whose spec stays (the generation
+    /// records they keep) first, then deletions, then the rest; the objects as written. On
+    /// a failure, what was committed is put back and the failure returned.
+    ///
+    /// A provider's record goes before the deletion of the Allocation whose record it
+    /// takes over, so a crash in between leaves a generation moved, never one gone back;
+    /// deletions go before new Allocations so that a move on a full provider fits.
     pub(crate) fn commit(
         &self,
         changes: &[(ObjectKey, Option<Object>, Option<Object>)],
     ) -> Result<Vec<Object>, ApiError> {
-        let (deletions, puts): (Vec<_>, Vec<_>) =
-            changes.iter().partition(|(_, _, after)| after.is_none());
+        let mut ordered: Vec<_> = changes.iter().collect();
+        ordered.sort_by_key(|(_, before, after)| match (before, after) {
+            (Some(b), Some(a)) if a.kind() == Kind::ResourceProvider && a.same_spec(b) => 0,
+            (_, None) => 1,
+            _ => 2,
+        });
         self.runtime.block_on(async {
             let mut done: Vec<Done> = Vec::new();
             let mut written = Vec::new();
-            for (key, before, after) in deletions.into_iter().chain(puts) {
+            for (key, before, after) in ordered {
                 // A panic in a step puts back what was committed, as a failure does, then
                 // goes on to the request's guard.
                 let stepped = AssertUnwindSafe(self.step(key, before.as_ref(), after.as_ref()))
@@ -316,8 +325,30 @@ fn to_dynamic(object: &Object) -> Result<DynamicObject, String> {
     if let Some(m) = value.as_object_mut() {
         m.remove("status");
     }
+    whole_numbers_as_integers(&mut value);
     serde_json::from_value(value)
         .map_err(|e| format!("object {} could not be encoded: {e}", object.name()))
+}
+
+/// Writes `1.0` as `1`. The API server compares an update with the stored object as it
+/// decoded them, where a number stored as `1` is an integer and `1.0` sent is a float: an
+/// allocation ratio of 1.0 sent back unchanged would count as a change of the spec and move
+/// `metadata.generation` (and with it Placement's generation).
+fn whole_numbers_as_integers(value: &mut serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::Number(n) if n.is_f64() => {
+            if let Some(f) = n.as_f64()
+                && f.fract() == 0.0
+                && f.abs() < 9.0e15
+            {
+                *value = Value::from(f as i64);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(whole_numbers_as_integers),
+        Value::Object(fields) => fields.values_mut().for_each(whole_numbers_as_integers),
+        _ => {}
+    }
 }
 
 /// What the API server's refusal of a step means to a Placement client.
@@ -352,5 +383,21 @@ pub(crate) fn newer_or_same(stored: &Object, written: &Object) -> bool {
     ) {
         (Some(s), Some(w)) => s >= w,
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::whole_numbers_as_integers;
+    use serde_json::json;
+
+    #[test]
+    fn whole_numbers_are_sent_as_the_api_server_stores_them() {
+        let mut v = json!({"a": 1.0, "b": [2.0, 1.5], "c": {"d": 16.0, "e": -3.0}, "f": 7});
+        whole_numbers_as_integers(&mut v);
+        assert_eq!(
+            v.to_string(),
+            r#"{"a":1,"b":[2,1.5],"c":{"d":16,"e":-3},"f":7}"#
+        );
     }
 }

@@ -19,6 +19,7 @@ mod body;
 mod classes;
 pub(crate) mod cluster;
 mod extensions;
+mod in_flight;
 mod intake;
 mod inventories;
 mod providers;
@@ -128,10 +129,11 @@ pub struct PlacementApi {
     backing: Backing,
     auth: Auth,
     cluster: Option<Cluster>,
-    /// Held by a write from its first look at the state until its commit: the API's writes
-    /// on one server are decided one at a time. It guards no data, so a panic while it was
-    /// held leaves nothing to repair.
+    /// Held by a write while it is decided: the API's writes on one server are decided one
+    /// at a time. It guards no data, so a panic while it was held leaves nothing to repair.
     writes: Mutex<()>,
+    /// Writes decided and being committed to the cluster.
+    in_flight: in_flight::InFlight,
     /// Taken by readers before the state, and by a write from its first change until a failed
     /// write is undone: no reader of the API sees a write that did not happen. It guards no
     /// data either.
@@ -159,6 +161,7 @@ impl PlacementApi {
             auth: Auth::Token(token),
             cluster: None,
             writes: Mutex::new(()),
+            in_flight: in_flight::InFlight::default(),
             gate: RwLock::new(()),
             requests: AtomicU64::new(0),
             soundness: Soundness::new(),
@@ -184,6 +187,7 @@ impl PlacementApi {
             auth,
             cluster: Some(cluster),
             writes: Mutex::new(()),
+            in_flight: in_flight::InFlight::default(),
             gate: RwLock::new(()),
             requests: AtomicU64::new(0),
             soundness: Soundness::new(),
@@ -368,45 +372,27 @@ impl PlacementApi {
     }
 
     /// Runs `f` over the state alone, then commits what it changed to the cluster (when
-    /// there is one): the one serialized write path. A write that fails, here or in the
-    /// cluster, or panics, leaves the state as it was; a panic goes on to
-    /// [`PlacementApi::guarded`] once it is undone.
-    fn write<T>(
-        &self,
-        f: impl FnOnce(&mut State<'_>) -> Result<T, ApiError>,
-    ) -> Result<T, ApiError> {
-        let _serial = self.writes.lock().unwrap_or_else(PoisonError::into_inner);
-        let gate = self.gate.write().unwrap_or_else(PoisonError::into_inner);
-        let (decided, journal) = {
-            let book = self
-                .book
-                .write()
-                .map_err(|_| self.lose_soundness("the book's lock is poisoned"))?;
-            let store = self
-                .store
-                .write()
-                .map_err(|_| self.lose_soundness("the store's lock is poisoned"))?;
-            let mut state = State::new(Guard::Write(store), Guard::Write(book), self.backing);
-            // The guards live in `state`, outside the closure: a panic in `f` is caught
-            // before they are dropped, so it poisons no lock, and the journal of what `f`
-            // changed is still there to undo it.
-            let decided = panic::catch_unwind(AssertUnwindSafe(|| f(&mut state)));
-            (decided, state.into_journal())
-        };
-        let value = match decided {
-            Ok(Ok(v)) => v,
-            Ok(Err(e)) => {
-                self.undo_or_lose(&journal)?;
-                return Err(e);
-            }
-            Err(panic) => {
-                // Undone or not, the panic is what the request answers with.
-                let _ = self.undo_or_lose(&journal);
-                drop(gate);
-                panic::resume_unwind(panic);
+    /// there is one). Writes are decided one at a time, each seeing every earlier one; their
+    /// commits run side by side ([`in_flight`]): a write whose decision rests on one still
+    /// being committed is taken back, waits for it and is decided again, so `f` may run more
+    /// than once. A write that fails, here or in the cluster, or panics, leaves the state as
+    /// it was; a panic goes on to [`PlacementApi::guarded`] once it is undone.
+    fn write<T>(&self, f: impl Fn(&mut State<'_>) -> Result<T, ApiError>) -> Result<T, ApiError> {
+        let (value, journal, _ticket) = loop {
+            let serial = self.writes.lock().unwrap_or_else(PoisonError::into_inner);
+            let (value, journal) = self.decide(&f)?;
+            let Some(_) = &self.cluster else {
+                return Ok(value);
+            };
+            match self.in_flight.enter(journal.footprint()) {
+                Ok(ticket) => break (value, journal, ticket),
+                Err(earlier) => {
+                    self.undo_or_lose(&journal)?;
+                    drop(serial);
+                    self.in_flight.wait_for(&earlier);
+                }
             }
         };
-        drop(gate);
         let Some(cluster) = &self.cluster else {
             return Ok(value);
         };
@@ -451,6 +437,48 @@ impl PlacementApi {
             Err(panic) => {
                 // What reached the cluster was put back by the commit (Cluster::commit).
                 let _ = self.undo_or_lose(&journal);
+                panic::resume_unwind(panic);
+            }
+        }
+    }
+
+    /// Decides a write: runs `f` over the state alone and records the generations it
+    /// moved; what it changed, or nothing changed when it fails or panics.
+    fn decide<T>(
+        &self,
+        f: &impl Fn(&mut State<'_>) -> Result<T, ApiError>,
+    ) -> Result<(T, Journal), ApiError> {
+        let gate = self.gate.write().unwrap_or_else(PoisonError::into_inner);
+        let (decided, journal) = {
+            let book = self
+                .book
+                .write()
+                .map_err(|_| self.lose_soundness("the book's lock is poisoned"))?;
+            let store = self
+                .store
+                .write()
+                .map_err(|_| self.lose_soundness("the store's lock is poisoned"))?;
+            let mut state = State::new(Guard::Write(store), Guard::Write(book), self.backing);
+            // The guards live in `state`, outside the closure: a panic in `f` is caught
+            // before they are dropped, so it poisons no lock, and the journal of what `f`
+            // changed is still there to undo it.
+            let decided = panic::catch_unwind(AssertUnwindSafe(|| {
+                let value = f(&mut state)?;
+                state.record_generations()?;
+                Ok(value)
+            }));
+            (decided, state.into_journal())
+        };
+        match decided {
+            Ok(Ok(v)) => Ok((v, journal)),
+            Ok(Err(e)) => {
+                self.undo_or_lose(&journal)?;
+                Err(e)
+            }
+            Err(panic) => {
+                // Undone or not, the panic is what the request answers with.
+                let _ = self.undo_or_lose(&journal);
+                drop(gate);
                 panic::resume_unwind(panic);
             }
         }

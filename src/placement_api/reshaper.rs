@@ -115,6 +115,7 @@ pub(crate) fn reshape(state: &mut State<'_>, ctx: &Ctx, call: &Call) -> Result<R
 
     // The consumers' old allocations go first, so that the classes they used can leave
     // the providers that had them.
+    let previous: Vec<_> = consumers.iter().map(|(c, _)| state.consumer(c)).collect();
     for (consumer, _) in &consumers {
         for (key, _) in state.consumer_allocations(consumer) {
             state.delete(&key)?;
@@ -132,6 +133,6 @@ pub(crate) fn reshape(state: &mut State<'_>, ctx: &Ctx, call: &Call) -> Result<R
         .into_iter()
         .map(|(consumer, wanted)| allocations::plan_checked(state, consumer, wanted))
         .collect::<Result<Vec<_>, _>>()?;
-    allocations::apply(state, plans)?;
+    allocations::apply_after(state, plans, previous)?;
     Ok(empty(StatusCode::NO_CONTENT))
 }

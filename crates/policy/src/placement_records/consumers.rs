@@ -17,6 +17,9 @@ pub const PROJECT_ANNOTATION: &str = "placement.kubeplace.io/project-id";
 pub const USER_ANNOTATION: &str = "placement.kubeplace.io/user-id";
 /// See [`PROJECT_ANNOTATION`].
 pub const CONSUMER_TYPE_ANNOTATION: &str = "placement.kubeplace.io/consumer-type";
+/// The consumer's generation, moved by every write of its allocations through the API
+/// (an Allocation's `metadata.generation` moves only when its spec changes).
+pub const CONSUMER_GENERATION_ANNOTATION: &str = "placement.kubeplace.io/consumer-generation";
 
 /// A consumer's attributes Placement keeps beside its allocations.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,14 +52,22 @@ pub(crate) fn consumer_of(objects: &[Allocation], generation: u64) -> Consumer {
 }
 
 /// A consumer's attributes from its Allocation objects over a cluster: its generation is
-/// theirs (summed, for a consumer with several); none without objects.
+/// theirs (summed, for a consumer with several): the one the API wrote, else
+/// `metadata.generation` (an Allocation made with kubectl); none without objects.
 pub(crate) fn consumer_from_objects(objects: &[Allocation]) -> Option<Consumer> {
     if objects.is_empty() {
         return None;
     }
     let generation = objects
         .iter()
-        .map(|a| a.metadata.generation.unwrap_or(1).max(0) as u64)
+        .map(|a| {
+            a.metadata
+                .annotations
+                .as_ref()
+                .and_then(|m| m.get(CONSUMER_GENERATION_ANNOTATION))
+                .and_then(|g| g.parse::<u64>().ok())
+                .unwrap_or_else(|| a.metadata.generation.unwrap_or(1).max(0) as u64)
+        })
         .sum();
     Some(consumer_of(objects, generation))
 }

@@ -18,6 +18,7 @@
 
 mod consumers;
 mod error;
+mod footprint;
 mod registries;
 mod state;
 
@@ -31,10 +32,11 @@ use crate::store::{ObjectKey, Store};
 
 use consumers::consumer_of;
 pub use consumers::{
-    CONSUMER_TYPE_ANNOTATION, Consumer, PROJECT_ANNOTATION, UNKNOWN_CONSUMER_TYPE, UNKNOWN_PROJECT,
-    USER_ANNOTATION,
+    CONSUMER_GENERATION_ANNOTATION, CONSUMER_TYPE_ANNOTATION, Consumer, PROJECT_ANNOTATION,
+    UNKNOWN_CONSUMER_TYPE, UNKNOWN_PROJECT, USER_ANNOTATION,
 };
 pub use error::RecordError;
+pub use footprint::Footprint;
 pub use registries::{Registry, RegistryChange, apply_registry_changes};
 pub use state::{Guard, Journal, State};
 

@@ -11,6 +11,10 @@ use kubeplace_core::placement::query::CandidatesQuery;
 use super::consumers::{Consumer, consumer_from_objects};
 use super::{Backing, Book, RecordError, Registry, RegistryChange};
 use crate::admission::admit_and_store;
+use crate::store::generations::{
+    Record, allocation_records, counted_spec_generation, generation_of, set_allocation_records,
+    set_provider_record, set_uncounted, uncounted,
+};
 use crate::store::{ObjectKey, Store};
 
 /// A lock guard of either kind: reads share the lock, writes hold it alone.
@@ -48,6 +52,10 @@ pub struct State<'a> {
     journal: Vec<(ObjectKey, Option<Object>)>,
     /// Provider generations (in memory) before their first change in this request.
     generations_before: Vec<(String, Option<u64>)>,
+    /// Over a cluster: each provider's generation before the request first changed it or
+    /// an Allocation on it, and how many times the request moved it.
+    started_at: BTreeMap<String, u64>,
+    bumps: BTreeMap<String, u64>,
     registry_changes: Vec<RegistryChange>,
 }
 
@@ -67,6 +75,8 @@ impl<'a> State<'a> {
             backing,
             journal: Vec::new(),
             generations_before: Vec::new(),
+            started_at: BTreeMap::new(),
+            bumps: BTreeMap::new(),
             registry_changes: Vec::new(),
         }
     }
@@ -97,7 +107,40 @@ impl<'a> State<'a> {
     fn touch(&mut self, key: &ObjectKey) {
         if !self.journal.iter().any(|(k, _)| k == key) {
             let before = self.store.get(key).cloned();
+            if let Some(before) = &before {
+                self.note_start(before);
+            }
             self.journal.push((key.clone(), before));
+        }
+    }
+
+    /// Over a cluster, notes the generation of every provider `object` bears on (a
+    /// provider, or those an Allocation holds) before the request changes it.
+    fn note_start(&mut self, object: &Object) {
+        if self.backing != Backing::Cluster {
+            return;
+        }
+        let names: Vec<&str> = match object {
+            Object::ResourceProvider(rp) => rp.metadata.name.as_deref().into_iter().collect(),
+            Object::Allocation(a) => a
+                .spec
+                .allocations
+                .iter()
+                .map(|pa| pa.provider.as_str())
+                .collect(),
+            _ => return,
+        };
+        for name in names {
+            if let Some(uuid) = self.uuid_of(name) {
+                self.note_start_of(&uuid);
+            }
+        }
+    }
+
+    fn note_start_of(&mut self, uuid: &str) {
+        if self.backing == Backing::Cluster && !self.started_at.contains_key(uuid) {
+            let generation = self.generation(uuid);
+            self.started_at.insert(uuid.to_string(), generation);
         }
     }
 
@@ -105,6 +148,7 @@ impl<'a> State<'a> {
     pub fn put(&mut self, object: Object) -> Result<(), RecordError> {
         let key = ObjectKey::of(&object);
         self.touch(&key);
+        self.note_start(&object);
         if let Object::Allocation(a) = &object {
             self.book
                 .get_mut()?
@@ -172,17 +216,22 @@ impl<'a> State<'a> {
         self.store.index().provider(name).map(|r| r.uuid)
     }
 
-    /// A provider's generation.
+    /// A provider's generation: in memory the book's count; over a cluster what its object
+    /// and the Allocations on it record (`crate::store::generations`).
     pub fn generation(&self, uuid: &str) -> u64 {
         match self.backing {
             Backing::Memory => self.book.generations.get(uuid).copied().unwrap_or(0),
-            Backing::Cluster => self
-                .provider_name(uuid)
-                .ok()
-                .and_then(|name| self.store.get_cluster(Kind::ResourceProvider, &name))
-                .and_then(|o| o.meta().generation)
-                .and_then(|g| u64::try_from(g - 1).ok())
-                .unwrap_or(0),
+            Backing::Cluster => {
+                let Ok(name) = self.provider_name(uuid) else {
+                    return 0;
+                };
+                match self.store.get_cluster(Kind::ResourceProvider, &name) {
+                    Some(Object::ResourceProvider(rp)) => {
+                        generation_of(rp, self.store.generation_records().max_offset(&name))
+                    }
+                    _ => 0,
+                }
+            }
         }
     }
 
@@ -196,16 +245,116 @@ impl<'a> State<'a> {
         }
     }
 
-    /// One more change to a provider. Over a cluster the API server moves the generation
-    /// when the spec changes; allocations do not move it there.
+    /// One more change to a provider. Over a cluster it is counted, and
+    /// [`State::record_generations`] makes the objects carry it.
     pub fn bump(&mut self, uuid: &str) -> Result<(), RecordError> {
-        if self.backing == Backing::Memory {
-            let book = self.book.get_mut()?;
-            if !self.generations_before.iter().any(|(u, _)| u == uuid) {
-                let before = book.generations.get(uuid).copied();
-                self.generations_before.push((uuid.to_string(), before));
+        match self.backing {
+            Backing::Memory => {
+                let book = self.book.get_mut()?;
+                if !self.generations_before.iter().any(|(u, _)| u == uuid) {
+                    let before = book.generations.get(uuid).copied();
+                    self.generations_before.push((uuid.to_string(), before));
+                }
+                *book.generations.entry(uuid.to_string()).or_insert(0) += 1;
             }
-            *book.generations.entry(uuid.to_string()).or_insert(0) += 1;
+            Backing::Cluster => {
+                self.note_start_of(uuid);
+                *self.bumps.entry(uuid.to_string()).or_insert(0) += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Over a cluster, once a write is decided: makes every provider it touched read the
+    /// generation it started at plus the moves it made. Where the objects as written give
+    /// less (a claim changes no provider object; a spec left as it was is not moved by the
+    /// API server; an Allocation that held the highest record was removed), a record is
+    /// added: to an Allocation this write made that holds the provider, else to the
+    /// provider itself (an annotation, which no reader takes for a spec change). Where they
+    /// give more (a new parent), the provider, written anyway, counts the change as one
+    /// Placement does not.
+    pub fn record_generations(&mut self) -> Result<(), RecordError> {
+        if self.backing != Backing::Cluster {
+            return Ok(());
+        }
+        let wanted: Vec<(String, u64)> = self
+            .started_at
+            .iter()
+            .map(|(uuid, start)| (uuid.clone(), start + self.bumps.get(uuid).unwrap_or(&0)))
+            .collect();
+        for (uuid, wanted) in wanted {
+            // A provider this write deleted has no generation left to keep.
+            let Ok(name) = self.provider_name(&uuid) else {
+                continue;
+            };
+            let now = self.generation(&uuid);
+            let mut rp = self.provider_object(&name)?;
+            if now > wanted {
+                self.uncount_spec_changes(rp, now - wanted)?;
+                continue;
+            }
+            if now == wanted {
+                continue;
+            }
+            let record = Record {
+                generation: i64::try_from(wanted).unwrap_or(i64::MAX),
+                spec_generation: counted_spec_generation(&rp),
+            };
+            let holder = self
+                .journal
+                .iter()
+                .find_map(|(key, _)| match self.store.get(key) {
+                    Some(Object::Allocation(a))
+                        if a.spec.allocations.iter().any(|pa| pa.provider == name) =>
+                    {
+                        Some(a.clone())
+                    }
+                    _ => None,
+                });
+            match holder {
+                Some(mut a) => {
+                    let mut records = allocation_records(&a);
+                    records.insert(name, record);
+                    set_allocation_records(&mut a, &records);
+                    self.store.get_mut()?.put(Object::Allocation(a));
+                }
+                None => {
+                    set_provider_record(&mut rp, record);
+                    let object = Object::ResourceProvider(rp);
+                    self.touch(&ObjectKey::of(&object));
+                    self.store.get_mut()?.put(object);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Counts up to `excess` of the spec changes this write made to a provider as ones
+    /// Placement does not count; changes made before the write are left as they were.
+    fn uncount_spec_changes(
+        &mut self,
+        mut rp: ResourceProvider,
+        excess: u64,
+    ) -> Result<(), RecordError> {
+        let key = ObjectKey::cluster(
+            Kind::ResourceProvider,
+            rp.metadata.name.as_deref().unwrap_or(""),
+        );
+        let before = self.journal.iter().find_map(|(k, before)| match before {
+            Some(Object::ResourceProvider(b)) if *k == key => {
+                Some(b.metadata.generation.unwrap_or(1))
+            }
+            _ => None,
+        });
+        let Some(before) = before else {
+            return Ok(());
+        };
+        let made = rp.metadata.generation.unwrap_or(1) - before;
+        let n = i64::try_from(excess).unwrap_or(0).min(made);
+        if n > 0 {
+            let total = uncounted(&rp) + n;
+            set_uncounted(&mut rp, total);
+            self.store.get_mut()?.put(Object::ResourceProvider(rp));
         }
         Ok(())
     }
@@ -252,6 +401,7 @@ impl<'a> State<'a> {
         }
         let object = Object::ResourceProvider(rp);
         self.touch(&ObjectKey::of(&object));
+        self.note_start(&object);
         let verdict = admit_and_store(self.store.get_mut()?, object);
         if verdict.allowed {
             Ok(())
@@ -266,6 +416,7 @@ impl<'a> State<'a> {
         let object = Object::Allocation(a);
         let key = ObjectKey::of(&object);
         self.touch(&key);
+        self.note_start(&object);
         let verdict = admit_and_store(self.store.get_mut()?, object);
         if !verdict.allowed {
             return Err(RecordError::AllocationRefused(verdict.message));

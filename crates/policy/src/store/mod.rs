@@ -6,6 +6,7 @@ use crate::translate::{consumer_allocations, is_refused, provider_record};
 use kubeplace_api::Kind;
 use kubeplace_api::ServerRef;
 
+pub mod generations;
 mod records;
 
 use std::cmp::Ordering;
@@ -150,6 +151,9 @@ pub struct Store {
     deleted_claims: std::collections::VecDeque<String>,
     /// Grows with every change of an object other than its status alone.
     revision: u64,
+    /// The provider generations Allocations record (shared like the index: a copy of the
+    /// store copies them only when it changes them).
+    generation_records: Arc<generations::GenerationRecords>,
 }
 
 /// How many deleted Allocations' uids the store remembers.
@@ -221,6 +225,19 @@ impl Store {
     }
 
     /// The index to change: copied first when a search still holds it.
+    /// The provider generations recorded by Allocations ([`generations`]).
+    pub fn generation_records(&self) -> &generations::GenerationRecords {
+        &self.generation_records
+    }
+
+    /// Follows an object's replacement in the generation records.
+    fn note_records(&mut self, old: Option<&Object>, new: Option<&Object>) {
+        let allocation = |o: Option<&Object>| matches!(o, Some(Object::Allocation(_)));
+        if allocation(old) || allocation(new) {
+            Arc::make_mut(&mut self.generation_records).replace(old, new);
+        }
+    }
+
     fn index_mut(&mut self) -> &mut ProviderIndex {
         Arc::make_mut(&mut self.index)
     }
@@ -363,7 +380,9 @@ impl Store {
         let kind = object.kind();
         self.index_object(&object);
         self.revision += 1;
-        let old = self.objects.insert(key, Arc::new(object));
+        let new = Arc::new(object);
+        let old = self.objects.insert(key, new.clone());
+        self.note_records(old.as_deref(), Some(&new));
         self.after_change(kind);
         old.map(Arc::unwrap_or_clone)
     }
@@ -379,6 +398,7 @@ impl Store {
         let kind = object.kind();
         self.index_object(&object);
         self.revision += 1;
+        self.note_records(None, Some(&object));
         self.objects.insert(key, Arc::new(object));
         self.after_change(kind);
     }
@@ -388,9 +408,10 @@ impl Store {
         let kind = object.kind();
         self.index_object(&object);
         self.revision += 1;
-        let old = self
-            .objects
-            .insert(ObjectKey::of(&object), Arc::new(object));
+        let key = ObjectKey::of(&object);
+        let new = Arc::new(object);
+        let old = self.objects.insert(key, new.clone());
+        self.note_records(old.as_deref(), Some(&new));
         self.after_change(kind);
         old.map(Arc::unwrap_or_clone)
     }
@@ -416,6 +437,7 @@ impl Store {
     fn remove_unmerged(&mut self, key: &ObjectKey) -> Option<Object> {
         let old = Arc::unwrap_or_clone(self.objects.remove(key)?);
         self.revision += 1;
+        self.note_records(Some(&old), None);
         match &old {
             Object::ResourceProvider(_) => {
                 self.index_mut().remove_provider(&key.name);
@@ -468,7 +490,9 @@ impl Store {
                     if !unchanged {
                         self.index_object(&object);
                     }
-                    self.objects.insert(key, Arc::from(object));
+                    let new: Arc<Object> = Arc::from(object);
+                    let old = self.objects.insert(key, new.clone());
+                    self.note_records(old.as_deref(), Some(&new));
                 }
                 Change::Delete(key) => {
                     if let Some(old) = self.remove_unmerged(&key)

@@ -154,3 +154,85 @@ fn over_a_cluster_a_provider_write_carries_the_generation_the_api_server_will_gi
         "{refused}"
     );
 }
+
+/// Commits a request's state as the API server would keep it: the store as written.
+fn decided(state: &mut State<'_>) {
+    state.record_generations().unwrap();
+}
+
+#[test]
+fn over_a_cluster_claims_and_removals_move_generations_as_placement_and_they_never_go_back() {
+    let store = RwLock::new(store());
+    let book = RwLock::new(Book::new(&store.read().unwrap(), Backing::Cluster));
+    let generation = |store: &RwLock<Store>| {
+        let state = locked(store, &book, Backing::Cluster, false);
+        state.generation(UUID)
+    };
+    assert_eq!(generation(&store), 0);
+    // A claim moves the provider's generation; its Allocation carries the record.
+    {
+        let mut state = locked(&store, &book, Backing::Cluster, true);
+        state.write_allocation(claim("a", CONSUMER, 1)).unwrap();
+        state.bump(UUID).unwrap();
+        decided(&mut state);
+    }
+    assert_eq!(generation(&store), 1);
+    let a = store
+        .read()
+        .unwrap()
+        .get_cluster(Kind::Allocation, "a")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        a.meta().annotations.as_ref().unwrap()
+            [crate::store::generations::PROVIDER_GENERATIONS_ANNOTATION],
+        "cn1=1@1"
+    );
+    // A second claim, by another consumer.
+    {
+        let mut state = locked(&store, &book, Backing::Cluster, true);
+        state
+            .write_allocation(claim("b", "1d5c2f5e-3b7a-4c61-8f0e-2a9b1c3d4e5f", 1))
+            .unwrap();
+        state.bump(UUID).unwrap();
+        decided(&mut state);
+    }
+    assert_eq!(generation(&store), 2);
+    // Removing the Allocation that holds the highest record does not take the generation
+    // back: the provider keeps it.
+    {
+        let mut state = locked(&store, &book, Backing::Cluster, true);
+        state
+            .delete(&ObjectKey::cluster(Kind::Allocation, "b"))
+            .unwrap();
+        decided(&mut state);
+        let journal = state.into_journal();
+        assert!(
+            journal
+                .changes
+                .iter()
+                .any(|(k, _, _)| k.kind == Kind::ResourceProvider),
+            "the provider is written with its record"
+        );
+    }
+    assert_eq!(generation(&store), 2);
+    // A provider write that leaves the spec as it was still moves it once.
+    {
+        let mut state = locked(&store, &book, Backing::Cluster, true);
+        let rp = state.provider_object("cn1").unwrap();
+        state.write_provider(rp).unwrap();
+        state.bump(UUID).unwrap();
+        decided(&mut state);
+    }
+    assert_eq!(generation(&store), 3);
+    // A spec change moves it once, and the records move with it.
+    {
+        let mut state = locked(&store, &book, Backing::Cluster, true);
+        let mut rp = state.provider_object("cn1").unwrap();
+        rp.spec.traits.push("HW_CPU_X86_AVX2".to_string());
+        state.write_provider(rp).unwrap();
+        state.bump(UUID).unwrap();
+        decided(&mut state);
+    }
+    assert_eq!(generation(&store), 4);
+}
