@@ -6,6 +6,12 @@
 //! - `PUT /allocations/{consumer}` on the Placement API (the API's checks, then the same
 //!   Allocation write).
 //!
+//! Beside them, in the same run, real Placement 16 (the virtualenv of
+//! `hack/placement-venv.sh`, served by `hack/placement-serve.py`: one process, a thread a
+//! request) takes the same `PUT /allocations` claims on a provider of the same inventory, on
+//! SQLite and, when Debian's MariaDB is installed (`apt-get install mariadb-server`; its
+//! server is started in a temporary directory), on MariaDB.
+//!
 //! Each way: one client in sequence (latency p50/p99) and 8 clients at once (claims/s).
 //! Run with `cargo bench --bench cluster_claims`; it prints a table.
 
@@ -13,10 +19,14 @@
 #[allow(unused_imports)]
 mod support;
 
+#[path = "../tests/support/real_placement.rs"]
+mod real_placement;
+
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, DynamicObject, PostParams};
@@ -30,6 +40,137 @@ const CONCURRENT: usize = 400;
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i]
+}
+
+/// A MariaDB server of its own in a temporary directory, stopped when dropped.
+struct MariaDb {
+    child: std::process::Child,
+    dir: tempfile::TempDir,
+}
+
+impl MariaDb {
+    /// Starts Debian's MariaDB with an empty database `placement`; `None` when it is not
+    /// installed.
+    fn start() -> Option<MariaDb> {
+        let installed = std::process::Command::new("mariadb-install-db")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !installed {
+            return None;
+        }
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let data = dir.path().join("data");
+        let ok = std::process::Command::new("mariadb-install-db")
+            .args([
+                "--no-defaults",
+                "--user=root",
+                "--auth-root-authentication-method=normal",
+            ])
+            .arg(format!("--datadir={}", data.display()))
+            .output()
+            .expect("mariadb-install-db runs");
+        assert!(
+            ok.status.success(),
+            "{}",
+            String::from_utf8_lossy(&ok.stderr)
+        );
+        let socket = dir.path().join("mysqld.sock");
+        let child = std::process::Command::new("mariadbd")
+            .args([
+                "--no-defaults",
+                "--user=root",
+                "--skip-networking",
+                "--innodb-flush-log-at-trx-commit=2",
+            ])
+            .arg(format!("--datadir={}", data.display()))
+            .arg(format!("--socket={}", socket.display()))
+            .arg(format!(
+                "--pid-file={}",
+                dir.path().join("mysqld.pid").display()
+            ))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("mariadbd starts");
+        let db = MariaDb { child, dir };
+        let created = (0..120).any(|_| {
+            std::thread::sleep(Duration::from_millis(250));
+            std::process::Command::new("mariadb")
+                .args(["--no-defaults", "-u", "root"])
+                .arg(format!("--socket={}", db.socket().display()))
+                .args(["-e", "CREATE DATABASE IF NOT EXISTS placement"])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        });
+        assert!(
+            created,
+            "MariaDB did not start in {}",
+            db.dir.path().display()
+        );
+        Some(db)
+    }
+
+    fn socket(&self) -> std::path::PathBuf {
+        self.dir.path().join("mysqld.sock")
+    }
+
+    /// The database's SQLAlchemy URL, through PyMySQL.
+    fn url(&self) -> String {
+        format!(
+            "mysql+pymysql://root@localhost/placement?unix_socket={}",
+            self.socket().display()
+        )
+    }
+}
+
+impl Drop for MariaDb {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Claims of 1 VCPU on a provider of real Placement, `PUT /allocations/{consumer}`.
+fn real_placement_rows(what: &str, placement: &real_placement::RealPlacement) {
+    let url = placement.url.clone();
+    let uuid = "77777777-7777-4777-8777-777777777777";
+    real_placement::ok(
+        &url,
+        "POST",
+        "/resource_providers",
+        Some(&json!({"name": "bench-host", "uuid": uuid})),
+    );
+    real_placement::ok(
+        &url,
+        "PUT",
+        &format!("/resource_providers/{uuid}/inventories"),
+        Some(&json!({"resource_provider_generation": 0,
+                     "inventories": {"VCPU": {"total": 100000}}})),
+    );
+    let port: u16 = url
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("a port");
+    let claims = |offset: usize| -> Arc<dyn Fn(usize) -> u16 + Send + Sync> {
+        Arc::new(move |i| {
+            let n = offset + i;
+            let body = json!({"allocations": {uuid: {"resources": {"VCPU": 1}}},
+                              "project_id": "p", "user_id": "u",
+                              "consumer_generation": null, "consumer_type": "INSTANCE"});
+            http(
+                port,
+                "PUT",
+                &format!("/allocations/66666666-6666-4666-8666-{n:012}"),
+                "admin",
+                &body,
+            )
+        })
+    };
+    drive(20, 1, claims(900_000));
+    row(what, 1, drive(SEQUENTIAL, 1, claims(0)));
+    row(what, CLIENTS, drive(CONCURRENT, CLIENTS, claims(100_000)));
 }
 
 fn http(port: u16, method: &str, path: &str, token: &str, body: &Value) -> u16 {
@@ -61,14 +202,15 @@ fn allocation(name: &str, consumer: &str, provider: &str) -> DynamicObject {
     .expect("an Allocation")
 }
 
-/// Runs `claim(i)` for `n` claims from `clients` threads; the latencies and the wall time.
+/// Runs `claim(i)` (its HTTP status) for `n` claims from `clients` threads; the latencies,
+/// the wall time and the statuses other than 201 and 204, counted.
 fn drive(
     n: usize,
     clients: usize,
-    claim: Arc<dyn Fn(usize) -> bool + Send + Sync>,
-) -> (Vec<Duration>, Duration, usize) {
+    claim: Arc<dyn Fn(usize) -> u16 + Send + Sync>,
+) -> (Vec<Duration>, Duration, BTreeMap<u16, usize>) {
     let next = Arc::new(AtomicUsize::new(0));
-    let failed = Arc::new(AtomicUsize::new(0));
+    let failed = Arc::new(Mutex::new(BTreeMap::new()));
     let started = Instant::now();
     let threads: Vec<_> = (0..clients)
         .map(|_| {
@@ -83,8 +225,9 @@ fn drive(
                         return lat;
                     }
                     let t = Instant::now();
-                    if !claim(i) {
-                        failed.fetch_add(1, Ordering::Relaxed);
+                    let status = claim(i);
+                    if status != 201 && status != 204 {
+                        *failed.lock().expect("the tally").entry(status).or_insert(0) += 1;
                     }
                     lat.push(t.elapsed());
                 }
@@ -97,10 +240,22 @@ fn drive(
         .collect();
     let wall = started.elapsed();
     all.sort();
-    (all, wall, failed.load(Ordering::Relaxed))
+    let failed = failed.lock().expect("the tally").clone();
+    (all, wall, failed)
 }
 
-fn row(what: &str, clients: usize, (lat, wall, failed): (Vec<Duration>, Duration, usize)) {
+fn row(
+    what: &str,
+    clients: usize,
+    (lat, wall, failed): (Vec<Duration>, Duration, BTreeMap<u16, usize>),
+) {
+    let total: usize = failed.values().sum();
+    let failed = if total == 0 {
+        "0".to_string()
+    } else {
+        let each: Vec<String> = failed.iter().map(|(s, n)| format!("{n}×{s}")).collect();
+        format!("{total} ({})", each.join(", "))
+    };
     println!(
         "| {what} | {clients} | {} | {:.0} | {:.1} | {:.1} | {failed} |",
         lat.len(),
@@ -191,7 +346,7 @@ fn main() {
     let client = cp.kube_client(runtime.handle());
     let handle = runtime.handle().clone();
     let api: Api<DynamicObject> = Api::all_with(client, &Kind::Allocation.api_resource());
-    let through_api_server = |offset: usize| -> Arc<dyn Fn(usize) -> bool + Send + Sync> {
+    let through_api_server = |offset: usize| -> Arc<dyn Fn(usize) -> u16 + Send + Sync> {
         let api = api.clone();
         let handle = handle.clone();
         Arc::new(move |i| {
@@ -203,10 +358,16 @@ fn main() {
             );
             handle
                 .block_on(api.create(&PostParams::default(), &object))
-                .is_ok()
+                .map_or_else(
+                    |e| match e {
+                        kube::Error::Api(s) => s.code,
+                        _ => 0,
+                    },
+                    |_| 201,
+                )
         })
     };
-    let through_placement = |offset: usize| -> Arc<dyn Fn(usize) -> bool + Send + Sync> {
+    let through_placement = |offset: usize| -> Arc<dyn Fn(usize) -> u16 + Send + Sync> {
         let token = token.clone();
         let uuid = uuid.clone();
         Arc::new(move |i| {
@@ -220,7 +381,7 @@ fn main() {
                 &format!("/allocations/99999999-9999-4999-8999-{n:012}"),
                 &token,
                 &body,
-            ) == 204
+            )
         })
     };
     // Warm both paths (connections, the review cache of the token).
@@ -249,6 +410,20 @@ fn main() {
         CLIENTS,
         drive(CONCURRENT, CLIENTS, through_placement(100_000)),
     );
+    operator.kill();
+    real_placement_rows(
+        "real Placement 16, SQLite, PUT /allocations",
+        &real_placement::RealPlacement::start(),
+    );
+    match MariaDb::start() {
+        Some(db) => real_placement_rows(
+            "real Placement 16, MariaDB, PUT /allocations",
+            &real_placement::RealPlacement::start_on(Some(&db.url())),
+        ),
+        None => println!(
+            "| real Placement 16, MariaDB | – | MariaDB is not installed (apt-get install mariadb-server) | | | | |"
+        ),
+    }
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "\n{} cores; load average at the end: {}",
@@ -258,5 +433,4 @@ fn main() {
             .collect::<Vec<_>>()
             .join(" ")
     );
-    operator.kill();
 }

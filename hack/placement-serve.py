@@ -4,7 +4,10 @@ SQLite on 127.0.0.1, as /work/shared/PEERS.md describes: noauth2 (the token `adm
 admin), a fresh database in DIR, one thread per request. Prints `listening on
 http://127.0.0.1:PORT` once it accepts connections, then serves until killed.
 
-    $(hack/placement-venv.sh)/bin/python hack/placement-serve.py DIR [--port P]
+    $(hack/placement-venv.sh)/bin/python hack/placement-serve.py DIR [--port P] [--database-url URL]
+
+--database-url takes an SQLAlchemy URL of an empty database instead of SQLite in DIR
+(e.g. mysql+pymysql://root@localhost/placement?unix_socket=/run/mysqld.sock, with PyMySQL).
 """
 import argparse
 import os
@@ -27,17 +30,19 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dir")
     ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--database-url")
     args = ap.parse_args()
     d = os.path.abspath(args.dir)
     os.makedirs(d, exist_ok=True)
+    database = args.database_url or "sqlite:///%s" % os.path.join(d, "placement.sqlite")
     conf = os.path.join(d, "placement.conf")
     with open(conf, "w") as f:
         f.write(
             "[DEFAULT]\nlog_file = %s\n"
             "[api]\nauth_strategy = noauth2\n"
-            "[placement_database]\nconnection = sqlite:///%s\nsqlite_synchronous = False\n"
+            "[placement_database]\nconnection = %s\nsqlite_synchronous = False\n"
             "[placement]\nrandomize_allocation_candidates = False\n"
-            % (os.path.join(d, "placement.log"), os.path.join(d, "placement.sqlite"))
+            % (os.path.join(d, "placement.log"), database)
         )
     env = dict(os.environ, OS_PLACEMENT_CONFIG_DIR=d)
     manage = os.path.join(os.path.dirname(sys.executable), "placement-manage")

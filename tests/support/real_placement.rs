@@ -49,12 +49,21 @@ impl Drop for RealPlacement {
 impl RealPlacement {
     /// A fresh, empty Placement.
     pub fn start() -> RealPlacement {
+        RealPlacement::start_on(None)
+    }
+
+    /// A fresh Placement on the empty database at `database_url` (an SQLAlchemy URL), or
+    /// on SQLite in a directory of its own.
+    pub fn start_on(database_url: Option<&str>) -> RealPlacement {
         let python = python();
         let dir = tempfile::tempdir().expect("a temporary directory");
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/hack/placement-serve.py");
-        let mut child = Command::new(python)
-            .arg(script)
-            .arg(dir.path())
+        let mut command = Command::new(python);
+        command.arg(script).arg(dir.path());
+        if let Some(url) = database_url {
+            command.args(["--database-url", url]);
+        }
+        let mut child = command
             .env("PYTHONHASHSEED", "0")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
