@@ -45,6 +45,18 @@ pub(crate) fn resource_version(
     meta.resource_version.as_deref()?.parse().ok()
 }
 
+/// Whether `stored` is as new as `written` or newer (by resourceVersion, which the API
+/// server increases on every write).
+pub(crate) fn newer_or_same(stored: &Object, written: &Object) -> bool {
+    match (
+        resource_version(stored.meta()),
+        resource_version(written.meta()),
+    ) {
+        (Some(s), Some(w)) => s >= w,
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

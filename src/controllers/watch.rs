@@ -138,6 +138,18 @@ impl KindWatch {
         Some(Reach::of_change(&store, old, new))
     }
 
+    /// Whether the store already holds the object at this resourceVersion or a later one:
+    /// the event is one the store is past. A write's answer is put in the store before its
+    /// watch event arrives, and a write decided on top of that (the Placement API's next
+    /// write, not yet committed) keeps its resourceVersion: a late event of the object must
+    /// not replace that decision with the state it was made from.
+    fn held_as_new(&self, object: &Object) -> bool {
+        let store = crate::locks::read(&self.store);
+        store
+            .get(&ObjectKey::of(object))
+            .is_some_and(|held| crate::cache::newer_or_same(held, object))
+    }
+
     /// Applies the changes gathered; what the provider config merge moved in doing so.
     fn flush(&self, changes: &mut Vec<Change>) -> Reach {
         if changes.is_empty() {
@@ -164,7 +176,9 @@ impl KindWatch {
             match event {
                 Event::Apply(o) => {
                     self.metrics.watch_event(self.kind, "apply");
-                    if let Some(object) = self.read(&o) {
+                    if let Some(object) = self.read(&o)
+                        && !self.held_as_new(&object)
+                    {
                         debug!(kind = %self.kind, name = object.name(), "applied");
                         let key = ObjectKey::of(&object);
                         match self.reach_of(&key, Some(&object)) {

@@ -373,19 +373,6 @@ fn refused(kind: Kind, e: kube::Error) -> ApiError {
     }
 }
 
-/// Whether `stored` is as new as `written` or newer (by resourceVersion, which the API
-/// server increases on every write).
-pub(crate) fn newer_or_same(stored: &Object, written: &Object) -> bool {
-    use crate::cache::resource_version;
-    match (
-        resource_version(stored.meta()),
-        resource_version(written.meta()),
-    ) {
-        (Some(s), Some(w)) => s >= w,
-        _ => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::whole_numbers_as_integers;

@@ -417,7 +417,7 @@ impl PlacementApi {
                     let key = kubeplace_policy::store::ObjectKey::of(&object);
                     let newer = store
                         .get(&key)
-                        .is_some_and(|o| cluster::newer_or_same(o, &object));
+                        .is_some_and(|o| crate::cache::newer_or_same(o, &object));
                     if !newer {
                         store.put(object);
                     }
