@@ -4,7 +4,13 @@ SQLite on 127.0.0.1, as /work/shared/PEERS.md describes: noauth2 (the token `adm
 admin), a fresh database in DIR, one thread per request. Prints `listening on
 http://127.0.0.1:PORT` once it accepts connections, then serves until killed.
 
+With `--keystone-authtoken FILE` (an INI file whose `[keystone_authtoken]` section is
+copied into placement.conf) it authenticates with Keystone through keystonemiddleware
+(`[api] auth_strategy = keystone`) and applies its default policies, as a real cloud's
+Placement does: the reference tests/placement_keystone.rs holds kubeplace to.
+
     $(hack/placement-venv.sh)/bin/python hack/placement-serve.py DIR [--port P]
+        [--keystone-authtoken FILE]
 """
 import argparse
 import os
@@ -27,17 +33,27 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dir")
     ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--keystone-authtoken")
     args = ap.parse_args()
     d = os.path.abspath(args.dir)
     os.makedirs(d, exist_ok=True)
     conf = os.path.join(d, "placement.conf")
+    strategy = "keystone" if args.keystone_authtoken else "noauth2"
     with open(conf, "w") as f:
+        if args.keystone_authtoken:
+            import configparser
+            ini = configparser.ConfigParser(interpolation=None)
+            ini.read(args.keystone_authtoken)
+            f.write("[keystone_authtoken]\n")
+            for k, v in ini["keystone_authtoken"].items():
+                f.write("%s = %s\n" % (k, v))
         f.write(
             "[DEFAULT]\nlog_file = %s\n"
-            "[api]\nauth_strategy = noauth2\n"
+            "[api]\nauth_strategy = %s\n"
             "[placement_database]\nconnection = sqlite:///%s\nsqlite_synchronous = False\n"
             "[placement]\nrandomize_allocation_candidates = False\n"
-            % (os.path.join(d, "placement.log"), os.path.join(d, "placement.sqlite"))
+            % (os.path.join(d, "placement.log"), strategy,
+               os.path.join(d, "placement.sqlite"))
         )
     env = dict(os.environ, OS_PLACEMENT_CONFIG_DIR=d)
     manage = os.path.join(os.path.dirname(sys.executable), "placement-manage")

@@ -1,8 +1,10 @@
 //! Arguments that more than one command takes, declared once: how servers are weighed
 //! (`kubeplace apply`, `placement headroom`, `run`), how many servers a Flavor's
 //! headroom counts (`apply`, `run`), and how much search work the Placement API takes on
-//! (`placement serve`, `run`).
+//! (`placement serve`, `run`); Keystone's `[keystone_authtoken]` section (`placement
+//! serve`, `run`).
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::placement_api::SearchLimits;
@@ -23,6 +25,30 @@ pub struct Weighing {
         default_value = "spread=1"
     )]
     pub weighers: Weighers,
+}
+
+/// `--keystone-authtoken`: tokens validated by Keystone.
+#[derive(clap::Args, Debug, Clone)]
+pub struct KeystoneArgs {
+    /// An oslo-style INI file (e.g. placement.conf) whose [keystone_authtoken] section says
+    /// which Keystone validates the X-Auth-Token of each request and the service user
+    /// kubeplace asks it as (auth_type = password). Callers may then do what Placement's
+    /// default policies give their roles (docs/placement-api.md, Keystone).
+    #[arg(long, value_name = "FILE")]
+    pub keystone_authtoken: Option<PathBuf>,
+}
+
+impl KeystoneArgs {
+    /// The section read, or why it cannot be used.
+    pub fn config(
+        &self,
+    ) -> Result<Option<crate::placement_api::keystone::config::KeystoneConfig>, String> {
+        self.keystone_authtoken
+            .as_deref()
+            .map(crate::placement_api::keystone::config::load)
+            .transpose()
+            .map_err(|e| e.to_string())
+    }
 }
 
 /// `--headroom-cap`: how many servers each Flavor's `status.headroom` counts.
