@@ -4,13 +4,12 @@ SQLite on 127.0.0.1, with the projects, users and roles kubeplace's Keystone tes
 
     $(hack/keystone-venv.sh)/bin/python hack/keystone-serve.py DIR [--expiration SECONDS]
 
-In DIR: keystone.conf, the database, the fernet and credential keys and keystone.log.
-The schema (`keystone-manage db_sync`, the slow step) is made once per Keystone version
-and kept under ~/.cache/kubeplace/keystone-db/ (KUBEPLACE_KEYSTONE_DB_CACHE), copied for
-each start. Then `fernet_setup`, `credential_setup` and `bootstrap` (the admin user, the
-admin project, the roles admin > manager > member > reader and service, RegionOne and
-the identity endpoint), the public WSGI application served by wsgiref (one thread a
-request), and through Keystone's REST API, as the admin:
+In DIR: keystone.conf, the database, the fernet and credential keys and keystone.log,
+copied from a template made once per Keystone version (and version of this script) and
+kept under ~/.cache/kubeplace/keystone-db/ (KUBEPLACE_KEYSTONE_DB_CACHE): `keystone-manage
+db_sync`, `fernet_setup`, `credential_setup` and `bootstrap` (the admin user, the admin
+project, the roles admin > manager > member > reader and service, RegionOne and the
+identity endpoint), then, through Keystone's REST API as the admin:
 
 - projects `service`, `demo` and `other`, and a role `observer` Placement knows nothing of;
 - users, each with the password `PASSWORD` below: `placement` and `nova` (role service
@@ -21,6 +20,9 @@ request), and through Keystone's REST API, as the admin:
   the system);
 - the service `placement` (type placement), without endpoints: a test adds one for its
   own region pointing at the server it starts (POST /v3/regions, /v3/endpoints).
+
+Each start copies the template, serves the public WSGI application with wsgiref (one
+thread a request) on a free port, and points the identity endpoints at it.
 
 Prints one JSON line once it accepts connections: {"url", "password", "admin_password",
 "projects": {name: id}, "users": {name: id}, "roles": {name: id}, "placement_service"},
@@ -43,6 +45,9 @@ warnings.simplefilter("ignore")
 
 PASSWORD = "kubeplace-test-secret"
 ADMIN_PASSWORD = "kubeplace-test-admin"
+DB = "keystone.sqlite"
+# The identity URL a template is bootstrapped with, replaced at each start.
+PLACEHOLDER = "http://127.0.0.1:5000"
 
 
 class Quiet(WSGIRequestHandler):
@@ -65,20 +70,63 @@ def keystone_version():
     return metadata.version("keystone")
 
 
-def schema(conf, db):
-    """The db-synced database: from the cache when it has this version's, else made and
-    cached."""
+def write_conf(d, expiration):
+    conf = os.path.join(d, "keystone.conf")
+    with open(conf, "w") as f:
+        f.write(
+            "[DEFAULT]\nlog_file = %(log)s\n"
+            "[database]\nconnection = sqlite:///%(db)s\n"
+            "[token]\nprovider = fernet\nexpiration = %(exp)d\n"
+            "[fernet_tokens]\nkey_repository = %(d)s/fernet-keys\n"
+            "[fernet_receipts]\nkey_repository = %(d)s/fernet-receipts\n"
+            "[credential]\nkey_repository = %(d)s/credential-keys\n"
+            "[cache]\nenabled = false\n"
+            % {"log": os.path.join(d, "keystone.log"), "db": os.path.join(d, DB),
+               "d": d, "exp": expiration})
+    return conf
+
+
+def template():
+    """The directory of a Keystone set up and populated once (database, keys, the ids
+    made), kept under the cache for this Keystone version and this script, made when
+    missing."""
+    import hashlib
     cache = os.environ.get("KUBEPLACE_KEYSTONE_DB_CACHE") or os.path.join(
         os.path.expanduser("~"), ".cache", "kubeplace", "keystone-db")
-    kept = os.path.join(cache, "keystone-%s.sqlite" % keystone_version())
-    if os.path.exists(kept):
-        shutil.copyfile(kept, db)
-        return
-    manage(conf, "db_sync")
+    with open(os.path.abspath(__file__), "rb") as f:
+        mine = hashlib.sha256(f.read()).hexdigest()[:12]
+    kept = os.path.join(cache, "keystone-%s-%s" % (keystone_version(), mine))
+    if os.path.exists(os.path.join(kept, "ids.json")):
+        return kept
     os.makedirs(cache, exist_ok=True)
     part = "%s.%d.part" % (kept, os.getpid())
-    shutil.copyfile(db, part)
-    os.replace(part, kept)
+    shutil.rmtree(part, ignore_errors=True)
+    os.makedirs(part)
+    conf = write_conf(part, 3600)
+    manage(conf, "db_sync")
+    user = ["--keystone-user", str(os.getuid()), "--keystone-group", str(os.getgid())]
+    manage(conf, "fernet_setup", *user)
+    manage(conf, "credential_setup", *user)
+    manage(conf, "bootstrap", "--bootstrap-password", ADMIN_PASSWORD,
+           "--bootstrap-admin-url", PLACEHOLDER, "--bootstrap-public-url", PLACEHOLDER,
+           "--bootstrap-internal-url", PLACEHOLDER, "--bootstrap-region-id", "RegionOne")
+    # Populated through the REST API by a Keystone of its own.
+    child = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--populate",
+                              part], stdout=subprocess.PIPE)
+    line = child.stdout.readline()
+    child.kill()
+    child.wait()
+    if not line:
+        sys.exit("keystone-serve: populating the template failed")
+    with open(os.path.join(part, "ids.json"), "wb") as f:
+        f.write(line)
+    os.remove(os.path.join(part, "keystone.conf"))
+    try:
+        os.rename(part, kept)
+    except OSError:
+        # Another run made it first.
+        shutil.rmtree(part, ignore_errors=True)
+    return kept
 
 
 class Api:
@@ -137,37 +185,12 @@ def populate(api):
     return projects, users, roles, service
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("dir")
-    ap.add_argument("--expiration", type=int, default=3600)
-    args = ap.parse_args()
-    d = os.path.abspath(args.dir)
-    os.makedirs(d, exist_ok=True)
-    # The port first: bootstrap writes the identity endpoint's URL into the catalog.
+def serve(d, expiration):
+    """Keystone on DIR's database, on a free port; its Api once it answers."""
     server = make_server("127.0.0.1", 0, lambda e, s: [], server_class=Threaded,
                          handler_class=Quiet)
     url = "http://127.0.0.1:%d" % server.server_port
-    conf = os.path.join(d, "keystone.conf")
-    db = os.path.join(d, "keystone.sqlite")
-    with open(conf, "w") as f:
-        f.write(
-            "[DEFAULT]\nlog_file = %(log)s\n"
-            "[database]\nconnection = sqlite:///%(db)s\n"
-            "[token]\nprovider = fernet\nexpiration = %(exp)d\n"
-            "[fernet_tokens]\nkey_repository = %(d)s/fernet-keys\n"
-            "[fernet_receipts]\nkey_repository = %(d)s/fernet-receipts\n"
-            "[credential]\nkey_repository = %(d)s/credential-keys\n"
-            "[cache]\nenabled = false\n"
-            % {"log": os.path.join(d, "keystone.log"), "db": db, "d": d,
-               "exp": args.expiration})
-    schema(conf, db)
-    user = ["--keystone-user", str(os.getuid()), "--keystone-group", str(os.getgid())]
-    manage(conf, "fernet_setup", *user)
-    manage(conf, "credential_setup", *user)
-    manage(conf, "bootstrap", "--bootstrap-password", ADMIN_PASSWORD,
-           "--bootstrap-admin-url", url, "--bootstrap-public-url", url,
-           "--bootstrap-internal-url", url, "--bootstrap-region-id", "RegionOne")
+    write_conf(d, expiration)
     os.environ["OS_KEYSTONE_CONFIG_DIR"] = d
     # Keystone's configuration reads the command line too: leave it ours alone.
     sys.argv = sys.argv[:1]
@@ -175,10 +198,34 @@ def main():
 
     server.set_app(wsgi.initialize_public_application())
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    projects, users, roles, service = populate(Api(url))
-    print(json.dumps({"url": url, "password": PASSWORD, "admin_password": ADMIN_PASSWORD,
-                      "projects": projects, "users": users, "roles": roles,
-                      "placement_service": service}), flush=True)
+    return url, Api(url)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir")
+    ap.add_argument("--expiration", type=int, default=3600)
+    ap.add_argument("--populate", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    d = os.path.abspath(args.dir)
+    if args.populate:
+        url, api = serve(d, 3600)
+        projects, users, roles, service = populate(api)
+        print(json.dumps({"projects": projects, "users": users, "roles": roles,
+                          "placement_service": service}), flush=True)
+        threading.Event().wait()
+    kept = template()
+    shutil.rmtree(d, ignore_errors=True)
+    shutil.copytree(kept, d)
+    with open(os.path.join(d, "ids.json")) as f:
+        ids = json.load(f)
+    url, api = serve(d, args.expiration)
+    # The identity endpoints bootstrap wrote name the template's placeholder.
+    for e in api.call("GET", "/v3/endpoints")["endpoints"]:
+        if e["url"] == PLACEHOLDER:
+            api.call("PATCH", "/v3/endpoints/%s" % e["id"], {"endpoint": {"url": url}})
+    print(json.dumps(dict(ids, url=url, password=PASSWORD, admin_password=ADMIN_PASSWORD)),
+          flush=True)
     threading.Event().wait()
 
 

@@ -49,12 +49,26 @@ impl Drop for RealPlacement {
 impl RealPlacement {
     /// A fresh, empty Placement.
     pub fn start() -> RealPlacement {
+        RealPlacement::start_with(&[])
+    }
+
+    /// A fresh, empty Placement behind keystonemiddleware, configured by the
+    /// `[keystone_authtoken]` section of `authtoken`, with its default policies.
+    pub fn start_with_keystone(authtoken: &std::path::Path) -> RealPlacement {
+        RealPlacement::start_with(&[
+            "--keystone-authtoken",
+            authtoken.to_str().expect("a UTF-8 path"),
+        ])
+    }
+
+    fn start_with(args: &[&str]) -> RealPlacement {
         let python = python();
         let dir = tempfile::tempdir().expect("a temporary directory");
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/hack/placement-serve.py");
         let mut child = Command::new(python)
             .arg(script)
             .arg(dir.path())
+            .args(args)
             .env("PYTHONHASHSEED", "0")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
