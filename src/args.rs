@@ -43,11 +43,21 @@ impl KeystoneArgs {
     pub fn config(
         &self,
     ) -> Result<Option<crate::placement_api::keystone::config::KeystoneConfig>, String> {
-        self.keystone_authtoken
-            .as_deref()
-            .map(crate::placement_api::keystone::config::load)
-            .transpose()
-            .map_err(|e| e.to_string())
+        let Some(path) = self.keystone_authtoken.as_deref() else {
+            return Ok(None);
+        };
+        let config =
+            crate::placement_api::keystone::config::load(path).map_err(|e| e.to_string())?;
+        // The TLS settings (cafile, the system's CAs) are checked now, not at the first
+        // request.
+        crate::placement_api::keystone::client::Client::new(
+            &config.identity_url,
+            config.cafile.as_deref(),
+            config.connect_timeout,
+            config.request_timeout,
+        )
+        .map_err(|e| format!("--keystone-authtoken {}: {e}", path.display()))?;
+        Ok(Some(config))
     }
 }
 
