@@ -586,3 +586,52 @@ fn osc_placement_as_an_admin_and_as_a_reader() {
     let list = osc("demo-admin", "demo", "resource provider list -f json").unwrap();
     assert_eq!(list.as_array().map(Vec::len), Some(1), "{list}");
 }
+
+#[test]
+fn a_section_that_cannot_be_honoured_stops_serve_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let section = "[keystone_authtoken]\nauth_url = http://127.0.0.1:1/v3\nauth_type = password\nusername = placement\npassword = p\nproject_name = service\nuser_domain_name = Default\nproject_domain_name = Default\n";
+    for (extra, said) in [
+        (
+            "auth_type = v3applicationcredential\n",
+            "auth_type = \"v3applicationcredential\"",
+        ),
+        ("insecure = true\n", "insecure = \"true\""),
+        (
+            "token_cache_time = forever\n",
+            "token_cache_time = \"forever\"",
+        ),
+        (
+            "memcache_servers_typo = x\n",
+            "memcache_servers_typo is not a key",
+        ),
+    ] {
+        let path = dir.path().join("placement.conf");
+        std::fs::write(&path, format!("{section}{extra}")).unwrap();
+        let (status, stderr) = placement_server::serve_exits(
+            &["--keystone-authtoken", path.to_str().unwrap()],
+            Duration::from_secs(10),
+        )
+        .expect("serve exits");
+        assert_eq!(status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains("placement.conf") && stderr.contains(said),
+            "{stderr}"
+        );
+    }
+    let (status, stderr) = placement_server::serve_exits(
+        &["--keystone-authtoken", "/nonexistent/placement.conf"],
+        Duration::from_secs(10),
+    )
+    .expect("serve exits");
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("/nonexistent/placement.conf"), "{stderr}");
+    // The test mode that trusts headers is for loopback only.
+    let (status, stderr) = placement_server::serve_exits(
+        &["--test-roles-from-headers", "--listen", "0.0.0.0:0"],
+        Duration::from_secs(10),
+    )
+    .expect("serve exits");
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("loopback"), "{stderr}");
+}
