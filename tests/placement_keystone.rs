@@ -440,6 +440,38 @@ fn keystone_down_or_slow_is_a_503_within_the_timeouts_and_nothing_is_written() {
             took < Duration::from_secs(10),
             "Keystone {what}: answered after {took:?}"
         );
+        // Several callers at once each get their 503 within the bound (twice `timeout`),
+        // not one after another.
+        mode.store(m, Ordering::SeqCst);
+        let started = Instant::now();
+        let answers: Vec<u16> = std::thread::scope(|scope| {
+            let callers: Vec<_> = (0..4)
+                .map(|_| {
+                    let token = ks.token("demo-admin", Scope::Project("demo"));
+                    let url = ours.url();
+                    let body = &body;
+                    scope.spawn(move || {
+                        call(
+                            &url,
+                            Some(&token),
+                            "POST",
+                            "/resource_providers",
+                            Some(body),
+                            &[],
+                        )
+                        .0
+                    })
+                })
+                .collect();
+            callers.into_iter().map(|c| c.join().unwrap()).collect()
+        });
+        let took = started.elapsed();
+        mode.store(0, Ordering::SeqCst);
+        assert_eq!(answers, [503; 4], "Keystone {what}");
+        assert!(
+            took < Duration::from_secs(10),
+            "Keystone {what}: four callers took {took:?}"
+        );
         // A token validated before still passes while its answer is kept.
         assert_eq!(
             status(&ours.url(), &admin, "GET", "/resource_providers", None),

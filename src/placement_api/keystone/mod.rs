@@ -105,7 +105,16 @@ impl KeystoneAuth {
             Some(Known::Refused(why)) => return Err(Refused::Invalid(why)),
             None => {}
         }
-        let answer = self.ask(token).await;
+        // One deadline for the whole validation (a login, the question, their retries, and
+        // the wait for another request's login), so a Keystone that is down or slow costs a
+        // request at most this long.
+        let deadline = self.deadline();
+        let answer = match tokio::time::timeout(deadline, self.ask(token)).await {
+            Ok(answer) => answer,
+            Err(_) => Err(Refused::Unavailable(format!(
+                "Keystone did not answer within {deadline:?}"
+            ))),
+        };
         let now = Instant::now();
         let mut tokens = self
             .tokens
@@ -123,6 +132,11 @@ impl KeystoneAuth {
             // Not kept: the next request asks again.
             Err(e) => Err(e),
         }
+    }
+
+    /// The longest a validation may take: two requests' time (a login and the question).
+    fn deadline(&self) -> Duration {
+        2 * self.config.request_timeout
     }
 
     /// Asks Keystone about `token` with the service token, logging in again once when
