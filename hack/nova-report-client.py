@@ -2,12 +2,17 @@
 """Nova's own Placement client against a Placement endpoint.
 
     $(hack/nova-venv.sh)/bin/python hack/nova-report-client.py URL TOKEN
+    $(hack/nova-venv.sh)/bin/python hack/nova-report-client.py --keystone AUTH_URL \
+        USERNAME PASSWORD PROJECT REGION
 
 Drives nova.scheduler.client.report.SchedulerReportClient (the client nova-compute,
 nova-scheduler, nova-conductor and nova-api share) the way those services do, against
 URL with TOKEN in X-Auth-Token; no Keystone and no Nova database are needed. Prints one
 JSON line per step, {"step", "ok", "got", "expected"}, and exits 1 if any step got
-something else than real Placement 16 gives for the same calls (the expected values were
+something else than real Placement 16 gives for the same calls. With --keystone, the
+client logs in to Keystone with a password as nova-compute does with `[placement]
+auth_type = password` (user and project in the domain Default) and finds Placement in
+the service catalog (type placement, interface public, the region given) (the expected values were
 taken from `hack/placement-oracle/oracle.py serve` on an empty cloud). The endpoint must
 start empty: the providers and consumers have fixed uuids.
 
@@ -33,6 +38,7 @@ import warnings
 warnings.simplefilter("ignore")
 
 from keystoneauth1 import adapter, session, token_endpoint  # noqa: E402
+from keystoneauth1.identity import v3 as identity_v3  # noqa: E402
 import nova.conf  # noqa: E402
 from nova import context as nova_context  # noqa: E402
 from nova import objects  # noqa: E402
@@ -86,6 +92,8 @@ COMPUTES = [
 ]
 
 failures = []
+# (auth_url, username, password, project, region) with --keystone.
+KEYSTONE = None
 
 
 def step(name, got, expected):
@@ -101,6 +109,16 @@ def client(url, token):
     endpoint given, as `[placement] auth_type = admin_token` would set up. raise_exc is
     off because the report client reads statuses itself. The timeout turns a server that
     stops answering into a failed run instead of a hung test."""
+    if KEYSTONE:
+        auth_url, username, password, project, region = KEYSTONE
+        auth = identity_v3.Password(
+            auth_url=auth_url, username=username, password=password,
+            project_name=project, user_domain_name="Default",
+            project_domain_name="Default")
+        sess = session.Session(auth=auth, timeout=60)
+        ad = adapter.Adapter(sess, service_type="placement", interface="public",
+                             region_name=region, raise_exc=False)
+        return report.SchedulerReportClient(adapter=ad)
     sess = session.Session(auth=token_endpoint.Token(url, token), timeout=60)
     ad = adapter.Adapter(sess, service_type="placement", endpoint_override=url,
                          raise_exc=False)
@@ -157,7 +175,12 @@ def allocs_view(allocs):
 
 
 def main():
-    url, token = sys.argv[1], sys.argv[2]
+    global KEYSTONE
+    if sys.argv[1] == "--keystone":
+        KEYSTONE = tuple(sys.argv[2:7])
+        url, token = None, None
+    else:
+        url, token = sys.argv[1], sys.argv[2]
     objects.register_all()
     nova.conf.CONF([], project="nova")
     ctx = nova_context.RequestContext(user_id=USER, project_id=PROJECT, is_admin=True)

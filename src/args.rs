@@ -1,8 +1,10 @@
 //! Arguments that more than one command takes, declared once: how servers are weighed
 //! (`kubeplace apply`, `placement headroom`, `run`), how many servers a Flavor's
 //! headroom counts (`apply`, `run`), and how much search work the Placement API takes on
-//! (`placement serve`, `run`).
+//! (`placement serve`, `run`); Keystone's `[keystone_authtoken]` section (`placement
+//! serve`, `run`).
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::placement_api::SearchLimits;
@@ -23,6 +25,40 @@ pub struct Weighing {
         default_value = "spread=1"
     )]
     pub weighers: Weighers,
+}
+
+/// `--keystone-authtoken`: tokens validated by Keystone.
+#[derive(clap::Args, Debug, Clone)]
+pub struct KeystoneArgs {
+    /// An oslo-style INI file (e.g. placement.conf) whose [keystone_authtoken] section says
+    /// which Keystone validates the X-Auth-Token of each request and the service user
+    /// kubeplace asks it as (auth_type = password). Callers may then do what Placement's
+    /// default policies give their roles (docs/placement-api.md, Keystone).
+    #[arg(long, value_name = "FILE")]
+    pub keystone_authtoken: Option<PathBuf>,
+}
+
+impl KeystoneArgs {
+    /// The section read, or why it cannot be used.
+    pub fn config(
+        &self,
+    ) -> Result<Option<crate::placement_api::keystone::config::KeystoneConfig>, String> {
+        let Some(path) = self.keystone_authtoken.as_deref() else {
+            return Ok(None);
+        };
+        let config =
+            crate::placement_api::keystone::config::load(path).map_err(|e| e.to_string())?;
+        // The TLS settings (cafile, the system's CAs) are checked now, not at the first
+        // request.
+        crate::placement_api::keystone::client::Client::new(
+            &config.identity_url,
+            config.cafile.as_deref(),
+            config.connect_timeout,
+            config.request_timeout,
+        )
+        .map_err(|e| format!("--keystone-authtoken {}: {e}", path.display()))?;
+        Ok(Some(config))
+    }
 }
 
 /// `--headroom-cap`: how many servers each Flavor's `status.headroom` counts.

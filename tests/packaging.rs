@@ -60,7 +60,7 @@ fn chart_values_validate_against_their_schema() {
 fn chart_values_schema_refuses_mistakes() {
     let validator = values_validator();
     let good = yaml(&read("charts/kubeplace/values.yaml"));
-    let mistakes: [(&str, Value); 13] = [
+    let mistakes: [(&str, Value); 15] = [
         ("/weighers", serde_json::json!("gpu=1")),
         ("/weighers", serde_json::json!("ram")),
         ("/replicaCount", serde_json::json!("two")),
@@ -80,6 +80,14 @@ fn chart_values_schema_refuses_mistakes() {
             serde_json::json!("kubeplace placement"),
         ),
         ("/placement/tokenAudience", serde_json::json!("a,b")),
+        (
+            "/placement/keystone",
+            serde_json::json!({"secretName": "Placement_Keystone"}),
+        ),
+        (
+            "/placement/keystone",
+            serde_json::json!({"secretName": "k", "key": "../placement.conf"}),
+        ),
     ];
     for (pointer, value) in mistakes {
         let mut values = good.clone();

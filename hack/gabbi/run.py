@@ -18,7 +18,11 @@ For each YAML file in the installed openstack-placement wheel
    and gabbi runs the file over HTTP;
 4. KUBEPLACE: a fresh `kubeplace placement serve --listen 127.0.0.1:0
    --token admin` gets the same REST writes, and gabbi runs the file against
-   it, with the same environment variables.
+   it, with the same environment variables. For the 27 policy/RBAC files
+   (`*-policy.yaml`, `*-legacy-rbac.yaml`, `*-secure-rbac.yaml`), whose tests
+   claim roles in headers, the server runs with `--test-roles-from-headers`
+   instead (a test-only mode: any token, the roles its headers claim), so
+   that kubeplace's policy table is what they judge.
 
 Generations are replayed too: after the writes, a provider whose generation is
 below the fixture's is given no-op trait writes (each moves a generation in
@@ -367,11 +371,18 @@ class ControlServer:
 
 
 class KubeplaceServer:
-    def __init__(self, binary, log_path):
+    """`kubeplace placement serve` on a free port: with the static token
+    `admin`, or, for the policy/RBAC files (roles_from_headers), with
+    `--test-roles-from-headers`, which reads callers' roles, project and scope
+    from the headers as Placement's noauth2 does under those files' fixtures,
+    and judges them by kubeplace's policy table (Placement 16's defaults)."""
+
+    def __init__(self, binary, log_path, roles_from_headers=False):
         self.log = open(log_path, 'ab')
+        auth = (['--test-roles-from-headers'] if roles_from_headers
+                else ['--token', 'admin'])
         self.proc = subprocess.Popen(
-            [binary, 'placement', 'serve', '--listen', '127.0.0.1:0',
-             '--token', 'admin'],
+            [binary, 'placement', 'serve', '--listen', '127.0.0.1:0'] + auth,
             stdout=subprocess.PIPE, stderr=self.log, stdin=subprocess.DEVNULL)
         line = self.proc.stdout.readline().decode()
         m = re.search(r'listening on http://127\.0\.0\.1:(\d+)', line)
@@ -735,7 +746,8 @@ def isolate(path, suite_dict, state, index, started, conf, args,
                 st = dump_state(c)
             finally:
                 c.close()
-            kp = KubeplaceServer(kubeplace_bin, args.kubeplace_log)
+            kp = KubeplaceServer(kubeplace_bin, args.kubeplace_log,
+                                 roles_from_headers=is_policy_file(path))
             holder['kp'] = kp
             try:
                 notes, diff = load_into(kp.port, st)
@@ -822,7 +834,8 @@ def run_file(path, args, fixtures_mod, kubeplace_bin):
             rec['time_kubeplace'] = round(time.time() - t2, 2)
         elif not args.no_kubeplace:
             t2 = time.time()
-            server = KubeplaceServer(kubeplace_bin, args.kubeplace_log)
+            server = KubeplaceServer(kubeplace_bin, args.kubeplace_log,
+                                     roles_from_headers=is_policy_file(path))
             try:
                 try:
                     notes, diff = load_into(server.port, state)
@@ -892,6 +905,12 @@ def summarize(files):
 
 
 POLICY_FILE = re.compile(r'-(policy|legacy-rbac|secure-rbac)\.yaml$')
+
+
+def is_policy_file(path):
+    """One of the 27 files of Placement's policies, which drive roles through
+    headers."""
+    return bool(POLICY_FILE.search(os.path.basename(path)))
 
 
 def totals(rows):

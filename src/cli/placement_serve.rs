@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::args::Searching;
+use crate::args::{KeystoneArgs, Searching};
 use crate::placement_api::{self, PlacementApi};
 use crate::serving::http::Lifecycle;
 
@@ -27,6 +27,14 @@ pub struct ServeArgs {
     /// `admin`). Not empty; another than `admin` when `--listen` is not a loopback address.
     #[arg(long, default_value = DEFAULT_TOKEN, env = "KUBEPLACE_PLACEMENT_TOKEN")]
     pub token: String,
+    #[command(flatten)]
+    pub keystone: KeystoneArgs,
+    /// FOR TESTS ONLY: take any token, and the roles and project the request's headers
+    /// claim (X-Roles, X-Project-Id, OpenStack-System-Scope), as Placement's noauth2 does in
+    /// Placement's own functional tests; Placement's default policies then judge them.
+    /// Anyone can claim any role: loopback addresses only.
+    #[arg(long, conflicts_with = "keystone_authtoken")]
+    pub test_roles_from_headers: bool,
     #[command(flatten)]
     pub searching: Searching,
 }
@@ -71,11 +79,33 @@ fn token_refusal(token: &str, listen: SocketAddr) -> Option<String> {
 /// Runs the server until SIGINT or SIGTERM. Prints `listening on http://ADDR` on standard
 /// output once it accepts connections, so scripts and tests can learn a picked port.
 pub fn main(args: &ServeArgs) -> Exit {
-    if let Some(refusal) = token_refusal(&args.token, args.listen) {
+    let keystone = match args.keystone.config() {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("kubeplace placement serve: {e}");
+            return Exit::BadInput;
+        }
+    };
+    if args.test_roles_from_headers && !args.listen.ip().to_canonical().is_loopback() {
+        eprintln!(
+            "kubeplace placement serve: --test-roles-from-headers lets any caller claim any role; it is for tests on a loopback address (--listen 127.0.0.1:PORT), not {}",
+            args.listen
+        );
+        return Exit::BadInput;
+    }
+    if keystone.is_none()
+        && !args.test_roles_from_headers
+        && let Some(refusal) = token_refusal(&args.token, args.listen)
+    {
         eprintln!("kubeplace placement serve: {refusal}");
         return Exit::BadInput;
     }
     init_logging();
+    if args.test_roles_from_headers {
+        tracing::warn!(
+            "--test-roles-from-headers: any token is taken with the roles its headers claim; for tests only"
+        );
+    }
     let store = match super::placement::load_state(&args.files, &mut std::io::stdin().lock()) {
         Ok(s) => s,
         Err(e) => {
@@ -94,9 +124,29 @@ pub fn main(args: &ServeArgs) -> Exit {
         }
     };
     let providers = store.index().len();
-    let api = Arc::new(
-        PlacementApi::new(store, args.token.clone()).limiting_searches(args.searching.limits()),
-    );
+    let mut api =
+        PlacementApi::new(store, args.token.clone()).limiting_searches(args.searching.limits());
+    if let Some(config) = keystone {
+        let keystone = match placement_api::KeystoneAuth::new(config, runtime.handle().clone()) {
+            Ok(k) => k,
+            Err(e) => {
+                eprintln!("kubeplace placement serve: {e}");
+                return Exit::BadInput;
+            }
+        };
+        tracing::info!(
+            cache_seconds = keystone.cache_time().as_secs(),
+            ignored = %keystone.ignored_keys().join(","),
+            "tokens are validated by Keystone; --token is not taken"
+        );
+        api = api.authenticating_with(placement_api::Auth::Keystone {
+            keystone: Box::new(keystone),
+            kubernetes: None,
+        });
+    } else if args.test_roles_from_headers {
+        api = api.authenticating_with(placement_api::Auth::RoleHeaders);
+    }
+    let api = Arc::new(api);
     runtime.block_on(async move {
         let (listener, bound) = match placement_api::bind(args.listen).await {
             Ok(b) => b,

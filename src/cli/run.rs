@@ -233,6 +233,35 @@ mod tests {
     }
 
     #[test]
+    fn keystone_needs_the_placement_api_and_a_usable_section() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("placement.conf");
+        std::fs::write(
+            &good,
+            "[keystone_authtoken]\nauth_url = http://keystone:5000\nauth_type = password\nusername = placement\npassword = p\nproject_name = service\nuser_domain_name = Default\nproject_domain_name = Default\n",
+        )
+        .unwrap();
+        let bad = dir.path().join("bad.conf");
+        std::fs::write(&bad, "[keystone_authtoken]\nauth_type = token\n").unwrap();
+        let flag = |p: &std::path::Path| format!("--keystone-authtoken={}", p.display());
+        let base = ["--self-signed", "--webhook-host", "h"];
+        let alone = parse(&[&base[..], &[flag(&good).as_str()]].concat());
+        assert!(alone.check().unwrap_err().contains("--placement-addr"));
+        let served = [&base[..], &["--placement-addr=0.0.0.0:8778"]].concat();
+        assert_eq!(
+            parse(&[&served[..], &[flag(&good).as_str()]].concat()).check(),
+            Ok(())
+        );
+        let why = parse(&[&served[..], &[flag(&bad).as_str()]].concat())
+            .check()
+            .unwrap_err();
+        assert!(
+            why.contains("bad.conf") && why.contains("auth_type = \"token\""),
+            "{why}"
+        );
+    }
+
+    #[test]
     fn the_placement_token_audience_defaults_to_kubeplace_placement_and_may_be_emptied() {
         let on = [
             "--self-signed",

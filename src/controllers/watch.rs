@@ -357,6 +357,31 @@ mod tests {
     }
 
     #[test]
+    fn an_event_older_than_the_stored_object_leaves_it() {
+        let (mut w, store, _trigger, _ready) = setup();
+        let mut decided = provider("cn1", 16);
+        decided.metadata.resource_version = Some("5".into());
+        w.handle(Event::Apply(decided));
+        // A late event of the object as it was before (resourceVersion 1): the store holds
+        // something newer, e.g. a write decided on top of it and not yet committed.
+        w.handle(Event::Apply(provider("cn1", 8)));
+        let total = |s: &SharedStore| {
+            s.read()
+                .unwrap()
+                .index()
+                .inventory("cn1", "VCPU")
+                .unwrap()
+                .total
+        };
+        assert_eq!(total(&store), 16);
+        // A newer one replaces it.
+        let mut later = provider("cn1", 4);
+        later.metadata.resource_version = Some("6".into());
+        w.handle(Event::Apply(later));
+        assert_eq!(total(&store), 4);
+    }
+
+    #[test]
     fn status_only_changes_ask_for_that_object_alone() {
         let (mut w, store, trigger, _ready) = setup();
         let cn1 = ObjectKey::cluster(Kind::ResourceProvider, "cn1");
@@ -379,7 +404,9 @@ mod tests {
         let pending = trigger.take();
         assert!(pending.reach.is_empty());
         assert_eq!(pending.keys, [cn1.clone()].into());
-        w.handle(Event::Apply(provider("cn1", 9)));
+        let mut newer = provider("cn1", 9);
+        newer.metadata.resource_version = Some("3".into());
+        w.handle(Event::Apply(newer));
         let pending = trigger.take();
         assert_eq!(
             pending.reach.keys(&store.read().unwrap()),

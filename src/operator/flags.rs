@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{ArgAction, ValueEnum};
 
-use crate::args::{HeadroomCap, Searching, Weighing};
+use crate::args::{HeadroomCap, KeystoneArgs, Searching, Weighing};
 
 /// Every flag of `kubeplace run`.
 #[derive(clap::Args, Debug, Clone)]
@@ -175,6 +175,10 @@ pub struct PlacementFlags {
     #[arg(long, value_name = "AUDIENCE", default_value = DEFAULT_TOKEN_AUDIENCE,
           value_parser = token_audience, requires = "placement_addr")]
     pub placement_token_audience: String,
+    /// (`--keystone-authtoken FILE`, with --placement-addr) Keystone tokens are taken too,
+    /// judged by Placement's default policies; a JWT-shaped token still goes to Kubernetes.
+    #[command(flatten)]
+    pub keystone: KeystoneArgs,
     #[command(flatten)]
     pub searching: Searching,
 }
@@ -262,6 +266,12 @@ impl Flags {
                 "--placement-service {service} names the Placement Service for the certificate kubeplace makes with --tls-secret; a certificate from --tls-cert-file or --self-signed carries its own names (give the Service's names to its issuer, as the chart does for cert-manager)"
             ));
         }
+        if self.placement.keystone.keystone_authtoken.is_some()
+            && self.placement.placement_addr.is_none()
+        {
+            return Err("--keystone-authtoken configures the Placement API's Keystone tokens: give --placement-addr ADDR:PORT too".into());
+        }
+        self.placement.keystone.config()?;
         if tls.tls_secret.is_some()
             && self.webhook.webhook_service.is_none()
             && self.webhook.webhook_host.is_none()

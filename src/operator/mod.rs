@@ -410,6 +410,7 @@ fn serve_placement(
         soundness: shared.placement.clone(),
         searches: flags.placement.searching.limits(),
         audience: flags.placement_audience().map(str::to_string),
+        keystone: flags.placement.keystone.config().ok().flatten(),
     };
     tokio::spawn(api.serve((listener, tls), stopping.lifecycle.clone()))
 }

@@ -12,8 +12,9 @@ use tracing::{info, warn};
 
 use crate::cache::SharedStore;
 use crate::controllers::trigger::Trigger;
+use crate::placement_api::keystone::config::KeystoneConfig;
 use crate::placement_api::{
-    self, Auth, Cluster, KubernetesAuth, PlacementApi, SearchLimits, Soundness,
+    self, Auth, Cluster, KeystoneAuth, KubernetesAuth, PlacementApi, SearchLimits, Soundness,
 };
 use crate::serving::http::Lifecycle;
 use kubeplace_core::placement::weighers::Weighers;
@@ -37,6 +38,8 @@ pub(crate) struct PlacementOverCluster {
     pub searches: SearchLimits,
     /// The audience callers' tokens must be issued for (`None`: the API server's own).
     pub audience: Option<String>,
+    /// Keystone's `[keystone_authtoken]`, when Keystone tokens are taken beside Kubernetes'.
+    pub keystone: Option<KeystoneConfig>,
 }
 
 impl PlacementOverCluster {
@@ -66,7 +69,25 @@ impl PlacementOverCluster {
                 "the Placement API takes tokens for the API server's own audience (--placement-token-audience is empty): each token sent to it is also a credential for the Kubernetes API"
             ),
         }
-        let auth = Auth::Kubernetes(KubernetesAuth::new(self.client, runtime, self.audience));
+        let kubernetes = KubernetesAuth::new(self.client, runtime.clone(), self.audience);
+        let auth = match self.keystone.map(|c| KeystoneAuth::new(c, runtime)) {
+            None => Auth::Kubernetes(kubernetes),
+            Some(Ok(keystone)) => {
+                info!(
+                    cache_seconds = keystone.cache_time().as_secs(),
+                    ignored = %keystone.ignored_keys().join(","),
+                    "the Placement API takes Keystone tokens (Placement's default policies) and Kubernetes tokens (JWTs, RBAC)"
+                );
+                Auth::Keystone {
+                    keystone: Box::new(keystone),
+                    kubernetes: Some(kubernetes),
+                }
+            }
+            Some(Err(e)) => {
+                warn!(error = %e, "the Placement API cannot reach Keystone as configured: it is not served");
+                return;
+            }
+        };
         let trigger = self.trigger;
         // The API's writes are in the store before the watch sees them: reconcile after each.
         let api = Arc::new(

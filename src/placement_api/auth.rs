@@ -12,6 +12,16 @@
 //! making many requests costs the API server two reviews now and then, not two a request;
 //! refused tokens are remembered apart from accepted ones (so they never push a user out),
 //! and reviews of tokens remembered in neither are rate-limited (past it, a 429).
+//!
+//! With `--keystone-authtoken` (both commands), tokens are checked by Keystone
+//! (`super::keystone`) and what a caller may do is Placement's default policy for its roles
+//! and scope (`super::policy`, applied by the router once the route is known). When a
+//! cluster's Kubernetes tokens are taken too, a token shaped as a JWT (three dot-separated
+//! base64url parts whose first is a JSON header with `alg`, as every Kubernetes service
+//! account token is) goes to Kubernetes, any other (Keystone's fernet tokens) to Keystone:
+//! neither is ever shown the other's tokens. The test-only `--test-roles-from-headers`
+//! mode of `serve` takes any token and the roles and project its headers claim, as
+//! Placement's noauth2 does in Placement's own functional tests.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -27,6 +37,8 @@ use k8s_openapi::api::authorization::v1::{
 use kube::Client;
 use kube::api::{Api, PostParams};
 
+use super::keystone::{self, KeystoneAuth};
+use super::policy::Credentials;
 use super::wire::{self, Reply};
 
 /// The API group and resource RBAC rules name to grant the Placement API.
@@ -56,6 +68,25 @@ pub enum Auth {
     Token(String),
     /// Kubernetes TokenReview and SubjectAccessReview.
     Kubernetes(KubernetesAuth),
+    /// Keystone tokens, judged by Placement's policies; and Kubernetes tokens beside them
+    /// when a cluster is served.
+    Keystone {
+        keystone: Box<KeystoneAuth>,
+        kubernetes: Option<KubernetesAuth>,
+    },
+    /// For tests only: any token, with the roles and project its headers claim
+    /// (`X-Roles`, `X-Project-Id`, `OpenStack-System-Scope`), as Placement's noauth2.
+    RoleHeaders,
+}
+
+/// Who a request comes from, once its token is taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Caller {
+    /// May call every endpoint: the static token, or a Kubernetes caller whose RBAC verb
+    /// was allowed.
+    Unrestricted,
+    /// Placement's policies decide, from these roles and scope.
+    Roles(Credentials),
 }
 
 /// Answers for accepted tokens by token and verb: when given, when last used, the answer.
@@ -205,6 +236,9 @@ pub struct KubernetesAuth {
 pub struct Refusal {
     status: StatusCode,
     message: String,
+    /// Keystone's refusals: the `WWW-Authenticate` of a 401 (`Keystone uri="…"`), and
+    /// keystonemiddleware's body shape.
+    keystone: Option<String>,
 }
 
 impl Refusal {
@@ -218,6 +252,18 @@ impl Refusal {
                 request_id: request_id.to_string(),
             };
             return wire::error(&ctx, super::wire::ApiError::new(self.status, &self.message));
+        }
+        if let Some(challenge) = &self.keystone {
+            let mut reply =
+                wire::with_request_id(wire::keystone_error(self.status, &self.message), request_id);
+            if self.status == StatusCode::UNAUTHORIZED
+                && let Ok(v) = http::HeaderValue::from_str(challenge)
+            {
+                reply
+                    .headers_mut()
+                    .insert(http::header::WWW_AUTHENTICATE, v);
+            }
+            return reply;
         }
         let mut reply =
             wire::with_request_id(wire::auth_error(self.status, &self.message), request_id);
@@ -233,24 +279,40 @@ impl Refusal {
         Refusal {
             status: StatusCode::TOO_MANY_REQUESTS,
             message: message.into(),
+            keystone: None,
         }
     }
     fn unauthorized(message: impl Into<String>) -> Refusal {
         Refusal {
             status: StatusCode::UNAUTHORIZED,
             message: message.into(),
+            keystone: None,
         }
     }
     fn forbidden(message: impl Into<String>) -> Refusal {
         Refusal {
             status: StatusCode::FORBIDDEN,
             message: message.into(),
+            keystone: None,
+        }
+    }
+    /// Keystone's refusal of a token, or its being unreachable.
+    fn keystone(refused: keystone::Refused, challenge: &str) -> Refusal {
+        let (status, message) = match refused {
+            keystone::Refused::Invalid(why) => (StatusCode::UNAUTHORIZED, why),
+            keystone::Refused::Unavailable(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
+        };
+        Refusal {
+            status,
+            message,
+            keystone: Some(challenge.to_string()),
         }
     }
     fn unavailable(message: impl Into<String>) -> Refusal {
         Refusal {
             status: StatusCode::SERVICE_UNAVAILABLE,
             message: message.into(),
+            keystone: None,
         }
     }
 }
@@ -285,10 +347,14 @@ impl Auth {
     /// Checks a request's token for its method; why it is refused, if it is. Over a cluster
     /// this waits for the reviews: call it off the runtime's worker threads, or use
     /// [`Auth::check_async`] there.
-    pub(crate) fn check(&self, method: &Method, headers: &HeaderMap) -> Result<(), Refusal> {
+    pub(crate) fn check(&self, method: &Method, headers: &HeaderMap) -> Result<Caller, Refusal> {
         match self.sent(headers)? {
             Checked::Done(answer) => answer,
-            Checked::Review(k, sent) => k.check(sent, verb(method)),
+            Checked::Review(k, sent) => k.check(sent, verb(method)).map(|()| Caller::Unrestricted),
+            Checked::Keystone(k, sent) => k
+                .validate_blocking(sent)
+                .map(Caller::Roles)
+                .map_err(|r| Refusal::keystone(r, k.challenge())),
         }
     }
 
@@ -297,16 +363,32 @@ impl Auth {
         &self,
         method: &Method,
         headers: &HeaderMap,
-    ) -> Result<(), Refusal> {
+    ) -> Result<Caller, Refusal> {
         match self.sent(headers)? {
             Checked::Done(answer) => answer,
-            Checked::Review(k, sent) => k.check_async(sent, verb(method)).await,
+            Checked::Review(k, sent) => k
+                .check_async(sent, verb(method))
+                .await
+                .map(|()| Caller::Unrestricted),
+            Checked::Keystone(k, sent) => k
+                .validate(sent)
+                .await
+                .map(Caller::Roles)
+                .map_err(|r| Refusal::keystone(r, k.challenge())),
         }
     }
 
     /// The token sent, checked as far as it can be without asking Kubernetes.
     fn sent<'a>(&'a self, headers: &'a HeaderMap) -> Result<Checked<'a>, Refusal> {
         let Some(sent) = token(headers) else {
+            if let Auth::Keystone { keystone, .. } = self {
+                return Err(Refusal::keystone(
+                    keystone::Refused::Invalid(
+                        "The request you have made requires authentication.".into(),
+                    ),
+                    keystone.challenge(),
+                ));
+            }
             return Err(Refusal::unauthorized(
                 "The request you have made requires authentication: send a token in X-Auth-Token or Authorization: Bearer.",
             ));
@@ -329,23 +411,104 @@ impl Auth {
             Auth::Token(expected)
                 if same_token(sent, expected) | same_token(caller(sent), expected) =>
             {
-                Ok(Checked::Done(Ok(())))
+                Ok(Checked::Done(Ok(Caller::Unrestricted)))
             }
             // Placement's noauth2 answers a token other than its own with 403.
             Auth::Token(_) => Ok(Checked::Done(Err(Refusal::forbidden(
                 "The X-Auth-Token sent is not the token this server accepts.",
             )))),
             Auth::Kubernetes(k) => Ok(Checked::Review(k, sent)),
+            Auth::Keystone {
+                kubernetes: Some(k),
+                ..
+            } if is_jwt(sent) => Ok(Checked::Review(k, sent)),
+            Auth::Keystone { keystone, .. } => Ok(Checked::Keystone(keystone, sent)),
+            Auth::RoleHeaders => Ok(Checked::Done(Ok(Caller::Roles(claimed(sent, headers))))),
         }
     }
+}
+
+/// The credentials a request's headers claim, read as Placement's noauth2 reads them: the
+/// token is `USER[:PROJECT]` (the project defaults to the user); `X-Roles` lists the roles
+/// (without it, the user `admin` is an admin and any other has none); `X-Project-Id`
+/// overrides the project; `OpenStack-System-Scope` makes the token system-scoped.
+fn claimed(token: &str, headers: &HeaderMap) -> Credentials {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let (user, project) = token.split_once(':').unwrap_or((token, token));
+    let project = if project.is_empty() { user } else { project };
+    let roles = match header("x-roles") {
+        Some(roles) => roles
+            .split(',')
+            .map(|r| r.trim().to_string())
+            .filter(|r| !r.is_empty())
+            .collect(),
+        None if user == "admin" => vec!["admin".to_string()],
+        None => Vec::new(),
+    };
+    let system = header("openstack-system-scope").is_some_and(|s| !s.is_empty());
+    let project_id = match header("x-project-id") {
+        Some(p) => Some(p.to_string()),
+        None if system => None,
+        None => Some(project.to_string()),
+    };
+    Credentials {
+        roles,
+        project_id,
+        system,
+        domain_id: None,
+        user_id: Some(user.to_string()),
+    }
+}
+
+/// Whether a token is shaped as a JWT, as Kubernetes service account tokens are: three
+/// base64url parts separated by dots, the first a JSON object naming its `alg`. Keystone's
+/// fernet tokens have no dots.
+fn is_jwt(token: &str) -> bool {
+    let parts: Vec<&str> = token.split('.').collect();
+    if parts.len() != 3 || parts.iter().any(|p| p.is_empty()) {
+        return false;
+    }
+    let Some(header) = base64url(parts[0]) else {
+        return false;
+    };
+    serde_json::from_slice::<serde_json::Value>(&header)
+        .ok()
+        .is_some_and(|h| h.get("alg").is_some_and(serde_json::Value::is_string))
+}
+
+/// Base64url without padding, decoded.
+fn base64url(text: &str) -> Option<Vec<u8>> {
+    let mut bits = 0u32;
+    let mut count = 0;
+    let mut out = Vec::with_capacity(text.len() * 3 / 4);
+    for c in text.bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'-' => 62,
+            b'_' => 63,
+            _ => return None,
+        };
+        bits = (bits << 6) | u32::from(v);
+        count += 6;
+        if count >= 8 {
+            count -= 8;
+            out.push((bits >> count) as u8);
+            bits &= (1 << count) - 1;
+        }
+    }
+    Some(out)
 }
 
 /// How far a token was checked from the headers alone.
 enum Checked<'a> {
     /// The answer.
-    Done(Result<(), Refusal>),
+    Done(Result<Caller, Refusal>),
     /// Kubernetes decides.
     Review(&'a KubernetesAuth, &'a str),
+    /// Keystone decides.
+    Keystone(&'a KeystoneAuth, &'a str),
 }
 
 /// The caller part of a static token sent as `CALLER:PROJECT`.
@@ -493,21 +656,27 @@ mod tests {
     #[test]
     fn the_static_token_is_matched_whole() {
         let auth = Auth::Token("sesame".into());
-        assert_eq!(auth.check(&Method::GET, &headers("sesame")), Ok(()));
+        assert_eq!(
+            auth.check(&Method::GET, &headers("sesame")),
+            Ok(Caller::Unrestricted)
+        );
         for other in ["sesam", "sesame!", "SESAME", "x"] {
             let refused = auth.check(&Method::GET, &headers(other)).unwrap_err();
             assert_eq!(refused.status, StatusCode::FORBIDDEN, "{other}");
         }
         assert!(same_token("a b", "a b") && !same_token("a", "") && !same_token("", "a"));
         // `TOKEN:PROJECT` is the same caller in a project, as in Placement's noauth2.
-        assert_eq!(auth.check(&Method::GET, &headers("sesame:p1")), Ok(()));
+        assert_eq!(
+            auth.check(&Method::GET, &headers("sesame:p1")),
+            Ok(Caller::Unrestricted)
+        );
         for other in ["sesam:p1", "p1:sesame", ":sesame"] {
             let refused = auth.check(&Method::GET, &headers(other)).unwrap_err();
             assert_eq!(refused.status, StatusCode::FORBIDDEN, "{other}");
         }
         // A token holding a colon itself is matched whole.
         let colon = Auth::Token("a:b".into());
-        assert_eq!(colon.check(&Method::GET, &headers("a:b")), Ok(()));
+        assert!(colon.check(&Method::GET, &headers("a:b")).is_ok());
         assert!(colon.check(&Method::GET, &headers("a")).is_err());
     }
 
@@ -783,6 +952,40 @@ mod tests {
             answer(&mut h, ACCESS_REVIEWS, json!({"allowed": true})).await;
             assert_eq!(checked.await.unwrap(), Ok(()));
         }
+    }
+
+    #[test]
+    fn kubernetes_tokens_are_told_from_keystone_tokens_by_their_shape() {
+        // A service account token's header, and a fernet token.
+        let jwt = "eyJhbGciOiJSUzI1NiIsImtpZCI6IngifQ.eyJzdWIiOiJzeXN0ZW0ifQ.c2ln";
+        assert!(is_jwt(jwt));
+        assert!(!is_jwt(
+            "gAAAAABpKx3mZyQ4B3k2C1oK6bFh9p0Xw3d_4o-kQ0d6mVYQ2aEk8lQ1pX5bN9kQ=="
+        ));
+        assert!(!is_jwt("a.b.c"));
+        assert!(!is_jwt("eyJ0eXAiOiJKV1QifQ.e30.c2ln"), "no alg");
+        assert!(!is_jwt("admin"));
+    }
+
+    #[test]
+    fn role_headers_are_read_as_placements_noauth2_reads_them() {
+        let mut h = headers("user");
+        h.insert("x-roles", "reader, member".parse().unwrap());
+        h.insert("x-project-id", "p1".parse().unwrap());
+        let c = claimed("user", &h);
+        assert_eq!(c.roles, ["reader", "member"]);
+        assert_eq!(c.project_id.as_deref(), Some("p1"));
+        let c = claimed("admin", &HeaderMap::new());
+        assert_eq!(c.roles, ["admin"]);
+        assert_eq!(c.project_id.as_deref(), Some("admin"));
+        assert_eq!(
+            claimed("u:p9", &HeaderMap::new()).project_id.as_deref(),
+            Some("p9")
+        );
+        let mut h = HeaderMap::new();
+        h.insert("openstack-system-scope", "all".parse().unwrap());
+        let c = claimed("user", &h);
+        assert!(c.system && c.project_id.is_none() && c.roles.is_empty());
     }
 
     #[test]

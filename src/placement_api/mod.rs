@@ -22,6 +22,8 @@ mod extensions;
 mod in_flight;
 mod intake;
 mod inventories;
+pub mod keystone;
+pub mod policy;
 mod providers;
 mod reshaper;
 mod router;
@@ -46,9 +48,11 @@ use crate::cache::SharedStore;
 use kubeplace_core::placement::weighers::Weighers;
 use kubeplace_policy::store::Store;
 
+use auth::Caller;
 pub use auth::{Auth, KubernetesAuth};
 pub use cluster::Cluster;
 pub(crate) use inventories::inventory_json;
+pub use keystone::KeystoneAuth;
 use kubeplace_core::placement::candidates::Stop;
 pub use kubeplace_policy::placement_records::{
     Backing, Book, CONSUMER_TYPE_ANNOTATION, PROJECT_ANNOTATION, USER_ANNOTATION,
@@ -68,10 +72,12 @@ pub(crate) struct Call {
     pub body: Bytes,
     /// Asked for when the request is cancelled or runs past its deadline: a search stops.
     pub stop: Stop,
+    /// Who sent it, as its token says: what Placement's policies judge.
+    pub caller: Caller,
 }
 
 impl Call {
-    fn new(parts: http::request::Parts, body: Bytes) -> Call {
+    fn new(parts: http::request::Parts, body: Bytes, caller: Caller) -> Call {
         Call {
             method: parts.method,
             path: parts.uri.path().to_string(),
@@ -79,6 +85,7 @@ impl Call {
             headers: parts.headers,
             body,
             stop: Stop::new(),
+            caller,
         }
     }
 }
@@ -197,6 +204,12 @@ impl PlacementApi {
         }
     }
 
+    /// Checks callers with `auth` instead.
+    pub fn authenticating_with(mut self, auth: Auth) -> PlacementApi {
+        self.auth = auth;
+        self
+    }
+
     /// Counts headroom weighing candidates by `weighers`, as the scheduler does.
     pub fn weighing_by(mut self, weighers: Weighers) -> PlacementApi {
         self.weighers = weighers;
@@ -259,12 +272,15 @@ impl PlacementApi {
     pub fn answer_request(&self, request: Request<Bytes>) -> http::Response<ReplyBody> {
         let request_id = self.next_request_id();
         let (parts, body) = request.into_parts();
-        if needs_token(&parts.method, parts.uri.path())
-            && let Err(refused) = self.auth.check(&parts.method, &parts.headers)
-        {
-            return refused.reply(&request_id, &parts.headers);
-        }
-        self.answer(&Call::new(parts, body), request_id)
+        let caller = if needs_token(&parts.method, parts.uri.path()) {
+            match self.auth.check(&parts.method, &parts.headers) {
+                Ok(caller) => caller,
+                Err(refused) => return refused.reply(&request_id, &parts.headers),
+            }
+        } else {
+            Caller::Unrestricted
+        };
+        self.answer(&Call::new(parts, body, caller), request_id)
     }
 
     /// A request id in Placement's form, new for each request.
@@ -621,16 +637,21 @@ async fn handle(api: Arc<PlacementApi>, request: Request<Incoming>) -> Reply {
     let (parts, body) = request.into_parts();
     // The token is checked before any of the body is read: a caller without a valid token
     // never makes the server hold a body, or wait for one.
-    if needs_token(&parts.method, parts.uri.path())
-        && let Err(refused) = api.auth.check_async(&parts.method, &parts.headers).await
-    {
-        let reply = refused.reply(&request_id, &parts.headers);
-        return if intake::has_body(&parts.headers) {
-            wire::closing(reply)
-        } else {
-            reply
-        };
-    }
+    let caller = if needs_token(&parts.method, parts.uri.path()) {
+        match api.auth.check_async(&parts.method, &parts.headers).await {
+            Ok(caller) => caller,
+            Err(refused) => {
+                let reply = refused.reply(&request_id, &parts.headers);
+                return if intake::has_body(&parts.headers) {
+                    wire::closing(reply)
+                } else {
+                    reply
+                };
+            }
+        }
+    } else {
+        Caller::Unrestricted
+    };
     let share = match api
         .bodies
         .take(&parts.headers, intake::MAX_BODY, intake::BODY_DEADLINE)
@@ -659,7 +680,7 @@ async fn handle(api: Arc<PlacementApi>, request: Request<Incoming>) -> Reply {
     } else {
         None
     };
-    let call = Call::new(parts, body);
+    let call = Call::new(parts, body, caller);
     // Dropped with this future, as when the caller goes away: the search stops.
     let stop = StopOnDrop(call.stop.clone());
     let deadline = api.searches.limits().deadline;

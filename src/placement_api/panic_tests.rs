@@ -65,6 +65,7 @@ fn guarded(api: &PlacementApi, work: impl FnOnce() -> Result<Reply, ApiError>) -
             .into_parts()
             .0,
         Bytes::from_static("body with é".as_bytes()),
+        super::Caller::Unrestricted,
     );
     let ctx = Ctx {
         mv: version::MAX,

@@ -4,8 +4,9 @@
 
 use http::{Method, StatusCode};
 
+use super::auth::Caller;
 use super::wire::{self, ApiError, Reply};
-use super::{Call, Ctx, PlacementApi, accept, body};
+use super::{Call, Ctx, PlacementApi, accept, body, policy};
 use super::{allocations, classes, extensions, inventories, providers, reshaper, traits};
 
 /// One route: the methods served on a path, each from a microversion.
@@ -171,16 +172,49 @@ pub(crate) fn route(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply,
 /// able to take JSON, the only type answered (406); a PUT or POST must say its body is JSON,
 /// checked before anything it names is looked up, as Placement does.
 fn allowed(ctx: &Ctx, call: &Call, methods: Methods<'_>) -> Result<(), ApiError> {
-    allowed_without_body(ctx, call, methods)?;
+    served(ctx, call, methods)?;
     if call.method == Method::PUT || call.method == Method::POST {
         body::json_sent(call)?;
     }
-    Ok(())
+    authorized(call)
 }
 
 /// [`allowed`] for a route whose writes take no body (creating a trait, and a resource
 /// class from 1.7).
 fn allowed_without_body(ctx: &Ctx, call: &Call, methods: Methods<'_>) -> Result<(), ApiError> {
+    served(ctx, call, methods)?;
+    authorized(call)
+}
+
+/// Whether the caller may call the route, by Placement's policy for it (`policy::TABLE`):
+/// judged once the route, method, version and body type are known to be served, as
+/// Placement's handlers check their policy first thing.
+fn authorized(call: &Call) -> Result<(), ApiError> {
+    let Caller::Roles(creds) = &call.caller else {
+        return Ok(());
+    };
+    let Some(entry) = policy::lookup(&call.method, &call.path) else {
+        // Every route served has an entry (policy's tests walk them): refuse what has not.
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "No policy covers this request.",
+        ));
+    };
+    let target = policy::query_value(&call.query, "project_id");
+    policy::authorize(entry, creds, target.as_deref()).map_err(|message| {
+        tracing::info!(
+            user = creds.user_id.as_deref().unwrap_or(""),
+            project = creds.project_id.as_deref().unwrap_or(""),
+            roles = %creds.roles.join(","),
+            policy = entry.name,
+            "refused by policy"
+        );
+        ApiError::new(StatusCode::FORBIDDEN, message)
+    })
+}
+
+/// Whether the route serves the method at the requested version and can answer it.
+fn served(ctx: &Ctx, call: &Call, methods: Methods<'_>) -> Result<(), ApiError> {
     let method = &call.method;
     match methods.iter().find(|(m, _)| m == method) {
         Some((_, from)) if ctx.mv.0 >= *from => {

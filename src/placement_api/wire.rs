@@ -274,6 +274,7 @@ fn explanation(status: StatusCode) -> &'static str {
         400 => {
             "The server could not comply with the request since it is either malformed or otherwise incorrect."
         }
+        403 => "Access was denied to this resource.",
         404 => "The resource could not be found.",
         405 => "The method specified is not allowed for this resource.",
         406 => {
@@ -348,6 +349,18 @@ pub(crate) fn auth_error(status: StatusCode, message: &str) -> Reply {
         &json!({"message": message,
                 "code": format!("{} {}", status.as_u16(), status.canonical_reason().unwrap_or("")),
                 "title": status.canonical_reason().unwrap_or("Error")}),
+    )
+}
+
+/// A refusal shaped as keystonemiddleware shapes its own (`{"error": {"code", "title",
+/// "message"}}`): a Keystone token that is missing or not taken (401), or Keystone not
+/// reachable (503).
+pub(crate) fn keystone_error(status: StatusCode, message: &str) -> Reply {
+    json_reply(
+        status,
+        &json!({"error": {"code": status.as_u16(),
+                          "title": status.canonical_reason().unwrap_or("Error"),
+                          "message": message}}),
     )
 }
 

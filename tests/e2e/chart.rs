@@ -999,3 +999,67 @@ fn the_chart_serves_placement_over_tls_for_its_service_and_audience() {
         assert!(stderr.contains("no kubeconfig"), "{args:?}: {stderr}");
     }
 }
+
+/// `placement.keystone.secretName` mounts the Secret's INI file and passes it to `kubeplace
+/// run` as `--keystone-authtoken`; without it, or without the Placement API, nothing of it.
+#[test]
+fn the_keystone_secret_reaches_kubeplace_run() {
+    let cp = support::cluster();
+    let set = [
+        "--set",
+        "placement.keystone.secretName=placement-keystone",
+        "--set",
+        "placement.keystone.key=placement.conf",
+    ];
+    let deployment = &rendered_of_kind(cp, &set, "Deployment")[0];
+    let pod = &deployment["spec"]["template"]["spec"];
+    let args: Vec<&str> = pod["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    assert!(
+        args.contains(&"--keystone-authtoken=/keystone/placement.conf"),
+        "{args:?}"
+    );
+    let mount = pod["containers"][0]["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "keystone")
+        .expect("the keystone mount")
+        .clone();
+    assert_eq!(mount["mountPath"], "/keystone");
+    assert_eq!(mount["readOnly"], true);
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "keystone")
+        .expect("the keystone volume")
+        .clone();
+    assert_eq!(volume["secret"]["secretName"], "placement-keystone");
+    assert_eq!(volume["secret"]["items"][0]["key"], "placement.conf");
+    for off in [
+        &[][..],
+        &[
+            "--set",
+            "placement.keystone.secretName=placement-keystone",
+            "--set",
+            "placement.enabled=false",
+        ][..],
+    ] {
+        let text = serde_json::to_string(&rendered_of_kind(cp, off, "Deployment")).unwrap();
+        assert!(!text.contains("keystone"), "{off:?}: {text}");
+    }
+    let bad = cp.helm(&[
+        "template",
+        "kubeplace",
+        "charts/kubeplace",
+        "--set",
+        "placement.keystone.secretName=Placement_Keystone",
+    ]);
+    let said = bad.fails();
+    assert!(said.contains("secretName"), "{said}");
+}

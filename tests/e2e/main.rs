@@ -4,6 +4,8 @@
 //! The control plane is built on first use when it is missing (see
 //! hack/controlplane/README.md) and started once for all tests here.
 
+#[path = "../support/keystone.rs"]
+mod keystone_support;
 #[path = "../support/real_placement.rs"]
 mod real_placement;
 #[path = "../support/mod.rs"]
@@ -15,6 +17,7 @@ mod client_auth;
 mod failover;
 mod faults;
 mod gabbi;
+mod keystone;
 mod node;
 mod nova;
 mod placement_api;

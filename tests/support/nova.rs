@@ -38,9 +38,42 @@ pub fn run_client(
     url: &str,
     token: &str,
 ) -> (bool, Vec<(String, Value)>, String) {
+    run_with(python, &[url, token])
+}
+
+/// How the client logs in to Keystone in its Keystone mode: as nova-compute does with
+/// `[placement] auth_type = password`, finding Placement in the catalog of `region`.
+pub struct KeystoneLogin<'a> {
+    pub auth_url: &'a str,
+    pub username: &'a str,
+    pub password: &'a str,
+    pub project: &'a str,
+    pub region: &'a str,
+}
+
+/// [`run_client`] logging in to Keystone with a password instead of a static token.
+pub fn run_client_keystone(
+    python: &PathBuf,
+    login: &KeystoneLogin<'_>,
+) -> (bool, Vec<(String, Value)>, String) {
+    run_with(
+        python,
+        &[
+            "--keystone",
+            login.auth_url,
+            login.username,
+            login.password,
+            login.project,
+            login.region,
+        ],
+    )
+}
+
+fn run_with(python: &PathBuf, args: &[&str]) -> (bool, Vec<(String, Value)>, String) {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/hack/nova-report-client.py");
     let out = Command::new(python)
-        .args([script, url, token])
+        .arg(script)
+        .args(args)
         .output()
         .expect("the Nova client runs");
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -49,21 +49,35 @@ impl Drop for RealPlacement {
 impl RealPlacement {
     /// A fresh, empty Placement.
     pub fn start() -> RealPlacement {
-        RealPlacement::start_on(None)
+        RealPlacement::start_with(&[])
     }
 
     /// A fresh Placement on the empty database at `database_url` (an SQLAlchemy URL), or
     /// on SQLite in a directory of its own.
     pub fn start_on(database_url: Option<&str>) -> RealPlacement {
+        match database_url {
+            Some(url) => RealPlacement::start_with(&["--database-url", url]),
+            None => RealPlacement::start(),
+        }
+    }
+
+    /// A fresh, empty Placement behind keystonemiddleware, configured by the
+    /// `[keystone_authtoken]` section of `authtoken`, with its default policies.
+    pub fn start_with_keystone(authtoken: &std::path::Path) -> RealPlacement {
+        RealPlacement::start_with(&[
+            "--keystone-authtoken",
+            authtoken.to_str().expect("a UTF-8 path"),
+        ])
+    }
+
+    fn start_with(args: &[&str]) -> RealPlacement {
         let python = python();
         let dir = tempfile::tempdir().expect("a temporary directory");
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/hack/placement-serve.py");
-        let mut command = Command::new(python);
-        command.arg(script).arg(dir.path());
-        if let Some(url) = database_url {
-            command.args(["--database-url", url]);
-        }
-        let mut child = command
+        let mut child = Command::new(python)
+            .arg(script)
+            .arg(dir.path())
+            .args(args)
             .env("PYTHONHASHSEED", "0")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
