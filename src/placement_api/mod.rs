@@ -481,6 +481,7 @@ impl PlacementApi {
             let decided = panic::catch_unwind(AssertUnwindSafe(|| {
                 let value = f(&mut state)?;
                 state.record_generations()?;
+                state.hold_deletions()?;
                 Ok(value)
             }));
             (decided, state.into_journal())

@@ -22,6 +22,7 @@ mod node;
 mod nova;
 mod placement_api;
 mod placement_import;
+mod placement_writes;
 mod provider_config;
 mod rbac;
 mod servers;

@@ -329,6 +329,27 @@ impl<'a> State<'a> {
         Ok(())
     }
 
+    /// Over a cluster, once a write is decided: holds the deletions it made in the store
+    /// ([`Store::hold_deletion`]), so that no late watch event of a deleted object brings
+    /// it back while the deletion travels to the API server and back.
+    pub fn hold_deletions(&mut self) -> Result<(), RecordError> {
+        if self.backing != Backing::Cluster {
+            return Ok(());
+        }
+        let now = std::time::Instant::now();
+        let deleted: Vec<ObjectKey> = self
+            .journal
+            .iter()
+            .filter(|(key, before)| before.is_some() && self.store.get(key).is_none())
+            .map(|(key, _)| key.clone())
+            .collect();
+        let store = self.store.get_mut()?;
+        for key in deleted {
+            store.hold_deletion(key, now);
+        }
+        Ok(())
+    }
+
     /// Counts up to `excess` of the spec changes this write made to a provider as ones
     /// Placement does not count; changes made before the write are left as they were.
     fn uncount_spec_changes(

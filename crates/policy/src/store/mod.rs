@@ -154,7 +154,14 @@ pub struct Store {
     /// The provider generations Allocations record (shared like the index: a copy of the
     /// store copies them only when it changes them).
     generation_records: Arc<generations::GenerationRecords>,
+    /// Objects a write deleted here whose deletion the watch has not brought yet, with when
+    /// it was held: a late watch event of such an object (its status written meanwhile)
+    /// would bring it back until then. See [`Store::hold_deletion`].
+    deletions_held: BTreeMap<ObjectKey, std::time::Instant>,
 }
+
+/// How long a deletion is held at most: far longer than the watch takes to bring it.
+const DELETION_HELD: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// How many deleted Allocations' uids the store remembers.
 const DELETED_CLAIMS_KEPT: usize = 4096;
@@ -225,6 +232,26 @@ impl Store {
     }
 
     /// The index to change: copied first when a search still holds it.
+    /// Holds the deletion of an object a write made (over a cluster: committed, or about to
+    /// be): until the watch brings the deletion, or [`DELETION_HELD`] passes, watch events
+    /// of the object ([`Store::apply_changes`]) are not taken.
+    pub fn hold_deletion(&mut self, key: ObjectKey, now: std::time::Instant) {
+        self.deletions_held
+            .retain(|_, held| now.duration_since(*held) < DELETION_HELD);
+        self.deletions_held.insert(key, now);
+    }
+
+    /// Lets watch events of the object be taken again (the deletion was not made).
+    pub fn release_deletion(&mut self, key: &ObjectKey) {
+        self.deletions_held.remove(key);
+    }
+
+    fn deletion_held(&self, key: &ObjectKey) -> bool {
+        self.deletions_held
+            .get(key)
+            .is_some_and(|held| held.elapsed() < DELETION_HELD)
+    }
+
     /// The provider generations recorded by Allocations ([`generations`]).
     pub fn generation_records(&self) -> &generations::GenerationRecords {
         &self.generation_records
@@ -406,6 +433,9 @@ impl Store {
     /// Puts an object in exactly as given (an operator's watch event), keeping the index in step.
     pub fn put(&mut self, object: Object) -> Option<Object> {
         let kind = object.kind();
+        if !self.deletions_held.is_empty() {
+            self.deletions_held.remove(&ObjectKey::of(&object));
+        }
         self.index_object(&object);
         self.revision += 1;
         let key = ObjectKey::of(&object);
@@ -472,6 +502,9 @@ impl Store {
             match change {
                 Change::Put(object) => {
                     let key = ObjectKey::of(&object);
+                    if self.deletion_held(&key) {
+                        continue;
+                    }
                     // A provider's index record and the merge are read from names and
                     // specs only: a provider or provider config whose spec is unchanged (a
                     // status written back, a label) changes neither. Watches deliver every
@@ -495,6 +528,7 @@ impl Store {
                     self.note_records(old.as_deref(), Some(&new));
                 }
                 Change::Delete(key) => {
+                    self.deletions_held.remove(&key);
                     if let Some(old) = self.remove_unmerged(&key)
                         && changes_merge(key.kind)
                     {
@@ -859,6 +893,34 @@ mod tests {
         );
         assert_eq!(view(&batched), view(&one_by_one));
         assert!(!batched.config_merge().providers.is_empty());
+    }
+
+    #[test]
+    fn a_held_deletion_keeps_late_watch_events_out_until_the_deletion_comes() {
+        let objects = cloud();
+        let mut store = Store::default();
+        store.apply_changes(objects.iter().cloned().map(|o| Change::Put(Box::new(o))));
+        let object = objects[0].clone();
+        let key = ObjectKey::of(&object);
+        store.delete(&key);
+        store.hold_deletion(key.clone(), std::time::Instant::now());
+        // A late event of the object (its status written before the deletion).
+        store.apply_changes([Change::Put(Box::new(object.clone()))]);
+        assert!(store.get(&key).is_none(), "held out");
+        // The deletion comes: later events are taken again.
+        store.apply_changes([Change::Delete(key.clone())]);
+        store.apply_changes([Change::Put(Box::new(object.clone()))]);
+        assert!(
+            store.get(&key).is_some(),
+            "a new object of that name is taken"
+        );
+        // A write that puts the object back (a failed deletion undone) lets go of the hold.
+        store.delete(&key);
+        store.hold_deletion(key.clone(), std::time::Instant::now());
+        store.put(object.clone());
+        store.delete(&key);
+        store.apply_changes([Change::Put(Box::new(object))]);
+        assert!(store.get(&key).is_some());
     }
 
     #[test]

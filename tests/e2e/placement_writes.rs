@@ -1,0 +1,241 @@
+//! Writes through the Placement API over a cluster, raced by many clients at once on the
+//! real control plane: claims on a provider and moves of allocations between consumers
+//! (Nova's migrations) are decided one at a time and committed side by side, never
+//! oversubscribe, and move the provider's generation exactly once each, as Placement's do.
+
+use std::sync::{Arc, Barrier};
+
+use serde_json::{Value, json};
+
+use super::placement_api::{ACCESS, call, token, wait_for_api};
+use super::support;
+use super::{Operator, private_with_crds};
+
+const CAPACITY: usize = 24;
+const CLAIMERS: usize = 40;
+const MOVERS: usize = 8;
+const MOVES_EACH: usize = 6;
+
+fn consumer(kind: u32, n: usize) -> String {
+    format!("{kind:08x}-0000-4000-8000-{n:012x}")
+}
+
+#[test]
+fn racing_claims_and_moves_never_oversubscribe_and_move_generations_once_each() {
+    let cp = private_with_crds();
+    cp.kubectl_stdin(&["apply", "-f", "-"], ACCESS).ok();
+    let writer = token(&cp, "placement-writer");
+    let port = support::free_port();
+    let op = Operator::start(
+        &cp,
+        "kubeplace-placement-writes",
+        &[
+            "--leader-elect=false",
+            &format!("--placement-addr=127.0.0.1:{port}"),
+        ],
+    );
+    wait_for_api(port, &op);
+    let rp = "5a5a5a5a-0000-4000-8000-000000000001";
+    let (status, _) = call(
+        port,
+        "POST",
+        "/resource_providers",
+        Some(&writer),
+        Some(&json!({"name": "cn-writes", "uuid": rp})),
+    );
+    assert_eq!(status, 200);
+    let (status, inv) = call(
+        port,
+        "PUT",
+        &format!("/resource_providers/{rp}/inventories"),
+        Some(&writer),
+        Some(&json!({"resource_provider_generation": 0,
+                     "inventories": {"VCPU": {"total": CAPACITY}}})),
+    );
+    assert_eq!(status, 200, "{inv}");
+    let start = inv["resource_provider_generation"]
+        .as_u64()
+        .expect("a generation");
+
+    // Claims: more clients than fit, all at once.
+    let barrier = Arc::new(Barrier::new(CLAIMERS));
+    let claims: Vec<_> = (0..CLAIMERS)
+        .map(|i| {
+            let (barrier, writer) = (barrier.clone(), writer.clone());
+            std::thread::spawn(move || {
+                let body = json!({"allocations": {rp: {"resources": {"VCPU": 1}}},
+                                  "project_id": "p", "user_id": "u",
+                                  "consumer_generation": null, "consumer_type": "INSTANCE"});
+                barrier.wait();
+                let (status, answer) = call(
+                    port,
+                    "PUT",
+                    &format!("/allocations/{}", consumer(0x1, i)),
+                    Some(&writer),
+                    Some(&body),
+                );
+                assert!(matches!(status, 204 | 409), "{status} {answer}");
+                (i, status == 204)
+            })
+        })
+        .collect();
+    let won: Vec<usize> = claims
+        .into_iter()
+        .map(|h| h.join().expect("a claimer"))
+        .filter_map(|(i, won)| won.then_some(i))
+        .collect();
+    assert_eq!(
+        won.len(),
+        CAPACITY,
+        "exactly the capacity's worth of claims wins"
+    );
+    let generation = || -> u64 {
+        let (_, v) = call(
+            port,
+            "GET",
+            &format!("/resource_providers/{rp}"),
+            Some(&writer),
+            None,
+        );
+        v["generation"].as_u64().expect("a generation")
+    };
+    assert_eq!(
+        generation(),
+        start + CAPACITY as u64,
+        "each claim moved the generation once, the refused ones not at all"
+    );
+
+    // Moves: each of MOVERS instances moves its allocation to its migration record and back,
+    // while late claimers try for the room a move seems to leave.
+    let barrier = Arc::new(Barrier::new(MOVERS * 2));
+    let movers: Vec<_> = won
+        .iter()
+        .take(MOVERS)
+        .copied()
+        .map(|i| {
+            let (barrier, writer) = (barrier.clone(), writer.clone());
+            std::thread::spawn(move || {
+                let (instance, migration) = (consumer(0x1, i), consumer(0x2, i));
+                let consumer_generation = |c: &str| -> Value {
+                    let (_, v) = call(
+                        port,
+                        "GET",
+                        &format!("/allocations/{c}"),
+                        Some(&writer),
+                        None,
+                    );
+                    v["consumer_generation"].clone()
+                };
+                barrier.wait();
+                let mut moved = 0;
+                for step in 0..MOVES_EACH * 2 {
+                    let (from, to) = if step % 2 == 0 {
+                        (&instance, &migration)
+                    } else {
+                        (&migration, &instance)
+                    };
+                    let body = json!({
+                        from.as_str(): {"allocations": {}, "project_id": "p", "user_id": "u",
+                                        "consumer_generation": consumer_generation(from),
+                                        "consumer_type": "INSTANCE"},
+                        to.as_str(): {"allocations": {rp: {"resources": {"VCPU": 1}}},
+                                      "project_id": "p", "user_id": "u",
+                                      "consumer_generation": consumer_generation(to),
+                                      "consumer_type": "MIGRATION"},
+                    });
+                    let (status, answer) =
+                        call(port, "POST", "/allocations", Some(&writer), Some(&body));
+                    assert_eq!(status, 204, "move {step} of {i}: {answer}");
+                    moved += 1;
+                }
+                moved
+            })
+        })
+        .collect();
+    let late: Vec<_> = (0..MOVERS)
+        .map(|i| {
+            let (barrier, writer) = (barrier.clone(), writer.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                let mut won = 0;
+                for attempt in 0..MOVES_EACH {
+                    let body = json!({"allocations": {rp: {"resources": {"VCPU": 1}}},
+                                      "project_id": "p", "user_id": "u",
+                                      "consumer_generation": null, "consumer_type": "INSTANCE"});
+                    let c = consumer(0x3, i * MOVES_EACH + attempt);
+                    let (status, _) = call(
+                        port,
+                        "PUT",
+                        &format!("/allocations/{c}"),
+                        Some(&writer),
+                        Some(&body),
+                    );
+                    if status == 204 {
+                        won += 1;
+                    }
+                }
+                won
+            })
+        })
+        .collect();
+    let moves: usize = movers.into_iter().map(|h| h.join().expect("a mover")).sum();
+    let late_won: usize = late.into_iter().map(|h| h.join().expect("a claimer")).sum();
+    assert_eq!(moves, MOVERS * MOVES_EACH * 2);
+    assert_eq!(
+        late_won, 0,
+        "a move between consumers never leaves room for another"
+    );
+
+    // Every instance ends holding its VCPU, no migration record holds any, the provider is
+    // full and not over, and its generation moved once for each move.
+    for &i in won.iter().take(MOVERS) {
+        let (_, a) = call(
+            port,
+            "GET",
+            &format!("/allocations/{}", consumer(0x1, i)),
+            Some(&writer),
+            None,
+        );
+        assert_eq!(a["allocations"][rp]["resources"]["VCPU"], 1, "{a}");
+        let (_, m) = call(
+            port,
+            "GET",
+            &format!("/allocations/{}", consumer(0x2, i)),
+            Some(&writer),
+            None,
+        );
+        assert_eq!(m["allocations"], json!({}), "{m}");
+    }
+    let (_, usages) = call(
+        port,
+        "GET",
+        &format!("/resource_providers/{rp}/usages"),
+        Some(&writer),
+        None,
+    );
+    assert_eq!(usages["usages"]["VCPU"], CAPACITY, "{usages}");
+    assert_eq!(generation(), start + (CAPACITY + moves) as u64);
+    // What the API answers is what the cluster holds: the Allocations kubectl lists.
+    let listed = cp.kubectl(&["get", "allocations", "-o", "name"]);
+    assert_eq!(listed.ok().lines().count(), CAPACITY, "{}", listed.stdout);
+
+    // After a restart (a fresh store, from the API server) the same generation is read.
+    let before = generation();
+    assert!(op.process.stop(std::time::Duration::from_secs(10)));
+    let op = Operator::start(
+        &cp,
+        "kubeplace-placement-writes-2",
+        &[
+            "--leader-elect=false",
+            &format!("--placement-addr=127.0.0.1:{port}"),
+        ],
+    );
+    wait_for_api(port, &op);
+    assert_eq!(
+        generation(),
+        before,
+        "the generation is kept by the objects"
+    );
+    op.stop_and_unregister(&cp);
+    cp.shutdown();
+}
