@@ -213,7 +213,7 @@ impl<'a> State<'a> {
 
     /// A provider's uuid by name.
     pub fn uuid_of(&self, name: &str) -> Option<String> {
-        self.store.index().provider(name).map(|r| r.uuid)
+        self.store.index().uuid(name).map(str::to_string)
     }
 
     /// A provider's generation: in memory the book's count; over a cluster what its object
