@@ -212,12 +212,35 @@ impl KindWatch {
                     reach.add(self.flush(&mut changes));
                     let listed = self.relist.take().unwrap_or_default();
                     let keep: BTreeSet<ObjectKey> = listed.iter().map(ObjectKey::of).collect();
+                    // The list was taken a moment ago; what this process wrote since (a
+                    // Placement write's answer, stored at once) is newer than it. No object
+                    // in the list is newer than the list, so an object the store holds at a
+                    // later resourceVersion than any listed one was written after it.
+                    let newest_listed = listed
+                        .iter()
+                        .filter_map(|o| crate::cache::resource_version(o.meta()))
+                        .max();
                     let mut store = self.store();
+                    let written_since = |o: &Object| {
+                        matches!(
+                            (newest_listed, crate::cache::resource_version(o.meta())),
+                            (Some(listed), Some(held)) if held > listed
+                        )
+                    };
                     let gone: Vec<Change> = store
-                        .keys()
-                        .filter(|k| k.kind == self.kind && !keep.contains(*k))
-                        .cloned()
-                        .map(Change::Delete)
+                        .iter_shared()
+                        .filter(|(k, o)| {
+                            k.kind == self.kind && !keep.contains(*k) && !written_since(o)
+                        })
+                        .map(|(k, _)| Change::Delete(k.clone()))
+                        .collect();
+                    let listed: Vec<Object> = listed
+                        .into_iter()
+                        .filter(|o| {
+                            !store.get(&ObjectKey::of(o)).is_some_and(|held| {
+                                crate::cache::newer_or_same(held, o) && held != o
+                            })
+                        })
                         .collect();
                     let (count, removed) = (listed.len(), gone.len());
                     store.apply_changes(
@@ -349,11 +372,45 @@ mod tests {
         w.handle(Event::Apply(provider("cn1", 8)));
         w.handle(Event::Apply(provider("cn2", 8)));
         w.handle(Event::Init);
-        w.handle(Event::InitApply(provider("cn2", 16)));
+        let mut cn2 = provider("cn2", 16);
+        cn2.metadata.resource_version = Some("2".into());
+        w.handle(Event::InitApply(cn2));
         w.handle(Event::InitDone);
         let s = store.read().unwrap();
         assert_eq!(s.len(), 1);
         assert_eq!(s.index().inventory("cn2", "VCPU").unwrap().total, 16);
+    }
+
+    #[test]
+    fn a_relist_keeps_what_was_written_after_the_list() {
+        let (mut w, store, _trigger, _ready) = setup();
+        let at = |name: &str, vcpu: i64, rv: &str| {
+            let mut p = provider(name, vcpu);
+            p.metadata.resource_version = Some(rv.into());
+            p
+        };
+        w.handle(Event::Apply(at("old", 1, "3")));
+        w.handle(Event::Apply(at("cn1", 8, "4")));
+        // Written (and stored) by this process after the list below was taken.
+        w.handle(Event::Apply(at("new", 2, "9")));
+        w.handle(Event::Apply(at("cn1", 16, "8")));
+        w.handle(Event::Init);
+        w.handle(Event::InitApply(at("cn1", 8, "4")));
+        w.handle(Event::InitApply(at("other", 4, "5")));
+        w.handle(Event::InitDone);
+        let s = store.read().unwrap();
+        let has = |name: &str| s.get_cluster(Kind::ResourceProvider, name).is_some();
+        assert!(!has("old"), "gone from the list, and older than it");
+        assert!(
+            has("new"),
+            "newer than anything listed: written after the list"
+        );
+        assert!(has("other"));
+        assert_eq!(
+            s.index().inventory("cn1", "VCPU").unwrap().total,
+            16,
+            "the newer copy stays"
+        );
     }
 
     #[test]
