@@ -489,6 +489,19 @@ fn bad_inputs_are_refused_before_anything_is_written() {
     );
     assert!(!file.exists());
 
+    // Writes in flight outside what import takes: refused, saying what it takes.
+    let out = kubeplace(&[
+        "placement",
+        "import",
+        "--from",
+        &placement.url,
+        "--writes",
+        "0",
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--writes") && err.contains("1..=64"), "{err}");
+
     // A token Placement does not take for an admin.
     let out = kubeplace(&[
         "placement",

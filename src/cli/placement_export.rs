@@ -137,6 +137,7 @@ pub fn main(args: &ExportArgs) -> Exit {
         .map(|p| (p.uuid.clone(), p.generation))
         .collect();
     let total = ops.len();
+    let writing = Instant::now();
     for (done, op) in ops.into_iter().enumerate() {
         progress.tick(|| format!("writing: {done}/{total}"));
         if let Err(e) = run(&mut client, &op, &mut generations) {
@@ -147,8 +148,10 @@ pub fn main(args: &ExportArgs) -> Exit {
             return Exit::Failed;
         }
     }
+    let seconds = writing.elapsed().as_secs_f64();
     progress.say(&format!(
-        "done: {total} writes in {:.1} s; generations in Placement are its own",
+        "done: {total} writes in {seconds:.1} s ({:.0} writes/s), {:.1} s in all; generations in Placement are its own",
+        total as f64 / seconds.max(1e-6),
         started.elapsed().as_secs_f64()
     ));
     Exit::Ok

@@ -45,8 +45,6 @@ fn provider_uuid(rp: &ResourceProvider) -> String {
     })
 }
 
-/// How many writes to the API server are in flight at once.
-const WRITES_IN_FLIGHT: usize = 16;
 /// The field manager of the import's writes.
 const FIELD_MANAGER: &str = "kubeplace-placement-import";
 
@@ -73,6 +71,10 @@ pub struct ImportArgs {
     /// No progress lines on standard error.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Writes to the API server in flight at once (1 to 64), within the order that puts
+    /// every parent before its children and every provider before the Allocations.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub writes: u16,
     #[command(flatten)]
     pub cluster: ClusterFlags,
 }
@@ -721,13 +723,29 @@ fn into_cluster(args: &ImportArgs, desired: &Desired, progress: &mut Progress) -
         return fail(format!("{}; run the import again to finish", e.detail));
     }
     let started = Instant::now();
-    let written = runtime.block_on(write_objects(client, desired, &steps, &existing, progress));
+    let written = runtime.block_on(write_objects(
+        client,
+        desired,
+        &steps,
+        &existing,
+        usize::from(args.writes),
+        progress,
+    ));
     match written {
-        Ok(n) => {
+        Ok(Written {
+            providers,
+            providers_s,
+            allocations,
+            allocations_s,
+        }) => {
+            let n = providers + allocations;
             let seconds = started.elapsed().as_secs_f64();
+            let rate = |n: usize, s: f64| n as f64 / s.max(1e-6);
             progress.say(&format!(
-                "wrote {n} objects in {seconds:.1} s ({:.0} objects/s)",
-                n as f64 / seconds.max(1e-6)
+                "wrote {n} objects in {seconds:.1} s ({:.0} objects/s): {providers} ResourceProviders in {providers_s:.1} s ({:.0}/s), {allocations} Allocations in {allocations_s:.1} s ({:.0}/s)",
+                rate(n, seconds),
+                rate(providers, providers_s),
+                rate(allocations, allocations_s),
             ));
             Exit::Ok
         }
@@ -798,16 +816,25 @@ fn contradictions(desired: &Desired, existing: &HashMap<ObjectKey, Object>) -> V
     refusals
 }
 
+/// What [`write_objects`] wrote, and how long each kind took.
+struct Written {
+    providers: usize,
+    providers_s: f64,
+    allocations: usize,
+    allocations_s: f64,
+}
+
 /// Writes every object whose step is not `Same`: providers a tree level at a time (parents
-/// exist before their children), then the Allocations; several in flight. The count
+/// exist before their children), then the Allocations; several in flight. What was
 /// written, or the count and the first failure.
 async fn write_objects(
     client: Client,
     desired: &Desired,
     steps: &[Step],
     existing: &HashMap<ObjectKey, Object>,
+    in_flight: usize,
     progress: &mut Progress,
-) -> Result<usize, (usize, String)> {
+) -> Result<Written, (usize, String)> {
     // Depth of each provider object, from its parent chain within the desired objects.
     let mut depth: HashMap<&str, usize> = HashMap::new();
     let mut batches: BTreeMap<usize, Vec<Object>> = BTreeMap::new();
@@ -839,12 +866,20 @@ async fn write_objects(
     let total: usize = batches.values().map(Vec::len).sum();
     let client = Arc::new(client);
     let mut written = 0;
-    for (_, batch) in batches {
+    let mut done = Written {
+        providers: 0,
+        providers_s: 0.0,
+        allocations: 0,
+        allocations_s: 0.0,
+    };
+    for (depth, batch) in batches {
+        let started = Instant::now();
+        let size = batch.len();
         let mut writes = futures::stream::iter(batch.into_iter().map(|o| {
             let client = client.clone();
             async move { write_one(&client, o).await }
         }))
-        .buffer_unordered(WRITES_IN_FLIGHT);
+        .buffer_unordered(in_flight);
         // A refusal ends the import after the rest of its level (no child is written
         // before its parent), so that the count written is what the cluster holds.
         let mut failed = None;
@@ -862,8 +897,16 @@ async fn write_objects(
         if let Some(e) = failed {
             return Err((written, e));
         }
+        let seconds = started.elapsed().as_secs_f64();
+        if depth == usize::MAX {
+            done.allocations += size;
+            done.allocations_s += seconds;
+        } else {
+            done.providers += size;
+            done.providers_s += seconds;
+        }
     }
-    Ok(written)
+    Ok(done)
 }
 
 fn merge_metadata(o: &mut Object, old: &ObjectMeta) {

@@ -148,6 +148,7 @@ pub fn read(
     let mut providers: HashMap<String, Provider> = HashMap::new();
     let mut on_provider: HashMap<String, BTreeMap<String, BTreeMap<String, i64>>> = HashMap::new();
     let mut consumers: HashMap<String, Consumer> = HashMap::new();
+    let started = Instant::now();
     let mut last_moved = (0, String::new());
     for round in 1..=MAX_ROUNDS {
         let classes = custom_classes(client)?;
@@ -249,10 +250,11 @@ pub fn read(
                 consumers: consumers.into_iter().collect(),
             };
             progress.say(&format!(
-                "read {} providers and {} consumers in {} requests",
+                "read {} providers and {} consumers in {} requests ({:.1} s)",
                 snapshot.providers.len(),
                 snapshot.consumers.len(),
-                client.requests
+                client.requests,
+                started.elapsed().as_secs_f64()
             ));
             return Ok(snapshot);
         }
