@@ -150,6 +150,15 @@ impl KindWatch {
             .is_some_and(|held| crate::cache::newer_or_same(held, object))
     }
 
+    /// Whether the store holds, under `key`, another object than the one of uid `uid`.
+    fn holds_another(&self, key: &ObjectKey, uid: Option<&str>) -> bool {
+        let store = crate::locks::read(&self.store);
+        match (store.get(key).and_then(|o| o.meta().uid.as_deref()), uid) {
+            (Some(held), Some(deleted)) => held != deleted,
+            _ => false,
+        }
+    }
+
     /// Applies the changes gathered; what the provider config merge moved in doing so.
     fn flush(&self, changes: &mut Vec<Change>) -> Reach {
         if changes.is_empty() {
@@ -195,6 +204,11 @@ impl KindWatch {
                         namespace: o.metadata.namespace.clone().unwrap_or_default(),
                         name: o.metadata.name.clone().unwrap_or_default(),
                     };
+                    if self.holds_another(&key, o.metadata.uid.as_deref()) {
+                        // A late deletion of an earlier object of that name: the store holds
+                        // the one made since (a write's answer, stored before this event).
+                        continue;
+                    }
                     debug!(kind = %self.kind, name = %key.name, "deleted");
                     reach.add(self.reach_of(&key, None).unwrap_or_default());
                     changes.push(Change::Delete(key));
@@ -410,6 +424,37 @@ mod tests {
             s.index().inventory("cn1", "VCPU").unwrap().total,
             16,
             "the newer copy stays"
+        );
+    }
+
+    #[test]
+    fn a_late_deletion_of_an_earlier_object_of_the_name_leaves_the_new_one() {
+        let (mut w, store, _trigger, _ready) = setup();
+        let with_uid = |vcpu: i64, uid: &str, rv: &str| {
+            let mut p = provider("cn1", vcpu);
+            p.metadata.uid = Some(uid.into());
+            p.metadata.resource_version = Some(rv.into());
+            p
+        };
+        // The object made again (a write's answer, stored before the watch's events).
+        w.handle(Event::Apply(with_uid(16, "second", "7")));
+        // The deletion of the first object of that name comes late.
+        w.handle(Event::Delete(with_uid(8, "first", "5")));
+        assert!(
+            store
+                .read()
+                .unwrap()
+                .get_cluster(Kind::ResourceProvider, "cn1")
+                .is_some(),
+            "the new object stays"
+        );
+        w.handle(Event::Delete(with_uid(16, "second", "9")));
+        assert!(
+            store
+                .read()
+                .unwrap()
+                .get_cluster(Kind::ResourceProvider, "cn1")
+                .is_none()
         );
     }
 

@@ -394,12 +394,13 @@ impl PlacementApi {
     /// than once. A write that fails, here or in the cluster, or panics, leaves the state as
     /// it was; a panic goes on to [`PlacementApi::guarded`] once it is undone.
     fn write<T>(&self, f: impl Fn(&mut State<'_>) -> Result<T, ApiError>) -> Result<T, ApiError> {
+        let Some(cluster) = &self.cluster else {
+            let _serial = self.writes.lock().unwrap_or_else(PoisonError::into_inner);
+            return self.decide(&f).map(|(value, _)| value);
+        };
         let (value, journal, _ticket) = loop {
             let serial = self.writes.lock().unwrap_or_else(PoisonError::into_inner);
             let (value, journal) = self.decide(&f)?;
-            let Some(_) = &self.cluster else {
-                return Ok(value);
-            };
             match self.in_flight.enter(journal.footprint()) {
                 Ok(ticket) => break (value, journal, ticket),
                 Err(earlier) => {
@@ -408,9 +409,6 @@ impl PlacementApi {
                     self.in_flight.wait_for(&earlier);
                 }
             }
-        };
-        let Some(cluster) = &self.cluster else {
-            return Ok(value);
         };
         let committed = panic::catch_unwind(AssertUnwindSafe(|| {
             cluster.commit(&journal.changes).and_then(|written| {
