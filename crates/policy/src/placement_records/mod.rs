@@ -28,7 +28,7 @@ use kubeplace_api::{Kind, Object};
 use kubeplace_core::placement::query::CandidatesQuery;
 use kubeplace_core::placement::{standard_resource_classes, standard_traits};
 
-use crate::store::{ObjectKey, Store};
+use crate::store::Store;
 
 use consumers::consumer_of;
 pub use consumers::{
@@ -56,10 +56,6 @@ pub struct Book {
     custom_traits: BTreeSet<String>,
     custom_classes: BTreeSet<String>,
     consumers: HashMap<String, Consumer>,
-    /// Allocation object keys by consumer uuid (in memory): finding a consumer's objects is
-    /// a lookup, not a walk over every object of the store (which cost a claim 2.4 ms at
-    /// 35k providers).
-    by_consumer: HashMap<String, BTreeSet<ObjectKey>>,
 }
 
 impl Book {
@@ -108,10 +104,6 @@ impl Book {
         if backing == Backing::Memory {
             for o in store.list(Kind::Allocation) {
                 let Object::Allocation(a) = o else { continue };
-                book.by_consumer
-                    .entry(a.spec.consumer.clone())
-                    .or_default()
-                    .insert(ObjectKey::of(o));
                 book.consumers
                     .entry(a.spec.consumer.clone())
                     .or_insert_with(|| consumer_of(std::slice::from_ref(a), 1));

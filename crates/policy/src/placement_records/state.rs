@@ -149,14 +149,6 @@ impl<'a> State<'a> {
         let key = ObjectKey::of(&object);
         self.touch(&key);
         self.note_start(&object);
-        if let Object::Allocation(a) = &object {
-            self.book
-                .get_mut()?
-                .by_consumer
-                .entry(a.spec.consumer.clone())
-                .or_default()
-                .insert(key.clone());
-        }
         self.store.get_mut()?.put(object);
         Ok(())
     }
@@ -164,17 +156,7 @@ impl<'a> State<'a> {
     /// Deletes an object, noting the change; the object deleted.
     pub fn delete(&mut self, key: &ObjectKey) -> Result<Option<Object>, RecordError> {
         self.touch(key);
-        let old = self.store.get_mut()?.delete(key);
-        if let Some(Object::Allocation(a)) = &old {
-            let book = self.book.get_mut()?;
-            if let Some(keys) = book.by_consumer.get_mut(&a.spec.consumer) {
-                keys.remove(key);
-                if keys.is_empty() {
-                    book.by_consumer.remove(&a.spec.consumer);
-                }
-            }
-        }
-        Ok(old)
+        Ok(self.store.get_mut()?.delete(key))
     }
 
     /// The name of the provider with this uuid, or Placement's 404.
@@ -433,7 +415,6 @@ impl<'a> State<'a> {
 
     /// Writes an Allocation through admission; a rejection is Placement's 409.
     pub fn write_allocation(&mut self, a: Allocation) -> Result<(), RecordError> {
-        let consumer = a.spec.consumer.clone();
         let object = Object::Allocation(a);
         let key = ObjectKey::of(&object);
         self.touch(&key);
@@ -442,40 +423,18 @@ impl<'a> State<'a> {
         if !verdict.allowed {
             return Err(RecordError::AllocationRefused(verdict.message));
         }
-        self.book
-            .get_mut()?
-            .by_consumer
-            .entry(consumer)
-            .or_default()
-            .insert(key);
         Ok(())
     }
 
     /// The Allocation objects of a consumer, by key.
     pub fn consumer_allocations(&self, consumer: &str) -> Vec<(ObjectKey, Allocation)> {
-        match self.backing {
-            Backing::Memory => self
-                .book
-                .by_consumer
-                .get(consumer)
-                .into_iter()
-                .flatten()
-                .filter_map(|key| match self.store.get(key) {
-                    Some(Object::Allocation(a)) => Some((key.clone(), a.clone())),
-                    _ => None,
-                })
-                .collect(),
-            Backing::Cluster => self
-                .store
-                .list(Kind::Allocation)
-                .filter_map(|o| match o {
-                    Object::Allocation(a) if a.spec.consumer == consumer => {
-                        Some((ObjectKey::of(o), a.clone()))
-                    }
-                    _ => None,
-                })
-                .collect(),
-        }
+        self.store
+            .allocations_of_consumer(consumer)
+            .filter_map(|key| match self.store.get(key) {
+                Some(Object::Allocation(a)) => Some((key.clone(), a.clone())),
+                _ => None,
+            })
+            .collect()
     }
 
     /// A consumer's attributes, if it exists (it has allocations).

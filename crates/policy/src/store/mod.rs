@@ -10,7 +10,7 @@ pub mod generations;
 mod records;
 
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
@@ -154,6 +154,10 @@ pub struct Store {
     /// The provider generations Allocations record (shared like the index: a copy of the
     /// store copies them only when it changes them).
     generation_records: Arc<generations::GenerationRecords>,
+    /// Allocation keys by consumer uuid (shared like the index): finding a consumer's
+    /// objects is a lookup, not a walk over every object (which cost a claim 2.4 ms at 35k
+    /// providers).
+    by_consumer: Arc<HashMap<String, BTreeSet<ObjectKey>>>,
     /// Objects a write deleted here whose deletion the watch has not brought yet, with when
     /// it was held: a late watch event of such an object (its status written meanwhile)
     /// would bring it back until then. See [`Store::hold_deletion`].
@@ -257,11 +261,33 @@ impl Store {
         &self.generation_records
     }
 
-    /// Follows an object's replacement in the generation records.
+    /// The keys of a consumer's Allocations, in key order.
+    pub fn allocations_of_consumer(&self, consumer: &str) -> impl Iterator<Item = &ObjectKey> {
+        self.by_consumer.get(consumer).into_iter().flatten()
+    }
+
+    /// Follows an object's replacement in what is kept about Allocations: the generation
+    /// records and the keys by consumer.
     fn note_records(&mut self, old: Option<&Object>, new: Option<&Object>) {
         let allocation = |o: Option<&Object>| matches!(o, Some(Object::Allocation(_)));
-        if allocation(old) || allocation(new) {
-            Arc::make_mut(&mut self.generation_records).replace(old, new);
+        if !(allocation(old) || allocation(new)) {
+            return;
+        }
+        Arc::make_mut(&mut self.generation_records).replace(old, new);
+        let consumers = Arc::make_mut(&mut self.by_consumer);
+        if let Some(o @ Object::Allocation(a)) = old
+            && let Some(keys) = consumers.get_mut(&a.spec.consumer)
+        {
+            keys.remove(&ObjectKey::of(o));
+            if keys.is_empty() {
+                consumers.remove(&a.spec.consumer);
+            }
+        }
+        if let Some(o @ Object::Allocation(a)) = new {
+            consumers
+                .entry(a.spec.consumer.clone())
+                .or_default()
+                .insert(ObjectKey::of(o));
         }
     }
 
