@@ -124,38 +124,31 @@ impl KindWatch {
         crate::locks::write(&self.store)
     }
 
-    /// What a change of an object (`new`, or `None` for the object of `key` deleted) can
-    /// reach, judged over the store before it; `None` when `new` differs from the stored
-    /// object in its status alone.
-    fn reach_of(&self, key: &ObjectKey, new: Option<&Object>) -> Option<Reach> {
+    /// What an event of `key` does, judged over the store before it under one lock: the
+    /// object `new` put, or (with `new` absent) the deletion of the object of uid `deleted`.
+    fn judge(&self, key: &ObjectKey, new: Option<&Object>, deleted: Option<&str>) -> Effect {
         let store = crate::locks::read(&self.store);
-        let old = store.get(key);
-        if let (Some(old), Some(new)) = (old, new)
-            && body(old) == body(new)
-        {
-            return None;
-        }
-        Some(Reach::of_change(&store, old, new))
-    }
-
-    /// Whether the store already holds the object at this resourceVersion or a later one:
-    /// the event is one the store is past. A write's answer is put in the store before its
-    /// watch event arrives, and a write decided on top of that (the Placement API's next
-    /// write, not yet committed) keeps its resourceVersion: a late event of the object must
-    /// not replace that decision with the state it was made from.
-    fn held_as_new(&self, object: &Object) -> bool {
-        let store = crate::locks::read(&self.store);
-        store
-            .get(&ObjectKey::of(object))
-            .is_some_and(|held| crate::cache::newer_or_same(held, object))
-    }
-
-    /// Whether the store holds, under `key`, another object than the one of uid `uid`.
-    fn holds_another(&self, key: &ObjectKey, uid: Option<&str>) -> bool {
-        let store = crate::locks::read(&self.store);
-        match (store.get(key).and_then(|o| o.meta().uid.as_deref()), uid) {
-            (Some(held), Some(deleted)) => held != deleted,
-            _ => false,
+        let held = store.get(key);
+        match (held, new) {
+            // A write's answer is put in the store before its watch event arrives, and a
+            // write decided on top of that (the Placement API's next write, not yet
+            // committed) keeps its resourceVersion: a late event of the object must not
+            // replace that decision with the state it was made from.
+            (Some(held), Some(new)) if crate::cache::newer_or_same(held, new) => Effect::Past,
+            (Some(held), Some(new)) if body(held) == body(new) => Effect::StatusOnly,
+            // A late deletion of an earlier object of that name: the store holds the one
+            // made since (a write's answer, stored before this event).
+            (Some(held), None)
+                if held
+                    .meta()
+                    .uid
+                    .as_deref()
+                    .zip(deleted)
+                    .is_some_and(|(h, d)| h != d) =>
+            {
+                Effect::Past
+            }
+            _ => Effect::Reaches(Reach::of_change(&store, held, new)),
         }
     }
 
@@ -185,15 +178,14 @@ impl KindWatch {
             match event {
                 Event::Apply(o) => {
                     self.metrics.watch_event(self.kind, "apply");
-                    if let Some(object) = self.read(&o)
-                        && !self.held_as_new(&object)
-                    {
-                        debug!(kind = %self.kind, name = object.name(), "applied");
+                    if let Some(object) = self.read(&o) {
                         let key = ObjectKey::of(&object);
-                        match self.reach_of(&key, Some(&object)) {
-                            Some(r) => reach.add(r),
-                            None => status_only.push(key),
+                        match self.judge(&key, Some(&object), None) {
+                            Effect::Past => continue,
+                            Effect::StatusOnly => status_only.push(key),
+                            Effect::Reaches(r) => reach.add(r),
                         }
+                        debug!(kind = %self.kind, name = object.name(), "applied");
                         changes.push(Change::Put(Box::new(object)));
                     }
                 }
@@ -204,13 +196,12 @@ impl KindWatch {
                         namespace: o.metadata.namespace.clone().unwrap_or_default(),
                         name: o.metadata.name.clone().unwrap_or_default(),
                     };
-                    if self.holds_another(&key, o.metadata.uid.as_deref()) {
-                        // A late deletion of an earlier object of that name: the store holds
-                        // the one made since (a write's answer, stored before this event).
-                        continue;
+                    match self.judge(&key, None, o.metadata.uid.as_deref()) {
+                        Effect::Past => continue,
+                        Effect::StatusOnly => {}
+                        Effect::Reaches(r) => reach.add(r),
                     }
                     debug!(kind = %self.kind, name = %key.name, "deleted");
-                    reach.add(self.reach_of(&key, None).unwrap_or_default());
                     changes.push(Change::Delete(key));
                 }
                 Event::Init => {
@@ -279,6 +270,16 @@ impl KindWatch {
             self.synced.mark(self.kind);
         }
     }
+}
+
+/// What a watch event does to the store ([`KindWatch::judge`]).
+enum Effect {
+    /// The store is past it: nothing to do.
+    Past,
+    /// The object differs from the stored one in its status alone.
+    StatusOnly,
+    /// It changes the object; what that can reach.
+    Reaches(Reach),
 }
 
 /// Most watch events applied to the store at once.
