@@ -52,6 +52,7 @@ pub fn conditions(status: &Status) -> &[Condition] {
         Status::Server(s) => &s.conditions,
         Status::Aggregate(s) => &s.conditions,
         Status::ServerGroup(s) => &s.conditions,
+        Status::PlacementWrite(s) => &s.conditions,
     }
 }
 
@@ -67,6 +68,7 @@ fn conditions_mut(status: &mut Status) -> &mut Vec<Condition> {
         Status::Server(s) => &mut s.conditions,
         Status::Aggregate(s) => &mut s.conditions,
         Status::ServerGroup(s) => &mut s.conditions,
+        Status::PlacementWrite(s) => &mut s.conditions,
     }
 }
 
@@ -197,6 +199,10 @@ fn plan_one(
     now: &str,
     metrics: Option<&Metrics>,
 ) -> Option<StatusWrite> {
+    // A write's record has no status to work out: who finishes the write reports on it.
+    if key.kind == Kind::PlacementWrite {
+        return None;
+    }
     let started = Instant::now();
     let mut desired = desired_status(object, world);
     if let Some(m) = metrics {

@@ -235,7 +235,11 @@ impl KindWatch {
                     let gone: Vec<Change> = store
                         .iter_shared()
                         .filter(|(k, o)| {
-                            k.kind == self.kind && !keep.contains(*k) && !written_since(o)
+                            k.kind == self.kind
+                                && !keep.contains(*k)
+                                && !written_since(o)
+                                // Shown as an open write leaves it, its own event to come.
+                                && !store.is_overlaid(k)
                         })
                         .map(|(k, _)| Change::Delete(k.clone()))
                         .collect();
@@ -248,7 +252,7 @@ impl KindWatch {
                         })
                         .collect();
                     let (count, removed) = (listed.len(), gone.len());
-                    store.apply_changes(
+                    store.apply_listed(
                         gone.into_iter()
                             .chain(listed.into_iter().map(|o| Change::Put(Box::new(o)))),
                     );

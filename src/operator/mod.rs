@@ -411,6 +411,7 @@ fn serve_placement(
         searches: flags.placement.searching.limits(),
         audience: flags.placement_audience().map(str::to_string),
         keystone: flags.placement.keystone.config().ok().flatten(),
+        identity: shared.identity.clone(),
     };
     tokio::spawn(api.serve((listener, tls), stopping.lifecycle.clone()))
 }
@@ -507,6 +508,20 @@ fn lead_and_reconcile(
                 interval: Duration::from_secs(scheduling.headroom_interval),
             },
             metrics: shared.metrics.clone(),
+        }
+        .run(cancel.clone()),
+    );
+    tokio::spawn(
+        crate::controllers::open_writes::OpenWrites {
+            store: shared.store.clone(),
+            cluster: crate::placement_api::Cluster::new(
+                shared.client.clone(),
+                tokio::runtime::Handle::current(),
+                flags.cluster.namespace.clone(),
+            )
+            .writing_as(&shared.identity),
+            leader: leader.clone(),
+            ready: shared.ready.clone(),
         }
         .run(cancel.clone()),
     );

@@ -40,6 +40,8 @@ pub(crate) struct PlacementOverCluster {
     pub audience: Option<String>,
     /// Keystone's `[keystone_authtoken]`, when Keystone tokens are taken beside Kubernetes'.
     pub keystone: Option<KeystoneConfig>,
+    /// This replica's identity, which its records of writes of several objects name.
+    pub identity: String,
 }
 
 impl PlacementOverCluster {
@@ -55,7 +57,8 @@ impl PlacementOverCluster {
             _ = lifecycle.stop.cancelled() => return,
         }
         let runtime = tokio::runtime::Handle::current();
-        let cluster = Cluster::new(self.client.clone(), runtime.clone(), self.namespace);
+        let cluster = Cluster::new(self.client.clone(), runtime.clone(), self.namespace)
+            .writing_as(&self.identity);
         if tls.is_none() {
             warn!(
                 "the Placement API serves plain HTTP (no --placement-tls): callers' tokens travel in clear text"

@@ -4,24 +4,20 @@
 //! Placement's 409 `placement.concurrent_update` instead of being overwritten. Allocations
 //! pass the admission webhook on the way, where every claim is decided.
 //!
-//! A write that changes several objects (moving a consumer's allocations, several consumers
-//! at once) commits them one at a time; if one fails (or panics), those already committed are
-//! put back before the error is answered.
+//! A write that changes several objects (moving a consumer's allocations, a reshape) is
+//! recorded whole first and then applied (`whole_writes.rs`): all or nothing, across
+//! crashes too.
 //!
 //! The custom trait and resource class registries are kept in a ConfigMap
 //! (`kubeplace-placement-registry` in the operator's namespace), so they survive restarts
 //! and every replica learns them. A write saves only the names it created or deleted, from
 //! the ConfigMap's current resourceVersion, so replicas saving at once keep each other's.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::panic::AssertUnwindSafe;
-
-use futures::FutureExt;
-
 use http::StatusCode;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams, Preconditions};
+use std::collections::{BTreeMap, BTreeSet};
 
 use kubeplace_api::{Kind, Object};
 use kubeplace_policy::store::ObjectKey;
@@ -36,20 +32,15 @@ pub const REGISTRY_CONFIGMAP: &str = "kubeplace-placement-registry";
 /// How many times a write is retried over changes of the status alone.
 const STATUS_RETRIES: usize = 5;
 /// The field manager of the API's writes.
-const FIELD_MANAGER: &str = "kubeplace-placement";
+pub(crate) const FIELD_MANAGER: &str = "kubeplace-placement";
 
 /// Where writes go.
 pub struct Cluster {
     client: Client,
     runtime: tokio::runtime::Handle,
     namespace: String,
-}
-
-/// One committed step, for putting it back.
-enum Done {
-    Created(Kind, String),
-    Replaced(Object),
-    Deleted(Object),
+    /// Who records writes of several objects (the replica's identity).
+    pub(crate) writer: String,
 }
 
 impl Cluster {
@@ -59,56 +50,35 @@ impl Cluster {
             client,
             runtime,
             namespace,
+            writer: "kubeplace".to_string(),
         }
     }
 
-    fn api(&self, kind: Kind) -> Api<DynamicObject> {
+    /// Records writes of several objects as written by `identity`.
+    pub fn writing_as(mut self, identity: &str) -> Cluster {
+        self.writer = identity.to_string();
+        self
+    }
+
+    pub(crate) fn api(&self, kind: Kind) -> Api<DynamicObject> {
         Api::all_with(self.client.clone(), &kind.api_resource())
     }
 
-    /// Commits changes (key, before, after): providers whose spec stays (the generation
-    /// records they keep) first, then deletions, then the rest; the objects as written. On
-    /// a failure, what was committed is put back and the failure returned.
-    ///
-    /// A provider's record goes before the deletion of the Allocation whose record it
-    /// takes over, so a crash in between leaves a generation moved, never one gone back;
-    /// deletions go before new Allocations so that a move on a full provider fits.
+    /// Commits a write's changes (key, before, after): one object as one request to the API
+    /// server; several as one recorded write (`Cluster::commit_whole`), all or nothing.
+    /// The objects as written.
     pub(crate) fn commit(
         &self,
         changes: &[(ObjectKey, Option<Object>, Option<Object>)],
     ) -> Result<Vec<Object>, ApiError> {
-        let mut ordered: Vec<_> = changes.iter().collect();
-        ordered.sort_by_key(|(_, before, after)| match (before, after) {
-            (Some(b), Some(a)) if a.kind() == Kind::ResourceProvider && a.same_spec(b) => 0,
-            (_, None) => 1,
-            _ => 2,
-        });
-        self.runtime.block_on(async {
-            let mut done: Vec<Done> = Vec::new();
-            let mut written = Vec::new();
-            for (key, before, after) in ordered {
-                // A panic in a step puts back what was committed, as a failure does, then
-                // goes on to the request's guard.
-                let stepped = AssertUnwindSafe(self.step(key, before.as_ref(), after.as_ref()))
-                    .catch_unwind()
-                    .await;
-                match stepped {
-                    Ok(Ok((step, object))) => {
-                        done.extend(step);
-                        written.extend(object);
-                    }
-                    Ok(Err(e)) => {
-                        self.put_back(done).await;
-                        return Err(e);
-                    }
-                    Err(panic) => {
-                        self.put_back(done).await;
-                        std::panic::resume_unwind(panic);
-                    }
-                }
-            }
-            Ok(written)
-        })
+        match changes {
+            [] => Ok(Vec::new()),
+            [(key, before, after)] => self
+                .runtime
+                .block_on(self.step(key, before.as_ref(), after.as_ref()))
+                .map(|written| written.into_iter().collect()),
+            _ => self.runtime.block_on(self.commit_whole(changes)),
+        }
     }
 
     /// One change; a conflict that only the status or metadata caused (the leader writes
@@ -119,7 +89,7 @@ impl Cluster {
         key: &ObjectKey,
         before: Option<&Object>,
         after: Option<&Object>,
-    ) -> Result<(Option<Done>, Option<Object>), ApiError> {
+    ) -> Result<Option<Object>, ApiError> {
         let mut version = before.and_then(|b| b.meta().resource_version.clone());
         for _ in 0..STATUS_RETRIES {
             match self.try_step(key, before, after, version.clone()).await {
@@ -153,7 +123,7 @@ impl Cluster {
         before: Option<&Object>,
         after: Option<&Object>,
         version: Option<String>,
-    ) -> Result<(Option<Done>, Option<Object>), kube::Error> {
+    ) -> Result<Option<Object>, kube::Error> {
         let api = self.api(key.kind);
         match (before, after) {
             (Some(before), None) => {
@@ -165,9 +135,9 @@ impl Cluster {
                     ..Default::default()
                 };
                 match api.delete(&key.name, &params).await {
-                    Ok(_) => Ok((Some(Done::Deleted(before.clone())), None)),
                     // Gone already: what the write wanted.
-                    Err(kube::Error::Api(s)) if s.code == 404 => Ok((None, None)),
+                    Ok(_) => Ok(None),
+                    Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
                     Err(e) => Err(e),
                 }
             }
@@ -186,49 +156,9 @@ impl Cluster {
                 };
                 let object = crate::cache::to_object(key.kind, &stored)
                     .map_err(|e| kube::Error::Service(e.to_string().into()))?;
-                let done = match before {
-                    Some(b) => Done::Replaced(b.clone()),
-                    None => Done::Created(key.kind, key.name.clone()),
-                };
-                Ok((Some(done), Some(object)))
+                Ok(Some(object))
             }
-            (None, None) => Ok((None, None)),
-        }
-    }
-
-    /// Undoes committed steps, newest first. Best effort: a step that cannot be undone is
-    /// logged; the reconciler's view of the objects stays the API server's.
-    async fn put_back(&self, done: Vec<Done>) {
-        for step in done.into_iter().rev() {
-            let result = match step {
-                Done::Created(kind, name) => self
-                    .api(kind)
-                    .delete(&name, &DeleteParams::default())
-                    .await
-                    .map(|_| ()),
-                Done::Replaced(before) | Done::Deleted(before) => {
-                    let kind = before.kind();
-                    let name = before.name().to_string();
-                    let mut body = before;
-                    body.meta_mut().resource_version = None;
-                    body.meta_mut().uid = None;
-                    body.meta_mut().creation_timestamp = None;
-                    body.meta_mut().managed_fields = None;
-                    match to_dynamic(&body) {
-                        Ok(d) => {
-                            let params = PatchParams::apply(FIELD_MANAGER).force();
-                            self.api(kind)
-                                .patch(&name, &params, &Patch::Apply(&d))
-                                .await
-                                .map(|_| ())
-                        }
-                        Err(_) => Ok(()),
-                    }
-                }
-            };
-            if let Err(e) = result {
-                tracing::warn!(error = %e, "could not undo a step of a refused Placement API write");
-            }
+            (None, None) => Ok(None),
         }
     }
 
@@ -320,7 +250,7 @@ fn registry_sets(found: Option<&ConfigMap>) -> (BTreeSet<String>, BTreeSet<Strin
 }
 
 /// An object as the dynamic client sends it.
-fn to_dynamic(object: &Object) -> Result<DynamicObject, String> {
+pub(crate) fn to_dynamic(object: &Object) -> Result<DynamicObject, String> {
     let mut value = object.to_value();
     if let Some(m) = value.as_object_mut() {
         m.remove("status");

@@ -30,6 +30,7 @@ mod router;
 mod searches;
 mod traits;
 mod version;
+mod whole_writes;
 mod wire;
 
 use std::cell::{Cell, RefCell};

@@ -121,7 +121,8 @@ impl Webhook {
     ) -> Verdict {
         let store = crate::locks::read(&self.store);
         match object {
-            Object::Allocation(_) => {
+            // Claims, and writes of several objects, decided at one point.
+            Object::Allocation(_) | Object::PlacementWrite(_) => {
                 let mut claims = crate::locks::lock(&self.claims);
                 claims.decide(op, object, old, &store, Instant::now(), dry_run)
             }
@@ -230,7 +231,7 @@ impl Webhook {
                     .into(),
             );
         }
-        if kind == Kind::Allocation
+        if matches!(kind, Kind::Allocation | Kind::PlacementWrite)
             && let Some(route) = &self.claims_route
         {
             match route.route(forwarded) {

@@ -34,7 +34,7 @@ use std::time::Duration;
 use support::{ControlPlane, ROOT, cluster, exclusive_lock, objects_lock};
 
 /// Every CRD in crds/kubeplace.yaml, by name.
-const CRDS: [&str; 10] = [
+const CRDS: [&str; 11] = [
     "resourceproviders.kubeplace.io",
     "allocations.kubeplace.io",
     "providerconfigs.kubeplace.io",
@@ -45,6 +45,7 @@ const CRDS: [&str; 10] = [
     "servers.kubeplace.io",
     "aggregates.kubeplace.io",
     "servergroups.kubeplace.io",
+    "placementwrites.kubeplace.io",
 ];
 
 static CRDS_APPLIED: Once = Once::new();

@@ -8,8 +8,8 @@ use kube::Resource;
 use kube::core::ApiResource;
 
 use crate::{
-    Aggregate, Allocation, ExtraSpecDefinition, Flavor, Image, ProviderConfig, ResourceProvider,
-    Server, ServerGroup, ServiceProfile,
+    Aggregate, Allocation, ExtraSpecDefinition, Flavor, Image, PlacementWrite, ProviderConfig,
+    ResourceProvider, Server, ServerGroup, ServiceProfile,
 };
 
 /// One of kubeplace's kinds.
@@ -25,11 +25,12 @@ pub enum Kind {
     Server,
     Aggregate,
     ServerGroup,
+    PlacementWrite,
 }
 
 impl Kind {
     /// Every kind, in the order `kubeplace crds` prints them.
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 11] = [
         Kind::ResourceProvider,
         Kind::Allocation,
         Kind::ProviderConfig,
@@ -40,6 +41,7 @@ impl Kind {
         Kind::Server,
         Kind::Aggregate,
         Kind::ServerGroup,
+        Kind::PlacementWrite,
     ];
 
     /// The kind as written in manifests (`Flavor`).
@@ -55,6 +57,7 @@ impl Kind {
             Kind::Server => "Server",
             Kind::Aggregate => "Aggregate",
             Kind::ServerGroup => "ServerGroup",
+            Kind::PlacementWrite => "PlacementWrite",
         }
     }
 
@@ -81,6 +84,7 @@ impl Kind {
             Kind::Server => "servers",
             Kind::Aggregate => "aggregates",
             Kind::ServerGroup => "servergroups",
+            Kind::PlacementWrite => "placementwrites",
         }
     }
 
@@ -102,6 +106,7 @@ impl Kind {
             Kind::Server => ApiResource::erase::<Server>(&()),
             Kind::Aggregate => ApiResource::erase::<Aggregate>(&()),
             Kind::ServerGroup => ApiResource::erase::<ServerGroup>(&()),
+            Kind::PlacementWrite => ApiResource::erase::<PlacementWrite>(&()),
         }
     }
 

@@ -22,6 +22,7 @@ mod flavor;
 mod image;
 mod kind;
 mod object;
+mod placement_write;
 mod provider_config;
 mod resource_provider;
 mod server;
@@ -38,6 +39,7 @@ pub use flavor::*;
 pub use image::*;
 pub use kind::Kind;
 pub use object::*;
+pub use placement_write::*;
 pub use provider_config::*;
 pub use resource_provider::*;
 pub use server::*;
@@ -75,5 +77,6 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
         Server::crd(),
         Aggregate::crd(),
         ServerGroup::crd(),
+        PlacementWrite::crd(),
     ]
 }

@@ -125,6 +125,7 @@ kinds! {
     Server => ServerStatus,
     Aggregate => AggregateStatus,
     ServerGroup => ServerGroupStatus,
+    PlacementWrite => PlacementWriteStatus,
 }
 
 impl Object {

@@ -10,6 +10,7 @@ mod allocation;
 mod extra_spec_definition;
 mod flavor;
 mod image;
+mod placement_write;
 mod provider_config;
 mod resource_provider;
 mod server;
@@ -120,6 +121,45 @@ pub fn admit_and_store_in_order(store: &mut Store, object: Object) -> Verdict {
     admit_and_store(store, object)
 }
 
+/// A change of an object an open PlacementWrite changes: allowed when it is that write's
+/// own (marked by it, as the write leaves it), refused otherwise until the write is
+/// finished: it was decided first.
+fn held_by_write(store: &Store, write: &str, object: &Object) -> Verdict {
+    let own = crate::store::writes::mark_of(object) == Some(write)
+        && store
+            .open_write(write)
+            .and_then(|w| crate::store::writes::planned(w).ok())
+            .into_iter()
+            .flatten()
+            .find(|c| c.key == ObjectKey::of(object))
+            .is_some_and(|c| match &c.after {
+                Some(after) => after.same_spec(object),
+                // Marked before its deletion: its spec as it is.
+                None => store
+                    .get(&c.key)
+                    .is_none_or(|current| current.same_spec(object)),
+            });
+    if own {
+        return Verdict {
+            allowed: true,
+            message: String::new(),
+            warnings: Vec::new(),
+        };
+    }
+    Verdict {
+        allowed: false,
+        message: format!(
+            "{} {:?} is being changed by PlacementWrite {write}, which is not finished yet; {BUSY_RETRY}",
+            object.kind(),
+            object.name()
+        ),
+        warnings: Vec::new(),
+    }
+}
+
+/// How a refusal over an unfinished PlacementWrite ends: what callers match to retry.
+pub const BUSY_RETRY: &str = "retry once it is finished";
+
 /// Decides on one request. For `Delete`, `object` is the object being deleted; for
 /// `Update`, `old` is the stored object.
 pub fn admit(
@@ -149,6 +189,9 @@ pub fn admit_with_pending(
             warnings: Vec::new(),
         };
     }
+    if let Some(write) = store.write_on(&ObjectKey::of(object)) {
+        return held_by_write(store, write, object);
+    }
     let mut review = Review::default();
     match (operation, object) {
         (Operation::Delete, Object::ResourceProvider(rp)) => {
@@ -170,6 +213,7 @@ pub fn admit_with_pending(
             };
             server_group::review(g, old, &mut review)
         }
+        (_, Object::PlacementWrite(w)) => placement_write::review(w, &mut review),
         (_, Object::Server(s)) => {
             let old = match old {
                 Some(Object::Server(o)) => Some(o),

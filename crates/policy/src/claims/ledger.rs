@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use kubeplace_api::{Kind, Object};
 
-use crate::admission::{Operation, PendingUsage, Verdict, admit_with_pending};
+use crate::admission::{Operation, PendingUsage, Verdict, admit, admit_with_pending};
 use crate::store::Store;
 use crate::translate::takes;
 
@@ -36,8 +36,10 @@ pub struct PendingClaim {
 #[derive(Debug, Clone)]
 pub struct Ledger {
     /// Oldest first.
-    pending: Vec<PendingClaim>,
-    hold: Duration,
+    pub(super) pending: Vec<PendingClaim>,
+    /// PlacementWrites admitted here that the store has not seen yet, oldest first.
+    pub(super) writes: Vec<super::writes::PendingWrite>,
+    pub(super) hold: Duration,
     max_holds: usize,
 }
 
@@ -56,6 +58,7 @@ impl Ledger {
     pub fn with_max_holds(hold: Duration, max_holds: usize) -> Ledger {
         Ledger {
             pending: Vec::new(),
+            writes: Vec::new(),
             hold,
             max_holds: max_holds.max(1),
         }
@@ -79,6 +82,26 @@ impl Ledger {
         dry_run: bool,
     ) -> Verdict {
         self.forget_seen(store, now);
+        if let Object::PlacementWrite(write) = object {
+            return match (operation, old) {
+                (Operation::Create, _) => self.decide_write(write, store, now, dry_run),
+                // Its status, labels: not the write.
+                (_, Some(old)) if old.same_spec(object) => {
+                    admit(operation, object, Some(old), store)
+                }
+                _ => Verdict {
+                    allowed: false,
+                    message: format!(
+                        "PlacementWrite {:?} is made as it was decided; its spec is not changed",
+                        object.name()
+                    ),
+                    warnings: Vec::new(),
+                },
+            };
+        }
+        if let Some(verdict) = self.held_by_pending_write(object) {
+            return verdict;
+        }
         let pending = match object {
             Object::Allocation(_) => self.usage(store, object.name()),
             _ => PendingUsage::default(),
@@ -90,12 +113,7 @@ impl Ledger {
             dry_run,
             operation != Operation::Delete,
         ) {
-            self.pending.retain(|p| p.name != object.name());
-            if self.pending.len() >= self.max_holds {
-                let over = self.pending.len() + 1 - self.max_holds;
-                self.pending.drain(..over);
-            }
-            self.pending.push(PendingClaim {
+            self.hold_claim(PendingClaim {
                 name: object.name().to_string(),
                 uid: a.metadata.uid.clone(),
                 takes: takes(a),
@@ -105,9 +123,22 @@ impl Ledger {
         verdict
     }
 
+    /// Holds an admitted claim's capacity, in place of an earlier one of its name.
+    pub(super) fn hold_claim(&mut self, claim: PendingClaim) {
+        self.pending.retain(|p| p.name != claim.name);
+        if self.pending.len() >= self.max_holds {
+            let over = self.pending.len() + 1 - self.max_holds;
+            self.pending.drain(..over);
+        }
+        self.pending.push(claim);
+    }
+
     /// Drops the claims the store now shows as they were admitted, and those held too long.
     fn forget_seen(&mut self, store: &Store, now: Instant) {
         let hold = self.hold;
+        self.writes.retain(|w| {
+            !store.knows_write(&w.name) && now.saturating_duration_since(w.admitted_at) < hold
+        });
         self.pending.retain(|p| {
             let seen = match store.get_cluster(Kind::Allocation, &p.name) {
                 Some(Object::Allocation(a)) => {
@@ -127,7 +158,7 @@ impl Ledger {
 
     /// What the pending claims take beyond what the store counts for them, leaving out the
     /// claim named `deciding` (its own earlier version is replaced, not added to).
-    fn usage(&self, store: &Store, deciding: &str) -> PendingUsage {
+    pub(super) fn usage(&self, store: &Store, deciding: &str) -> PendingUsage {
         let mut usage = PendingUsage::default();
         for claim in self.pending.iter().filter(|p| p.name != deciding) {
             let counted = store.index().allocations(&claim.name);

@@ -14,6 +14,7 @@
 
 mod ledger;
 mod settle;
+mod writes;
 
 pub use ledger::{Ledger, MAX_HOLDS, PendingClaim};
 pub use settle::{any_undecided, settle};

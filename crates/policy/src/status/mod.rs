@@ -110,6 +110,8 @@ pub fn desired_status(object: &Object, world: &World<'_>) -> Status {
         }
         Object::Aggregate(a) => Status::Aggregate(aggregate::status(a, world, generation)),
         Object::ServerGroup(g) => Status::ServerGroup(server_group::status(g, world, generation)),
+        // What the leader reports while it finishes the write; nothing to compute.
+        Object::PlacementWrite(w) => Status::PlacementWrite(w.status.clone().unwrap_or_default()),
     }
 }
 

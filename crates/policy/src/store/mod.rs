@@ -8,6 +8,7 @@ use kubeplace_api::ServerRef;
 
 pub mod generations;
 mod records;
+pub mod writes;
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -162,6 +163,8 @@ pub struct Store {
     /// it was held: a late watch event of such an object (its status written meanwhile)
     /// would bring it back until then. See [`Store::hold_deletion`].
     deletions_held: BTreeMap<ObjectKey, std::time::Instant>,
+    /// Open PlacementWrites and what they hold ([`writes`]).
+    writes: writes::Writes,
 }
 
 /// How long a deletion is held at most: far longer than the watch takes to bring it.
@@ -462,6 +465,7 @@ impl Store {
         if !self.deletions_held.is_empty() {
             self.deletions_held.remove(&ObjectKey::of(&object));
         }
+        self.writes.put_directly(&ObjectKey::of(&object), &object);
         self.index_object(&object);
         self.revision += 1;
         let key = ObjectKey::of(&object);
@@ -517,60 +521,215 @@ impl Store {
     /// provider configs once at the end: a burst of watch events, or a relist of thousands of
     /// providers, costs one merge instead of one per provider. The providers whose provider
     /// config outcome the changes moved: their statuses move with it.
+    ///
+    /// These are the watches' changes: PlacementWrites among them open and close writes,
+    /// and changes of the objects they write are taken as [`writes`] says.
     pub fn apply_changes(&mut self, changes: impl IntoIterator<Item = Change>) -> Vec<String> {
-        let mut remerge = false;
-        // The providers changed and what the merge read of them before, while only
-        // providers change; `None` once a ProviderConfig changed (every provider re-merged).
-        let mut changed_providers: Option<Vec<(String, Option<ProviderFacts>)>> = Some(Vec::new());
+        self.apply_batch(changes, true)
+    }
+
+    /// [`Store::apply_changes`] for a list of a kind: a snapshot, in which nothing is held
+    /// for a write not seen yet (a write listed as closed, or one whose record arrives next,
+    /// which then shows whole).
+    pub fn apply_listed(&mut self, changes: impl IntoIterator<Item = Change>) -> Vec<String> {
+        self.apply_batch(changes, false)
+    }
+
+    fn apply_batch(
+        &mut self,
+        changes: impl IntoIterator<Item = Change>,
+        live: bool,
+    ) -> Vec<String> {
+        let mut batch = Batch {
+            remerge: false,
+            changed_providers: Some(Vec::new()),
+            live,
+        };
         // Each changed tree is packed for the search once, after every change is in.
         self.index_mut().defer_repacks();
-        for change in changes {
-            match change {
-                Change::Put(object) => {
-                    let key = ObjectKey::of(&object);
-                    if self.deletion_held(&key) {
-                        continue;
-                    }
-                    // A provider's index record and the merge are read from names and
-                    // specs only: a provider or provider config whose spec is unchanged (a
-                    // status written back, a label) changes neither. Watches deliver every
-                    // status write, so with thousands of providers this skips a merge over
-                    // all of them per written status.
-                    let old = self.objects.get(&key);
-                    let same_spec = old.is_some_and(|old| old.same_spec(&object));
-                    if !same_spec {
-                        self.revision += 1;
-                    }
-                    let unchanged = changes_merge(object.kind()) && same_spec;
-                    if !unchanged && changes_merge(object.kind()) {
-                        remerge = true;
-                        note_merge_change(&mut changed_providers, &key, old.map(|o| &**o));
-                    }
-                    if !unchanged {
-                        self.index_object(&object);
-                    }
-                    let new: Arc<Object> = Arc::from(object);
-                    let old = self.objects.insert(key, new.clone());
-                    self.note_records(old.as_deref(), Some(&new));
-                }
-                Change::Delete(key) => {
-                    self.deletions_held.remove(&key);
-                    if let Some(old) = self.remove_unmerged(&key)
-                        && changes_merge(key.kind)
-                    {
-                        remerge = true;
-                        note_merge_change(&mut changed_providers, &key, Some(&old));
-                    }
-                }
-            }
+        // Changes held too long for a write's record are taken first, in their order.
+        let due = if self.writes.any_due() {
+            self.writes.release(None)
+        } else {
+            Vec::new()
+        };
+        for change in due.into_iter().chain(changes) {
+            self.take_change(change, &mut batch);
         }
-        let moved = match (remerge, changed_providers) {
+        let moved = match (batch.remerge, batch.changed_providers) {
             (false, _) => Vec::new(),
             (true, Some(changed)) => self.refresh_config_merge_for(&changed),
             (true, None) => self.refresh_config_merge(),
         };
         self.index_mut().finish_repacks();
         moved
+    }
+
+    /// One watch change, as [`writes`] says: held behind an unseen write, left out while the
+    /// object shows a write's change, or taken.
+    fn take_change(&mut self, change: Change, batch: &mut Batch) {
+        match change {
+            Change::Put(object) => {
+                let key = ObjectKey::of(&object);
+                if key.kind == Kind::PlacementWrite {
+                    self.put_write(*object, batch);
+                    return;
+                }
+                let marked = writes::mark_of(&object)
+                    .filter(|mark| {
+                        batch.live && self.writes.waits(mark, std::time::SystemTime::now())
+                    })
+                    .map(str::to_string);
+                if let Some(mark) =
+                    marked.or_else(|| self.writes.holds_key(&key).map(str::to_string))
+                {
+                    self.writes.hold(Change::Put(object), mark);
+                    return;
+                }
+                if self.writes.takes_put(&key, &object) {
+                    self.put_in_batch(*object, batch);
+                }
+            }
+            Change::Delete(key) => {
+                if key.kind == Kind::PlacementWrite {
+                    self.remove_unmerged(&key);
+                    self.writes.close(&key.name);
+                    for change in self.writes.release(Some(&key.name)) {
+                        self.take_change(change, batch);
+                    }
+                    return;
+                }
+                if let Some(mark) = self.writes.holds_key(&key).map(str::to_string) {
+                    self.writes.hold(Change::Delete(key), mark);
+                    return;
+                }
+                self.writes.deleted(&key);
+                self.delete_in_batch(key, batch);
+            }
+        }
+    }
+
+    /// A PlacementWrite's record: the first time, the write opens and every object it
+    /// changes shows as the write leaves it; changes held for it are then taken.
+    fn put_write(&mut self, object: Object, batch: &mut Batch) {
+        let key = ObjectKey::of(&object);
+        let opens = !self.writes.is_open(&key.name) && !self.writes.is_closed(&key.name);
+        let planned = match (&object, opens) {
+            // A record admission would refuse shows nothing.
+            (Object::PlacementWrite(w), true) => writes::planned(w).unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        let version = resource_version(&object);
+        self.put_in_batch(object, batch);
+        if !opens {
+            return;
+        }
+        self.writes
+            .open(&key.name, planned.iter().map(|c| c.key.clone()).collect());
+        for change in planned {
+            let current = self.objects.get(&change.key);
+            match change.after {
+                Some(mut after) => {
+                    // The object's own event, marked by the write, came first.
+                    let arrived = current.is_some_and(|c| {
+                        writes::mark_of(c) == Some(key.name.as_str())
+                            && resource_version(c) > version
+                    });
+                    if arrived {
+                        continue;
+                    }
+                    // Older than the write's own event, newer than anything before it.
+                    after.meta_mut().resource_version = version.map(|v| v.to_string());
+                    if let Some(current) = current {
+                        if after.meta().uid.is_none() {
+                            after.meta_mut().uid = current.meta().uid.clone();
+                        }
+                        if let Some(status) = current.status() {
+                            after.set_status(status);
+                        }
+                    }
+                    self.deletions_held.remove(&change.key);
+                    self.writes.overlay(change.key.clone(), &key.name);
+                    self.put_in_batch(after, batch);
+                }
+                None => {
+                    // Absent: its deletion arrived first (or it never was).
+                    if current.is_some() {
+                        self.delete_in_batch(change.key.clone(), batch);
+                        self.deletions_held
+                            .insert(change.key, std::time::Instant::now());
+                    }
+                }
+            }
+        }
+        for change in self.writes.release(Some(&key.name)) {
+            self.take_change(change, batch);
+        }
+    }
+
+    fn put_in_batch(&mut self, object: Object, batch: &mut Batch) {
+        let key = ObjectKey::of(&object);
+        if self.deletion_held(&key) {
+            return;
+        }
+        // A provider's index record and the merge are read from names and specs only: a
+        // provider or provider config whose spec is unchanged (a status written back, a
+        // label) changes neither. Watches deliver every status write, so with thousands of
+        // providers this skips a merge over all of them per written status.
+        let old = self.objects.get(&key);
+        let same_spec = old.is_some_and(|old| old.same_spec(&object));
+        if !same_spec {
+            self.revision += 1;
+        }
+        let unchanged = changes_merge(object.kind()) && same_spec;
+        if !unchanged && changes_merge(object.kind()) {
+            batch.remerge = true;
+            note_merge_change(&mut batch.changed_providers, &key, old.map(|o| &**o));
+        }
+        if !unchanged {
+            self.index_object(&object);
+        }
+        let new: Arc<Object> = Arc::new(object);
+        let old = self.objects.insert(key, new.clone());
+        self.note_records(old.as_deref(), Some(&new));
+    }
+
+    fn delete_in_batch(&mut self, key: ObjectKey, batch: &mut Batch) {
+        self.deletions_held.remove(&key);
+        if let Some(old) = self.remove_unmerged(&key)
+            && changes_merge(key.kind)
+        {
+            batch.remerge = true;
+            note_merge_change(&mut batch.changed_providers, &key, Some(&old));
+        }
+    }
+
+    /// The write that holds an object: open and changing it, or its change shown while the
+    /// object's own event has not arrived. Other writes of the object wait for it.
+    pub fn write_on(&self, key: &ObjectKey) -> Option<&str> {
+        self.writes.on(key)
+    }
+
+    /// Whether the object shows a write's change whose own event has not arrived: a list of
+    /// its kind that lacks it does not delete it.
+    pub fn is_overlaid(&self, key: &ObjectKey) -> bool {
+        self.writes.is_overlaid(key)
+    }
+
+    /// An open write's record.
+    pub fn open_write(&self, name: &str) -> Option<&kubeplace_api::PlacementWrite> {
+        if !self.writes.is_open(name) {
+            return None;
+        }
+        match self.get_cluster(Kind::PlacementWrite, name) {
+            Some(Object::PlacementWrite(w)) => Some(w),
+            _ => None,
+        }
+    }
+
+    /// Whether the store has seen the write: open, or closed lately.
+    pub fn knows_write(&self, name: &str) -> bool {
+        self.writes.is_open(name) || self.writes.is_closed(name)
     }
 
     /// Sets an object's status; returns whether it changed.
@@ -693,6 +852,21 @@ impl Store {
     pub fn refusal(&self, name: &str) -> Option<&str> {
         self.refused.get(name).map(|(_, why)| why.as_str())
     }
+}
+
+/// What a run of [`Store::apply_changes`] has to merge at its end.
+struct Batch {
+    remerge: bool,
+    /// The providers changed and what the merge read of them before, while only providers
+    /// change; `None` once a ProviderConfig changed (every provider re-merged).
+    changed_providers: Option<Vec<(String, Option<ProviderFacts>)>>,
+    /// Watch events, not a list: a change marked by a write not seen yet is held.
+    live: bool,
+}
+
+/// An object's resourceVersion as a number (etcd's revision, which grows with every write).
+fn resource_version(object: &Object) -> Option<u64> {
+    object.meta().resource_version.as_deref()?.parse().ok()
 }
 
 /// Whether a change of this kind changes the provider config merge.
