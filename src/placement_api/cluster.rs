@@ -20,6 +20,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, PostParams, Preconditions};
 use std::collections::{BTreeMap, BTreeSet};
 
 use kubeplace_api::{Kind, Object};
+use kubeplace_policy::admission::BUSY_RETRY;
 use kubeplace_policy::store::ObjectKey;
 
 use super::wire::{ApiError, code};
@@ -41,6 +42,16 @@ pub struct Cluster {
     namespace: String,
     /// Who records writes of several objects (the replica's identity).
     pub(crate) writer: String,
+}
+
+/// What a commit made.
+#[derive(Debug, Default)]
+pub(crate) struct Committed {
+    /// The objects as the API server stored them.
+    pub objects: Vec<Object>,
+    /// The PlacementWrite recorded, applied whole and deleted, for a write of several
+    /// objects finished here.
+    pub finished_write: Option<String>,
 }
 
 impl Cluster {
@@ -70,13 +81,16 @@ impl Cluster {
     pub(crate) fn commit(
         &self,
         changes: &[(ObjectKey, Option<Object>, Option<Object>)],
-    ) -> Result<Vec<Object>, ApiError> {
+    ) -> Result<Committed, ApiError> {
         match changes {
-            [] => Ok(Vec::new()),
+            [] => Ok(Committed::default()),
             [(key, before, after)] => self
                 .runtime
                 .block_on(self.step(key, before.as_ref(), after.as_ref()))
-                .map(|written| written.into_iter().collect()),
+                .map(|written| Committed {
+                    objects: written.into_iter().collect(),
+                    finished_write: None,
+                }),
             _ => self.runtime.block_on(self.commit_whole(changes)),
         }
     }
@@ -286,6 +300,12 @@ fn refused(kind: Kind, e: kube::Error) -> ApiError {
     match e {
         kube::Error::Api(s) if s.code == 409 => ApiError::conflict(format!(
             "Another writer changed the {kind} first ({}); read it again and retry.",
+            s.message
+        ))
+        .with_code(code::CONCURRENT_UPDATE),
+        // Held by a write of several objects not finished yet: another writer's, first.
+        kube::Error::Api(s) if s.message.contains(BUSY_RETRY) => ApiError::conflict(format!(
+            "Another writer is changing the {kind} ({}); read it again and retry.",
             s.message
         ))
         .with_code(code::CONCURRENT_UPDATE),

@@ -399,9 +399,22 @@ impl PlacementApi {
             let _serial = self.writes.lock().unwrap_or_else(PoisonError::into_inner);
             return self.decide(&f).map(|(value, _)| value);
         };
+        let waiting_since = std::time::Instant::now();
         let (value, journal, _ticket) = loop {
             let serial = self.writes.lock().unwrap_or_else(PoisonError::into_inner);
-            let (value, journal) = self.decide(&f)?;
+            let (value, journal) = match self.decide(&f) {
+                Ok(decided) => decided,
+                // An object another replica's write of several objects holds: decided
+                // again once that write is finished, for a while.
+                Err(e) if e.held.is_some() && waiting_since.elapsed() < HELD_WAIT => {
+                    drop(serial);
+                    if let Some(key) = &e.held {
+                        self.wait_until_free(key, waiting_since + HELD_WAIT);
+                    }
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             match self.in_flight.enter(journal.footprint()) {
                 Ok(ticket) => break (value, journal, ticket),
                 Err(earlier) => {
@@ -420,7 +433,7 @@ impl PlacementApi {
             })
         }));
         match committed {
-            Ok(Ok(written)) => {
+            Ok(Ok(committed)) => {
                 // Read-your-writes: the objects as the API server stored them (resource
                 // version, uid, generation) replace the ones decided here, unless the
                 // watch already brought something newer.
@@ -428,7 +441,10 @@ impl PlacementApi {
                     .store
                     .write()
                     .map_err(|_| self.lose_soundness("the store's lock is poisoned"))?;
-                for object in written {
+                if let Some(write) = &committed.finished_write {
+                    store.close_finished_write(write);
+                }
+                for object in committed.objects {
                     let key = kubeplace_policy::store::ObjectKey::of(&object);
                     let newer = store
                         .get(&key)
@@ -454,6 +470,25 @@ impl PlacementApi {
                 let _ = self.undo_or_lose(&journal);
                 panic::resume_unwind(panic);
             }
+        }
+    }
+
+    /// Waits until no write of several objects holds `key` in the store, or `deadline`.
+    fn wait_until_free(
+        &self,
+        key: &kubeplace_policy::store::ObjectKey,
+        deadline: std::time::Instant,
+    ) {
+        while std::time::Instant::now() < deadline {
+            let free = self
+                .store
+                .read()
+                .map(|s| s.write_on(key).is_none())
+                .unwrap_or(true);
+            if free {
+                return;
+            }
+            std::thread::sleep(HELD_POLL);
         }
     }
 
@@ -549,6 +584,11 @@ impl PlacementApi {
         Ok(())
     }
 }
+
+/// How long a write waits for an object another write holds before it is answered 409.
+const HELD_WAIT: std::time::Duration = std::time::Duration::from_secs(8);
+/// How often it looks.
+const HELD_POLL: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// `GET /`, version discovery, which needs no token.
 fn is_discovery(method: &Method, path: &str) -> bool {

@@ -23,7 +23,7 @@ use kubeplace_policy::admission::BUSY_RETRY;
 use kubeplace_policy::store::ObjectKey;
 use kubeplace_policy::store::writes::{HELD_AT_MOST, PlannedChange, Step, next_step, write_name};
 
-use super::cluster::{Cluster, FIELD_MANAGER, to_dynamic};
+use super::cluster::{Cluster, Committed, FIELD_MANAGER, to_dynamic};
 use super::wire::{ApiError, code};
 
 /// How many steps applying one change takes at most (each retried step read again).
@@ -43,7 +43,7 @@ impl Cluster {
     pub(crate) async fn commit_whole(
         &self,
         changes: &[JournalChange],
-    ) -> Result<Vec<Object>, ApiError> {
+    ) -> Result<Committed, ApiError> {
         let name = write_name(SystemTime::now(), nonce());
         let planned: Vec<PlannedChange> = changes
             .iter()
@@ -72,7 +72,10 @@ impl Cluster {
                 Err(e) => {
                     tracing::warn!(write = %name, kind = %change.key.kind, name = %change.key.name, error = %e.detail,
                         "a change of a recorded Placement write could not be made now; the leader finishes it");
-                    return Ok(written);
+                    return Ok(Committed {
+                        objects: written,
+                        finished_write: None,
+                    });
                 }
             }
         }
@@ -83,12 +86,18 @@ impl Cluster {
             }),
             ..Default::default()
         };
-        if let Err(e) = records.delete(&name, &params).await
-            && !matches!(&e, kube::Error::Api(s) if s.code == 404)
-        {
-            tracing::warn!(write = %name, error = %e, "a finished Placement write's record could not be deleted; the leader deletes it");
-        }
-        Ok(written)
+        let finished = match records.delete(&name, &params).await {
+            Ok(_) => true,
+            Err(kube::Error::Api(s)) if s.code == 404 => true,
+            Err(e) => {
+                tracing::warn!(write = %name, error = %e, "a finished Placement write's record could not be deleted; the leader deletes it");
+                false
+            }
+        };
+        Ok(Committed {
+            objects: written,
+            finished_write: finished.then_some(name),
+        })
     }
 
     /// Finishes a write whose writer left it open: applies each change from the cluster as

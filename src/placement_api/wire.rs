@@ -91,6 +91,9 @@ pub(crate) struct ApiError {
     pub allow: Option<String>,
     /// Seconds a 503 tells the caller to wait in `Retry-After`.
     pub retry_after: Option<u32>,
+    /// The object a write of several objects, not finished yet, holds: the request may
+    /// wait for it and be decided again.
+    pub held: Option<Box<kubeplace_policy::store::ObjectKey>>,
 }
 
 impl ApiError {
@@ -102,6 +105,7 @@ impl ApiError {
             code: code::UNDEFINED,
             allow: None,
             retry_after: None,
+            held: None,
         }
     }
 
@@ -168,6 +172,13 @@ impl From<kubeplace_policy::placement_records::RecordError> for ApiError {
             }
             E::ProviderRefused(_) => ApiError::bad_request(e.to_string()),
             E::AllocationRefused(_) => ApiError::conflict(e.to_string()),
+            E::Busy { ref key, .. } => {
+                let held = Some(Box::new(key.clone()));
+                ApiError {
+                    held,
+                    ..ApiError::conflict(e.to_string()).with_code(code::CONCURRENT_UPDATE)
+                }
+            }
             E::ReadOnly => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         }
     }

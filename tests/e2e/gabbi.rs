@@ -104,7 +104,13 @@ fn placements_own_gabbi_files_pass_against_the_api_over_the_cluster() {
             "{name}: the state could not be written: {}",
             file["replay_error_kubeplace"]
         );
-        for test in file["tests"].as_array().expect("tests") {
+        let tests = file["tests"].as_array().expect("tests");
+        assert!(
+            !tests.is_empty(),
+            "{name}: no test of it ran (it could not be loaded or its run failed): {}",
+            serde_json::to_string(file).unwrap_or_default()
+        );
+        for test in tests {
             if test["control"] != "pass" {
                 continue;
             }

@@ -239,3 +239,224 @@ fn racing_claims_and_moves_never_oversubscribe_and_move_generations_once_each() 
     op.stop_and_unregister(&cp);
     cp.shutdown();
 }
+
+/// Moves made through one replica, read through another all the while: the reader's store
+/// follows the writer through the API server's watches, each kind on its own stream, yet it
+/// never shows a move half made (the instance's allocation gone and the migration's not yet
+/// there, or both), and neither do the providers' statuses (kubectl's view of usages).
+#[test]
+fn another_replica_never_shows_a_move_half_made() {
+    const READERS_RP: &str = "5a5a5a5a-0000-4000-8000-000000000002";
+    const INSTANCES: usize = 4;
+    const MOVES: usize = 10;
+    let cp = private_with_crds();
+    cp.kubectl_stdin(&["apply", "-f", "-"], ACCESS).ok();
+    let writer = token(&cp, "placement-writer");
+    let (port_a, port_b) = (support::free_port(), support::free_port());
+    let a = Operator::start(
+        &cp,
+        "kubeplace-writes-a",
+        &[
+            "--leader-elect=false",
+            &format!("--placement-addr=127.0.0.1:{port_a}"),
+        ],
+    );
+    let b = Operator::start_named(
+        &cp,
+        "kubeplace-writes-b",
+        "kubeplace-b",
+        &[
+            "--leader-elect=false",
+            &format!("--placement-addr=127.0.0.1:{port_b}"),
+        ],
+    );
+    wait_for_api(port_a, &a);
+    wait_for_api(port_b, &b);
+    let rp = READERS_RP;
+    let (status, _) = call(
+        port_a,
+        "POST",
+        "/resource_providers",
+        Some(&writer),
+        Some(&json!({"name": "cn-readers", "uuid": rp})),
+    );
+    assert_eq!(status, 200);
+    let (status, inv) = call(
+        port_a,
+        "PUT",
+        &format!("/resource_providers/{rp}/inventories"),
+        Some(&writer),
+        Some(&json!({"resource_provider_generation": 0,
+                     "inventories": {"VCPU": {"total": 16}}})),
+    );
+    assert_eq!(status, 200, "{inv}");
+    for i in 0..INSTANCES {
+        let body = json!({"allocations": {rp: {"resources": {"VCPU": 2}}},
+                          "project_id": "p-readers", "user_id": "u",
+                          "consumer_generation": null, "consumer_type": "INSTANCE"});
+        let (status, answer) = call(
+            port_a,
+            "PUT",
+            &format!("/allocations/{}", consumer(0x5, i)),
+            Some(&writer),
+            Some(&body),
+        );
+        assert_eq!(status, 204, "{answer}");
+    }
+    let held = (INSTANCES * 2) as u64;
+    let usage_at_b = || -> Option<u64> {
+        let (status, v) = call(
+            port_b,
+            "GET",
+            &format!("/resource_providers/{rp}/usages"),
+            Some(&writer),
+            None,
+        );
+        (status == 200).then(|| v["usages"]["VCPU"].as_u64().unwrap_or(0))
+    };
+    assert!(
+        (0..100).any(|_| {
+            let seen = usage_at_b() == Some(held);
+            if !seen {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            seen
+        }),
+        "replica b never showed the claims"
+    );
+
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let (done, writer) = (done.clone(), writer.clone());
+        std::thread::spawn(move || {
+            let (mut reads, mut wrong) = (0usize, Vec::new());
+            while !done.load(std::sync::atomic::Ordering::Acquire) {
+                let (status, v) = call(
+                    port_b,
+                    "GET",
+                    &format!("/resource_providers/{rp}/usages"),
+                    Some(&writer),
+                    None,
+                );
+                if status == 200 {
+                    reads += 1;
+                    if v["usages"]["VCPU"].as_u64() != Some(held) {
+                        wrong.push(v.to_string());
+                    }
+                }
+                let (status, v) = call(
+                    port_b,
+                    "GET",
+                    "/usages?project_id=p-readers",
+                    Some(&writer),
+                    None,
+                );
+                if status == 200 {
+                    reads += 1;
+                    // At 1.38, by consumer type: the instances' and migrations' together.
+                    let total: u64 = v["usages"]
+                        .as_object()
+                        .map(|types| types.values().filter_map(|t| t["VCPU"].as_u64()).sum())
+                        .unwrap_or(0);
+                    if total != held {
+                        wrong.push(format!("project: {v}"));
+                    }
+                }
+            }
+            (reads, wrong)
+        })
+    };
+    let statuses = {
+        let done = done.clone();
+        let kubeconfig = cp.kubeconfig.clone();
+        let kubectl = support::bin_dir().join("kubectl");
+        std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            while !done.load(std::sync::atomic::Ordering::Acquire) {
+                let out = std::process::Command::new(&kubectl)
+                    .arg("--kubeconfig")
+                    .arg(&kubeconfig)
+                    .args([
+                        "get",
+                        "resourceprovider",
+                        "cn-readers",
+                        "-o",
+                        "jsonpath={.status.usages.VCPU}",
+                    ])
+                    .output()
+                    .expect("kubectl runs");
+                seen.push(String::from_utf8_lossy(&out.stdout).trim().to_string());
+            }
+            seen
+        })
+    };
+    let movers: Vec<_> = (0..INSTANCES)
+        .map(|i| {
+            let writer = writer.clone();
+            std::thread::spawn(move || {
+                let (instance, migration) = (consumer(0x5, i), consumer(0x6, i));
+                let generation_of = |c: &str| -> Value {
+                    call(
+                        port_a,
+                        "GET",
+                        &format!("/allocations/{c}"),
+                        Some(&writer),
+                        None,
+                    )
+                    .1["consumer_generation"]
+                        .clone()
+                };
+                for step in 0..MOVES * 2 {
+                    let (from, to) = if step % 2 == 0 {
+                        (&instance, &migration)
+                    } else {
+                        (&migration, &instance)
+                    };
+                    let body = json!({
+                        from.as_str(): {"allocations": {}, "project_id": "p-readers", "user_id": "u",
+                                        "consumer_generation": generation_of(from),
+                                        "consumer_type": "INSTANCE"},
+                        to.as_str(): {"allocations": {rp: {"resources": {"VCPU": 2}}},
+                                      "project_id": "p-readers", "user_id": "u",
+                                      "consumer_generation": generation_of(to),
+                                      "consumer_type": "MIGRATION"},
+                    });
+                    let (status, answer) =
+                        call(port_a, "POST", "/allocations", Some(&writer), Some(&body));
+                    assert_eq!(status, 204, "move {step} of {i}: {answer}");
+                }
+            })
+        })
+        .collect();
+    for m in movers {
+        m.join().expect("a mover");
+    }
+    // The statuses follow a little behind the store: let them settle before stopping.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    done.store(true, std::sync::atomic::Ordering::Release);
+    let (reads, wrong) = sampler.join().expect("the sampler");
+    let seen = statuses.join().expect("the status reader");
+    eprintln!(
+        "replica b answered {reads} usage reads during {} moves; kubectl read the status {} times",
+        INSTANCES * MOVES * 2,
+        seen.len()
+    );
+    assert!(reads > 100, "too few reads to tell: {reads}");
+    assert!(
+        wrong.is_empty(),
+        "replica b showed a move half made {} times in {reads} reads: {:?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(5)]
+    );
+    let off: Vec<&String> = seen
+        .iter()
+        .filter(|s| !s.is_empty() && s.as_str() != held.to_string())
+        .collect();
+    assert!(
+        off.is_empty(),
+        "the provider's status showed usages of a move half made: {off:?}"
+    );
+    a.stop_and_unregister(&cp);
+    b.stop_and_unregister(&cp);
+    cp.shutdown();
+}

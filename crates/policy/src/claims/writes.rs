@@ -92,8 +92,17 @@ impl Ledger {
                     "{what} is being changed by PlacementWrite {other}, which is not finished yet; {BUSY_RETRY}"
                 ));
             }
-            if self.pending.iter().any(|p| p.name == change.key.name)
+            // A claim of it admitted a moment ago that the store does not show: the write
+            // may rest on an older version. Not so where the store shows the write's own
+            // decision (the writer's store, which decided it over that claim).
+            let shows_decision = match (&change.after, store.get(&change.key)) {
+                (Some(after), Some(current)) => current.same_spec(after),
+                (None, None) => true,
+                _ => false,
+            };
+            if !shows_decision
                 && change.key.kind == kubeplace_api::Kind::Allocation
+                && self.pending.iter().any(|p| p.name == change.key.name)
             {
                 return refused(format!(
                     "{what} was changed a moment ago and the change is not in view yet; read it again and retry"

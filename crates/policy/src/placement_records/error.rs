@@ -2,7 +2,7 @@
 //! the API maps each to its status and error code.
 
 /// A failure of [`super::State`].
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum RecordError {
     #[error("No resource provider with uuid {0} found")]
     NoProviderWithUuid(String),
@@ -19,6 +19,16 @@ pub enum RecordError {
     /// Admission refused a claim; its message.
     #[error("Unable to allocate inventory: {0}")]
     AllocationRefused(String),
+    /// The object is held by a write of several objects that is not finished yet.
+    #[error(
+        "{} {:?} is being changed by PlacementWrite {write}, which is not finished yet; retry once it is finished",
+        key.kind,
+        key.name
+    )]
+    Busy {
+        key: crate::store::ObjectKey,
+        write: String,
+    },
     /// A write under a read lock: a fault of the server, not of the request.
     #[error("a write was attempted under a read lock")]
     ReadOnly,

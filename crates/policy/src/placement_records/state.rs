@@ -103,8 +103,16 @@ impl<'a> State<'a> {
         }
     }
 
-    /// Notes an object's state before its first change in this request.
-    fn touch(&mut self, key: &ObjectKey) {
+    /// Notes an object's state before its first change in this request; an object a
+    /// write of several objects holds (open, or its change shown and its own event not
+    /// arrived) is not changed until that write is finished.
+    fn touch(&mut self, key: &ObjectKey) -> Result<(), RecordError> {
+        if let Some(write) = self.store.write_on(key) {
+            return Err(RecordError::Busy {
+                key: key.clone(),
+                write: write.to_string(),
+            });
+        }
         if !self.journal.iter().any(|(k, _)| k == key) {
             let before = self.store.get(key).cloned();
             if let Some(before) = &before {
@@ -112,6 +120,7 @@ impl<'a> State<'a> {
             }
             self.journal.push((key.clone(), before));
         }
+        Ok(())
     }
 
     /// Over a cluster, notes the generation of every provider `object` bears on (a
@@ -147,7 +156,7 @@ impl<'a> State<'a> {
     /// Puts an object in as it is, noting the change.
     pub fn put(&mut self, object: Object) -> Result<(), RecordError> {
         let key = ObjectKey::of(&object);
-        self.touch(&key);
+        self.touch(&key)?;
         self.note_start(&object);
         self.store.get_mut()?.put(object);
         Ok(())
@@ -155,7 +164,7 @@ impl<'a> State<'a> {
 
     /// Deletes an object, noting the change; the object deleted.
     pub fn delete(&mut self, key: &ObjectKey) -> Result<Option<Object>, RecordError> {
-        self.touch(key);
+        self.touch(key)?;
         Ok(self.store.get_mut()?.delete(key))
     }
 
@@ -303,7 +312,7 @@ impl<'a> State<'a> {
                 None => {
                     set_provider_record(&mut rp, record);
                     let object = Object::ResourceProvider(rp);
-                    self.touch(&ObjectKey::of(&object));
+                    self.touch(&ObjectKey::of(&object))?;
                     self.store.get_mut()?.put(object);
                 }
             }
@@ -403,7 +412,7 @@ impl<'a> State<'a> {
             }
         }
         let object = Object::ResourceProvider(rp);
-        self.touch(&ObjectKey::of(&object));
+        self.touch(&ObjectKey::of(&object))?;
         self.note_start(&object);
         let verdict = admit_and_store(self.store.get_mut()?, object);
         if verdict.allowed {
@@ -417,7 +426,7 @@ impl<'a> State<'a> {
     pub fn write_allocation(&mut self, a: Allocation) -> Result<(), RecordError> {
         let object = Object::Allocation(a);
         let key = ObjectKey::of(&object);
-        self.touch(&key);
+        self.touch(&key)?;
         self.note_start(&object);
         let verdict = admit_and_store(self.store.get_mut()?, object);
         if !verdict.allowed {

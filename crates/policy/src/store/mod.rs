@@ -727,6 +727,14 @@ impl Store {
         }
     }
 
+    /// Closes a write this process made and finished: its objects as written are in the
+    /// store already (each put with [`Store::put`]), so its record, should its events come
+    /// later, opens nothing, and events of its objects held for it are dropped.
+    pub fn close_finished_write(&mut self, name: &str) {
+        self.writes.close(name);
+        self.writes.drop_held(name);
+    }
+
     /// Whether the store has seen the write: open, or closed lately.
     pub fn knows_write(&self, name: &str) -> bool {
         self.writes.is_open(name) || self.writes.is_closed(name)

@@ -210,6 +210,11 @@ impl Writes {
         go.into_iter().map(|(change, _, _)| change).collect()
     }
 
+    /// Drops the changes held for a write.
+    pub(crate) fn drop_held(&mut self, write: &str) {
+        self.held.retain(|(_, mark, _)| mark != write);
+    }
+
     /// Whether some held change is due (held too long).
     pub(crate) fn any_due(&self) -> bool {
         let now = Instant::now();
