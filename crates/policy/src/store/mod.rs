@@ -162,9 +162,17 @@ pub struct Store {
     /// Objects a write deleted here whose deletion the watch has not brought yet, with when
     /// it was held: a late watch event of such an object (its status written meanwhile)
     /// would bring it back until then. See [`Store::hold_deletion`].
-    deletions_held: BTreeMap<ObjectKey, std::time::Instant>,
+    deletions_held: BTreeMap<ObjectKey, HeldDeletion>,
     /// Open PlacementWrites and what they hold ([`writes`]).
     writes: writes::Writes,
+}
+
+/// A deletion held: since when, and of which object (its uid) when only that one is
+/// deleted; none, every version of the name.
+#[derive(Debug, Clone)]
+struct HeldDeletion {
+    since: std::time::Instant,
+    uid: Option<String>,
 }
 
 /// How long a deletion is held at most: far longer than the watch takes to bring it.
@@ -243,9 +251,15 @@ impl Store {
     /// be): until the watch brings the deletion, or [`DELETION_HELD`] passes, watch events
     /// of the object ([`Store::apply_changes`]) are not taken.
     pub fn hold_deletion(&mut self, key: ObjectKey, now: std::time::Instant) {
+        self.hold_deletion_of(key, None, now);
+    }
+
+    /// Holds the deletion of the object of `uid` only (any object of the name with none).
+    fn hold_deletion_of(&mut self, key: ObjectKey, uid: Option<String>, now: std::time::Instant) {
         self.deletions_held
-            .retain(|_, held| now.duration_since(*held) < DELETION_HELD);
-        self.deletions_held.insert(key, now);
+            .retain(|_, held| now.duration_since(held.since) < DELETION_HELD);
+        self.deletions_held
+            .insert(key, HeldDeletion { since: now, uid });
     }
 
     /// Lets watch events of the object be taken again (the deletion was not made).
@@ -253,10 +267,15 @@ impl Store {
         self.deletions_held.remove(key);
     }
 
-    fn deletion_held(&self, key: &ObjectKey) -> bool {
-        self.deletions_held
-            .get(key)
-            .is_some_and(|held| held.elapsed() < DELETION_HELD)
+    /// Whether a put of `object` under `key` is of an object whose deletion is held.
+    fn deletion_held(&self, key: &ObjectKey, object: &Object) -> bool {
+        self.deletions_held.get(key).is_some_and(|held| {
+            held.since.elapsed() < DELETION_HELD
+                && held
+                    .uid
+                    .as_deref()
+                    .is_none_or(|uid| object.meta().uid.as_deref() == Some(uid))
+        })
     }
 
     /// The provider generations recorded by Allocations ([`generations`]).
@@ -653,12 +672,14 @@ impl Store {
                     self.put_in_batch(after, batch);
                 }
                 None => {
-                    // Absent: its deletion arrived first (or it never was).
+                    // Held whether it is here yet or not: a list of its kind may bring it
+                    // after this record. Only that object: one made since under its name is
+                    // another.
                     if current.is_some() {
                         self.delete_in_batch(change.key.clone(), batch);
-                        self.deletions_held
-                            .insert(change.key, std::time::Instant::now());
                     }
+                    let uid = change.before.and_then(|b| b.uid);
+                    self.hold_deletion_of(change.key, uid, std::time::Instant::now());
                 }
             }
         }
@@ -669,7 +690,7 @@ impl Store {
 
     fn put_in_batch(&mut self, object: Object, batch: &mut Batch) {
         let key = ObjectKey::of(&object);
-        if self.deletion_held(&key) {
+        if self.deletion_held(&key, &object) {
             return;
         }
         // A provider's index record and the merge are read from names and specs only: a

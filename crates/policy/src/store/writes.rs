@@ -539,6 +539,40 @@ mod tests {
         assert_eq!(store.write_on(&key("b")), Some(write.as_str()));
     }
 
+    /// A replica starting while a write is open lists each kind on its own: the record may
+    /// come before the objects it changes, or after.
+    #[test]
+    fn a_write_open_at_start_shows_whole_whichever_list_comes_first() {
+        let write = write_name(SystemTime::now(), 6);
+        let (a, _, record) = a_move(&write, 20);
+        // Half made when the writer died: b created, a not deleted yet.
+        let b = allocation("b", 2, 2, 21, Some(&write));
+        let record_first = {
+            let mut store = store();
+            store.apply_listed([put(&record)]);
+            store.apply_listed([put(&a), put(&b)]);
+            store
+        };
+        let objects_first = {
+            let mut store = store();
+            store.apply_listed([put(&a), put(&b)]);
+            store.apply_listed([put(&record)]);
+            store
+        };
+        for store in [record_first, objects_first] {
+            assert!(store.get(&key("a")).is_none(), "a deleted by the write");
+            assert!(store.get(&key("b")).is_some());
+            assert_eq!(used(&store), 2);
+        }
+        // One made again under a's name later (another uid) is not held back.
+        let mut store = store();
+        store.apply_listed([put(&record)]);
+        let mut again = allocation("a", 1, 1, 30, None);
+        again.meta_mut().uid = Some("uid-a-again".into());
+        store.apply_changes([put(&again)]);
+        assert_eq!(store.get(&key("a")), Some(&again));
+    }
+
     #[test]
     fn a_list_holds_nothing_and_an_old_mark_is_taken_at_once() {
         let fresh = write_name(SystemTime::now(), 4);
