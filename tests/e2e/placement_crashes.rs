@@ -126,7 +126,16 @@ fn try_call(
     let mut reply = String::new();
     s.read_to_string(&mut reply).ok()?;
     let status: u16 = reply.split_whitespace().nth(1)?.parse().ok()?;
-    let text = reply.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    let (head, text) = reply.split_once("\r\n\r\n")?;
+    // A reply cut short by the replica's death is no answer.
+    let length = head.lines().find_map(|l| {
+        let (name, value) = l.split_once(':')?;
+        name.eq_ignore_ascii_case("content-length")
+            .then(|| value.trim().parse::<usize>().ok())?
+    });
+    if length.is_some_and(|n| text.len() < n) {
+        return None;
+    }
     Some((status, serde_json::from_str(text).unwrap_or(Value::Null)))
 }
 
