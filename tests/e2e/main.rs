@@ -21,6 +21,7 @@ mod keystone;
 mod node;
 mod nova;
 mod placement_api;
+mod placement_crashes;
 mod placement_import;
 mod placement_writes;
 mod provider_config;
