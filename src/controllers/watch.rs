@@ -238,8 +238,8 @@ impl KindWatch {
                             k.kind == self.kind
                                 && !keep.contains(*k)
                                 && !written_since(o)
-                                // Shown as an open write leaves it, its own event to come.
-                                && !store.is_overlaid(k)
+                                // Shown as a write decided it, its own event to come.
+                                && !store.holds_back(k)
                         })
                         .map(|(k, _)| Change::Delete(k.clone()))
                         .collect();

@@ -176,6 +176,28 @@ impl Cluster {
         }
     }
 
+    /// The objects as the API server has them now (none: absent); those that cannot be
+    /// read are left out.
+    pub(crate) fn read_back(&self, keys: &[ObjectKey]) -> Vec<(ObjectKey, Option<Object>)> {
+        self.runtime.block_on(async {
+            let mut found = Vec::new();
+            for key in keys {
+                match self.api(key.kind).get_opt(&key.name).await {
+                    Ok(Some(o)) => {
+                        if let Ok(object) = crate::cache::to_object(key.kind, &o) {
+                            found.push((key.clone(), Some(object)));
+                        }
+                    }
+                    Ok(None) => found.push((key.clone(), None)),
+                    Err(e) => {
+                        tracing::warn!(kind = %key.kind, name = %key.name, error = %e, "could not read an object back after a failed write")
+                    }
+                }
+            }
+            found
+        })
+    }
+
     /// The custom traits and resource classes kept in the cluster.
     pub(crate) fn load_registries(&self) -> Result<(BTreeSet<String>, BTreeSet<String>), String> {
         let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.namespace);

@@ -453,6 +453,9 @@ impl PlacementApi {
                         store.put(object);
                     }
                 }
+                if journal.decided_held {
+                    store.release_decided(journal.changes.iter().map(|(key, _, _)| key));
+                }
                 drop(store);
                 if let Some(committed) = &self.committed
                     && !journal.changes.is_empty()
@@ -463,14 +466,51 @@ impl PlacementApi {
             }
             Ok(Err(e)) => {
                 self.undo_or_lose(&journal)?;
+                // The events held back meanwhile may have brought what made the write
+                // fail (another writer's change): the objects are read again.
+                self.read_back(cluster, &journal)?;
                 Err(e)
             }
             Err(panic) => {
-                // What reached the cluster was put back by the commit (Cluster::commit).
                 let _ = self.undo_or_lose(&journal);
+                let _ = self.read_back(cluster, &journal);
                 panic::resume_unwind(panic);
             }
         }
+    }
+
+    /// Puts the objects of an undone write in the store as the API server has them now,
+    /// where the store has nothing newer.
+    fn read_back(&self, cluster: &Cluster, journal: &Journal) -> Result<(), ApiError> {
+        if !journal.decided_held {
+            return Ok(());
+        }
+        let keys: Vec<_> = journal
+            .changes
+            .iter()
+            .map(|(key, _, _)| key.clone())
+            .collect();
+        let found = cluster.read_back(&keys);
+        let mut store = self
+            .store
+            .write()
+            .map_err(|_| self.lose_soundness("the store's lock is poisoned"))?;
+        for (key, current) in found {
+            match current {
+                Some(object) => {
+                    let newer = store
+                        .get(&key)
+                        .is_some_and(|o| crate::cache::newer_or_same(o, &object));
+                    if !newer {
+                        store.put(object);
+                    }
+                }
+                None => {
+                    store.delete(&key);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Waits until no write of several objects holds `key` in the store, or `deadline`.
@@ -515,7 +555,7 @@ impl PlacementApi {
             let decided = panic::catch_unwind(AssertUnwindSafe(|| {
                 let value = f(&mut state)?;
                 state.record_generations()?;
-                state.hold_deletions()?;
+                state.hold_until_committed()?;
                 Ok(value)
             }));
             (decided, state.into_journal())
@@ -570,6 +610,9 @@ impl PlacementApi {
             .map_err(|_| self.lose_soundness("the store's lock is poisoned"))?;
         let mut state = State::new(Guard::Write(store), Guard::Write(book), self.backing);
         state.restore_generations(&journal.generations_before)?;
+        if journal.decided_held {
+            state.release_decided(journal.changes.iter().map(|(key, _, _)| key))?;
+        }
         for (key, before, after) in journal.changes.iter().rev() {
             if state.store().get(key) != after.as_ref() {
                 continue;

@@ -104,6 +104,7 @@ mod tests {
 
     fn journal(changes: Vec<(Option<Object>, Option<Object>)>) -> Journal {
         Journal {
+            decided_held: false,
             changes: changes
                 .into_iter()
                 .map(|(b, a)| {

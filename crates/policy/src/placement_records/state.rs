@@ -57,6 +57,9 @@ pub struct State<'a> {
     started_at: BTreeMap<String, u64>,
     bumps: BTreeMap<String, u64>,
     registry_changes: Vec<RegistryChange>,
+    /// Whether the store holds back watch events of the changed objects until the write is
+    /// committed or undone ([`State::hold_until_committed`]).
+    decided_held: bool,
 }
 
 /// What a write changed: every object touched, before and after, in the order first
@@ -65,6 +68,9 @@ pub struct Journal {
     pub changes: Vec<(ObjectKey, Option<Object>, Option<Object>)>,
     pub generations_before: Vec<(String, Option<u64>)>,
     pub registry_changes: Vec<RegistryChange>,
+    /// The store holds back watch events of the changed objects: release them
+    /// ([`Store::release_decided`]) once the write is committed or undone.
+    pub decided_held: bool,
 }
 
 impl<'a> State<'a> {
@@ -78,6 +84,7 @@ impl<'a> State<'a> {
             started_at: BTreeMap::new(),
             bumps: BTreeMap::new(),
             registry_changes: Vec::new(),
+            decided_held: false,
         }
     }
 
@@ -100,6 +107,7 @@ impl<'a> State<'a> {
             changes,
             generations_before: self.generations_before,
             registry_changes: self.registry_changes,
+            decided_held: self.decided_held,
         }
     }
 
@@ -320,24 +328,44 @@ impl<'a> State<'a> {
         Ok(())
     }
 
-    /// Over a cluster, once a write is decided: holds the deletions it made in the store
-    /// ([`Store::hold_deletion`]), so that no late watch event of a deleted object brings
-    /// it back while the deletion travels to the API server and back.
-    pub fn hold_deletions(&mut self) -> Result<(), RecordError> {
+    /// Over a cluster, once a write is decided: the store holds back watch events of what it
+    /// changed until it is committed or undone ([`Store::hold_decided`]), so no late event
+    /// undoes part of the decision in a reader's view; and holds the deletions it made
+    /// ([`Store::hold_deletion`]), so no late event of a deleted object brings it back while
+    /// the deletion travels to the API server and back.
+    pub fn hold_until_committed(&mut self) -> Result<(), RecordError> {
         if self.backing != Backing::Cluster {
             return Ok(());
         }
         let now = std::time::Instant::now();
-        let deleted: Vec<ObjectKey> = self
+        let changed: Vec<(ObjectKey, bool)> = self
             .journal
             .iter()
-            .filter(|(key, before)| before.is_some() && self.store.get(key).is_none())
-            .map(|(key, _)| key.clone())
+            .filter(|(key, before)| self.store.get(key) != before.as_ref())
+            .map(|(key, before)| {
+                (
+                    key.clone(),
+                    before.is_some() && self.store.get(key).is_none(),
+                )
+            })
             .collect();
         let store = self.store.get_mut()?;
-        for key in deleted {
-            store.hold_deletion(key, now);
+        store.hold_decided(changed.iter().map(|(key, _)| key));
+        for (key, deleted) in changed {
+            if deleted {
+                store.hold_deletion(key, now);
+            }
         }
+        self.decided_held = true;
+        Ok(())
+    }
+
+    /// Lets the store take watch events of these objects again (a write undone).
+    pub fn release_decided<'k>(
+        &mut self,
+        keys: impl IntoIterator<Item = &'k ObjectKey>,
+    ) -> Result<(), RecordError> {
+        self.store.get_mut()?.release_decided(keys);
         Ok(())
     }
 

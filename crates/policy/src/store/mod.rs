@@ -165,6 +165,11 @@ pub struct Store {
     deletions_held: BTreeMap<ObjectKey, HeldDeletion>,
     /// Open PlacementWrites and what they hold ([`writes`]).
     writes: writes::Writes,
+    /// Objects a write of this process has decided and not committed yet, by how many such
+    /// writes: watch events of them are older than the decision, or its own answer (put
+    /// by the writer), and are not taken meanwhile, so a reader never sees the decision
+    /// half undone by a late event.
+    decided: BTreeMap<ObjectKey, u32>,
 }
 
 /// A deletion held: since when, and of which object (its uid) when only that one is
@@ -587,6 +592,15 @@ impl Store {
     /// One watch change, as [`writes`] says: held behind an unseen write, left out while the
     /// object shows a write's change, or taken.
     fn take_change(&mut self, change: Change, batch: &mut Batch) {
+        if !self.decided.is_empty() {
+            let key = match &change {
+                Change::Put(o) => ObjectKey::of(o),
+                Change::Delete(k) => k.clone(),
+            };
+            if self.decided.contains_key(&key) {
+                return;
+            }
+        }
         match change {
             Change::Put(object) => {
                 let key = ObjectKey::of(&object);
@@ -731,10 +745,11 @@ impl Store {
         self.writes.on(key)
     }
 
-    /// Whether the object shows a write's change whose own event has not arrived: a list of
-    /// its kind that lacks it does not delete it.
-    pub fn is_overlaid(&self, key: &ObjectKey) -> bool {
-        self.writes.is_overlaid(key)
+    /// Whether the object shows a write's decision that its own event has not brought yet
+    /// (a write of several objects, or one this process decided): a list of its kind that
+    /// lacks it does not delete it.
+    pub fn holds_back(&self, key: &ObjectKey) -> bool {
+        self.writes.is_overlaid(key) || self.decided.contains_key(key)
     }
 
     /// An open write's record.
@@ -745,6 +760,27 @@ impl Store {
         match self.get_cluster(Kind::PlacementWrite, name) {
             Some(Object::PlacementWrite(w)) => Some(w),
             _ => None,
+        }
+    }
+
+    /// Keeps watch events of objects a write of this process decided from being taken until
+    /// [`Store::release_decided`].
+    pub fn hold_decided<'k>(&mut self, keys: impl IntoIterator<Item = &'k ObjectKey>) {
+        for key in keys {
+            *self.decided.entry(key.clone()).or_default() += 1;
+        }
+    }
+
+    /// The write committed (its objects put as written) or undone: watch events of them
+    /// are taken again.
+    pub fn release_decided<'k>(&mut self, keys: impl IntoIterator<Item = &'k ObjectKey>) {
+        for key in keys {
+            if let Some(n) = self.decided.get_mut(key) {
+                *n -= 1;
+                if *n == 0 {
+                    self.decided.remove(key);
+                }
+            }
         }
     }
 
