@@ -17,5 +17,6 @@ pub(crate) mod locks;
 pub mod metrics;
 pub mod operator;
 pub mod placement_api;
+pub(crate) mod remembered;
 pub mod serving;
 pub mod webhook;
