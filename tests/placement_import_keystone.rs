@@ -397,20 +397,32 @@ fn a_token_placement_stops_taking_is_replaced_and_the_request_sent_again() {
 
 #[test]
 fn a_token_is_renewed_before_it_expires_during_a_long_import() {
-    // Tokens live 6 s: renewed after three quarters of that.
-    let ks = Keystone::start_with(Some(Duration::from_secs(6)));
+    // Tokens live 20 s: renewed after three quarters of that. (Shorter lives make the test
+    // depend on the machine's load: Placement's own service token, which keystonemiddleware
+    // validates callers' tokens with, lives as short.)
+    let ks = Keystone::start_with(Some(Duration::from_secs(20)));
     let placement_ini = ks.authtoken_file("placement.ini", &ks.url, "");
     let source = RealPlacement::start_with_keystone(&placement_ini);
-    seed(&source.url, &ks.admin_token());
-    // Each request waits 700 ms at the proxy: the import outlives its first token. When
-    // each token was first seen, and how long after that each later use of it came.
+    let admin = ks.admin_token();
+    seed(&source.url, &admin);
+    for i in 0..4 {
+        ok(
+            &source.url,
+            &admin,
+            "POST",
+            "/resource_providers",
+            Some(&json!({"name": format!("ks-extra-{i}")})),
+        );
+    }
+    // Each request waits 1 s at the proxy: the import outlives its first token. When each
+    // token was first seen, and how long after that each later use of it came.
     let first_seen: Arc<Mutex<Vec<(String, Instant)>>> = Arc::default();
     let late: Arc<Mutex<Vec<Duration>>> = Arc::default();
     let hook = {
         let first_seen = first_seen.clone();
         let late = late.clone();
         move |head: &str, _: usize| {
-            std::thread::sleep(Duration::from_millis(700));
+            std::thread::sleep(Duration::from_secs(1));
             let token = token_of(head).unwrap_or_default();
             let mut seen = first_seen.lock().unwrap();
             match seen.iter().find(|(t, _)| *t == token) {
@@ -440,16 +452,17 @@ fn a_token_is_renewed_before_it_expires_during_a_long_import() {
     let err = text(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(
-        started.elapsed() > Duration::from_secs(7),
-        "too short a run"
+        started.elapsed() > Duration::from_secs(22),
+        "too short a run to outlive a token: {:?}",
+        started.elapsed()
     );
     let tokens = first_seen.lock().unwrap().len();
     assert!(tokens >= 2, "one token for {:?}", started.elapsed());
-    // No token was used more than 4.5 s after it was issued (its renewal; it was issued
-    // before it was first seen here), with some slack: renewed ahead of its expiry at 6 s,
+    // No token was used more than 15 s after it was issued (its renewal; it was issued
+    // before it was first seen here), with some slack: renewed ahead of its expiry at 20 s,
     // not after Placement refused it.
     let oldest = late.lock().unwrap().iter().max().copied().unwrap();
-    assert!(oldest < Duration::from_millis(5000), "{oldest:?}");
+    assert!(oldest < Duration::from_secs(17), "{oldest:?}");
 }
 
 #[test]
@@ -471,7 +484,9 @@ fn a_catalog_without_placement_is_an_input_error_naming_what_it_has() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
         err.contains("no placement endpoint (looked for interface internal or public)")
-            && err.contains("service types: identity")
+            && err.contains(
+                "the catalog lists the service placement without endpoints (its service types: identity, placement)"
+            )
             && err.contains("give --from URL")
             && err.contains("nothing was written"),
         "{err}"

@@ -42,6 +42,12 @@ impl fmt::Display for NotInCatalog {
         if self.endpoints.is_empty() {
             let offered = if self.types.is_empty() {
                 "the catalog is empty".to_string()
+            } else if self.types.contains(&w.service_type) {
+                format!(
+                    "the catalog lists the service {} without endpoints (its service types: {})",
+                    w.service_type,
+                    list(&self.types)
+                )
             } else {
                 format!("the catalog's service types: {}", list(&self.types))
             };
@@ -187,6 +193,16 @@ mod tests {
         assert!(
             e.contains("no placement endpoint (looked for interface internal or public)")
                 && e.contains("service types: compute, identity"),
+            "{e}"
+        );
+        let e = endpoint(
+            &json!([{"type": "identity"}, {"type": "placement", "endpoints": []}]),
+            &wanted(DEFAULT_INTERFACES, None),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("lists the service placement without endpoints (its service types: identity, placement)"),
             "{e}"
         );
         let e = endpoint(&Value::Null, &wanted(DEFAULT_INTERFACES, None))
