@@ -642,8 +642,8 @@ def main():
             # The operator's store follows the API server's watch: wait until it lists them all.
             t0 = time.perf_counter()
             address = ("127.0.0.1", cp.api_port)
-            # Custom names come from the registry ConfigMap and the objects, which the API
-            # reads again every 10 s.
+            # Custom names come from the registry ConfigMap, which the API watches, and from
+            # the objects.
             for _ in range(600):
                 conn = http.client.HTTPConnection(*address, timeout=600)
                 status, body = request(conn, "GET", "/resource_providers", cp.headers)

@@ -2,7 +2,7 @@
 //! (`kubeplace apply`, `placement headroom`, `run`), how many servers a Flavor's
 //! headroom counts (`apply`, `run`), and how much search work the Placement API takes on
 //! (`placement serve`, `run`); Keystone's `[keystone_authtoken]` section (`placement
-//! serve`, `run`).
+//! serve`, `run`, `placement import`, `export`).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -27,13 +27,15 @@ pub struct Weighing {
     pub weighers: Weighers,
 }
 
-/// `--keystone-authtoken`: tokens validated by Keystone.
+/// `--keystone-authtoken`: a Keystone and kubeplace's service user in it.
 #[derive(clap::Args, Debug, Clone)]
 pub struct KeystoneArgs {
-    /// An oslo-style INI file (e.g. placement.conf) whose [keystone_authtoken] section says
-    /// which Keystone validates the X-Auth-Token of each request and the service user
-    /// kubeplace asks it as (auth_type = password). Callers may then do what Placement's
-    /// default policies give their roles (docs/placement-api.md, Keystone).
+    /// An oslo-style INI file (e.g. placement.conf) whose [keystone_authtoken] section names
+    /// a Keystone and a service user (auth_type = password). `placement serve` and `run`
+    /// validate each request's X-Auth-Token with it, and callers may do what Placement's
+    /// default policies give their roles; `placement import` and `export` log in as the
+    /// user and find Placement in the catalog (region_name, valid_interfaces) unless given
+    /// its URL (docs/placement-api.md, Keystone).
     #[arg(long, value_name = "FILE")]
     pub keystone_authtoken: Option<PathBuf>,
 }

@@ -2,8 +2,15 @@
 //! HTTP/1.1 connection kept alive (made again when the server closes it), `X-Auth-Token`,
 //! microversion 1.39, JSON bodies, a deadline per request. `https://` is checked against the
 //! CA given with `--ca-file` (no system roots are built in).
+//!
+//! The token is a static one (`--token`), or the Keystone token of the service user of
+//! `--keystone-authtoken`: logged in before the first request, renewed shortly before it
+//! expires and when Placement answers 401 (a long import outlives a token), and shared by
+//! the clients reading side by side. With Keystone and no URL, Placement's endpoint is the
+//! one the login's service catalog lists.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -16,6 +23,9 @@ use serde_json::Value;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
+use crate::args::KeystoneArgs;
+use crate::placement_api::keystone::catalog::{self, Wanted};
+use crate::placement_api::keystone::service::{LoginError, ServiceUser};
 use crate::serving::certs;
 
 /// The microversion every request is made at: Placement 16's last.
@@ -28,15 +38,18 @@ const REQUEST_DEADLINE: Duration = Duration::from_secs(60);
 pub enum ClientError {
     #[error("Placement at {url} cannot be reached: {reason}")]
     Unreachable { url: String, reason: String },
-    #[error(
-        "Placement at {url} refused the token ({status} on {method} {path}); give a token it takes for an admin with --token"
-    )]
+    #[error("Placement at {url} refused the token ({status} on {method} {path}); {hint}")]
     Token {
         url: String,
         status: u16,
         method: Method,
         path: String,
+        /// What to change, for the kind of token sent.
+        hint: String,
     },
+    /// No Keystone token could be had.
+    #[error("{0}")]
+    Keystone(#[from] LoginError),
     #[error("Placement answered {status} to {method} {path}: {detail}")]
     Refused {
         status: u16,
@@ -64,12 +77,120 @@ impl ClientError {
     }
 }
 
+/// What requests carry in `X-Auth-Token`.
+#[derive(Clone)]
+pub enum Credential {
+    /// One token, sent as given.
+    Static(String),
+    /// The service user's Keystone token, renewed as it nears expiry and on a 401.
+    Keystone(Arc<ServiceUser>),
+}
+
+/// How to reach a live Placement (`placement import` and `export`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct SourceAuth {
+    /// The token sent in `X-Auth-Token` (a Keystone token of an admin, or the static token of
+    /// a Placement with `auth_strategy = noauth2`, which takes `admin`) [default: $OS_TOKEN,
+    /// else admin]. Not with --keystone-authtoken.
+    #[arg(long, value_name = "TOKEN", conflicts_with = "keystone_authtoken")]
+    pub token: Option<String>,
+    #[command(flatten)]
+    pub keystone: KeystoneArgs,
+    /// The CA (PEM) an `https://` Placement's certificate is checked against [default: the
+    /// `cafile` of --keystone-authtoken's section, if any].
+    #[arg(long, value_name = "PATH")]
+    pub ca_file: Option<PathBuf>,
+    /// Connections Placement is read over side by side (1 to 32).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=32))]
+    pub connections: u16,
+}
+
+/// Why no client was made: what was given is wrong (exit 2), or what it names failed.
+#[derive(Debug)]
+pub enum Opening {
+    BadInput(String),
+    Failed(String),
+}
+
+impl SourceAuth {
+    /// A client of `url` (given with `flag`), or of the Placement endpoint in Keystone's
+    /// catalog when none is given; and a line saying where the endpoint came from. With
+    /// Keystone, the service user logs in first, so bad credentials or an unreachable
+    /// Keystone are known before anything is read or written.
+    pub fn open(
+        &self,
+        url: Option<&str>,
+        flag: &str,
+    ) -> Result<(PlacementClient, Option<String>), Opening> {
+        let config = self.keystone.config().map_err(Opening::BadInput)?;
+        let Some(config) = config else {
+            let token = self
+                .token
+                .clone()
+                .or_else(|| std::env::var("OS_TOKEN").ok())
+                .unwrap_or_else(|| "admin".to_string());
+            let url = url.ok_or_else(|| {
+                Opening::BadInput(format!(
+                    "give {flag} URL, or --keystone-authtoken FILE to find Placement in Keystone's catalog"
+                ))
+            })?;
+            let client =
+                PlacementClient::new(url, Credential::Static(token), self.ca_file.as_deref())
+                    .map_err(|e| Opening::BadInput(format!("{flag} {e}")))?;
+            return Ok((client, None));
+        };
+        let ca_file = self.ca_file.clone().or(config.cafile.clone());
+        let wanted = Wanted {
+            service_type: "placement".into(),
+            interfaces: if config.interfaces.is_empty() {
+                catalog::DEFAULT_INTERFACES
+                    .iter()
+                    .map(|i| i.to_string())
+                    .collect()
+            } else {
+                config.interfaces.clone()
+            },
+            region: config.region_name.clone(),
+        };
+        let user = Arc::new(ServiceUser::new(config).map_err(Opening::BadInput)?);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Opening::Failed(format!("cannot start the runtime: {e}")))?;
+        let login = runtime
+            .block_on(user.login_with_catalog())
+            .map_err(|e| Opening::Failed(e.to_string()))?;
+        let (url, said) = match url {
+            Some(u) => (u.to_string(), None),
+            None => {
+                let found =
+                    catalog::endpoint(login.catalog.as_ref().unwrap_or(&Value::Null), &wanted)
+                        .map_err(|e| {
+                            Opening::BadInput(format!(
+                                "{e}; register Placement's endpoint in Keystone, or give {flag} URL"
+                            ))
+                        })?;
+                let said = format!("Placement's endpoint in Keystone's catalog: {found}");
+                (found, Some(said))
+            }
+        };
+        let client = PlacementClient::new(&url, Credential::Keystone(user), ca_file.as_deref())
+            .map_err(|e| match said {
+                Some(_) => {
+                    Opening::BadInput(format!("Placement's endpoint in Keystone's catalog, {e}"))
+                }
+                None => Opening::BadInput(format!("{flag} {e}")),
+            })?;
+        Ok((client, said))
+    }
+}
+
 /// A client of one Placement endpoint.
 pub struct PlacementClient {
     runtime: tokio::runtime::Runtime,
     base: Uri,
     url: String,
-    token: String,
+    credential: Credential,
     tls: Option<TlsConnector>,
     sender: Option<SendRequest<Full<Bytes>>>,
     /// Requests made, for progress and figures.
@@ -78,8 +199,12 @@ pub struct PlacementClient {
 
 impl PlacementClient {
     /// A client of `url` (`http://` or `https://`, with an optional path prefix), sending
-    /// `token`; `https://` needs `ca_file`.
-    pub fn new(url: &str, token: &str, ca_file: Option<&Path>) -> Result<PlacementClient, String> {
+    /// `credential`'s token; `https://` needs `ca_file`.
+    pub fn new(
+        url: &str,
+        credential: Credential,
+        ca_file: Option<&Path>,
+    ) -> Result<PlacementClient, String> {
         let trimmed = url.trim_end_matches('/');
         let base: Uri = trimmed
             .parse()
@@ -119,7 +244,7 @@ impl PlacementClient {
             runtime,
             base,
             url: trimmed.to_string(),
-            token: token.to_string(),
+            credential,
             tls,
             sender: None,
             requests: 0,
@@ -140,7 +265,7 @@ impl PlacementClient {
             runtime,
             base: self.base.clone(),
             url: self.url.clone(),
-            token: self.token.clone(),
+            credential: self.credential.clone(),
             tls: self.tls.clone(),
             sender: None,
             requests: 0,
@@ -179,11 +304,28 @@ impl PlacementClient {
 
     fn refusal(&self, status: u16, method: Method, path: &str, body: &Value) -> ClientError {
         if status == 401 || status == 403 {
+            let hint = match &self.credential {
+                Credential::Static(_) => "give a token it takes for an admin with --token".into(),
+                Credential::Keystone(user) => {
+                    let (who, project) = user.who();
+                    let keystone = &user.config().identity_url;
+                    if status == 401 {
+                        format!(
+                            "it did not take a fresh token of {who} in {project} from Keystone at {keystone}: does it validate tokens with that Keystone?"
+                        )
+                    } else {
+                        format!(
+                            "{who} in {project} (--keystone-authtoken) needs the admin or service role in that project"
+                        )
+                    }
+                }
+            };
             return ClientError::Token {
                 url: self.url.clone(),
                 status,
                 method,
                 path: path.to_string(),
+                hint,
             };
         }
         let detail = body["errors"][0]["detail"]
@@ -198,6 +340,15 @@ impl PlacementClient {
         }
     }
 
+    /// The token to send: the static one, or the service user's (renewed when near expiry,
+    /// or when it is `refused`).
+    fn token(&self, refused: Option<&str>) -> Result<String, ClientError> {
+        match &self.credential {
+            Credential::Static(token) => Ok(token.clone()),
+            Credential::Keystone(user) => Ok(self.runtime.block_on(user.token(refused))?),
+        }
+    }
+
     /// Sends one request; the status and the JSON body (null when empty).
     pub fn send(
         &mut self,
@@ -206,11 +357,20 @@ impl PlacementClient {
         body: Option<&Value>,
     ) -> Result<(u16, Value), ClientError> {
         self.requests += 1;
+        let mut token = self.token(None)?;
+        let mut renewed = false;
         // A kept connection the server closed is made again, once.
         let mut attempt = 0;
         loop {
             let fresh = self.sender.is_none();
-            match self.try_send(method.clone(), path, body) {
+            match self.try_send(method.clone(), path, body, &token) {
+                // A Keystone token Placement stopped taking (revoked, or expired early): a
+                // fresh one, once. Placement refused the request whole, so it is safe to send
+                // again.
+                Ok((401, _)) if !renewed && matches!(self.credential, Credential::Keystone(_)) => {
+                    token = self.token(Some(&token))?;
+                    renewed = true;
+                }
                 Ok(answer) => return Ok(answer),
                 Err(Failure::Connection(reason)) => {
                     self.sender = None;
@@ -239,6 +399,7 @@ impl PlacementClient {
         method: Method,
         path: &str,
         body: Option<&Value>,
+        token: &str,
     ) -> Result<(u16, Value), Failure> {
         let prefix = self.base.path().trim_end_matches('/');
         let full = format!("{prefix}{path}");
@@ -251,7 +412,7 @@ impl PlacementClient {
             .method(method)
             .uri(&full)
             .header(header::HOST, authority)
-            .header("X-Auth-Token", &self.token)
+            .header("X-Auth-Token", token)
             .header("OpenStack-API-Version", format!("placement {MICROVERSION}"))
             .header(header::ACCEPT, "application/json");
         if body.is_some() {

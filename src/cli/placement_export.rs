@@ -28,8 +28,7 @@ use kubeplace_policy::translate::resource_provider::{api_inventory, inventory};
 use kubeplace_policy::translate::{APPLIED, OVER_CAPACITY};
 
 use super::Exit;
-use super::placement_client::PlacementClient;
-use super::placement_import::SourceAuth;
+use super::placement_client::{Opening, PlacementClient, SourceAuth};
 use super::placement_snapshot::{
     self, Consumer, Progress, Provider, Snapshot, parents_first, refused_whole,
 };
@@ -41,9 +40,10 @@ use crate::placement_api::inventory_json;
 #[derive(clap::Args, Debug)]
 pub struct ExportArgs {
     /// The Placement to write into: `http://HOST:PORT` or `https://HOST:PORT`, with its path
-    /// prefix if it has one.
+    /// prefix if it has one. Without it, with --keystone-authtoken: the placement endpoint of
+    /// Keystone's service catalog.
     #[arg(long, value_name = "URL")]
-    pub to: String,
+    pub to: Option<String>,
     #[command(flatten)]
     pub auth: SourceAuth,
     /// Manifest files, folders or `-` with the ResourceProviders and Allocations to export;
@@ -88,14 +88,22 @@ pub fn main(args: &ExportArgs) -> Exit {
             return Exit::BadInput;
         }
     };
-    let mut client =
-        match PlacementClient::new(&args.to, &args.auth.token, args.auth.ca_file.as_deref()) {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("kubeplace placement export: --to {e}");
-                return Exit::BadInput;
+    let mut client = match args.auth.open(args.to.as_deref(), "--to") {
+        Ok((client, found)) => {
+            if let Some(found) = found {
+                progress.say(&found);
             }
-        };
+            client
+        }
+        Err(Opening::BadInput(e)) => {
+            eprintln!("kubeplace placement export: {e}; nothing was written");
+            return Exit::BadInput;
+        }
+        Err(Opening::Failed(e)) => {
+            eprintln!("kubeplace placement export: {e}; nothing was written");
+            return Exit::Failed;
+        }
+    };
     progress.say(&format!(
         "{} providers and {} consumers to export; reading {}",
         source.providers.len(),

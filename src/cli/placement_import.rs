@@ -33,7 +33,7 @@ use kubeplace_policy::placement_records::{
 use kubeplace_policy::store::{Change, ObjectKey, Store};
 
 use super::Exit;
-use super::placement_client::PlacementClient;
+use super::placement_client::{Opening, SourceAuth};
 use super::placement_snapshot::{self, Progress, Snapshot, refused_whole};
 use crate::operator::flags::ClusterFlags;
 use crate::placement_api::cluster::Cluster;
@@ -52,9 +52,10 @@ const FIELD_MANAGER: &str = "kubeplace-placement-import";
 #[derive(clap::Args, Debug)]
 pub struct ImportArgs {
     /// The Placement to copy: `http://HOST:PORT` or `https://HOST:PORT`, with its path
-    /// prefix if it has one (`https://cloud.example/placement`).
+    /// prefix if it has one (`https://cloud.example/placement`). Without it, with
+    /// --keystone-authtoken: the placement endpoint of Keystone's service catalog.
     #[arg(long, value_name = "URL")]
-    pub from: String,
+    pub from: Option<String>,
     #[command(flatten)]
     pub auth: SourceAuth,
     /// Write a manifest file (`-` for standard output) for `kubeplace placement serve -f`
@@ -77,26 +78,6 @@ pub struct ImportArgs {
     pub writes: u16,
     #[command(flatten)]
     pub cluster: ClusterFlags,
-}
-
-/// How to reach a live Placement.
-#[derive(clap::Args, Debug, Clone)]
-pub struct SourceAuth {
-    /// The token sent in `X-Auth-Token` (a Keystone token of an admin, or the static token of
-    /// a Placement with `auth_strategy = noauth2`, which takes `admin`).
-    #[arg(
-        long,
-        env = "OS_TOKEN",
-        default_value = "admin",
-        hide_env_values = true
-    )]
-    pub token: String,
-    /// The CA (PEM) an `https://` Placement's certificate is checked against.
-    #[arg(long, value_name = "PATH")]
-    pub ca_file: Option<PathBuf>,
-    /// Connections Placement is read over side by side (1 to 32).
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=32))]
-    pub connections: u16,
 }
 
 /// A manifest's format.
@@ -124,14 +105,19 @@ pub fn main(args: &ImportArgs) -> Exit {
         eprintln!("kubeplace placement import: {e}");
         Exit::Failed
     };
-    let mut client =
-        match PlacementClient::new(&args.from, &args.auth.token, args.auth.ca_file.as_deref()) {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("kubeplace placement import: --from {e}");
-                return Exit::BadInput;
+    let mut client = match args.auth.open(args.from.as_deref(), "--from") {
+        Ok((client, found)) => {
+            if let Some(found) = found {
+                progress.say(&found);
             }
-        };
+            client
+        }
+        Err(Opening::BadInput(e)) => {
+            eprintln!("kubeplace placement import: {e}; nothing was written");
+            return Exit::BadInput;
+        }
+        Err(Opening::Failed(e)) => return fail(&format!("{e}; nothing was written")),
+    };
     progress.say(&format!("reading {}", client.url()));
     let snapshot = match placement_snapshot::read(
         &mut client,

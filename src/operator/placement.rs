@@ -1,10 +1,16 @@
 //! Placement's REST API over the cluster: served once the store holds every kind's first
-//! list, with its custom trait and class registries re-read as other replicas add to them.
+//! list, with its custom trait and class registries re-read whenever the registry
+//! ConfigMap changes (another replica, or `placement import`, created or deleted a name).
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
+use kube::api::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
@@ -12,6 +18,7 @@ use tracing::{info, warn};
 
 use crate::cache::SharedStore;
 use crate::controllers::trigger::Trigger;
+use crate::placement_api::cluster::REGISTRY_CONFIGMAP;
 use crate::placement_api::keystone::config::KeystoneConfig;
 use crate::placement_api::{
     self, Auth, Cluster, KeystoneAuth, KubernetesAuth, PlacementApi, SearchLimits, Soundness,
@@ -19,9 +26,12 @@ use crate::placement_api::{
 use crate::serving::http::Lifecycle;
 use kubeplace_core::placement::weighers::Weighers;
 
-/// How often the Placement API re-reads the custom registries other replicas may have
-/// added to.
-const REGISTRY_REFRESH: Duration = Duration::from_secs(10);
+/// How often the registries are re-read besides the ConfigMap's changes. The watch brings
+/// every name saved in the ConfigMap; this re-read is for the CUSTOM_ names objects use
+/// without them being saved there (a ResourceProvider applied with kubectl naming a new
+/// trait: no event of the ConfigMap announces it), and it covers a watch that cannot run
+/// (an install whose Role lacks list and watch on the ConfigMap).
+const OBJECT_NAMES_REFRESH: Duration = Duration::from_secs(10);
 
 /// What the Placement API over the cluster is made of.
 pub(crate) struct PlacementOverCluster {
@@ -57,6 +67,7 @@ impl PlacementOverCluster {
             _ = lifecycle.stop.cancelled() => return,
         }
         let runtime = tokio::runtime::Handle::current();
+        let registry: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.namespace);
         let cluster = Cluster::new(self.client.clone(), runtime.clone(), self.namespace)
             .writing_as(&self.identity);
         if tls.is_none() {
@@ -108,13 +119,58 @@ impl PlacementOverCluster {
             tls,
             lifecycle.clone(),
         ));
+        // The one ConfigMap, by name (which RBAC's resourceNames can grant list and watch
+        // on); errors are retried with backoff.
+        let mut changes = watcher::watcher(
+            registry,
+            watcher::Config::default().fields(&format!("metadata.name={REGISTRY_CONFIGMAP}")),
+        )
+        .default_backoff()
+        .boxed();
+        let mut every = tokio::time::interval(OBJECT_NAMES_REFRESH);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        every.reset();
+        let mut watching = true;
         loop {
             tokio::select! {
                 _ = lifecycle.stop.cancelled() => break,
-                _ = tokio::time::sleep(REGISTRY_REFRESH) => refresh(api.clone()).await,
+                event = changes.next(), if watching => {
+                    // Retried with backoff, the watch does not end; if it did, the periodic
+                    // re-read would go on alone.
+                    let Some(event) = event else {
+                        watching = false;
+                        continue;
+                    };
+                    // Events already arrived are one re-read.
+                    let mut changed = registry_changed(event);
+                    while let Some(Some(event)) = changes.next().now_or_never() {
+                        changed |= registry_changed(event);
+                    }
+                    if changed {
+                        refresh(api.clone()).await;
+                        every.reset();
+                    }
+                }
+                _ = every.tick() => refresh(api.clone()).await,
             }
         }
         let _ = server.await;
+    }
+}
+
+/// Whether a watch event of the registry ConfigMap calls for a re-read: a change, or the
+/// end of a (re-)list, after which what was missed is read.
+fn registry_changed(event: Result<Event<ConfigMap>, watcher::Error>) -> bool {
+    match event {
+        Ok(Event::Apply(_) | Event::Delete(_) | Event::InitDone) => true,
+        Ok(Event::Init | Event::InitApply(_)) => false,
+        Err(e) => {
+            warn!(
+                error = %e,
+                "cannot watch ConfigMap {REGISTRY_CONFIGMAP}: custom traits and classes other replicas create arrive only with the periodic re-read (the operator's Role needs list and watch on it)"
+            );
+            false
+        }
     }
 }
 

@@ -23,7 +23,6 @@
 //! mode of `serve` takes any token and the roles and project its headers claim, as
 //! Placement's noauth2 does in Placement's own functional tests.
 
-use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -40,6 +39,7 @@ use kube::api::{Api, PostParams};
 use super::keystone::{self, KeystoneAuth};
 use super::policy::Credentials;
 use super::wire::{self, Reply};
+use crate::placement_api::remembered::Remembered;
 
 /// The API group and resource RBAC rules name to grant the Placement API.
 pub const RBAC_GROUP: &str = "kubeplace.io";
@@ -89,26 +89,22 @@ pub enum Caller {
     Roles(Credentials),
 }
 
-/// Answers for accepted tokens by token and verb: when given, when last used, the answer.
-type Accepted = HashMap<(String, &'static str), (Instant, Instant, Result<(), Refusal>)>;
-
 /// What reviews answered, and how many more may be asked for now.
-struct Remembered {
-    /// Answers for tokens Kubernetes accepted (allowed or forbidden), by token and verb:
-    /// when given, when last used.
-    accepted: Accepted,
-    /// Tokens Kubernetes refused, with when, and why.
-    refused: HashMap<String, (Instant, Refusal)>,
+struct Reviews {
+    /// Answers for tokens Kubernetes accepted (allowed or forbidden), by token and verb.
+    accepted: Remembered<(String, &'static str), Result<(), Refusal>>,
+    /// Tokens Kubernetes refused, and why.
+    refused: Remembered<String, Refusal>,
     /// Reviews of unremembered tokens that may start now (a token bucket).
     budget: f64,
     filled: Instant,
 }
 
-impl Remembered {
-    fn new(now: Instant) -> Remembered {
-        Remembered {
-            accepted: HashMap::new(),
-            refused: HashMap::new(),
+impl Reviews {
+    fn new(now: Instant) -> Reviews {
+        Reviews {
+            accepted: Remembered::new(REMEMBERED),
+            refused: Remembered::new(REFUSED),
             budget: REVIEWS_BURST,
             filled: now,
         }
@@ -120,22 +116,16 @@ impl Remembered {
         key: &(String, &'static str),
         now: Instant,
     ) -> Option<Result<(), Refusal>> {
-        if let Some((at, used, answer)) = self.accepted.get_mut(key)
-            && now.duration_since(*at) < REMEMBER
-        {
-            *used = now;
-            return Some(answer.clone());
+        if let Some(answer) = self.accepted.recall(key, now) {
+            return Some(answer);
         }
-        match self.refused.get(&key.0) {
-            Some((at, why)) if now.duration_since(*at) < REFUSED_FOR => Some(Err(why.clone())),
-            _ => None,
-        }
+        self.refused.peek(&key.0, now).map(Err)
     }
 
     /// Whether a review may be asked for `key`'s token: one Kubernetes accepted before
     /// always may; another spends the budget, and over it is refused with a 429.
     fn may_review(&mut self, key: &(String, &'static str), now: Instant) -> Result<(), Refusal> {
-        if self.accepted.contains_key(key) {
+        if self.accepted.holds(key) {
             return Ok(());
         }
         let elapsed = now.duration_since(self.filled).as_secs_f64();
@@ -154,35 +144,11 @@ impl Remembered {
     fn remember(&mut self, key: (String, &'static str), answer: Result<(), Refusal>, now: Instant) {
         match answer {
             Err(why) if why.status == StatusCode::UNAUTHORIZED => {
-                if self.refused.len() >= REFUSED && !self.refused.contains_key(&key.0) {
-                    self.refused
-                        .retain(|_, (at, _)| now.duration_since(*at) < REFUSED_FOR);
-                    if self.refused.len() >= REFUSED {
-                        let oldest = self
-                            .refused
-                            .iter()
-                            .min_by_key(|(_, (at, _))| *at)
-                            .map(|(k, _)| k.clone());
-                        oldest.map(|k| self.refused.remove(&k));
-                    }
-                }
-                self.refused.insert(key.0, (now, why));
+                self.refused.keep(key.0, why, now + REFUSED_FOR, now);
             }
             answer => {
-                if self.accepted.len() >= REMEMBERED && !self.accepted.contains_key(&key) {
-                    self.accepted
-                        .retain(|_, (at, _, _)| now.duration_since(*at) < REMEMBER);
-                    if self.accepted.len() >= REMEMBERED {
-                        let least = self
-                            .accepted
-                            .iter()
-                            .min_by_key(|(_, (_, used, _))| *used)
-                            .map(|(k, _)| k.clone());
-                        least.map(|k| self.accepted.remove(&k));
-                    }
-                }
-                self.refused.remove(&key.0);
-                self.accepted.insert(key, (now, now, answer));
+                self.refused.forget(&key.0);
+                self.accepted.keep(key, answer, now + REMEMBER, now);
             }
         }
     }
@@ -190,7 +156,7 @@ impl Remembered {
 
 /// `key`'s answer: remembered, or reviewed by `review` (within the budget) and remembered.
 async fn decide<F>(
-    remembered: &Mutex<Remembered>,
+    remembered: &Mutex<Reviews>,
     key: (String, &'static str),
     review: impl FnOnce() -> F,
 ) -> Result<(), Refusal>
@@ -228,7 +194,7 @@ pub struct KubernetesAuth {
     /// The audience tokens must be issued for; `None`: the API server's own.
     audience: Option<String>,
     /// Boxed: it is large beside [`Auth::Token`].
-    remembered: Box<Mutex<Remembered>>,
+    remembered: Box<Mutex<Reviews>>,
 }
 
 /// Why a caller was refused.
@@ -535,7 +501,7 @@ impl KubernetesAuth {
             client,
             runtime,
             audience,
-            remembered: Box::new(Mutex::new(Remembered::new(Instant::now()))),
+            remembered: Box::new(Mutex::new(Reviews::new(Instant::now()))),
         }
     }
 
@@ -695,7 +661,7 @@ mod tests {
 
     /// A fake reviewer: `good` is accepted, every other token refused; counts its calls.
     fn reviewing(
-        remembered: &Mutex<Remembered>,
+        remembered: &Mutex<Reviews>,
         calls: &std::cell::Cell<usize>,
         token: &str,
     ) -> Result<(), Refusal> {
@@ -712,7 +678,7 @@ mod tests {
 
     #[test]
     fn a_bad_token_sent_again_is_reviewed_once() {
-        let remembered = Mutex::new(Remembered::new(Instant::now()));
+        let remembered = Mutex::new(Reviews::new(Instant::now()));
         let calls = std::cell::Cell::new(0);
         for _ in 0..500 {
             let refused = reviewing(&remembered, &calls, "bad").unwrap_err();
@@ -723,7 +689,7 @@ mod tests {
 
     #[test]
     fn many_bad_tokens_neither_evict_a_user_nor_pass_the_review_budget() {
-        let remembered = Mutex::new(Remembered::new(Instant::now()));
+        let remembered = Mutex::new(Reviews::new(Instant::now()));
         let calls = std::cell::Cell::new(0);
         assert_eq!(reviewing(&remembered, &calls, "good"), Ok(()));
         let started = Instant::now();
@@ -763,7 +729,7 @@ mod tests {
 
     #[test]
     fn a_full_cache_of_users_lets_the_least_recently_used_go() {
-        let mut r = Remembered::new(Instant::now());
+        let mut r = Reviews::new(Instant::now());
         let now = Instant::now();
         r.remember(("first".into(), "get"), Ok(()), now);
         for i in 0..REMEMBERED {
@@ -773,7 +739,7 @@ mod tests {
             r.remember((format!("user-{i}"), "get"), Ok(()), later);
         }
         assert_eq!(r.accepted.len(), REMEMBERED);
-        assert!(!r.accepted.contains_key(&("user-0".to_string(), "get")));
+        assert!(!r.accepted.holds(&("user-0".to_string(), "get")));
     }
 
     fn reviewed(authenticated: bool, audiences: Option<&[&str]>) -> TokenReviewStatus {

@@ -25,6 +25,7 @@ mod inventories;
 pub mod keystone;
 pub mod policy;
 mod providers;
+mod remembered;
 mod reshaper;
 mod router;
 mod searches;

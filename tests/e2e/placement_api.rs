@@ -917,3 +917,91 @@ fn the_placement_api_serves_https_for_its_services_names() {
     cp.kubectl(&["delete", "secret", secret_name, "-n", "default"])
         .ok();
 }
+
+/// A custom trait or resource class created through one replica is known to another within
+/// the watch's latency: each replica watches the registry ConfigMap and re-reads it at every
+/// change, instead of at its next periodic re-read (10 s). Three rounds, alternating which
+/// replica creates: a replica learning names only by the periodic re-read would pass a round
+/// by chance about one time in five.
+#[test]
+fn a_custom_name_created_through_one_replica_is_known_to_another_at_once() {
+    let _exclusive = exclusive_lock();
+    let cp = crds_installed();
+    cp.kubectl_stdin(&["apply", "-f", "-"], ACCESS).ok();
+    let writer = token(cp, "placement-writer");
+    let registry = [
+        "delete",
+        "configmap",
+        "kubeplace-placement-registry",
+        "-n",
+        "default",
+        "--ignore-not-found",
+    ];
+    cp.kubectl(&registry).ok();
+    let port1 = support::free_port();
+    let op1 = start(cp, port1);
+    let port2 = support::free_port();
+    let op2 = Operator::start_named(
+        cp,
+        "kubeplace-registry-watch-2",
+        "kubeplace-registry-watch",
+        &[
+            "--leader-elect=false",
+            &format!("--placement-addr=127.0.0.1:{port2}"),
+        ],
+    );
+    wait_for_api(port2, &op2);
+    // How long until `path` answers `want` on `port` (2 s at most, asked every 20 ms).
+    let known_within = |port: u16, path: &str, want: u16| {
+        let started = std::time::Instant::now();
+        loop {
+            let status = call(port, "GET", path, Some(&writer), None).0;
+            if status == want {
+                return Some(started.elapsed());
+            }
+            if started.elapsed() > Duration::from_secs(2) {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let mut names = Vec::new();
+    for round in 0..3 {
+        let (creator, other) = if round % 2 == 0 {
+            (port1, port2)
+        } else {
+            (port2, port1)
+        };
+        for (kind, absent, present) in [("traits", 404, 204), ("resource_classes", 404, 200)] {
+            let path = format!("/{kind}/CUSTOM_E2E_WATCHED_{round}");
+            assert_eq!(
+                call(other, "GET", &path, Some(&writer), None).0,
+                absent,
+                "{path} before"
+            );
+            let (status, body) = call(creator, "PUT", &path, Some(&writer), None);
+            assert_eq!(status, 201, "{path}: {body}");
+            let took = known_within(other, &path, present);
+            assert!(
+                took.is_some(),
+                "{path}, created through one replica, was not known to the other within 2 s:\n{}",
+                if other == port1 { &op1 } else { &op2 }.process.output()
+            );
+            names.push(path);
+        }
+    }
+    // Deleted through one replica: gone from the other as quickly.
+    for path in &names {
+        let (status, body) = call(port1, "DELETE", path, Some(&writer), None);
+        assert_eq!(status, 204, "{path}: {body}");
+    }
+    for path in &names {
+        assert!(
+            known_within(port2, path, 404).is_some(),
+            "{path} deleted through one replica was still known to the other after 2 s"
+        );
+    }
+    op2.stop_and_unregister(cp);
+    op1.stop_and_unregister(cp);
+    cp.kubectl(&registry).ok();
+}

@@ -207,6 +207,8 @@ fn a_live_placement_is_imported_into_the_cluster() {
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     };
+    let unused = "/traits/CUSTOM_E2E_IMPORT_UNUSED";
+    assert_eq!(call(port, "GET", unused, Some(&writer), None).0, 404);
     let (done, said, err) = import(&["--dry-run"]);
     assert!(done, "{err}");
     assert!(
@@ -240,6 +242,16 @@ fn a_live_placement_is_imported_into_the_cluster() {
             ),
         "{err}"
     );
+    // The custom names were saved in the registry before the first object: the running
+    // operator, which watches it, knows them within 2 s, not at a periodic re-read.
+    let saved = std::time::Instant::now();
+    while call(port, "GET", unused, Some(&writer), None).0 != 204 {
+        assert!(
+            saved.elapsed() < std::time::Duration::from_secs(2),
+            "the import's custom trait was not known to the running operator within 2 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     cp.kubectl(&[
         "delete",
         "validatingadmissionpolicybinding,validatingadmissionpolicy",
@@ -319,7 +331,7 @@ fn a_live_placement_is_imported_into_the_cluster() {
         read(&real, &differing[0]),
         read(&kube, &differing[0])
     );
-    // The unused custom trait is in the registry (replicas read it every 10 s).
+    // The unused custom trait is in the registry, which every replica watches.
     let mut registered = false;
     for _ in 0..30 {
         let t = kube("/traits?name=startswith:CUSTOM_E2E_IMPORT_");

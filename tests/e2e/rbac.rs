@@ -336,6 +336,10 @@ fn placement_writes(cp: &ControlPlane, port: u16, ca_pem: &str, operator: &Opera
         registry.lines().collect::<Vec<_>>(),
         ["CUSTOM_E2E_RBAC_A", "CUSTOM_E2E_RBAC_B"]
     );
+    // The registry is watched by name with the Role's list and watch: a watch refused
+    // would be logged (its first list is made as the API starts serving).
+    let log = operator.process.output();
+    assert!(!log.contains("cannot watch ConfigMap"), "{log}");
 
     let root = ok(
         call(

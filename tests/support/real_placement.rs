@@ -159,8 +159,9 @@ pub fn ok(url: &str, method: &str, path: &str, body: Option<&Value>) -> Value {
     answer
 }
 
-/// What the proxy does before forwarding a request: given the request line and how many
-/// requests came before it; `false` stops it answering (the connection is dropped).
+/// What the proxy does before forwarding a request: given the request's head (its line,
+/// then its headers) and how many requests came before it; `false` stops it answering
+/// (the connection is dropped).
 pub type Hook = dyn Fn(&str, usize) -> bool + Send + Sync;
 
 /// A proxy in front of a Placement: each request is forwarded (one connection each) after
@@ -177,11 +178,11 @@ pub fn proxy(upstream: &str, hook: Arc<Hook>) -> String {
             let hook = hook.clone();
             let count = count.clone();
             std::thread::spawn(move || {
-                let Some((line, request)) = read_request(&mut conn) else {
+                let Some((head, request)) = read_request(&mut conn) else {
                     return;
                 };
                 let n = count.fetch_add(1, Ordering::SeqCst);
-                if !hook(&line, n) {
+                if !hook(&head, n) {
                     return;
                 }
                 let Ok(mut up) = TcpStream::connect(&upstream) else {
@@ -197,7 +198,8 @@ pub fn proxy(upstream: &str, hook: Arc<Hook>) -> String {
     url
 }
 
-/// One request from a connection, rewritten to close the connection after its answer.
+/// One request from a connection, rewritten to close the connection after its answer; its
+/// head and the bytes to forward.
 fn read_request(conn: &mut TcpStream) -> Option<(String, Vec<u8>)> {
     let mut got = Vec::new();
     let mut buf = [0u8; 8192];
@@ -227,7 +229,6 @@ fn read_request(conn: &mut TcpStream) -> Option<(String, Vec<u8>)> {
         }
         got.extend_from_slice(&buf[..n]);
     }
-    let line = head.lines().next().unwrap_or_default().to_string();
     let mut request = String::new();
     for l in head.lines() {
         let lower = l.to_ascii_lowercase();
@@ -240,5 +241,5 @@ fn read_request(conn: &mut TcpStream) -> Option<(String, Vec<u8>)> {
     request.push_str("Connection: close\r\n\r\n");
     let mut bytes = request.into_bytes();
     bytes.extend_from_slice(&got[end + 4..end + 4 + length]);
-    Some((line, bytes))
+    Some((head, bytes))
 }

@@ -1,31 +1,22 @@
 //! Keystone's answers about tokens, kept for a while so that a client's every request does
-//! not cost a validation: bounded in number (the least recently used go first) and in
-//! age (`token_cache_time`, and never past the token's own expiry). Tokens Keystone
-//! refused are kept apart, so a flood of bad tokens never pushes out a valid one.
+//! not cost a validation ([`Remembered`]): bounded in number (the least recently used go
+//! first) and in age (`token_cache_time`, and never past the token's own expiry). Tokens
+//! Keystone refused are kept apart, so a flood of bad tokens never pushes out a valid one.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use crate::placement_api::policy::Credentials;
+use crate::placement_api::remembered::Remembered;
 
 /// Tokens kept at most, valid ones and refused ones each.
 pub const KEPT: usize = 10_000;
 
-/// One kept answer.
-struct Entry<T> {
-    answer: T,
-    until: Instant,
-    used: Instant,
-}
-
 /// Kept answers: credentials for valid tokens, the reason for refused ones.
 pub struct Tokens {
-    valid: HashMap<String, Entry<Credentials>>,
-    refused: HashMap<String, Entry<String>>,
+    valid: Remembered<String, Credentials>,
+    refused: Remembered<String, String>,
     /// How long an answer is kept at most.
     age: Duration,
-    /// How many of each are kept at most.
-    bound: usize,
 }
 
 /// What is known of a token.
@@ -36,31 +27,21 @@ pub enum Known {
 }
 
 impl Tokens {
+    /// Keeps answers for `age` at most, `bound` of each kind at most.
     pub fn new(age: Duration, bound: usize) -> Tokens {
         Tokens {
-            valid: HashMap::new(),
-            refused: HashMap::new(),
+            valid: Remembered::new(bound),
+            refused: Remembered::new(bound),
             age,
-            bound,
         }
     }
 
     /// The answer kept for `token`, if still fresh at `now`.
     pub fn recall(&mut self, token: &str, now: Instant) -> Option<Known> {
-        if let Some(e) = self.valid.get_mut(token) {
-            if now < e.until {
-                e.used = now;
-                return Some(Known::Valid(e.answer.clone()));
-            }
-            self.valid.remove(token);
+        if let Some(creds) = self.valid.recall(token, now) {
+            return Some(Known::Valid(creds));
         }
-        if let Some(e) = self.refused.get(token) {
-            if now < e.until {
-                return Some(Known::Refused(e.answer.clone()));
-            }
-            self.refused.remove(token);
-        }
-        None
+        self.refused.peek(token, now).map(Known::Refused)
     }
 
     /// Keeps a valid token's credentials until `expires` (the token's end) or the cache's
@@ -70,16 +51,8 @@ impl Tokens {
         if until <= now {
             return;
         }
-        make_room(&mut self.valid, self.bound, token, now);
-        self.refused.remove(token);
-        self.valid.insert(
-            token.to_string(),
-            Entry {
-                answer: creds,
-                until,
-                used: now,
-            },
-        );
+        self.refused.forget(token);
+        self.valid.keep(token.to_string(), creds, until, now);
     }
 
     /// Keeps a refusal for the cache's age.
@@ -87,15 +60,8 @@ impl Tokens {
         if self.age.is_zero() {
             return;
         }
-        make_room(&mut self.refused, self.bound, token, now);
-        self.refused.insert(
-            token.to_string(),
-            Entry {
-                answer: why,
-                until: now + self.age,
-                used: now,
-            },
-        );
+        self.refused
+            .keep(token.to_string(), why, now + self.age, now);
     }
 
     #[cfg(test)]
@@ -103,24 +69,6 @@ impl Tokens {
         (self.valid.len(), self.refused.len())
     }
 }
-
-/// Room for one more entry for `token`: the stale ones go, then the least recently used.
-fn make_room<T>(map: &mut HashMap<String, Entry<T>>, bound: usize, token: &str, now: Instant) {
-    if map.len() < bound || map.contains_key(token) {
-        return;
-    }
-    map.retain(|_, e| now < e.until);
-    if map.len() >= bound {
-        let least = map
-            .iter()
-            .min_by_key(|(_, e)| e.used)
-            .map(|(k, _)| k.clone());
-        if let Some(k) = least {
-            map.remove(&k);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

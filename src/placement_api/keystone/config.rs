@@ -41,6 +41,13 @@ pub struct KeystoneConfig {
     pub connect_timeout: Duration,
     pub request_timeout: Duration,
     pub retries: u32,
+    /// `placement import` and `export`: the interfaces Placement's endpoint is looked for
+    /// under in the catalog, in order (`valid_interfaces`, else `interface`); empty: the
+    /// default (internal, then public).
+    pub interfaces: Vec<String>,
+    /// `placement import` and `export`: the region of Placement's endpoint (`region_name`);
+    /// any when absent.
+    pub region_name: Option<String>,
     /// Keys read and not used, for a log line.
     pub ignored: Vec<String>,
 }
@@ -89,11 +96,14 @@ const USED: &[&str] = &[
     "enforce_token_bind",
     "delay_auth_decision",
     "auth_version",
+    "region_name",
+    "interface",
+    "valid_interfaces",
 ];
 
 /// Keys keystonemiddleware or keystoneauth take that change nothing here: where the
-/// answers are cached (kubeplace keeps its own, in memory), which catalog entry clients
-/// use, logging, and options for kinds of tokens kubeplace does not take.
+/// answers are cached (kubeplace keeps its own, in memory), logging, and options for kinds
+/// of tokens kubeplace does not take.
 const IGNORED: &[&str] = &[
     "memcached_servers",
     "memcache_servers",
@@ -114,8 +124,6 @@ const IGNORED: &[&str] = &[
     "memcache_tls_keyfile",
     "memcache_tls_allowed_ciphers",
     "cache",
-    "region_name",
-    "interface",
     "service_type",
     "service_token_roles",
     "service_token_roles_required",
@@ -367,6 +375,11 @@ pub fn parse(text: &str) -> Result<KeystoneConfig, String> {
             "[keystone_authtoken] http_request_max_retries = {v:?}: give a whole number from 0 to 10"
         ))?,
     };
+    let interfaces = match (get("valid_interfaces"), get("interface")) {
+        (Some(list), _) => interfaces("valid_interfaces", list)?,
+        (None, Some(one)) => interfaces("interface", one)?,
+        (None, None) => Vec::new(),
+    };
     Ok(KeystoneConfig {
         identity_url,
         www_authenticate_uri,
@@ -378,8 +391,28 @@ pub fn parse(text: &str) -> Result<KeystoneConfig, String> {
         connect_timeout,
         request_timeout,
         retries,
+        interfaces,
+        region_name: get("region_name").map(str::to_string),
         ignored,
     })
+}
+
+/// The interfaces of `valid_interfaces` (or `interface`): comma-separated, each public,
+/// internal or admin (the older `publicURL` spelling taken too).
+fn interfaces(key: &str, list: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for item in list.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let name = item.strip_suffix("URL").unwrap_or(item);
+        if !matches!(name, "public" | "internal" | "admin") {
+            return Err(format!(
+                "[keystone_authtoken] {key} = {list:?}: {item:?} is not an interface; give public, internal or admin, comma-separated in the order to try"
+            ));
+        }
+        if !out.iter().any(|o| o == name) {
+            out.push(name.to_string());
+        }
+    }
+    Ok(out)
 }
 
 /// One pair of surrounding quotes off, as oslo.config does.
@@ -478,13 +511,10 @@ mod tests {
         assert_eq!(c.cache_time, DEFAULT_CACHE_TIME);
         assert_eq!(
             c.ignored,
-            [
-                "memcached_servers",
-                "service_token_roles_required",
-                "region_name",
-                "interface"
-            ]
+            ["memcached_servers", "service_token_roles_required"]
         );
+        assert_eq!(c.region_name.as_deref(), Some("RegionOne"));
+        assert_eq!(c.interfaces, ["internal"]);
     }
 
     #[test]
@@ -511,6 +541,20 @@ mod tests {
         assert!(
             e.contains("pasword is not a key") && e.contains("password"),
             "{e}"
+        );
+        let e = with("valid_interfaces = internal, private");
+        assert!(
+            e.contains("\"private\" is not an interface")
+                && e.contains("public, internal or admin"),
+            "{e}"
+        );
+        assert_eq!(
+            parse(&format!(
+                "{PLACEMENT_CONF}valid_interfaces = publicURL,internal\n"
+            ))
+            .unwrap()
+            .interfaces,
+            ["public", "internal"]
         );
         let e = with("auth_url = http://keystone:5000/v2.0");
         assert!(e.contains("v2.0"), "{e}");

@@ -1,26 +1,25 @@
 //! Tokens checked by Keystone, as keystonemiddleware checks them for Placement: kubeplace
-//! logs in as its service user (password authentication, a project-scoped token, renewed
-//! before it expires and when Keystone stops taking it), asks Keystone about each token a
+//! logs in as its service user ([`service`]: password authentication, a project-scoped
+//! token, renewed before it expires and when Keystone stops taking it), asks Keystone about each token a
 //! caller sends (`GET /v3/auth/tokens` with `X-Subject-Token`), and keeps the answer for a
 //! while ([`cache`]). What the caller may do is then Placement's policy's to say
 //! (`super::policy`), from the roles and scope Keystone gave.
 
 pub mod cache;
+pub mod catalog;
 pub mod client;
 pub mod config;
+pub mod service;
 
 use std::time::{Duration, Instant};
 
 use http::{Method, StatusCode};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::policy::Credentials;
 use cache::{Known, Tokens};
-use config::{Domain, KeystoneConfig, Named};
-
-/// The service token is renewed this long before it expires at the most (less for tokens
-/// that live shorter).
-const RENEW_BEFORE: Duration = Duration::from_secs(60);
+use config::KeystoneConfig;
+use service::ServiceUser;
 
 /// Why a token was not taken.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,20 +30,12 @@ pub enum Refused {
     Unavailable(String),
 }
 
-/// The service user's token and when to renew it.
-struct ServiceToken {
-    token: String,
-    renew_at: Instant,
-}
-
 /// Tokens checked by one Keystone.
 pub struct KeystoneAuth {
-    config: KeystoneConfig,
-    client: client::Client,
+    /// kubeplace's own login, whose token asks about callers' tokens.
+    service: ServiceUser,
     /// The runtime requests to Keystone run on when a check is made from blocking code.
     runtime: tokio::runtime::Handle,
-    /// Held while the service token is read or renewed: one login at a time.
-    service: tokio::sync::Mutex<Option<ServiceToken>>,
     tokens: std::sync::Mutex<Tokens>,
     /// `Keystone uri="…"`, the `WWW-Authenticate` of a 401.
     challenge: String,
@@ -56,19 +47,11 @@ impl KeystoneAuth {
         config: KeystoneConfig,
         runtime: tokio::runtime::Handle,
     ) -> Result<KeystoneAuth, String> {
-        let client = client::Client::new(
-            &config.identity_url,
-            config.cafile.as_deref(),
-            config.connect_timeout,
-            config.request_timeout,
-        )?;
         let challenge = format!("Keystone uri=\"{}\"", config.www_authenticate_uri);
         Ok(KeystoneAuth {
             tokens: std::sync::Mutex::new(Tokens::new(config.cache_time, cache::KEPT)),
-            config,
-            client,
+            service: ServiceUser::new(config)?,
             runtime,
-            service: tokio::sync::Mutex::new(None),
             challenge,
         })
     }
@@ -80,12 +63,12 @@ impl KeystoneAuth {
 
     /// How long an answer is kept: a revoked token passes for at most this long.
     pub fn cache_time(&self) -> Duration {
-        self.config.cache_time
+        self.service.config().cache_time
     }
 
     /// Keys of the section read and not used.
     pub fn ignored_keys(&self) -> &[String] {
-        &self.config.ignored
+        &self.service.config().ignored
     }
 
     /// [`KeystoneAuth::validate`] from blocking code.
@@ -136,23 +119,30 @@ impl KeystoneAuth {
 
     /// The longest a validation may take: two requests' time (a login and the question).
     fn deadline(&self) -> Duration {
-        2 * self.config.request_timeout
+        2 * self.service.config().request_timeout
     }
 
     /// Asks Keystone about `token` with the service token, logging in again once when
     /// Keystone no longer takes the service token.
     async fn ask(&self, token: &str) -> Result<(Credentials, Instant), Refused> {
-        let url = format!("{}/auth/tokens", self.config.identity_url);
+        let url = format!("{}/auth/tokens", self.service.config().identity_url);
+        let mut refused: Option<String> = None;
         for attempt in 0..2 {
-            let service = self.service_token(attempt > 0).await?;
+            let service = self
+                .service
+                .token(refused.as_deref())
+                .await
+                .map_err(unavailable)?;
             let answer = self
+                .service
                 .send(
                     Method::GET,
                     &url,
                     &[("X-Auth-Token", &service), ("X-Subject-Token", token)],
                     None,
                 )
-                .await?;
+                .await
+                .map_err(|e| Refused::Unavailable(format!("Keystone could not be asked: {e}")))?;
             match answer.status {
                 StatusCode::OK => return read_token(&answer.body),
                 StatusCode::NOT_FOUND => {
@@ -160,7 +150,10 @@ impl KeystoneAuth {
                         "Keystone does not know the token: it is bad, expired or revoked".into(),
                     ));
                 }
-                StatusCode::UNAUTHORIZED if attempt == 0 => continue,
+                StatusCode::UNAUTHORIZED if attempt == 0 => {
+                    refused = Some(service);
+                    continue;
+                }
                 status => {
                     tracing::error!(
                         %status,
@@ -177,108 +170,22 @@ impl KeystoneAuth {
             "Keystone does not take kubeplace's service token".into(),
         ))
     }
-
-    /// The service token: the one held while it is fresh, else a new login.
-    async fn service_token(&self, renew: bool) -> Result<String, Refused> {
-        let mut held = self.service.lock().await;
-        if let Some(t) = held.as_ref()
-            && !renew
-            && Instant::now() < t.renew_at
-        {
-            return Ok(t.token.clone());
-        }
-        *held = None;
-        let fresh = self.login().await?;
-        let token = fresh.token.clone();
-        *held = Some(fresh);
-        Ok(token)
-    }
-
-    /// Password authentication as the service user, scoped to its project.
-    async fn login(&self) -> Result<ServiceToken, Refused> {
-        let c = &self.config;
-        let user = match &c.user {
-            Named::Id(id) => json!({"id": id, "password": c.password}),
-            Named::Name { name, domain } => {
-                json!({"name": name, "domain": domain_json(domain), "password": c.password})
-            }
-        };
-        let project = match &c.project {
-            Named::Id(id) => json!({"id": id}),
-            Named::Name { name, domain } => json!({"name": name, "domain": domain_json(domain)}),
-        };
-        let body = json!({"auth": {
-            "identity": {"methods": ["password"], "password": {"user": user}},
-            "scope": {"project": project},
-        }});
-        let url = format!("{}/auth/tokens?nocatalog", c.identity_url);
-        let answer = self
-            .send(Method::POST, &url, &[], Some(body.to_string().into_bytes()))
-            .await?;
-        if answer.status != StatusCode::CREATED && answer.status != StatusCode::OK {
-            tracing::error!(
-                status = %answer.status,
-                "kubeplace's service user could not log in to Keystone: check username, password, project_name and their domains in [keystone_authtoken]"
-            );
-            return Err(Refused::Unavailable(format!(
-                "kubeplace's service user could not log in to Keystone ({})",
-                answer.status
-            )));
-        }
-        let token = answer
-            .headers
-            .get("x-subject-token")
-            .and_then(|v| v.to_str().ok())
-            .ok_or(Refused::Unavailable(
-                "Keystone's login answer has no X-Subject-Token".into(),
-            ))?
-            .to_string();
-        let (_, expires) = read_token(&answer.body)?;
-        let now = Instant::now();
-        let life = expires.saturating_duration_since(now);
-        let renew_at = expires - RENEW_BEFORE.min(life / 4);
-        Ok(ServiceToken { token, renew_at })
-    }
-
-    /// One request, retried on connection failures (`http_request_max_retries`), not on
-    /// a Keystone that connects and then does not answer in time.
-    async fn send(
-        &self,
-        method: Method,
-        url: &str,
-        headers: &[(&str, &str)],
-        body: Option<Vec<u8>>,
-    ) -> Result<client::Answer, Refused> {
-        let mut tries = 0;
-        loop {
-            match self
-                .client
-                .send(method.clone(), url, headers, body.clone())
-                .await
-            {
-                Ok(answer) if answer.status.is_server_error() && tries < self.config.retries => {}
-                Ok(answer) => return Ok(answer),
-                Err(e) if e.starts_with("cannot connect") && tries < self.config.retries => {
-                    tracing::debug!(error = %e, "Keystone: retrying");
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, url, "Keystone could not be asked");
-                    return Err(Refused::Unavailable(format!(
-                        "Keystone could not be asked: {e}"
-                    )));
-                }
-            }
-            tries += 1;
-            tokio::time::sleep(Duration::from_millis(100 << tries.min(4))).await;
-        }
-    }
 }
 
-fn domain_json(domain: &Domain) -> Value {
-    match domain {
-        Domain::Id(id) => json!({"id": id}),
-        Domain::Name(name) => json!({"name": name}),
-    }
+/// A failed login as a caller sees it: what failed, without the service user's name (the
+/// log has the details).
+fn unavailable(e: service::LoginError) -> Refused {
+    Refused::Unavailable(match e {
+        service::LoginError::Unreachable { reason, .. } => {
+            format!("Keystone could not be asked: {reason}")
+        }
+        service::LoginError::Refused { status, .. } => {
+            format!("kubeplace's service user could not log in to Keystone ({status})")
+        }
+        service::LoginError::Failed { .. } => {
+            "kubeplace's service user could not log in to Keystone".into()
+        }
+    })
 }
 
 /// The credentials in a token's body (`{"token": {…}}`) and when it expires.
@@ -328,6 +235,8 @@ fn instant_of(text: &str) -> Option<Instant> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]
