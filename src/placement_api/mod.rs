@@ -249,6 +249,13 @@ impl PlacementApi {
     /// Brings the custom trait and class registries up to date with the cluster: those
     /// kept by the cluster (created by any replica) and those the watched objects use.
     pub fn refresh_registries(&self) -> Result<(), String> {
+        // A write that changes the registries while they are read saves its change after
+        // this read: what was read is then older than the book, and only learning follows.
+        let epoch = self
+            .book
+            .read()
+            .map_err(|_| self.lose_soundness("the book's lock is poisoned").detail)?
+            .registry_epoch();
         let kept = match &self.cluster {
             Some(c) => Some(c.load_registries()?),
             None => None,
@@ -262,7 +269,9 @@ impl PlacementApi {
             .store
             .read()
             .map_err(|_| self.lose_soundness("the store's lock is poisoned").detail)?;
-        if let Some((traits, classes)) = kept {
+        if let Some((traits, classes)) = kept
+            && book.may_set_registries(epoch)
+        {
             book.set_registries(traits, classes);
         }
         book.learn_registries(&store);
@@ -458,6 +467,12 @@ impl PlacementApi {
                     store.release_decided(journal.changes.iter().map(|(key, _, _)| key));
                 }
                 drop(store);
+                if !journal.registry_changes.is_empty() {
+                    self.book
+                        .write()
+                        .map_err(|_| self.lose_soundness("the book's lock is poisoned"))?
+                        .registry_settled();
+                }
                 if let Some(committed) = &self.committed
                     && !journal.changes.is_empty()
                 {
@@ -605,6 +620,9 @@ impl PlacementApi {
             .map_err(|_| self.lose_soundness("the book's lock is poisoned"))?;
         let undone: Vec<_> = journal.registry_changes.iter().rev().cloned().collect();
         book.apply_registry_changes(&undone, true);
+        if !undone.is_empty() && self.backing == Backing::Cluster {
+            book.registry_settled();
+        }
         let store = self
             .store
             .write()

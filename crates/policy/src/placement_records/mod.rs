@@ -56,6 +56,11 @@ pub struct Book {
     custom_traits: BTreeSet<String>,
     custom_classes: BTreeSet<String>,
     consumers: HashMap<String, Consumer>,
+    /// Grows with every change a write makes to the registries (or undoes).
+    registry_epoch: u64,
+    /// Writes that changed the registries here and have not saved them yet (over a
+    /// cluster).
+    registry_unsaved: u32,
 }
 
 impl Book {
@@ -133,15 +138,35 @@ impl Book {
         }
     }
 
+    /// A number that grows whenever the registries are changed: a copy of them read from
+    /// elsewhere before it last grew may be older than what the book holds.
+    pub fn registry_epoch(&self) -> u64 {
+        self.registry_epoch
+    }
+
+    /// Whether a copy of the registries read from elsewhere may be set: none was changed
+    /// here since `epoch`, and no change made here is still unsaved.
+    pub fn may_set_registries(&self, epoch: u64) -> bool {
+        self.registry_epoch == epoch && self.registry_unsaved == 0
+    }
+
+    /// A write that changed the registries saved them, or was undone.
+    pub fn registry_settled(&mut self) {
+        self.registry_unsaved = self.registry_unsaved.saturating_sub(1);
+        self.registry_epoch += 1;
+    }
+
     /// Sets the registries to what was saved (over a cluster, before learning what the
     /// objects use).
     pub fn set_registries(&mut self, traits: BTreeSet<String>, classes: BTreeSet<String>) {
+        self.registry_epoch += 1;
         self.custom_traits = traits;
         self.custom_classes = classes;
     }
 
     /// Applies registry changes to this book, or undoes them.
     pub fn apply_registry_changes(&mut self, changes: &[RegistryChange], undo: bool) {
+        self.registry_epoch += 1;
         apply_registry_changes(
             &mut self.custom_traits,
             &mut self.custom_classes,

@@ -94,7 +94,14 @@ impl<'a> State<'a> {
     }
 
     /// The objects this request changed (before and after, unchanged ones left out).
-    pub fn into_journal(self) -> Journal {
+    pub fn into_journal(mut self) -> Journal {
+        // Saved (or undone) by the caller, who then settles them in the book.
+        if self.backing == Backing::Cluster
+            && !self.registry_changes.is_empty()
+            && let Ok(book) = self.book.get_mut()
+        {
+            book.registry_unsaved += 1;
+        }
         let changes = self
             .journal
             .iter()
@@ -597,6 +604,7 @@ impl<'a> State<'a> {
             set.remove(name)
         };
         if changed {
+            book.registry_epoch += 1;
             self.registry_changes.push(RegistryChange {
                 registry,
                 name: name.to_string(),
