@@ -455,13 +455,7 @@ impl PlacementApi {
                     store.close_finished_write(write);
                 }
                 for object in committed.objects {
-                    let key = kubeplace_policy::store::ObjectKey::of(&object);
-                    let newer = store
-                        .get(&key)
-                        .is_some_and(|o| crate::cache::newer_or_same(o, &object));
-                    if !newer {
-                        store.put(object);
-                    }
+                    put_unless_older(&mut store, object);
                 }
                 if journal.decided_held {
                     store.release_decided(journal.changes.iter().map(|(key, _, _)| key));
@@ -513,14 +507,7 @@ impl PlacementApi {
             .map_err(|_| self.lose_soundness("the store's lock is poisoned"))?;
         for (key, current) in found {
             match current {
-                Some(object) => {
-                    let newer = store
-                        .get(&key)
-                        .is_some_and(|o| crate::cache::newer_or_same(o, &object));
-                    if !newer {
-                        store.put(object);
-                    }
-                }
+                Some(object) => put_unless_older(&mut store, object),
                 None => {
                     store.delete(&key);
                 }
@@ -644,6 +631,18 @@ impl PlacementApi {
             }
         }
         Ok(())
+    }
+}
+
+/// Puts an object as the API server has it in the store, unless the store holds it at the
+/// same resourceVersion or a later one (the watch brought something newer).
+fn put_unless_older(store: &mut Store, object: kubeplace_api::Object) {
+    let key = kubeplace_policy::store::ObjectKey::of(&object);
+    let newer = store
+        .get(&key)
+        .is_some_and(|o| crate::cache::newer_or_same(o, &object));
+    if !newer {
+        store.put(object);
     }
 }
 

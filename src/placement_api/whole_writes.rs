@@ -19,7 +19,7 @@ use kube::api::{DeleteParams, PostParams, Preconditions};
 use kubeplace_api::{
     Kind, Object, PlacementWrite, PlacementWriteSpec, WRITE_ANNOTATION, WriteChange, WrittenVersion,
 };
-use kubeplace_policy::admission::BUSY_RETRY;
+use kubeplace_policy::admission::{BUSY_RETRY, READ_AGAIN};
 use kubeplace_policy::store::ObjectKey;
 use kubeplace_policy::store::writes::{HELD_AT_MOST, PlannedChange, Step, next_step, write_name};
 
@@ -307,9 +307,7 @@ fn nonce() -> u64 {
 fn record_refused(e: kube::Error) -> ApiError {
     match e {
         kube::Error::Api(s) if matches!(s.code, 400 | 403 | 422) => {
-            let busy = s.message.contains(BUSY_RETRY)
-                || s.message.contains("changed since the write was decided")
-                || s.message.contains("not in view yet");
+            let busy = s.message.contains(BUSY_RETRY) || s.message.contains(READ_AGAIN);
             if busy {
                 ApiError::conflict(format!(
                     "Another writer changed what this write reads first ({}); read it again and retry.",

@@ -160,6 +160,10 @@ fn held_by_write(store: &Store, write: &str, object: &Object) -> Verdict {
 /// How a refusal over an unfinished PlacementWrite ends: what callers match to retry.
 pub const BUSY_RETRY: &str = "retry once it is finished";
 
+/// How a refusal of a write decided on an older version ends: what callers match to read
+/// again and retry (Placement's 409 `placement.concurrent_update`).
+pub const READ_AGAIN: &str = "read it again and retry";
+
 /// Decides on one request. For `Delete`, `object` is the object being deleted; for
 /// `Update`, `old` is the stored object.
 pub fn admit(

@@ -9,7 +9,7 @@ use std::time::Instant;
 use kubeplace_api::{Object, PlacementWrite};
 
 use super::{Ledger, PendingClaim};
-use crate::admission::{BUSY_RETRY, Operation, Verdict, admit, admit_with_pending};
+use crate::admission::{BUSY_RETRY, Operation, READ_AGAIN, Verdict, admit, admit_with_pending};
 use crate::store::writes::{PlannedChange, mark_of, planned};
 use crate::store::{ObjectKey, Store};
 use crate::translate::takes;
@@ -105,12 +105,12 @@ impl Ledger {
                 && self.pending.iter().any(|p| p.name == change.key.name)
             {
                 return refused(format!(
-                    "{what} was changed a moment ago and the change is not in view yet; read it again and retry"
+                    "{what} was changed a moment ago and the change is not in view yet; {READ_AGAIN}"
                 ));
             }
             if !decided_on(store.get(&change.key), change) {
                 return refused(format!(
-                    "{what} changed since the write was decided; read it again and retry"
+                    "{what} changed since the write was decided; {READ_AGAIN}"
                 ));
             }
         }
