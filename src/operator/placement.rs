@@ -103,13 +103,14 @@ impl PlacementOverCluster {
             }
         };
         let trigger = self.trigger;
-        // The API's writes are in the store before the watch sees them: reconcile after each.
+        // The API's writes are in the store before the watch sees them: what each reaches
+        // is reconciled.
         let api = Arc::new(
             PlacementApi::over_cluster(self.store, cluster, auth)
                 .weighing_by(self.weighers)
                 .limiting_searches(self.searches)
                 .reporting_to(self.soundness)
-                .on_commit(move || trigger.full()),
+                .on_commit(move |reach| trigger.reach(reach)),
         );
         refresh(api.clone()).await;
         info!(addr = ?listener.local_addr().ok(), "serving the Placement API");

@@ -48,6 +48,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::cache::SharedStore;
 use kubeplace_core::placement::weighers::Weighers;
+use kubeplace_policy::status::Reach;
 use kubeplace_policy::store::Store;
 
 use auth::Caller;
@@ -151,10 +152,10 @@ pub struct PlacementApi {
     soundness: Soundness,
     searches: Searches,
     bodies: intake::BodyRoom,
-    /// Called after a write reached the cluster. The write is already in the store when
-    /// the watch brings it back, so the watch sees nothing new: this is how the status
-    /// writer learns that usages and statuses that read them may have changed.
-    committed: Option<Box<dyn Fn() + Send + Sync>>,
+    /// Called after a write reached the cluster, with the statuses it can move. The write
+    /// is already in the store when the watch brings it back, so the watch sees nothing
+    /// new: this is how the status writer learns what to look at.
+    committed: Option<Box<dyn Fn(Reach) + Send + Sync>>,
 }
 
 impl PlacementApi {
@@ -224,8 +225,8 @@ impl PlacementApi {
         self
     }
 
-    /// Calls `f` after each write that reached the cluster.
-    pub fn on_commit(mut self, f: impl Fn() + Send + Sync + 'static) -> PlacementApi {
+    /// Calls `f` after each write that reached the cluster, with the statuses it can move.
+    pub fn on_commit(mut self, f: impl Fn(Reach) + Send + Sync + 'static) -> PlacementApi {
         self.committed = Some(Box::new(f));
         self
     }
@@ -460,6 +461,12 @@ impl PlacementApi {
                 if journal.decided_held {
                     store.release_decided(journal.changes.iter().map(|(key, _, _)| key));
                 }
+                // The statuses the write can move: what the watch would have found, had its
+                // events not come after the write was already in the store.
+                let mut reach = Reach::default();
+                for (_, before, after) in &journal.changes {
+                    reach.add(Reach::of_change(&store, before.as_ref(), after.as_ref()));
+                }
                 drop(store);
                 if !journal.registry_changes.is_empty() {
                     self.book
@@ -468,9 +475,9 @@ impl PlacementApi {
                         .registry_settled();
                 }
                 if let Some(committed) = &self.committed
-                    && !journal.changes.is_empty()
+                    && !reach.is_empty()
                 {
-                    committed();
+                    committed(reach);
                 }
                 Ok(value)
             }
