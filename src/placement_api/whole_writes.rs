@@ -16,12 +16,12 @@ use std::time::{Duration, SystemTime};
 
 use kube::api::{DeleteParams, PostParams, Preconditions};
 
-use kubeplace_api::{
-    Kind, Object, PlacementWrite, PlacementWriteSpec, WRITE_ANNOTATION, WriteChange, WrittenVersion,
-};
+use kubeplace_api::{Kind, Object, PlacementWrite};
 use kubeplace_policy::admission::{BUSY_RETRY, READ_AGAIN};
 use kubeplace_policy::store::ObjectKey;
-use kubeplace_policy::store::writes::{HELD_AT_MOST, PlannedChange, Step, next_step, write_name};
+use kubeplace_policy::store::writes::{
+    HELD_AT_MOST, PlannedChange, Step, next_step, record, write_name,
+};
 
 use super::cluster::{Cluster, Committed, FIELD_MANAGER, to_dynamic};
 use super::wire::{ApiError, code};
@@ -45,15 +45,7 @@ impl Cluster {
         changes: &[JournalChange],
     ) -> Result<Committed, ApiError> {
         let name = write_name(SystemTime::now(), nonce());
-        let planned: Vec<PlannedChange> = changes
-            .iter()
-            .map(|(key, before, after)| PlannedChange {
-                key: key.clone(),
-                before: before.as_ref().map(version_of),
-                after: after.as_ref().map(|a| marked(a, &name)),
-            })
-            .collect();
-        let record = record(&name, &self.writer, &planned);
+        let (record, planned) = record(&name, &self.writer, changes);
         let records = self.api(Kind::PlacementWrite);
         let body = to_dynamic(&Object::PlacementWrite(record)).map_err(internal)?;
         let params = PostParams {
@@ -224,75 +216,6 @@ fn internal(e: impl std::fmt::Display) -> ApiError {
         http::StatusCode::INTERNAL_SERVER_ERROR,
         "the write could not be encoded for the cluster".to_string(),
     )
-}
-
-/// The record of a write.
-fn record(name: &str, writer: &str, changes: &[PlannedChange]) -> PlacementWrite {
-    let mut record = PlacementWrite::new(
-        name,
-        PlacementWriteSpec {
-            writer: writer.to_string(),
-            changes: changes
-                .iter()
-                .map(|c| WriteChange {
-                    kind: c.key.kind.to_string(),
-                    name: c.key.name.clone(),
-                    before: c.before.clone(),
-                    after: c.after.as_ref().map(recorded),
-                })
-                .collect(),
-        },
-    );
-    record.metadata.labels = Some(
-        [(
-            "app.kubernetes.io/managed-by".to_string(),
-            "kubeplace".to_string(),
-        )]
-        .into(),
-    );
-    record
-}
-
-/// An object as a record keeps it: metadata and spec, without what the API server sets.
-fn recorded(object: &Object) -> serde_json::Value {
-    let mut value = match to_dynamic(object) {
-        Ok(d) => serde_json::to_value(d).unwrap_or_default(),
-        Err(_) => object.to_value(),
-    };
-    if let Some(meta) = value
-        .get_mut("metadata")
-        .and_then(serde_json::Value::as_object_mut)
-    {
-        for field in [
-            "resourceVersion",
-            "managedFields",
-            "creationTimestamp",
-            "generation",
-        ] {
-            meta.remove(field);
-        }
-    }
-    value
-}
-
-/// An object marked as written by `write`.
-fn marked(object: &Object, write: &str) -> Object {
-    let mut object = object.clone();
-    object
-        .meta_mut()
-        .annotations
-        .get_or_insert_with(Default::default)
-        .insert(WRITE_ANNOTATION.to_string(), write.to_string());
-    object
-}
-
-/// The version of an object a write is decided on.
-fn version_of(object: &Object) -> WrittenVersion {
-    WrittenVersion {
-        uid: object.meta().uid.clone(),
-        resource_version: object.meta().resource_version.clone(),
-        generation: object.meta().generation,
-    }
 }
 
 /// A number no other write of this process has: the process id and a count.

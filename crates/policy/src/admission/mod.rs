@@ -125,40 +125,26 @@ pub fn admit_and_store_in_order(store: &mut Store, object: Object) -> Verdict {
 /// own (marked by it, as the write leaves it), refused otherwise until the write is
 /// finished: it was decided first.
 fn held_by_write(store: &Store, write: &str, object: &Object) -> Verdict {
-    let own = crate::store::writes::mark_of(object) == Some(write)
-        && store
-            .open_write(write)
-            .and_then(|w| crate::store::writes::planned(w).ok())
-            .into_iter()
-            .flatten()
-            .find(|c| c.key == ObjectKey::of(object))
-            .is_some_and(|c| match &c.after {
-                Some(after) => after.same_spec(object),
-                // Marked before its deletion: its spec as it is.
-                None => store
-                    .get(&c.key)
-                    .is_none_or(|current| current.same_spec(object)),
-            });
-    if own {
-        return Verdict {
-            allowed: true,
-            message: String::new(),
-            warnings: Vec::new(),
-        };
-    }
+    let key = ObjectKey::of(object);
+    let own = store
+        .open_write(write)
+        .and_then(|w| crate::store::writes::planned(w).ok())
+        .into_iter()
+        .flatten()
+        .find(|c| c.key == key)
+        .is_some_and(|c| crate::store::writes::is_own_change(write, &c, object, store.get(&key)));
     Verdict {
-        allowed: false,
-        message: format!(
-            "{} {:?} is being changed by PlacementWrite {write}, which is not finished yet; {BUSY_RETRY}",
-            object.kind(),
-            object.name()
-        ),
+        allowed: own,
+        message: if own {
+            String::new()
+        } else {
+            crate::store::writes::held_message(&key, write)
+        },
         warnings: Vec::new(),
     }
 }
 
-/// How a refusal over an unfinished PlacementWrite ends: what callers match to retry.
-pub const BUSY_RETRY: &str = "retry once it is finished";
+pub use crate::store::writes::BUSY_RETRY;
 
 /// How a refusal of a write decided on an older version ends: what callers match to read
 /// again and retry (Placement's 409 `placement.concurrent_update`).

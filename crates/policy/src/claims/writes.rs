@@ -9,8 +9,8 @@ use std::time::Instant;
 use kubeplace_api::{Object, PlacementWrite};
 
 use super::{Ledger, PendingClaim};
-use crate::admission::{BUSY_RETRY, Operation, READ_AGAIN, Verdict, admit, admit_with_pending};
-use crate::store::writes::{PlannedChange, mark_of, planned};
+use crate::admission::{Operation, READ_AGAIN, Verdict, admit, admit_with_pending};
+use crate::store::writes::{PlannedChange, held_message, is_own_change, planned};
 use crate::store::{ObjectKey, Store};
 use crate::translate::takes;
 
@@ -88,9 +88,7 @@ impl Ledger {
                 .filter(|w| *w != name)
                 .or_else(|| self.pending_write_on(&change.key, name));
             if let Some(other) = other {
-                return refused(format!(
-                    "{what} is being changed by PlacementWrite {other}, which is not finished yet; {BUSY_RETRY}"
-                ));
+                return refused(held_message(&change.key, other));
             }
             // A claim of it admitted a moment ago that the store does not show: the write
             // may rest on an older version. Not so where the store shows the write's own
@@ -173,23 +171,17 @@ impl Ledger {
     /// deletion); refused otherwise. None when no such write holds it.
     pub(super) fn held_by_pending_write(&self, object: &Object) -> Option<Verdict> {
         let key = ObjectKey::of(object);
-        let write = self
-            .writes
-            .iter()
-            .find(|w| w.changes.iter().any(|c| c.key == key))?;
-        let change = write.changes.iter().find(|c| c.key == key)?;
-        let own = mark_of(object) == Some(write.name.as_str())
-            && match &change.after {
-                Some(after) => after.same_spec(object),
-                None => true,
-            };
-        Some(if own {
+        let (write, change) = self.writes.iter().find_map(|w| {
+            w.changes
+                .iter()
+                .find(|c| c.key == key)
+                .map(|c| (w.name.as_str(), c))
+        })?;
+        // The store has not seen the write: its objects are as they were before it.
+        Some(if is_own_change(write, change, object, None) {
             allowed()
         } else {
-            refused(format!(
-                "{} {:?} is being changed by PlacementWrite {}, which is not finished yet; {BUSY_RETRY}",
-                key.kind, key.name, write.name
-            ))
+            refused(held_message(&key, write))
         })
     }
 }
@@ -197,6 +189,7 @@ impl Ledger {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::BUSY_RETRY;
     use kubeplace_api::manifest::parse_stream;
     use kubeplace_api::{Kind, WRITE_ANNOTATION};
     use std::time::Duration;

@@ -20,11 +20,7 @@ pub enum RecordError {
     #[error("Unable to allocate inventory: {0}")]
     AllocationRefused(String),
     /// The object is held by a write of several objects that is not finished yet.
-    #[error(
-        "{} {:?} is being changed by PlacementWrite {write}, which is not finished yet; retry once it is finished",
-        key.kind,
-        key.name
-    )]
+    #[error("{}", crate::store::writes::held_message(key, write))]
     Busy {
         key: crate::store::ObjectKey,
         write: String,

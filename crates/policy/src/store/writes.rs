@@ -19,9 +19,14 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use kubeplace_api::{Kind, Object, PlacementWrite, WRITE_ANNOTATION, WrittenVersion};
+use kubeplace_api::{
+    Kind, Object, PlacementWrite, PlacementWriteSpec, WRITE_ANNOTATION, WriteChange, WrittenVersion,
+};
 
 use super::{Change, ObjectKey};
+
+/// How a refusal over an unfinished PlacementWrite ends: what callers match to retry.
+pub const BUSY_RETRY: &str = "retry once it is finished";
 
 /// Longest an event marked by an unseen write is held: far longer than one watch stream
 /// trails another.
@@ -173,13 +178,12 @@ impl Writes {
     /// Whether a change marked by `mark` waits for its write's record: the write is neither
     /// open nor closed here, and recent.
     pub(crate) fn waits(&self, mark: &str, now: SystemTime) -> bool {
-        if self.open.contains_key(mark) || self.closed.iter().any(|c| c == mark) {
-            return false;
-        }
-        decided_at(mark).is_some_and(|at| {
+        // Most marks are of writes long closed: the cheap test first.
+        let recent = decided_at(mark).is_some_and(|at| {
             now.duration_since(at)
                 .map_or(true, |age| age < HELD_AT_MOST)
-        })
+        });
+        recent && !self.open.contains_key(mark) && !self.is_closed(mark)
     }
 
     /// Whether a change of `key` waits behind one held.
@@ -280,6 +284,109 @@ impl Writes {
     pub(crate) fn deleted(&mut self, key: &ObjectKey) {
         self.overlaid.remove(key);
     }
+}
+
+/// A write of several objects as its record: each change with the version it was decided
+/// on and the object as it leaves it, marked with the write's name `name`; `writer` is the
+/// replica that decided it. The changes as planned, too.
+pub fn record(
+    name: &str,
+    writer: &str,
+    changes: &[(ObjectKey, Option<Object>, Option<Object>)],
+) -> (PlacementWrite, Vec<PlannedChange>) {
+    let planned: Vec<PlannedChange> = changes
+        .iter()
+        .map(|(key, before, after)| PlannedChange {
+            key: key.clone(),
+            before: before.as_ref().map(|b| WrittenVersion {
+                uid: b.meta().uid.clone(),
+                resource_version: b.meta().resource_version.clone(),
+                generation: b.meta().generation,
+            }),
+            after: after.as_ref().map(|a| marked(a, name)),
+        })
+        .collect();
+    let mut record = PlacementWrite::new(
+        name,
+        PlacementWriteSpec {
+            writer: writer.to_string(),
+            changes: planned
+                .iter()
+                .map(|c| WriteChange {
+                    kind: c.key.kind.to_string(),
+                    name: c.key.name.clone(),
+                    before: c.before.clone(),
+                    after: c.after.as_ref().map(recorded),
+                })
+                .collect(),
+        },
+    );
+    record.metadata.labels = Some(
+        [(
+            "app.kubernetes.io/managed-by".to_string(),
+            "kubeplace".to_string(),
+        )]
+        .into(),
+    );
+    (record, planned)
+}
+
+/// An object as a record keeps it: metadata and spec, without its status and what the API
+/// server sets.
+fn recorded(object: &Object) -> serde_json::Value {
+    let mut value = object.to_value();
+    if let Some(fields) = value.as_object_mut() {
+        fields.remove("status");
+        if let Some(meta) = fields
+            .get_mut("metadata")
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            for field in [
+                "resourceVersion",
+                "managedFields",
+                "creationTimestamp",
+                "generation",
+            ] {
+                meta.remove(field);
+            }
+        }
+    }
+    value
+}
+
+/// An object marked as written by `write`.
+fn marked(object: &Object, write: &str) -> Object {
+    let mut object = object.clone();
+    object
+        .meta_mut()
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(WRITE_ANNOTATION.to_string(), write.to_string());
+    object
+}
+
+/// Whether `object`, sent to be stored, is write `write`'s own change `change`: marked by
+/// it, and as the write leaves it; for a deletion, marked before it goes, its spec as it is
+/// (`current`).
+pub fn is_own_change(
+    write: &str,
+    change: &PlannedChange,
+    object: &Object,
+    current: Option<&Object>,
+) -> bool {
+    mark_of(object) == Some(write)
+        && match &change.after {
+            Some(after) => after.same_spec(object),
+            None => current.is_none_or(|c| c.same_spec(object)),
+        }
+}
+
+/// Why a change of an object an unfinished write holds is refused.
+pub fn held_message(key: &ObjectKey, write: &str) -> String {
+    format!(
+        "{} {:?} is being changed by PlacementWrite {write}, which is not finished yet; {}",
+        key.kind, key.name, BUSY_RETRY
+    )
 }
 
 /// What applying one change of a write does next, given the object as the cluster has it
