@@ -20,6 +20,34 @@ fn consumer(kind: u32, n: usize) -> String {
     format!("{kind:08x}-0000-4000-8000-{n:012x}")
 }
 
+/// Moves an instance's VCPU to its migration record (even `step`) or back (odd), as Nova
+/// does on a resize, through `POST /allocations` on `port`; the answer's status and body.
+fn move_once(
+    port: u16,
+    token: &str,
+    (instance, migration): (&str, &str),
+    step: usize,
+    (rp, vcpus, project): (&str, u64, &str),
+) -> (u16, Value) {
+    let (from, to) = if step % 2 == 0 {
+        (instance, migration)
+    } else {
+        (migration, instance)
+    };
+    let generation = |c: &str| -> Value {
+        call(port, "GET", &format!("/allocations/{c}"), Some(token), None).1["consumer_generation"]
+            .clone()
+    };
+    let body = json!({
+        from: {"allocations": {}, "project_id": project, "user_id": "u",
+               "consumer_generation": generation(from), "consumer_type": "INSTANCE"},
+        to: {"allocations": {rp: {"resources": {"VCPU": vcpus}}},
+             "project_id": project, "user_id": "u",
+             "consumer_generation": generation(to), "consumer_type": "MIGRATION"},
+    });
+    call(port, "POST", "/allocations", Some(token), Some(&body))
+}
+
 #[test]
 fn racing_claims_and_moves_never_oversubscribe_and_move_generations_once_each() {
     let cp = private_with_crds();
@@ -116,35 +144,11 @@ fn racing_claims_and_moves_never_oversubscribe_and_move_generations_once_each() 
             let (barrier, writer) = (barrier.clone(), writer.clone());
             std::thread::spawn(move || {
                 let (instance, migration) = (consumer(0x1, i), consumer(0x2, i));
-                let consumer_generation = |c: &str| -> Value {
-                    let (_, v) = call(
-                        port,
-                        "GET",
-                        &format!("/allocations/{c}"),
-                        Some(&writer),
-                        None,
-                    );
-                    v["consumer_generation"].clone()
-                };
                 barrier.wait();
                 let mut moved = 0;
                 for step in 0..MOVES_EACH * 2 {
-                    let (from, to) = if step % 2 == 0 {
-                        (&instance, &migration)
-                    } else {
-                        (&migration, &instance)
-                    };
-                    let body = json!({
-                        from.as_str(): {"allocations": {}, "project_id": "p", "user_id": "u",
-                                        "consumer_generation": consumer_generation(from),
-                                        "consumer_type": "INSTANCE"},
-                        to.as_str(): {"allocations": {rp: {"resources": {"VCPU": 1}}},
-                                      "project_id": "p", "user_id": "u",
-                                      "consumer_generation": consumer_generation(to),
-                                      "consumer_type": "MIGRATION"},
-                    });
                     let (status, answer) =
-                        call(port, "POST", "/allocations", Some(&writer), Some(&body));
+                        move_once(port, &writer, (&instance, &migration), step, (rp, 1, "p"));
                     assert_eq!(status, 204, "move {step} of {i}: {answer}");
                     moved += 1;
                 }
@@ -395,34 +399,14 @@ fn another_replica_never_shows_a_move_half_made() {
             let writer = writer.clone();
             std::thread::spawn(move || {
                 let (instance, migration) = (consumer(0x5, i), consumer(0x6, i));
-                let generation_of = |c: &str| -> Value {
-                    call(
-                        port_a,
-                        "GET",
-                        &format!("/allocations/{c}"),
-                        Some(&writer),
-                        None,
-                    )
-                    .1["consumer_generation"]
-                        .clone()
-                };
                 for step in 0..MOVES * 2 {
-                    let (from, to) = if step % 2 == 0 {
-                        (&instance, &migration)
-                    } else {
-                        (&migration, &instance)
-                    };
-                    let body = json!({
-                        from.as_str(): {"allocations": {}, "project_id": "p-readers", "user_id": "u",
-                                        "consumer_generation": generation_of(from),
-                                        "consumer_type": "INSTANCE"},
-                        to.as_str(): {"allocations": {rp: {"resources": {"VCPU": 2}}},
-                                      "project_id": "p-readers", "user_id": "u",
-                                      "consumer_generation": generation_of(to),
-                                      "consumer_type": "MIGRATION"},
-                    });
-                    let (status, answer) =
-                        call(port_a, "POST", "/allocations", Some(&writer), Some(&body));
+                    let (status, answer) = move_once(
+                        port_a,
+                        &writer,
+                        (&instance, &migration),
+                        step,
+                        (rp, 2, "p-readers"),
+                    );
                     assert_eq!(status, 204, "move {step} of {i}: {answer}");
                 }
             })
