@@ -89,6 +89,8 @@ impl Error {
 /// What every part of a running operator shares.
 struct Shared {
     client: Client,
+    /// How `client` reaches the cluster, for clients of their own (the Placement API's).
+    config: kube::Config,
     identity: String,
     store: SharedStore,
     trigger: Arc<Trigger>,
@@ -119,13 +121,15 @@ pub async fn run(flags: Flags) -> Result<(), Error> {
         Some(path) => Some(client_cas(path)?),
         None => None,
     };
-    let client = client(&flags.cluster).await?;
+    let config = config(&flags.cluster).await?;
+    let client = Client::try_from(config.clone()).map_err(Error::Client)?;
     let store = SharedStore::default();
     info!(weighers = %flags.scheduling.weighing.weighers, "servers are weighed");
     let (synced, ready) = Synced::new(Kind::ALL.len());
     let shared = Shared {
         identity: identity(),
         client,
+        config,
         store,
         trigger: Arc::new(Trigger::default()),
         metrics: Arc::new(Metrics::new()),
@@ -209,7 +213,12 @@ pub async fn run(flags: Flags) -> Result<(), Error> {
 }
 
 pub(crate) async fn client(flags: &ClusterFlags) -> Result<Client, Error> {
-    let config = match &flags.kubeconfig {
+    Client::try_from(config(flags).await?).map_err(Error::Client)
+}
+
+/// How to reach the cluster: the kubeconfig given, or the one the environment names.
+pub(crate) async fn config(flags: &ClusterFlags) -> Result<kube::Config, Error> {
+    Ok(match &flags.kubeconfig {
         Some(path) => {
             let kubeconfig_error = |source| Error::Kubeconfig {
                 path: path.clone(),
@@ -221,8 +230,7 @@ pub(crate) async fn client(flags: &ClusterFlags) -> Result<Client, Error> {
                 .map_err(kubeconfig_error)?
         }
         None => Config::infer().await.map_err(Error::NoCluster)?,
-    };
-    Client::try_from(config).map_err(Error::Client)
+    })
 }
 
 /// The verifier of the webhook's clients, from the `--webhook-client-ca` bundle at `path`.
@@ -401,7 +409,7 @@ fn serve_placement(
         .placement_tls
         .then(|| certificate.tls.clone());
     let api = PlacementOverCluster {
-        client: shared.client.clone(),
+        config: shared.config.clone(),
         store: shared.store.clone(),
         trigger: shared.trigger.clone(),
         ready: shared.ready.clone(),

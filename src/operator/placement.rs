@@ -23,7 +23,7 @@ use crate::placement_api::keystone::config::KeystoneConfig;
 use crate::placement_api::{
     self, Auth, Cluster, KeystoneAuth, KubernetesAuth, PlacementApi, SearchLimits, Soundness,
 };
-use crate::serving::http::Lifecycle;
+use crate::serving::http::{Lifecycle, run_apart};
 use kubeplace_core::placement::weighers::Weighers;
 
 /// How often the registries are re-read besides the ConfigMap's changes. The watch brings
@@ -35,7 +35,8 @@ const OBJECT_NAMES_REFRESH: Duration = Duration::from_secs(10);
 
 /// What the Placement API over the cluster is made of.
 pub(crate) struct PlacementOverCluster {
-    pub client: Client,
+    /// How to reach the cluster: the API has a client of its own, on its own threads.
+    pub config: kube::Config,
     pub store: SharedStore,
     pub trigger: Arc<Trigger>,
     pub ready: watch::Receiver<bool>,
@@ -66,9 +67,36 @@ impl PlacementOverCluster {
             synced = self.ready.wait_for(|r| *r) => if synced.is_err() { return },
             _ = lifecycle.stop.cancelled() => return,
         }
+        // Its requests, and the writes they make to the API server, are answered and made
+        // on threads of its own: never queued behind the watches' events and the status
+        // writer's passes on the operator's runtime, which its tail latency was.
+        match run_apart("placement-api", listener, move |listener| {
+            self.serve_here(listener, tls, lifecycle)
+        }) {
+            Ok(task) => {
+                let _ = task.await;
+            }
+            Err(e) => warn!(error = %e, "the Placement API cannot run on threads of its own"),
+        }
+    }
+
+    /// [`PlacementOverCluster::serve`] on the runtime it runs on.
+    async fn serve_here(
+        self,
+        listener: TcpListener,
+        tls: Option<TlsAcceptor>,
+        lifecycle: Lifecycle,
+    ) {
+        let client = match Client::try_from(self.config.clone()) {
+            Ok(client) => client,
+            Err(e) => {
+                warn!(error = %e, "the Placement API cannot make its client: it is not served");
+                return;
+            }
+        };
         let runtime = tokio::runtime::Handle::current();
-        let registry: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.namespace);
-        let cluster = Cluster::new(self.client.clone(), runtime.clone(), self.namespace)
+        let registry: Api<ConfigMap> = Api::namespaced(client.clone(), &self.namespace);
+        let cluster = Cluster::new(client.clone(), runtime.clone(), self.namespace)
             .writing_as(&self.identity);
         if tls.is_none() {
             warn!(
@@ -83,7 +111,7 @@ impl PlacementOverCluster {
                 "the Placement API takes tokens for the API server's own audience (--placement-token-audience is empty): each token sent to it is also a credential for the Kubernetes API"
             ),
         }
-        let kubernetes = KubernetesAuth::new(self.client, runtime.clone(), self.audience);
+        let kubernetes = KubernetesAuth::new(client, runtime.clone(), self.audience);
         let auth = match self.keystone.map(|c| KeystoneAuth::new(c, runtime)) {
             None => Auth::Kubernetes(kubernetes),
             Some(Ok(keystone)) => {

@@ -209,6 +209,23 @@ where
     B: hyper::body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    run_apart(name, listener, move |listener| {
+        serve(listener, tls, handler, lifecycle)
+    })
+}
+
+/// Runs `work` over `listener` on threads of its own, with a runtime of its own ([`serve_apart`]
+/// for a server; the Placement API runs its server and its client there). The task returned
+/// ends when `work` has.
+pub fn run_apart<W, F>(
+    name: &str,
+    listener: TcpListener,
+    work: W,
+) -> std::io::Result<tokio::task::JoinHandle<()>>
+where
+    W: FnOnce(TcpListener) -> F + Send + 'static,
+    F: Future<Output = ()>,
+{
     // Registered again with the new runtime's reactor, so that its readiness is seen there.
     let listener = listener.into_std()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -222,7 +239,7 @@ where
         .spawn(move || {
             runtime.block_on(async move {
                 match TcpListener::from_std(listener) {
-                    Ok(listener) => serve(listener, tls, handler, lifecycle).await,
+                    Ok(listener) => work(listener).await,
                     Err(e) => warn!(error = %e, "cannot serve on a runtime of its own"),
                 }
             });
