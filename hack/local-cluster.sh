@@ -146,10 +146,13 @@ PAUSE_IMAGE=localhost/kubeplace-pause:1
 HOST_IP=$(ip -4 route get 1.1.1.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p')
 [[ -n $HOST_IP ]] || die "no IPv4 default route: pods need an address of this host to reach the API server"
 
+# Below the kernel's ephemeral range (net.ipv4.ip_local_port_range, 32768 and up by
+# default): a port there may be taken as the source port of an outgoing connection between
+# this check and etcd's bind, which no check can see coming.
 free_port() {
   local p
   while :; do
-    p=$((20000 + RANDOM % 30000))
+    p=$((20000 + RANDOM % 12000))
     (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
   done
 }
