@@ -37,26 +37,6 @@ pub(crate) fn to_object(kind: Kind, object: &DynamicObject) -> Result<Object, Ob
     })
 }
 
-/// An object's resourceVersion as a number (etcd's revision, which grows with every write);
-/// none when it has none or it is not a number.
-pub(crate) fn resource_version(
-    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-) -> Option<u64> {
-    meta.resource_version.as_deref()?.parse().ok()
-}
-
-/// Whether `stored` is as new as `written` or newer (by resourceVersion, which the API
-/// server increases on every write).
-pub(crate) fn newer_or_same(stored: &Object, written: &Object) -> bool {
-    match (
-        resource_version(stored.meta()),
-        resource_version(written.meta()),
-    ) {
-        (Some(s), Some(w)) => s >= w,
-        _ => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

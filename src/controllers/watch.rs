@@ -134,7 +134,9 @@ impl KindWatch {
             // write decided on top of that (the Placement API's next write, not yet
             // committed) keeps its resourceVersion: a late event of the object must not
             // replace that decision with the state it was made from.
-            (Some(held), Some(new)) if crate::cache::newer_or_same(held, new) => Effect::Past,
+            (Some(held), Some(new)) if kubeplace_policy::store::newer_or_same(held, new) => {
+                Effect::Past
+            }
             (Some(held), Some(new)) if body(held) == body(new) => Effect::StatusOnly,
             // A late deletion of an earlier object of that name: the store holds the one
             // made since (a write's answer, stored before this event).
@@ -223,12 +225,12 @@ impl KindWatch {
                     // later resourceVersion than any listed one was written after it.
                     let newest_listed = listed
                         .iter()
-                        .filter_map(|o| crate::cache::resource_version(o.meta()))
+                        .filter_map(|o| kubeplace_policy::store::resource_version(o.meta()))
                         .max();
                     let mut store = self.store();
                     let written_since = |o: &Object| {
                         matches!(
-                            (newest_listed, crate::cache::resource_version(o.meta())),
+                            (newest_listed, kubeplace_policy::store::resource_version(o.meta())),
                             (Some(listed), Some(held)) if held > listed
                         )
                     };
@@ -247,7 +249,7 @@ impl KindWatch {
                         .into_iter()
                         .filter(|o| {
                             !store.get(&ObjectKey::of(o)).is_some_and(|held| {
-                                crate::cache::newer_or_same(held, o) && held != o
+                                kubeplace_policy::store::newer_or_same(held, o) && held != o
                             })
                         })
                         .collect();

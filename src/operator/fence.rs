@@ -18,8 +18,9 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::cache::{SharedStore, resource_version};
+use crate::cache::SharedStore;
 use kubeplace_api::Kind;
+use kubeplace_policy::store::resource_version;
 
 /// How long a claim admitted by the old leader may still be on its way to the API server:
 /// the webhook timeout the API server gives every review.

@@ -176,21 +176,27 @@ impl Cluster {
         }
     }
 
+    /// An object as the API server has it now; none when absent.
+    pub(crate) async fn read(&self, key: &ObjectKey) -> Result<Option<Object>, String> {
+        match self.api(key.kind).get_opt(&key.name).await {
+            Ok(Some(found)) => crate::cache::to_object(key.kind, &found)
+                .map(Some)
+                .map_err(|e| format!("the {} {} cannot be read: {e}", key.kind, key.name)),
+            Ok(None) => Ok(None),
+            Err(e) => Err(format!("the {} {} cannot be read: {e}", key.kind, key.name)),
+        }
+    }
+
     /// The objects as the API server has them now (none: absent); those that cannot be
     /// read are left out.
     pub(crate) fn read_back(&self, keys: &[ObjectKey]) -> Vec<(ObjectKey, Option<Object>)> {
         self.runtime.block_on(async {
             let mut found = Vec::new();
             for key in keys {
-                match self.api(key.kind).get_opt(&key.name).await {
-                    Ok(Some(o)) => {
-                        if let Ok(object) = crate::cache::to_object(key.kind, &o) {
-                            found.push((key.clone(), Some(object)));
-                        }
-                    }
-                    Ok(None) => found.push((key.clone(), None)),
+                match self.read(key).await {
+                    Ok(object) => found.push((key.clone(), object)),
                     Err(e) => {
-                        tracing::warn!(kind = %key.kind, name = %key.name, error = %e, "could not read an object back after a failed write")
+                        tracing::warn!(error = %e, "could not read an object back after a failed write")
                     }
                 }
             }

@@ -647,7 +647,7 @@ fn put_unless_older(store: &mut Store, object: kubeplace_api::Object) {
     let key = kubeplace_policy::store::ObjectKey::of(&object);
     let newer = store
         .get(&key)
-        .is_some_and(|o| crate::cache::newer_or_same(o, &object));
+        .is_some_and(|o| kubeplace_policy::store::newer_or_same(o, &object));
     if !newer {
         store.put(object);
     }

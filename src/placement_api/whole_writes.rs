@@ -150,12 +150,12 @@ impl Cluster {
         for attempt in 0..ATTEMPTS {
             let current = match known.take() {
                 Some(known) => known,
-                None => match api.get_opt(name).await.map_err(unavailable)? {
-                    Some(found) => {
-                        Some(crate::cache::to_object(change.key.kind, &found).map_err(internal)?)
-                    }
-                    None => None,
-                },
+                None => self.read(&change.key).await.map_err(|e| {
+                    ApiError::new(
+                        http::StatusCode::SERVICE_UNAVAILABLE,
+                        format!("the write could not be made in the cluster: {e}"),
+                    )
+                })?,
             };
             let step = next_step(write, change, current.as_ref(), mark_deletion);
             let sent = match step {

@@ -37,6 +37,8 @@ pub use conditions::*;
 pub use extra_spec_definition::*;
 pub use flavor::*;
 pub use image::*;
+/// Every object's metadata, as the API server keeps it.
+pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 pub use kind::Kind;
 pub use object::*;
 pub use placement_write::*;

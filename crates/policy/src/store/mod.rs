@@ -652,7 +652,7 @@ impl Store {
             (Object::PlacementWrite(w), true) => writes::planned(w).unwrap_or_default(),
             _ => Vec::new(),
         };
-        let version = resource_version(&object);
+        let version = resource_version(object.meta());
         self.put_in_batch(object, batch);
         if !opens {
             return;
@@ -666,7 +666,7 @@ impl Store {
                     // The object's own event, marked by the write, came first.
                     let arrived = current.is_some_and(|c| {
                         writes::mark_of(c) == Some(key.name.as_str())
-                            && resource_version(c) > version
+                            && resource_version(c.meta()) > version
                     });
                     if arrived {
                         continue;
@@ -929,9 +929,21 @@ struct Batch {
     live: bool,
 }
 
-/// An object's resourceVersion as a number (etcd's revision, which grows with every write).
-fn resource_version(object: &Object) -> Option<u64> {
-    object.meta().resource_version.as_deref()?.parse().ok()
+/// An object's resourceVersion as a number (etcd's revision, which the API server increases
+/// on every write); none when it has none or it is not a number.
+pub fn resource_version(meta: &kubeplace_api::ObjectMeta) -> Option<u64> {
+    meta.resource_version.as_deref()?.parse().ok()
+}
+
+/// Whether `stored` is as new as `written` or newer, by resourceVersion.
+pub fn newer_or_same(stored: &Object, written: &Object) -> bool {
+    match (
+        resource_version(stored.meta()),
+        resource_version(written.meta()),
+    ) {
+        (Some(s), Some(w)) => s >= w,
+        _ => false,
+    }
 }
 
 /// Whether a change of this kind changes the provider config merge.
