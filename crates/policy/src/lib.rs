@@ -16,3 +16,19 @@ pub mod scheduling;
 pub mod status;
 pub mod store;
 pub mod translate;
+
+/// What unit tests of several modules build objects with.
+#[cfg(test)]
+pub(crate) mod test_objects {
+    use kubeplace_api::Object;
+    use kubeplace_api::manifest::parse_stream;
+
+    /// The one object of a YAML manifest.
+    pub fn object(yaml: &str) -> Object {
+        parse_stream("t.yaml", yaml).unwrap()[0]
+            .clone()
+            .object()
+            .unwrap()
+            .unwrap()
+    }
+}

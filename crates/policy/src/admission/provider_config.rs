@@ -95,15 +95,8 @@ mod tests {
     use crate::admission::{Operation, Verdict, admit};
     use crate::store::Store;
     use kubeplace_api::Object;
-    use kubeplace_api::manifest::parse_stream;
 
-    fn object(yaml: &str) -> Object {
-        parse_stream("t.yaml", yaml).unwrap()[0]
-            .clone()
-            .object()
-            .unwrap()
-            .unwrap()
-    }
+    use crate::test_objects::object;
 
     fn provider(name: &str, classes: &[&str]) -> Object {
         let inventories: String = classes

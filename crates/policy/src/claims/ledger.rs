@@ -183,15 +183,8 @@ impl Ledger {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kubeplace_api::manifest::parse_stream;
 
-    fn object(yaml: &str) -> Object {
-        parse_stream("t.yaml", yaml).unwrap()[0]
-            .clone()
-            .object()
-            .unwrap()
-            .unwrap()
-    }
+    use crate::test_objects::object;
 
     fn store_with_vcpus(vcpus: i64) -> Store {
         let mut store = Store::default();

@@ -190,17 +190,10 @@ impl Ledger {
 mod tests {
     use super::*;
     use crate::admission::BUSY_RETRY;
-    use kubeplace_api::manifest::parse_stream;
     use kubeplace_api::{Kind, WRITE_ANNOTATION};
     use std::time::Duration;
 
-    fn object(yaml: &str) -> Object {
-        parse_stream("t.yaml", yaml).unwrap()[0]
-            .clone()
-            .object()
-            .unwrap()
-            .unwrap()
-    }
+    use crate::test_objects::object;
 
     fn allocation(name: &str, consumer: u32, vcpus: i64, write: Option<&str>) -> Object {
         let mut a = object(&format!(

@@ -1006,14 +1006,7 @@ mod tests {
 
         const NAMES: [&str; 4] = ["cn0", "cn1", "cn2", "cn3"];
 
-        fn object(yaml: &str) -> Object {
-            kubeplace_api::manifest::parse_stream("t.yaml", yaml)
-                .unwrap()
-                .remove(0)
-                .object()
-                .unwrap()
-                .unwrap()
-        }
+        use crate::test_objects::object;
 
         /// A provider: a root or a child, a compute node or not, one of two uuids or its
         /// own, and sometimes an inventory of the class the configs add.

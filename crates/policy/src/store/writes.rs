@@ -462,15 +462,8 @@ pub fn next_step(
 mod tests {
     use super::*;
     use crate::store::Store;
-    use kubeplace_api::manifest::parse_stream;
 
-    fn object(yaml: &str) -> Object {
-        parse_stream("t.yaml", yaml).unwrap()[0]
-            .clone()
-            .object()
-            .unwrap()
-            .unwrap()
-    }
+    use crate::test_objects::object;
 
     /// An Allocation of `vcpus` on cn1 for `consumer`, at resourceVersion `rv`, marked by
     /// `write` when given.
