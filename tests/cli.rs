@@ -281,6 +281,10 @@ fn every_rejected_example_is_rejected_with_its_reason() {
             "the value must be \"required\"",
         ),
         (
+            "project-quota-unknown-class.yaml",
+            "spec.limits: \"class:VCPUS\" names no resource class: resource class \"VCPUS\" is neither a standard resource class nor CUSTOM_*; did you mean VCPU?; spec.limits: \"servers\" is -2; a limit is an integer of at least 0, or -1 for no limit",
+        ),
+        (
             "missing-name.yaml",
             "missing-name.yaml:2: document 1: field metadata.name is \"\": every object needs a name",
         ),

@@ -15,6 +15,7 @@ use kubeplace_api::{Kind, Object};
 use kubeplace_core::placement::weighers::Weighers;
 use kubeplace_core::runs::{in_runs, threads_for};
 use kubeplace_policy::admission::{Verdict, admit_and_store_in_order};
+use kubeplace_policy::claims::record_admitted;
 use kubeplace_policy::namespaces::{MissingNamespace, Namespaces};
 use kubeplace_policy::scheduling::headroom::{HeadroomFigures, STATUS_CAP, record_headroom};
 use kubeplace_policy::scheduling::place;
@@ -223,6 +224,10 @@ impl Applier {
                     if verdict.allowed {
                         // The scheduler places a server as soon as it is stored.
                         schedule(store, &self.weighers, &key);
+                        // A claim admitted is decided, as the operator records at once.
+                        if let Some(claim) = claim_of(store, &key) {
+                            record_admitted(store, &claim);
+                        }
                     }
                     (verdict, Applied::Object(key))
                 }
@@ -287,6 +292,15 @@ impl Applier {
             .collect();
         drop(stored);
         (Report { items, summary }, store)
+    }
+}
+
+/// The claim an applied object makes: an Allocation's own, a Server's Allocation.
+fn claim_of(store: &Store, key: &ObjectKey) -> Option<String> {
+    match store.get(key)? {
+        Object::Allocation(_) => Some(key.name.clone()),
+        Object::Server(server) => Some(kubeplace_api::allocation_name(server)),
+        _ => None,
     }
 }
 

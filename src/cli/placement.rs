@@ -244,6 +244,9 @@ pub struct HeadroomArgs {
     /// Servers placed at most; beyond it the answer is "at least".
     #[arg(long, default_value_t = DEFAULT_CAP)]
     pub cap: usize,
+    /// A namespace (or Placement project id): also say how many of them its quota allows.
+    #[arg(long)]
+    pub project: Option<String>,
     #[command(flatten)]
     pub weighing: crate::args::Weighing,
     /// Output format: `table` or `json`.
@@ -273,7 +276,10 @@ pub fn headroom(
         &args.without,
         args.cap,
     ) {
-        Ok(h) => h,
+        Ok(h) => match &args.project {
+            Some(project) => h.within_quota_of(&store, project),
+            None => h,
+        },
         Err(e) => {
             let _ = writeln!(err, "kubeplace placement headroom: {e}");
             return Exit::Failed;
@@ -302,6 +308,12 @@ fn headroom_table(h: &Headroom) -> String {
     } else {
         format!("Flavor {}: {} more fit\n", h.flavor, h.fits)
     };
+    if let Some(q) = &h.within_quota {
+        out.push_str(&format!(
+            "  {} of them within project {}'s quota ({}; limited by {})\n",
+            q.servers, q.project, q.quota, q.limited_by
+        ));
+    }
     let width = h.per_tree.keys().map(String::len).max().unwrap_or(0).max(4);
     if !h.per_tree.is_empty() {
         out.push_str(&format!("  {:<width$}  SERVERS\n", "TREE"));

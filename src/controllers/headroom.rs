@@ -176,6 +176,7 @@ mod tests {
             servers,
             capped: false,
             stopped_by: None,
+            within_quota: Vec::new(),
         })
     }
 

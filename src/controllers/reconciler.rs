@@ -673,6 +673,7 @@ mod tests {
             servers,
             capped: true,
             stopped_by: None,
+            within_quota: Vec::new(),
         };
         let store = SharedStore::default();
         {

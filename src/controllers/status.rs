@@ -53,6 +53,8 @@ pub fn conditions(status: &Status) -> &[Condition] {
         Status::Aggregate(s) => &s.conditions,
         Status::ServerGroup(s) => &s.conditions,
         Status::PlacementWrite(s) => &s.conditions,
+        Status::ProjectQuota(s) => &s.conditions,
+        Status::DefaultProjectQuota(s) => &s.conditions,
     }
 }
 
@@ -69,6 +71,8 @@ fn conditions_mut(status: &mut Status) -> &mut Vec<Condition> {
         Status::Aggregate(s) => &mut s.conditions,
         Status::ServerGroup(s) => &mut s.conditions,
         Status::PlacementWrite(s) => &mut s.conditions,
+        Status::ProjectQuota(s) => &mut s.conditions,
+        Status::DefaultProjectQuota(s) => &mut s.conditions,
     }
 }
 

@@ -4,7 +4,10 @@
 //! - `GET /kubeplace/explain?QUERY`: where the candidates of `GET /allocation_candidates?QUERY`
 //!   were lost, as `kubeplace placement candidates --explain -o json` puts it under `explain`;
 //! - `GET /kubeplace/headroom?flavor=F[&without=PROVIDER…][&cap=N]`: how many more servers
-//!   of a flavor fit over the cluster's state now, as `kubeplace placement headroom -o json`.
+//!   of a flavor fit over the cluster's state now, as `kubeplace placement headroom -o json`;
+//!   with `project=P`, also how many of them P's quota allows;
+//! - `GET /kubeplace/quotas?project_id=P`: the quota that governs project P (a namespace or
+//!   a Placement project id), its limits and what P's claims hold against each.
 
 use std::time::{Duration, Instant};
 
@@ -72,6 +75,7 @@ pub(crate) fn flavor_headroom_within(
     let mut flavor = None;
     let mut without = Vec::new();
     let mut cap = DEFAULT_CAP;
+    let mut project = None;
     for (key, value) in decode_pairs(query).map_err(ApiError::from)? {
         match key.as_str() {
             "flavor" => flavor = Some(value),
@@ -83,6 +87,7 @@ pub(crate) fn flavor_headroom_within(
                 }
                 without.push(value)
             }
+            "project" => project = Some(value),
             "cap" => {
                 cap = match value.parse::<usize>() {
                     Ok(n) if (1..=MAX_CAP).contains(&n) => n,
@@ -95,7 +100,7 @@ pub(crate) fn flavor_headroom_within(
             }
             other => {
                 return Err(ApiError::bad_request(format!(
-                    "unknown parameter {other:?}; headroom takes flavor, without and cap"
+                    "unknown parameter {other:?}; headroom takes flavor, without, cap and project"
                 )));
             }
         }
@@ -106,6 +111,8 @@ pub(crate) fn flavor_headroom_within(
         ));
     };
     let store = snapshot(api)?;
+    // Quota usage is read as it is now, before the count places servers in the copy.
+    let now = project.is_some().then(|| store.clone());
     match headroom_of_copy(
         store,
         &api.weighers,
@@ -114,12 +121,72 @@ pub(crate) fn flavor_headroom_within(
         cap,
         Some((started, budget)),
     ) {
-        Ok(h) => Ok(json_reply(StatusCode::OK, &h)),
+        Ok(h) => Ok(json_reply(
+            StatusCode::OK,
+            &match (&project, &now) {
+                (Some(project), Some(now)) => h.within_quota_of(now, project),
+                _ => h,
+            },
+        )),
         Err(e @ (HeadroomError::UnknownFlavor { .. } | HeadroomError::UnknownProvider { .. })) => {
             Err(ApiError::not_found(e.to_string()))
         }
         Err(e) => Err(ApiError::bad_request(e.to_string())),
     }
+}
+
+/// `GET /kubeplace/quotas?project_id=P`.
+pub(crate) fn project_quota(store: &Store, query: &str) -> Result<Reply, ApiError> {
+    let mut project = None;
+    for (key, value) in decode_pairs(query).map_err(ApiError::from)? {
+        match key.as_str() {
+            "project_id" => project = Some(value),
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "unknown parameter {other:?}; quotas takes project_id"
+                )));
+            }
+        }
+    }
+    let Some(project) = project.filter(|p| !p.is_empty()) else {
+        return Err(ApiError::bad_request(
+            "project_id is required: /kubeplace/quotas?project_id=PROJECT (a namespace or a Placement project id)",
+        ));
+    };
+    let governing = kubeplace_policy::quota::governing(store, &project);
+    let mut used = kubeplace_core::quota::Usage::default();
+    let projects = governing
+        .as_ref()
+        .map_or_else(|| vec![project.clone()], |g| g.projects.clone());
+    for p in &projects {
+        used.add(&store.charges().usage(p));
+    }
+    let limits: serde_json::Map<String, serde_json::Value> = governing
+        .as_ref()
+        .map(|g| {
+            g.limits
+                .0
+                .iter()
+                .map(|(key, limit)| {
+                    (
+                        key.to_string(),
+                        serde_json::json!({"limit": limit, "used": used.of(key)}),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(json_reply(
+        StatusCode::OK,
+        &serde_json::json!({
+            "project_id": project,
+            "quota": governing.as_ref().map(|g| g.quota.clone()),
+            "projects": projects,
+            "limits": limits,
+            "usages": used.resources,
+            "servers": used.servers,
+        }),
+    ))
 }
 
 #[cfg(test)]

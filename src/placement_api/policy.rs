@@ -257,6 +257,12 @@ pub const TABLE: &[Entry] = &[
         "placement:allocation_candidates:list",
         AdminOrService,
     ),
+    entry(
+        "GET",
+        "/kubeplace/quotas",
+        "placement:usages",
+        ProjectReader,
+    ),
 ];
 
 /// What a caller's token says about it.

@@ -146,6 +146,10 @@ pub(crate) fn route(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply,
             allowed(ctx, call, &[(M::GET, 0)])?;
             extensions::flavor_headroom(api, &call.query)
         }
+        ["kubeplace", "quotas"] => {
+            allowed(ctx, call, &[(M::GET, 0)])?;
+            api.read(|s| extensions::project_quota(s.store(), &call.query))
+        }
         ["allocation_candidates"] => {
             allowed(ctx, call, &[(M::GET, 10)])?;
             allocations::candidates(api, ctx, call)

@@ -6,6 +6,22 @@ use serde::{Deserialize, Serialize};
 
 use super::Condition;
 
+/// Placement's project for consumers it did not learn one for (its
+/// `incomplete_consumer_project_id` default); the same zero uuid serves as the user. Not
+/// charged by quotas.
+pub const UNKNOWN_PROJECT: &str = "00000000-0000-0000-0000-000000000000";
+
+/// The annotations that keep a Placement consumer's attributes on its Allocation objects:
+/// its project (which quotas charge), user and type (`MIGRATION` is never charged).
+pub const PROJECT_ANNOTATION: &str = "placement.kubeplace.io/project-id";
+/// See [`PROJECT_ANNOTATION`].
+pub const USER_ANNOTATION: &str = "placement.kubeplace.io/user-id";
+/// See [`PROJECT_ANNOTATION`].
+pub const CONSUMER_TYPE_ANNOTATION: &str = "placement.kubeplace.io/consumer-type";
+/// The consumer's generation, moved by every write of its allocations through the API
+/// (an Allocation's `metadata.generation` moves only when its spec changes).
+pub const CONSUMER_GENERATION_ANNOTATION: &str = "placement.kubeplace.io/consumer-generation";
+
 /// A consumer's claim on resource providers, as Placement's allocations for one consumer.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(

@@ -148,6 +148,25 @@ pub struct HeadroomStatus {
     /// Why one more would not fit, when counting was not capped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped_by: Option<String>,
+    /// For each namespace with a ProjectQuota (at most 20): how many of them it may still
+    /// create, within its quota and the cloud's room both.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub within_quota: Vec<QuotaRoom>,
+}
+
+/// How many more servers of a flavor a project's quota allows.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QuotaRoom {
+    /// The namespace (or Placement project) the quota governs.
+    pub project: String,
+    /// The quota that limits it: `ProjectQuota NAMESPACE/NAME` or `DefaultProjectQuota default`.
+    pub quota: String,
+    /// Servers the quota allows beside what the project holds (no more than fit in the cloud
+    /// when the cloud's room is known).
+    pub servers: i64,
+    /// The limit that stops the next one: `servers` or `class:<RESOURCE_CLASS>`.
+    pub limited_by: String,
 }
 
 /// A placement request, group by group.

@@ -8,8 +8,8 @@ use kube::Resource;
 use kube::core::ApiResource;
 
 use crate::{
-    Aggregate, Allocation, ExtraSpecDefinition, Flavor, Image, PlacementWrite, ProviderConfig,
-    ResourceProvider, Server, ServerGroup, ServiceProfile,
+    Aggregate, Allocation, DefaultProjectQuota, ExtraSpecDefinition, Flavor, Image, PlacementWrite,
+    ProjectQuota, ProviderConfig, ResourceProvider, Server, ServerGroup, ServiceProfile,
 };
 
 /// One of kubeplace's kinds.
@@ -26,11 +26,13 @@ pub enum Kind {
     Aggregate,
     ServerGroup,
     PlacementWrite,
+    ProjectQuota,
+    DefaultProjectQuota,
 }
 
 impl Kind {
     /// Every kind, in the order `kubeplace crds` prints them.
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 13] = [
         Kind::ResourceProvider,
         Kind::Allocation,
         Kind::ProviderConfig,
@@ -42,6 +44,8 @@ impl Kind {
         Kind::Aggregate,
         Kind::ServerGroup,
         Kind::PlacementWrite,
+        Kind::ProjectQuota,
+        Kind::DefaultProjectQuota,
     ];
 
     /// The kind as written in manifests (`Flavor`).
@@ -58,6 +62,8 @@ impl Kind {
             Kind::Aggregate => "Aggregate",
             Kind::ServerGroup => "ServerGroup",
             Kind::PlacementWrite => "PlacementWrite",
+            Kind::ProjectQuota => "ProjectQuota",
+            Kind::DefaultProjectQuota => "DefaultProjectQuota",
         }
     }
 
@@ -85,12 +91,15 @@ impl Kind {
             Kind::Aggregate => "aggregates",
             Kind::ServerGroup => "servergroups",
             Kind::PlacementWrite => "placementwrites",
+            Kind::ProjectQuota => "projectquotas",
+            Kind::DefaultProjectQuota => "defaultprojectquotas",
         }
     }
 
-    /// Whether objects of the kind live in a namespace (Servers and ServerGroups do).
+    /// Whether objects of the kind live in a namespace (Servers, ServerGroups and
+    /// ProjectQuotas do).
     pub fn is_namespaced(self) -> bool {
-        matches!(self, Kind::Server | Kind::ServerGroup)
+        matches!(self, Kind::Server | Kind::ServerGroup | Kind::ProjectQuota)
     }
 
     /// The kind's API resource, for dynamic clients and watches.
@@ -107,6 +116,8 @@ impl Kind {
             Kind::Aggregate => ApiResource::erase::<Aggregate>(&()),
             Kind::ServerGroup => ApiResource::erase::<ServerGroup>(&()),
             Kind::PlacementWrite => ApiResource::erase::<PlacementWrite>(&()),
+            Kind::ProjectQuota => ApiResource::erase::<ProjectQuota>(&()),
+            Kind::DefaultProjectQuota => ApiResource::erase::<DefaultProjectQuota>(&()),
         }
     }
 

@@ -17,12 +17,14 @@ pub mod provider_name;
 mod aggregate;
 mod allocation;
 mod conditions;
+mod default_project_quota;
 mod extra_spec_definition;
 mod flavor;
 mod image;
 mod kind;
 mod object;
 mod placement_write;
+mod project_quota;
 mod provider_config;
 mod resource_provider;
 mod server;
@@ -34,6 +36,7 @@ mod sorted_map;
 pub use aggregate::*;
 pub use allocation::*;
 pub use conditions::*;
+pub use default_project_quota::*;
 pub use extra_spec_definition::*;
 pub use flavor::*;
 pub use image::*;
@@ -42,6 +45,7 @@ pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 pub use kind::Kind;
 pub use object::*;
 pub use placement_write::*;
+pub use project_quota::*;
 pub use provider_config::*;
 pub use resource_provider::*;
 pub use server::*;
@@ -80,5 +84,7 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
         Aggregate::crd(),
         ServerGroup::crd(),
         PlacementWrite::crd(),
+        ProjectQuota::crd(),
+        DefaultProjectQuota::crd(),
     ]
 }

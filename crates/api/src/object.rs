@@ -126,6 +126,8 @@ kinds! {
     Aggregate => AggregateStatus,
     ServerGroup => ServerGroupStatus,
     PlacementWrite => PlacementWriteStatus,
+    ProjectQuota => ProjectQuotaStatus,
+    DefaultProjectQuota => DefaultProjectQuotaStatus,
 }
 
 impl Object {

@@ -12,6 +12,7 @@
 pub mod extra_specs;
 pub mod placement;
 pub mod provider_config;
+pub mod quota;
 pub mod runs;
 pub mod templates;
 pub mod text;

@@ -12,6 +12,7 @@ pub mod claims;
 pub mod namespaces;
 pub mod pass;
 pub mod placement_records;
+pub mod quota;
 pub mod scheduling;
 pub mod status;
 pub mod store;

@@ -7,23 +7,30 @@ use crate::store::Store;
 use kubeplace_api::Allocation;
 use kubeplace_core::placement::{check_resource_class, is_uuid};
 
-/// Usage per provider and resource class that the store does not count yet: claims admitted
-/// a moment ago that the watches have not delivered.
+/// Usage per provider and resource class, and per project, that the store does not count
+/// yet: claims admitted a moment ago that the watches have not delivered.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PendingUsage(BTreeMap<(String, String), i64>);
+pub struct PendingUsage {
+    capacity: BTreeMap<(String, String), i64>,
+    /// What they charge to projects.
+    pub charges: crate::quota::Pending,
+    /// What the versions of the claim being decided that are still on their way charge
+    /// (the store shows an older one, and any of them may yet land).
+    pub deciding: Vec<Option<crate::quota::Charge>>,
+}
 
 impl PendingUsage {
     /// Adds `amount` of `class` on `provider`.
     pub fn add(&mut self, provider: &str, class: &str, amount: i64) {
         *self
-            .0
+            .capacity
             .entry((provider.to_string(), class.to_string()))
             .or_default() += amount;
     }
 
     /// The pending amount of `class` on `provider`.
     pub fn of(&self, provider: &str, class: &str) -> i64 {
-        self.0
+        self.capacity
             .get(&(provider.to_string(), class.to_string()))
             .copied()
             .unwrap_or(0)
@@ -95,5 +102,15 @@ pub(super) fn review(a: &Allocation, store: &Store, pending: &PendingUsage, revi
                 review.problem(format!("{at}: {class} on {:?}: {e}", pa.provider));
             }
         }
+    }
+    // Capacity and quota in the same step: no claim is judged against one and not the other.
+    let charge = crate::quota::charge_of(a);
+    let versions: Vec<_> = std::iter::once(store.charges().of_claim(name))
+        .chain(pending.deciding.iter().map(Option::as_ref))
+        .collect();
+    if let Err(refusal) =
+        crate::quota::check_claim(store, &pending.charges, name, &versions, charge.as_ref())
+    {
+        review.problem(refusal.to_string());
     }
 }

@@ -11,6 +11,7 @@ mod extra_spec_definition;
 mod flavor;
 mod image;
 mod placement_write;
+mod project_quota;
 mod provider_config;
 mod resource_provider;
 mod server;
@@ -150,6 +151,17 @@ pub use crate::store::writes::BUSY_RETRY;
 /// again and retry (Placement's 409 `placement.concurrent_update`).
 pub const READ_AGAIN: &str = "read it again and retry";
 
+/// Whether a claim's change leaves what it charges, and to whom, alone (its project or
+/// consumer type are annotations, outside the spec).
+fn same_charge(old: &Object, new: &Object) -> bool {
+    match (old, new) {
+        (Object::Allocation(a), Object::Allocation(b)) => {
+            crate::quota::charge_of(a) == crate::quota::charge_of(b)
+        }
+        _ => true,
+    }
+}
+
 /// Decides on one request. For `Delete`, `object` is the object being deleted; for
 /// `Update`, `old` is the stored object.
 pub fn admit(
@@ -172,7 +184,9 @@ pub fn admit_with_pending(
 ) -> Verdict {
     // A change that leaves the spec alone (labels, annotations, finalizers) is not judged
     // again: objects admitted once stay editable, and a finalizer can always be removed.
-    if operation == Operation::Update && old.is_some_and(|old| old.same_spec(object)) {
+    if operation == Operation::Update
+        && old.is_some_and(|old| old.same_spec(object) && same_charge(old, object))
+    {
         return Verdict {
             allowed: true,
             message: String::new(),
@@ -204,6 +218,8 @@ pub fn admit_with_pending(
             server_group::review(g, old, &mut review)
         }
         (_, Object::PlacementWrite(w)) => placement_write::review(w, &mut review),
+        (_, Object::ProjectQuota(q)) => project_quota::review(q, store, &mut review),
+        (_, Object::DefaultProjectQuota(d)) => project_quota::review_default(d, &mut review),
         (_, Object::Server(s)) => {
             let old = match old {
                 Some(Object::Server(o)) => Some(o),

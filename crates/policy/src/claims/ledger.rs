@@ -19,6 +19,8 @@ pub struct PendingClaim {
     pub uid: Option<String>,
     /// Amount per provider and resource class.
     pub takes: BTreeMap<(String, String), i64>,
+    /// What it charges to its project, if anything.
+    pub charge: Option<crate::quota::Charge>,
     /// When it was admitted.
     pub admitted_at: Instant,
 }
@@ -103,7 +105,7 @@ impl Ledger {
             return verdict;
         }
         let pending = match object {
-            Object::Allocation(_) => self.usage(store, object.name()),
+            Object::Allocation(_) => self.usage(store, &[object.name()]),
             _ => PendingUsage::default(),
         };
         let verdict = admit_with_pending(operation, object, old, store, &pending);
@@ -117,15 +119,29 @@ impl Ledger {
                 name: object.name().to_string(),
                 uid: a.metadata.uid.clone(),
                 takes: takes(a),
+                charge: crate::quota::charge_of(a),
                 admitted_at: now,
             });
         }
         verdict
     }
 
-    /// Holds an admitted claim's capacity, in place of an earlier one of its name.
+    /// Holds an admitted claim's capacity beside the versions of its name still on their
+    /// way: the API server stores them in the order decided, so the store may show an
+    /// older one after a newer (A, then B, then A again). The same decision repeated (a
+    /// review sent again) holds once, and one name keeps at most [`VERSIONS_HELD`].
     pub(super) fn hold_claim(&mut self, claim: PendingClaim) {
-        self.pending.retain(|p| p.name != claim.name);
+        if let Some(at) = self.pending.iter().rposition(|p| p.name == claim.name)
+            && self.pending[at].takes == claim.takes
+            && self.pending[at].charge == claim.charge
+        {
+            self.pending.remove(at);
+        }
+        if self.pending.iter().filter(|p| p.name == claim.name).count() >= VERSIONS_HELD
+            && let Some(oldest) = self.pending.iter().position(|p| p.name == claim.name)
+        {
+            self.pending.remove(oldest);
+        }
         if self.pending.len() >= self.max_holds {
             let over = self.pending.len() + 1 - self.max_holds;
             self.pending.drain(..over);
@@ -133,16 +149,26 @@ impl Ledger {
         self.pending.push(claim);
     }
 
-    /// Drops the claims the store now shows as they were admitted, and those held too long.
+    /// Drops the claims the store now shows as they were admitted, oldest first per name
+    /// (a version is not taken as seen while an older one of its name is not), and those
+    /// held too long.
     fn forget_seen(&mut self, store: &Store, now: Instant) {
         let hold = self.hold;
         self.writes.retain(|w| {
             !store.knows_write(&w.name) && now.saturating_duration_since(w.admitted_at) < hold
         });
+        let mut waiting: Vec<String> = Vec::new();
         self.pending.retain(|p| {
+            if now.saturating_duration_since(p.admitted_at) >= hold {
+                return false;
+            }
+            if waiting.contains(&p.name) {
+                return true;
+            }
             let seen = match store.get_cluster(Kind::Allocation, &p.name) {
                 Some(Object::Allocation(a)) => {
                     takes(a) == p.takes
+                        && crate::quota::charge_of(a) == p.charge
                         && (p.uid.is_none() || a.metadata.uid == p.uid)
                         // A refusal by `settle` is a verdict too: the claim no longer waits.
                         && (store.index().allocations(&p.name).is_some()
@@ -152,17 +178,57 @@ impl Ledger {
                 // Stored and deleted again before this look.
                 _ => p.uid.as_deref().is_some_and(|uid| store.claim_deleted(uid)),
             };
-            !seen && now.saturating_duration_since(p.admitted_at) < hold
+            if !seen {
+                waiting.push(p.name.clone());
+            }
+            !seen
         });
     }
 
-    /// What the pending claims take beyond what the store counts for them, leaving out the
-    /// claim named `deciding` (its own earlier version is replaced, not added to).
-    pub(super) fn usage(&self, store: &Store, deciding: &str) -> PendingUsage {
+    /// What the pending claims take and charge beyond what the store counts for them,
+    /// leaving out the claims named in `deciding` (their own earlier versions are replaced,
+    /// not added to). A name with several versions on their way counts the most of each.
+    pub(super) fn usage(&self, store: &Store, deciding: &[&str]) -> PendingUsage {
         let mut usage = PendingUsage::default();
-        for claim in self.pending.iter().filter(|p| p.name != deciding) {
-            let counted = store.index().allocations(&claim.name);
-            for ((provider, class), amount) in &claim.takes {
+        if let [name] = deciding {
+            usage.deciding = self
+                .pending
+                .iter()
+                .filter(|p| p.name == *name)
+                .map(|p| p.charge.clone())
+                .collect();
+        }
+        let mut by_name: BTreeMap<&str, Vec<&PendingClaim>> = BTreeMap::new();
+        for claim in self
+            .pending
+            .iter()
+            .filter(|p| !deciding.contains(&p.name.as_str()))
+        {
+            by_name.entry(&claim.name).or_default().push(claim);
+        }
+        for (name, versions) in by_name {
+            let mut charged: BTreeMap<&str, crate::quota::Charge> = BTreeMap::new();
+            for charge in versions.iter().filter_map(|v| v.charge.as_ref()) {
+                let most = charged
+                    .entry(&charge.project)
+                    .or_insert_with(|| charge.clone());
+                for (class, n) in &charge.resources {
+                    let at = most.resources.entry(class.clone()).or_insert(0);
+                    *at = (*at).max(*n);
+                }
+            }
+            for charge in charged.values() {
+                usage.charges.add(store.charges(), name, charge);
+            }
+            let mut takes: BTreeMap<&(String, String), i64> = BTreeMap::new();
+            for version in &versions {
+                for (at, amount) in &version.takes {
+                    let most = takes.entry(at).or_insert(0);
+                    *most = (*most).max(*amount);
+                }
+            }
+            let counted = store.index().allocations(name);
+            for ((provider, class), amount) in takes {
                 let already: i64 = counted
                     .map(|c| {
                         c.items
@@ -179,6 +245,9 @@ impl Ledger {
         usage
     }
 }
+
+/// Versions of one Allocation name held at most.
+pub const VERSIONS_HELD: usize = 8;
 
 #[cfg(test)]
 mod tests {

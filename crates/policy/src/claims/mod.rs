@@ -17,4 +17,7 @@ mod settle;
 mod writes;
 
 pub use ledger::{Ledger, MAX_HOLDS, PendingClaim};
-pub use settle::{any_undecided, settle};
+pub use settle::{any_undecided, record_admitted, settle};
+
+#[cfg(test)]
+mod quota_tests;

@@ -59,11 +59,12 @@ fn is_undecided(store: &Store, object: &Object) -> bool {
     matches!(object, Object::Allocation(a) if !is_decided(a) && store.refusal(object.name()).is_none())
 }
 
-/// Why the claim does not fit beside the claims counted now, if it does not. A provider or
-/// class that does not exist is not a misfit: the status says so, and nothing is taken.
+/// Why the claim does not fit beside the claims counted now, if it does not: capacity, then
+/// its project's quota. A provider or class that does not exist is not a misfit: the status
+/// says so, and nothing is taken.
 fn misfit(store: &Store, a: &Allocation) -> Option<String> {
     let index = store.index();
-    takes(a).into_iter().find_map(|((provider, class), amount)| {
+    let capacity = takes(a).into_iter().find_map(|((provider, class), amount)| {
         let inventory = index.inventory(&provider, &class)?;
         let used = index.used(&provider, &class);
         (!inventory.fits_capacity(used, amount)).then(|| {
@@ -73,5 +74,37 @@ fn misfit(store: &Store, a: &Allocation) -> Option<String> {
                 inventory.capacity()
             )
         })
+    });
+    capacity.or_else(|| {
+        let name = a.metadata.name.as_deref().unwrap_or("");
+        let charge = crate::quota::charge_of(a);
+        crate::quota::check_claim(store, &Default::default(), name, &[], charge.as_ref())
+            .err()
+            .map(|refusal| {
+                format!("{refusal}; claims made before it are charged first, so it does not count")
+            })
     })
+}
+
+/// Records an admitted claim's verdict in its status at once, as the operator's status
+/// writer does a moment after the claims ledger admits it: from then on the claim is
+/// decided, and a quota or inventory lowered later leaves it counted.
+pub fn record_admitted(store: &mut Store, name: &str) {
+    let key = crate::store::ObjectKey::cluster(Kind::Allocation, name);
+    let Some(Object::Allocation(a)) = store.get(&key) else {
+        return;
+    };
+    if is_decided(a) || store.refusal(name).is_some() {
+        return;
+    }
+    let status = kubeplace_api::AllocationStatus {
+        conditions: vec![kubeplace_api::Condition::new(
+            crate::translate::APPLIED,
+            true,
+            crate::translate::APPLIED,
+            "",
+        )],
+        observed_generation: a.metadata.generation,
+    };
+    store.set_status(&key, kubeplace_api::Status::Allocation(status));
 }

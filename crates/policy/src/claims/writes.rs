@@ -124,10 +124,20 @@ impl Ledger {
                 }
             }
         }
+        // Quotas judged on the write whole: a move charges only what grows.
+        let claims: Vec<&str> = changes
+            .iter()
+            .filter(|c| c.key.kind == kubeplace_api::Kind::Allocation)
+            .map(|c| c.key.name.as_str())
+            .collect();
+        let pending = self.usage(store, &claims);
+        if let Err(refusal) = crate::quota::check_write(store, &after, &pending.charges, claims) {
+            return refused(format!("PlacementWrite {name:?}: {refusal}"));
+        }
         for change in &changes {
             let verdict = match &change.after {
                 Some(object @ Object::Allocation(_)) => {
-                    let pending = self.usage(&after, object.name());
+                    let pending = self.usage(&after, &[object.name()]);
                     admit_with_pending(Operation::Create, object, None, &after, &pending)
                 }
                 Some(object) => admit(Operation::Update, object, store.get(&change.key), &after),
@@ -144,6 +154,7 @@ impl Ledger {
                         name: change.key.name.clone(),
                         uid: None,
                         takes: takes(a),
+                        charge: crate::quota::charge_of(a),
                         admitted_at: now,
                     });
                 }

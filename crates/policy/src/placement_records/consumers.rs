@@ -4,22 +4,13 @@
 
 use kubeplace_api::Allocation;
 
-/// Placement's project for consumers it did not learn one for (its
-/// `incomplete_consumer_project_id` default); the same zero uuid serves as the user.
-pub const UNKNOWN_PROJECT: &str = "00000000-0000-0000-0000-000000000000";
-
 /// The type Placement shows for a consumer written without one (before 1.38).
 pub const UNKNOWN_CONSUMER_TYPE: &str = "unknown";
 
-/// The annotations that keep a consumer's attributes on its Allocation objects.
-pub const PROJECT_ANNOTATION: &str = "placement.kubeplace.io/project-id";
-/// See [`PROJECT_ANNOTATION`].
-pub const USER_ANNOTATION: &str = "placement.kubeplace.io/user-id";
-/// See [`PROJECT_ANNOTATION`].
-pub const CONSUMER_TYPE_ANNOTATION: &str = "placement.kubeplace.io/consumer-type";
-/// The consumer's generation, moved by every write of its allocations through the API
-/// (an Allocation's `metadata.generation` moves only when its spec changes).
-pub const CONSUMER_GENERATION_ANNOTATION: &str = "placement.kubeplace.io/consumer-generation";
+pub use kubeplace_api::{
+    CONSUMER_GENERATION_ANNOTATION, CONSUMER_TYPE_ANNOTATION, PROJECT_ANNOTATION, UNKNOWN_PROJECT,
+    USER_ANNOTATION,
+};
 
 /// A consumer's attributes Placement keeps beside its allocations.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -99,6 +99,23 @@ pub struct Headroom {
     pub displaced_unplaced: usize,
     /// Servers that were waiting for a host and were placed first.
     pub pending_placed: usize,
+    /// How many of them the project asked about may still create under its quota
+    /// ([`Headroom::within_quota_of`]); none when not asked, or no quota limits it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub within_quota: Option<kubeplace_api::QuotaRoom>,
+}
+
+impl Headroom {
+    /// The headroom with how many servers `project` (a namespace or Placement project id)
+    /// may still create: within its quota, over the store's usage now, and within the room
+    /// counted.
+    pub fn within_quota_of(mut self, store: &Store, project: &str) -> Headroom {
+        if let Some(Object::Flavor(f)) = store.get_cluster(Kind::Flavor, &self.flavor) {
+            let fits = i64::try_from(self.fits).unwrap_or(i64::MAX);
+            self.within_quota = quota_room(store, f, project, Some(fits));
+        }
+        self
+    }
 }
 
 /// How many more servers of `flavor` fit in the store, after draining the trees of the
@@ -169,6 +186,7 @@ pub fn headroom_of_copy(
         displaced: drain.displaced.len(),
         displaced_unplaced,
         pending_placed: placed_first.len() - (drain.displaced.len() - displaced_unplaced),
+        within_quota: None,
     })
 }
 
@@ -275,6 +293,7 @@ impl HeadroomRound {
                 servers: i64::try_from(cap).unwrap_or(i64::MAX),
                 capped: true,
                 stopped_by: None,
+                within_quota: Vec::new(),
             });
         }
         let counted = count(&mut self.copy, &self.weighing, flavor, &request, cap, None);
@@ -287,6 +306,7 @@ impl HeadroomRound {
             stopped_by: counted
                 .stopped_by
                 .map(|s| kubeplace_core::text::truncated(&s, STOPPED_BY_MAX)),
+            within_quota: Vec::new(),
         })
     }
 }
@@ -501,3 +521,55 @@ fn held_by_server(a: &Allocation) -> bool {
 
 #[cfg(test)]
 mod tests;
+
+/// Quota rooms a Flavor's status lists at most.
+pub const QUOTA_ROOMS_MAX: usize = 20;
+
+/// What one server of a flavor charges its project: the flavor's request, every group
+/// summed, and one server.
+fn flavor_charge(f: &kubeplace_api::Flavor) -> kubeplace_core::quota::Usage {
+    let mut each = kubeplace_core::quota::Usage {
+        servers: 1,
+        ..Default::default()
+    };
+    for group in flavor_request(f).groups.values() {
+        for (class, n) in &group.resources {
+            *each.resources.entry(class.clone()).or_insert(0) += n;
+        }
+    }
+    each
+}
+
+/// How many more servers of `flavor` a project's quota allows, no more than `fits` (the
+/// cloud's room) when given; none when no quota limits the project.
+pub fn quota_room(
+    store: &Store,
+    flavor: &kubeplace_api::Flavor,
+    project: &str,
+    fits: Option<i64>,
+) -> Option<kubeplace_api::QuotaRoom> {
+    let (servers, key, quota) =
+        crate::quota::headroom_within(store, project, &flavor_charge(flavor))?;
+    Some(kubeplace_api::QuotaRoom {
+        project: project.to_string(),
+        quota,
+        servers: fits.map_or(servers, |fits| servers.min(fits)),
+        limited_by: key.to_string(),
+    })
+}
+
+/// [`quota_room`] for the namespace of each ProjectQuota, at most [`QUOTA_ROOMS_MAX`].
+pub fn quota_rooms(
+    store: &Store,
+    flavor: &kubeplace_api::Flavor,
+    fits: Option<i64>,
+) -> Vec<kubeplace_api::QuotaRoom> {
+    store
+        .list(Kind::ProjectQuota)
+        .filter_map(|o| o.meta().namespace.as_deref())
+        .collect::<BTreeSet<&str>>()
+        .into_iter()
+        .filter_map(|namespace| quota_room(store, flavor, namespace, fits))
+        .take(QUOTA_ROOMS_MAX)
+        .collect()
+}

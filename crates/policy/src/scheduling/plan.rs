@@ -174,6 +174,14 @@ pub(crate) fn plan_weighed(
         ]
         .into(),
     );
+    // A server over its project's quota waits as one without a host does.
+    let charge = crate::quota::charge_of(&allocation);
+    let current = [store.charges().of_claim(&name)];
+    crate::quota::check_claim(store, &Default::default(), &name, &current, charge.as_ref())
+        .map_err(|refusal| Unplaceable {
+            reason: "QuotaExceeded",
+            message: refusal.to_string(),
+        })?;
     Ok(allocation)
 }
 

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use kubeplace_api::{
-    CandidateAllocationStatus, CandidateStatus, Condition, Flavor, FlavorStatus,
+    CandidateAllocationStatus, CandidateStatus, Condition, Flavor, FlavorStatus, HeadroomStatus,
     PlacementRequestStatus, RequestGroupStatus,
 };
 use kubeplace_core::placement::ProviderIndex;
@@ -181,7 +181,14 @@ pub(super) fn status(f: &Flavor, world: &World<'_>, generation: Option<i64>) -> 
             .name
             .as_deref()
             .and_then(|name| world.headroom.of(name, world.store))
-            .cloned(),
+            .map(|counted| HeadroomStatus {
+                within_quota: crate::scheduling::headroom::quota_rooms(
+                    world.store,
+                    f,
+                    Some(counted.servers),
+                ),
+                ..counted.clone()
+            }),
         conditions,
         observed_generation: generation,
     }

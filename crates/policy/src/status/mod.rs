@@ -8,6 +8,7 @@ mod allocation;
 mod extra_spec_definition;
 mod flavor;
 mod image;
+mod project_quota;
 mod provider_config;
 mod reach;
 mod resource_provider;
@@ -112,6 +113,12 @@ pub fn desired_status(object: &Object, world: &World<'_>) -> Status {
         Object::ServerGroup(g) => Status::ServerGroup(server_group::status(g, world, generation)),
         // What the leader reports while it finishes the write; nothing to compute.
         Object::PlacementWrite(w) => Status::PlacementWrite(w.status.clone().unwrap_or_default()),
+        Object::ProjectQuota(q) => {
+            Status::ProjectQuota(project_quota::status(q, world, generation))
+        }
+        Object::DefaultProjectQuota(d) => {
+            Status::DefaultProjectQuota(project_quota::status_default(d, world, generation))
+        }
     }
 }
 

@@ -6,6 +6,7 @@ use crate::translate::{consumer_allocations, is_refused, provider_record};
 use kubeplace_api::Kind;
 use kubeplace_api::ServerRef;
 
+pub mod charges;
 pub mod generations;
 mod records;
 pub mod writes;
@@ -170,6 +171,9 @@ pub struct Store {
     /// by the writer), and are not taken meanwhile, so a reader never sees the decision
     /// half undone by a late event.
     decided: BTreeMap<ObjectKey, u32>,
+    /// What each project's counted claims hold (shared like the index), changed in the
+    /// same step as the index's count of a claim.
+    charges: Arc<charges::Charges>,
 }
 
 /// A deletion held: since when, and of which object (its uid) when only that one is
@@ -527,7 +531,7 @@ impl Store {
                 self.index_mut().remove_provider(&key.name);
             }
             Object::Allocation(a) => {
-                self.index_mut().remove_allocations(&key.name);
+                self.stop_counting(&key.name);
                 self.refused.remove(&key.name);
                 if let Some(uid) = &a.metadata.uid {
                     if self.deleted_claims.len() == DELETED_CLAIMS_KEPT {
@@ -876,10 +880,9 @@ impl Store {
                     self.refused.remove(name);
                 }
                 if is_refused(a) || self.refused.contains_key(name) {
-                    self.index_mut().remove_allocations(name);
+                    self.stop_counting(name);
                 } else {
-                    self.index_mut()
-                        .upsert_allocations(name, consumer_allocations(a));
+                    self.count(name, a);
                 }
             }
             _ => {}
@@ -888,14 +891,34 @@ impl Store {
 
     /// Stops counting an Allocation against its providers (while its claim is decided).
     pub(crate) fn uncount(&mut self, name: &str) {
+        self.stop_counting(name);
+    }
+
+    /// Counts a claim against its providers and its project.
+    fn count(&mut self, name: &str, a: &kubeplace_api::Allocation) {
+        self.index_mut()
+            .upsert_allocations(name, consumer_allocations(a));
+        Arc::make_mut(&mut self.charges).set(name, charges::charge_of(a));
+    }
+
+    /// Stops counting a claim against its providers and its project.
+    fn stop_counting(&mut self, name: &str) {
         self.index_mut().remove_allocations(name);
+        if self.charges.of_claim(name).is_some() {
+            Arc::make_mut(&mut self.charges).set(name, None);
+        }
+    }
+
+    /// What each project's counted claims hold.
+    pub fn charges(&self) -> &charges::Charges {
+        &self.charges
     }
 
     /// Counts an Allocation against its providers again.
     pub(crate) fn recount(&mut self, name: &str) {
-        if let Some(Object::Allocation(a)) = self.get_cluster(Kind::Allocation, name) {
-            let record = consumer_allocations(a);
-            self.index_mut().upsert_allocations(name, record);
+        let shared = self.get_shared(&ObjectKey::cluster(Kind::Allocation, name));
+        if let Some(Object::Allocation(a)) = shared.as_deref() {
+            self.count(name, a);
         }
     }
 
@@ -904,7 +927,7 @@ impl Store {
         if let Some(Object::Allocation(a)) = self.get_cluster(Kind::Allocation, name) {
             let generation = a.metadata.generation;
             self.refused.insert(name.to_string(), (generation, why));
-            self.index_mut().remove_allocations(name);
+            self.stop_counting(name);
         }
     }
 

@@ -227,6 +227,7 @@ fn before_its_first_count_a_flavor_keeps_the_headroom_its_status_shows() {
         servers: 7,
         capped: true,
         stopped_by: None,
+        within_quota: Vec::new(),
     };
     s.set_status(
         &key,

@@ -1,0 +1,81 @@
+//! Which quota governs a project, and with which limits.
+
+use kubeplace_api::{DEFAULT_PROJECT_QUOTA_NAME, Kind, Object, ProjectQuota};
+use kubeplace_core::quota::Limits;
+
+use crate::store::Store;
+
+/// The quota that governs a project: its name for messages, the projects it pools, and
+/// its limits (a ProjectQuota's over the default's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Governing {
+    /// `ProjectQuota NAMESPACE/NAME` or `DefaultProjectQuota default`.
+    pub quota: String,
+    /// The projects whose charges count together: a ProjectQuota's namespace and project
+    /// id; the one project, under the default.
+    pub projects: Vec<String>,
+    pub limits: Limits,
+}
+
+/// The projects a ProjectQuota governs: its namespace's, and its `spec.projectId`.
+pub fn quota_projects(q: &ProjectQuota) -> Vec<String> {
+    let namespace = q.metadata.namespace.clone().unwrap_or_default();
+    let mut projects = vec![namespace.clone()];
+    if let Some(id) = q.spec.project_id.as_ref().filter(|id| **id != namespace) {
+        projects.push(id.clone());
+    }
+    projects
+}
+
+/// The well-formed limits of a quota's `spec.limits` (admission refuses the others; one
+/// written past it does not limit).
+pub fn limits_of(spec: &std::collections::BTreeMap<String, i64>) -> Limits {
+    let mut limits = Limits::default();
+    for (key, value) in spec {
+        if let (Ok(key), true) = (key.parse(), *value >= kubeplace_core::quota::UNLIMITED) {
+            limits.0.insert(key, *value);
+        }
+    }
+    limits
+}
+
+/// The DefaultProjectQuota's limits, when there is one.
+fn default_limits(store: &Store) -> Option<Limits> {
+    match store.get_cluster(Kind::DefaultProjectQuota, DEFAULT_PROJECT_QUOTA_NAME) {
+        Some(Object::DefaultProjectQuota(d)) => Some(limits_of(&d.spec.limits)),
+        _ => None,
+    }
+}
+
+/// The ProjectQuota governing a project: the first, in namespace and name order, whose
+/// namespace or project id names it (admission lets only one govern a project).
+pub fn project_quota<'s>(store: &'s Store, project: &str) -> Option<&'s ProjectQuota> {
+    store.list(Kind::ProjectQuota).find_map(|o| match o {
+        Object::ProjectQuota(q) if quota_projects(q).iter().any(|p| p == project) => Some(q),
+        _ => None,
+    })
+}
+
+/// What governs a project; none when no quota does.
+pub fn governing(store: &Store, project: &str) -> Option<Governing> {
+    let default = default_limits(store);
+    match project_quota(store, project) {
+        Some(q) => Some(Governing {
+            quota: format!(
+                "ProjectQuota {}/{}",
+                q.metadata.namespace.as_deref().unwrap_or(""),
+                q.metadata.name.as_deref().unwrap_or("")
+            ),
+            projects: quota_projects(q),
+            limits: match &default {
+                Some(d) => limits_of(&q.spec.limits).over(d),
+                None => limits_of(&q.spec.limits),
+            },
+        }),
+        None => default.map(|limits| Governing {
+            quota: format!("DefaultProjectQuota {DEFAULT_PROJECT_QUOTA_NAME}"),
+            projects: vec![project.to_string()],
+            limits,
+        }),
+    }
+}
