@@ -11,20 +11,20 @@ use std::time::Duration;
 use super::support::{self, exclusive_lock};
 use super::{ControlPlane, Operator, crds_installed, eventually};
 
-fn provider(name: &str, vcpus: i64) -> String {
+pub(super) fn provider(name: &str, vcpus: i64) -> String {
     format!(
         "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata:\n  name: {name}\nspec:\n  inventories:\n    VCPU: {{total: {vcpus}}}\n"
     )
 }
 
-fn allocation(name: &str, n: usize, provider: &str) -> String {
+pub(super) fn allocation(name: &str, n: usize, provider: &str) -> String {
     format!(
         "apiVersion: kubeplace.io/v1alpha1\nkind: Allocation\nmetadata:\n  name: {name}\nspec:\n  consumer: 00000000-0000-4000-8000-{n:012}\n  allocations:\n  - provider: {provider}\n    resources: {{VCPU: 1}}\n"
     )
 }
 
 /// The VCPU usage a provider's status shows, 0 before it shows any.
-fn usage(cp: &ControlPlane, provider: &str) -> i64 {
+pub(super) fn usage(cp: &ControlPlane, provider: &str) -> i64 {
     cp.kubectl(&[
         "get",
         "resourceprovider",
@@ -40,7 +40,7 @@ fn usage(cp: &ControlPlane, provider: &str) -> i64 {
 
 /// Each Allocation whose name starts with `prefix`, with its Applied condition's status and
 /// reason (empty until the leader writes them).
-fn verdicts(cp: &ControlPlane, prefix: &str) -> Vec<(String, String, String)> {
+pub(super) fn verdicts(cp: &ControlPlane, prefix: &str) -> Vec<(String, String, String)> {
     let out = cp.kubectl(&[
         "get",
         "allocations",
@@ -62,7 +62,11 @@ fn verdicts(cp: &ControlPlane, prefix: &str) -> Vec<(String, String, String)> {
 }
 
 /// Waits until every Allocation of `prefix` has a verdict, and returns them.
-fn settled(cp: &ControlPlane, prefix: &str, count: usize) -> Vec<(String, String, String)> {
+pub(super) fn settled(
+    cp: &ControlPlane,
+    prefix: &str,
+    count: usize,
+) -> Vec<(String, String, String)> {
     for _ in 0..120 {
         let v = verdicts(cp, prefix);
         if v.len() == count && v.iter().all(|(_, status, _)| !status.is_empty()) {
@@ -85,7 +89,7 @@ fn cleanup(cp: &ControlPlane, prefix: &str, count: usize, host: &str) {
 /// A TCP proxy on 127.0.0.1 that hands each connection to the next backend in turn, as a
 /// Service spreads connections over the pods behind it; returns its port and a count of
 /// connections per backend.
-fn round_robin(backends: Vec<u16>) -> (u16, Arc<Vec<AtomicUsize>>) {
+pub(super) fn round_robin(backends: Vec<u16>) -> (u16, Arc<Vec<AtomicUsize>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let counts: Arc<Vec<AtomicUsize>> =
@@ -116,7 +120,7 @@ fn round_robin(backends: Vec<u16>) -> (u16, Arc<Vec<AtomicUsize>>) {
 
 /// A replica with the shared serving certificate, as pods behind one Service run; it
 /// tells the others to reach it at its own port, checked against `ca`.
-fn replica_on(
+pub(super) fn replica_on(
     cp: &ControlPlane,
     name: &str,
     (cert, key, ca): (&Path, &Path, &Path),

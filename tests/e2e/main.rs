@@ -25,6 +25,7 @@ mod placement_crashes;
 mod placement_import;
 mod placement_writes;
 mod provider_config;
+mod quotas;
 mod rbac;
 mod servers;
 mod zones;

@@ -37,7 +37,14 @@ impl PendingUsage {
     }
 }
 
-pub(super) fn review(a: &Allocation, store: &Store, pending: &PendingUsage, review: &mut Review) {
+/// Reviews a claim; `old` is the version the API server holds (none for a creation).
+pub(super) fn review(
+    a: &Allocation,
+    old: Option<&Allocation>,
+    store: &Store,
+    pending: &PendingUsage,
+    review: &mut Review,
+) {
     let name = a.metadata.name.as_deref().unwrap_or("");
     let index = store.index();
     if !is_uuid(&a.spec.consumer) {
@@ -105,7 +112,11 @@ pub(super) fn review(a: &Allocation, store: &Store, pending: &PendingUsage, revi
     }
     // Capacity and quota in the same step: no claim is judged against one and not the other.
     let charge = crate::quota::charge_of(a);
-    let versions: Vec<_> = std::iter::once(store.charges().of_claim(name))
+    // What the claim charges now is the API server's version (the store may be behind it,
+    // or show this very claim, decided a moment ago by its writer), and any version still
+    // on its way.
+    let held = old.and_then(crate::quota::charge_of);
+    let versions: Vec<_> = std::iter::once(held.as_ref())
         .chain(pending.deciding.iter().map(Option::as_ref))
         .collect();
     if let Err(refusal) =

@@ -203,7 +203,13 @@ pub fn admit_with_pending(
         }
         (Operation::Delete, _) => {}
         (_, Object::ResourceProvider(rp)) => resource_provider::review(rp, store, &mut review),
-        (_, Object::Allocation(a)) => allocation::review(a, store, pending, &mut review),
+        (_, Object::Allocation(a)) => {
+            let old = match old {
+                Some(Object::Allocation(o)) => Some(o),
+                _ => None,
+            };
+            allocation::review(a, old, store, pending, &mut review)
+        }
         (_, Object::ProviderConfig(pc)) => provider_config::review(pc, store, &mut review),
         (_, Object::ExtraSpecDefinition(d)) => extra_spec_definition::review(d, store, &mut review),
         (_, Object::Flavor(f)) => flavor::review(f, store, &mut review),

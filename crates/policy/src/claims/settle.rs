@@ -11,10 +11,20 @@ use crate::translate::{is_decided, takes};
 /// provider or class that does not exist yet are left undecided (they cannot take capacity
 /// from anyone) and are decided once it exists.
 pub fn settle(store: &mut Store) -> Vec<(String, String)> {
+    // A claim this process decided a moment ago and has not committed is not a claim yet:
+    // the claims ledger may still refuse it. It neither is decided here nor takes room
+    // from those that are.
+    let local: Vec<String> = store
+        .decided_here()
+        .filter(|k| k.kind == Kind::Allocation && store.index().allocations(&k.name).is_some())
+        .map(|k| k.name.clone())
+        .collect();
     let mut undecided: Vec<(Option<i64>, String)> = store
         .list(Kind::Allocation)
         .filter_map(|o| match o {
-            Object::Allocation(a) if is_undecided(store, o) => {
+            Object::Allocation(a)
+                if is_undecided(store, o) && !local.contains(&o.name().to_string()) =>
+            {
                 let created = a
                     .metadata
                     .creation_timestamp
@@ -30,7 +40,7 @@ pub fn settle(store: &mut Store) -> Vec<(String, String)> {
     }
     // Objects without a creation time (files read offline) keep name order.
     undecided.sort();
-    for (_, name) in &undecided {
+    for name in undecided.iter().map(|(_, n)| n).chain(&local) {
         store.uncount(name);
     }
     let mut refused = Vec::new();
@@ -45,6 +55,9 @@ pub fn settle(store: &mut Store) -> Vec<(String, String)> {
             }
             None => store.recount(&name),
         }
+    }
+    for name in &local {
+        store.recount(name);
     }
     refused
 }

@@ -81,6 +81,7 @@ impl Ledger {
                 return refused(format!("PlacementWrite {name:?} is invalid: {problem}"));
             }
         };
+        let mut shown = false;
         for change in &changes {
             let what = format!("{} {:?}", change.key.kind, change.key.name);
             let other = store
@@ -98,6 +99,9 @@ impl Ledger {
                 (None, None) => true,
                 _ => false,
             };
+            shown |= shows_decision
+                && change.key.kind == kubeplace_api::Kind::Allocation
+                && change.after.is_some();
             if !shows_decision
                 && change.key.kind == kubeplace_api::Kind::Allocation
                 && self.pending.iter().any(|p| p.name == change.key.name)
@@ -131,7 +135,9 @@ impl Ledger {
             .map(|c| c.key.name.as_str())
             .collect();
         let pending = self.usage(store, &claims);
-        if let Err(refusal) = crate::quota::check_write(store, &after, &pending.charges, claims) {
+        if let Err(refusal) =
+            crate::quota::check_write(store, &after, shown, &pending.charges, claims)
+        {
             return refused(format!("PlacementWrite {name:?}: {refusal}"));
         }
         for change in &changes {

@@ -111,10 +111,12 @@ pub fn check_claim(
 /// Whether a write of several claims, taking the store from `before` to `after`, keeps
 /// every project it charges within its quota: each governed group is judged on the whole
 /// write, so a move that hands a consumer's holding to a `MIGRATION` consumer charges
-/// only what grows.
+/// only what grows. Where `before` already shows the write (its writer's own store), what
+/// it grew from is unknown: the state it leaves must be within every limit.
 pub fn check_write<'c>(
     before: &Store,
     after: &Store,
+    shown: bool,
     pending: &Pending,
     claims: impl IntoIterator<Item = &'c str>,
 ) -> Result<(), QuotaRefusal> {
@@ -137,10 +139,12 @@ pub fn check_write<'c>(
             continue;
         }
         judged.push(g.quota.clone());
-        let (was, will) = (
-            group_usage(before, pending, &g),
-            group_usage(after, pending, &g),
-        );
+        let will = group_usage(after, pending, &g);
+        let was = if shown {
+            Usage::default()
+        } else {
+            group_usage(before, pending, &g)
+        };
         within(&g.limits, &was, &will).map_err(|exceeded| QuotaRefusal {
             project: project.clone(),
             quota: g.quota.clone(),

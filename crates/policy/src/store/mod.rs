@@ -767,6 +767,12 @@ impl Store {
         }
     }
 
+    /// Objects a write of this process decided and has not committed: the store shows the
+    /// decision, which the API server may yet refuse.
+    pub fn decided_here(&self) -> impl Iterator<Item = &ObjectKey> {
+        self.decided.keys()
+    }
+
     /// Keeps watch events of objects a write of this process decided from being taken until
     /// [`Store::release_decided`].
     pub fn hold_decided<'k>(&mut self, keys: impl IntoIterator<Item = &'k ObjectKey>) {
