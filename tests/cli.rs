@@ -1466,3 +1466,92 @@ fn candidates_naming_a_class_or_trait_no_object_has_are_a_400() {
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(json(&out)["allocation_requests"], serde_json::json!([]));
 }
+
+/// Offline, a quota stops the Servers past it as the operator would: they wait with
+/// `QuotaExceeded`, the ProjectQuota shows its usage, and headroom says how many more the
+/// namespace may create.
+#[test]
+fn apply_and_headroom_know_quotas() {
+    let quota = "apiVersion: kubeplace.io/v1alpha1\nkind: ProjectQuota\nmetadata: {name: tight, namespace: shop}\nspec:\n  limits:\n    class:VCPU: 3\n";
+    let dir = std::env::temp_dir().join(format!("kubeplace-cli-quota-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("quota.yaml");
+    std::fs::write(&file, quota).unwrap();
+    let file = file.to_str().unwrap();
+    // The quota first (after the namespaces), then the cloud and its Servers.
+    let out = kubeplace(
+        &[
+            "apply",
+            "-f",
+            "examples/cloud/00-namespaces.yaml",
+            "-f",
+            file,
+            "-f",
+            "examples/cloud",
+            "-o",
+            "json",
+        ],
+        None,
+    );
+    let report = json(&out);
+    let waiting = &item(&report, "Server", "web-3")["status"]["conditions"][0];
+    assert_eq!(waiting["reason"], "QuotaExceeded", "{waiting}");
+    assert!(
+        waiting["message"]
+            .as_str()
+            .unwrap()
+            .contains("class:VCPU is limited to 3; 3 in use, 4 more asked"),
+        "{waiting}"
+    );
+    let status = &item(&report, "ProjectQuota", "tight")["status"];
+    assert_eq!(status["usage"]["class:VCPU"]["used"], 3, "{status}");
+    // The default's servers limit fills in the name the quota leaves out.
+    assert_eq!(status["summary"], "class:VCPU 3/3, servers 2/20");
+    let refused = &item(&report, "ProjectQuota", "limits")["admission"]["message"];
+    assert!(
+        refused
+            .as_str()
+            .unwrap()
+            .contains("project \"shop\" is governed by ProjectQuota shop/tight already"),
+        "{refused}"
+    );
+    // Headroom for the shop namespace: the cloud's room, and the quota's (examples/cloud
+    // holds shop's ProjectQuota: 10 servers, 16 VCPU, 32768 MiB).
+    let out = kubeplace(
+        &[
+            "placement",
+            "headroom",
+            "-f",
+            "examples/cloud",
+            "--flavor",
+            "m1.small",
+            "--project",
+            "shop",
+        ],
+        None,
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(
+            "10 of them within project shop's quota (ProjectQuota shop/limits; limited by servers)"
+        ),
+        "{text}"
+    );
+    let out = kubeplace(
+        &[
+            "placement",
+            "headroom",
+            "-f",
+            "examples/cloud",
+            "--flavor",
+            "m1.small",
+            "--project",
+            "shop",
+            "-o",
+            "json",
+        ],
+        None,
+    );
+    assert_eq!(json(&out)["withinQuota"]["servers"], 10);
+    std::fs::remove_dir_all(&dir).ok();
+}
