@@ -1,6 +1,8 @@
 //! Which quota governs a project, and with which limits.
 
 use kubeplace_api::{DEFAULT_PROJECT_QUOTA_NAME, Kind, Object, ProjectQuota};
+
+pub use crate::store::charges::quota_projects;
 use kubeplace_core::quota::Limits;
 
 use crate::store::Store;
@@ -15,16 +17,6 @@ pub struct Governing {
     /// id; the one project, under the default.
     pub projects: Vec<String>,
     pub limits: Limits,
-}
-
-/// The projects a ProjectQuota governs: its namespace's, and its `spec.projectId`.
-pub fn quota_projects(q: &ProjectQuota) -> Vec<String> {
-    let namespace = q.metadata.namespace.clone().unwrap_or_default();
-    let mut projects = vec![namespace.clone()];
-    if let Some(id) = q.spec.project_id.as_ref().filter(|id| **id != namespace) {
-        projects.push(id.clone());
-    }
-    projects
 }
 
 /// The well-formed limits of a quota's `spec.limits` (admission refuses the others; one
@@ -50,10 +42,12 @@ fn default_limits(store: &Store) -> Option<Limits> {
 /// The ProjectQuota governing a project: the first, in namespace and name order, whose
 /// namespace or project id names it (admission lets only one govern a project).
 pub fn project_quota<'s>(store: &'s Store, project: &str) -> Option<&'s ProjectQuota> {
-    store.list(Kind::ProjectQuota).find_map(|o| match o {
-        Object::ProjectQuota(q) if quota_projects(q).iter().any(|p| p == project) => Some(q),
-        _ => None,
-    })
+    store
+        .quotas_of(project)
+        .find_map(|key| match store.get(key) {
+            Some(Object::ProjectQuota(q)) => Some(q),
+            _ => None,
+        })
 }
 
 /// What governs a project; none when no quota does.

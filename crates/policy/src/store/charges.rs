@@ -4,7 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use kubeplace_api::{
-    Allocation, CONSUMER_TYPE_ANNOTATION, PROJECT_ANNOTATION, UNKNOWN_PROJECT, allocation_server,
+    Allocation, CONSUMER_TYPE_ANNOTATION, PROJECT_ANNOTATION, ProjectQuota, UNKNOWN_PROJECT,
+    allocation_server,
 };
 use kubeplace_core::quota::Usage;
 
@@ -50,6 +51,16 @@ pub fn charge_of(a: &Allocation) -> Option<Charge> {
         consumer: a.spec.consumer.clone(),
         resources,
     })
+}
+
+/// The projects a ProjectQuota governs: its namespace's, and its `spec.projectId`.
+pub fn quota_projects(q: &ProjectQuota) -> Vec<String> {
+    let namespace = q.metadata.namespace.clone().unwrap_or_default();
+    let mut projects = vec![namespace.clone()];
+    if let Some(id) = q.spec.project_id.as_ref().filter(|id| **id != namespace) {
+        projects.push(id.clone());
+    }
+    projects
 }
 
 /// The charges of the claims the index counts, by claim and by project.

@@ -174,6 +174,8 @@ pub struct Store {
     /// What each project's counted claims hold (shared like the index), changed in the
     /// same step as the index's count of a claim.
     charges: Arc<charges::Charges>,
+    /// ProjectQuotas by the projects they govern, so a claim finds its quota in one lookup.
+    quotas: Arc<HashMap<String, BTreeSet<ObjectKey>>>,
 }
 
 /// A deletion held: since when, and of which object (its uid) when only that one is
@@ -300,6 +302,26 @@ impl Store {
     /// Follows an object's replacement in what is kept about Allocations: the generation
     /// records and the keys by consumer.
     fn note_records(&mut self, old: Option<&Object>, new: Option<&Object>) {
+        let quota = |o: Option<&Object>| matches!(o, Some(Object::ProjectQuota(_)));
+        if quota(old) || quota(new) {
+            let quotas = Arc::make_mut(&mut self.quotas);
+            if let Some(o @ Object::ProjectQuota(q)) = old {
+                for project in charges::quota_projects(q) {
+                    if let Some(keys) = quotas.get_mut(&project) {
+                        keys.remove(&ObjectKey::of(o));
+                        if keys.is_empty() {
+                            quotas.remove(&project);
+                        }
+                    }
+                }
+            }
+            if let Some(o @ Object::ProjectQuota(q)) = new {
+                for project in charges::quota_projects(q) {
+                    quotas.entry(project).or_default().insert(ObjectKey::of(o));
+                }
+            }
+            return;
+        }
         let allocation = |o: Option<&Object>| matches!(o, Some(Object::Allocation(_)));
         if !(allocation(old) || allocation(new)) {
             return;
@@ -918,6 +940,11 @@ impl Store {
     /// What each project's counted claims hold.
     pub fn charges(&self) -> &charges::Charges {
         &self.charges
+    }
+
+    /// The ProjectQuotas that govern a project, in key order.
+    pub fn quotas_of(&self, project: &str) -> impl Iterator<Item = &ObjectKey> {
+        self.quotas.get(project).into_iter().flatten()
     }
 
     /// Counts an Allocation against its providers again.
