@@ -36,7 +36,7 @@ use std::time::Duration;
 use support::{ControlPlane, ROOT, cluster, exclusive_lock, objects_lock};
 
 /// Every CRD in crds/kubeplace.yaml, by name.
-const CRDS: [&str; 11] = [
+const CRDS: [&str; 13] = [
     "resourceproviders.kubeplace.io",
     "allocations.kubeplace.io",
     "providerconfigs.kubeplace.io",
@@ -48,6 +48,8 @@ const CRDS: [&str; 11] = [
     "aggregates.kubeplace.io",
     "servergroups.kubeplace.io",
     "placementwrites.kubeplace.io",
+    "projectquotas.kubeplace.io",
+    "defaultprojectquotas.kubeplace.io",
 ];
 
 static CRDS_APPLIED: Once = Once::new();
