@@ -239,6 +239,8 @@ impl KindWatch {
                         .filter(|(k, o)| {
                             k.kind == self.kind
                                 && !keep.contains(*k)
+                                // Never in the API server: the mirror keeps it.
+                                && !o.is_mirrored()
                                 && !written_since(o)
                                 // Shown as a write decided it, its own event to come.
                                 && !store.holds_back(k)
