@@ -2,10 +2,13 @@
 //! Pods, ResourceSlices, ResourceClaims and DeviceClasses as the operator's
 //! `--mirror-cluster` does.
 
+mod placement_server;
+
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
-use serde_json::Value;
+use placement_server::Server;
+use serde_json::{Value, json};
 
 fn kubeplace(args: &[&str], stdin: Option<&str>) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_kubeplace"))
@@ -301,4 +304,87 @@ spec: {vcpus: 1, memoryMb: 512, extraSpecs: {trait:CUSTOM_ZONE_EU_1A: required}}
         "{err}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_placement_api_serves_mirrored_providers_and_refuses_to_change_them() {
+    let s = Server::start(&["-f", "examples/mirror"]);
+    let mv = Some("1.39");
+    let list = s.call("GET", "/resource_providers?name=node1", mv, None);
+    list.expect(200);
+    let node1 = list.json()["resource_providers"][0]["uuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Its usages count the pod; its inventory is the Node's.
+    let usages = s.call(
+        "GET",
+        &format!("/resource_providers/{node1}/usages"),
+        mv,
+        None,
+    );
+    usages.expect(200);
+    assert_eq!(usages.json()["usages"]["VCPU"], 4);
+    let inventories = s.call(
+        "GET",
+        &format!("/resource_providers/{node1}/inventories"),
+        mv,
+        None,
+    );
+    let body = inventories.json();
+    assert_eq!(body["inventories"]["VCPU"]["total"], 16);
+    assert_eq!(body["inventories"]["VCPU"]["reserved"], 1);
+    let generation = body["resource_provider_generation"].clone();
+    // A write to it is refused with 409, saying why.
+    let put = s.call(
+        "PUT",
+        &format!("/resource_providers/{node1}/inventories"),
+        mv,
+        Some(
+            &json!({"resource_provider_generation": generation, "inventories": {
+            "VCPU": {"total": 64}, "MEMORY_MB": {"total": 65536}, "DISK_GB": {"total": 200}}}),
+        ),
+    );
+    put.expect(409);
+    assert!(
+        put.error().0.contains("is mirrored from Node/node1"),
+        "{:?}",
+        put.error()
+    );
+    let traits = s.call(
+        "PUT",
+        &format!("/resource_providers/{node1}/traits"),
+        mv,
+        Some(&json!({"resource_provider_generation": generation, "traits": ["COMPUTE_NODE"]})),
+    );
+    traits.expect(409);
+    assert!(traits.error().0.contains("not through the Placement API"));
+    s.call("DELETE", &format!("/resource_providers/{node1}"), mv, None)
+        .expect(409);
+    // A pod's allocations are the pod's: rewriting them is refused too.
+    let pod = "6f1c2a80-1d2e-4c3b-9a4f-000000000001";
+    let mine = s.call("GET", &format!("/allocations/{pod}"), mv, None);
+    mine.expect(200);
+    assert_eq!(mine.json()["allocations"][&node1]["resources"]["VCPU"], 4);
+    assert_eq!(mine.json()["project_id"], "shop");
+    s.call("DELETE", &format!("/allocations/{pod}"), mv, None)
+        .expect(409);
+    // Allocating from a mirrored Node is what it is for.
+    s.call(
+        "PUT",
+        "/allocations/11111111-2222-4333-8444-555555555555",
+        mv,
+        Some(&json!({
+            "allocations": {&node1: {"resources": {"VCPU": 2, "MEMORY_MB": 1024}}},
+            "project_id": "p", "user_id": "u", "consumer_generation": null, "consumer_type": "INSTANCE",
+        })),
+    )
+    .expect(204);
+    let usages = s.call(
+        "GET",
+        &format!("/resource_providers/{node1}/usages"),
+        mv,
+        None,
+    );
+    assert_eq!(usages.json()["usages"]["VCPU"], 6);
 }
