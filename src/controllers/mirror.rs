@@ -158,6 +158,12 @@ impl Mirroring {
         }
         if !changes.is_empty() {
             let mut store = crate::locks::write(&self.store);
+            // A pod's or Node's status moves often (conditions, IPs) and leaves what it is
+            // mirrored as alone: such a put changes nothing and reaches no status.
+            changes.retain(|change| match change {
+                Change::Put(o) => store.get(&ObjectKey::of(o)) != Some(&**o),
+                _ => true,
+            });
             let mut reach = Reach::default();
             for change in &changes {
                 let (key, new) = match change {
@@ -236,5 +242,14 @@ mod tests {
         assert_eq!(names, ["n2"]);
         assert_eq!(store.index().inventory("n2", "VCPU").unwrap().total, 8);
         assert!(!*ready.borrow(), "four kinds are not listed yet");
+        drop(store);
+        // The same Node again (a status heartbeat): nothing to reconcile.
+        shared.trigger.take();
+        shared.handle(
+            SourceKind::Node,
+            vec![Event::Apply(node("n2", "8"))],
+            &mut listing,
+        );
+        assert!(shared.trigger.take().reach.is_empty());
     }
 }

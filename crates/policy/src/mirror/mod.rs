@@ -96,12 +96,17 @@ impl Mirror {
                 ClusterSource::Pod(p) => pod::allocation(p, &from)
                     .map(|a| a.into_iter().map(Object::Allocation).collect()),
                 ClusterSource::ResourceSlice(s) => {
-                    self.slices.insert(key.name.clone(), (**s).clone());
+                    let mut kept = (**s).clone();
+                    // Nothing reads managedFields; kept they would be most of the slice.
+                    kept.metadata.managed_fields = None;
+                    self.slices.insert(key.name.clone(), kept);
                     self.slice_objects(s, &from)
                 }
                 ClusterSource::ResourceClaim(c) => {
+                    let mut kept = (**c).clone();
+                    kept.metadata.managed_fields = None;
                     self.claims
-                        .insert((key.namespace.clone(), key.name.clone()), (**c).clone());
+                        .insert((key.namespace.clone(), key.name.clone()), kept);
                     Ok(self.claim_objects(c, &from))
                 }
                 ClusterSource::DeviceClass(c) => {
