@@ -14,9 +14,7 @@ use std::collections::{BTreeMap, HashMap};
 use kubeplace_api::cluster_source::{
     ClusterSource, MIRRORED_FROM_ANNOTATION, ResourceClaim, ResourceSlice, SourceKey, SourceKind,
 };
-use kubeplace_api::{
-    Allocation, AllocationSpec, AllocationStatus, Condition, Kind, Object, ObjectMeta,
-};
+use kubeplace_api::{Allocation, AllocationSpec, AllocationStatus, Condition, Object, ObjectMeta};
 use kubeplace_core::placement::derived_provider_uuid;
 
 use crate::placement_records::{CONSUMER_TYPE_ANNOTATION, PROJECT_ANNOTATION};
@@ -203,6 +201,14 @@ impl Mirror {
         let claims: Vec<(SourceKey, Vec<Object>)> = self
             .claims
             .iter()
+            .filter(|(_, c)| {
+                c.status
+                    .as_ref()
+                    .and_then(|s| s.allocation.as_ref())
+                    .and_then(|a| a.devices.as_ref())
+                    .and_then(|d| d.results.as_ref())
+                    .is_some_and(|r| r.iter().any(|r| drivers.contains(&r.driver)))
+            })
             .map(|((namespace, name), c)| {
                 let key = SourceKey {
                     kind: SourceKind::ResourceClaim,
@@ -317,11 +323,6 @@ fn mirrored_allocation(
             observed_generation: Some(1),
         }),
     }
-}
-
-/// Whether a store key names a kind the mirror makes.
-pub fn mirrors_kind(kind: Kind) -> bool {
-    matches!(kind, Kind::ResourceProvider | Kind::Allocation)
 }
 
 #[cfg(test)]
