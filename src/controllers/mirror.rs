@@ -210,6 +210,30 @@ mod tests {
     }
 
     #[test]
+    fn readiness_waits_for_the_mirrors_kinds_and_names_them() {
+        let (synced, ready) = Synced::new(Kind::ALL.len() + SourceKind::ALL.len());
+        for kind in Kind::ALL {
+            synced.mark(kind);
+        }
+        assert!(!*ready.borrow());
+        assert_eq!(
+            synced.pending(),
+            [
+                "DeviceClass",
+                "Node",
+                "ResourceSlice",
+                "Pod",
+                "ResourceClaim"
+            ]
+        );
+        for kind in SourceKind::ALL {
+            synced.mark_source(kind);
+        }
+        assert!(*ready.borrow());
+        assert!(synced.pending().is_empty());
+    }
+
+    #[test]
     fn a_list_replaces_what_the_mirror_had_and_marks_the_kind() {
         let (synced, ready) = Synced::new(SourceKind::ALL.len());
         let shared = Mirroring {

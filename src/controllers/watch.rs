@@ -74,10 +74,24 @@ impl Synced {
         }
     }
 
-    /// The kinds not listed yet, of `all`.
-    pub(crate) fn pending(&self, all: &[Kind]) -> Vec<Kind> {
+    /// The kinds not listed yet: kubeplace's, and the mirror's when it waits for them.
+    pub(crate) fn pending(&self) -> Vec<&'static str> {
         let kinds = crate::locks::lock(&self.kinds);
-        all.iter().copied().filter(|k| !kinds.contains(k)).collect()
+        let mut pending: Vec<&'static str> = Kind::ALL
+            .iter()
+            .filter(|k| !kinds.contains(k))
+            .map(|k| k.as_str())
+            .collect();
+        if self.expected > Kind::ALL.len() {
+            let sources = crate::locks::lock(&self.sources);
+            pending.extend(
+                SourceKind::ALL
+                    .iter()
+                    .filter(|k| !sources.contains(k))
+                    .map(|k| k.as_str()),
+            );
+        }
+        pending
     }
 }
 
