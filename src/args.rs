@@ -191,3 +191,26 @@ mod tests {
         }
     }
 }
+
+/// `--mirror-traits`: rules that give mirrored Nodes traits from their labels, after the
+/// default table (docs/mirror.md).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct MirrorTraits {
+    /// A YAML file of rules (`traits: [{label, value, trait}]`) read after the default
+    /// table of Node labels to traits; see docs/mirror.md.
+    #[arg(long, value_name = "FILE", env = "KUBEPLACE_MIRROR_TRAITS")]
+    pub mirror_traits: Option<PathBuf>,
+}
+
+impl MirrorTraits {
+    /// The table in force: the defaults, and the file's rules after them.
+    pub fn table(&self) -> Result<kubeplace_policy::mirror::TraitTable, String> {
+        let Some(path) = &self.mirror_traits else {
+            return Ok(Default::default());
+        };
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("--mirror-traits {}: {e}", path.display()))?;
+        kubeplace_policy::mirror::TraitTable::with_rules(&text)
+            .map_err(|e| format!("--mirror-traits {}: {e}", path.display()))
+    }
+}

@@ -60,16 +60,12 @@ fn readiness(health: &Health, placement: &Soundness) -> Reply {
     } else if *health.ready.borrow() {
         text(StatusCode::OK, "ok\n")
     } else {
-        let pending = health.synced.pending(&kubeplace_api::Kind::ALL);
+        let pending = health.synced.pending();
         text(
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
                 "not ready: waiting for the first list of {}\n",
-                pending
-                    .iter()
-                    .map(|k| k.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                pending.join(", ")
             ),
         )
     }

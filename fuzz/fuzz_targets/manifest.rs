@@ -14,6 +14,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let mut store = kubeplace_fuzz::example_store().clone();
+    let mut mirror = kubeplace_policy::mirror::Mirror::default();
     for doc in documents {
         for field in &doc.unknown_fields {
             let _ = field.to_string();
@@ -23,6 +24,11 @@ fuzz_target!(|data: &[u8]| {
                 let _ = admit_and_store(&mut store, object);
             }
             Ok(Content::Namespace(_)) => {}
+            // Mirrored as the operator would: never a panic, whatever the quantities.
+            Ok(Content::Cluster(source)) => {
+                let observed = mirror.observe(&source);
+                store.apply_changes(observed.changes);
+            }
             Err(e) => {
                 let _ = e.located(&doc.origin);
             }

@@ -16,6 +16,7 @@ use kubeplace_core::placement::weighers::Weighers;
 use kubeplace_core::runs::{in_runs, threads_for};
 use kubeplace_policy::admission::{Verdict, admit_and_store_in_order};
 use kubeplace_policy::claims::record_admitted;
+use kubeplace_policy::mirror::{Mirror, TraitTable};
 use kubeplace_policy::namespaces::{MissingNamespace, Namespaces};
 use kubeplace_policy::scheduling::headroom::{HeadroomFigures, STATUS_CAP, record_headroom};
 use kubeplace_policy::scheduling::place;
@@ -48,6 +49,8 @@ pub enum ItemStatus {
     Empty,
     /// Admitted but no longer in the store: a null status.
     Missing,
+    /// A cluster object, and the objects it is mirrored as.
+    Mirrored(Vec<ObjectKey>),
 }
 
 impl ItemStatus {
@@ -58,6 +61,9 @@ impl ItemStatus {
             ItemStatus::Namespace => serde_json::json!({"phase": "Active"}),
             ItemStatus::Empty => Value::Object(Default::default()),
             ItemStatus::Missing => Value::Null,
+            ItemStatus::Mirrored(keys) => serde_json::json!({
+                "mirroredAs": keys.iter().map(|k| format!("{}/{}", k.kind, k.name)).collect::<Vec<_>>()
+            }),
         }
     }
 }
@@ -99,6 +105,7 @@ pub enum Validate {
 /// What an admitted document became, for its status in the report.
 enum Applied {
     Object(ObjectKey),
+    Mirrored(Vec<ObjectKey>),
     Namespace,
     Nothing,
 }
@@ -124,6 +131,8 @@ pub struct Options {
     pub weighers: Weighers,
     /// Servers each Flavor's headroom counts at most (0: not counted).
     pub headroom_cap: usize,
+    /// Which traits mirrored Nodes' labels give.
+    pub mirror_traits: TraitTable,
 }
 
 impl Default for Options {
@@ -132,6 +141,7 @@ impl Default for Options {
             validate: Validate::Strict,
             weighers: Weighers::default(),
             headroom_cap: STATUS_CAP,
+            mirror_traits: TraitTable::default(),
         }
     }
 }
@@ -153,6 +163,8 @@ pub struct Applier {
     weighers: Weighers,
     headroom_cap: usize,
     store: Store,
+    /// Nodes, Pods and DRA objects read as the operator's `--mirror-cluster` reads them.
+    mirror: Mirror,
     namespaces: Namespaces,
     outcomes: Vec<(String, String, String, Verdict, Applied)>,
     /// Objects refused for a namespace that did not exist yet (by their place in
@@ -168,6 +180,7 @@ impl Applier {
             weighers: options.weighers.clone(),
             headroom_cap: options.headroom_cap,
             store: Store::default(),
+            mirror: Mirror::new(options.mirror_traits.clone()),
             namespaces: Namespaces::default(),
             outcomes: Vec::new(),
             missing_namespaces: Vec::new(),
@@ -211,6 +224,42 @@ impl Applier {
                     },
                     Applied::Namespace,
                 )
+            }
+            // Not a kubeplace kind either: mirrored, as `kubeplace run --mirror-cluster` would.
+            Ok(Content::Cluster(source)) => {
+                let observed = self.mirror.observe(&source);
+                store.finish_repacks();
+                store.apply_changes(observed.changes);
+                match observed.outcome {
+                    Ok(keys) => (
+                        Verdict {
+                            allowed: true,
+                            message: String::new(),
+                            // A written object of the same name stands in its place.
+                            warnings: keys
+                                .iter()
+                                .filter(|k| store.mirrored_aside(k).is_some())
+                                .map(|k| {
+                                    format!(
+                                        "{} {} is written by hand and stands in place of the mirrored one while it exists",
+                                        k.kind, k.name
+                                    )
+                                })
+                                .collect(),
+                        },
+                        Applied::Mirrored(keys),
+                    ),
+                    Err(e) => (
+                        Verdict::rejected(format!(
+                            "{}: document {}: {} {:?} cannot be mirrored: {e}",
+                            source_line(&doc.origin),
+                            doc.origin.document,
+                            source.kind(),
+                            doc.name
+                        )),
+                        Applied::Nothing,
+                    ),
+                }
             }
             Ok(Content::Object(object)) => match self.namespaces.missing(&object) {
                 Some(missing) => {
@@ -274,6 +323,7 @@ impl Applier {
                         .get(&k)
                         .map_or(ItemStatus::Missing, |o| ItemStatus::Object(Arc::clone(o))),
                     (Applied::Namespace, true) => ItemStatus::Namespace,
+                    (Applied::Mirrored(keys), true) => ItemStatus::Mirrored(keys),
                     _ => ItemStatus::Empty,
                 };
                 if admission.allowed {
@@ -380,13 +430,17 @@ const ROWS_APART_FROM: usize = 4_096;
 fn write_table(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
     let row = |i: &Item| {
         let namespace = i.kind == NAMESPACE_KIND && i.admission.allowed;
+        let mirrored = matches!(i.status, ItemStatus::Mirrored(_));
         let result = match (namespace, i.admission.allowed) {
             (true, _) => "accepted",
+            (false, true) if mirrored => "mirrored",
             (false, true) => "admitted",
             (false, false) => "rejected",
         };
         let detail = if namespace {
             "core v1 Namespace, not reviewed by kubeplace".to_string()
+        } else if let ItemStatus::Mirrored(keys) = &i.status {
+            mirrored_summary(keys)
         } else if i.admission.allowed {
             status_summary(&i.kind, &i.status)
         } else {
@@ -424,6 +478,23 @@ fn write_table(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
         "{} admitted, {} rejected",
         report.summary.admitted, report.summary.rejected
     )
+}
+
+/// What a cluster object is mirrored as, for the table.
+fn mirrored_summary(keys: &[ObjectKey]) -> String {
+    if keys.is_empty() {
+        return "mirrored as nothing".into();
+    }
+    let names: Vec<String> = keys
+        .iter()
+        .map(|k| format!("{} {}", k.kind, k.name))
+        .collect();
+    format!("mirrored as {}", names.join(", "))
+}
+
+/// `FILE:LINE` of a document.
+fn source_line(origin: &kubeplace_api::manifest::Origin) -> String {
+    format!("{}:{}", origin.file, origin.line)
 }
 
 /// A one-line summary of a status for the table.

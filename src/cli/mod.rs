@@ -20,7 +20,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use crate::args::{HeadroomCap, Weighing};
+use crate::args::{HeadroomCap, MirrorTraits, Weighing};
 
 /// How every subcommand ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -108,6 +108,8 @@ pub enum Command {
         weighing: Weighing,
         #[command(flatten)]
         headroom: HeadroomCap,
+        #[command(flatten)]
+        mirror: MirrorTraits,
     },
     /// Print every CustomResourceDefinition as YAML.
     Crds,
@@ -211,11 +213,20 @@ fn command(command: Command, process: Process) -> Exit {
             validate,
             weighing,
             headroom,
+            mirror,
         } => {
+            let mirror_traits = match mirror.table() {
+                Ok(table) => table,
+                Err(e) => {
+                    eprintln!("kubeplace apply: {e}");
+                    return Exit::BadInput;
+                }
+            };
             let options = apply::Options {
                 validate,
                 weighers: weighing.weighers,
                 headroom_cap: headroom.headroom_cap,
+                mirror_traits,
             };
             with_stdio(|i, o, e| apply::run(&files, output, &options, i, o, e))
         }

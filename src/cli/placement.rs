@@ -6,13 +6,14 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use kubeplace_api::manifest::read_paths;
+use kubeplace_api::manifest::{Content, read_paths};
 use kubeplace_core::placement::candidates::try_allocation_candidates;
 use kubeplace_core::placement::explain::{Explanation, explain};
 use kubeplace_core::placement::microversion::Microversion;
 use kubeplace_core::placement::query::{parse_candidates_query, parse_providers_query};
 use kubeplace_core::placement::resource_providers::matching_providers;
 use kubeplace_core::placement::response::{candidates_body, error_body, providers_body};
+use kubeplace_policy::mirror::Mirror;
 use kubeplace_policy::placement_records::{Backing, Book};
 use kubeplace_policy::scheduling::headroom::{DEFAULT_CAP, Headroom};
 use kubeplace_policy::store::{Change, Store};
@@ -31,17 +32,32 @@ pub enum Call {
 pub(crate) fn load_state(files: &[PathBuf], stdin: &mut dyn Read) -> Result<Store, String> {
     let documents = read_paths(files, stdin).map_err(|e| e.to_string())?;
     // One provider config merge for the whole state, not one per object.
-    // Namespaces hold nothing Placement answers about.
-    let changes = documents
-        .into_iter()
-        .filter_map(|doc| {
-            let origin = doc.origin.clone();
-            doc.object().map(|o| {
-                o.map(|o| Change::Put(Box::new(o)))
-                    .map_err(|e| e.located(&origin))
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    // Namespaces hold nothing Placement answers about; Nodes, Pods and DRA objects are
+    // mirrored as `kubeplace apply` mirrors them.
+    let mut mirror = Mirror::default();
+    let mut changes = Vec::new();
+    for doc in documents {
+        let origin = doc.origin.clone();
+        match doc.content {
+            Ok(Content::Object(o)) => changes.push(Change::Put(Box::new(o))),
+            Ok(Content::Namespace(_)) => {}
+            Ok(Content::Cluster(source)) => {
+                let observed = mirror.observe(&source);
+                observed.outcome.map_err(|e| {
+                    format!(
+                        "{}:{}: document {}: {} {:?} cannot be mirrored: {e}",
+                        origin.file,
+                        origin.line,
+                        origin.document,
+                        source.kind(),
+                        doc.name
+                    )
+                })?;
+                changes.extend(observed.changes);
+            }
+            Err(e) => return Err(e.located(&origin)),
+        }
+    }
     let mut store = Store::default();
     store.apply_changes(changes);
     Ok(store)

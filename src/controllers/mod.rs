@@ -8,6 +8,7 @@
 pub mod finalizer;
 pub(crate) mod headroom;
 pub mod lease;
+pub(crate) mod mirror;
 pub(crate) mod open_writes;
 pub mod reconciler;
 pub mod status;

@@ -204,7 +204,8 @@ fn plan_one(
     metrics: Option<&Metrics>,
 ) -> Option<StatusWrite> {
     // A write's record has no status to work out: who finishes the write reports on it.
-    if key.kind == Kind::PlacementWrite {
+    // Nor has a mirrored object: it lives in the store only.
+    if key.kind == Kind::PlacementWrite || object.is_mirrored() {
         return None;
     }
     let started = Instant::now();

@@ -21,12 +21,15 @@ use crate::cache::{SharedStore, to_object};
 use crate::metrics::{Metrics, kind_label};
 use kubeplace_api::Kind;
 use kubeplace_api::Object;
+use kubeplace_api::cluster_source::SourceKind;
 use kubeplace_policy::status::Reach;
 use kubeplace_policy::store::{Change, ObjectKey, Store};
 
-/// Which kinds have their initial list in the store; ready when all have.
+/// Which kinds have their initial list in the store; ready when all have (kubeplace's
+/// kinds, and the cluster's kinds the mirror reads when it runs).
 pub(crate) struct Synced {
     kinds: Mutex<BTreeSet<Kind>>,
+    sources: Mutex<BTreeSet<SourceKind>>,
     expected: usize,
     ready: watch::Sender<bool>,
 }
@@ -38,6 +41,7 @@ impl Synced {
         (
             Arc::new(Synced {
                 kinds: Mutex::new(BTreeSet::new()),
+                sources: Mutex::new(BTreeSet::new()),
                 expected,
                 ready,
             }),
@@ -47,20 +51,47 @@ impl Synced {
 
     /// Marks a kind as listed.
     pub(crate) fn mark(&self, kind: Kind) {
-        let mut kinds = crate::locks::lock(&self.kinds);
-        if kinds.insert(kind) && kinds.len() >= self.expected {
-            info!(
-                kinds = kinds.len(),
-                "every kind is listed; the store is synced"
-            );
+        let newly = crate::locks::lock(&self.kinds).insert(kind);
+        if newly {
+            self.check();
+        }
+    }
+
+    /// Marks a kind the mirror reads as listed.
+    pub(crate) fn mark_source(&self, kind: SourceKind) {
+        let newly = crate::locks::lock(&self.sources).insert(kind);
+        if newly {
+            self.check();
+        }
+    }
+
+    fn check(&self) {
+        let listed =
+            crate::locks::lock(&self.kinds).len() + crate::locks::lock(&self.sources).len();
+        if listed >= self.expected && !*self.ready.borrow() {
+            info!(kinds = listed, "every kind is listed; the store is synced");
             self.ready.send_replace(true);
         }
     }
 
-    /// The kinds not listed yet, of `all`.
-    pub(crate) fn pending(&self, all: &[Kind]) -> Vec<Kind> {
+    /// The kinds not listed yet: kubeplace's, and the mirror's when it waits for them.
+    pub(crate) fn pending(&self) -> Vec<&'static str> {
         let kinds = crate::locks::lock(&self.kinds);
-        all.iter().copied().filter(|k| !kinds.contains(k)).collect()
+        let mut pending: Vec<&'static str> = Kind::ALL
+            .iter()
+            .filter(|k| !kinds.contains(k))
+            .map(|k| k.as_str())
+            .collect();
+        if self.expected > Kind::ALL.len() {
+            let sources = crate::locks::lock(&self.sources);
+            pending.extend(
+                SourceKind::ALL
+                    .iter()
+                    .filter(|k| !sources.contains(k))
+                    .map(|k| k.as_str()),
+            );
+        }
+        pending
     }
 }
 
@@ -239,6 +270,8 @@ impl KindWatch {
                         .filter(|(k, o)| {
                             k.kind == self.kind
                                 && !keep.contains(*k)
+                                // Never in the API server: the mirror keeps it.
+                                && !o.is_mirrored()
                                 && !written_since(o)
                                 // Shown as a write decided it, its own event to come.
                                 && !store.holds_back(k)

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{ArgAction, ValueEnum};
 
-use crate::args::{HeadroomCap, KeystoneArgs, Searching, Weighing};
+use crate::args::{HeadroomCap, KeystoneArgs, MirrorTraits, Searching, Weighing};
 
 /// Every flag of `kubeplace run`.
 #[derive(clap::Args, Debug, Clone)]
@@ -22,10 +22,24 @@ pub struct Flags {
     pub leader: LeaderFlags,
     #[command(flatten, next_help_heading = "Placement API")]
     pub placement: PlacementFlags,
+    #[command(flatten, next_help_heading = "Cluster mirror")]
+    pub mirror: MirrorFlags,
     #[command(flatten, next_help_heading = "Health, metrics and shutdown")]
     pub serving: ServingFlags,
     #[command(flatten, next_help_heading = "Logs")]
     pub logs: LogFlags,
+}
+
+/// Whether the cluster's Nodes, Pods and DRA devices feed the index (docs/mirror.md).
+#[derive(clap::Args, Debug, Clone)]
+pub struct MirrorFlags {
+    /// Watch Nodes, Pods, ResourceSlices, ResourceClaims and DeviceClasses and count them
+    /// as providers and allocations beside the written ones (never written back). Needs
+    /// get, list and watch on those kinds.
+    #[arg(long, env = "KUBEPLACE_MIRROR_CLUSTER")]
+    pub mirror_cluster: bool,
+    #[command(flatten)]
+    pub traits: MirrorTraits,
 }
 
 /// Which cluster, and where in it kubeplace's own objects live.

@@ -45,6 +45,7 @@ use crate::webhook::claims_route::ClaimsRoute;
 use crate::webhook::{Webhook, config, endpoint};
 use flags::ClusterFlags;
 use kubeplace_api::Kind;
+use kubeplace_api::cluster_source::SourceKind;
 use leader::Candidacy;
 use placement::PlacementOverCluster;
 use shutdown::Stop;
@@ -77,6 +78,8 @@ pub enum Error {
     Register { name: String, source: kube::Error },
     #[error("--webhook-client-ca {}: {reason}", path.display())]
     WebhookClientCa { path: PathBuf, reason: String },
+    #[error("{0}")]
+    MirrorTraits(String),
 }
 
 impl Error {
@@ -121,11 +124,21 @@ pub async fn run(flags: Flags) -> Result<(), Error> {
         Some(path) => Some(client_cas(path)?),
         None => None,
     };
+    let mirror_traits = if flags.mirror.mirror_cluster {
+        Some(flags.mirror.traits.table().map_err(Error::MirrorTraits)?)
+    } else {
+        None
+    };
     let config = config(&flags.cluster).await?;
     let client = Client::try_from(config.clone()).map_err(Error::Client)?;
     let store = SharedStore::default();
     info!(weighers = %flags.scheduling.weighing.weighers, "servers are weighed");
-    let (synced, ready) = Synced::new(Kind::ALL.len());
+    let mirrored_kinds = if mirror_traits.is_some() {
+        SourceKind::ALL.len()
+    } else {
+        0
+    };
+    let (synced, ready) = Synced::new(Kind::ALL.len() + mirrored_kinds);
     let shared = Shared {
         identity: identity(),
         client,
@@ -185,7 +198,17 @@ pub async fn run(flags: Flags) -> Result<(), Error> {
         )?,
         serve_health(&shared, listeners.metrics, not_ready_rx, &stopping),
     ];
-    let watches = watch_every_kind(&shared);
+    let mut watches = watch_every_kind(&shared);
+    if let Some(traits) = mirror_traits {
+        info!("the cluster's Nodes, Pods and DRA devices are mirrored");
+        watches.extend(crate::controllers::mirror::start(
+            &shared.client,
+            &shared.store,
+            &shared.trigger,
+            &shared.synced,
+            traits,
+        ));
+    }
     if let Some(ca) = &certificate.register_ca {
         register_webhook(&flags, &shared.client, webhook_port, ca).await?;
     }

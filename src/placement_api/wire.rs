@@ -171,7 +171,7 @@ impl From<kubeplace_policy::placement_records::RecordError> for ApiError {
                 ApiError::stale("resource provider", sent, current)
             }
             E::ProviderRefused(_) => ApiError::bad_request(e.to_string()),
-            E::AllocationRefused(_) => ApiError::conflict(e.to_string()),
+            E::AllocationRefused(_) | E::Mirrored { .. } => ApiError::conflict(e.to_string()),
             E::Busy { ref key, .. } => {
                 let held = Some(Box::new(key.clone()));
                 ApiError {

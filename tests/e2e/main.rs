@@ -18,6 +18,7 @@ mod failover;
 mod faults;
 mod gabbi;
 mod keystone;
+mod mirror;
 mod node;
 mod nova;
 mod placement_api;

@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
+pub mod cluster_source;
 pub mod fields;
 pub mod manifest;
 pub mod provider_name;

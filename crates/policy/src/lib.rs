@@ -9,6 +9,7 @@
 
 pub mod admission;
 pub mod claims;
+pub mod mirror;
 pub mod namespaces;
 pub mod pass;
 pub mod placement_records;

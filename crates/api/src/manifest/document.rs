@@ -4,6 +4,7 @@
 use std::fmt;
 
 use super::names::kind_names;
+use crate::cluster_source::ClusterSource;
 use crate::fields::UnknownField;
 use crate::{API_VERSION, Object};
 
@@ -54,6 +55,9 @@ pub enum Content {
     /// A core `v1` Namespace, by name. Not a kubeplace kind: it is read so that the
     /// namespaced objects after it can be checked as the API server checks them.
     Namespace(String),
+    /// A Node, Pod, ResourceSlice, ResourceClaim or DeviceClass: not a kubeplace kind
+    /// either, read to be mirrored as providers and allocations.
+    Cluster(ClusterSource),
 }
 
 impl Document {
@@ -61,7 +65,7 @@ impl Document {
     pub fn object(self) -> Option<Result<Object, DocumentError>> {
         match self.content {
             Ok(Content::Object(o)) => Some(Ok(o)),
-            Ok(Content::Namespace(_)) => None,
+            Ok(Content::Namespace(_) | Content::Cluster(_)) => None,
             Err(e) => Some(Err(e)),
         }
     }
@@ -85,7 +89,7 @@ pub enum DocumentError {
         "line {line}: field {field} is missing; kubeplace objects have apiVersion: {API_VERSION} and a kind"
     )]
     Missing { field: &'static str, line: u64 },
-    #[error("field kind is {kind:?}, which kubeplace does not serve{}; kubeplace's kinds are {} (and it reads core v1 Namespaces)", hint(.suggestion), kind_names().join(", "))]
+    #[error("field kind is {kind:?}, which kubeplace does not serve{}; kubeplace's kinds are {} (and it reads core v1 Namespaces, and Nodes, Pods, ResourceSlices, ResourceClaims and DeviceClasses to mirror them)", hint(.suggestion), kind_names().join(", "))]
     UnknownKind {
         kind: String,
         line: u64,

@@ -9,6 +9,7 @@ use kubeplace_core::yaml_plain::{Allowed, PlainNode, holds_a_character_outside};
 
 use super::document::{Content, Document, NAMESPACE_API_VERSION, NAMESPACE_KIND, Origin};
 use super::names::{check_namespace_name, check_object_name};
+use crate::cluster_source::{ClusterSource, SourceKind};
 use crate::fields::{has_unknown_fields, has_unknown_namespace_fields};
 use crate::{API_VERSION, Kind, Object};
 
@@ -228,6 +229,18 @@ fn clean_document(origin: Origin, value: &PlainNode<'_>) -> Option<Document> {
             return None;
         }
         Content::Namespace(name.clone())
+    } else if let Some(source_kind) = SourceKind::from_name(&kind) {
+        if api_version != source_kind.api_version() || check_object_name(&name).is_err() {
+            return None;
+        }
+        let mut source = ClusterSource::from_plain_untracked(source_kind, value)?;
+        if source_kind.is_namespaced()
+            && let Some(meta @ PlainNode::Map(_)) = value.get("metadata")
+            && meta.get("namespace").is_none()
+        {
+            set_default_namespace(&mut source);
+        }
+        Content::Cluster(source)
     } else {
         let typed_kind = Kind::from_name(&kind)?;
         if api_version != API_VERSION
@@ -254,4 +267,14 @@ fn clean_document(origin: Origin, value: &PlainNode<'_>) -> Option<Document> {
         content: Ok(content),
         unknown_fields: Vec::new(),
     })
+}
+
+/// kubectl's namespace for an object written without one, "default" here.
+fn set_default_namespace(source: &mut ClusterSource) {
+    let meta = match source {
+        ClusterSource::Pod(p) => &mut p.metadata,
+        ClusterSource::ResourceClaim(c) => &mut c.metadata,
+        _ => return,
+    };
+    meta.namespace = Some("default".into());
 }

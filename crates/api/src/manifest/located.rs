@@ -9,6 +9,7 @@ use super::document::{
     Content, Document, DocumentError, NAMESPACE_API_VERSION, NAMESPACE_KIND, Origin, ReadError,
 };
 use super::names::{check_namespace_name, check_object_name, kind_names};
+use crate::cluster_source::{ClusterSource, SourceKind};
 use crate::fields::{unknown_fields, unknown_namespace_fields};
 use crate::{API_VERSION, Kind, Object};
 
@@ -93,6 +94,9 @@ fn document(origin: Origin, root: &Located) -> Document {
     let unknown_fields = match &content {
         Ok(Content::Object(o)) => unknown_fields(o.kind(), root),
         Ok(Content::Namespace(_)) => unknown_namespace_fields(root),
+        // Read as the kubelet and the drivers write them: fields of newer versions are
+        // left to those versions.
+        Ok(Content::Cluster(_)) => Vec::new(),
         Err(_) => Vec::new(),
     };
     Document {
@@ -131,6 +135,9 @@ fn to_content(root: &Located) -> Result<Content, DocumentError> {
     if kind == NAMESPACE_KIND {
         return to_namespace(root, api_version, api_line);
     }
+    if let Some(source_kind) = SourceKind::from_name(&kind) {
+        return to_cluster_source(root, source_kind, api_version, api_line);
+    }
     let Some(typed_kind) = Kind::from_name(&kind) else {
         return Err(DocumentError::UnknownKind {
             suggestion: closest(&kind, &kind_names()),
@@ -168,6 +175,51 @@ fn to_content(root: &Located) -> Result<Content, DocumentError> {
     }
     Object::from_value(typed_kind, body)
         .map(Content::Object)
+        .map_err(|e| {
+            let at = root.locate(e.path.split(['.', '[', ']']).filter(|s| !s.is_empty()));
+            DocumentError::Schema {
+                path: e.path,
+                line: at.line,
+                message: e.message,
+            }
+        })
+}
+
+/// A cluster object the mirror reads: its `apiVersion`, a name, and a body of its kind.
+fn to_cluster_source(
+    root: &Located,
+    kind: SourceKind,
+    api_version: String,
+    line: u64,
+) -> Result<Content, DocumentError> {
+    if api_version != kind.api_version() {
+        return Err(DocumentError::UnknownApiVersion {
+            api_version,
+            kind: kind.as_str().into(),
+            served: kind.api_version(),
+            line,
+        });
+    }
+    let name_node = root.get("metadata").and_then(|m| m.get("name"));
+    let name = name_node
+        .and_then(|n| n.to_json().as_str().map(str::to_string))
+        .unwrap_or_default();
+    if let Err(why) = check_object_name(&name) {
+        return Err(DocumentError::BadName {
+            name,
+            line: name_node.map_or(root.line, |n| n.line),
+            why,
+        });
+    }
+    let mut body = root.to_json();
+    if kind.is_namespaced()
+        && let Some(meta) = body.get_mut("metadata").and_then(|m| m.as_object_mut())
+        && !meta.contains_key("namespace")
+    {
+        meta.insert("namespace".into(), "default".into());
+    }
+    ClusterSource::from_value(kind, body)
+        .map(Content::Cluster)
         .map_err(|e| {
             let at = root.locate(e.path.split(['.', '[', ']']).filter(|s| !s.is_empty()));
             DocumentError::Schema {

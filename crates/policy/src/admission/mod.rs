@@ -122,6 +122,25 @@ pub fn admit_and_store_in_order(store: &mut Store, object: Object) -> Verdict {
     admit_and_store(store, object)
 }
 
+/// A write of a name the cluster mirror holds: refused, since the mirrored object changes
+/// with the cluster object it comes from and is never written.
+fn mirrored_refusal(store: &Store, object: &Object) -> Option<Verdict> {
+    if object.is_mirrored() {
+        return Some(Verdict::rejected(format!(
+            "{} {:?} carries {}, which only the cluster mirror sets",
+            object.kind(),
+            object.name(),
+            kubeplace_api::cluster_source::MIRRORED_FROM_ANNOTATION
+        )));
+    }
+    let from = store.get(&ObjectKey::of(object))?.mirrored_from()?;
+    Some(Verdict::rejected(format!(
+        "{} {:?} is mirrored from {from}: it changes with that object in the cluster and is not written; choose another name",
+        object.kind(),
+        object.name()
+    )))
+}
+
 /// A change of an object an open PlacementWrite changes: allowed when it is that write's
 /// own (marked by it, as the write leaves it), refused otherwise until the write is
 /// finished: it was decided first.
@@ -195,6 +214,9 @@ pub fn admit_with_pending(
     }
     if let Some(write) = store.write_on(&ObjectKey::of(object)) {
         return held_by_write(store, write, object);
+    }
+    if let Some(refusal) = mirrored_refusal(store, object) {
+        return refusal;
     }
     let mut review = Review::default();
     match (operation, object) {

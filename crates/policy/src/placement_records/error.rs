@@ -25,6 +25,17 @@ pub enum RecordError {
         key: crate::store::ObjectKey,
         write: String,
     },
+    /// The object is mirrored from the cluster: it changes with the cluster object, never
+    /// through the API.
+    #[error(
+        "{} {} is mirrored from {from}: it changes with that object in the cluster, not through the Placement API",
+        key.kind,
+        key.name
+    )]
+    Mirrored {
+        key: crate::store::ObjectKey,
+        from: String,
+    },
     /// A write under a read lock: a fault of the server, not of the request.
     #[error("a write was attempted under a read lock")]
     ReadOnly,

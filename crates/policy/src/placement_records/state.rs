@@ -128,6 +128,12 @@ impl<'a> State<'a> {
                 write: write.to_string(),
             });
         }
+        if let Some(from) = self.store.get(key).and_then(|o| o.mirrored_from()) {
+            return Err(RecordError::Mirrored {
+                key: key.clone(),
+                from: from.to_string(),
+            });
+        }
         if !self.journal.iter().any(|(k, _)| k == key) {
             let before = self.store.get(key).cloned();
             if let Some(before) = &before {

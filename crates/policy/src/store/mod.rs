@@ -8,6 +8,7 @@ use kubeplace_api::ServerRef;
 
 pub mod charges;
 pub mod generations;
+mod mirrored;
 mod records;
 pub mod writes;
 
@@ -127,6 +128,9 @@ pub enum Change {
     Put(Box<Object>),
     /// Delete an object.
     Delete(ObjectKey),
+    /// Take away a mirrored object (the cluster object it was mirrored from changed or went):
+    /// the store's object when it is that mirrored one, never a written one of its name.
+    Unmirror(ObjectKey),
 }
 
 /// Objects by key, plus the provider index built from them.
@@ -176,6 +180,9 @@ pub struct Store {
     charges: Arc<charges::Charges>,
     /// ProjectQuotas by the projects they govern, so a claim finds its quota in one lookup.
     quotas: Arc<HashMap<String, BTreeSet<ObjectKey>>>,
+    /// Mirrored objects whose name a written object holds ([`mirrored`]): the written one
+    /// stands in their place until it is deleted.
+    mirrored_aside: BTreeMap<ObjectKey, Object>,
 }
 
 /// A deletion held: since when, and of which object (its uid) when only that one is
@@ -537,10 +544,13 @@ impl Store {
         }
     }
 
-    /// Deletes an object.
+    /// Deletes an object; a mirrored object it stood in place of comes back.
     pub fn delete(&mut self, key: &ObjectKey) -> Option<Object> {
         let old = self.remove_unmerged(key)?;
         self.after_change(key.kind);
+        if let Some(mirrored) = self.mirrored_aside.remove(key) {
+            self.put(mirrored);
+        }
         Some(old)
     }
 
@@ -618,10 +628,18 @@ impl Store {
     /// One watch change, as [`writes`] says: held behind an unseen write, left out while the
     /// object shows a write's change, or taken.
     fn take_change(&mut self, change: Change, batch: &mut Batch) {
+        let change = match self.mirror_change(change) {
+            Some(Change::Unmirror(key)) => {
+                self.delete_in_batch(key, batch);
+                return;
+            }
+            Some(change) => change,
+            None => return,
+        };
         if !self.decided.is_empty() {
             let key = match &change {
                 Change::Put(o) => ObjectKey::of(o),
-                Change::Delete(k) => k.clone(),
+                Change::Delete(k) | Change::Unmirror(k) => k.clone(),
             };
             if self.decided.contains_key(&key) {
                 return;
@@ -663,8 +681,12 @@ impl Store {
                     return;
                 }
                 self.writes.deleted(&key);
-                self.delete_in_batch(key, batch);
+                self.delete_in_batch(key.clone(), batch);
+                if let Some(mirrored) = self.mirrored_aside.remove(&key) {
+                    self.put_in_batch(mirrored, batch);
+                }
             }
+            Change::Unmirror(_) => unreachable!("taken above"),
         }
     }
 

@@ -191,7 +191,7 @@ impl Writes {
         self.held.iter().find_map(|(change, mark, _)| {
             let held = match change {
                 Change::Put(o) => ObjectKey::of(o),
-                Change::Delete(k) => k.clone(),
+                Change::Delete(k) | Change::Unmirror(k) => k.clone(),
             };
             (held == *key).then_some(mark.as_str())
         })

@@ -385,3 +385,40 @@ fn a_json_list_with_a_mistake_names_the_line_of_the_field() {
     assert!(json_fast("f.json", GOOD).is_none());
     assert!(json_fast("f.json", &format!("{FLAVOR_JSON}\n{FLAVOR_JSON}")).is_none());
 }
+
+/// The cluster's objects the mirror reads take the fast path when clean and read as the
+/// located reader reads them (a pod without a namespace in "default"); a wrong apiVersion
+/// is left to the located reader, which says which one is served.
+#[test]
+fn cluster_objects_read_the_same_fast_and_located() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/mirror");
+    let mut read = 0;
+    for file in files_under(&dir).unwrap() {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let located = parse_located("f", &text).unwrap();
+        same(&parse_stream("f", &text).unwrap(), &located).unwrap();
+        read += located.len();
+    }
+    assert!(read >= 10, "{read}");
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  nodeName: n1\n  containers:\n    - name: a\n      resources:\n        requests:\n          cpu: \"250m\"\n";
+    // Quoted: the plain reader leaves a plain scalar such as 250m to the located reader.
+    let fast = yaml_fast("p.yaml", pod).expect("a clean pod takes the fast path");
+    same(&fast, &parse_located("p.yaml", pod).unwrap()).unwrap();
+    let Ok(crate::manifest::Content::Cluster(source)) = &fast[0].content else {
+        panic!("{:?}", fast[0].content)
+    };
+    assert_eq!(source.meta().namespace.as_deref(), Some("default"));
+    let json = r#"{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}, "status": {"capacity": {"cpu": "4", "memory": "8Gi"}}}"#;
+    let fast = json_fast("n.json", json).expect("a clean Node takes the fast path");
+    same(&fast, &parse_located("n.json", json).unwrap()).unwrap();
+    let wrong = pod.replace("apiVersion: v1", "apiVersion: apps/v1");
+    assert!(yaml_fast("p.yaml", &wrong).is_none());
+    let err = parse_stream("p.yaml", &wrong).unwrap()[0]
+        .content
+        .clone()
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "field apiVersion is \"apps/v1\"; Pod is served as v1"
+    );
+}

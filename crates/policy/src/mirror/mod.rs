@@ -1,0 +1,329 @@
+//! The cluster mirror: Nodes, Pods, ResourceSlices, ResourceClaims and DeviceClasses read
+//! as ResourceProviders and Allocations, so candidates, usages, headroom, explain and the
+//! Placement API count what the cluster already runs.
+//!
+//! Mirrored objects carry [`MIRRORED_FROM_ANNOTATION`] and live in the store only: nothing
+//! writes them or their statuses to the API server, and no write through admission or the
+//! Placement API changes them. [`Mirror`] keeps what each cluster object became and gives
+//! the store's changes as they move. One file per source kind: `node.rs`, `pod.rs`,
+//! `resource_slice.rs`, `resource_claim.rs`, `device_class.rs`; `traits.rs` the label table;
+//! `quantity.rs` Kubernetes quantities.
+
+use std::collections::{BTreeMap, HashMap};
+
+use kubeplace_api::cluster_source::{
+    ClusterSource, MIRRORED_FROM_ANNOTATION, ResourceClaim, ResourceSlice, SourceKey, SourceKind,
+};
+use kubeplace_api::{Allocation, AllocationSpec, AllocationStatus, Condition, Object, ObjectMeta};
+use kubeplace_core::placement::derived_provider_uuid;
+
+use crate::placement_records::{CONSUMER_TYPE_ANNOTATION, PROJECT_ANNOTATION};
+use crate::store::{Change, ObjectKey};
+use crate::translate::APPLIED;
+
+mod device_class;
+mod node;
+mod pod;
+pub mod quantity;
+mod resource_claim;
+pub mod resource_slice;
+pub mod traits;
+
+pub use node::COMPUTE_STATUS_DISABLED;
+pub use pod::POD_CONSUMER_TYPE;
+pub use resource_claim::CLAIM_CONSUMER_TYPE;
+pub use traits::{DEFAULT_RULES, TraitRule, TraitTable, TraitTableError};
+
+/// The reason of a mirrored Allocation's `Applied` condition: a fact of the cluster,
+/// counted as it is, never weighed as a claim.
+pub const MIRRORED: &str = "Mirrored";
+
+/// Why a cluster object cannot be mirrored.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MirrorError {
+    #[error("field {field}: {source}")]
+    Quantity {
+        field: String,
+        source: quantity::QuantityError,
+    },
+    #[error("field {0} is missing")]
+    Missing(String),
+}
+
+/// What one cluster object's change did: the store's changes, and what the object is
+/// mirrored as now (or why it is not mirrored; then it is mirrored as nothing).
+#[derive(Debug)]
+pub struct Observed {
+    pub changes: Vec<Change>,
+    pub outcome: Result<Vec<ObjectKey>, MirrorError>,
+}
+
+/// What the cluster's objects became. Nodes and Pods are not kept (each maps alone); slices
+/// and claims are, since a DeviceClass's change renames their resource class.
+#[derive(Debug, Default)]
+pub struct Mirror {
+    traits: TraitTable,
+    classes: device_class::DeviceClasses,
+    slices: BTreeMap<String, ResourceSlice>,
+    claims: BTreeMap<(String, String), ResourceClaim>,
+    /// What each cluster object seen is mirrored as.
+    produced: HashMap<SourceKey, Vec<ObjectKey>>,
+    /// How many cluster objects produce each mirrored object (a pool's root, by each of
+    /// its slices): it goes when the last does.
+    owners: HashMap<ObjectKey, u32>,
+}
+
+impl Mirror {
+    /// An empty mirror giving Nodes traits by `traits`.
+    pub fn new(traits: TraitTable) -> Mirror {
+        Mirror {
+            traits,
+            ..Mirror::default()
+        }
+    }
+
+    /// A cluster object created or changed.
+    pub fn observe(&mut self, source: &ClusterSource) -> Observed {
+        let key = source.key();
+        let from = key.to_string();
+        let mut changes = Vec::new();
+        let made: Result<Vec<Object>, MirrorError> =
+            match source {
+                ClusterSource::Node(n) => node::provider(n, &from, &self.traits)
+                    .map(|rp| vec![Object::ResourceProvider(rp)]),
+                ClusterSource::Pod(p) => pod::allocation(p, &from)
+                    .map(|a| a.into_iter().map(Object::Allocation).collect()),
+                ClusterSource::ResourceSlice(s) => {
+                    let mut kept = (**s).clone();
+                    // Nothing reads managedFields; kept they would be most of the slice.
+                    kept.metadata.managed_fields = None;
+                    self.slices.insert(key.name.clone(), kept);
+                    self.slice_objects(s, &from)
+                }
+                ClusterSource::ResourceClaim(c) => {
+                    let mut kept = (**c).clone();
+                    kept.metadata.managed_fields = None;
+                    self.claims
+                        .insert((key.namespace.clone(), key.name.clone()), kept);
+                    Ok(self.claim_objects(c, &from))
+                }
+                ClusterSource::DeviceClass(c) => {
+                    let moved = self.classes.put(c);
+                    self.redo_drivers(&moved, &mut changes);
+                    Ok(Vec::new())
+                }
+            };
+        let outcome = match made {
+            Ok(objects) => {
+                let keys = objects.iter().map(ObjectKey::of).collect();
+                self.produce(key, objects, &mut changes);
+                Ok(keys)
+            }
+            Err(e) => {
+                self.produce(key, Vec::new(), &mut changes);
+                Err(e)
+            }
+        };
+        Observed { changes, outcome }
+    }
+
+    /// A cluster object deleted: what it was mirrored as goes.
+    pub fn forget(&mut self, key: &SourceKey) -> Vec<Change> {
+        let mut changes = Vec::new();
+        match key.kind {
+            SourceKind::ResourceSlice => {
+                self.slices.remove(&key.name);
+            }
+            SourceKind::ResourceClaim => {
+                self.claims
+                    .remove(&(key.namespace.clone(), key.name.clone()));
+            }
+            SourceKind::DeviceClass => {
+                let moved = self.classes.remove(&key.name);
+                self.redo_drivers(&moved, &mut changes);
+            }
+            SourceKind::Node | SourceKind::Pod => {}
+        }
+        self.produce(key.clone(), Vec::new(), &mut changes);
+        self.produced.remove(key);
+        changes
+    }
+
+    /// The cluster objects of a kind the mirror has seen: after a list, those not in it are
+    /// [forgotten](Mirror::forget).
+    pub fn seen(&self, kind: SourceKind) -> Vec<SourceKey> {
+        let mut keys: Vec<SourceKey> = self
+            .produced
+            .keys()
+            .filter(|k| k.kind == kind)
+            .cloned()
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    /// How many objects the mirror keeps in the store.
+    pub fn mirrored_count(&self) -> usize {
+        self.owners.len()
+    }
+
+    fn slice_objects(&self, s: &ResourceSlice, from: &str) -> Result<Vec<Object>, MirrorError> {
+        resource_slice::providers(s, &self.classes, from)
+            .map(|rps| rps.into_iter().map(Object::ResourceProvider).collect())
+    }
+
+    fn claim_objects(&self, c: &ResourceClaim, from: &str) -> Vec<Object> {
+        resource_claim::allocation(c, &self.classes, from)
+            .into_iter()
+            .map(Object::Allocation)
+            .collect()
+    }
+
+    /// Mirrors again the slices and claims of drivers whose resource class moved.
+    fn redo_drivers(&mut self, drivers: &[String], changes: &mut Vec<Change>) {
+        if drivers.is_empty() {
+            return;
+        }
+        let slices: Vec<(SourceKey, Result<Vec<Object>, MirrorError>)> = self
+            .slices
+            .iter()
+            .filter(|(_, s)| drivers.contains(&s.spec.driver))
+            .map(|(name, s)| {
+                let key = SourceKey {
+                    kind: SourceKind::ResourceSlice,
+                    namespace: String::new(),
+                    name: name.clone(),
+                };
+                let objects = self.slice_objects(s, &key.to_string());
+                (key, objects)
+            })
+            .collect();
+        let claims: Vec<(SourceKey, Vec<Object>)> = self
+            .claims
+            .iter()
+            .filter(|(_, c)| {
+                c.status
+                    .as_ref()
+                    .and_then(|s| s.allocation.as_ref())
+                    .and_then(|a| a.devices.as_ref())
+                    .and_then(|d| d.results.as_ref())
+                    .is_some_and(|r| r.iter().any(|r| drivers.contains(&r.driver)))
+            })
+            .map(|((namespace, name), c)| {
+                let key = SourceKey {
+                    kind: SourceKind::ResourceClaim,
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                };
+                let objects = self.claim_objects(c, &key.to_string());
+                (key, objects)
+            })
+            .collect();
+        for (key, objects) in slices {
+            self.produce(key, objects.unwrap_or_default(), changes);
+        }
+        for (key, objects) in claims {
+            self.produce(key, objects, changes);
+        }
+    }
+
+    /// Makes `objects` what `source` is mirrored as: puts each, and takes away what it
+    /// no longer produces once no other source produces it either.
+    fn produce(&mut self, source: SourceKey, objects: Vec<Object>, changes: &mut Vec<Change>) {
+        let keys: Vec<ObjectKey> = objects.iter().map(ObjectKey::of).collect();
+        let before = self
+            .produced
+            .insert(source, keys.clone())
+            .unwrap_or_default();
+        for old in before.iter().filter(|k| !keys.contains(k)) {
+            if let Some(n) = self.owners.get_mut(old) {
+                *n -= 1;
+                if *n == 0 {
+                    self.owners.remove(old);
+                    changes.push(Change::Unmirror(old.clone()));
+                }
+            }
+        }
+        for (key, object) in keys.iter().zip(objects) {
+            if !before.contains(key) {
+                *self.owners.entry(key.clone()).or_default() += 1;
+            }
+            changes.push(Change::Put(Box::new(object)));
+        }
+    }
+}
+
+/// The metadata of a mirrored object.
+fn mirrored_meta(name: &str, from: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_string()),
+        annotations: Some(BTreeMap::from([(
+            MIRRORED_FROM_ANNOTATION.to_string(),
+            from.to_string(),
+        )])),
+        generation: Some(1),
+        ..ObjectMeta::default()
+    }
+}
+
+/// The resource class of an extended resource (`example.com/widget` →
+/// `CUSTOM_EXAMPLE_COM_WIDGET`); `None` for Kubernetes' own names.
+fn extended_class(resource: &str) -> Option<String> {
+    if !resource.contains('/') || resource.starts_with("kubernetes.io/") {
+        return None;
+    }
+    Some(format!("CUSTOM_{}", traits::trait_part(resource)))
+}
+
+/// A pod's or claim's consumer: its uid (else a uuid derived from where it lives, for
+/// objects read from files), its namespace as the project, and its type.
+struct Consumer {
+    uuid: String,
+    project: String,
+    type_: &'static str,
+}
+
+impl Consumer {
+    fn of(meta: &ObjectMeta, kind: &str, type_: &'static str) -> Consumer {
+        let namespace = meta.namespace.clone().unwrap_or_else(|| "default".into());
+        let uuid = meta.uid.clone().unwrap_or_else(|| {
+            derived_provider_uuid(&format!(
+                "{kind}/{namespace}/{}",
+                meta.name.as_deref().unwrap_or("")
+            ))
+        });
+        Consumer {
+            uuid,
+            project: namespace,
+            type_,
+        }
+    }
+}
+
+/// A mirrored Allocation, `PREFIX.CONSUMER`, already decided: it is counted as the
+/// cluster's fact it is, and a later claim that does not fit is the one refused.
+fn mirrored_allocation(
+    prefix: &str,
+    consumer: &Consumer,
+    from: &str,
+    spec: AllocationSpec,
+) -> Allocation {
+    let mut metadata = mirrored_meta(&format!("{prefix}.{}", consumer.uuid), from);
+    let annotations = metadata.annotations.get_or_insert_with(Default::default);
+    annotations.insert(PROJECT_ANNOTATION.to_string(), consumer.project.clone());
+    annotations.insert(
+        CONSUMER_TYPE_ANNOTATION.to_string(),
+        consumer.type_.to_string(),
+    );
+    Allocation {
+        metadata,
+        spec,
+        status: Some(AllocationStatus {
+            conditions: vec![Condition::new(APPLIED, true, MIRRORED, from)],
+            observed_generation: Some(1),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests;

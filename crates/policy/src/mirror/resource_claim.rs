@@ -1,0 +1,97 @@
+//! An allocated ResourceClaim as an Allocation: one of its driver's resource class on each
+//! device it got.
+
+use std::collections::BTreeMap;
+
+use kubeplace_api::cluster_source::ResourceClaim;
+use kubeplace_api::{Allocation, AllocationSpec, ProviderAllocation};
+
+use super::device_class::DeviceClasses;
+use super::resource_slice::device_provider_name;
+use super::{Consumer, mirrored_allocation};
+
+/// The consumer type of a ResourceClaim's Allocation.
+pub const CLAIM_CONSUMER_TYPE: &str = "RESOURCE_CLAIM";
+
+/// What the claim holds, or `None` while it is not allocated. Devices allocated for
+/// admin access are not taken from anyone and are left out.
+pub(super) fn allocation(
+    claim: &ResourceClaim,
+    classes: &DeviceClasses,
+    from: &str,
+) -> Option<Allocation> {
+    let results = claim
+        .status
+        .as_ref()?
+        .allocation
+        .as_ref()?
+        .devices
+        .as_ref()?
+        .results
+        .as_ref()?;
+    let mut by_provider: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+    for r in results.iter().filter(|r| r.admin_access != Some(true)) {
+        let provider = device_provider_name(&r.driver, &r.pool, &r.device);
+        *by_provider
+            .entry(provider)
+            .or_default()
+            .entry(classes.resource_class(&r.driver))
+            .or_default() += 1;
+    }
+    if by_provider.is_empty() {
+        return None;
+    }
+    let consumer = Consumer::of(&claim.metadata, "ResourceClaim", CLAIM_CONSUMER_TYPE);
+    let spec = AllocationSpec {
+        consumer: consumer.uuid.clone(),
+        allocations: by_provider
+            .into_iter()
+            .map(|(provider, resources)| ProviderAllocation {
+                provider,
+                resources,
+            })
+            .collect(),
+    };
+    Some(mirrored_allocation("claim", &consumer, from, spec))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_allocated_claim_holds_its_devices() {
+        let claim: ResourceClaim = serde_saphyr::from_str(
+            "
+metadata: {name: gpus, namespace: ml, uid: 9d1c4c52-0000-4000-8000-000000000002}
+spec: {}
+status:
+  allocation:
+    devices:
+      results:
+      - {request: r, driver: gpu.example.com, pool: node1, device: gpu-0}
+      - {request: r, driver: gpu.example.com, pool: node1, device: gpu-1}
+      - {request: watch, driver: gpu.example.com, pool: node1, device: gpu-2, adminAccess: true}
+",
+        )
+        .unwrap();
+        let a = allocation(&claim, &DeviceClasses::default(), "ResourceClaim/ml/gpus").unwrap();
+        assert_eq!(a.spec.consumer, "9d1c4c52-0000-4000-8000-000000000002");
+        let held: Vec<(&str, i64)> = a
+            .spec
+            .allocations
+            .iter()
+            .map(|pa| (pa.provider.as_str(), pa.resources["CUSTOM_GPU_EXAMPLE_COM"]))
+            .collect();
+        assert_eq!(
+            held,
+            [
+                ("gpu.example.com.node1.gpu-0", 1),
+                ("gpu.example.com.node1.gpu-1", 1)
+            ]
+        );
+        let pending: ResourceClaim =
+            serde_saphyr::from_str("metadata: {name: c}\nspec: {}\n").unwrap();
+        assert!(allocation(&pending, &DeviceClasses::default(), "x").is_none());
+    }
+}

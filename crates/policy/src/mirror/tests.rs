@@ -1,0 +1,107 @@
+//! The mirror over a store: cluster objects in, providers and allocations counted, and
+//! out again as they change and go.
+
+use kubeplace_api::Kind;
+use kubeplace_api::cluster_source::{ClusterSource, SourceKind};
+use kubeplace_api::manifest::{Content, parse_stream};
+
+use super::*;
+use crate::store::Store;
+
+fn source(yaml: &str) -> ClusterSource {
+    match parse_stream("t.yaml", yaml).unwrap().remove(0).content {
+        Ok(Content::Cluster(s)) => s,
+        other => panic!("not a cluster object: {other:?}"),
+    }
+}
+
+fn observe(mirror: &mut Mirror, store: &mut Store, yaml: &str) -> Vec<ObjectKey> {
+    let observed = mirror.observe(&source(yaml));
+    store.apply_changes(observed.changes);
+    observed.outcome.unwrap()
+}
+
+const NODE: &str = "apiVersion: v1\nkind: Node\nmetadata: {name: node1}\nstatus: {capacity: {cpu: '4', memory: 8Gi}}\n";
+const POD: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: shop}\nspec: {nodeName: node1, containers: [{name: a, resources: {requests: {cpu: '3', memory: 1Gi}}}]}\n";
+
+#[test]
+fn nodes_and_pods_become_providers_and_usages_and_go_again() {
+    let mut mirror = Mirror::default();
+    let mut store = Store::default();
+    let keys = observe(&mut mirror, &mut store, NODE);
+    assert_eq!(keys, [ObjectKey::cluster(Kind::ResourceProvider, "node1")]);
+    observe(&mut mirror, &mut store, POD);
+    assert_eq!(store.index().used("node1", "VCPU"), 3);
+    assert_eq!(store.index().used("node1", "MEMORY_MB"), 1024);
+    // The pod finishes: its allocation goes.
+    let finished = format!("{POD}status: {{phase: Succeeded}}\n");
+    assert!(observe(&mut mirror, &mut store, &finished).is_empty());
+    assert_eq!(store.index().used("node1", "VCPU"), 0);
+    assert_eq!(store.list(Kind::Allocation).count(), 0);
+    // The Node goes.
+    let changes = mirror.forget(&source(NODE).key());
+    store.apply_changes(changes);
+    assert!(store.list(Kind::ResourceProvider).next().is_none());
+    assert_eq!(mirror.seen(SourceKind::Node), []);
+    assert_eq!(mirror.seen(SourceKind::Pod).len(), 1);
+}
+
+#[test]
+fn a_pool_of_devices_is_claimed_and_renamed_with_its_device_class() {
+    let mut mirror = Mirror::default();
+    let mut store = Store::default();
+    observe(&mut mirror, &mut store, NODE);
+    let slice = "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: node1-gpu}\nspec:\n  driver: gpu.example.com\n  nodeName: node1\n  pool: {name: node1, generation: 1, resourceSliceCount: 1}\n  devices: [{name: gpu-0}, {name: gpu-1}, {name: gpu-2}, {name: gpu-3}]\n";
+    assert_eq!(observe(&mut mirror, &mut store, slice).len(), 4);
+    let claim = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: c, namespace: ml}\nspec: {}\nstatus: {allocation: {devices: {results: [{request: r, driver: gpu.example.com, pool: node1, device: gpu-2}]}}}\n";
+    observe(&mut mirror, &mut store, claim);
+    let used =
+        |store: &Store, class: &str| store.index().used("gpu.example.com.node1.gpu-2", class);
+    assert_eq!(used(&store, "CUSTOM_GPU_EXAMPLE_COM"), 1);
+    assert_eq!(store.index().children("node1").len(), 4);
+    // A DeviceClass for the driver names the class after itself, on devices and claims alike.
+    let class = "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: gpu}\nspec: {selectors: [{cel: {expression: 'device.driver == \"gpu.example.com\"'}}]}\n";
+    observe(&mut mirror, &mut store, class);
+    assert_eq!(used(&store, "CUSTOM_GPU"), 1);
+    assert_eq!(used(&store, "CUSTOM_GPU_EXAMPLE_COM"), 0);
+    assert!(
+        store
+            .index()
+            .inventory("gpu.example.com.node1.gpu-0", "CUSTOM_GPU")
+            .is_some()
+    );
+    // The slice goes: its devices go, and the claim's allocation is on nothing.
+    store.apply_changes(mirror.forget(&source(slice).key()));
+    assert!(store.index().children("node1").is_empty());
+}
+
+#[test]
+fn a_bad_object_is_mirrored_as_nothing_with_a_message() {
+    let mut mirror = Mirror::default();
+    let mut store = Store::default();
+    observe(&mut mirror, &mut store, NODE);
+    let bad = NODE.replace("'4'", "four");
+    let observed = mirror.observe(&source(&bad));
+    assert_eq!(
+        observed.outcome.unwrap_err().to_string(),
+        "field status.capacity.cpu: \"four\" is not a Kubernetes quantity (a number with an optional suffix: m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei, or an exponent such as e3)"
+    );
+    store.apply_changes(observed.changes);
+    assert!(store.list(Kind::ResourceProvider).next().is_none());
+}
+
+#[test]
+fn mirrored_allocations_are_decided_facts() {
+    let mut mirror = Mirror::default();
+    let mut store = Store::default();
+    observe(&mut mirror, &mut store, NODE);
+    // Two pods asking for more than the Node has: both are counted, neither refused.
+    observe(&mut mirror, &mut store, POD);
+    observe(
+        &mut mirror,
+        &mut store,
+        &POD.replace("name: web", "name: web2"),
+    );
+    assert!(crate::claims::settle(&mut store).is_empty());
+    assert_eq!(store.index().used("node1", "VCPU"), 6);
+}

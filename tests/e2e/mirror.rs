@@ -1,0 +1,188 @@
+//! The cluster mirror on a real node (`hack/local-cluster.sh`: kube-scheduler, a kubelet):
+//! `kubeplace run --mirror-cluster` shows the Node as a provider, a ResourceSlice of four
+//! devices as its children, pods' requests and an allocated ResourceClaim as allocations, and
+//! Flavors' candidates and headroom move as pods come and go. Run alone, as root, like
+//! `node.rs`: `cargo test --test e2e mirror:: -- --test-threads=1`.
+
+use std::time::{Duration, Instant};
+
+use crate::Operator;
+use crate::support::{ControlPlane, Node};
+
+const DRIVER: &str = "gpu.e2e.kubeplace.io";
+
+/// Retries `check` every 200 ms for up to `seconds`; the value and how long it took.
+fn eventually<T: std::fmt::Debug>(
+    seconds: u64,
+    what: &str,
+    mut check: impl FnMut() -> Result<T, String>,
+) -> (T, Duration) {
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(seconds);
+    loop {
+        match check() {
+            Ok(value) => return (value, started.elapsed()),
+            Err(last) if Instant::now() > deadline => {
+                panic!("{what} not within {seconds}s; last: {last}")
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(200)),
+        }
+    }
+}
+
+fn flavor_field(cp: &ControlPlane, name: &str, path: &str) -> String {
+    cp.kubectl(&["get", "flavor", name, "-o", &format!("jsonpath={{{path}}}")])
+        .stdout
+        .trim()
+        .to_string()
+}
+
+/// Waits until a Flavor's field reads `want`; how long that took.
+fn flavor_reads(cp: &ControlPlane, name: &str, path: &str, want: &str, seconds: u64) -> Duration {
+    eventually(seconds, &format!("{name} {path} = {want}"), || {
+        let got = flavor_field(cp, name, path);
+        if got == want { Ok(()) } else { Err(got) }
+    })
+    .1
+}
+
+fn apply(cp: &ControlPlane, yaml: &str) {
+    cp.kubectl_stdin(&["apply", "-f", "-"], yaml).ok();
+}
+
+/// A pod asking for 10 millicores, bound by kube-scheduler: mirrored as one whole VCPU.
+fn small_pod(name: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: default}}\n\
+         spec:\n  containers:\n  - {{name: c, image: localhost/kubeplace-pause:1, resources: {{requests: {{cpu: 10m, memory: 1Mi}}}}}}\n"
+    )
+}
+
+#[test]
+fn nodes_pods_and_devices_are_mirrored_on_a_real_node() {
+    let node = Node::start(env!("CARGO_BIN_EXE_kubeplace").as_ref());
+    let cp: &ControlPlane = &node;
+    super::install_crds(cp);
+    let node_name = cp
+        .kubectl(&["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"])
+        .ok()
+        .trim()
+        .to_string();
+    let _operator = Operator::start(cp, "mirror", &["--mirror-cluster", "--headroom-interval=1"]);
+
+    // The Node is a root provider: a Flavor of one core and 1 MiB lands on it, and its
+    // headroom is the cores nothing holds (the pods already running each hold a whole one).
+    apply(
+        cp,
+        "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata: {name: mirror.one}\nspec: {vcpus: 1, memoryMb: 1}\n",
+    );
+    flavor_reads(cp, "mirror.one", ".status.candidateCount", "1", 30);
+    assert_eq!(
+        flavor_field(
+            cp,
+            "mirror.one",
+            ".status.candidates[0].allocations[0].provider"
+        ),
+        node_name
+    );
+    let (free, _) = eventually(60, "mirror.one's headroom", || {
+        flavor_field(cp, "mirror.one", ".status.headroom.servers")
+            .parse::<i64>()
+            .map_err(|e| e.to_string())
+    });
+    assert!(free >= 1, "no core free on the node: {free}");
+
+    // A Flavor of every free core has one candidate until a pod is bound to the node, and
+    // again once the pod is gone.
+    apply(
+        cp,
+        &format!(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata: {{name: mirror.rest}}\nspec: {{vcpus: {free}, memoryMb: 1}}\n"
+        ),
+    );
+    flavor_reads(cp, "mirror.rest", ".status.candidateCount", "1", 30);
+    apply(cp, &small_pod("mirror-pod"));
+    eventually(60, "mirror-pod bound", || {
+        let out = cp.kubectl(&[
+            "get",
+            "pod",
+            "mirror-pod",
+            "-o",
+            "jsonpath={.spec.nodeName}",
+        ]);
+        (out.stdout.trim() == node_name)
+            .then_some(())
+            .ok_or(out.stdout)
+    });
+    let came = flavor_reads(cp, "mirror.rest", ".status.candidateCount", "0", 10);
+    flavor_reads(
+        cp,
+        "mirror.one",
+        ".status.headroom.servers",
+        &(free - 1).to_string(),
+        30,
+    );
+    cp.kubectl(&["delete", "pod", "mirror-pod", "--grace-period=0", "--force"])
+        .ok();
+    let went = flavor_reads(cp, "mirror.rest", ".status.candidateCount", "1", 10);
+    eprintln!(
+        "mirror: a bound pod's cores left candidates after {came:?}, came back {went:?} after its deletion"
+    );
+
+    // A ResourceSlice of four devices written by the test: four children of the Node's
+    // provider, of the class its DeviceClass names.
+    apply(
+        cp,
+        &format!(
+            "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {{name: e2e-gpu}}\n\
+             spec:\n  selectors:\n  - cel: {{expression: 'device.driver == \"{DRIVER}\"'}}\n---\n\
+             apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {{name: {node_name}-gpus}}\n\
+             spec:\n  driver: {DRIVER}\n  nodeName: {node_name}\n  pool: {{name: {node_name}, generation: 1, resourceSliceCount: 1}}\n\
+             \x20 devices: [{{name: gpu-0}}, {{name: gpu-1}}, {{name: gpu-2}}, {{name: gpu-3}}]\n---\n\
+             apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata: {{name: mirror.gpu}}\n\
+             spec: {{vcpus: 1, memoryMb: 1, extraSpecs: {{'resources:VCPU': '0', 'resources:MEMORY_MB': '0', 'resources:CUSTOM_E2E_GPU': '1'}}}}\n"
+        ),
+    );
+    flavor_reads(cp, "mirror.gpu", ".status.candidateCount", "4", 30);
+
+    // A pod with a claim: kube-scheduler allocates it a device, and that device is taken.
+    apply(
+        cp,
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: gpu-claim, namespace: default}\n\
+         spec:\n  devices:\n    requests:\n    - {name: gpu, exactly: {deviceClassName: e2e-gpu}}\n---\n\
+         apiVersion: v1\nkind: Pod\nmetadata: {name: gpu-user, namespace: default}\n\
+         spec:\n  resourceClaims: [{name: gpu, resourceClaimName: gpu-claim}]\n\
+         \x20 containers:\n  - {name: c, image: localhost/kubeplace-pause:1, resources: {claims: [{name: gpu}]}}\n",
+    );
+    eventually(60, "gpu-claim allocated", || {
+        let out = cp.kubectl(&[
+            "get",
+            "resourceclaim",
+            "gpu-claim",
+            "-o",
+            "jsonpath={.status.allocation.devices.results[0].device}",
+        ]);
+        (!out.stdout.trim().is_empty())
+            .then_some(())
+            .ok_or(out.stderr)
+    });
+    flavor_reads(cp, "mirror.gpu", ".status.candidateCount", "3", 10);
+    cp.kubectl(&["delete", "pod", "gpu-user", "--grace-period=0", "--force"])
+        .ok();
+    cp.kubectl(&["delete", "resourceclaim", "gpu-claim", "--wait=false"])
+        .ok();
+    flavor_reads(cp, "mirror.gpu", ".status.candidateCount", "4", 60);
+
+    // The slice goes: so do its devices.
+    cp.kubectl(&["delete", "resourceslice", &format!("{node_name}-gpus")])
+        .ok();
+    flavor_reads(cp, "mirror.gpu", ".status.candidateCount", "0", 10);
+
+    // Nothing mirrored was written to the API server.
+    let written = cp.kubectl(&["get", "resourceproviders,allocations", "-o", "name"]);
+    assert_eq!(
+        written.ok().trim(),
+        "",
+        "mirrored objects are never written"
+    );
+}

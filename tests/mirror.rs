@@ -1,0 +1,390 @@
+//! The cluster mirror offline: `kubeplace apply` and `kubeplace placement` reading Nodes,
+//! Pods, ResourceSlices, ResourceClaims and DeviceClasses as the operator's
+//! `--mirror-cluster` does.
+
+mod placement_server;
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use placement_server::Server;
+use serde_json::{Value, json};
+
+fn kubeplace(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kubeplace"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubeplace runs");
+    let mut pipe = child.stdin.take().expect("stdin");
+    // A command that refuses its flags exits before reading its input.
+    let _ = pipe.write_all(stdin.unwrap_or("").as_bytes());
+    drop(pipe);
+    child.wait_with_output().expect("kubeplace finishes")
+}
+
+fn json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+fn item<'a>(report: &'a Value, kind: &str, name: &str) -> &'a Value {
+    report["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["kind"] == kind && i["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} in the report"))
+}
+
+fn names(body: &Value, list: &str) -> Vec<String> {
+    body[list]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn the_example_cluster_is_mirrored_and_counted() {
+    let out = kubeplace(&["apply", "-f", "examples/mirror", "-o", "json"], None);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = json(&out);
+    assert_eq!(report["summary"]["rejected"], 0);
+    assert_eq!(
+        item(&report, "Node", "node1")["status"]["mirroredAs"],
+        serde_json::json!(["ResourceProvider/node1"])
+    );
+    assert_eq!(
+        item(&report, "ResourceSlice", "node1-gpu.example.com")["status"]["mirroredAs"]
+            .as_array()
+            .unwrap()
+            .len(),
+        4
+    );
+    // Pending and finished pods hold nothing.
+    for pod in ["web-1", "batch"] {
+        assert_eq!(
+            item(&report, "Pod", pod)["status"]["mirroredAs"],
+            serde_json::json!([])
+        );
+    }
+    // node1 has 15 cores for pods (16, the kubelet keeps half of one), web-0 holds 4:
+    // m1.large (4 cores) fits twice there; node2 is cordoned.
+    let large = &item(&report, "Flavor", "m1.large")["status"];
+    assert_eq!(large["headroom"]["servers"], 2, "{large}");
+    // Of the four GPUs, two can be partitioned and the claim holds one of them.
+    let mig = &item(&report, "Flavor", "g1.mig")["status"];
+    assert_eq!(mig["candidateCount"], 1, "{mig}");
+    assert_eq!(
+        mig["candidates"][0]["allocations"][0]["provider"],
+        "gpu.example.com.node1.gpu-1"
+    );
+    // The table says what each cluster object became.
+    let table = kubeplace(&["apply", "-f", "examples/mirror"], None);
+    let text = String::from_utf8(table.stdout).unwrap();
+    assert!(
+        text.contains(
+            "Node           node1                  mirrored  mirrored as ResourceProvider node1\n"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn placement_queries_see_mirrored_providers_and_usages() {
+    let providers = |query: &str| {
+        let out = kubeplace(
+            &[
+                "placement",
+                "providers",
+                "-f",
+                "examples/mirror",
+                "--query",
+                query,
+                "--microversion",
+                "1.39",
+                "-o",
+                "json",
+            ],
+            None,
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        names(&json(&out), "resource_providers")
+    };
+    assert_eq!(providers("required=COMPUTE_STATUS_DISABLED"), ["node2"]);
+    assert_eq!(
+        providers("required=HW_CPU_X86_AVX2,HW_CPU_HYPERTHREADING"),
+        ["node1"]
+    );
+    assert_eq!(providers("required=CUSTOM_GOLD"), ["node2"]);
+    assert_eq!(
+        providers("resources=CUSTOM_GPU:1&required=CUSTOM_MIG_CAPABLE"),
+        ["gpu.example.com.node1.gpu-1"],
+        "gpu-0 is held by the claim"
+    );
+    // node1: 15 usable, 4 used by web-0.
+    assert_eq!(providers("resources=VCPU:11"), ["node1"]);
+    assert_eq!(providers("resources=VCPU:12"), Vec::<String>::new());
+}
+
+#[test]
+fn objects_that_cannot_be_mirrored_are_refused_with_file_line_and_field() {
+    let input = "\
+apiVersion: v1
+kind: Node
+metadata: {name: n1}
+status:
+  capacity: {cpu: lots}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  nodeName: n1
+  containers: [{name: a, resources: {requests: {memory: 1Qi}}}]
+---
+apiVersion: resource.k8s.io/v1beta1
+kind: ResourceSlice
+metadata: {name: s}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: s}
+spec:
+  nodeName: n1
+  pool: {name: p, generation: 1, resourceSliceCount: 1}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: Bad_Name}
+";
+    let out = kubeplace(&["apply", "-f", "-", "-o", "json"], Some(input));
+    assert_eq!(out.status.code(), Some(1));
+    let report = json(&out);
+    assert_eq!(report["summary"]["rejected"], 5, "{report:#}");
+    let message = |i: usize| {
+        report["items"][i]["admission"]["message"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(
+        message(0).starts_with("-:1: document 1: Node \"n1\" cannot be mirrored: field status.capacity.cpu: \"lots\" is not a Kubernetes quantity"),
+        "{}",
+        message(0)
+    );
+    assert!(
+        message(1).contains("field spec.containers[0].resources.requests.memory: \"1Qi\" is not a Kubernetes quantity"),
+        "{}",
+        message(1)
+    );
+    assert!(
+        message(2).contains("field apiVersion is \"resource.k8s.io/v1beta1\"; ResourceSlice is served as resource.k8s.io/v1"),
+        "{}",
+        message(2)
+    );
+    assert!(
+        message(3)
+            .ends_with("ResourceSlice \"s\" cannot be mirrored: field spec.driver is missing"),
+        "{}",
+        message(3)
+    );
+    assert!(
+        message(4).contains("metadata.name is \"Bad_Name\""),
+        "{}",
+        message(4)
+    );
+}
+
+#[test]
+fn a_written_provider_and_a_node_of_one_name() {
+    let written = "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata: {name: node1}\nspec: {inventories: {VCPU: {total: 2}}}\n";
+    let node =
+        "apiVersion: v1\nkind: Node\nmetadata: {name: node1}\nstatus: {capacity: {cpu: '16'}}\n";
+    // Written first: it stands in place of the Node's provider, with a warning.
+    let out = kubeplace(
+        &["apply", "-f", "-", "-o", "json"],
+        Some(&format!("{written}---\n{node}")),
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let report = json(&out);
+    let warnings = item(&report, "Node", "node1")["admission"]["warnings"].to_string();
+    assert!(
+        warnings.contains("written by hand and stands in place"),
+        "{warnings}"
+    );
+    // The Node first: writing its name is refused.
+    let out = kubeplace(
+        &["apply", "-f", "-", "-o", "json"],
+        Some(&format!("{node}---\n{written}")),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let message =
+        item(&json(&out), "ResourceProvider", "node1")["admission"]["message"].to_string();
+    assert!(
+        message.contains("is mirrored from Node/node1: it changes with that object in the cluster and is not written"),
+        "{message}"
+    );
+}
+
+#[test]
+fn operators_add_trait_rules_from_a_file() {
+    let dir = std::env::temp_dir().join(format!("kubeplace-mirror-traits-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rules = dir.join("rules.yaml");
+    std::fs::write(
+        &rules,
+        "traits:\n- {label: topology.kubernetes.io/zone, trait: 'CUSTOM_ZONE_{value}'}\n",
+    )
+    .unwrap();
+    let input = "\
+apiVersion: v1
+kind: Node
+metadata: {name: n1, labels: {topology.kubernetes.io/zone: eu-1a}}
+status: {capacity: {cpu: '4', memory: 4Gi}}
+---
+apiVersion: kubeplace.io/v1alpha1
+kind: Flavor
+metadata: {name: zoned}
+spec: {vcpus: 1, memoryMb: 512, extraSpecs: {trait:CUSTOM_ZONE_EU_1A: required}}
+";
+    let rules_arg = rules.to_str().unwrap();
+    let out = kubeplace(
+        &[
+            "apply",
+            "-f",
+            "-",
+            "-o",
+            "json",
+            "--mirror-traits",
+            rules_arg,
+        ],
+        Some(input),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        item(&json(&out), "Flavor", "zoned")["status"]["candidateCount"],
+        1
+    );
+    // Without the rule the Node has no such trait.
+    let out = kubeplace(&["apply", "-f", "-", "-o", "json"], Some(input));
+    assert_eq!(
+        item(&json(&out), "Flavor", "zoned")["status"]["candidateCount"],
+        0
+    );
+    // A bad file is bad input.
+    std::fs::write(&rules, "traits:\n- {label: a, trait: gold}\n").unwrap();
+    let out = kubeplace(
+        &["apply", "-f", "-", "--mirror-traits", rules_arg],
+        Some(input),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--mirror-traits") && err.contains("rule 0 (label \"a\")"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_placement_api_serves_mirrored_providers_and_refuses_to_change_them() {
+    let s = Server::start(&["-f", "examples/mirror"]);
+    let mv = Some("1.39");
+    let list = s.call("GET", "/resource_providers?name=node1", mv, None);
+    list.expect(200);
+    let node1 = list.json()["resource_providers"][0]["uuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Its usages count the pod; its inventory is the Node's.
+    let usages = s.call(
+        "GET",
+        &format!("/resource_providers/{node1}/usages"),
+        mv,
+        None,
+    );
+    usages.expect(200);
+    assert_eq!(usages.json()["usages"]["VCPU"], 4);
+    let inventories = s.call(
+        "GET",
+        &format!("/resource_providers/{node1}/inventories"),
+        mv,
+        None,
+    );
+    let body = inventories.json();
+    assert_eq!(body["inventories"]["VCPU"]["total"], 16);
+    assert_eq!(body["inventories"]["VCPU"]["reserved"], 1);
+    let generation = body["resource_provider_generation"].clone();
+    // A write to it is refused with 409, saying why.
+    let put = s.call(
+        "PUT",
+        &format!("/resource_providers/{node1}/inventories"),
+        mv,
+        Some(
+            &json!({"resource_provider_generation": generation, "inventories": {
+            "VCPU": {"total": 64}, "MEMORY_MB": {"total": 65536}, "DISK_GB": {"total": 200}}}),
+        ),
+    );
+    put.expect(409);
+    assert!(
+        put.error().0.contains("is mirrored from Node/node1"),
+        "{:?}",
+        put.error()
+    );
+    let traits = s.call(
+        "PUT",
+        &format!("/resource_providers/{node1}/traits"),
+        mv,
+        Some(&json!({"resource_provider_generation": generation, "traits": ["COMPUTE_NODE"]})),
+    );
+    traits.expect(409);
+    assert!(traits.error().0.contains("not through the Placement API"));
+    s.call("DELETE", &format!("/resource_providers/{node1}"), mv, None)
+        .expect(409);
+    // A pod's allocations are the pod's: rewriting them is refused too.
+    let pod = "6f1c2a80-1d2e-4c3b-9a4f-000000000001";
+    let mine = s.call("GET", &format!("/allocations/{pod}"), mv, None);
+    mine.expect(200);
+    assert_eq!(mine.json()["allocations"][&node1]["resources"]["VCPU"], 4);
+    assert_eq!(mine.json()["project_id"], "shop");
+    s.call("DELETE", &format!("/allocations/{pod}"), mv, None)
+        .expect(409);
+    // Allocating from a mirrored Node is what it is for.
+    s.call(
+        "PUT",
+        "/allocations/11111111-2222-4333-8444-555555555555",
+        mv,
+        Some(&json!({
+            "allocations": {&node1: {"resources": {"VCPU": 2, "MEMORY_MB": 1024}}},
+            "project_id": "p", "user_id": "u", "consumer_generation": null, "consumer_type": "INSTANCE",
+        })),
+    )
+    .expect(204);
+    let usages = s.call(
+        "GET",
+        &format!("/resource_providers/{node1}/usages"),
+        mv,
+        None,
+    );
+    assert_eq!(usages.json()["usages"]["VCPU"], 6);
+}
