@@ -6,7 +6,7 @@ use serde::ser::{SerializeMap, Serializer};
 use serde_json::{Map, Value, json};
 
 use super::candidates::{Candidate, CandidateSet};
-use super::candidates_json::{NameRanks, Scratch, Writer};
+use super::candidates_json::{NameRanks, Scratch, Writer, is_plain, push_quoted, push_str};
 use super::ids::ProviderId;
 use super::microversion::Microversion;
 use super::provider_tree::ProviderIndex;
@@ -426,6 +426,114 @@ pub fn providers_body(index: &ProviderIndex, providers: &[ProviderId], mv: Micro
     Value::Object(body)
 }
 
+/// The links of a provider's `GET /resource_providers` entry: (path after the provider's,
+/// relation, first microversion).
+const LINKS: [(&str, &str, u16); 6] = [
+    ("", "self", 0),
+    ("/inventories", "inventories", 0),
+    ("/usages", "usages", 0),
+    ("/aggregates", "aggregates", 1),
+    ("/traits", "traits", 6),
+    ("/allocations", "allocations", 11),
+];
+
+/// The `GET /resource_providers` body of the Placement API: each provider with its
+/// generation (which the index does not keep) and, as Placement shows them, its links,
+/// Placement name and from 1.14 its parent and root, keys in sorted order as serde_json
+/// writes a JSON object. Written in parts on up to `threads` threads that joined are the
+/// body; a provider's entry is its kept fragment after the generation
+/// ([`super::fragments`]) from 1.14.
+pub fn providers_json_parts(
+    index: &ProviderIndex,
+    listed: &[(ProviderId, u64)],
+    mv: Microversion,
+    threads: usize,
+) -> Vec<Vec<u8>> {
+    let entries = |run: &[(ProviderId, u64)]| {
+        // An entry is 300-800 bytes: room for the run at once, so that a buffer of
+        // megabytes is not copied as it grows.
+        let mut out = Vec::with_capacity(run.len() * 800);
+        for (i, (p, generation)) in run.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(b"{\"generation\":");
+            out.extend_from_slice(itoa::Buffer::new().format(*generation).as_bytes());
+            let fragments = &index.get(*p).fragments;
+            fragments.listed(&mut out, mv, |out| {
+                listed_after_generation(out, index, *p, mv)
+            });
+        }
+        out
+    };
+    let threads = if listed.len() < WRITE_APART_FROM {
+        1
+    } else {
+        threads
+    };
+    let mut parts = vec![b"{\"resource_providers\":[".to_vec()];
+    for (i, run) in in_runs(listed, threads, entries)
+        .into_iter()
+        .filter(|r| !r.is_empty())
+        .enumerate()
+    {
+        if i > 0 {
+            parts.push(b",".to_vec());
+        }
+        parts.push(run);
+    }
+    parts.push(b"]}".to_vec());
+    parts
+}
+
+/// A provider's `GET /resource_providers` entry after `{"generation":N`.
+pub(crate) fn listed_after_generation(
+    out: &mut Vec<u8>,
+    index: &ProviderIndex,
+    p: ProviderId,
+    mv: Microversion,
+) {
+    let prov = index.get(p);
+    let uuid = &*prov.uuid;
+    out.extend_from_slice(b",\"links\":[");
+    let mut first = true;
+    for (path, rel, from) in LINKS {
+        if !mv.at_least(from) {
+            continue;
+        }
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        out.extend_from_slice(b"{\"href\":");
+        if is_plain(uuid) {
+            out.extend_from_slice(b"\"/resource_providers/");
+            out.extend_from_slice(uuid.as_bytes());
+            out.extend_from_slice(path.as_bytes());
+            out.push(b'"');
+        } else {
+            push_str(out, &format!("/resource_providers/{uuid}{path}"));
+        }
+        out.extend_from_slice(b",\"rel\":");
+        push_quoted(out, rel);
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"],\"name\":");
+    push_str(out, prov.shown_name());
+    if mv.at_least(14) {
+        out.extend_from_slice(b",\"parent_provider_uuid\":");
+        match prov.parent {
+            Some(parent) => push_str(out, &index.get(parent).uuid),
+            None => out.extend_from_slice(b"null"),
+        }
+        out.extend_from_slice(b",\"root_provider_uuid\":");
+        push_str(out, &index.get(root_of(index, p)).uuid);
+    }
+    out.extend_from_slice(b",\"uuid\":");
+    push_str(out, uuid);
+    out.push(b'}');
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -441,6 +549,7 @@ mod tests {
             |name: String, parent: Option<String>, classes: &[(&str, i64)], traits: &[&str]| {
                 ProviderRecord {
                     uuid: String::new(),
+                    placement_name: None,
                     name,
                     parent,
                     inventories: classes
@@ -496,6 +605,7 @@ mod tests {
         let odd = |name: &str, parent: Option<&str>, uuid: &str, traits: &[&str]| ProviderRecord {
             name: name.into(),
             uuid: uuid.into(),
+            placement_name: None,
             parent: parent.map(Into::into),
             inventories: [("VCPU".to_string(), Inventory::with_total(4))].into(),
             traits: traits.iter().map(|t| t.to_string()).collect(),

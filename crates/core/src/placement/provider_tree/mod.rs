@@ -43,6 +43,9 @@ mod usages;
 pub struct ProviderRecord {
     pub name: String,
     pub uuid: String,
+    /// The name Placement's API shows, when it is not `name`: a Placement name that cannot
+    /// be an object name is kept beside the object's name (kubeplace_api's `provider_name`).
+    pub placement_name: Option<String>,
     pub parent: Option<String>,
     pub inventories: BTreeMap<String, Inventory>,
     pub traits: BTreeSet<String>,
@@ -129,8 +132,13 @@ impl ProviderIndex {
         self.slots[id.index()].as_ref().expect("live provider slot")
     }
 
+    /// The provider to change. Its rendered JSON is dropped here, whatever the caller
+    /// changes: this and putting a new provider in a slot are the only ways a provider
+    /// changes, so no answer is written from a fragment older than the provider.
     fn get_mut(&mut self, id: ProviderId) -> &mut Provider {
-        self.slots[id.index()].as_mut().expect("live provider slot")
+        let p = self.slots[id.index()].as_mut().expect("live provider slot");
+        p.fragments = Default::default();
+        p
     }
 
     /// The slot of a provider by name.
