@@ -88,6 +88,17 @@ pub(crate) struct UuidOrder {
     pub(crate) plain: bool,
 }
 
+/// Every provider of a well-formed tree in tree order: roots by name, each tree depth-first
+/// with children by name (what `GET /resource_providers` lists), and each one's position.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TreeOrder {
+    pub(crate) providers: Vec<ProviderId>,
+    /// By slot; `u32::MAX` for a slot in no tree.
+    pub(crate) rank: Vec<u32>,
+    /// Whether no provider is listed twice (links that do not make trees could).
+    pub(crate) once: bool,
+}
+
 /// Providers and usages, with the lookups candidate search needs.
 #[derive(Debug, Clone, Default)]
 pub struct ProviderIndex {
@@ -104,6 +115,9 @@ pub struct ProviderIndex {
     root_order: OnceLock<RootOrder>,
     /// Built on first use after a provider comes or goes: ranks compare without uuids.
     uuid_order: OnceLock<UuidOrder>,
+    /// Every provider in tree order, built on first use after a provider comes or goes:
+    /// a provider list walks a list instead of every tree.
+    tree_order: OnceLock<TreeOrder>,
     pub(crate) classes: Interner<ClassId>,
     pub(crate) traits: Interner<TraitId>,
     pub(crate) aggregate_names: Interner<AggregateId>,

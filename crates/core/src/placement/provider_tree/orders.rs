@@ -1,7 +1,8 @@
 //! The orders answers list providers in, built on first use after the providers change:
-//! the roots in name order and every provider's rank in uuid order.
+//! the roots in name order, every provider in tree order, and every provider's rank in uuid
+//! order.
 
-use super::{ProviderIndex, RootOrder, UuidOrder};
+use super::{ProviderIndex, RootOrder, TreeOrder, UuidOrder};
 use crate::placement::ids::ProviderId;
 
 impl ProviderIndex {
@@ -14,6 +15,30 @@ impl ProviderIndex {
                 rank[r.index()] = i as u32;
             }
             RootOrder { roots, rank }
+        })
+    }
+
+    /// Every provider of a tree in tree order, with its position.
+    pub(crate) fn tree_order(&self) -> &TreeOrder {
+        self.tree_order.get_or_init(|| {
+            let mut providers = Vec::with_capacity(self.len());
+            for &root in &self.root_order().roots {
+                self.tree(root, &mut providers);
+            }
+            let mut rank = vec![u32::MAX; self.slots.len()];
+            let mut once = true;
+            for (i, p) in providers.iter().enumerate() {
+                if rank[p.index()] == u32::MAX {
+                    rank[p.index()] = i as u32;
+                } else {
+                    once = false;
+                }
+            }
+            TreeOrder {
+                providers,
+                rank,
+                once,
+            }
         })
     }
 

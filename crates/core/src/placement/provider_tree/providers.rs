@@ -151,6 +151,7 @@ impl ProviderIndex {
             .or_default()
             .push(id);
         self.uuid_order = OnceLock::new();
+        self.tree_order = OnceLock::new();
         match record.parent.as_deref() {
             None => {
                 self.roots.insert(record.name.as_str().into(), id);
@@ -294,6 +295,7 @@ impl ProviderIndex {
             }
         }
         self.uuid_order = OnceLock::new();
+        self.tree_order = OnceLock::new();
         match (&p.parent_name, p.parent) {
             (None, _) => {
                 self.roots.remove(&p.name);
