@@ -184,7 +184,8 @@ mod tests {
 
         /// Listing from the index's tree order and the first filter's members finds what
         /// walking every tree finds, in the same order, after any run of changes (parents
-        /// missing, cycles, providers removed and put back).
+        /// missing, cycles, providers removed and put back); so does reading one tree from
+        /// that order.
         #[test]
         fn narrowed_lists_are_the_walked_lists(changes in proptest::collection::vec(change(), 1..16)) {
             let mut index = ProviderIndex::default();
@@ -204,6 +205,16 @@ mod tests {
                         aggregates: aggs.iter().map(|a| AGGS[*a].to_string()).collect(),
                         ..Default::default()
                     });
+                }
+                // A tree read from the tree order is the tree walked.
+                for &root in index.roots.values() {
+                    let mut walked = Vec::new();
+                    index.tree(root, &mut walked);
+                    let read = index.tree_in_order(root);
+                    prop_assert!(read.is_some() || !index.tree_order().once);
+                    if let Some(read) = read {
+                        prop_assert_eq!(read, &walked[..]);
+                    }
                 }
                 for query in QUERIES {
                     let q = parse_providers_query(query, Microversion::LATEST).unwrap();

@@ -70,29 +70,29 @@ impl CandidatesBody<'_> {
             ranks: &ranks,
             uuids: index.uuid_order(),
         };
-        // Room for a run's JSON at once (a request or summary is 250-350 bytes): growing a
-        // buffer of megabytes would copy it.
         let requests = |run: &[Candidate]| {
-            let mut out = Vec::with_capacity(run.len() * 512);
+            let mut out = Chunks::for_entries(run.len());
             let mut scratch = Scratch::default();
             for (i, candidate) in run.iter().enumerate() {
+                let out = out.next();
                 if i > 0 {
                     out.push(b',');
                 }
-                writer.request(&mut out, candidate, &mut scratch);
+                writer.request(out, candidate, &mut scratch);
             }
-            out
+            out.done()
         };
         let summaries_of = |run: &[(&str, ProviderId)]| {
-            let mut out = Vec::with_capacity(run.len() * 512);
+            let mut out = Chunks::for_entries(run.len());
             let mut scratch = Scratch::default();
             for (i, (uuid, p)) in run.iter().enumerate() {
+                let out = out.next();
                 if i > 0 {
                     out.push(b',');
                 }
-                writer.summary_entry(&mut out, uuid, *p, &mut scratch);
+                writer.summary_entry(out, uuid, *p, &mut scratch);
             }
-            out
+            out.done()
         };
         let threads = if set.candidates.len() + summaries.len() < WRITE_APART_FROM {
             1
@@ -102,14 +102,6 @@ impl CandidatesBody<'_> {
         let request_parts = in_runs(&set.candidates, threads, requests);
         let summary_parts = in_runs(&summaries, threads, summaries_of);
         let mut parts = Vec::with_capacity(request_parts.len() + summary_parts.len() + 8);
-        let listed = |parts: &mut Vec<Vec<u8>>, runs: Vec<Vec<u8>>| {
-            for (i, run) in runs.into_iter().filter(|r| !r.is_empty()).enumerate() {
-                if i > 0 {
-                    parts.push(b",".to_vec());
-                }
-                parts.push(run);
-            }
-        };
         parts.push(b"{\"allocation_requests\":[".to_vec());
         listed(&mut parts, request_parts);
         parts.push(b"],\"provider_summaries\":{".to_vec());
@@ -324,9 +316,16 @@ fn summarised<'a>(index: &'a ProviderIndex, set: &CandidateSet) -> Vec<(&'a str,
     let mut providers: Vec<(u32, ProviderId)> = Vec::new();
     let mut tree = Vec::new();
     for root in &set.summary_trees {
-        tree.clear();
-        index.tree(*root, &mut tree);
-        for &p in &tree {
+        // Read from the index's tree order when it has the tree, else walked.
+        let members = match index.tree_in_order(*root) {
+            Some(members) => members,
+            None => {
+                tree.clear();
+                index.tree(*root, &mut tree);
+                &tree
+            }
+        };
+        for &p in members {
             if set
                 .summary_only
                 .as_ref()
@@ -426,6 +425,63 @@ pub fn providers_body(index: &ProviderIndex, providers: &[ProviderId], mv: Micro
     Value::Object(body)
 }
 
+/// Appends the runs of a list written apart (each run its chunks) to `parts`, a comma
+/// between runs.
+fn listed(parts: &mut Vec<Vec<u8>>, runs: Vec<Vec<Vec<u8>>>) {
+    for (i, run) in runs.into_iter().filter(|r| !r.is_empty()).enumerate() {
+        if i > 0 {
+            parts.push(b",".to_vec());
+        }
+        parts.extend(run);
+    }
+}
+
+/// How large a buffer a large answer is written in: big enough that a body of tens of
+/// megabytes is a few dozen parts, small enough that the allocator hands the same memory
+/// back from one answer to the next, where buffers of the whole answer were fresh pages
+/// (a tenth of an answer's time went to the kernel zeroing them).
+const CHUNK: usize = 1 << 20;
+
+/// Room kept for one entry (a candidate, a summary, a provider) in a chunk; a larger one
+/// grows its chunk.
+const ENTRY_ROOM: usize = 16 << 10;
+
+/// Output cut into [`CHUNK`]-sized buffers, each entry whole in one.
+struct Chunks {
+    done: Vec<Vec<u8>>,
+    current: Vec<u8>,
+}
+
+impl Chunks {
+    /// For `entries` entries: a small answer gets a buffer of its size.
+    fn for_entries(entries: usize) -> Chunks {
+        let first = entries.saturating_mul(1024).saturating_add(ENTRY_ROOM);
+        Chunks {
+            done: Vec::new(),
+            current: Vec::with_capacity(first.min(CHUNK)),
+        }
+    }
+
+    /// The buffer for the next entry: a new one when the current has no room for it.
+    fn next(&mut self) -> &mut Vec<u8> {
+        if self.current.capacity() - self.current.len() < ENTRY_ROOM {
+            let full = std::mem::replace(&mut self.current, Vec::with_capacity(CHUNK));
+            if !full.is_empty() {
+                self.done.push(full);
+            }
+        }
+        &mut self.current
+    }
+
+    /// Every buffer written, in order.
+    fn done(mut self) -> Vec<Vec<u8>> {
+        if !self.current.is_empty() {
+            self.done.push(self.current);
+        }
+        self.done
+    }
+}
+
 /// The links of a provider's `GET /resource_providers` entry: (path after the provider's,
 /// relation, first microversion).
 const LINKS: [(&str, &str, u16); 6] = [
@@ -450,21 +506,18 @@ pub fn providers_json_parts(
     threads: usize,
 ) -> Vec<Vec<u8>> {
     let entries = |run: &[(ProviderId, u64)]| {
-        // An entry is 300-800 bytes: room for the run at once, so that a buffer of
-        // megabytes is not copied as it grows.
-        let mut out = Vec::with_capacity(run.len() * 800);
+        let mut out = Chunks::for_entries(run.len());
         for (i, (p, generation)) in run.iter().enumerate() {
+            let out = out.next();
             if i > 0 {
                 out.push(b',');
             }
             out.extend_from_slice(b"{\"generation\":");
             out.extend_from_slice(itoa::Buffer::new().format(*generation).as_bytes());
             let fragments = &index.get(*p).fragments;
-            fragments.listed(&mut out, mv, |out| {
-                listed_after_generation(out, index, *p, mv)
-            });
+            fragments.listed(out, mv, |out| listed_after_generation(out, index, *p, mv));
         }
-        out
+        out.done()
     };
     let threads = if listed.len() < WRITE_APART_FROM {
         1
@@ -472,16 +525,7 @@ pub fn providers_json_parts(
         threads
     };
     let mut parts = vec![b"{\"resource_providers\":[".to_vec()];
-    for (i, run) in in_runs(listed, threads, entries)
-        .into_iter()
-        .filter(|r| !r.is_empty())
-        .enumerate()
-    {
-        if i > 0 {
-            parts.push(b",".to_vec());
-        }
-        parts.push(run);
-    }
+    self::listed(&mut parts, in_runs(listed, threads, entries));
     parts.push(b"]}".to_vec());
     parts
 }

@@ -42,6 +42,23 @@ impl ProviderIndex {
         })
     }
 
+    /// A root's tree as [`ProviderIndex::tree`] walks it, read from the tree order: `None`
+    /// when `root` is not a root, or when the order lists a provider twice.
+    pub(crate) fn tree_in_order(&self, root: ProviderId) -> Option<&[ProviderId]> {
+        let order = self.tree_order();
+        let roots = self.root_order();
+        let at = *roots.rank.get(root.index())?;
+        if !order.once || at == u32::MAX {
+            return None;
+        }
+        let start = order.rank[root.index()] as usize;
+        let end = match roots.roots.get(at as usize + 1) {
+            Some(next) => order.rank[next.index()] as usize,
+            None => order.providers.len(),
+        };
+        order.providers.get(start..end)
+    }
+
     /// Every provider's rank in uuid order.
     pub(crate) fn uuid_order(&self) -> &UuidOrder {
         self.uuid_order.get_or_init(|| {
