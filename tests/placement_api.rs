@@ -1395,6 +1395,81 @@ fn kept_answers_follow_every_change() {
     check("a provider deleted");
 }
 
+/// A list of thousands of providers is sent while it is made: it is as long as its
+/// `Content-Length` says, it is what serde_json writes of it, and its entries are the
+/// providers' own answers, at 1.39 (sent while made) and 1.13 (written whole), also after a
+/// provider in it is replaced by another.
+#[test]
+fn a_large_list_is_sent_while_it_is_made() {
+    let cloud = accelerator_cloud("large-list", 700, 2);
+    let s = Server::start(&["-f", cloud.to_str().unwrap()]);
+    let check = |what: &str| {
+        for mv in ["1.13", "1.39"] {
+            let list = s.call("GET", "/resource_providers", Some(mv), None);
+            list.expect(200);
+            let length: usize = list.header("content-length").unwrap().parse().unwrap();
+            assert_eq!(length, list.body.len(), "{what} at {mv}");
+            let v = list.json();
+            assert_eq!(
+                serde_json::to_string(&v).unwrap(),
+                list.body,
+                "{what} at {mv}"
+            );
+            let entries = v["resource_providers"].as_array().unwrap();
+            assert_eq!(entries.len(), 2_100, "{what} at {mv}");
+            for entry in entries.iter().step_by(97).chain(entries.last()) {
+                let uuid = entry["uuid"].as_str().unwrap();
+                let own = s.call(
+                    "GET",
+                    &format!("/resource_providers/{uuid}"),
+                    Some(mv),
+                    None,
+                );
+                assert_eq!(
+                    serde_json::to_string(entry).unwrap(),
+                    own.body,
+                    "{what} at {mv}"
+                );
+            }
+        }
+    };
+    check("as loaded");
+    let uuid_of = |name: &str| {
+        let listed = s.call(
+            "GET",
+            &format!("/resource_providers?name={name}"),
+            LATEST,
+            None,
+        );
+        listed.json()["resource_providers"][0]["uuid"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let gone = uuid_of("cn5-fpga1");
+    s.call(
+        "DELETE",
+        &format!("/resource_providers/{gone}"),
+        LATEST,
+        None,
+    )
+    .expect(204);
+    let parent = uuid_of("cn5");
+    let body = json!({"name": "cn5 FPGA \"one\"", "parent_provider_uuid": parent});
+    s.call("POST", "/resource_providers", LATEST, Some(&body))
+        .expect(200);
+    let listed = s.call("GET", "/resource_providers", LATEST, None).json();
+    let names: Vec<&str> = listed["resource_providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"cn5 FPGA \"one\"") && !names.contains(&"cn5-fpga1"));
+    check("a provider replaced by another");
+    let _ = std::fs::remove_file(cloud);
+}
+
 #[test]
 fn provider_names_that_are_not_object_names_round_trip() {
     let s = Server::start(&[]);

@@ -16,7 +16,7 @@ use kubeplace_core::placement::derived_provider_uuid;
 use kubeplace_core::placement::ids::ProviderId;
 use kubeplace_core::placement::query::parse_providers_query;
 use kubeplace_core::placement::resource_providers::matching_providers;
-use kubeplace_core::placement::response::providers_json_parts;
+use kubeplace_core::placement::response::{ProvidersStream, providers_json_parts};
 use kubeplace_policy::admission::{Operation, admit};
 use kubeplace_policy::store::ObjectKey;
 
@@ -25,6 +25,9 @@ use super::wire::{ApiError, Reply, ReplyBody, code, empty, json_bytes_reply, jso
 use super::{Call, Ctx, PlacementApi};
 use kubeplace_api::provider_name::{name_provider, object_name};
 use kubeplace_policy::placement_records::State;
+
+/// From this many providers a list is sent while it is made ([`ReplyBody::streamed`]).
+const STREAMED_FROM: usize = 2_048;
 
 /// Longest provider name Placement stores.
 const MAX_NAME: usize = 200;
@@ -76,6 +79,16 @@ pub(crate) fn provider_json(state: &State<'_>, ctx: &Ctx, name: &str) -> Result<
 /// provider's kept JSON ([`providers_json_parts`]).
 pub(crate) fn list(api: &PlacementApi, ctx: &Ctx, query: &str) -> Result<Reply, ApiError> {
     let (index, listed) = api.read(|state| listed(state, ctx, query))?;
+    // A large list whose entries are kept is sent while it is made: copying megabytes of
+    // entries and sending them overlap.
+    if listed.len() >= STREAMED_FROM
+        && let Some(stream) = ProvidersStream::new(index.clone(), listed.clone(), ctx.mv)
+    {
+        return Ok(json_bytes_reply(
+            StatusCode::OK,
+            ReplyBody::streamed(stream.len(), stream),
+        ));
+    }
     let parts = providers_json_parts(&index, &listed, ctx.mv, kubeplace_core::runs::cores());
     Ok(json_bytes_reply(
         StatusCode::OK,

@@ -75,6 +75,16 @@ impl Fragments {
         kept_or_rendered(slot, out, render);
     }
 
+    /// The length of the provider's list entry after its generation at `mv`, kept (and
+    /// rendered by `render` when it was not); `None` below 1.14, where it is not kept.
+    pub(crate) fn listed_len(
+        &self,
+        mv: Microversion,
+        render: impl FnOnce(&mut Vec<u8>),
+    ) -> Option<usize> {
+        mv.at_least(14).then(|| kept(&self.listed_14, render).len())
+    }
+
     /// How many fragments are kept (for tests).
     #[cfg(test)]
     pub(crate) fn kept(&self) -> usize {
@@ -91,16 +101,18 @@ fn kept_or_rendered(
     render: impl FnOnce(&mut Vec<u8>),
 ) {
     match slot {
-        Some(slot) => {
-            let bytes = slot.get_or_init(|| {
-                let mut fresh = Vec::with_capacity(512);
-                render(&mut fresh);
-                fresh.into()
-            });
-            out.extend_from_slice(bytes);
-        }
+        Some(slot) => out.extend_from_slice(kept(slot, render)),
         None => render(out),
     }
+}
+
+/// The fragment kept in `slot`, rendered by `render` when there is none yet.
+fn kept(slot: &OnceLock<Arc<[u8]>>, render: impl FnOnce(&mut Vec<u8>)) -> &Arc<[u8]> {
+    slot.get_or_init(|| {
+        let mut fresh = Vec::with_capacity(512);
+        render(&mut fresh);
+        fresh.into()
+    })
 }
 
 #[cfg(test)]
@@ -213,6 +225,51 @@ mod tests {
             }
         }
         compared
+    }
+
+    /// The list made piece by piece is the list written whole, and as long as it says, for
+    /// any number of entries a part (kept fragments or not yet); below 1.14 it is not made.
+    #[test]
+    fn a_list_made_piece_by_piece_is_the_list_written_whole() {
+        use super::super::response::ProvidersStream;
+        use std::sync::Arc;
+        let mut index = ProviderIndex::default();
+        for i in 0..7 {
+            let mut r = record(&format!("cn{i}"), None, &[("VCPU", 4)]);
+            r.placement_name = (i % 3 == 0).then(|| format!("cn {i} \"odd\""));
+            index.upsert_provider(r);
+            index.upsert_provider(record(&format!("cn{i}-numa"), Some(&format!("cn{i}")), &[]));
+        }
+        let index = Arc::new(index);
+        for mv in LIST_VERSIONS.map(Microversion) {
+            let q = parse_providers_query("", mv).unwrap();
+            let all = matching_providers(&index, &q);
+            for n in [0, 1, 5, all.len()] {
+                let listed: Vec<(ProviderId, u64)> = all[..n]
+                    .iter()
+                    .map(|&p| (p, generation(p) * 1001))
+                    .collect();
+                let whole = providers_json_parts(&index, &listed, mv, 1).concat();
+                let Some(stream) = ProvidersStream::new(index.clone(), listed.clone(), mv) else {
+                    assert!(mv.0 < 14);
+                    continue;
+                };
+                for per_part in [1, 2, 3, 1024] {
+                    let stream = ProvidersStream::new(index.clone(), listed.clone(), mv)
+                        .unwrap()
+                        .with_entries_per_part(per_part);
+                    assert_eq!(stream.len(), whole.len() as u64, "{n} at {mv}");
+                    let pieces: Vec<Vec<u8>> = stream.collect();
+                    assert!(pieces.len() >= 2 + n.div_ceil(per_part));
+                    assert_eq!(
+                        String::from_utf8_lossy(&pieces.concat()),
+                        String::from_utf8_lossy(&whole),
+                        "{n} at {mv}, {per_part} a part"
+                    );
+                }
+                drop(stream);
+            }
+        }
     }
 
     fn kept(index: &ProviderIndex, name: &str) -> usize {

@@ -1,6 +1,8 @@
 //! Placement-shaped JSON: `GET /allocation_candidates` and `GET /resource_providers`
 //! responses at a microversion, and the error body.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 use serde_json::{Map, Value, json};
@@ -524,10 +526,114 @@ pub fn providers_json_parts(
     } else {
         threads
     };
-    let mut parts = vec![b"{\"resource_providers\":[".to_vec()];
+    let mut parts = vec![LIST_OPEN.to_vec()];
     self::listed(&mut parts, in_runs(listed, threads, entries));
-    parts.push(b"]}".to_vec());
+    parts.push(LIST_CLOSE.to_vec());
     parts
+}
+
+/// The `GET /resource_providers` body of [`providers_json_parts`] made piece by piece: its
+/// length is known first, and each part is made when asked for, so that a server sends one
+/// while it makes the next. Only where every entry is kept (from 1.14): the length is the
+/// kept fragments' lengths, and a part is copies of them.
+pub struct ProvidersStream {
+    index: Arc<ProviderIndex>,
+    listed: Vec<(ProviderId, u64)>,
+    mv: Microversion,
+    /// Entries a part holds.
+    entries_per_part: usize,
+    /// The next entry to write; `None` before the opening part.
+    next: Option<usize>,
+    len: u64,
+    finished: bool,
+}
+
+/// What opens and closes the list body.
+const LIST_OPEN: &[u8] = b"{\"resource_providers\":[";
+const LIST_CLOSE: &[u8] = b"]}";
+
+impl ProvidersStream {
+    /// The body for `listed` at `mv`, with entries of `index` rendered and kept (its length
+    /// needs them); `None` below 1.14, where entries are not kept.
+    pub fn new(
+        index: Arc<ProviderIndex>,
+        listed: Vec<(ProviderId, u64)>,
+        mv: Microversion,
+    ) -> Option<ProvidersStream> {
+        if !mv.at_least(14) {
+            return None;
+        }
+        let mut len = (LIST_OPEN.len() + LIST_CLOSE.len() + listed.len().saturating_sub(1)) as u64;
+        for (p, generation) in &listed {
+            let kept = index
+                .get(*p)
+                .fragments
+                .listed_len(mv, |out| listed_after_generation(out, &index, *p, mv))?;
+            let digits = itoa::Buffer::new().format(*generation).len();
+            len += (b"{\"generation\":".len() + digits + kept) as u64;
+        }
+        // About 1 MiB a part (an entry is at most a few hundred bytes but for odd names).
+        let entries_per_part = 1024;
+        Some(ProvidersStream {
+            index,
+            listed,
+            mv,
+            entries_per_part,
+            next: None,
+            len,
+            finished: false,
+        })
+    }
+
+    /// The body's length in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the body is empty (it never is: it has at least its brackets).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[cfg(test)]
+    pub(crate) fn with_entries_per_part(mut self, n: usize) -> Self {
+        self.entries_per_part = n.max(1);
+        self
+    }
+}
+
+impl Iterator for ProvidersStream {
+    type Item = Vec<u8>;
+
+    fn next(&mut self) -> Option<Vec<u8>> {
+        let Some(start) = self.next else {
+            self.next = Some(0);
+            return Some(LIST_OPEN.to_vec());
+        };
+        if start >= self.listed.len() {
+            if self.finished {
+                return None;
+            }
+            self.finished = true;
+            return Some(LIST_CLOSE.to_vec());
+        }
+        let end = (start + self.entries_per_part).min(self.listed.len());
+        let mut out = Vec::with_capacity((end - start) * 1024);
+        for (i, (p, generation)) in self.listed[start..end].iter().enumerate() {
+            if start + i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(b"{\"generation\":");
+            out.extend_from_slice(itoa::Buffer::new().format(*generation).as_bytes());
+            let index = &*self.index;
+            let mv = self.mv;
+            index.get(*p).fragments.listed(&mut out, mv, |out| {
+                listed_after_generation(out, index, *p, mv)
+            });
+        }
+        self.next = Some(end);
+        Some(out)
+    }
 }
 
 /// A provider's `GET /resource_providers` entry after `{"generation":N`.
