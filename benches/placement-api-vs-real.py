@@ -260,6 +260,7 @@ def main():
             geo = statistics.geometric_mean([r[4] / r[5] for r in rows])
             print(f"\ngeometric mean ratio: {geo:.0f}x; smallest: {min(r[4] / r[5] for r in rows):.0f}x")
             if args.queries_only:
+                print(f"\nload averages at end: {os.getloadavg()}")
                 return
 
             print(f"\n| {LIMITED}, {args.clients} clients, {args.seconds:.0f} s | requests/s | p50 ms |")
