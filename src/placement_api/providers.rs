@@ -80,14 +80,12 @@ pub(crate) fn provider_json(state: &State<'_>, ctx: &Ctx, name: &str) -> Result<
 pub(crate) fn list(api: &PlacementApi, ctx: &Ctx, query: &str) -> Result<Reply, ApiError> {
     let (index, listed) = api.read(|state| listed(state, ctx, query))?;
     // A large list whose entries are kept is sent while it is made: copying megabytes of
-    // entries and sending them overlap.
+    // entries and sending them overlap (without a thread to make it on, it is written whole).
     if listed.len() >= STREAMED_FROM
         && let Some(stream) = ProvidersStream::new(index.clone(), listed.clone(), ctx.mv)
+        && let Ok(body) = ReplyBody::streamed(stream.len(), stream)
     {
-        return Ok(json_bytes_reply(
-            StatusCode::OK,
-            ReplyBody::streamed(stream.len(), stream),
-        ));
+        return Ok(json_bytes_reply(StatusCode::OK, body));
     }
     let parts = providers_json_parts(&index, &listed, ctx.mv, kubeplace_core::runs::cores());
     Ok(json_bytes_reply(

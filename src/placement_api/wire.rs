@@ -49,20 +49,26 @@ impl ReplyBody {
     /// each sent as soon as it is made: sending the first parts overlaps making the later
     /// ones. `make` stops early when the caller goes away. The parts must add up to `len`:
     /// if they fall short, the connection is cut rather than the answer passed as whole.
-    pub(crate) fn streamed(len: u64, make: impl Iterator<Item = Vec<u8>> + Send + 'static) -> Self {
+    /// Fails only when no thread can be started.
+    pub(crate) fn streamed(
+        len: u64,
+        make: impl Iterator<Item = Vec<u8>> + Send + 'static,
+    ) -> std::io::Result<Self> {
         let (tx, rx) = mpsc::channel(PARTS_AHEAD);
-        std::thread::spawn(move || {
-            for part in make {
-                if !part.is_empty() && tx.blocking_send(Bytes::from(part)).is_err() {
-                    return;
+        std::thread::Builder::new()
+            .name("placement-answer".into())
+            .spawn(move || {
+                for part in make {
+                    if !part.is_empty() && tx.blocking_send(Bytes::from(part)).is_err() {
+                        return;
+                    }
                 }
-            }
-        });
-        ReplyBody {
+            })?;
+        Ok(ReplyBody {
             parts: VecDeque::new(),
             more: Some(rx),
             left: len,
-        }
+        })
     }
 }
 
@@ -434,7 +440,7 @@ mod tests {
     async fn a_streamed_body_is_its_parts_in_order_with_its_length_known_first() {
         let parts: Vec<Vec<u8>> = (0..50).map(|i| format!("part {i};").into_bytes()).collect();
         let whole = parts.concat();
-        let body = ReplyBody::streamed(whole.len() as u64, parts.into_iter());
+        let body = ReplyBody::streamed(whole.len() as u64, parts.into_iter()).unwrap();
         assert_eq!(body.size_hint().exact(), Some(whole.len() as u64));
         let got = body.collect().await.unwrap().to_bytes();
         assert_eq!(&got[..], &whole[..]);
