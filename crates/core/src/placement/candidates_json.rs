@@ -207,18 +207,13 @@ impl<'a> Writer<'a> {
     }
 
     /// `"uuid":{summary}`, as a member of `provider_summaries`: the provider's kept
-    /// fragment at microversions that have one ([`super::fragments`]). `uuid` is the
-    /// provider's.
-    pub(crate) fn summary_entry(
-        &self,
-        out: &mut Vec<u8>,
-        uuid: &str,
-        p: ProviderId,
-        s: &mut Scratch<'a>,
-    ) {
-        let fragments = &self.index.get(p).fragments;
+    /// fragment at microversions that have one ([`super::fragments`]). The uuid is read only
+    /// to render one, so a large answer of kept fragments reads no provider's uuid.
+    pub(crate) fn summary_entry(&self, out: &mut Vec<u8>, p: ProviderId, s: &mut Scratch<'a>) {
+        let index = self.index;
+        let fragments = &index.get(p).fragments;
         fragments.summary(out, self.mv, |out| {
-            self.summary_entry_fresh(out, uuid, p, s)
+            self.summary_entry_fresh(out, &index.get(p).uuid, p, s)
         });
     }
 

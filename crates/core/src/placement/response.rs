@@ -84,15 +84,15 @@ impl CandidatesBody<'_> {
             }
             out.done()
         };
-        let summaries_of = |run: &[(&str, ProviderId)]| {
+        let summaries_of = |run: &[ProviderId]| {
             let mut out = Chunks::for_entries(run.len());
             let mut scratch = Scratch::default();
-            for (i, (uuid, p)) in run.iter().enumerate() {
+            for (i, p) in run.iter().enumerate() {
                 let out = out.next();
                 if i > 0 {
                     out.push(b',');
                 }
-                writer.summary_entry(out, uuid, *p, &mut scratch);
+                writer.summary_entry(out, *p, &mut scratch);
             }
             out.done()
         };
@@ -297,7 +297,8 @@ struct Summaries<'b, 'a>(&'b CandidatesBody<'a>);
 impl Serialize for Summaries<'_, '_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let CandidatesBody { index, set, mv } = self.0;
-        s.collect_map(summarised(index, set).into_iter().map(|(uuid, p)| {
+        s.collect_map(summarised(index, set).into_iter().map(|p| {
+            let uuid = &*index.get(p).uuid;
             (
                 uuid,
                 Summary {
@@ -313,7 +314,7 @@ impl Serialize for Summaries<'_, '_> {
 
 /// The providers the summaries list, by uuid, sorted; of providers sharing a uuid, the last
 /// listed is summarised.
-fn summarised<'a>(index: &'a ProviderIndex, set: &CandidateSet) -> Vec<(&'a str, ProviderId)> {
+fn summarised(index: &ProviderIndex, set: &CandidateSet) -> Vec<ProviderId> {
     let rank = &index.uuid_order().rank;
     let mut providers: Vec<(u32, ProviderId)> = Vec::new();
     let mut tree = Vec::new();
@@ -348,9 +349,7 @@ fn summarised<'a>(index: &'a ProviderIndex, set: &CandidateSet) -> Vec<(&'a str,
             _ => kept.push(entry),
         }
     }
-    kept.into_iter()
-        .map(|(_, p)| (&*index.get(p).uuid, p))
-        .collect()
+    kept.into_iter().map(|(_, p)| p).collect()
 }
 
 struct Summary<'a> {
