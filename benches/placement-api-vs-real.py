@@ -10,9 +10,12 @@ Writes the cloud of benches/placement-vs-real.py (the same files, so a database 
 loaded is reused), starts Placement 16 on it (hack/placement-oracle/oracle.py serve: SQLite,
 Python's WSGI server, one process) and `kubeplace placement serve -f …`, then in one run:
 
-1. times every query of benches/placement-vs-real.py, with and without `limit=50`, on both
-   servers with the same client (Python's http.client, keep-alive, the whole body read):
-   median of --repeat runs (Placement) and of 5x as many (kubeplace), and their ratio;
+1. times every query of benches/placement-vs-real.py, with and without `limit=50`, and the
+   `GET /resource_providers` queries of PROVIDER_QUERIES, on both servers with the same
+   client (Python's http.client, keep-alive, the whole body read): median of --repeat runs
+   (Placement) and of 5x as many (kubeplace), and their ratio; beside them, for each answer
+   of 1 MB or more, the same client reading kubeplace's answer from a server that only
+   writes those bytes from a buffer prepared beforehand (the limit: loopback and the client);
 2. requests/s of `GET /allocation_candidates?resources=VCPU:1,MEMORY_MB:512&limit=1000` at
    --clients concurrent clients (one process each) for --seconds, on each server;
 3. claims/s: `PUT /allocations/{new consumer}` of 1 VCPU, spread over the first providers
@@ -37,16 +40,28 @@ import json
 import multiprocessing
 import os
 import pathlib
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 HEADERS = {"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.39"}
 LIMITED = "resources=VCPU:1,MEMORY_MB:512&limit=1000"
+# `GET /resource_providers` queries: every provider (45,010 at 10k trees), the NUMA cells
+# (20,000), the compute nodes with a trait (5,000), one aggregate's members, one tree.
+PROVIDER_QUERIES = [
+    ("providers: all", ""),
+    ("providers: VCPU:2, !CUSTOM_GOLD", "resources=VCPU:2&required=!CUSTOM_GOLD"),
+    ("providers: HW_CPU_X86_AVX2", "required=HW_CPU_X86_AVX2"),
+    ("providers: member_of", "member_of=00000000-0000-4000-8000-000000000003"),
+]
+# A prepared answer is served for the limit column only from this size on.
+PREPARED_FROM = 1_000_000
 
 spec = importlib.util.spec_from_file_location("vs_real", ROOT / "benches" / "placement-vs-real.py")
 vs_real = importlib.util.module_from_spec(spec)
@@ -108,6 +123,38 @@ def time_query(addr, path, runs):
         get(conn, path)
         times.append((time.perf_counter() - t0) * 1e3)
     return status, body, statistics.median(times)
+
+
+def prepared_server(body):
+    """A server on 127.0.0.1 that answers every request with `body`, written from a buffer
+    prepared beforehand: what sending those bytes costs, without making them."""
+    head = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+            % len(body))
+
+    def serve(listener):
+        while True:
+            conn, _ = listener.accept()
+            f = conn.makefile("rb")
+            while f.readline():
+                while f.readline() not in (b"\r\n", b""):
+                    pass
+                conn.sendall(head)
+                conn.sendall(body)
+            conn.close()
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    threading.Thread(target=serve, args=(listener,), daemon=True).start()
+    return listener.getsockname()
+
+
+def limit_ms(body, runs):
+    """The same client reading `body` from a prepared buffer: median ms."""
+    if len(body) < PREPARED_FROM:
+        return None
+    _, _, ms = time_query(prepared_server(body), "/", runs)
+    return ms
 
 
 def reader(args):
@@ -172,6 +219,8 @@ def main():
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--claims", type=int, default=200, help="claims per client")
+    ap.add_argument("--queries-only", action="store_true",
+                    help="time the queries only (no requests/s, no claims)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         files = write_cloud(args.trees, tmp)
@@ -192,13 +241,27 @@ def main():
                     assert k_status == p_status == 200, (label, k_status, p_status)
                     k_n = len(json.loads(k_body)["allocation_requests"])
                     p_n = len(json.loads(p_body)["allocation_requests"])
-                    rows.append((label, k_n, p_n, len(k_body), p_ms, k_ms))
-            print(f"\n| query | candidates (kubeplace / Placement) | JSON MB | Placement ms | kubeplace ms | ratio |")
-            print("| --- | --- | --- | --- | --- | --- |")
-            for label, k_n, p_n, size, p_ms, k_ms in rows:
-                print(f"| {label} | {k_n} / {p_n} | {size / 1e6:.1f} | {p_ms:.1f} | {k_ms:.2f} | {p_ms / k_ms:.0f}x |")
-            geo = statistics.geometric_mean([p / k for *_, p, k in rows])
-            print(f"\ngeometric mean ratio: {geo:.0f}x; smallest: {min(p / k for *_, p, k in rows):.0f}x")
+                    rows.append((label, k_n, p_n, len(k_body), p_ms, k_ms, limit_ms(k_body, args.repeat * 5)))
+            for label, query in PROVIDER_QUERIES:
+                path = "/resource_providers" + ("?" + query if query else "")
+                k_status, k_body, k_ms = time_query(k_addr, path, args.repeat * 5)
+                p_status, p_body, p_ms = time_query(p_addr, path, args.repeat)
+                assert k_status == p_status == 200, (label, k_status, p_status)
+                k_list = json.loads(k_body)["resource_providers"]
+                p_list = json.loads(p_body)["resource_providers"]
+                # The same providers on both (Placement lists them in its own order).
+                assert sorted(r["uuid"] for r in k_list) == sorted(r["uuid"] for r in p_list), label
+                rows.append((label, len(k_list), len(p_list), len(k_body), p_ms, k_ms, limit_ms(k_body, args.repeat * 5)))
+            print(f"\n| query | results (kubeplace / Placement) | JSON MB | Placement ms | kubeplace ms | ratio | prepared buffer ms |")
+            print("| --- | --- | --- | --- | --- | --- | --- |")
+            for label, k_n, p_n, size, p_ms, k_ms, b_ms in rows:
+                limit = "" if b_ms is None else f"{b_ms:.2f}"
+                print(f"| {label} | {k_n} / {p_n} | {size / 1e6:.1f} | {p_ms:.1f} | {k_ms:.2f} | {p_ms / k_ms:.0f}x | {limit} |")
+            geo = statistics.geometric_mean([r[4] / r[5] for r in rows])
+            print(f"\ngeometric mean ratio: {geo:.0f}x; smallest: {min(r[4] / r[5] for r in rows):.0f}x")
+            if args.queries_only:
+                print(f"\nload averages at end: {os.getloadavg()}")
+                return
 
             print(f"\n| {LIMITED}, {args.clients} clients, {args.seconds:.0f} s | requests/s | p50 ms |")
             print("| --- | --- | --- |")

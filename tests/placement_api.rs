@@ -1246,6 +1246,230 @@ fn project_usages_by_user_and_consumer_type() {
         .expect(404);
 }
 
+/// The provider list and the candidates' summaries are written from JSON each provider
+/// keeps between requests. After each kind of change, every list is byte for byte its
+/// providers' own answers (`GET /resource_providers/{uuid}`, written anew each time) joined,
+/// at each microversion whose entries differ, and every summary shows the provider's usages
+/// and traits as their own paths answer them now.
+#[test]
+fn kept_answers_follow_every_change() {
+    let s = Server::seeded();
+    let check = |what: &str| {
+        for mv in ["1.0", "1.1", "1.6", "1.11", "1.13", "1.14", "1.39"] {
+            let list = s.call("GET", "/resource_providers", Some(mv), None);
+            list.expect(200);
+            let own: Vec<String> = uuids(&list.json())
+                .iter()
+                .map(|u| {
+                    let path = format!("/resource_providers/{u}");
+                    s.call("GET", &path, Some(mv), None)
+                        .expect(200)
+                        .body
+                        .clone()
+                })
+                .collect();
+            let joined = format!("{{\"resource_providers\":[{}]}}", own.join(","));
+            assert_eq!(list.body, joined, "{what}: the list at {mv}");
+        }
+        for mv in ["1.27", "1.29", "1.39"] {
+            let path = "/allocation_candidates?resources=VCPU:1";
+            let v = s.call("GET", path, Some(mv), None).expect(200).json();
+            let summaries = v["provider_summaries"].as_object().expect("summaries");
+            assert!(!summaries.is_empty(), "{what} at {mv}");
+            for (uuid, summary) in summaries {
+                let usages = s
+                    .call(
+                        "GET",
+                        &format!("/resource_providers/{uuid}/usages"),
+                        LATEST,
+                        None,
+                    )
+                    .json();
+                let traits = s
+                    .call(
+                        "GET",
+                        &format!("/resource_providers/{uuid}/traits"),
+                        LATEST,
+                        None,
+                    )
+                    .json();
+                let resources = summary["resources"].as_object().expect("resources");
+                for (class, r) in resources {
+                    assert_eq!(
+                        r["used"], usages["usages"][class],
+                        "{what}: {uuid} {class} at {mv}"
+                    );
+                }
+                let mut want: Vec<Value> = traits["traits"].as_array().unwrap().clone();
+                want.sort_by_key(|t| t.as_str().unwrap_or("").to_string());
+                assert_eq!(
+                    summary["traits"],
+                    Value::from(want),
+                    "{what}: {uuid} at {mv}"
+                );
+            }
+        }
+    };
+    check("as seeded");
+    check("asked again");
+    let generation = |uuid: &str| {
+        s.call("GET", &format!("/resource_providers/{uuid}"), LATEST, None)
+            .json()["generation"]
+            .clone()
+    };
+    let inventories = json!({"resource_provider_generation": generation(CN1_NUMA0),
+        "inventories": {"VCPU": {"total": 16}, "MEMORY_MB": {"total": 4096}}});
+    s.call(
+        "PUT",
+        &format!("/resource_providers/{CN1_NUMA0}/inventories"),
+        LATEST,
+        Some(&inventories),
+    )
+    .expect(200);
+    check("an inventory changed");
+    s.call(
+        "PUT",
+        &format!("/resource_providers/{CN2}"),
+        LATEST,
+        Some(&json!({"name": "cn2 \"renamed\""})),
+    )
+    .expect(200);
+    check("a provider renamed to a name that is not an object name");
+    let vm_b = "9b000000-0000-4000-8000-00000000000b";
+    s.call(
+        "PUT",
+        &format!("/allocations/{vm_b}"),
+        LATEST,
+        Some(&allocation_body(CN2, 3, Value::Null)),
+    )
+    .expect(204);
+    check("an allocation made");
+    let traits = json!({"resource_provider_generation": generation(CN2),
+        "traits": ["COMPUTE_NODE", "HW_CPU_X86_SSE"]});
+    s.call(
+        "PUT",
+        &format!("/resource_providers/{CN2}/traits"),
+        LATEST,
+        Some(&traits),
+    )
+    .expect(200);
+    check("traits changed");
+    let aggregates = json!({"resource_provider_generation": generation(CN2),
+        "aggregates": ["6a1c1b39-1b10-4f5e-9d2a-5c1f3f7e0a02"]});
+    s.call(
+        "PUT",
+        &format!("/resource_providers/{CN2}/aggregates"),
+        LATEST,
+        Some(&aggregates),
+    )
+    .expect(200);
+    check("aggregates changed");
+    let child = s.call(
+        "POST",
+        "/resource_providers",
+        LATEST,
+        Some(&json!({"name": "cn2-numa0", "parent_provider_uuid": CN2})),
+    );
+    child.expect(200);
+    let child_uuid = child.json()["uuid"].as_str().unwrap().to_string();
+    let child_inventories = json!({"resource_provider_generation": 0,
+        "inventories": {"VCPU": {"total": 2}}});
+    s.call(
+        "PUT",
+        &format!("/resource_providers/{child_uuid}/inventories"),
+        LATEST,
+        Some(&child_inventories),
+    )
+    .expect(200);
+    check("a child created");
+    s.call("DELETE", &format!("/allocations/{vm_b}"), LATEST, None)
+        .expect(204);
+    check("an allocation deleted");
+    s.call(
+        "DELETE",
+        &format!("/resource_providers/{child_uuid}"),
+        LATEST,
+        None,
+    )
+    .expect(204);
+    check("a provider deleted");
+}
+
+/// A list of thousands of providers is sent while it is made: it is as long as its
+/// `Content-Length` says, it is what serde_json writes of it, and its entries are the
+/// providers' own answers, at 1.39 (sent while made) and 1.13 (written whole), also after a
+/// provider in it is replaced by another.
+#[test]
+fn a_large_list_is_sent_while_it_is_made() {
+    let cloud = accelerator_cloud("large-list", 700, 2);
+    let s = Server::start(&["-f", cloud.to_str().unwrap()]);
+    let check = |what: &str| {
+        for mv in ["1.13", "1.39"] {
+            let list = s.call("GET", "/resource_providers", Some(mv), None);
+            list.expect(200);
+            let length: usize = list.header("content-length").unwrap().parse().unwrap();
+            assert_eq!(length, list.body.len(), "{what} at {mv}");
+            let v = list.json();
+            assert_eq!(
+                serde_json::to_string(&v).unwrap(),
+                list.body,
+                "{what} at {mv}"
+            );
+            let entries = v["resource_providers"].as_array().unwrap();
+            assert_eq!(entries.len(), 2_100, "{what} at {mv}");
+            for entry in entries.iter().step_by(97).chain(entries.last()) {
+                let uuid = entry["uuid"].as_str().unwrap();
+                let own = s.call(
+                    "GET",
+                    &format!("/resource_providers/{uuid}"),
+                    Some(mv),
+                    None,
+                );
+                assert_eq!(
+                    serde_json::to_string(entry).unwrap(),
+                    own.body,
+                    "{what} at {mv}"
+                );
+            }
+        }
+    };
+    check("as loaded");
+    let uuid_of = |name: &str| {
+        let listed = s.call(
+            "GET",
+            &format!("/resource_providers?name={name}"),
+            LATEST,
+            None,
+        );
+        listed.json()["resource_providers"][0]["uuid"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let gone = uuid_of("cn5-fpga1");
+    s.call(
+        "DELETE",
+        &format!("/resource_providers/{gone}"),
+        LATEST,
+        None,
+    )
+    .expect(204);
+    let parent = uuid_of("cn5");
+    let body = json!({"name": "cn5 FPGA \"one\"", "parent_provider_uuid": parent});
+    s.call("POST", "/resource_providers", LATEST, Some(&body))
+        .expect(200);
+    let listed = s.call("GET", "/resource_providers", LATEST, None).json();
+    let names: Vec<&str> = listed["resource_providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"cn5 FPGA \"one\"") && !names.contains(&"cn5-fpga1"));
+    check("a provider replaced by another");
+    let _ = std::fs::remove_file(cloud);
+}
+
 #[test]
 fn provider_names_that_are_not_object_names_round_trip() {
     let s = Server::start(&[]);

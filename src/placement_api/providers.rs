@@ -4,22 +4,30 @@
 //! Placement name (see [`kubeplace_api::provider_name`]) whose `spec.uuid` is the uuid given (else
 //! kubeplace's UUIDv5 of the name), written through admission.
 
+use std::sync::Arc;
+
+use bytes::Bytes;
 use http::StatusCode;
 use serde_json::{Map, Value, json};
 
 use kubeplace_api::{Kind, Object, ResourceProvider, ResourceProviderSpec, SortedMap};
+use kubeplace_core::placement::ProviderIndex;
 use kubeplace_core::placement::derived_provider_uuid;
+use kubeplace_core::placement::ids::ProviderId;
 use kubeplace_core::placement::query::parse_providers_query;
 use kubeplace_core::placement::resource_providers::matching_providers;
-use kubeplace_core::placement::response::providers_body;
+use kubeplace_core::placement::response::{ProvidersStream, providers_json_parts};
 use kubeplace_policy::admission::{Operation, admit};
 use kubeplace_policy::store::ObjectKey;
 
 use super::body;
-use super::wire::{ApiError, Reply, code, empty, json_reply, located};
-use super::{Call, Ctx};
+use super::wire::{ApiError, Reply, ReplyBody, code, empty, json_bytes_reply, json_reply, located};
+use super::{Call, Ctx, PlacementApi};
 use kubeplace_api::provider_name::{name_provider, object_name};
 use kubeplace_policy::placement_records::State;
+
+/// From this many providers a list is sent while it is made ([`ReplyBody::streamed`]).
+const STREAMED_FROM: usize = 2_048;
 
 /// Longest provider name Placement stores.
 const MAX_NAME: usize = 200;
@@ -66,7 +74,31 @@ pub(crate) fn provider_json(state: &State<'_>, ctx: &Ctx, name: &str) -> Result<
 }
 
 /// `GET /resource_providers?…`: the query filters of `kubeplace placement providers`.
-pub(crate) fn list(state: &State<'_>, ctx: &Ctx, query: &str) -> Result<Reply, ApiError> {
+/// The providers and their generations are read under the lock; the body is written after
+/// it, from the index as it was then (a large list is megabytes), mostly from each
+/// provider's kept JSON ([`providers_json_parts`]).
+pub(crate) fn list(api: &PlacementApi, ctx: &Ctx, query: &str) -> Result<Reply, ApiError> {
+    let (index, listed) = api.read(|state| listed(state, ctx, query))?;
+    // A large list whose entries are kept is sent while it is made: copying megabytes of
+    // entries and sending them overlap (without a thread to make it on, it is written whole).
+    if listed.len() >= STREAMED_FROM
+        && let Some(stream) = ProvidersStream::new(index.clone(), listed.clone(), ctx.mv)
+        && let Ok(body) = ReplyBody::streamed(stream.len(), stream)
+    {
+        return Ok(json_bytes_reply(StatusCode::OK, body));
+    }
+    let parts = providers_json_parts(&index, &listed, ctx.mv, kubeplace_core::runs::cores());
+    Ok(json_bytes_reply(
+        StatusCode::OK,
+        ReplyBody::from_parts(parts.into_iter().map(Bytes::from)),
+    ))
+}
+
+/// The providers a list query finds, with their generations, and the index they are in.
+type Listed = (Arc<ProviderIndex>, Vec<(ProviderId, u64)>);
+
+/// The providers a list query finds (see [`list`]).
+fn listed(state: &State<'_>, ctx: &Ctx, query: &str) -> Result<Listed, ApiError> {
     let mut q = parse_providers_query(query, ctx.mv).map_err(ApiError::from)?;
     q.name = q.name.as_deref().map(object_name);
     let unknown: Vec<&String> = q
@@ -89,19 +121,12 @@ pub(crate) fn list(state: &State<'_>, ctx: &Ctx, query: &str) -> Result<Reply, A
             "Invalid resource class in resources parameter: No such resource class {class}."
         )));
     }
-    let index = state.store().index();
-    let mut body = providers_body(index, &matching_providers(index, &q), ctx.mv);
-    if let Some(Value::Array(items)) = body.get_mut("resource_providers") {
-        for item in items {
-            let uuid = item["uuid"].as_str().unwrap_or("").to_string();
-            if let Some(object) = item["name"].as_str() {
-                item["name"] = Value::from(state.placement_name(object));
-            }
-            item["generation"] = Value::from(state.generation(&uuid));
-            item["links"] = links(&uuid, ctx);
-        }
-    }
-    Ok(json_reply(StatusCode::OK, &body))
+    let index = state.store().index_now();
+    let listed = matching_providers(&index, &q)
+        .into_iter()
+        .map(|p| (p, state.generation(index.uuid_at(p))))
+        .collect();
+    Ok((index, listed))
 }
 
 /// `GET /resource_providers/{uuid}`.

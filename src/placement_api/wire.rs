@@ -10,27 +10,65 @@ use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 use hyper::body::{Body, Frame, SizeHint};
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
 
 use super::Ctx;
 
 /// A response with its whole body.
 pub(crate) type Reply = Response<ReplyBody>;
 
-/// A reply's body, all of it in memory: one buffer, or the parts of a large answer written
-/// apart, sent one after the other rather than copied into one buffer first. Its length is
-/// known, so it goes out with a `Content-Length`.
+/// A reply's body: one buffer, or the parts of a large answer written apart, sent one after
+/// the other rather than copied into one buffer first, then the parts still being made (a
+/// large list, [`ReplyBody::streamed`]). Its length is known, so it goes out with a
+/// `Content-Length`.
 #[derive(Debug, Default)]
 pub struct ReplyBody {
     parts: VecDeque<Bytes>,
+    /// Parts made on another thread while the ones before are sent.
+    more: Option<mpsc::Receiver<Bytes>>,
     left: u64,
 }
+
+/// How many parts made ahead wait to be sent: enough to keep the connection busy, few
+/// enough that a slow caller does not make the server hold the whole answer.
+const PARTS_AHEAD: usize = 4;
 
 impl ReplyBody {
     /// A body of the parts, in order.
     pub fn from_parts(parts: impl IntoIterator<Item = Bytes>) -> Self {
         let parts: VecDeque<Bytes> = parts.into_iter().filter(|p| !p.is_empty()).collect();
         let left = parts.iter().map(|p| p.len() as u64).sum();
-        ReplyBody { parts, left }
+        ReplyBody {
+            parts,
+            more: None,
+            left,
+        }
+    }
+
+    /// A body of `len` bytes whose parts `make` makes one by one on a thread of its own,
+    /// each sent as soon as it is made: sending the first parts overlaps making the later
+    /// ones. `make` stops early when the caller goes away. The parts must add up to `len`:
+    /// if they fall short, the connection is cut rather than the answer passed as whole.
+    /// Fails only when no thread can be started.
+    pub(crate) fn streamed(
+        len: u64,
+        make: impl Iterator<Item = Vec<u8>> + Send + 'static,
+    ) -> std::io::Result<Self> {
+        let (tx, rx) = mpsc::channel(PARTS_AHEAD);
+        std::thread::Builder::new()
+            .name("placement-answer".into())
+            .spawn(move || {
+                for part in make {
+                    if !part.is_empty() && tx.blocking_send(Bytes::from(part)).is_err() {
+                        return;
+                    }
+                }
+            })?;
+        Ok(ReplyBody {
+            parts: VecDeque::new(),
+            more: Some(rx),
+            left: len,
+        })
     }
 }
 
@@ -52,17 +90,25 @@ impl Body for ReplyBody {
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
-        _: &mut Context<'_>,
+        cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        let part = self.parts.pop_front();
-        if let Some(p) = &part {
-            self.left -= p.len() as u64;
+        let part = match self.parts.pop_front() {
+            Some(p) => Some(p),
+            None => match self.more.as_mut().map(|rx| rx.poll_recv(cx)) {
+                Some(Poll::Pending) => return Poll::Pending,
+                Some(Poll::Ready(p)) => p,
+                None => None,
+            },
+        };
+        match &part {
+            Some(p) => self.left = self.left.saturating_sub(p.len() as u64),
+            None => self.more = None,
         }
         Poll::Ready(part.map(|p| Ok(Frame::data(p))))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.parts.is_empty()
+        self.parts.is_empty() && (self.more.is_none() || self.left == 0)
     }
 
     fn size_hint(&self) -> SizeHint {
@@ -382,4 +428,21 @@ pub(crate) fn closing(mut reply: Reply) -> Reply {
         .headers_mut()
         .insert(header::CONNECTION, HeaderValue::from_static("close"));
     reply
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    /// A body made on another thread is its parts in order, and says its length first.
+    #[tokio::test]
+    async fn a_streamed_body_is_its_parts_in_order_with_its_length_known_first() {
+        let parts: Vec<Vec<u8>> = (0..50).map(|i| format!("part {i};").into_bytes()).collect();
+        let whole = parts.concat();
+        let body = ReplyBody::streamed(whole.len() as u64, parts.into_iter()).unwrap();
+        assert_eq!(body.size_hint().exact(), Some(whole.len() as u64));
+        let got = body.collect().await.unwrap().to_bytes();
+        assert_eq!(&got[..], &whole[..]);
+    }
 }

@@ -95,6 +95,7 @@ fn build(nodes: &[Node]) -> ProviderIndex {
         idx.upsert_provider(ProviderRecord {
             name: name(i),
             uuid: kubeplace_core::placement::derived_provider_uuid(&name(i)),
+            placement_name: None,
             parent: n.parent.map(name),
             inventories: n
                 .inventories
@@ -643,6 +644,7 @@ fn build_wide(trees: &[WideTree]) -> ProviderIndex {
     let record = |name: String, parent: Option<String>, inv: &[(&str, i64)], traits: &[&str]| {
         ProviderRecord {
             uuid: kubeplace_core::placement::derived_provider_uuid(&name),
+            placement_name: None,
             name,
             parent,
             inventories: inv

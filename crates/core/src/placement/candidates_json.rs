@@ -71,14 +71,14 @@ pub(crate) fn push_str(out: &mut Vec<u8>, s: &str) {
 }
 
 /// Appends `s`, known to need no escaping, in quotes.
-fn push_quoted(out: &mut Vec<u8>, s: &str) {
+pub(crate) fn push_quoted(out: &mut Vec<u8>, s: &str) {
     out.reserve(s.len() + 2);
     out.push(b'"');
     out.extend_from_slice(s.as_bytes());
     out.push(b'"');
 }
 
-fn push_int(out: &mut Vec<u8>, n: i64) {
+pub(crate) fn push_int(out: &mut Vec<u8>, n: i64) {
     out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 
@@ -206,8 +206,19 @@ impl<'a> Writer<'a> {
         out.push(b'}');
     }
 
-    /// `"uuid":{summary}`, as a member of `provider_summaries`.
-    pub(crate) fn summary_entry(
+    /// `"uuid":{summary}`, as a member of `provider_summaries`: the provider's kept
+    /// fragment at microversions that have one ([`super::fragments`]). The uuid is read only
+    /// to render one, so a large answer of kept fragments reads no provider's uuid.
+    pub(crate) fn summary_entry(&self, out: &mut Vec<u8>, p: ProviderId, s: &mut Scratch<'a>) {
+        let index = self.index;
+        let fragments = &index.get(p).fragments;
+        fragments.summary(out, self.mv, |out| {
+            self.summary_entry_fresh(out, &index.get(p).uuid, p, s)
+        });
+    }
+
+    /// [`Self::summary_entry`] rendered anew.
+    pub(crate) fn summary_entry_fresh(
         &self,
         out: &mut Vec<u8>,
         uuid: &str,

@@ -7,6 +7,7 @@ pub mod candidates;
 pub(crate) mod candidates_json;
 pub mod explain;
 mod extra_spec_keys;
+pub(crate) mod fragments;
 pub mod ids;
 pub(crate) mod interner;
 pub mod inventory;

@@ -4,6 +4,7 @@
 use smallvec::SmallVec;
 
 use super::Inventory;
+use super::fragments::Fragments;
 use super::ids::{AggregateId, ClassId, ProviderId, SortedIds, TraitId};
 
 /// A provider's children.
@@ -14,6 +15,10 @@ pub(crate) type Children = SmallVec<[ProviderId; 4]>;
 pub(crate) struct Provider {
     pub(crate) name: Box<str>,
     pub(crate) uuid: Box<str>,
+    /// The name Placement's API shows, when it is not `name` (see [`ProviderRecord`]).
+    ///
+    /// [`ProviderRecord`]: super::ProviderRecord
+    pub(crate) placement_name: Option<Box<str>>,
     pub(crate) parent_name: Option<Box<str>>,
     /// The parent's slot, once the parent exists.
     pub(crate) parent: Option<ProviderId>,
@@ -36,6 +41,9 @@ pub(crate) struct Provider {
     pub(crate) trait_words: SmallVec<[u32; 4]>,
     /// Aggregates, sorted, as raw words: see [`Self::aggregates`].
     pub(crate) aggregate_words: SmallVec<[u32; 4]>,
+    /// Its JSON as answers show it, kept rendered; empty after any change
+    /// ([`super::fragments`]).
+    pub(crate) fragments: Fragments,
 }
 
 impl Provider {
@@ -95,6 +103,11 @@ impl Provider {
     #[inline]
     pub(crate) fn aggregates(&self) -> SortedIds<'_, AggregateId> {
         SortedIds::new(&self.aggregate_words)
+    }
+
+    /// The name Placement's API shows.
+    pub(crate) fn shown_name(&self) -> &str {
+        self.placement_name.as_deref().unwrap_or(&self.name)
     }
 
     pub(crate) fn has_trait(&self, t: TraitId) -> bool {

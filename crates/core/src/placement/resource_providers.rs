@@ -6,6 +6,12 @@ use super::query::ProvidersQuery;
 
 /// The providers matching every filter, in tree order (roots by name, depth-first).
 pub fn matching_providers(index: &ProviderIndex, q: &ProvidersQuery) -> Vec<ProviderId> {
+    matching(index, q, true)
+}
+
+/// [`matching_providers`]; when `narrow`, from the index's tree order and the members of the
+/// first aggregate, trait or class asked for, else from a walk of every tree.
+fn matching(index: &ProviderIndex, q: &ProvidersQuery, narrow: bool) -> Vec<ProviderId> {
     let f = &q.filters;
     let classes: Option<Vec<(ClassId, i64)>> = f
         .resources
@@ -45,8 +51,7 @@ pub fn matching_providers(index: &ProviderIndex, q: &ProvidersQuery) -> Vec<Prov
         .iter()
         .filter_map(|a| index.aggregate_names.get(a))
         .collect();
-    let mut order = Vec::new();
-    match &f.in_tree {
+    let order = match &f.in_tree {
         Some(u) => {
             let Some(p) = index.names_with_uuid(u).first().and_then(|n| index.id(n)) else {
                 return Vec::new();
@@ -54,14 +59,51 @@ pub fn matching_providers(index: &ProviderIndex, q: &ProvidersQuery) -> Vec<Prov
             let Some(root) = index.get(p).root else {
                 return Vec::new();
             };
+            let mut order = Vec::new();
             index.tree(root, &mut order);
+            order
         }
-        None => {
+        None if !narrow => {
+            let mut order = Vec::new();
             for &r in index.roots.values() {
                 index.tree(r, &mut order);
             }
+            order
         }
-    }
+        None => {
+            // Every match is a member of the first aggregate, trait or class asked for:
+            // those members alone are judged, in tree order, rather than every provider.
+            let members = |lists: &[Vec<ProviderId>], ids: &mut dyn Iterator<Item = usize>| {
+                ids.flat_map(|i| lists.get(i).into_iter().flatten().copied())
+                    .collect::<Vec<ProviderId>>()
+            };
+            let narrowed = if let Some(any) = member_of.first() {
+                Some(members(
+                    &index.aggregate_members,
+                    &mut any.iter().map(|a| a.index()),
+                ))
+            } else if let Some(any) = required.first() {
+                Some(members(
+                    &index.trait_members,
+                    &mut any.iter().map(|t| t.index()),
+                ))
+            } else {
+                classes
+                    .first()
+                    .map(|(c, _)| members(&index.class_members, &mut std::iter::once(c.index())))
+            };
+            let tree = index.tree_order();
+            match narrowed {
+                Some(mut some) if tree.once => {
+                    some.retain(|p| tree.rank[p.index()] != u32::MAX);
+                    some.sort_unstable_by_key(|p| tree.rank[p.index()]);
+                    some.dedup();
+                    some
+                }
+                _ => tree.providers.clone(),
+            }
+        }
+    };
     order
         .into_iter()
         .filter(|&p| {
@@ -84,4 +126,101 @@ pub fn matching_providers(index: &ProviderIndex, q: &ProvidersQuery) -> Vec<Prov
                 && !bad_aggs.iter().any(|a| prov.aggregates().contains(*a))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::placement::Inventory;
+    use crate::placement::microversion::Microversion;
+    use crate::placement::provider_tree::ProviderRecord;
+    use crate::placement::query::parse_providers_query;
+
+    const NAMES: [&str; 7] = ["a", "b", "c", "d", "e", "f", "g"];
+    const AGGS: [&str; 3] = [
+        "00000000-0000-4000-8000-000000000001",
+        "00000000-0000-4000-8000-000000000002",
+        "00000000-0000-4000-8000-000000000003",
+    ];
+    const TRAITS: [&str; 3] = ["CUSTOM_T1", "CUSTOM_T2", "HW_CPU_X86_AVX2"];
+    const QUERIES: [&str; 10] = [
+        "",
+        "member_of=00000000-0000-4000-8000-000000000001",
+        "member_of=in:00000000-0000-4000-8000-000000000001,00000000-0000-4000-8000-000000000002",
+        "member_of=!00000000-0000-4000-8000-000000000001",
+        "required=CUSTOM_T1",
+        "required=in:CUSTOM_T1,CUSTOM_T2&member_of=00000000-0000-4000-8000-000000000002",
+        "required=!CUSTOM_T1",
+        "resources=VCPU:1",
+        "resources=VCPU:2&required=CUSTOM_T2,!HW_CPU_X86_AVX2",
+        "resources=DISK_GB:1",
+    ];
+
+    /// (name, parent, aggregates, traits, VCPU total) to put, or a name to remove.
+    type Change = (
+        usize,
+        Option<usize>,
+        Vec<usize>,
+        Vec<usize>,
+        Option<i64>,
+        bool,
+    );
+
+    fn change() -> impl Strategy<Value = Change> {
+        (
+            0..NAMES.len(),
+            proptest::option::of(0..NAMES.len()),
+            proptest::collection::vec(0..AGGS.len(), 0..3),
+            proptest::collection::vec(0..TRAITS.len(), 0..3),
+            proptest::option::of(0i64..4),
+            proptest::bool::weighted(0.2),
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// Listing from the index's tree order and the first filter's members finds what
+        /// walking every tree finds, in the same order, after any run of changes (parents
+        /// missing, cycles, providers removed and put back); so does reading one tree from
+        /// that order.
+        #[test]
+        fn narrowed_lists_are_the_walked_lists(changes in proptest::collection::vec(change(), 1..16)) {
+            let mut index = ProviderIndex::default();
+            for (name, parent, aggs, traits, vcpu, remove) in changes {
+                if remove {
+                    index.remove_provider(NAMES[name]);
+                } else {
+                    index.upsert_provider(ProviderRecord {
+                        name: NAMES[name].into(),
+                        uuid: format!("uuid-{name}"),
+                        parent: parent.map(|p| NAMES[p].to_string()),
+                        inventories: vcpu
+                            .map(|t| ("VCPU".to_string(), Inventory::with_total(t)))
+                            .into_iter()
+                            .collect(),
+                        traits: traits.iter().map(|t| TRAITS[*t].to_string()).collect(),
+                        aggregates: aggs.iter().map(|a| AGGS[*a].to_string()).collect(),
+                        ..Default::default()
+                    });
+                }
+                // A tree read from the tree order is the tree walked.
+                for &root in index.roots.values() {
+                    let mut walked = Vec::new();
+                    index.tree(root, &mut walked);
+                    let read = index.tree_in_order(root);
+                    prop_assert!(read.is_some() || !index.tree_order().once);
+                    if let Some(read) = read {
+                        prop_assert_eq!(read, &walked[..]);
+                    }
+                }
+                for query in QUERIES {
+                    let q = parse_providers_query(query, Microversion::LATEST).unwrap();
+                    prop_assert_eq!(matching(&index, &q, true), matching(&index, &q, false), "{}", query);
+                }
+            }
+        }
+    }
 }

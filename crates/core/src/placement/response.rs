@@ -1,12 +1,14 @@
 //! Placement-shaped JSON: `GET /allocation_candidates` and `GET /resource_providers`
 //! responses at a microversion, and the error body.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 use serde_json::{Map, Value, json};
 
 use super::candidates::{Candidate, CandidateSet};
-use super::candidates_json::{NameRanks, Scratch, Writer};
+use super::candidates_json::{NameRanks, Scratch, Writer, is_plain, push_quoted, push_str};
 use super::ids::ProviderId;
 use super::microversion::Microversion;
 use super::provider_tree::ProviderIndex;
@@ -70,29 +72,29 @@ impl CandidatesBody<'_> {
             ranks: &ranks,
             uuids: index.uuid_order(),
         };
-        // Room for a run's JSON at once (a request or summary is 250-350 bytes): growing a
-        // buffer of megabytes would copy it.
         let requests = |run: &[Candidate]| {
-            let mut out = Vec::with_capacity(run.len() * 512);
+            let mut out = Chunks::for_entries(run.len());
             let mut scratch = Scratch::default();
             for (i, candidate) in run.iter().enumerate() {
+                let out = out.next();
                 if i > 0 {
                     out.push(b',');
                 }
-                writer.request(&mut out, candidate, &mut scratch);
+                writer.request(out, candidate, &mut scratch);
             }
-            out
+            out.done()
         };
-        let summaries_of = |run: &[(&str, ProviderId)]| {
-            let mut out = Vec::with_capacity(run.len() * 512);
+        let summaries_of = |run: &[ProviderId]| {
+            let mut out = Chunks::for_entries(run.len());
             let mut scratch = Scratch::default();
-            for (i, (uuid, p)) in run.iter().enumerate() {
+            for (i, p) in run.iter().enumerate() {
+                let out = out.next();
                 if i > 0 {
                     out.push(b',');
                 }
-                writer.summary_entry(&mut out, uuid, *p, &mut scratch);
+                writer.summary_entry(out, *p, &mut scratch);
             }
-            out
+            out.done()
         };
         let threads = if set.candidates.len() + summaries.len() < WRITE_APART_FROM {
             1
@@ -102,14 +104,6 @@ impl CandidatesBody<'_> {
         let request_parts = in_runs(&set.candidates, threads, requests);
         let summary_parts = in_runs(&summaries, threads, summaries_of);
         let mut parts = Vec::with_capacity(request_parts.len() + summary_parts.len() + 8);
-        let listed = |parts: &mut Vec<Vec<u8>>, runs: Vec<Vec<u8>>| {
-            for (i, run) in runs.into_iter().filter(|r| !r.is_empty()).enumerate() {
-                if i > 0 {
-                    parts.push(b",".to_vec());
-                }
-                parts.push(run);
-            }
-        };
         parts.push(b"{\"allocation_requests\":[".to_vec());
         listed(&mut parts, request_parts);
         parts.push(b"],\"provider_summaries\":{".to_vec());
@@ -303,7 +297,8 @@ struct Summaries<'b, 'a>(&'b CandidatesBody<'a>);
 impl Serialize for Summaries<'_, '_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let CandidatesBody { index, set, mv } = self.0;
-        s.collect_map(summarised(index, set).into_iter().map(|(uuid, p)| {
+        s.collect_map(summarised(index, set).into_iter().map(|p| {
+            let uuid = &*index.get(p).uuid;
             (
                 uuid,
                 Summary {
@@ -319,14 +314,21 @@ impl Serialize for Summaries<'_, '_> {
 
 /// The providers the summaries list, by uuid, sorted; of providers sharing a uuid, the last
 /// listed is summarised.
-fn summarised<'a>(index: &'a ProviderIndex, set: &CandidateSet) -> Vec<(&'a str, ProviderId)> {
+fn summarised(index: &ProviderIndex, set: &CandidateSet) -> Vec<ProviderId> {
     let rank = &index.uuid_order().rank;
     let mut providers: Vec<(u32, ProviderId)> = Vec::new();
     let mut tree = Vec::new();
     for root in &set.summary_trees {
-        tree.clear();
-        index.tree(*root, &mut tree);
-        for &p in &tree {
+        // Read from the index's tree order when it has the tree, else walked.
+        let members = match index.tree_in_order(*root) {
+            Some(members) => members,
+            None => {
+                tree.clear();
+                index.tree(*root, &mut tree);
+                &tree
+            }
+        };
+        for &p in members {
             if set
                 .summary_only
                 .as_ref()
@@ -347,9 +349,7 @@ fn summarised<'a>(index: &'a ProviderIndex, set: &CandidateSet) -> Vec<(&'a str,
             _ => kept.push(entry),
         }
     }
-    kept.into_iter()
-        .map(|(_, p)| (&*index.get(p).uuid, p))
-        .collect()
+    kept.into_iter().map(|(_, p)| p).collect()
 }
 
 struct Summary<'a> {
@@ -426,6 +426,263 @@ pub fn providers_body(index: &ProviderIndex, providers: &[ProviderId], mv: Micro
     Value::Object(body)
 }
 
+/// Appends the runs of a list written apart (each run its chunks) to `parts`, a comma
+/// between runs.
+fn listed(parts: &mut Vec<Vec<u8>>, runs: Vec<Vec<Vec<u8>>>) {
+    for (i, run) in runs.into_iter().filter(|r| !r.is_empty()).enumerate() {
+        if i > 0 {
+            parts.push(b",".to_vec());
+        }
+        parts.extend(run);
+    }
+}
+
+/// How large a buffer a large answer is written in: big enough that a body of tens of
+/// megabytes is a few dozen parts, small enough that the allocator hands the same memory
+/// back from one answer to the next, where buffers of the whole answer were fresh pages
+/// (a tenth of an answer's time went to the kernel zeroing them).
+const CHUNK: usize = 1 << 20;
+
+/// Room kept for one entry (a candidate, a summary, a provider) in a chunk; a larger one
+/// grows its chunk.
+const ENTRY_ROOM: usize = 16 << 10;
+
+/// Output cut into [`CHUNK`]-sized buffers, each entry whole in one.
+struct Chunks {
+    done: Vec<Vec<u8>>,
+    current: Vec<u8>,
+}
+
+impl Chunks {
+    /// For `entries` entries: a small answer gets a buffer of its size.
+    fn for_entries(entries: usize) -> Chunks {
+        let first = entries.saturating_mul(1024).saturating_add(ENTRY_ROOM);
+        Chunks {
+            done: Vec::new(),
+            current: Vec::with_capacity(first.min(CHUNK)),
+        }
+    }
+
+    /// The buffer for the next entry: a new one when the current has no room for it.
+    fn next(&mut self) -> &mut Vec<u8> {
+        if self.current.capacity() - self.current.len() < ENTRY_ROOM {
+            let full = std::mem::replace(&mut self.current, Vec::with_capacity(CHUNK));
+            if !full.is_empty() {
+                self.done.push(full);
+            }
+        }
+        &mut self.current
+    }
+
+    /// Every buffer written, in order.
+    fn done(mut self) -> Vec<Vec<u8>> {
+        if !self.current.is_empty() {
+            self.done.push(self.current);
+        }
+        self.done
+    }
+}
+
+/// The links of a provider's `GET /resource_providers` entry: (path after the provider's,
+/// relation, first microversion).
+const LINKS: [(&str, &str, u16); 6] = [
+    ("", "self", 0),
+    ("/inventories", "inventories", 0),
+    ("/usages", "usages", 0),
+    ("/aggregates", "aggregates", 1),
+    ("/traits", "traits", 6),
+    ("/allocations", "allocations", 11),
+];
+
+/// The `GET /resource_providers` body of the Placement API: each provider with its
+/// generation (which the index does not keep) and, as Placement shows them, its links,
+/// Placement name and from 1.14 its parent and root, keys in sorted order as serde_json
+/// writes a JSON object. Written in parts on up to `threads` threads that joined are the
+/// body; a provider's entry is its kept fragment after the generation
+/// ([`super::fragments`]) from 1.14.
+pub fn providers_json_parts(
+    index: &ProviderIndex,
+    listed: &[(ProviderId, u64)],
+    mv: Microversion,
+    threads: usize,
+) -> Vec<Vec<u8>> {
+    let entries = |run: &[(ProviderId, u64)]| {
+        let mut out = Chunks::for_entries(run.len());
+        for (i, (p, generation)) in run.iter().enumerate() {
+            let out = out.next();
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(b"{\"generation\":");
+            out.extend_from_slice(itoa::Buffer::new().format(*generation).as_bytes());
+            let fragments = &index.get(*p).fragments;
+            fragments.listed(out, mv, |out| listed_after_generation(out, index, *p, mv));
+        }
+        out.done()
+    };
+    let threads = if listed.len() < WRITE_APART_FROM {
+        1
+    } else {
+        threads
+    };
+    let mut parts = vec![LIST_OPEN.to_vec()];
+    self::listed(&mut parts, in_runs(listed, threads, entries));
+    parts.push(LIST_CLOSE.to_vec());
+    parts
+}
+
+/// The `GET /resource_providers` body of [`providers_json_parts`] made piece by piece: its
+/// length is known first, and each part is made when asked for, so that a server sends one
+/// while it makes the next. Only where every entry is kept (from 1.14): the length is the
+/// kept fragments' lengths, and a part is copies of them.
+pub struct ProvidersStream {
+    index: Arc<ProviderIndex>,
+    listed: Vec<(ProviderId, u64)>,
+    mv: Microversion,
+    /// Entries a part holds.
+    entries_per_part: usize,
+    /// The next entry to write; `None` before the opening part.
+    next: Option<usize>,
+    len: u64,
+    finished: bool,
+}
+
+/// What opens and closes the list body.
+const LIST_OPEN: &[u8] = b"{\"resource_providers\":[";
+const LIST_CLOSE: &[u8] = b"]}";
+
+impl ProvidersStream {
+    /// The body for `listed` at `mv`, with entries of `index` rendered and kept (its length
+    /// needs them); `None` below 1.14, where entries are not kept.
+    pub fn new(
+        index: Arc<ProviderIndex>,
+        listed: Vec<(ProviderId, u64)>,
+        mv: Microversion,
+    ) -> Option<ProvidersStream> {
+        if !mv.at_least(14) {
+            return None;
+        }
+        let mut len = (LIST_OPEN.len() + LIST_CLOSE.len() + listed.len().saturating_sub(1)) as u64;
+        for (p, generation) in &listed {
+            let kept = index
+                .get(*p)
+                .fragments
+                .listed_len(mv, |out| listed_after_generation(out, &index, *p, mv))?;
+            let digits = itoa::Buffer::new().format(*generation).len();
+            len += (b"{\"generation\":".len() + digits + kept) as u64;
+        }
+        // About 1 MiB a part (an entry is at most a few hundred bytes but for odd names).
+        let entries_per_part = 1024;
+        Some(ProvidersStream {
+            index,
+            listed,
+            mv,
+            entries_per_part,
+            next: None,
+            len,
+            finished: false,
+        })
+    }
+
+    /// The body's length in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the body is empty (it never is: it has at least its brackets).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[cfg(test)]
+    pub(crate) fn with_entries_per_part(mut self, n: usize) -> Self {
+        self.entries_per_part = n.max(1);
+        self
+    }
+}
+
+impl Iterator for ProvidersStream {
+    type Item = Vec<u8>;
+
+    fn next(&mut self) -> Option<Vec<u8>> {
+        let Some(start) = self.next else {
+            self.next = Some(0);
+            return Some(LIST_OPEN.to_vec());
+        };
+        if start >= self.listed.len() {
+            if self.finished {
+                return None;
+            }
+            self.finished = true;
+            return Some(LIST_CLOSE.to_vec());
+        }
+        let end = (start + self.entries_per_part).min(self.listed.len());
+        let mut out = Vec::with_capacity((end - start) * 1024);
+        for (i, (p, generation)) in self.listed[start..end].iter().enumerate() {
+            if start + i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(b"{\"generation\":");
+            out.extend_from_slice(itoa::Buffer::new().format(*generation).as_bytes());
+            let index = &*self.index;
+            let mv = self.mv;
+            index.get(*p).fragments.listed(&mut out, mv, |out| {
+                listed_after_generation(out, index, *p, mv)
+            });
+        }
+        self.next = Some(end);
+        Some(out)
+    }
+}
+
+/// A provider's `GET /resource_providers` entry after `{"generation":N`.
+pub(crate) fn listed_after_generation(
+    out: &mut Vec<u8>,
+    index: &ProviderIndex,
+    p: ProviderId,
+    mv: Microversion,
+) {
+    let prov = index.get(p);
+    let uuid = &*prov.uuid;
+    out.extend_from_slice(b",\"links\":[");
+    let mut first = true;
+    for (path, rel, from) in LINKS {
+        if !mv.at_least(from) {
+            continue;
+        }
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        out.extend_from_slice(b"{\"href\":");
+        if is_plain(uuid) {
+            out.extend_from_slice(b"\"/resource_providers/");
+            out.extend_from_slice(uuid.as_bytes());
+            out.extend_from_slice(path.as_bytes());
+            out.push(b'"');
+        } else {
+            push_str(out, &format!("/resource_providers/{uuid}{path}"));
+        }
+        out.extend_from_slice(b",\"rel\":");
+        push_quoted(out, rel);
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"],\"name\":");
+    push_str(out, prov.shown_name());
+    if mv.at_least(14) {
+        out.extend_from_slice(b",\"parent_provider_uuid\":");
+        match prov.parent {
+            Some(parent) => push_str(out, &index.get(parent).uuid),
+            None => out.extend_from_slice(b"null"),
+        }
+        out.extend_from_slice(b",\"root_provider_uuid\":");
+        push_str(out, &index.get(root_of(index, p)).uuid);
+    }
+    out.extend_from_slice(b",\"uuid\":");
+    push_str(out, uuid);
+    out.push(b'}');
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -441,6 +698,7 @@ mod tests {
             |name: String, parent: Option<String>, classes: &[(&str, i64)], traits: &[&str]| {
                 ProviderRecord {
                     uuid: String::new(),
+                    placement_name: None,
                     name,
                     parent,
                     inventories: classes
@@ -496,6 +754,7 @@ mod tests {
         let odd = |name: &str, parent: Option<&str>, uuid: &str, traits: &[&str]| ProviderRecord {
             name: name.into(),
             uuid: uuid.into(),
+            placement_name: None,
             parent: parent.map(Into::into),
             inventories: [("VCPU".to_string(), Inventory::with_total(4))].into(),
             traits: traits.iter().map(|t| t.to_string()).collect(),

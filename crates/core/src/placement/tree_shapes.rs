@@ -116,6 +116,7 @@ mod tests {
             index.upsert_provider(ProviderRecord {
                 name: name.clone(),
                 uuid: crate::placement::derived_provider_uuid(&name),
+                placement_name: None,
                 inventories: BTreeMap::from([(
                     "MEMORY_MB".to_string(),
                     Inventory {

@@ -37,8 +37,11 @@ pub fn inventory(i: &ApiInventory) -> Inventory {
 
 /// The core record of a provider, from its spec.
 pub(crate) fn provider_record(rp: &ResourceProvider) -> ProviderRecord {
+    let name = rp.metadata.name.clone().unwrap_or_default();
+    let shown = kubeplace_api::provider_name::placement_name(rp);
     ProviderRecord {
-        name: rp.metadata.name.clone().unwrap_or_default(),
+        placement_name: (shown != name).then_some(shown),
+        name,
         uuid: provider_uuid(rp),
         parent: rp.spec.parent.clone(),
         inventories: rp

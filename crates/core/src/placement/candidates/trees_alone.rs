@@ -103,6 +103,7 @@ mod tests {
         index.upsert_provider(ProviderRecord {
             name: name.into(),
             uuid: crate::placement::derived_provider_uuid(name),
+            placement_name: None,
             parent: parent.map(Into::into),
             inventories: inventories
                 .iter()

@@ -16,6 +16,7 @@ fn rp(
     index.upsert_provider(ProviderRecord {
         name: name.into(),
         uuid: crate::placement::derived_provider_uuid(name),
+        placement_name: None,
         parent: parent.map(Into::into),
         inventories: inv
             .iter()

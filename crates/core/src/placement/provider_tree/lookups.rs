@@ -32,6 +32,7 @@ impl ProviderIndex {
         ProviderRecord {
             name: p.name.to_string(),
             uuid: p.uuid.to_string(),
+            placement_name: p.placement_name.as_deref().map(str::to_string),
             parent: p.parent_name.as_deref().map(str::to_string),
             inventories: p
                 .own_inventories
@@ -167,6 +168,11 @@ impl ProviderIndex {
     /// A provider's uuid, by name.
     pub fn uuid(&self, name: &str) -> Option<&str> {
         self.id(name).map(|id| &*self.get(id).uuid)
+    }
+
+    /// The uuid of a provider by the slot the index gave for it.
+    pub fn uuid_at(&self, id: ProviderId) -> &str {
+        &self.get(id).uuid
     }
 
     /// Names of the providers with this uuid, in name order (not the order they were

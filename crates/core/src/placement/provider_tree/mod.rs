@@ -43,6 +43,9 @@ mod usages;
 pub struct ProviderRecord {
     pub name: String,
     pub uuid: String,
+    /// The name Placement's API shows, when it is not `name`: a Placement name that cannot
+    /// be an object name is kept beside the object's name (kubeplace_api's `provider_name`).
+    pub placement_name: Option<String>,
     pub parent: Option<String>,
     pub inventories: BTreeMap<String, Inventory>,
     pub traits: BTreeSet<String>,
@@ -85,6 +88,17 @@ pub(crate) struct UuidOrder {
     pub(crate) plain: bool,
 }
 
+/// Every provider of a well-formed tree in tree order: roots by name, each tree depth-first
+/// with children by name (what `GET /resource_providers` lists), and each one's position.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TreeOrder {
+    pub(crate) providers: Vec<ProviderId>,
+    /// By slot; `u32::MAX` for a slot in no tree.
+    pub(crate) rank: Vec<u32>,
+    /// Whether no provider is listed twice (links that do not make trees could).
+    pub(crate) once: bool,
+}
+
 /// Providers and usages, with the lookups candidate search needs.
 #[derive(Debug, Clone, Default)]
 pub struct ProviderIndex {
@@ -101,6 +115,9 @@ pub struct ProviderIndex {
     root_order: OnceLock<RootOrder>,
     /// Built on first use after a provider comes or goes: ranks compare without uuids.
     uuid_order: OnceLock<UuidOrder>,
+    /// Every provider in tree order, built on first use after a provider comes or goes:
+    /// a provider list walks a list instead of every tree.
+    tree_order: OnceLock<TreeOrder>,
     pub(crate) classes: Interner<ClassId>,
     pub(crate) traits: Interner<TraitId>,
     pub(crate) aggregate_names: Interner<AggregateId>,
@@ -129,8 +146,13 @@ impl ProviderIndex {
         self.slots[id.index()].as_ref().expect("live provider slot")
     }
 
+    /// The provider to change. Its rendered JSON is dropped here, whatever the caller
+    /// changes: this and putting a new provider in a slot are the only ways a provider
+    /// changes, so no answer is written from a fragment older than the provider.
     fn get_mut(&mut self, id: ProviderId) -> &mut Provider {
-        self.slots[id.index()].as_mut().expect("live provider slot")
+        let p = self.slots[id.index()].as_mut().expect("live provider slot");
+        p.fragments = Default::default();
+        p
     }
 
     /// The slot of a provider by name.

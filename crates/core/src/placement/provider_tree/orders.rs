@@ -1,7 +1,8 @@
 //! The orders answers list providers in, built on first use after the providers change:
-//! the roots in name order and every provider's rank in uuid order.
+//! the roots in name order, every provider in tree order, and every provider's rank in uuid
+//! order.
 
-use super::{ProviderIndex, RootOrder, UuidOrder};
+use super::{ProviderIndex, RootOrder, TreeOrder, UuidOrder};
 use crate::placement::ids::ProviderId;
 
 impl ProviderIndex {
@@ -15,6 +16,47 @@ impl ProviderIndex {
             }
             RootOrder { roots, rank }
         })
+    }
+
+    /// Every provider of a tree in tree order, with its position.
+    pub(crate) fn tree_order(&self) -> &TreeOrder {
+        self.tree_order.get_or_init(|| {
+            let mut providers = Vec::with_capacity(self.len());
+            for &root in &self.root_order().roots {
+                self.tree(root, &mut providers);
+            }
+            let mut rank = vec![u32::MAX; self.slots.len()];
+            let mut once = true;
+            for (i, p) in providers.iter().enumerate() {
+                if rank[p.index()] == u32::MAX {
+                    rank[p.index()] = i as u32;
+                } else {
+                    once = false;
+                }
+            }
+            TreeOrder {
+                providers,
+                rank,
+                once,
+            }
+        })
+    }
+
+    /// A root's tree as [`ProviderIndex::tree`] walks it, read from the tree order: `None`
+    /// when `root` is not a root, or when the order lists a provider twice.
+    pub(crate) fn tree_in_order(&self, root: ProviderId) -> Option<&[ProviderId]> {
+        let order = self.tree_order();
+        let roots = self.root_order();
+        let at = *roots.rank.get(root.index())?;
+        if !order.once || at == u32::MAX {
+            return None;
+        }
+        let start = order.rank[root.index()] as usize;
+        let end = match roots.roots.get(at as usize + 1) {
+            Some(next) => order.rank[next.index()] as usize,
+            None => order.providers.len(),
+        };
+        order.providers.get(start..end)
     }
 
     /// Every provider's rank in uuid order.

@@ -124,6 +124,7 @@ impl ProviderIndex {
         let provider = Provider {
             name: record.name.as_str().into(),
             uuid: record.uuid.as_str().into(),
+            placement_name: record.placement_name.as_deref().map(Into::into),
             parent_name: record.parent.as_deref().map(Into::into),
             parent: None,
             root: None,
@@ -134,6 +135,7 @@ impl ProviderIndex {
             trait_words: SmallVec::new(),
             own_traits,
             aggregate_words,
+            fragments: Default::default(),
         };
         if id.index() == self.slots.len() {
             self.slots.push(Some(provider));
@@ -149,6 +151,7 @@ impl ProviderIndex {
             .or_default()
             .push(id);
         self.uuid_order = OnceLock::new();
+        self.tree_order = OnceLock::new();
         match record.parent.as_deref() {
             None => {
                 self.roots.insert(record.name.as_str().into(), id);
@@ -292,14 +295,15 @@ impl ProviderIndex {
             }
         }
         self.uuid_order = OnceLock::new();
+        self.tree_order = OnceLock::new();
         match (&p.parent_name, p.parent) {
             (None, _) => {
                 self.roots.remove(&p.name);
                 self.root_order = OnceLock::new();
             }
             (Some(_), Some(pid)) => {
-                if let Some(parent) = self.slots[pid.index()].as_mut() {
-                    parent.children.retain(|x| *x != id);
+                if self.slots[pid.index()].is_some() {
+                    self.get_mut(pid).children.retain(|x| *x != id);
                 }
             }
             (Some(name), None) => {
@@ -340,8 +344,8 @@ impl ProviderIndex {
         // A provider that named itself its parent is gone with itself.
         p.children.retain(|c| *c != id);
         for child in &p.children {
-            if let Some(c) = self.slots[child.index()].as_mut() {
-                c.parent = None;
+            if self.slots[child.index()].is_some() {
+                self.get_mut(*child).parent = None;
             }
             self.relink_roots(*child);
         }

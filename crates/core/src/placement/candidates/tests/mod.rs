@@ -32,6 +32,7 @@ impl Cloud {
         self.0.upsert_provider(ProviderRecord {
             name: name.into(),
             uuid: crate::placement::derived_provider_uuid(name),
+            placement_name: None,
             parent: parent.map(Into::into),
             inventories: inv
                 .iter()
