@@ -468,6 +468,29 @@ fn quotas_hold_against_racing_clients_two_replicas_and_a_killed_leader() {
             "no Event for {first}: {events:?}"
         );
     }
+    // Usage falls: a kubectl claim released, one waiting Server is placed in its room.
+    let mut waiting = waiting;
+    let released = cp
+        .kubectl(&["get", "allocations", "-o", "name"])
+        .stdout
+        .lines()
+        .find(|l| l.contains("e2e-quota-k-"))
+        .map(|l| l.trim_start_matches("allocation.kubeplace.io/").to_string());
+    if let (Some(released), false) = (released, waiting.is_empty()) {
+        cp.kubectl(&["delete", "allocation", &released]).ok();
+        wait_until("a waiting Server takes the released room", || {
+            servers(cp, KUBECTL_NS)
+                .iter()
+                .filter(|(_, st, _)| st != "True")
+                .count()
+                == waiting.len() - 1
+        });
+        assert_eq!(
+            status_used(cp, KUBECTL_NS, "class:VCPU"),
+            KUBECTL_LIMIT.to_string()
+        );
+        waiting.pop();
+    }
     // The quota grows: the waiting Servers are placed.
     cp.kubectl(&[
         "patch",

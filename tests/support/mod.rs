@@ -828,10 +828,19 @@ impl Process {
 /// process die first, the watchdog kills the daemons.
 pub struct Node {
     pub cp: ControlPlane,
+    /// One node at a time on this machine: two kubelets and containerds would share its
+    /// cgroups, ports and iptables rules.
+    _alone: std::sync::MutexGuard<'static, ()>,
 }
+
+/// Held by the running [`Node`].
+static ONE_NODE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Node {
     pub fn start(binary: &Path) -> Node {
+        let alone = ONE_NODE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let dir = tempfile::Builder::new()
             .prefix("kubeplace-node.")
             .tempdir()
@@ -858,6 +867,7 @@ impl Node {
                 etcd: Server::new("etcd", Vec::new()),
                 apiserver: Server::new("kube-apiserver", Vec::new()),
             },
+            _alone: alone,
         };
         assert!(
             out.status.success(),

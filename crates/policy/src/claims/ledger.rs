@@ -17,6 +17,9 @@ pub struct PendingClaim {
     pub name: String,
     /// The Allocation's uid as the API server gave it, when known.
     pub uid: Option<String>,
+    /// The `metadata.generation` the API server gave this version, when known: versions of
+    /// one object are told apart, and in order, by it.
+    pub generation: Option<i64>,
     /// Amount per provider and resource class.
     pub takes: BTreeMap<(String, String), i64>,
     /// What it charges to its project, if anything.
@@ -118,6 +121,7 @@ impl Ledger {
             self.hold_claim(PendingClaim {
                 name: object.name().to_string(),
                 uid: a.metadata.uid.clone(),
+                generation: a.metadata.generation,
                 takes: takes(a),
                 charge: crate::quota::charge_of(a),
                 admitted_at: now,
@@ -149,9 +153,18 @@ impl Ledger {
         self.pending.push(claim);
     }
 
-    /// Drops the claims the store now shows as they were admitted, oldest first per name
-    /// (a version is not taken as seen while an older one of its name is not), and those
-    /// held too long.
+    /// Holds a claim a write of several objects makes, in place of any earlier version of
+    /// its name: no other change of the object is decided until the store shows the write.
+    pub(super) fn hold_written_claim(&mut self, claim: PendingClaim) {
+        self.pending.retain(|p| p.name != claim.name);
+        self.hold_claim(claim);
+    }
+
+    /// Drops the claims the store now shows, and those held too long. A version with a
+    /// uid and generation is seen once the store shows its object at that generation or a
+    /// later one (or deleted); one without is seen when the store shows it as it was
+    /// decided, oldest first per name (a version is not taken as seen while an older one of
+    /// its name is not, so A, B, A again is not taken for A alone).
     fn forget_seen(&mut self, store: &Store, now: Instant) {
         let hold = self.hold;
         self.writes.retain(|w| {
@@ -162,11 +175,24 @@ impl Ledger {
             if now.saturating_duration_since(p.admitted_at) >= hold {
                 return false;
             }
+            let shown = match store.get_cluster(Kind::Allocation, &p.name) {
+                Some(Object::Allocation(a)) => Some(a),
+                _ => None,
+            };
+            let deleted = p.uid.as_deref().is_some_and(|uid| store.claim_deleted(uid));
+            if let (Some(uid), Some(generation)) = (&p.uid, p.generation) {
+                let seen = deleted
+                    || shown.is_some_and(|a| {
+                        a.metadata.uid.as_ref() == Some(uid)
+                            && a.metadata.generation.is_some_and(|g| g >= generation)
+                    });
+                return !seen;
+            }
             if waiting.contains(&p.name) {
                 return true;
             }
-            let seen = match store.get_cluster(Kind::Allocation, &p.name) {
-                Some(Object::Allocation(a)) => {
+            let seen = match shown {
+                Some(a) => {
                     takes(a) == p.takes
                         && crate::quota::charge_of(a) == p.charge
                         && (p.uid.is_none() || a.metadata.uid == p.uid)
@@ -176,7 +202,7 @@ impl Ledger {
                             || crate::translate::is_refused(a))
                 }
                 // Stored and deleted again before this look.
-                _ => p.uid.as_deref().is_some_and(|uid| store.claim_deleted(uid)),
+                None => deleted,
             };
             if !seen {
                 waiting.push(p.name.clone());

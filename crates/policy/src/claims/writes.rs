@@ -156,9 +156,10 @@ impl Ledger {
         if !dry_run {
             for change in &changes {
                 if let Some(Object::Allocation(a)) = &change.after {
-                    self.hold_claim(PendingClaim {
+                    self.hold_written_claim(PendingClaim {
                         name: change.key.name.clone(),
                         uid: None,
+                        generation: None,
                         takes: takes(a),
                         charge: crate::quota::charge_of(a),
                         admitted_at: now,
