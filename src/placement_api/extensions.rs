@@ -154,13 +154,10 @@ pub(crate) fn project_quota(store: &Store, query: &str) -> Result<Reply, ApiErro
         ));
     };
     let governing = kubeplace_policy::quota::governing(store, &project);
-    let mut used = kubeplace_core::quota::Usage::default();
     let projects = governing
         .as_ref()
         .map_or_else(|| vec![project.clone()], |g| g.projects.clone());
-    for p in &projects {
-        used.add(&store.charges().usage(p));
-    }
+    let used = kubeplace_policy::quota::used_by(store, &projects);
     let limits: serde_json::Map<String, serde_json::Value> = governing
         .as_ref()
         .map(|g| {

@@ -25,15 +25,25 @@ impl fmt::Display for QuotaRefusal {
     }
 }
 
+/// What these projects' counted claims hold together.
+pub fn used_by(store: &Store, projects: &[String]) -> Usage {
+    let mut usage = Usage::default();
+    for project in projects {
+        usage.add(&store.charges().usage(project));
+    }
+    usage
+}
+
 /// What a governed group of projects uses now: the store's counted claims and the pending
 /// ones.
 fn group_usage(store: &Store, pending: &Pending, g: &Governing) -> Usage {
-    let mut usage = Usage::default();
-    for project in &g.projects {
-        usage.add(&store.charges().usage(project));
-        if let Some(p) = pending.usage(project) {
-            usage.add(p);
-        }
+    let mut usage = used_by(store, &g.projects);
+    for p in g
+        .projects
+        .iter()
+        .filter_map(|project| pending.usage(project))
+    {
+        usage.add(p);
     }
     usage
 }

@@ -52,10 +52,7 @@ pub(super) fn status(
         );
     }
     if let Some(g) = governs.then(|| governing(store, &namespace)).flatten() {
-        let mut used = kubeplace_core::quota::Usage::default();
-        for project in &g.projects {
-            used.add(&store.charges().usage(project));
-        }
+        let used = crate::quota::used_by(store, &g.projects);
         status.usage = g
             .limits
             .0
