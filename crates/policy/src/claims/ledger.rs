@@ -34,9 +34,9 @@ pub struct PendingClaim {
 /// admission step refused it, or the write failed) holds it until `hold` has passed: for
 /// that long a later claim may be refused that would have fitted, never the other way.
 ///
-/// What reviews that never become objects can hold is bounded: one hold per Allocation
-/// name (a newer review of the same name replaces the older), and at most `max_holds` in
-/// all, the oldest dropped first. A hold dropped early leaves the claim to `settle`, which
+/// What reviews that never become objects can hold is bounded: at most [`VERSIONS_HELD`]
+/// holds per Allocation name (a review repeated as it was decided replaces its hold), and
+/// at most `max_holds` in all, the oldest dropped first. A hold dropped early leaves the claim to `settle`, which
 /// refuses it later should it not fit.
 #[derive(Debug, Clone)]
 pub struct Ledger {
