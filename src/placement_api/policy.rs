@@ -417,6 +417,17 @@ mod tests {
         assert!(lookup(&Method::PATCH, "/traits").is_none());
     }
 
+    /// A project's quota is read as its usages are: a reader of the project may, another
+    /// project's may not.
+    #[test]
+    fn a_projects_quota_is_read_under_the_usages_rule() {
+        let quotas = lookup(&Method::GET, "/kubeplace/quotas").unwrap();
+        assert_eq!(quotas.name, "placement:usages");
+        let member = creds(&["member", "reader"], Some("p1"));
+        assert!(authorize(quotas, &member, Some("p1")).is_ok());
+        assert!(authorize(quotas, &member, Some("p2")).is_err());
+    }
+
     #[test]
     fn roles_and_scope_decide_as_placements_defaults() {
         let list = lookup(&Method::GET, "/resource_providers").unwrap();
