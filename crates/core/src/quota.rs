@@ -67,27 +67,41 @@ impl fmt::Display for LimitKey {
 pub struct Limits(pub BTreeMap<LimitKey, i64>);
 
 impl Limits {
+    /// One limit of a quota's `spec.limits`, checked.
+    fn entry(key: &str, value: i64) -> Result<(LimitKey, i64), LimitError> {
+        let parsed: LimitKey = key.parse()?;
+        if value < UNLIMITED {
+            return Err(LimitError::BadValue {
+                key: key.to_string(),
+                value,
+            });
+        }
+        Ok((parsed, value))
+    }
+
     /// Limits from a quota's `spec.limits`: every key and value checked, the first
     /// problem returned (with the name and value at fault).
     pub fn parse(spec: &BTreeMap<String, i64>) -> Result<Limits, LimitError> {
-        let mut limits = BTreeMap::new();
-        for (key, value) in spec {
-            let parsed: LimitKey = key.parse()?;
-            if *value < UNLIMITED {
-                return Err(LimitError::BadValue {
-                    key: key.clone(),
-                    value: *value,
-                });
-            }
-            limits.insert(parsed, *value);
-        }
-        Ok(Limits(limits))
+        spec.iter()
+            .map(|(k, v)| Limits::entry(k, *v))
+            .collect::<Result<_, _>>()
+            .map(Limits)
+    }
+
+    /// The well-formed limits of a quota's `spec.limits`, the others left out (admission
+    /// refuses them; one written past it limits nothing).
+    pub fn lenient(spec: &BTreeMap<String, i64>) -> Limits {
+        Limits(
+            spec.iter()
+                .filter_map(|(k, v)| Limits::entry(k, *v).ok())
+                .collect(),
+        )
     }
 
     /// Every problem of a quota's `spec.limits`, for admission to list at once.
     pub fn problems(spec: &BTreeMap<String, i64>) -> Vec<LimitError> {
         spec.iter()
-            .filter_map(|(k, v)| Limits::parse(&BTreeMap::from([(k.clone(), *v)])).err())
+            .filter_map(|(k, v)| Limits::entry(k, *v).err())
             .collect()
     }
 

@@ -23,7 +23,7 @@ pub fn settle(store: &mut Store) -> Vec<(String, String)> {
         .list(Kind::Allocation)
         .filter_map(|o| match o {
             Object::Allocation(a)
-                if is_undecided(store, o) && !local.contains(&o.name().to_string()) =>
+                if is_undecided(store, o) && !local.iter().any(|n| n == o.name()) =>
             {
                 let created = a
                     .metadata

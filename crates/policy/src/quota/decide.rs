@@ -172,6 +172,6 @@ pub fn headroom_within(
     each: &Usage,
 ) -> Option<(i64, LimitKey, String)> {
     let g = governing(store, project)?;
-    let used = group_usage(store, &Pending::default(), &g);
+    let used = used_by(store, &g.projects);
     servers_within(&g.limits, &used, each).map(|(n, key)| (n, key, g.quota))
 }

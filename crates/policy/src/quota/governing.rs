@@ -19,22 +19,10 @@ pub struct Governing {
     pub limits: Limits,
 }
 
-/// The well-formed limits of a quota's `spec.limits` (admission refuses the others; one
-/// written past it does not limit).
-pub fn limits_of(spec: &std::collections::BTreeMap<String, i64>) -> Limits {
-    let mut limits = Limits::default();
-    for (key, value) in spec {
-        if let (Ok(key), true) = (key.parse(), *value >= kubeplace_core::quota::UNLIMITED) {
-            limits.0.insert(key, *value);
-        }
-    }
-    limits
-}
-
 /// The DefaultProjectQuota's limits, when there is one.
 fn default_limits(store: &Store) -> Option<Limits> {
     match store.get_cluster(Kind::DefaultProjectQuota, DEFAULT_PROJECT_QUOTA_NAME) {
-        Some(Object::DefaultProjectQuota(d)) => Some(limits_of(&d.spec.limits)),
+        Some(Object::DefaultProjectQuota(d)) => Some(Limits::lenient(&d.spec.limits)),
         _ => None,
     }
 }
@@ -62,8 +50,8 @@ pub fn governing(store: &Store, project: &str) -> Option<Governing> {
             ),
             projects: quota_projects(q),
             limits: match &default {
-                Some(d) => limits_of(&q.spec.limits).over(d),
-                None => limits_of(&q.spec.limits),
+                Some(d) => Limits::lenient(&q.spec.limits).over(d),
+                None => Limits::lenient(&q.spec.limits),
             },
         }),
         None => default.map(|limits| Governing {

@@ -16,4 +16,4 @@ mod governing;
 
 pub use crate::store::charges::{Charge, Charges, Pending, charge_of};
 pub use decide::{QuotaRefusal, check_claim, check_write, headroom_within, used_by};
-pub use governing::{Governing, governing, limits_of, project_quota, quota_projects};
+pub use governing::{Governing, governing, project_quota, quota_projects};
