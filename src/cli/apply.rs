@@ -250,13 +250,7 @@ impl Applier {
                         Applied::Mirrored(keys),
                     ),
                     Err(e) => (
-                        Verdict::rejected(format!(
-                            "{}: document {}: {} {:?} cannot be mirrored: {e}",
-                            source_line(&doc.origin),
-                            doc.origin.document,
-                            source.kind(),
-                            doc.name
-                        )),
+                        Verdict::rejected(e.located(&doc.origin, &source, &doc.name)),
                         Applied::Nothing,
                     ),
                 }
@@ -493,10 +487,6 @@ fn mirrored_summary(keys: &[ObjectKey]) -> String {
 }
 
 /// `FILE:LINE` of a document.
-fn source_line(origin: &kubeplace_api::manifest::Origin) -> String {
-    format!("{}:{}", origin.file, origin.line)
-}
-
 /// A one-line summary of a status for the table.
 fn status_summary(kind: &str, status: &ItemStatus) -> String {
     let (lead, conditions) = match status {

@@ -43,16 +43,9 @@ pub(crate) fn load_state(files: &[PathBuf], stdin: &mut dyn Read) -> Result<Stor
             Ok(Content::Namespace(_)) => {}
             Ok(Content::Cluster(source)) => {
                 let observed = mirror.observe(&source);
-                observed.outcome.map_err(|e| {
-                    format!(
-                        "{}:{}: document {}: {} {:?} cannot be mirrored: {e}",
-                        origin.file,
-                        origin.line,
-                        origin.document,
-                        source.kind(),
-                        doc.name
-                    )
-                })?;
+                observed
+                    .outcome
+                    .map_err(|e| e.located(&origin, &source, &doc.name))?;
                 changes.extend(observed.changes);
             }
             Err(e) => return Err(e.located(&origin)),

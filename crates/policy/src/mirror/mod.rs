@@ -50,6 +50,25 @@ pub enum MirrorError {
     Missing(String),
 }
 
+impl MirrorError {
+    /// The refusal of a document that cannot be mirrored, located at its file, line and
+    /// document number, as a manifest's other errors are.
+    pub fn located(
+        &self,
+        origin: &kubeplace_api::manifest::Origin,
+        source: &ClusterSource,
+        name: &str,
+    ) -> String {
+        format!(
+            "{}:{}: document {}: {} {name:?} cannot be mirrored: {self}",
+            origin.file,
+            origin.line,
+            origin.document,
+            source.kind()
+        )
+    }
+}
+
 /// What one cluster object's change did: the store's changes, and what the object is
 /// mirrored as now (or why it is not mirrored; then it is mirrored as nothing).
 #[derive(Debug)]

@@ -19,7 +19,7 @@ pub const COMPUTE_STATUS_DISABLED: &str = "COMPUTE_STATUS_DISABLED";
 const COMPUTE_NODE: &str = "COMPUTE_NODE";
 
 /// A Node resource and the class and unit it is inventoried in.
-pub(super) const NODE_RESOURCES: [(&str, &str, Unit); 3] = [
+const NODE_RESOURCES: [(&str, &str, Unit); 3] = [
     ("cpu", "VCPU", COUNT),
     ("memory", "MEMORY_MB", MIB),
     ("ephemeral-storage", "DISK_GB", GIB),

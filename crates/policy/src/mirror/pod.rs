@@ -29,19 +29,12 @@ pub(super) fn allocation(pod: &Pod, from: &str) -> Result<Option<Allocation>, Mi
     let requests = requests(pod)?;
     let mut resources = BTreeMap::new();
     for (resource, amount) in requests {
-        let Some((class, _)) = class_of(&resource) else {
+        let Some((class, unit)) = class_of(&resource) else {
             continue;
         };
         // Millicores and bytes summed exactly, then a part of a unit taken whole.
-        let whole = if resource == "cpu" {
-            (amount + 999) / 1000
-        } else {
-            let per = super::node::NODE_RESOURCES
-                .iter()
-                .find(|(r, _, _)| *r == resource)
-                .map_or(COUNT.per, |(_, _, unit)| unit.per);
-            (amount as u128).div_ceil(per) as i64
-        };
+        let per = if resource == "cpu" { 1000 } else { unit.per };
+        let whole = (amount as u128).div_ceil(per) as i64;
         if whole > 0 {
             resources.insert(class, whole);
         }
