@@ -118,14 +118,24 @@ impl Ledger {
             dry_run,
             operation != Operation::Delete,
         ) {
-            self.hold_claim(PendingClaim {
-                name: object.name().to_string(),
-                uid: a.metadata.uid.clone(),
-                generation: a.metadata.generation,
-                takes: takes(a),
-                charge: crate::quota::charge_of(a),
-                admitted_at: now,
-            });
+            // A write's own change of its object replaces that object's earlier versions,
+            // as the write's claims do: no other change of it is decided meanwhile.
+            let hold = if crate::store::writes::mark_of(object).is_some() {
+                Ledger::hold_written_claim
+            } else {
+                Ledger::hold_claim
+            };
+            hold(
+                self,
+                PendingClaim {
+                    name: object.name().to_string(),
+                    uid: a.metadata.uid.clone(),
+                    generation: a.metadata.generation,
+                    takes: takes(a),
+                    charge: crate::quota::charge_of(a),
+                    admitted_at: now,
+                },
+            );
         }
         verdict
     }
