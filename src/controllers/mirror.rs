@@ -168,7 +168,7 @@ impl Mirroring {
             for change in &changes {
                 let (key, new) = match change {
                     Change::Put(o) => (ObjectKey::of(o), Some(&**o)),
-                    Change::Delete(k) | Change::Unmirror(k) => (k.clone(), None),
+                    other => (other.key(), None),
                 };
                 reach.add(Reach::of_change(&store, store.get(&key), new));
             }

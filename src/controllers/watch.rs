@@ -155,37 +155,27 @@ impl KindWatch {
         crate::locks::write(&self.store)
     }
 
-    /// What an event of `key` does, judged over the store before it under one lock: the
-    /// object `new` put, or (with `new` absent) the deletion of the object of uid `deleted`.
-    fn judge(&self, key: &ObjectKey, new: Option<&Object>, deleted: Option<&str>) -> Effect {
+    /// What a watch event's change does, judged over the store before it under one lock.
+    fn judge(&self, change: &Change) -> Effect {
         let store = crate::locks::read(&self.store);
-        let held = store.get(key);
+        let key = change.key();
+        let held = store.get(&key);
+        if change.is_past(held) {
+            return Effect::Past;
+        }
+        let new = match change {
+            Change::Put(o) => Some(&**o),
+            _ => None,
+        };
         match (held, new) {
-            // A write's answer is put in the store before its watch event arrives, and a
-            // write decided on top of that (the Placement API's next write, not yet
-            // committed) keeps its resourceVersion: a late event of the object must not
-            // replace that decision with the state it was made from.
-            (Some(held), Some(new)) if kubeplace_policy::store::newer_or_same(held, new) => {
-                Effect::Past
-            }
             (Some(held), Some(new)) if body(held) == body(new) => Effect::StatusOnly,
-            // A late deletion of an earlier object of that name: the store holds the one
-            // made since (a write's answer, stored before this event).
-            (Some(held), None)
-                if held
-                    .meta()
-                    .uid
-                    .as_deref()
-                    .zip(deleted)
-                    .is_some_and(|(h, d)| h != d) =>
-            {
-                Effect::Past
-            }
             _ => Effect::Reaches(Reach::of_change(&store, held, new)),
         }
     }
 
-    /// Applies the changes gathered; what the provider config merge moved in doing so.
+    /// Applies the changes gathered; what the provider config merge moved in doing so. The
+    /// store judges each again as it takes it ([`Change::is_past`]): a write of this process
+    /// may have put a newer object since the event was judged here.
     fn flush(&self, changes: &mut Vec<Change>) -> Reach {
         if changes.is_empty() {
             return Reach::default();
@@ -212,14 +202,14 @@ impl KindWatch {
                 Event::Apply(o) => {
                     self.metrics.watch_event(self.kind, "apply");
                     if let Some(object) = self.read(&o) {
-                        let key = ObjectKey::of(&object);
-                        match self.judge(&key, Some(&object), None) {
+                        let change = Change::Put(Box::new(object));
+                        match self.judge(&change) {
                             Effect::Past => continue,
-                            Effect::StatusOnly => status_only.push(key),
+                            Effect::StatusOnly => status_only.push(change.key()),
                             Effect::Reaches(r) => reach.add(r),
                         }
-                        debug!(kind = %self.kind, name = object.name(), "applied");
-                        changes.push(Change::Put(Box::new(object)));
+                        debug!(kind = %self.kind, key = ?change.key(), "applied");
+                        changes.push(change);
                     }
                 }
                 Event::Delete(o) => {
@@ -229,13 +219,17 @@ impl KindWatch {
                         namespace: o.metadata.namespace.clone().unwrap_or_default(),
                         name: o.metadata.name.clone().unwrap_or_default(),
                     };
-                    match self.judge(&key, None, o.metadata.uid.as_deref()) {
+                    let change = match o.metadata.uid.clone() {
+                        Some(uid) => Change::DeleteOf { key, uid },
+                        None => Change::Delete(key),
+                    };
+                    match self.judge(&change) {
                         Effect::Past => continue,
                         Effect::StatusOnly => {}
                         Effect::Reaches(r) => reach.add(r),
                     }
-                    debug!(kind = %self.kind, name = %key.name, "deleted");
-                    changes.push(Change::Delete(key));
+                    debug!(kind = %self.kind, key = ?change.key(), "deleted");
+                    changes.push(change);
                 }
                 Event::Init => {
                     self.metrics.watch_event(self.kind, "relist");

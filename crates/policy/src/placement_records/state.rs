@@ -351,21 +351,23 @@ impl<'a> State<'a> {
             return Ok(());
         }
         let now = std::time::Instant::now();
-        let changed: Vec<(ObjectKey, bool)> = self
+        let changed: Vec<(ObjectKey, Option<Object>)> = self
             .journal
             .iter()
             .filter(|(key, before)| self.store.get(key) != before.as_ref())
-            .map(|(key, before)| {
-                (
-                    key.clone(),
-                    before.is_some() && self.store.get(key).is_none(),
-                )
-            })
+            .map(|(key, before)| (key.clone(), before.clone()))
             .collect();
         let store = self.store.get_mut()?;
-        store.hold_decided(changed.iter().map(|(key, _)| key));
-        for (key, deleted) in changed {
-            if deleted {
+        let claims = changed
+            .iter()
+            .filter(|(key, _)| key.kind == Kind::Allocation)
+            .count();
+        store.hold_decided(
+            changed.iter().map(|(key, before)| (key, before.as_ref())),
+            claims == 1,
+        );
+        for (key, before) in changed {
+            if before.is_some() && store.get(&key).is_none() {
                 store.hold_deletion(key, now);
             }
         }

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use records::config_entries;
 
-use kubeplace_api::{Object, Server, Status};
+use kubeplace_api::{Allocation, Object, Server, Status};
 use kubeplace_core::extra_specs::registry::{Registry, Rejected};
 
 use crate::translate;
@@ -128,9 +128,34 @@ pub enum Change {
     Put(Box<Object>),
     /// Delete an object.
     Delete(ObjectKey),
+    /// Delete the object of this uid: not another object made under its name since (a
+    /// watch's late deletion of an earlier object).
+    DeleteOf { key: ObjectKey, uid: String },
     /// Take away a mirrored object (the cluster object it was mirrored from changed or went):
     /// the store's object when it is that mirrored one, never a written one of its name.
     Unmirror(ObjectKey),
+}
+
+impl Change {
+    /// The object it changes.
+    pub fn key(&self) -> ObjectKey {
+        match self {
+            Change::Put(o) => ObjectKey::of(o),
+            Change::Delete(k) | Change::DeleteOf { key: k, .. } | Change::Unmirror(k) => k.clone(),
+        }
+    }
+
+    /// Whether the store is past it, holding `held` under its key: a put of a version no
+    /// newer than the one held, or the deletion of an earlier object of the name.
+    pub fn is_past(&self, held: Option<&Object>) -> bool {
+        match (self, held) {
+            (Change::Put(new), Some(held)) => newer_or_same(held, new),
+            (Change::DeleteOf { uid, .. }, Some(held)) => {
+                held.meta().uid.as_deref().is_some_and(|h| h != uid)
+            }
+            _ => false,
+        }
+    }
 }
 
 /// Objects by key, plus the provider index built from them.
@@ -173,8 +198,9 @@ pub struct Store {
     /// Objects a write of this process has decided and not committed yet, by how many such
     /// writes: watch events of them are older than the decision, or its own answer (put
     /// by the writer), and are not taken meanwhile, so a reader never sees the decision
-    /// half undone by a late event.
-    decided: BTreeMap<ObjectKey, u32>,
+    /// half undone by a late event. Each keeps the object as it was before the first such
+    /// write: the version the API server holds until the write is committed.
+    decided: BTreeMap<ObjectKey, Decided>,
     /// What each project's counted claims hold (shared like the index), changed in the
     /// same step as the index's count of a claim.
     charges: Arc<charges::Charges>,
@@ -183,6 +209,15 @@ pub struct Store {
     /// Mirrored objects whose name a written object holds ([`mirrored`]): the written one
     /// stands in their place until it is deleted.
     mirrored_aside: BTreeMap<ObjectKey, Object>,
+}
+
+/// An object a write of this process decided: by how many writes not yet committed or
+/// undone, and, for the claim of a write that changes no other claim, as it was before the
+/// first of them.
+#[derive(Debug, Clone)]
+struct Decided {
+    writes: u32,
+    lone_claim_before: Option<Option<Arc<Object>>>,
 }
 
 /// A deletion held: since when, and of which object (its uid) when only that one is
@@ -636,14 +671,13 @@ impl Store {
             Some(change) => change,
             None => return,
         };
-        if !self.decided.is_empty() {
-            let key = match &change {
-                Change::Put(o) => ObjectKey::of(o),
-                Change::Delete(k) | Change::Unmirror(k) => k.clone(),
-            };
-            if self.decided.contains_key(&key) {
-                return;
-            }
+        if !self.decided.is_empty() && self.decided.contains_key(&change.key()) {
+            return;
+        }
+        // Taken late (held for a write, or judged before a write of this process put a
+        // newer object): what the store holds now decides.
+        if change.is_past(self.get(&change.key())) {
+            return;
         }
         match change {
             Change::Put(object) => {
@@ -667,7 +701,8 @@ impl Store {
                     self.put_in_batch(*object, batch);
                 }
             }
-            Change::Delete(key) => {
+            Change::Delete(_) | Change::DeleteOf { .. } => {
+                let key = change.key();
                 if key.kind == Kind::PlacementWrite {
                     self.remove_unmerged(&key);
                     self.writes.close(&key.name);
@@ -677,7 +712,7 @@ impl Store {
                     return;
                 }
                 if let Some(mark) = self.writes.holds_key(&key).map(str::to_string) {
-                    self.writes.hold(Change::Delete(key), mark);
+                    self.writes.hold(change, mark);
                     return;
                 }
                 self.writes.deleted(&key);
@@ -817,11 +852,44 @@ impl Store {
         self.decided.keys()
     }
 
+    /// Whether a write of this process decided the object and has not committed it.
+    pub fn is_decided_here(&self, key: &ObjectKey) -> bool {
+        self.decided.contains_key(key)
+    }
+
+    /// The Allocations a write of this process decided and has not committed, each the only
+    /// claim its write changes, with the version the API server holds meanwhile (none: it
+    /// holds none). A write of several claims is left out: its record is its decision.
+    pub fn claims_decided_here(&self) -> impl Iterator<Item = (&str, Option<&Allocation>)> {
+        self.decided
+            .iter()
+            .filter(|(key, _)| key.kind == Kind::Allocation)
+            .filter_map(|(key, decided)| {
+                let before = match decided.lone_claim_before.as_ref()?.as_deref() {
+                    Some(Object::Allocation(a)) => Some(a),
+                    _ => None,
+                };
+                Some((key.name.as_str(), before))
+            })
+    }
+
     /// Keeps watch events of objects a write of this process decided from being taken until
-    /// [`Store::release_decided`].
-    pub fn hold_decided<'k>(&mut self, keys: impl IntoIterator<Item = &'k ObjectKey>) {
-        for key in keys {
-            *self.decided.entry(key.clone()).or_default() += 1;
+    /// [`Store::release_decided`]; each comes with the object as it was before the write,
+    /// kept when the write changes one claim alone (`lone_claim`).
+    pub fn hold_decided<'k>(
+        &mut self,
+        decided: impl IntoIterator<Item = (&'k ObjectKey, Option<&'k Object>)>,
+        lone_claim: bool,
+    ) {
+        for (key, before) in decided {
+            let lone = lone_claim && key.kind == Kind::Allocation;
+            self.decided
+                .entry(key.clone())
+                .or_insert_with(|| Decided {
+                    writes: 0,
+                    lone_claim_before: lone.then(|| before.cloned().map(Arc::new)),
+                })
+                .writes += 1;
         }
     }
 
@@ -829,9 +897,9 @@ impl Store {
     /// are taken again.
     pub fn release_decided<'k>(&mut self, keys: impl IntoIterator<Item = &'k ObjectKey>) {
         for key in keys {
-            if let Some(n) = self.decided.get_mut(key) {
-                *n -= 1;
-                if *n == 0 {
+            if let Some(decided) = self.decided.get_mut(key) {
+                decided.writes -= 1;
+                if decided.writes == 0 {
                     self.decided.remove(key);
                 }
             }
@@ -1076,6 +1144,43 @@ mod tests {
             let state = std::collections::hash_map::RandomState::new();
             proptest::prop_assert_eq!(state.hash_one(&x), state.hash_one(fields(&x)));
         }
+    }
+
+    /// A claim of one VCPU named `name`, of `uid` at `version`.
+    fn versioned_claim(name: &str, uid: &str, version: u64) -> Object {
+        let mut o = crate::test_objects::object(&format!(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: Allocation\nmetadata:\n  name: {name}\n  uid: {uid}\n  resourceVersion: \"{version}\"\nspec:\n  consumer: 00000000-0000-0000-0000-000000000001\n  allocations:\n  - provider: cn1\n    resources:\n      VCPU: 1\n"
+        ));
+        o.meta_mut().uid = Some(uid.into());
+        o
+    }
+
+    /// Changes taken late (a watch event judged before a write of this process put a newer
+    /// object, or held for a write's record) do not undo what the store holds now: neither
+    /// an older version of the object nor the deletion of an earlier object of its name.
+    #[test]
+    fn late_changes_do_not_undo_newer_objects() {
+        let mut store = Store::default();
+        let key = ObjectKey::cluster(Kind::Allocation, "c");
+        store.apply_changes([Change::Put(Box::new(versioned_claim("c", "second", 20)))]);
+        store.apply_changes([Change::DeleteOf {
+            key: key.clone(),
+            uid: "first".into(),
+        }]);
+        assert!(store.get(&key).is_some(), "an earlier object's deletion");
+        store.apply_changes([Change::Put(Box::new(versioned_claim("c", "second", 12)))]);
+        assert_eq!(
+            store
+                .get(&key)
+                .and_then(|o| o.meta().resource_version.clone()),
+            Some("20".to_string()),
+            "an older version"
+        );
+        store.apply_changes([Change::DeleteOf {
+            key: key.clone(),
+            uid: "second".into(),
+        }]);
+        assert!(store.get(&key).is_none(), "its own deletion is taken");
     }
 
     mod merged_in_batches {

@@ -188,13 +188,9 @@ impl Writes {
 
     /// Whether a change of `key` waits behind one held.
     pub(crate) fn holds_key(&self, key: &ObjectKey) -> Option<&str> {
-        self.held.iter().find_map(|(change, mark, _)| {
-            let held = match change {
-                Change::Put(o) => ObjectKey::of(o),
-                Change::Delete(k) | Change::Unmirror(k) => k.clone(),
-            };
-            (held == *key).then_some(mark.as_str())
-        })
+        self.held
+            .iter()
+            .find_map(|(change, mark, _)| (change.key() == *key).then_some(mark.as_str()))
     }
 
     pub(crate) fn hold(&mut self, change: Change, mark: String) {
