@@ -486,6 +486,22 @@ impl PlacementApi {
                 // The events held back meanwhile may have brought what made the write
                 // fail (another writer's change): the objects are read again.
                 self.read_back(cluster, &journal)?;
+                // A status reconciled while the store showed the decision (a quota's usage,
+                // say) is reconciled again now that it is undone.
+                if let Some(committed) = &self.committed {
+                    let store = self
+                        .store
+                        .read()
+                        .map_err(|_| self.lose_soundness("the store's lock is poisoned"))?;
+                    let mut reach = Reach::default();
+                    for (_, before, after) in &journal.changes {
+                        reach.add(Reach::of_change(&store, after.as_ref(), before.as_ref()));
+                    }
+                    drop(store);
+                    if !reach.is_empty() {
+                        committed(reach);
+                    }
+                }
                 Err(e)
             }
             Err(panic) => {

@@ -320,9 +320,13 @@ fn quotas_hold_against_racing_clients_two_replicas_and_a_killed_leader() {
     );
     assert_eq!(refusals.load(Ordering::Relaxed), CLIENTS - API_LIMIT);
     wait_until("both replicas and the status show the usage", || {
-        api.iter()
-            .all(|p| used(*p, &writer, API_PROJECT, "class:VCPU") == Some(API_LIMIT as i64))
-            && status_used(cp, NS, "class:VCPU") == API_LIMIT.to_string()
+        let shown: Vec<Option<i64>> = api
+            .iter()
+            .map(|p| used(*p, &writer, API_PROJECT, "class:VCPU"))
+            .collect();
+        let status = status_used(cp, NS, "class:VCPU");
+        eprintln!("usage shown by the replicas: {shown:?}, by the status: {status}");
+        shown.iter().all(|u| *u == Some(API_LIMIT as i64)) && status == API_LIMIT.to_string()
     });
 
     // A move at the limit: the migration consumer holds the source side, uncharged.
