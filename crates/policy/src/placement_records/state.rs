@@ -367,8 +367,8 @@ impl<'a> State<'a> {
             claims == 1,
         );
         for (key, before) in changed {
-            if before.is_some() && store.get(&key).is_none() {
-                store.hold_deletion(key, now);
+            if let Some(before) = before.filter(|_| store.get(&key).is_none()) {
+                store.hold_deletion_of_object(key, &before, now);
             }
         }
         self.decided_held = true;

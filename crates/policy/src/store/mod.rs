@@ -299,12 +299,23 @@ impl Store {
         Arc::clone(&self.index)
     }
 
-    /// The index to change: copied first when a search still holds it.
     /// Holds the deletion of an object a write made (over a cluster: committed, or about to
     /// be): until the watch brings the deletion, or [`DELETION_HELD`] passes, watch events
     /// of the object ([`Store::apply_changes`]) are not taken.
     pub fn hold_deletion(&mut self, key: ObjectKey, now: std::time::Instant) {
         self.hold_deletion_of(key, None, now);
+    }
+
+    /// [`Store::hold_deletion`] of the object `deleted`: with a uid, only that object's late
+    /// events are held, and an object made under its name since is taken (and leaves the
+    /// hold in place: a write decided and undone puts and removes it again).
+    pub fn hold_deletion_of_object(
+        &mut self,
+        key: ObjectKey,
+        deleted: &Object,
+        now: std::time::Instant,
+    ) {
+        self.hold_deletion_of(key, deleted.meta().uid.clone(), now);
     }
 
     /// Holds the deletion of the object of `uid` only (any object of the name with none).
@@ -386,6 +397,7 @@ impl Store {
         }
     }
 
+    /// The index to change: copied first when a search still holds it.
     fn index_mut(&mut self) -> &mut ProviderIndex {
         Arc::make_mut(&mut self.index)
     }
@@ -555,7 +567,11 @@ impl Store {
     pub fn put(&mut self, object: Object) -> Option<Object> {
         let kind = object.kind();
         if !self.deletions_held.is_empty() {
-            self.deletions_held.remove(&ObjectKey::of(&object));
+            // Put back (an undone deletion), or put under a name held for any object.
+            let key = ObjectKey::of(&object);
+            if self.deletion_held(&key, &object) {
+                self.deletions_held.remove(&key);
+            }
         }
         self.writes.put_directly(&ObjectKey::of(&object), &object);
         self.index_object(&object);
@@ -1181,6 +1197,28 @@ mod tests {
             uid: "second".into(),
         }]);
         assert!(store.get(&key).is_none(), "its own deletion is taken");
+    }
+
+    /// A deletion a write made stays held while another write of this process puts an
+    /// object of that name and is undone (decided, then taken back): a late event of the
+    /// deleted object does not bring it back.
+    #[test]
+    fn a_held_deletion_outlives_a_write_put_and_undone() {
+        let mut store = Store::default();
+        let key = ObjectKey::cluster(Kind::Allocation, "c");
+        let first = versioned_claim("c", "first", 10);
+        store.apply_changes([Change::Put(Box::new(first.clone()))]);
+        let now = std::time::Instant::now();
+        store.delete(&key);
+        store.hold_deletion_of_object(key.clone(), &first, now);
+        let mut decided = versioned_claim("c", "first", 10);
+        decided.meta_mut().uid = None;
+        store.put(decided);
+        store.delete(&key);
+        store.apply_changes([Change::Put(Box::new(versioned_claim("c", "first", 11)))]);
+        assert!(store.get(&key).is_none(), "the deleted object came back");
+        store.apply_changes([Change::Put(Box::new(versioned_claim("c", "second", 12)))]);
+        assert!(store.get(&key).is_some(), "an object made since is taken");
     }
 
     mod merged_in_batches {
