@@ -11,6 +11,7 @@ pub mod lease;
 pub(crate) mod mirror;
 pub(crate) mod open_writes;
 pub mod reconciler;
+pub(crate) mod reservations;
 pub mod status;
 pub(crate) mod trigger;
 pub mod watch;

@@ -38,6 +38,15 @@ pub struct MirrorFlags {
     /// get, list and watch on those kinds.
     #[arg(long, env = "KUBEPLACE_MIRROR_CLUSTER")]
     pub mirror_cluster: bool,
+    /// With --mirror-cluster: the image of the reservation pods that hold a Server's cores,
+    /// memory and disk on a mirrored Node for kube-scheduler and the kubelet (a pause
+    /// container; docs/mirror.md).
+    #[arg(
+        long,
+        env = "KUBEPLACE_RESERVATION_IMAGE",
+        default_value = "registry.k8s.io/pause:3.10"
+    )]
+    pub reservation_image: String,
     #[command(flatten)]
     pub traits: MirrorTraits,
 }

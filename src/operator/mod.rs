@@ -556,6 +556,18 @@ fn lead_and_reconcile(
         }
         .run(cancel.clone()),
     );
+    if flags.mirror.mirror_cluster {
+        tokio::spawn(
+            crate::controllers::reservations::Reservations {
+                client: shared.client.clone(),
+                store: shared.store.clone(),
+                image: flags.mirror.reservation_image.clone(),
+                leader: leader.clone(),
+                ready: shared.ready.clone(),
+            }
+            .run(cancel.clone()),
+        );
+    }
     let reconciler = Reconciler {
         client: shared.client.clone(),
         store: shared.store.clone(),

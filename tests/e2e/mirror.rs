@@ -186,3 +186,218 @@ fn nodes_pods_and_devices_are_mirrored_on_a_real_node() {
         "mirrored objects are never written"
     );
 }
+
+fn pod_field(cp: &ControlPlane, namespace: &str, name: &str, path: &str) -> String {
+    cp.kubectl(&[
+        "get",
+        "pod",
+        name,
+        "-n",
+        namespace,
+        "-o",
+        &format!("jsonpath={{{path}}}"),
+    ])
+    .stdout
+    .trim()
+    .to_string()
+}
+
+/// A Server placed on a mirrored Node holds its cores there for kube-scheduler too: a
+/// reservation pod bound to the Node requests them (and is not counted twice by the
+/// mirror), a pod that needs them stays Pending, and it is bound once the Server goes.
+#[test]
+fn a_servers_cores_on_a_mirrored_node_are_held_for_kube_scheduler() {
+    let node = Node::start(env!("CARGO_BIN_EXE_kubeplace").as_ref());
+    let cp: &ControlPlane = &node;
+    super::install_crds(cp);
+    let node_name = cp
+        .kubectl(&["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"])
+        .ok()
+        .trim()
+        .to_string();
+    let allocatable = cp
+        .kubectl(&[
+            "get",
+            "node",
+            &node_name,
+            "-o",
+            "jsonpath={.status.allocatable.cpu}",
+        ])
+        .ok()
+        .trim()
+        .to_string();
+    let allocatable_millis: i64 = match allocatable.strip_suffix('m') {
+        Some(m) => m.parse().unwrap(),
+        None => allocatable.parse::<i64>().unwrap() * 1000,
+    };
+    let operator = Operator::start(
+        cp,
+        "reservations",
+        &[
+            "--mirror-cluster",
+            "--headroom-interval=1",
+            "--reservation-image=localhost/kubeplace-pause:1",
+        ],
+    );
+    apply(
+        cp,
+        "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata: {name: reserve.one}\nspec: {vcpus: 1, memoryMb: 1}\n---\n\
+         apiVersion: kubeplace.io/v1alpha1\nkind: Image\nmetadata: {name: reserve-image}\nspec: {properties: {os_distro: ubuntu}}\n---\n\
+         apiVersion: v1\nkind: Namespace\nmetadata: {name: reserve}\n",
+    );
+    let (free, _) = eventually(60, "reserve.one's headroom", || {
+        flavor_field(cp, "reserve.one", ".status.headroom.servers")
+            .parse::<i64>()
+            .map_err(|e| e.to_string())
+    });
+    assert!(free >= 2, "two free cores are needed: {free}");
+    apply(
+        cp,
+        &format!(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata: {{name: reserve.rest}}\nspec: {{vcpus: {}, memoryMb: 1}}\n---\n\
+             apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata: {{name: reserve.all}}\nspec: {{vcpus: {free}, memoryMb: 1}}\n",
+            free - 1
+        ),
+    );
+    flavor_reads(cp, "reserve.all", ".status.candidateCount", "1", 30);
+
+    // The Server takes one core of the Node; its reservation pod is bound there with it.
+    apply(
+        cp,
+        "apiVersion: kubeplace.io/v1alpha1\nkind: Server\nmetadata: {name: held, namespace: reserve}\nspec: {flavor: reserve.one, image: reserve-image}\n",
+    );
+    let pod = "kubeplace-reservation-held";
+    let (_, took) = eventually(60, "the reservation pod bound to the Node", || {
+        let bound = pod_field(cp, "reserve", pod, ".spec.nodeName");
+        let cpu = pod_field(
+            cp,
+            "reserve",
+            pod,
+            ".spec.containers[0].resources.requests.cpu",
+        );
+        (bound == node_name && cpu == "1")
+            .then_some(())
+            .ok_or(format!("node {bound:?}, cpu {cpu:?}"))
+    });
+    eprintln!("reservations: the Server's pod was bound {took:?} after the Server was made");
+    assert_eq!(
+        pod_field(cp, "reserve", pod, ".metadata.ownerReferences[0].kind"),
+        "Server"
+    );
+    // Counted once: the rest of the Node still fits a Flavor of the other cores.
+    flavor_reads(cp, "reserve.all", ".status.candidateCount", "0", 30);
+    flavor_reads(cp, "reserve.rest", ".status.candidateCount", "1", 30);
+
+    // kube-scheduler counts the Server's core: a pod that needs it stays Pending.
+    let wanted = allocatable_millis - 1000 + 1;
+    apply(
+        cp,
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: squeezed, namespace: reserve}}\n\
+             spec:\n  containers:\n  - {{name: c, image: localhost/kubeplace-pause:1, resources: {{requests: {{cpu: {wanted}m}}}}}}\n"
+        ),
+    );
+    eventually(60, "squeezed refused by kube-scheduler", || {
+        let message = pod_field(
+            cp,
+            "reserve",
+            "squeezed",
+            ".status.conditions[?(@.type==\"PodScheduled\")].message",
+        );
+        message
+            .contains("Insufficient cpu")
+            .then_some(())
+            .ok_or(message)
+    });
+    assert_eq!(pod_field(cp, "reserve", "squeezed", ".spec.nodeName"), "");
+
+    // The Server goes, and with it its pod: the pod that waited is bound.
+    cp.kubectl(&["delete", "server", "held", "-n", "reserve", "--wait=false"])
+        .ok();
+    let (_, waited) = eventually(90, "squeezed bound once the Server went", || {
+        let bound = pod_field(cp, "reserve", "squeezed", ".spec.nodeName");
+        (bound == node_name).then_some(()).ok_or(bound)
+    });
+    eprintln!("reservations: the waiting pod was bound {waited:?} after the Server's deletion");
+    assert!(
+        !cp.kubectl(&["get", "pod", pod, "-n", "reserve"]).success,
+        "the reservation pod outlived its Server"
+    );
+    cp.kubectl(&[
+        "delete",
+        "pod",
+        "squeezed",
+        "-n",
+        "reserve",
+        "--grace-period=0",
+        "--force",
+    ])
+    .ok();
+    flavor_reads(cp, "reserve.all", ".status.candidateCount", "1", 30);
+
+    // A Server of every free core is placed; before its reservation pod is made, a pod is
+    // bound straight to the Node (no kube-scheduler) asking for all of it. The kubelet admits
+    // one of the two; when it refuses the reservation, the Server's claim is given back and
+    // the Server waits instead of holding cores it does not have.
+    apply(
+        cp,
+        "apiVersion: kubeplace.io/v1alpha1\nkind: Server\nmetadata: {name: raced, namespace: reserve}\nspec: {flavor: reserve.all, image: reserve-image}\n",
+    );
+    let claimed = || {
+        cp.kubectl(&[
+            "get",
+            "allocations",
+            "-l",
+            "kubeplace.io/server-name=raced",
+            "-o",
+            "name",
+        ])
+        .stdout
+        .trim()
+        .to_string()
+    };
+    eventually(60, "the raced Server's claim", || {
+        let found = claimed();
+        (!found.is_empty()).then_some(()).ok_or(found)
+    });
+    apply(
+        cp,
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: hog, namespace: reserve}}\n\
+             spec:\n  nodeName: {node_name}\n  containers:\n  - {{name: c, image: localhost/kubeplace-pause:1, resources: {{requests: {{cpu: {allocatable_millis}m}}}}}}\n"
+        ),
+    );
+    let raced = "kubeplace-reservation-raced";
+    let (winner, settled) = eventually(90, "one of the two admitted", || {
+        let hog = pod_field(cp, "reserve", "hog", ".status.phase");
+        let scheduled = cp
+            .kubectl(&[
+                "get",
+                "server",
+                "raced",
+                "-n",
+                "reserve",
+                "-o",
+                "jsonpath={.status.conditions[?(@.type==\"Scheduled\")].status}",
+            ])
+            .stdout
+            .trim()
+            .to_string();
+        let reservation = pod_field(cp, "reserve", raced, ".status.phase");
+        match (hog.as_str(), scheduled.as_str(), reservation.as_str()) {
+            // The pod holds the cores; the Server waits, with no claim and no reservation.
+            ("Pending" | "Running", "False", "") if claimed().is_empty() => Ok("pod"),
+            // The Server holds them; the kubelet refused the pod.
+            ("Failed", "True", "Pending" | "Running") => Ok("server"),
+            other => Err(format!("{other:?}")),
+        }
+    });
+    eprintln!("reservations: the race went to the {winner}, settled after {settled:?}");
+    if winner == "pod" {
+        let log = std::fs::read_to_string(&operator.process.log).unwrap_or_default();
+        assert!(
+            log.contains("the Node refused a Server's reservation"),
+            "the Server waits, but its reservation was not refused"
+        );
+    }
+}

@@ -25,12 +25,14 @@ mod device_class;
 mod node;
 mod pod;
 pub mod quantity;
+mod reservation;
 mod resource_claim;
 pub mod resource_slice;
 pub mod traits;
 
 pub use node::COMPUTE_STATUS_DISABLED;
 pub use pod::POD_CONSUMER_TYPE;
+pub use reservation::{RESERVATION_LABEL, Reservation, is_reservation, reservations};
 pub use resource_claim::CLAIM_CONSUMER_TYPE;
 pub use traits::{DEFAULT_RULES, TraitRule, TraitTable, TraitTableError};
 

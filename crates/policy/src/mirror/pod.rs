@@ -22,6 +22,10 @@ pub(super) fn allocation(pod: &Pod, from: &str) -> Result<Option<Allocation>, Mi
     let Some(node) = spec.node_name.as_deref().filter(|n| !n.is_empty()) else {
         return Ok(None);
     };
+    // A Server's reservation: the Server's own claim counts what it requests.
+    if super::is_reservation(pod) {
+        return Ok(None);
+    }
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     if matches!(phase, Some("Succeeded" | "Failed")) {
         return Ok(None);

@@ -1,0 +1,224 @@
+//! What a Server placed on a mirrored Node holds there in Kubernetes' own terms: a
+//! reservation pod bound to the Node, requesting the cores, memory and disk the Server's
+//! claim takes on it, so kube-scheduler and the kubelet count them. The claim is decided at
+//! the claims ledger as any other; the pod only tells the cluster what was decided.
+
+use std::collections::BTreeMap;
+
+use kubeplace_api::cluster_source::Pod;
+use kubeplace_api::{Kind, Object, ServerRef, allocation_server};
+
+use crate::store::Store;
+
+/// The label a reservation pod carries: the name of the Server it reserves for.
+pub const RESERVATION_LABEL: &str = "kubeplace.io/reservation-for";
+
+/// A Server's holding on one mirrored Node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reservation {
+    pub server: ServerRef,
+    /// The Server's uid, which the pod's owner reference names.
+    pub server_uid: String,
+    pub node: String,
+    /// Kubernetes quantities by resource: `cpu`, `memory`, `ephemeral-storage`.
+    pub requests: BTreeMap<String, String>,
+}
+
+impl Reservation {
+    /// The reservation pod's name, in the Server's namespace.
+    pub fn pod_name(&self) -> String {
+        format!("kubeplace-reservation-{}", self.server.name)
+    }
+}
+
+/// The quantity a Node resource takes for `amount` of a class a Node's provider has.
+fn quantity(class: &str, amount: i64) -> Option<(&'static str, String)> {
+    match class {
+        "VCPU" => Some(("cpu", amount.to_string())),
+        "MEMORY_MB" => Some(("memory", format!("{amount}Mi"))),
+        "DISK_GB" => Some(("ephemeral-storage", format!("{amount}Gi"))),
+        _ => None,
+    }
+}
+
+/// The name of the Node a provider was mirrored from, if it was one.
+fn mirrored_node(store: &Store, provider: &str) -> Option<String> {
+    let Some(Object::ResourceProvider(rp)) = store.get_cluster(Kind::ResourceProvider, provider)
+    else {
+        return None;
+    };
+    let from = rp
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(kubeplace_api::cluster_source::MIRRORED_FROM_ANNOTATION)?;
+    from.strip_prefix("Node/").map(str::to_string)
+}
+
+/// Every reservation the counted claims of Servers call for, in Server order: one per
+/// Server and mirrored Node it holds cores, memory or disk on. Other classes (devices,
+/// extended resources) are not reserved by a pod.
+pub fn reservations(store: &Store) -> Vec<Reservation> {
+    let mut found = Vec::new();
+    for object in store.list(Kind::Allocation) {
+        let Object::Allocation(a) = object else {
+            continue;
+        };
+        let name = object.name();
+        if store.index().allocations(name).is_none() {
+            continue;
+        }
+        let Some(server) = allocation_server(a) else {
+            continue;
+        };
+        let Some(server_uid) = store
+            .get(&crate::store::ObjectKey::server(&server))
+            .and_then(|s| s.meta().uid.clone())
+        else {
+            continue;
+        };
+        for pa in &a.spec.allocations {
+            let Some(node) = mirrored_node(store, &pa.provider) else {
+                continue;
+            };
+            let requests: BTreeMap<String, String> = pa
+                .resources
+                .iter()
+                .filter_map(|(class, amount)| quantity(class, *amount))
+                .map(|(resource, q)| (resource.to_string(), q))
+                .collect();
+            if !requests.is_empty() {
+                found.push(Reservation {
+                    server: server.clone(),
+                    server_uid: server_uid.clone(),
+                    node,
+                    requests,
+                });
+            }
+        }
+    }
+    found.sort_by(|a, b| (&a.server, &a.node).cmp(&(&b.server, &b.node)));
+    found
+}
+
+/// Whether a pod is a Server's reservation: labelled so, and controlled by a Server. The
+/// mirror leaves such pods out: the Server's own claim already counts what they request.
+pub fn is_reservation(pod: &Pod) -> bool {
+    let labelled = pod
+        .metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(RESERVATION_LABEL));
+    let owned = pod.metadata.owner_references.iter().flatten().any(|o| {
+        o.controller == Some(true)
+            && o.kind == "Server"
+            && o.api_version.starts_with("kubeplace.io/")
+    });
+    labelled && owned
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_objects::object;
+
+    fn store() -> Store {
+        let mut store = Store::default();
+        store.apply(object(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata:\n  name: node-a\n  annotations:\n    kubeplace.io/mirrored-from: Node/node-a\nspec:\n  inventories:\n    VCPU: {total: 8}\n    MEMORY_MB: {total: 8192}\n    CUSTOM_GPU: {total: 1}\n",
+        ));
+        store.apply(object(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata:\n  name: written\nspec:\n  inventories:\n    VCPU: {total: 8}\n",
+        ));
+        store
+    }
+
+    fn server(store: &mut Store, name: &str) {
+        let mut o = object(&format!(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: Server\nmetadata:\n  name: {name}\n  namespace: shop\nspec:\n  flavor: f\n  image: i\n"
+        ));
+        o.meta_mut().uid = Some(format!("uid-{name}"));
+        store.apply(o);
+    }
+
+    fn claim(store: &mut Store, server: &str, provider: &str, resources: &str) {
+        let reference = ServerRef {
+            namespace: "shop".into(),
+            name: server.into(),
+        };
+        store.apply(object(&format!(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: Allocation\nmetadata:\n  name: {}\n  labels:\n    {}: shop\n    {}: {server}\nspec:\n  consumer: 00000000-0000-0000-0000-000000000001\n  allocations:\n  - provider: {provider}\n    resources: {resources}\n",
+            reference.allocation_name(),
+            kubeplace_api::SERVER_NAMESPACE_LABEL,
+            kubeplace_api::SERVER_NAME_LABEL,
+        )));
+    }
+
+    /// A Server's cores and memory on a mirrored Node are reserved in Kubernetes' units; its
+    /// device class is not, nor is a claim on a written provider.
+    #[test]
+    fn servers_on_mirrored_nodes_are_reserved_in_kubernetes_units() {
+        let mut store = store();
+        server(&mut store, "web");
+        server(&mut store, "db");
+        claim(
+            &mut store,
+            "web",
+            "node-a",
+            "{VCPU: 2, MEMORY_MB: 512, CUSTOM_GPU: 1}",
+        );
+        claim(&mut store, "db", "written", "{VCPU: 1}");
+        let found = reservations(&store);
+        assert_eq!(found.len(), 1, "{found:?}");
+        let r = &found[0];
+        assert_eq!(
+            (
+                r.server.name.as_str(),
+                r.node.as_str(),
+                r.server_uid.as_str()
+            ),
+            ("web", "node-a", "uid-web")
+        );
+        assert_eq!(
+            r.requests,
+            BTreeMap::from([
+                ("cpu".to_string(), "2".to_string()),
+                ("memory".to_string(), "512Mi".to_string())
+            ])
+        );
+        assert_eq!(r.pod_name(), "kubeplace-reservation-web");
+    }
+
+    /// A claim without its Server in the store (deleted, or not seen yet) reserves nothing.
+    #[test]
+    fn a_claim_without_its_server_reserves_nothing() {
+        let mut store = store();
+        claim(&mut store, "gone", "node-a", "{VCPU: 1}");
+        assert!(reservations(&store).is_empty());
+    }
+
+    /// Only a labelled pod that a Server controls is taken for a reservation.
+    #[test]
+    fn a_reservation_is_labelled_and_controlled_by_a_server() {
+        let pod = |labels: &str, owners: &str| -> Pod {
+            serde_saphyr::from_str(&format!(
+                "metadata:\n  name: p\n  namespace: shop\n  labels: {labels}\n  ownerReferences: {owners}\n"
+            ))
+            .unwrap()
+        };
+        let server_owner = "[{apiVersion: kubeplace.io/v1alpha1, kind: Server, name: web, uid: u, controller: true}]";
+        assert!(is_reservation(&pod(
+            "{kubeplace.io/reservation-for: web}",
+            server_owner
+        )));
+        assert!(!is_reservation(&pod("{}", server_owner)));
+        assert!(!is_reservation(&pod(
+            "{kubeplace.io/reservation-for: web}",
+            "[]"
+        )));
+        assert!(!is_reservation(&pod(
+            "{kubeplace.io/reservation-for: web}",
+            "[{apiVersion: apps/v1, kind: ReplicaSet, name: r, uid: u, controller: true}]"
+        )));
+    }
+}
