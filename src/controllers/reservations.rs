@@ -20,6 +20,7 @@ use tracing::{info, warn};
 
 use crate::cache::SharedStore;
 use kubeplace_api::{API_VERSION, Kind};
+use kubeplace_policy::mirror::quantity::in_thousandths;
 use kubeplace_policy::mirror::{RESERVATION_LABEL, Reservation, reservations};
 
 /// How often the leader compares the reservations with the pods.
@@ -144,16 +145,30 @@ fn failure_reason(pod: &Pod) -> Option<String> {
 }
 
 /// Whether a pod is the reservation as it should be: on its Node, requesting what the claim
-/// takes, running the image given, owned by the Server it names.
+/// takes (compared by amount: the API server writes quantities in its own form, `2Gi` for
+/// `2048Mi`), running the image given, owned by the Server it names.
 fn matches(pod: &Pod, r: &Reservation, image: &str) -> bool {
     let wanted = pod_for(r, image);
+    let amounts = |m: &Option<BTreeMap<String, Quantity>>| {
+        m.iter()
+            .flatten()
+            .map(|(k, q)| (k.clone(), in_thousandths(&q.0).ok()))
+            .collect::<BTreeMap<_, _>>()
+    };
     let spec = |p: &Pod| {
         p.spec.as_ref().map(|s| {
             (
                 s.node_name.clone(),
                 s.containers
                     .iter()
-                    .map(|c| (c.image.clone(), c.resources.clone()))
+                    .map(|c| {
+                        let resources = c.resources.clone().unwrap_or_default();
+                        (
+                            c.image.clone(),
+                            amounts(&resources.requests),
+                            amounts(&resources.limits),
+                        )
+                    })
                     .collect::<Vec<_>>(),
             )
         })
@@ -278,5 +293,17 @@ mod tests {
         let mut again = r.clone();
         again.server_uid = "u2".into();
         assert!(!matches(&pod, &again, "pause:1"));
+        // The API server's own form of the same amount.
+        let mut stored = pod.clone();
+        let resources = stored.spec.as_mut().unwrap().containers[0]
+            .resources
+            .as_mut()
+            .unwrap();
+        for m in [&mut resources.requests, &mut resources.limits] {
+            m.as_mut()
+                .unwrap()
+                .insert("memory".into(), Quantity("0.5Gi".into()));
+        }
+        assert!(matches(&stored, &r, "pause:1"));
     }
 }
