@@ -6,7 +6,7 @@
 //! (the Node's pods took the room first) gives the Server's claim back, so the Server is
 //! placed again.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements, Toleration};
@@ -69,7 +69,7 @@ impl Reservations {
         let pods = all
             .list(&ListParams::default().labels(RESERVATION_LABEL))
             .await?;
-        let mut present = Vec::new();
+        let mut present = BTreeSet::new();
         for pod in pods {
             let namespace = pod.namespace().unwrap_or_default();
             let key = (namespace.clone(), pod.name_any());
@@ -81,7 +81,9 @@ impl Reservations {
                     self.give_back(r).await?;
                     delete(&api, &key.1).await?;
                 }
-                Some(r) if matches(&pod, r, &self.image) => present.push(key),
+                Some(r) if matches(&pod, r, &self.image) => {
+                    present.insert(key);
+                }
                 _ => {
                     info!(pod = %key.1, namespace = %namespace, "a reservation pod no Server's claim calls for is deleted");
                     delete(&api, &key.1).await?;

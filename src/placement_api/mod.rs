@@ -463,10 +463,7 @@ impl PlacementApi {
                 }
                 // The statuses the write can move: what the watch would have found, had its
                 // events not come after the write was already in the store.
-                let mut reach = Reach::default();
-                for (_, before, after) in &journal.changes {
-                    reach.add(Reach::of_change(&store, before.as_ref(), after.as_ref()));
-                }
+                let reach = journal_reach(&store, &journal);
                 drop(store);
                 if !journal.registry_changes.is_empty() {
                     self.book
@@ -493,10 +490,7 @@ impl PlacementApi {
                         .store
                         .read()
                         .map_err(|_| self.lose_soundness("the store's lock is poisoned"))?;
-                    let mut reach = Reach::default();
-                    for (_, before, after) in &journal.changes {
-                        reach.add(Reach::of_change(&store, after.as_ref(), before.as_ref()));
-                    }
+                    let reach = journal_reach(&store, &journal);
                     drop(store);
                     if !reach.is_empty() {
                         committed(reach);
@@ -659,6 +653,15 @@ impl PlacementApi {
 
 /// Puts an object as the API server has it in the store, unless the store holds it at the
 /// same resourceVersion or a later one (the watch brought something newer).
+/// The statuses a write's changes reach, made or undone alike.
+fn journal_reach(store: &Store, journal: &Journal) -> Reach {
+    let mut reach = Reach::default();
+    for (_, before, after) in &journal.changes {
+        reach.add(Reach::of_change(store, before.as_ref(), after.as_ref()));
+    }
+    reach
+}
+
 fn put_unless_older(store: &mut Store, object: kubeplace_api::Object) {
     let key = kubeplace_policy::store::ObjectKey::of(&object);
     let newer = store

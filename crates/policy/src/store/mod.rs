@@ -687,12 +687,13 @@ impl Store {
             Some(change) => change,
             None => return,
         };
-        if !self.decided.is_empty() && self.decided.contains_key(&change.key()) {
+        let key = change.key();
+        if self.decided.contains_key(&key) {
             return;
         }
         // Taken late (held for a write, or judged before a write of this process put a
         // newer object): what the store holds now decides.
-        if change.is_past(self.get(&change.key())) {
+        if change.is_past(self.get(&key)) {
             return;
         }
         match change {
