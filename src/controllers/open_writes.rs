@@ -32,27 +32,21 @@ pub(crate) struct OpenWrites {
 
 impl OpenWrites {
     /// Runs until `cancel`, finishing left writes while this replica leads.
-    pub async fn run(mut self, cancel: CancellationToken) {
-        loop {
-            tokio::select! {
-                _ = cancel.cancelled() => return,
-                leading = super::leading_and_ready(&mut self.leader, &mut self.ready) => {
-                    if !leading { return }
+    pub async fn run(self, cancel: CancellationToken) {
+        let (leader, ready) = (self.leader.clone(), self.ready.clone());
+        super::every_while_leading(leader, ready, &cancel, LOOK_EVERY, || self.finish_left()).await;
+    }
+
+    /// Finishes the writes left open.
+    async fn finish_left(&self) {
+        for write in self.left(SystemTime::now()) {
+            let name = write.metadata.name.clone().unwrap_or_default();
+            match self.cluster.finish(&write).await {
+                Ok(()) => {
+                    info!(write = %name, writer = %write.spec.writer, "finished a Placement write its writer left open")
                 }
-            }
-            tokio::select! {
-                _ = cancel.cancelled() => return,
-                _ = tokio::time::sleep(LOOK_EVERY) => {}
-            }
-            for write in self.left(SystemTime::now()) {
-                let name = write.metadata.name.clone().unwrap_or_default();
-                match self.cluster.finish(&write).await {
-                    Ok(()) => {
-                        info!(write = %name, writer = %write.spec.writer, "finished a Placement write its writer left open")
-                    }
-                    Err(e) => {
-                        warn!(write = %name, error = %e, "a Placement write left open could not be finished yet; trying again")
-                    }
+                Err(e) => {
+                    warn!(write = %name, error = %e, "a Placement write left open could not be finished yet; trying again")
                 }
             }
         }

@@ -38,22 +38,14 @@ pub(crate) struct Reservations {
 
 impl Reservations {
     /// Runs until `cancel`, keeping the pods in step while this replica leads.
-    pub async fn run(mut self, cancel: CancellationToken) {
-        loop {
-            tokio::select! {
-                _ = cancel.cancelled() => return,
-                leading = super::leading_and_ready(&mut self.leader, &mut self.ready) => {
-                    if !leading { return }
-                }
-            }
-            tokio::select! {
-                _ = cancel.cancelled() => return,
-                _ = tokio::time::sleep(LOOK_EVERY) => {}
-            }
+    pub async fn run(self, cancel: CancellationToken) {
+        let (leader, ready) = (self.leader.clone(), self.ready.clone());
+        super::every_while_leading(leader, ready, &cancel, LOOK_EVERY, || async {
             if let Err(e) = self.pass().await {
                 warn!(error = %e, "reservation pods could not be brought in step; trying again");
             }
-        }
+        })
+        .await;
     }
 
     /// One comparison: pods made, deleted, or their Servers' claims given back.

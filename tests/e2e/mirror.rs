@@ -46,6 +46,14 @@ fn flavor_reads(cp: &ControlPlane, name: &str, path: &str, want: &str, seconds: 
     .1
 }
 
+/// The name of the cluster's Node.
+fn first_node(cp: &ControlPlane) -> String {
+    cp.kubectl(&["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"])
+        .ok()
+        .trim()
+        .to_string()
+}
+
 fn apply(cp: &ControlPlane, yaml: &str) {
     cp.kubectl_stdin(&["apply", "-f", "-"], yaml).ok();
 }
@@ -63,11 +71,7 @@ fn nodes_pods_and_devices_are_mirrored_on_a_real_node() {
     let node = Node::start(env!("CARGO_BIN_EXE_kubeplace").as_ref());
     let cp: &ControlPlane = &node;
     super::install_crds(cp);
-    let node_name = cp
-        .kubectl(&["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"])
-        .ok()
-        .trim()
-        .to_string();
+    let node_name = first_node(cp);
     let _operator = Operator::start(cp, "mirror", &["--mirror-cluster", "--headroom-interval=1"]);
 
     // The Node is a root provider: a Flavor of one core and 1 MiB lands on it, and its
@@ -210,11 +214,7 @@ fn a_servers_cores_on_a_mirrored_node_are_held_for_kube_scheduler() {
     let node = Node::start(env!("CARGO_BIN_EXE_kubeplace").as_ref());
     let cp: &ControlPlane = &node;
     super::install_crds(cp);
-    let node_name = cp
-        .kubectl(&["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"])
-        .ok()
-        .trim()
-        .to_string();
+    let node_name = first_node(cp);
     let allocatable = cp
         .kubectl(&[
             "get",
