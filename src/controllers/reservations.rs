@@ -126,8 +126,8 @@ async fn delete(api: &Api<Pod>, name: &str) -> Result<(), kube::Error> {
     }
 }
 
-/// Whether the kubelet refused the pod (`OutOfcpu`, `OutOfmemory` and the like): it failed
-/// before any container of it ran.
+/// Whether the Node gave the pod up: the kubelet refused it (`OutOfcpu`, `OutOfmemory` and
+/// the like) or evicted it.
 fn refused_by_node(pod: &Pod) -> bool {
     pod.status
         .as_ref()
