@@ -9,10 +9,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements, Toleration};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Client, ResourceExt};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -34,6 +36,8 @@ pub(crate) struct Reservations {
     pub image: String,
     pub leader: watch::Receiver<bool>,
     pub ready: watch::Receiver<bool>,
+    /// Tells a Server why its claim was given back.
+    pub recorder: Recorder,
 }
 
 impl Reservations {
@@ -72,6 +76,7 @@ impl Reservations {
                         "the Node refused a Server's reservation; its claim is given back and it is placed again");
                     self.give_back(r).await?;
                     delete(&api, &key.1).await?;
+                    self.tell_refused(r, &pod).await;
                 }
                 Some(r) if matches(&pod, r, &self.image) => {
                     present.insert(key);
@@ -114,6 +119,35 @@ impl Reservations {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             Err(e) => Err(e),
+        }
+    }
+}
+
+impl Reservations {
+    /// A Warning Event on the Server: its Node gave its reservation up, and its claim with it.
+    async fn tell_refused(&self, r: &Reservation, pod: &Pod) {
+        let reference = ObjectReference {
+            api_version: Some(API_VERSION.to_string()),
+            kind: Some("Server".to_string()),
+            name: Some(r.server.name.clone()),
+            namespace: Some(r.server.namespace.clone()),
+            uid: Some(r.server_uid.clone()),
+            ..ObjectReference::default()
+        };
+        let why = failure_reason(pod).unwrap_or_else(|| "Failed".to_string());
+        let event = Event {
+            type_: EventType::Warning,
+            reason: "ReservationRefused".into(),
+            note: Some(format!(
+                "Node {} gave up the reservation pod {} ({why}); the Server's claim is given back and it is placed again",
+                r.node,
+                r.pod_name()
+            )),
+            action: "Reserve".into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &reference).await {
+            tracing::debug!(error = %e, server = %r.server.name, "cannot publish an Event");
         }
     }
 }

@@ -564,6 +564,10 @@ fn lead_and_reconcile(
                 image: flags.mirror.reservation_image.clone(),
                 leader: leader.clone(),
                 ready: shared.ready.clone(),
+                recorder: crate::controllers::reconciler::recorder(
+                    shared.client.clone(),
+                    &shared.identity,
+                ),
             }
             .run(cancel.clone()),
         );

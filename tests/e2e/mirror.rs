@@ -230,7 +230,7 @@ fn a_servers_cores_on_a_mirrored_node_are_held_for_kube_scheduler() {
         Some(m) => m.parse().unwrap(),
         None => allocatable.parse::<i64>().unwrap() * 1000,
     };
-    let operator = Operator::start(
+    let _operator = Operator::start(
         cp,
         "reservations",
         &[
@@ -394,10 +394,23 @@ fn a_servers_cores_on_a_mirrored_node_are_held_for_kube_scheduler() {
     });
     eprintln!("reservations: the race went to the {winner}, settled after {settled:?}");
     if winner == "pod" {
-        let log = std::fs::read_to_string(&operator.process.log).unwrap_or_default();
-        assert!(
-            log.contains("the Node refused a Server's reservation"),
-            "the Server waits, but its reservation was not refused"
-        );
+        // The Server was told why it waits: a Warning Event names the Node and the reason.
+        eventually(30, "a ReservationRefused Event on the Server", || {
+            let events = cp
+                .kubectl(&[
+                    "get",
+                    "events",
+                    "-n",
+                    "reserve",
+                    "--field-selector",
+                    "reason=ReservationRefused,involvedObject.name=raced",
+                    "-o",
+                    "jsonpath={.items[*].message}",
+                ])
+                .stdout;
+            (events.contains(&node_name) && events.contains("OutOf"))
+                .then_some(())
+                .ok_or(events)
+        });
     }
 }
