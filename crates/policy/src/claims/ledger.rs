@@ -230,9 +230,10 @@ impl Ledger {
     /// What the pending claims take and charge beyond what the store counts for them,
     /// leaving out the claims named in `deciding` (their own earlier versions are replaced,
     /// not added to). A name with several versions on their way counts the most of each.
-    /// A claim this process decided and has not committed counts as the API server holds
-    /// it and as the versions on their way, not as the store shows it: its writer's own
-    /// review may yet be refused here, and must not refuse others meanwhile.
+    /// A claim this process decided as the only claim of its write, not committed yet,
+    /// counts as the API server holds it and as the versions on their way, not as the store
+    /// shows it: its writer's own review may yet be refused here, and must not refuse others
+    /// meanwhile.
     pub(super) fn usage(&self, store: &Store, deciding: &[&str]) -> PendingUsage {
         self.usage_beside(store, deciding, deciding)
     }
@@ -313,12 +314,10 @@ impl Ledger {
         }
         usage
     }
-}
 
-impl Ledger {
-    /// Whether a claim this process decided belongs to a write of several objects whose
-    /// record is admitted: such a write counts as it leaves its objects, as the store shows
-    /// them, from then on (the record is the decision; its objects follow it).
+    /// Whether a claim this process decided belongs to a recorded write (one that changes
+    /// other objects beside it) whose record is admitted: such a write counts as it leaves
+    /// its objects, as the store shows them (the record is the decision; its objects follow).
     fn admitted_write_on(&self, store: &Store, name: &str) -> bool {
         let key = ObjectKey::cluster(Kind::Allocation, name);
         let in_ledger = || {
