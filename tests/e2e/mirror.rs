@@ -284,6 +284,18 @@ fn a_servers_cores_on_a_mirrored_node_are_held_for_kube_scheduler() {
         pod_field(cp, "reserve", pod, ".metadata.ownerReferences[0].kind"),
         "Server"
     );
+    // Deleted by hand while the claim stands: made again, bound to the same Node.
+    let first = pod_field(cp, "reserve", pod, ".metadata.uid");
+    cp.kubectl(&["delete", "pod", pod, "-n", "reserve", "--wait=false"])
+        .ok();
+    let (_, again) = eventually(60, "the reservation pod made again", || {
+        let uid = pod_field(cp, "reserve", pod, ".metadata.uid");
+        let bound = pod_field(cp, "reserve", pod, ".spec.nodeName");
+        (!uid.is_empty() && uid != first && bound == node_name)
+            .then_some(())
+            .ok_or(format!("uid {uid:?}, node {bound:?}"))
+    });
+    eprintln!("reservations: a reservation pod deleted by hand was made again after {again:?}");
     // Counted once: the rest of the Node still fits a Flavor of the other cores.
     flavor_reads(cp, "reserve.all", ".status.candidateCount", "0", 30);
     flavor_reads(cp, "reserve.rest", ".status.candidateCount", "1", 30);
