@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use kubeplace_api::{Kind, Object};
 
 use crate::admission::{Operation, PendingUsage, Verdict, admit, admit_with_pending};
-use crate::store::{ObjectKey, Store};
+use crate::store::Store;
 use crate::translate::takes;
 
 /// A claim admitted a moment ago: what it takes, per provider and class.
@@ -181,15 +181,9 @@ impl Ledger {
             !store.knows_write(&w.name) && now.saturating_duration_since(w.admitted_at) < hold
         });
         let mut waiting: Vec<String> = Vec::new();
-        let decided_here: Vec<&str> = store.claims_decided_here().map(|(n, _)| n).collect();
         self.pending.retain(|p| {
             if now.saturating_duration_since(p.admitted_at) >= hold {
                 return false;
-            }
-            // What the store shows of a claim this process decided alone is its writer's, not
-            // the API server's: no version is seen in it.
-            if decided_here.contains(&p.name.as_str()) {
-                return true;
             }
             let shown = match store.get_cluster(Kind::Allocation, &p.name) {
                 Some(Object::Allocation(a)) => Some(a),
@@ -230,22 +224,7 @@ impl Ledger {
     /// What the pending claims take and charge beyond what the store counts for them,
     /// leaving out the claims named in `deciding` (their own earlier versions are replaced,
     /// not added to). A name with several versions on their way counts the most of each.
-    /// A claim this process decided as the only claim of its write, not committed yet,
-    /// counts as the API server holds it and as the versions on their way, not as the store
-    /// shows it: its writer's own review may yet be refused here, and must not refuse others
-    /// meanwhile.
     pub(super) fn usage(&self, store: &Store, deciding: &[&str]) -> PendingUsage {
-        self.usage_beside(store, deciding, deciding)
-    }
-
-    /// [`Ledger::usage`] for claims decided together with others, `together` (a write of
-    /// several objects): `store` shows all of them as the write leaves them.
-    pub(super) fn usage_beside(
-        &self,
-        store: &Store,
-        deciding: &[&str],
-        together: &[&str],
-    ) -> PendingUsage {
         let mut usage = PendingUsage::default();
         if let [name] = deciding {
             usage.deciding = self
@@ -263,42 +242,29 @@ impl Ledger {
         {
             by_name.entry(&claim.name).or_default().push(claim);
         }
-        for (name, before) in store.claims_decided_here() {
-            // A deletion decided here is taken as made: no review refuses a deletion for
-            // room, so only a claim the store shows can be refused after it counted.
-            if deciding.contains(&name)
-                || together.contains(&name)
-                || store.get_cluster(Kind::Allocation, name).is_none()
-                || self.admitted_write_on(store, name)
-            {
-                continue;
-            }
-            let versions = by_name.remove(name).unwrap_or_default();
-            let held = before.map(|a| (takes(a), crate::quota::charge_of(a)));
-            let all = || {
-                held.iter()
-                    .map(|(t, c)| (t, c.as_ref()))
-                    .chain(versions.iter().map(|v| (&v.takes, v.charge.as_ref())))
-            };
-            if let Some(shown) = store.index().allocations(name) {
-                for (provider, class, amount) in &shown.items {
-                    usage.add(provider, class, -amount);
+        for (name, versions) in by_name {
+            let mut charged: BTreeMap<&str, crate::quota::Charge> = BTreeMap::new();
+            for charge in versions.iter().filter_map(|v| v.charge.as_ref()) {
+                let most = charged
+                    .entry(&charge.project)
+                    .or_insert_with(|| charge.clone());
+                for (class, n) in &charge.resources {
+                    let at = most.resources.entry(class.clone()).or_insert(0);
+                    *at = (*at).max(*n);
                 }
             }
-            for ((provider, class), amount) in most_taken(all().map(|(t, _)| t)) {
-                usage.add(provider, class, amount);
+            for charge in charged.values() {
+                usage.charges.add(store.charges(), name, charge);
             }
-            let in_place = most_charged(all().filter_map(|(_, c)| c));
-            usage
-                .charges
-                .replace_counted(store.charges(), name, &in_place);
-        }
-        for (name, versions) in by_name {
-            for charge in most_charged(versions.iter().filter_map(|v| v.charge.as_ref())) {
-                usage.charges.add(store.charges(), name, &charge);
+            let mut takes: BTreeMap<&(String, String), i64> = BTreeMap::new();
+            for version in &versions {
+                for (at, amount) in &version.takes {
+                    let most = takes.entry(at).or_insert(0);
+                    *most = (*most).max(*amount);
+                }
             }
             let counted = store.index().allocations(name);
-            for ((provider, class), amount) in most_taken(versions.iter().map(|v| &v.takes)) {
+            for ((provider, class), amount) in takes {
                 let already: i64 = counted
                     .map(|c| {
                         c.items
@@ -314,57 +280,6 @@ impl Ledger {
         }
         usage
     }
-
-    /// Whether a claim this process decided belongs to a recorded write (one that changes
-    /// other objects beside it) whose record is admitted: such a write counts as it leaves
-    /// its objects, as the store shows them (the record is the decision; its objects follow).
-    fn admitted_write_on(&self, store: &Store, name: &str) -> bool {
-        let key = ObjectKey::cluster(Kind::Allocation, name);
-        let in_ledger = || {
-            self.writes
-                .iter()
-                .any(|w| w.changes.iter().any(|c| c.key == key))
-        };
-        let seen_by_store = || {
-            store.write_on(&key).is_some()
-                || store
-                    .get(&key)
-                    .and_then(crate::store::writes::mark_of)
-                    .is_some_and(|write| store.knows_write(write))
-        };
-        in_ledger() || seen_by_store()
-    }
-}
-
-/// The most each of several versions of one claim takes, per provider and class.
-fn most_taken<'t>(
-    versions: impl Iterator<Item = &'t BTreeMap<(String, String), i64>>,
-) -> BTreeMap<&'t (String, String), i64> {
-    let mut most: BTreeMap<&(String, String), i64> = BTreeMap::new();
-    for version in versions {
-        for (at, amount) in version {
-            let at_most = most.entry(at).or_insert(0);
-            *at_most = (*at_most).max(*amount);
-        }
-    }
-    most
-}
-
-/// The most each of several versions of one claim charges, per project and class.
-fn most_charged<'c>(
-    versions: impl Iterator<Item = &'c crate::quota::Charge>,
-) -> Vec<crate::quota::Charge> {
-    let mut charged: BTreeMap<&str, crate::quota::Charge> = BTreeMap::new();
-    for charge in versions {
-        let most = charged
-            .entry(&charge.project)
-            .or_insert_with(|| charge.clone());
-        for (class, n) in &charge.resources {
-            let at = most.resources.entry(class.clone()).or_insert(0);
-            *at = (*at).max(*n);
-        }
-    }
-    charged.into_values().collect()
 }
 
 /// Versions of one Allocation name held at most.
@@ -410,27 +325,6 @@ mod tests {
         assert_eq!(ledger.pending().len(), 1);
         assert!(admitted(&mut ledger, &store, "real", now));
         assert!(!admitted(&mut ledger, &store, "one-too-many", now));
-    }
-
-    /// Two claims this process decided, shown by its store before their reviews: the
-    /// first review is not refused for the second, which the store shows but the API server
-    /// does not hold; the second then does not fit.
-    #[test]
-    fn a_claim_decided_here_takes_no_room_until_admitted() {
-        let mut store = store_with_vcpus(2);
-        let mut ledger = Ledger::new(Duration::from_secs(30));
-        let now = Instant::now();
-        assert!(admitted(&mut ledger, &store, "elsewhere", now));
-        let keys: Vec<ObjectKey> = ["here-1", "here-2"]
-            .iter()
-            .map(|n| {
-                store.apply(claim(n));
-                ObjectKey::cluster(Kind::Allocation, n)
-            })
-            .collect();
-        store.hold_decided(keys.iter().map(|k| (k, None)), true);
-        assert!(admitted(&mut ledger, &store, "here-1", now));
-        assert!(!admitted(&mut ledger, &store, "here-2", now));
     }
 
     /// Reviews of ever new names hold at most `max_holds` claims: the oldest holds go first,

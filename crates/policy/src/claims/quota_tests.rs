@@ -149,50 +149,6 @@ fn claims_racing_the_watch_get_exactly_the_limit() {
 }
 
 /// The `servers` limit counts consumers: a consumer's claim replaced is not a new server.
-/// A claim this process's own Placement API decided shows in its store before its review
-/// arrives, and its review may yet be refused. Until then the ledger counts it as the API
-/// server holds it: a claim decided here that is refused takes no room from others.
-#[test]
-fn claims_decided_here_count_as_the_api_server_holds_them() {
-    let mut store = roomy();
-    store.apply(quota("shop", 10, -1));
-    for n in 0..8 {
-        store.apply(claim(&format!("c{n}"), n, "shop", "INSTANCE", 1, None));
-    }
-    let mut ledger = Ledger::new(Duration::from_secs(30));
-    let other_replica = claim("b1", 100, "shop", "INSTANCE", 1, None);
-    assert!(decide(&mut ledger, &store, &other_replica).allowed);
-
-    // Two claims decided here, both shown by the store before either review.
-    let here = [
-        claim("a1", 200, "shop", "INSTANCE", 1, None),
-        claim("a2", 201, "shop", "INSTANCE", 1, None),
-    ];
-    let keys: Vec<ObjectKey> = here.iter().map(ObjectKey::of).collect();
-    for o in &here {
-        store.apply(o.clone());
-    }
-    store.hold_decided(keys.iter().map(|k| (k, None)), true);
-    assert_eq!(store.charges().usage("shop").resources["VCPU"], 10);
-    let first = decide_over(&mut ledger, &store, &here[0], None);
-    assert!(first.allowed, "{}", first.message);
-    let second = decide_over(&mut ledger, &store, &here[1], None);
-    assert!(
-        !second.allowed && second.message.contains("class:VCPU is limited to 10"),
-        "{}",
-        second.message
-    );
-    // The refused one is undone by its writer; the limit is reached all the same.
-    store.delete(&keys[1]);
-    store.release_decided([&keys[1]]);
-    let late = decide(
-        &mut ledger,
-        &store,
-        &claim("b2", 101, "shop", "INSTANCE", 1, None),
-    );
-    assert!(!late.allowed, "{}", late.message);
-}
-
 #[test]
 fn servers_count_consumers_not_claims() {
     let mut store = roomy();
@@ -292,15 +248,6 @@ mod interleavings {
         Confirm {
             n: u32,
         },
-        /// This process's own Placement API decides a claim: its store shows it before
-        /// its review.
-        Local {
-            n: u32,
-            project: usize,
-            vcpu: i64,
-        },
-        /// The review of the oldest claim decided here.
-        Review,
     }
 
     fn step() -> impl Strategy<Value = Step> {
@@ -315,9 +262,6 @@ mod interleavings {
             1 => Just(Step::Failover),
             2 => (0u32..12, 1i64..5).prop_map(|(n, vcpu)| Step::Move { n, vcpu }),
             1 => (0u32..12).prop_map(|n| Step::Confirm { n }),
-            3 => (0u32..12, 0usize..2, 1i64..4)
-                .prop_map(|(n, project, vcpu)| Step::Local { n, project, vcpu }),
-            3 => Just(Step::Review),
         ]
     }
 
@@ -370,24 +314,10 @@ mod interleavings {
             let mut in_flight: Vec<(Object, ())> = Vec::new();
             let mut lowered = false;
             let mut writes = 0;
-            // Decided here and not reviewed yet, oldest first, with what the API server holds.
-            let mut local: Vec<(Object, Option<Object>)> = Vec::new();
-            // Its writer undoes a claim decided here: the store shows what it did before.
-            let undo = |store: &mut Store, (o, before): (Object, Option<Object>)| {
-                let key = ObjectKey::of(&o);
-                store.release_decided([&key]);
-                match before {
-                    Some(b) => { store.put(b); }
-                    None => { store.delete(&key); }
-                }
-            };
             for step in steps {
                 match step {
                     Step::Claim { n, project, vcpu } => {
                         let name = format!("c{n}");
-                        if local.iter().any(|(o, _)| o.name() == name) {
-                            continue;
-                        }
                         let project = PROJECTS[project];
                         let o = claim(&name, n, project, "INSTANCE", vcpu, None);
                         // The API server passes the object as it holds it, ahead of the watch.
@@ -434,10 +364,7 @@ mod interleavings {
                     Step::Release { n } => {
                         let name = format!("c{n}");
                         let stored = store.get_cluster(Kind::Allocation, &name).is_some();
-                        if stored
-                            && !in_flight.iter().any(|(o, _)| o.name() == name)
-                            && !local.iter().any(|(o, _)| o.name() == name)
-                        {
+                        if stored && !in_flight.iter().any(|(o, _)| o.name() == name) {
                             store.apply_changes([Change::Delete(ObjectKey::cluster(Kind::Allocation, &name))]);
                             truth.remove(&name);
                         }
@@ -465,10 +392,6 @@ mod interleavings {
                     }
                     Step::Failover => {
                         // A new leader decides once its store has caught up with the API server.
-                        // Claims the old leader decided and never sent are lost with it.
-                        for decided in local.drain(..) {
-                            undo(&mut store, decided);
-                        }
                         for (o, _) in in_flight.drain(..) {
                             store.apply_changes([Change::Put(Box::new(o))]);
                         }
@@ -477,7 +400,7 @@ mod interleavings {
                     Step::Move { n, vcpu } => {
                         let (name, migration) = (format!("c{n}"), format!("m{n}"));
                         let held = truth.get(&name).cloned();
-                        let busy = in_flight.iter().map(|(o, _)| o).chain(local.iter().map(|(o, _)| o)).any(|o| o.name() == name || o.name() == migration)
+                        let busy = in_flight.iter().any(|(o, _)| o.name() == name || o.name() == migration)
                             || truth.contains_key(&migration);
                         let Some((project, true, old)) = held else { continue };
                         if busy || store.get_cluster(Kind::Allocation, &name).is_none() {
@@ -505,36 +428,6 @@ mod interleavings {
                             truth.remove(&migration);
                         }
                     }
-                    Step::Local { n, project, vcpu } => {
-                        let name = format!("c{n}");
-                        let key = ObjectKey::cluster(Kind::Allocation, &name);
-                        if in_flight.iter().map(|(o, _)| o).chain(local.iter().map(|(o, _)| o)).any(|o| o.name() == name) {
-                            continue;
-                        }
-                        let o = claim(&name, n, PROJECTS[project], "INSTANCE", vcpu, None);
-                        let before = store.get(&key).cloned();
-                        store.put(o.clone());
-                        store.hold_decided([(&key, before.as_ref())], true);
-                        local.push((o, before));
-                    }
-                    Step::Review => {
-                        if local.is_empty() {
-                            continue;
-                        }
-                        let (o, before) = local.remove(0);
-                        let name = o.name().to_string();
-                        if decide_over(&mut ledger, &store, &o, before.as_ref()).allowed {
-                            let (project, _, vcpu) = held(&o);
-                            let was = usage(&truth, &project);
-                            truth.insert(name, (project.clone(), true, vcpu));
-                            prop_assert!(within(was, usage(&truth, &project), limits[&project]),
-                                "{project}: {was:?} -> {:?} over {:?}", usage(&truth, &project), limits[&project]);
-                            store.release_decided([&ObjectKey::of(&o)]);
-                            in_flight.push((o, ()));
-                        } else {
-                            undo(&mut store, (o, before));
-                        }
-                    }
                 }
                 if !lowered {
                     for p in PROJECTS {
@@ -544,9 +437,6 @@ mod interleavings {
                 }
             }
             // Delivered at last, the store charges what the API server holds.
-            for decided in local.drain(..) {
-                undo(&mut store, decided);
-            }
             for (o, _) in in_flight.drain(..) {
                 store.apply_changes([Change::Put(Box::new(o))]);
             }

@@ -135,19 +135,15 @@ impl Ledger {
             .map(|c| c.key.name.as_str())
             .collect();
         let pending = self.usage(store, &claims);
-        if let Err(refusal) = crate::quota::check_write(
-            store,
-            &after,
-            shown,
-            &pending.charges,
-            claims.iter().copied(),
-        ) {
+        if let Err(refusal) =
+            crate::quota::check_write(store, &after, shown, &pending.charges, claims)
+        {
             return refused(format!("PlacementWrite {name:?}: {refusal}"));
         }
         for change in &changes {
             let verdict = match &change.after {
                 Some(object @ Object::Allocation(_)) => {
-                    let pending = self.usage_beside(&after, &[object.name()], &claims);
+                    let pending = self.usage(&after, &[object.name()]);
                     admit_with_pending(Operation::Create, object, None, &after, &pending)
                 }
                 Some(object) => admit(Operation::Update, object, store.get(&change.key), &after),

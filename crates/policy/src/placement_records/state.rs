@@ -358,14 +358,7 @@ impl<'a> State<'a> {
             .map(|(key, before)| (key.clone(), before.clone()))
             .collect();
         let store = self.store.get_mut()?;
-        let claims = changed
-            .iter()
-            .filter(|(key, _)| key.kind == Kind::Allocation)
-            .count();
-        store.hold_decided(
-            changed.iter().map(|(key, before)| (key, before.as_ref())),
-            claims == 1,
-        );
+        store.hold_decided(changed.iter().map(|(key, _)| key));
         for (key, before) in changed {
             if let Some(before) = before.filter(|_| store.get(&key).is_none()) {
                 store.hold_deletion_of_object(key, &before, now);

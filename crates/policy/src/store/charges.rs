@@ -156,15 +156,6 @@ impl Charges {
         (usage, others > 0)
     }
 
-    /// How many counted claims charge a consumer to a project.
-    pub fn claims_of_consumer(&self, project: &str, consumer: &str) -> u32 {
-        self.by_project
-            .get(project)
-            .and_then(|p| p.consumers.get(consumer))
-            .copied()
-            .unwrap_or(0)
-    }
-
     /// Whether a consumer is charged to a project by a counted claim.
     pub fn charges_consumer(&self, project: &str, consumer: &str) -> bool {
         self.by_project
@@ -183,9 +174,6 @@ impl Charges {
 pub struct Pending {
     usage: BTreeMap<String, Usage>,
     consumers: BTreeSet<(String, String)>,
-    /// Consumers the store charges only through a claim taken out by
-    /// [`Pending::replace_counted`].
-    freed: BTreeSet<(String, String)>,
 }
 
 impl Pending {
@@ -200,42 +188,12 @@ impl Pending {
             // A claim that shrinks frees nothing until the store shows it.
             *usage.resources.entry(class.clone()).or_insert(0) += (n - was).max(0);
         }
-        self.add_consumer(counted, charge);
-    }
-
-    /// Counts what the store counts for `claim` as `in_place` instead: for a claim the
-    /// store shows as its writer decided it, which the API server may yet refuse, what
-    /// may stand meanwhile is the version the API server holds and those on their way.
-    pub fn replace_counted(&mut self, counted: &Charges, claim: &str, in_place: &[Charge]) {
-        if let Some(shown) = counted.of_claim(claim) {
-            let usage = self.usage.entry(shown.project.clone()).or_default();
-            for (class, n) in &shown.resources {
-                *usage.resources.entry(class.clone()).or_insert(0) -= n;
-            }
-            if counted.claims_of_consumer(&shown.project, &shown.consumer) == 1 {
-                usage.servers -= 1;
-                self.freed
-                    .insert((shown.project.clone(), shown.consumer.clone()));
-            }
-        }
-        for charge in in_place {
-            let usage = self.usage.entry(charge.project.clone()).or_default();
-            for (class, n) in &charge.resources {
-                *usage.resources.entry(class.clone()).or_insert(0) += n;
-            }
-            self.add_consumer(counted, charge);
-        }
-    }
-
-    /// Counts a charge's consumer once, where the store does not already.
-    fn add_consumer(&mut self, counted: &Charges, charge: &Charge) {
-        let key = (charge.project.clone(), charge.consumer.clone());
-        let uncounted = !counted.charges_consumer(&key.0, &key.1) || self.freed.contains(&key);
-        if uncounted && self.consumers.insert(key) {
-            self.usage
-                .entry(charge.project.clone())
-                .or_default()
-                .servers += 1;
+        if !counted.charges_consumer(&charge.project, &charge.consumer)
+            && self
+                .consumers
+                .insert((charge.project.clone(), charge.consumer.clone()))
+        {
+            usage.servers += 1;
         }
     }
 

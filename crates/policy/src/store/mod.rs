@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use records::config_entries;
 
-use kubeplace_api::{Allocation, Object, Server, Status};
+use kubeplace_api::{Object, Server, Status};
 use kubeplace_core::extra_specs::registry::{Registry, Rejected};
 
 use crate::translate;
@@ -198,9 +198,8 @@ pub struct Store {
     /// Objects a write of this process has decided and not committed yet, by how many such
     /// writes: watch events of them are older than the decision, or its own answer (put
     /// by the writer), and are not taken meanwhile, so a reader never sees the decision
-    /// half undone by a late event. Each keeps the object as it was before the first such
-    /// write: the version the API server holds until the write is committed.
-    decided: BTreeMap<ObjectKey, Decided>,
+    /// half undone by a late event.
+    decided: BTreeMap<ObjectKey, u32>,
     /// What each project's counted claims hold (shared like the index), changed in the
     /// same step as the index's count of a claim.
     charges: Arc<charges::Charges>,
@@ -209,15 +208,6 @@ pub struct Store {
     /// Mirrored objects whose name a written object holds ([`mirrored`]): the written one
     /// stands in their place until it is deleted.
     mirrored_aside: BTreeMap<ObjectKey, Object>,
-}
-
-/// An object a write of this process decided: by how many writes not yet committed or
-/// undone, and, for the claim of a write that changes no other claim, as it was before the
-/// first of them.
-#[derive(Debug, Clone)]
-struct Decided {
-    writes: u32,
-    lone_claim_before: Option<Option<Arc<Object>>>,
 }
 
 /// A deletion held: since when, and of which object (its uid) when only that one is
@@ -869,44 +859,11 @@ impl Store {
         self.decided.keys()
     }
 
-    /// Whether a write of this process decided the object and has not committed it.
-    pub fn is_decided_here(&self, key: &ObjectKey) -> bool {
-        self.decided.contains_key(key)
-    }
-
-    /// The Allocations a write of this process decided and has not committed, each the only
-    /// claim its write changes, with the version the API server holds meanwhile (none: it
-    /// holds none). A write of several claims is left out: its record is its decision.
-    pub fn claims_decided_here(&self) -> impl Iterator<Item = (&str, Option<&Allocation>)> {
-        self.decided
-            .iter()
-            .filter(|(key, _)| key.kind == Kind::Allocation)
-            .filter_map(|(key, decided)| {
-                let before = match decided.lone_claim_before.as_ref()?.as_deref() {
-                    Some(Object::Allocation(a)) => Some(a),
-                    _ => None,
-                };
-                Some((key.name.as_str(), before))
-            })
-    }
-
     /// Keeps watch events of objects a write of this process decided from being taken until
-    /// [`Store::release_decided`]; each comes with the object as it was before the write,
-    /// kept when the write changes one claim alone (`lone_claim`).
-    pub fn hold_decided<'k>(
-        &mut self,
-        decided: impl IntoIterator<Item = (&'k ObjectKey, Option<&'k Object>)>,
-        lone_claim: bool,
-    ) {
-        for (key, before) in decided {
-            let lone = lone_claim && key.kind == Kind::Allocation;
-            self.decided
-                .entry(key.clone())
-                .or_insert_with(|| Decided {
-                    writes: 0,
-                    lone_claim_before: lone.then(|| before.cloned().map(Arc::new)),
-                })
-                .writes += 1;
+    /// [`Store::release_decided`].
+    pub fn hold_decided<'k>(&mut self, keys: impl IntoIterator<Item = &'k ObjectKey>) {
+        for key in keys {
+            *self.decided.entry(key.clone()).or_default() += 1;
         }
     }
 
@@ -914,9 +871,9 @@ impl Store {
     /// are taken again.
     pub fn release_decided<'k>(&mut self, keys: impl IntoIterator<Item = &'k ObjectKey>) {
         for key in keys {
-            if let Some(decided) = self.decided.get_mut(key) {
-                decided.writes -= 1;
-                if decided.writes == 0 {
+            if let Some(n) = self.decided.get_mut(key) {
+                *n -= 1;
+                if *n == 0 {
                     self.decided.remove(key);
                 }
             }
