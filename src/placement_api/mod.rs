@@ -471,11 +471,7 @@ impl PlacementApi {
                         .map_err(|_| self.lose_soundness("the book's lock is poisoned"))?
                         .registry_settled();
                 }
-                if let Some(committed) = &self.committed
-                    && !reach.is_empty()
-                {
-                    committed(reach);
-                }
+                self.report(reach);
                 Ok(value)
             }
             Ok(Err(e)) => {
@@ -485,17 +481,13 @@ impl PlacementApi {
                 self.read_back(cluster, &journal)?;
                 // A status reconciled while the store showed the decision (a quota's usage,
                 // say) is reconciled again now that it is undone.
-                if let Some(committed) = &self.committed {
-                    let store = self
-                        .store
-                        .read()
-                        .map_err(|_| self.lose_soundness("the store's lock is poisoned"))?;
-                    let reach = journal_reach(&store, &journal);
-                    drop(store);
-                    if !reach.is_empty() {
-                        committed(reach);
-                    }
-                }
+                let store = self
+                    .store
+                    .read()
+                    .map_err(|_| self.lose_soundness("the store's lock is poisoned"))?;
+                let reach = journal_reach(&store, &journal);
+                drop(store);
+                self.report(reach);
                 Err(e)
             }
             Err(panic) => {
@@ -503,6 +495,15 @@ impl PlacementApi {
                 let _ = self.read_back(cluster, &journal);
                 panic::resume_unwind(panic);
             }
+        }
+    }
+
+    /// Asks for the statuses a write reached to be reconciled (over a cluster).
+    fn report(&self, reach: Reach) {
+        if let Some(committed) = &self.committed
+            && !reach.is_empty()
+        {
+            committed(reach);
         }
     }
 

@@ -96,6 +96,15 @@ pub(super) fn class_of(resource: &str) -> Option<(String, Unit)> {
     extended_class(resource).map(|c| (c, COUNT))
 }
 
+/// The Node resource a Node provider's class stands for, and its unit: the way back of
+/// [`class_of`] for the three of [`NODE_RESOURCES`].
+pub(super) fn node_resource_of(class: &str) -> Option<(&'static str, Unit)> {
+    NODE_RESOURCES
+        .iter()
+        .find(|(_, c, _)| *c == class)
+        .map(|(resource, _, unit)| (*resource, *unit))
+}
+
 /// Whether kube-scheduler places no new pods on the Node: cordoned, or tainted `NoSchedule`
 /// or `NoExecute`.
 fn takes_no_pods(node: &Node) -> bool {

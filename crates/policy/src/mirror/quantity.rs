@@ -30,6 +30,18 @@ pub struct Unit {
     pub per: u128,
 }
 
+impl Unit {
+    /// `amount` of this unit as a Kubernetes quantity: `2`, `512Mi`, `20Gi`.
+    pub fn quantity(self, amount: i64) -> String {
+        let suffix = match self.per {
+            p if p == MIB.per => "Mi",
+            p if p == GIB.per => "Gi",
+            _ => "",
+        };
+        format!("{amount}{suffix}")
+    }
+}
+
 /// Whole cores, or a count of a resource.
 pub const COUNT: Unit = Unit { per: 1 };
 /// MiB, of bytes.

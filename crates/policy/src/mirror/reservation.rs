@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use kubeplace_api::cluster_source::Pod;
 use kubeplace_api::{Kind, Object, ServerRef, allocation_server};
 
+use super::node::node_resource_of;
 use crate::store::Store;
 
 /// The label a reservation pod carries: the name of the Server it reserves for.
@@ -31,28 +32,13 @@ impl Reservation {
     }
 }
 
-/// The quantity a Node resource takes for `amount` of a class a Node's provider has.
-fn quantity(class: &str, amount: i64) -> Option<(&'static str, String)> {
-    match class {
-        "VCPU" => Some(("cpu", amount.to_string())),
-        "MEMORY_MB" => Some(("memory", format!("{amount}Mi"))),
-        "DISK_GB" => Some(("ephemeral-storage", format!("{amount}Gi"))),
-        _ => None,
-    }
-}
-
 /// The name of the Node a provider was mirrored from, if it was one.
 fn mirrored_node(store: &Store, provider: &str) -> Option<String> {
-    let Some(Object::ResourceProvider(rp)) = store.get_cluster(Kind::ResourceProvider, provider)
-    else {
-        return None;
-    };
-    let from = rp
-        .metadata
-        .annotations
-        .as_ref()?
-        .get(kubeplace_api::cluster_source::MIRRORED_FROM_ANNOTATION)?;
-    from.strip_prefix("Node/").map(str::to_string)
+    store
+        .get_cluster(Kind::ResourceProvider, provider)?
+        .mirrored_from()?
+        .strip_prefix("Node/")
+        .map(str::to_string)
 }
 
 /// Every reservation the counted claims of Servers call for, in Server order: one per
@@ -84,8 +70,10 @@ pub fn reservations(store: &Store) -> Vec<Reservation> {
             let requests: BTreeMap<String, String> = pa
                 .resources
                 .iter()
-                .filter_map(|(class, amount)| quantity(class, *amount))
-                .map(|(resource, q)| (resource.to_string(), q))
+                .filter_map(|(class, amount)| {
+                    let (resource, unit) = node_resource_of(class)?;
+                    Some((resource.to_string(), unit.quantity(*amount)))
+                })
                 .collect();
             if !requests.is_empty() {
                 found.push(Reservation {

@@ -688,7 +688,6 @@ impl Store {
         }
         match change {
             Change::Put(object) => {
-                let key = ObjectKey::of(&object);
                 if key.kind == Kind::PlacementWrite {
                     self.put_write(*object, batch);
                     return;
@@ -709,7 +708,6 @@ impl Store {
                 }
             }
             Change::Delete(_) | Change::DeleteOf { .. } => {
-                let key = change.key();
                 if key.kind == Kind::PlacementWrite {
                     self.remove_unmerged(&key);
                     self.writes.close(&key.name);
