@@ -104,6 +104,9 @@ struct Shared {
     ready: watch::Receiver<bool>,
     /// Whether the Placement API can vouch for its state, for `/readyz`.
     placement: Soundness,
+    /// The claims ledger the webhook decides claims with, beside which the Placement API
+    /// decides its own.
+    claims: Arc<std::sync::Mutex<kubeplace_policy::claims::Ledger>>,
 }
 
 /// How the parts stop. `serving` stops the servers; `cancel`, its child, stops everything
@@ -149,6 +152,7 @@ pub async fn run(flags: Flags) -> Result<(), Error> {
         synced,
         ready,
         placement: Soundness::new(),
+        claims: crate::webhook::claims_ledger(),
     };
     let serving = CancellationToken::new();
     let (not_ready, not_ready_rx) = watch::channel(false);
@@ -407,6 +411,7 @@ fn serve_webhook(
     webhook.events = Some(recorder(shared.client.clone(), &shared.identity));
     webhook.client = Some(shared.client.clone());
     webhook.claims_route = claims_route;
+    webhook.claims = shared.claims.clone();
     let webhook = Arc::new(webhook);
     http::serve_apart(
         "kubeplace-webhook",
@@ -443,6 +448,7 @@ fn serve_placement(
         audience: flags.placement_audience().map(str::to_string),
         keystone: flags.placement.keystone.config().ok().flatten(),
         identity: shared.identity.clone(),
+        claims: shared.claims.clone(),
     };
     tokio::spawn(api.serve((listener, tls), stopping.lifecycle.clone()))
 }

@@ -53,6 +53,8 @@ pub(crate) struct PlacementOverCluster {
     pub keystone: Option<KeystoneConfig>,
     /// This replica's identity, which its records of writes of several objects name.
     pub identity: String,
+    /// The webhook's claims ledger, beside which the API decides its claims.
+    pub claims: Arc<std::sync::Mutex<kubeplace_policy::claims::Ledger>>,
 }
 
 impl PlacementOverCluster {
@@ -138,6 +140,7 @@ impl PlacementOverCluster {
                 .weighing_by(self.weighers)
                 .limiting_searches(self.searches)
                 .reporting_to(self.soundness)
+                .deciding_beside(self.claims)
                 .on_commit(move |reach| trigger.reach(reach)),
         );
         refresh(api.clone()).await;

@@ -48,6 +48,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::cache::SharedStore;
 use kubeplace_core::placement::weighers::Weighers;
+use kubeplace_policy::claims::Ledger;
 use kubeplace_policy::status::Reach;
 use kubeplace_policy::store::Store;
 
@@ -156,6 +157,10 @@ pub struct PlacementApi {
     /// is already in the store when the watch brings it back, so the watch sees nothing
     /// new: this is how the status writer learns what to look at.
     committed: Option<Box<dyn Fn(Reach) + Send + Sync>>,
+    /// The admission webhook's claims ledger on this replica: the API's claims are decided
+    /// beside the claims it admitted that the store does not show yet. Taken before the
+    /// store's lock, as the webhook takes them.
+    ledger: Option<Arc<Mutex<Ledger>>>,
 }
 
 impl PlacementApi {
@@ -178,6 +183,7 @@ impl PlacementApi {
             searches: Searches::new(SearchLimits::default()),
             bodies: intake::BodyRoom::new(intake::BODIES_IN_FLIGHT),
             committed: None,
+            ledger: None,
         }
     }
 
@@ -204,6 +210,7 @@ impl PlacementApi {
             searches: Searches::new(SearchLimits::default()),
             bodies: intake::BodyRoom::new(intake::BODIES_IN_FLIGHT),
             committed: None,
+            ledger: None,
         }
     }
 
@@ -228,6 +235,12 @@ impl PlacementApi {
     /// Calls `f` after each write that reached the cluster, with the statuses it can move.
     pub fn on_commit(mut self, f: impl Fn(Reach) + Send + Sync + 'static) -> PlacementApi {
         self.committed = Some(Box::new(f));
+        self
+    }
+
+    /// Decides the API's claims beside `ledger`, the admission webhook's on this replica.
+    pub fn deciding_beside(mut self, ledger: Arc<Mutex<Ledger>>) -> PlacementApi {
+        self.ledger = Some(ledger);
         self
     }
 
@@ -560,6 +573,10 @@ impl PlacementApi {
         f: &impl Fn(&mut State<'_>) -> Result<T, ApiError>,
     ) -> Result<(T, Journal), ApiError> {
         let gate = self.gate.write().unwrap_or_else(PoisonError::into_inner);
+        let mut ledger = self
+            .ledger
+            .as_ref()
+            .map(|l| l.lock().unwrap_or_else(PoisonError::into_inner));
         let (decided, journal) = {
             let book = self
                 .book
@@ -570,6 +587,9 @@ impl PlacementApi {
                 .write()
                 .map_err(|_| self.lose_soundness("the store's lock is poisoned"))?;
             let mut state = State::new(Guard::Write(store), Guard::Write(book), self.backing);
+            if let Some(ledger) = ledger.as_deref_mut() {
+                state = state.beside_ledger(ledger);
+            }
             // The guards live in `state`, outside the closure: a panic in `f` is caught
             // before they are dropped, so it poisons no lock, and the journal of what `f`
             // changed is still there to undo it.

@@ -47,8 +47,9 @@ pub struct Webhook {
     /// How many of those Events may still be published (see [`event_budget`]).
     event_budget: Mutex<EventBudget>,
     /// The decision point for Allocations: one claim at a time, each seeing the claims
-    /// admitted before it that the watches have not delivered yet.
-    claims: Mutex<Ledger>,
+    /// admitted before it that the watches have not delivered yet. The replica's Placement
+    /// API decides its own claims beside the same ledger.
+    pub claims: Arc<Mutex<Ledger>>,
     /// The API server, read on a cache miss (see [`read_through`]); none, none is read.
     pub client: Option<kube::Client>,
     /// How long a denial waits for the watches to deliver referenced objects that the API
@@ -61,6 +62,11 @@ pub struct Webhook {
 
 /// How long an admitted claim that the watch has not shown holds its capacity.
 const CLAIM_HOLD: Duration = Duration::from_secs(30);
+
+/// A replica's claims ledger, shared by its webhook and its Placement API.
+pub fn claims_ledger() -> Arc<Mutex<Ledger>> {
+    Arc::new(Mutex::new(Ledger::new(CLAIM_HOLD)))
+}
 
 /// An answer and how to count it.
 struct Answer {
@@ -100,7 +106,7 @@ impl Webhook {
             recheck_after: Duration::from_millis(250),
             events: None,
             event_budget: Mutex::default(),
-            claims: Mutex::new(Ledger::new(CLAIM_HOLD)),
+            claims: claims_ledger(),
             client: None,
             read_through_wait: Duration::from_secs(3),
             claims_route: None,
@@ -119,14 +125,15 @@ impl Webhook {
         old: Option<&Object>,
         dry_run: bool,
     ) -> Verdict {
-        let store = crate::locks::read(&self.store);
         match object {
-            // Claims, and writes of several objects, decided at one point.
+            // Claims, and writes of several objects, decided at one point. The ledger is
+            // taken before the store, as the Placement API takes them.
             Object::Allocation(_) | Object::PlacementWrite(_) => {
                 let mut claims = crate::locks::lock(&self.claims);
+                let store = crate::locks::read(&self.store);
                 claims.decide(op, object, old, &store, Instant::now(), dry_run)
             }
-            _ => admit(op, object, old, &store),
+            _ => admit(op, object, old, &crate::locks::read(&self.store)),
         }
     }
 

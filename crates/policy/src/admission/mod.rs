@@ -89,6 +89,16 @@ impl Review {
 /// Writes an object as the API server would: admitted as a create, or as an update of the
 /// stored object of the same key, and stored when allowed.
 pub fn admit_and_store(store: &mut Store, object: Object) -> Verdict {
+    admit_and_store_beside(store, object, &PendingUsage::default())
+}
+
+/// [`admit_and_store`], with what claims admitted a moment ago hold although the store does
+/// not show them yet (the claims ledger's pending claims).
+pub fn admit_and_store_beside(
+    store: &mut Store,
+    object: Object,
+    pending: &PendingUsage,
+) -> Verdict {
     let key = ObjectKey::of(&object);
     let old = store.get_shared(&key);
     let op = if old.is_some() {
@@ -96,7 +106,7 @@ pub fn admit_and_store(store: &mut Store, object: Object) -> Verdict {
     } else {
         Operation::Create
     };
-    let verdict = admit(op, &object, old.as_deref(), store);
+    let verdict = admit_with_pending(op, &object, old.as_deref(), store, pending);
     if verdict.allowed {
         match old {
             None => store.create(key, object),

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use kubeplace_api::{Kind, Object};
 
 use crate::admission::{Operation, PendingUsage, Verdict, admit, admit_with_pending};
-use crate::store::Store;
+use crate::store::{ObjectKey, Store};
 use crate::translate::takes;
 
 /// A claim admitted a moment ago: what it takes, per provider and class.
@@ -140,6 +140,17 @@ impl Ledger {
         verdict
     }
 
+    /// What the claims admitted here and not yet shown by the store hold beside it, for a
+    /// claim of `name` decided at this point by other means than a review: the Placement
+    /// API's own writes on this replica, which go into the store at once. Deciding them
+    /// against the store alone would let one take room a claim admitted a moment ago holds
+    /// (the store shows both once the watch brings that claim), and its own review would
+    /// then refuse it, so one of the two won when both fitted, or neither did.
+    pub fn beside(&mut self, store: &Store, name: &str, now: Instant) -> PendingUsage {
+        self.forget_seen(store, now);
+        self.usage(store, &[name])
+    }
+
     /// Holds an admitted claim's capacity beside the versions of its name still on their
     /// way: the API server stores them in the order decided, so the store may show an
     /// older one after a newer (A, then B, then A again). The same decision repeated (a
@@ -224,6 +235,13 @@ impl Ledger {
     /// What the pending claims take and charge beyond what the store counts for them,
     /// leaving out the claims named in `deciding` (their own earlier versions are replaced,
     /// not added to). A name with several versions on their way counts the most of each.
+    ///
+    /// A claim this replica's Placement API decided and has not committed shows in the
+    /// store as decided, but the API server still holds the version before. Until the
+    /// commit, the claims of that write count the most of both, per provider and class
+    /// (and per project), taken over the write whole since its claims change together: room
+    /// a release, shrink or move decided here would free is not given to another claim
+    /// before the API server has freed it.
     pub(super) fn usage(&self, store: &Store, deciding: &[&str]) -> PendingUsage {
         let mut usage = PendingUsage::default();
         if let [name] = deciding {
@@ -234,6 +252,7 @@ impl Ledger {
                 .map(|p| p.charge.clone())
                 .collect();
         }
+        self.add_held_before(store, deciding, &mut usage);
         let mut by_name: BTreeMap<&str, Vec<&PendingClaim>> = BTreeMap::new();
         for claim in self
             .pending
@@ -265,21 +284,98 @@ impl Ledger {
             }
             let counted = store.index().allocations(name);
             for ((provider, class), amount) in takes {
-                let already: i64 = counted
-                    .map(|c| {
-                        c.items
-                            .iter()
-                            .filter(|(p, k, _)| p == provider && k == class)
-                            .map(|(_, _, n)| n)
-                            .sum()
-                    })
-                    .unwrap_or(0);
                 // A claim that shrinks frees nothing until the store shows it.
-                usage.add(provider, class, (amount - already).max(0));
+                usage.add(
+                    provider,
+                    class,
+                    (amount - counted_on(counted, provider, class)).max(0),
+                );
             }
         }
         usage
     }
+
+    /// Adds what the claims of each write decided here held before it, beyond what the store
+    /// counts for them now; writes whose record is admitted, or that hold a claim being
+    /// decided, are left out.
+    fn add_held_before(&self, store: &Store, deciding: &[&str], usage: &mut PendingUsage) {
+        let mut writes: BTreeMap<u64, Vec<(&str, Option<&kubeplace_api::Allocation>)>> =
+            BTreeMap::new();
+        for (name, before, write) in store.claims_decided_here() {
+            writes.entry(write).or_default().push((name, before));
+        }
+        for claims in writes.values() {
+            if claims
+                .iter()
+                .any(|(name, _)| deciding.contains(name) || self.admitted_write_on(store, name))
+            {
+                continue;
+            }
+            let mut held: Taken = BTreeMap::new();
+            for (_, before) in claims {
+                for (at, amount) in before.map(takes).unwrap_or_default() {
+                    *held.entry(at).or_insert(0) += amount;
+                }
+            }
+            for ((provider, class), amount) in &held {
+                let shown: i64 = claims
+                    .iter()
+                    .map(|(name, _)| counted_on(store.index().allocations(name), provider, class))
+                    .sum();
+                usage.add(provider, class, (amount - shown).max(0));
+            }
+            let names: Vec<&str> = claims.iter().map(|(name, _)| *name).collect();
+            let charged: Vec<crate::quota::Charge> = claims
+                .iter()
+                .filter_map(|(_, before)| before.and_then(crate::quota::charge_of))
+                .collect();
+            usage.charges.add_held_before(
+                store.charges(),
+                &names,
+                &charged.iter().collect::<Vec<_>>(),
+            );
+        }
+    }
+
+    /// Whether a claim this replica decided belongs to a write of several objects whose
+    /// record is admitted: the record is the decision and its objects follow it, so from
+    /// then on they count as the store shows them.
+    fn admitted_write_on(&self, store: &Store, name: &str) -> bool {
+        let key = ObjectKey::cluster(Kind::Allocation, name);
+        let in_ledger = || {
+            self.writes
+                .iter()
+                .any(|w| w.changes.iter().any(|c| c.key == key))
+        };
+        let seen_by_store = || {
+            store.write_on(&key).is_some()
+                || store
+                    .get(&key)
+                    .and_then(crate::store::writes::mark_of)
+                    .is_some_and(|write| store.knows_write(write))
+        };
+        in_ledger() || seen_by_store()
+    }
+}
+
+/// What a claim takes, per provider and resource class.
+type Taken = BTreeMap<(String, String), i64>;
+
+/// What the store counts for a claim on one provider and class.
+fn counted_on(
+    counted: Option<&kubeplace_core::placement::provider_tree::ConsumerAllocations>,
+    provider: &str,
+    class: &str,
+) -> i64 {
+    counted
+        .map(|c| {
+            c.items
+                .iter()
+                .filter(|(p, k, _)| p == provider && k == class)
+                .map(|(_, _, n)| n)
+                .sum()
+        })
+        .unwrap_or(0)
 }
 
 /// Versions of one Allocation name held at most.
@@ -325,6 +421,47 @@ mod tests {
         assert_eq!(ledger.pending().len(), 1);
         assert!(admitted(&mut ledger, &store, "real", now));
         assert!(!admitted(&mut ledger, &store, "one-too-many", now));
+    }
+
+    /// A release this replica's Placement API decided frees nothing for others until it
+    /// is committed: the API server still holds the claim, and the commit may fail.
+    #[test]
+    fn a_release_decided_here_frees_room_once_committed() {
+        let mut store = store_with_vcpus(2);
+        for name in ["a", "b"] {
+            store.apply(claim(name));
+        }
+        let mut ledger = Ledger::new(Duration::from_secs(30));
+        let now = Instant::now();
+        let key = ObjectKey::cluster(Kind::Allocation, "a");
+        let before = store.get(&key).cloned();
+        store.delete(&key);
+        store.hold_decided([(&key, before.as_ref())]);
+        assert!(!admitted(&mut ledger, &store, "c", now));
+        store.release_decided([&key]);
+        assert!(admitted(&mut ledger, &store, "c", now));
+    }
+
+    /// A move decided here (one claim released, another made, in one write) holds its room
+    /// once, not twice: its claims change together or not at all.
+    #[test]
+    fn a_move_decided_here_holds_its_room_once() {
+        let mut store = store_with_vcpus(3);
+        for name in ["instance", "other"] {
+            store.apply(claim(name));
+        }
+        let mut ledger = Ledger::new(Duration::from_secs(30));
+        let now = Instant::now();
+        let (from, to) = (
+            ObjectKey::cluster(Kind::Allocation, "instance"),
+            ObjectKey::cluster(Kind::Allocation, "migration"),
+        );
+        let before = store.get(&from).cloned();
+        store.delete(&from);
+        store.apply(claim("migration"));
+        store.hold_decided([(&from, before.as_ref()), (&to, None)]);
+        assert!(admitted(&mut ledger, &store, "third", now));
+        assert!(!admitted(&mut ledger, &store, "fourth", now));
     }
 
     /// Reviews of ever new names hold at most `max_holds` claims: the oldest holds go first,

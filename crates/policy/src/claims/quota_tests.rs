@@ -8,9 +8,9 @@ use kubeplace_api::{Kind, Object, WRITE_ANNOTATION};
 
 use crate::admission::Operation;
 use crate::claims::Ledger;
-use crate::placement_records::{CONSUMER_TYPE_ANNOTATION, PROJECT_ANNOTATION};
 use crate::store::{Change, ObjectKey, Store};
 use crate::test_objects::object;
+use kubeplace_api::{CONSUMER_TYPE_ANNOTATION, PROJECT_ANNOTATION};
 
 /// One provider far larger than any quota: only quotas refuse.
 fn roomy() -> Store {
@@ -248,6 +248,15 @@ mod interleavings {
         Confirm {
             n: u32,
         },
+        /// This replica's Placement API decides a claim beside the ledger and shows it in
+        /// the store at once, before its review.
+        Local {
+            n: u32,
+            project: usize,
+            vcpu: i64,
+        },
+        /// The review of the oldest claim decided by the Placement API.
+        Review,
     }
 
     fn step() -> impl Strategy<Value = Step> {
@@ -262,6 +271,9 @@ mod interleavings {
             1 => Just(Step::Failover),
             2 => (0u32..12, 1i64..5).prop_map(|(n, vcpu)| Step::Move { n, vcpu }),
             1 => (0u32..12).prop_map(|n| Step::Confirm { n }),
+            3 => (0u32..12, 0usize..2, 1i64..4)
+                .prop_map(|(n, project, vcpu)| Step::Local { n, project, vcpu }),
+            3 => Just(Step::Review),
         ]
     }
 
@@ -314,10 +326,26 @@ mod interleavings {
             let mut in_flight: Vec<(Object, ())> = Vec::new();
             let mut lowered = false;
             let mut writes = 0;
+            // Decided by the Placement API and not reviewed yet, oldest first: the claim, what
+            // the API server holds of its name, and how many limit changes came before it.
+            let mut local: Vec<(Object, Option<Object>, usize)> = Vec::new();
+            let mut limit_changes = 0;
+            // Its writer undoes a claim the cluster refused: the store shows what it did before.
+            let undo = |store: &mut Store, o: &Object, before: Option<Object>| {
+                let key = ObjectKey::of(o);
+                store.release_decided([&key]);
+                match before {
+                    Some(b) => { store.put(b); }
+                    None => { store.delete(&key); }
+                }
+            };
             for step in steps {
                 match step {
                     Step::Claim { n, project, vcpu } => {
                         let name = format!("c{n}");
+                        if local.iter().any(|(o, _, _)| o.name() == name) {
+                            continue;
+                        }
                         let project = PROJECTS[project];
                         let o = claim(&name, n, project, "INSTANCE", vcpu, None);
                         // The API server passes the object as it holds it, ahead of the watch.
@@ -364,7 +392,10 @@ mod interleavings {
                     Step::Release { n } => {
                         let name = format!("c{n}");
                         let stored = store.get_cluster(Kind::Allocation, &name).is_some();
-                        if stored && !in_flight.iter().any(|(o, _)| o.name() == name) {
+                        if stored
+                            && !in_flight.iter().any(|(o, _)| o.name() == name)
+                            && !local.iter().any(|(o, _, _)| o.name() == name)
+                        {
                             store.apply_changes([Change::Delete(ObjectKey::cluster(Kind::Allocation, &name))]);
                             truth.remove(&name);
                         }
@@ -385,13 +416,29 @@ mod interleavings {
                                 *e = h;
                             }
                         }
+                        // Claims the Placement API decided may yet be admitted.
+                        for (o, _, _) in &local {
+                            let h = held(o);
+                            if h.0 == p && h.1 {
+                                let e = possible.entry(o.name().to_string()).or_insert(h.clone());
+                                if e.0 != p || !e.1 || h.2 > e.2 {
+                                    *e = h;
+                                }
+                            }
+                        }
                         let (used_vcpu, used_servers) = usage(&possible, p);
                         lowered |= vcpu < used_vcpu || servers < used_servers;
                         store.apply_changes([Change::Put(Box::new(quota(p, vcpu, servers)))]);
                         limits.insert(p.to_string(), (vcpu, servers));
+                        limit_changes += 1;
                     }
                     Step::Failover => {
                         // A new leader decides once its store has caught up with the API server.
+                        // Claims the old leader's Placement API decided and never sent are
+                        // lost with it.
+                        for (o, before, _) in local.drain(..) {
+                            undo(&mut store, &o, before);
+                        }
                         for (o, _) in in_flight.drain(..) {
                             store.apply_changes([Change::Put(Box::new(o))]);
                         }
@@ -400,7 +447,8 @@ mod interleavings {
                     Step::Move { n, vcpu } => {
                         let (name, migration) = (format!("c{n}"), format!("m{n}"));
                         let held = truth.get(&name).cloned();
-                        let busy = in_flight.iter().any(|(o, _)| o.name() == name || o.name() == migration)
+                        let busy = in_flight.iter().map(|(o, _)| o).chain(local.iter().map(|(o, _, _)| o))
+                            .any(|o| o.name() == name || o.name() == migration)
                             || truth.contains_key(&migration);
                         let Some((project, true, old)) = held else { continue };
                         if busy || store.get_cluster(Kind::Allocation, &name).is_none() {
@@ -428,15 +476,61 @@ mod interleavings {
                             truth.remove(&migration);
                         }
                     }
+                    Step::Local { n, project, vcpu } => {
+                        let name = format!("c{n}");
+                        let key = ObjectKey::cluster(Kind::Allocation, &name);
+                        let busy = in_flight.iter().map(|(o, _)| o).chain(local.iter().map(|(o, _, _)| o))
+                            .any(|o| o.name() == name);
+                        if busy {
+                            continue;
+                        }
+                        let o = claim(&name, n, PROJECTS[project], "INSTANCE", vcpu, None);
+                        let before = store.get(&key).cloned();
+                        let pending = ledger.beside(&store, &name, Instant::now());
+                        if crate::admission::admit_and_store_beside(&mut store, o.clone(), &pending).allowed {
+                            store.hold_decided([(&key, before.as_ref())]);
+                            local.push((o, before, limit_changes));
+                        }
+                    }
+                    Step::Review => {
+                        if local.is_empty() {
+                            continue;
+                        }
+                        let (o, before, limits_then) = local.remove(0);
+                        let name = o.name().to_string();
+                        if decide_over(&mut ledger, &store, &o, before.as_ref()).allowed {
+                            let (project, _, vcpu) = held(&o);
+                            let was = usage(&truth, &project);
+                            truth.insert(name, (project.clone(), true, vcpu));
+                            prop_assert!(within(was, usage(&truth, &project), limits[&project]),
+                                "{project}: {was:?} -> {:?} over {:?}", usage(&truth, &project), limits[&project]);
+                            store.release_decided([&ObjectKey::of(&o)]);
+                            in_flight.push((o, ()));
+                        } else {
+                            // Decided beside every claim admitted before it, and counted by
+                            // every claim admitted after: only a limit changed since refuses
+                            // it.
+                            prop_assert!(limits_then < limit_changes,
+                                "the review of {name} refused what the Placement API decided");
+                            undo(&mut store, &o, before);
+                        }
+                    }
                 }
                 if !lowered {
                     for p in PROJECTS {
                         let (used, limit) = (usage(&truth, p), limits[p]);
                         prop_assert!(used.0 <= limit.0 && used.1 <= limit.1, "{p}: {used:?} over {limit:?}");
+                        // Nor does the store show more, with the claims decided here.
+                        let shown = store.charges().usage(p);
+                        let shown = (shown.resources.get("VCPU").copied().unwrap_or(0), shown.servers);
+                        prop_assert!(shown.0 <= limit.0 && shown.1 <= limit.1, "{p}: the store shows {shown:?} over {limit:?}");
                     }
                 }
             }
             // Delivered at last, the store charges what the API server holds.
+            for (o, before, _) in local.drain(..) {
+                undo(&mut store, &o, before);
+            }
             for (o, _) in in_flight.drain(..) {
                 store.apply_changes([Change::Put(Box::new(o))]);
             }

@@ -10,7 +10,8 @@ use kubeplace_core::placement::query::CandidatesQuery;
 
 use super::consumers::{Consumer, consumer_from_objects};
 use super::{Backing, Book, RecordError, Registry, RegistryChange};
-use crate::admission::admit_and_store;
+use crate::admission::{PendingUsage, admit_and_store, admit_and_store_beside};
+use crate::claims::Ledger;
 use crate::store::generations::{
     Record, allocation_records, counted_spec_generation, generation_of, set_allocation_records,
     set_provider_record, set_uncounted, uncounted,
@@ -60,6 +61,9 @@ pub struct State<'a> {
     /// Whether the store holds back watch events of the changed objects until the write is
     /// committed or undone ([`State::hold_until_committed`]).
     decided_held: bool,
+    /// The claims decided at admission that the store does not show yet, which the
+    /// request's own claims are decided beside ([`State::beside_ledger`]).
+    ledger: Option<&'a mut Ledger>,
 }
 
 /// What a write changed: every object touched, before and after, in the order first
@@ -85,7 +89,16 @@ impl<'a> State<'a> {
             bumps: BTreeMap::new(),
             registry_changes: Vec::new(),
             decided_held: false,
+            ledger: None,
         }
+    }
+
+    /// Decides the request's claims beside the claims `ledger` admitted and the store does
+    /// not show yet, as a review of them would be: every claim of a replica is decided at
+    /// one point, whether it came through admission or through this API.
+    pub fn beside_ledger(mut self, ledger: &'a mut Ledger) -> Self {
+        self.ledger = Some(ledger);
+        self
     }
 
     /// The store as this request sees it.
@@ -358,7 +371,7 @@ impl<'a> State<'a> {
             .map(|(key, before)| (key.clone(), before.clone()))
             .collect();
         let store = self.store.get_mut()?;
-        store.hold_decided(changed.iter().map(|(key, _)| key));
+        store.hold_decided(changed.iter().map(|(key, before)| (key, before.as_ref())));
         for (key, before) in changed {
             if let Some(before) = before.filter(|_| store.get(&key).is_none()) {
                 store.hold_deletion_of_object(key, &before, now);
@@ -464,7 +477,12 @@ impl<'a> State<'a> {
         let key = ObjectKey::of(&object);
         self.touch(&key)?;
         self.note_start(&object);
-        let verdict = admit_and_store(self.store.get_mut()?, object);
+        let store = self.store.get_mut()?;
+        let pending = match self.ledger.as_deref_mut() {
+            Some(ledger) => ledger.beside(store, object.name(), std::time::Instant::now()),
+            None => PendingUsage::default(),
+        };
+        let verdict = admit_and_store_beside(store, object, &pending);
         if !verdict.allowed {
             return Err(RecordError::AllocationRefused(verdict.message));
         }

@@ -197,6 +197,43 @@ impl Pending {
         }
     }
 
+    /// Adds what claims decided together (one write) charged before their decision, beyond
+    /// what the store charges for them now: until the API server has the write, each
+    /// project counts the most of before and after for them, whole.
+    pub fn add_held_before(&mut self, counted: &Charges, claims: &[&str], before: &[&Charge]) {
+        let mut held: BTreeMap<(&str, &str), i64> = BTreeMap::new();
+        for charge in before {
+            for (class, n) in &charge.resources {
+                *held.entry((&charge.project, class)).or_insert(0) += n;
+            }
+        }
+        for claim in claims {
+            if let Some(shown) = counted.of_claim(claim) {
+                for (class, n) in &shown.resources {
+                    if let Some(at) = held.get_mut(&(shown.project.as_str(), class.as_str())) {
+                        *at -= n;
+                    }
+                }
+            }
+        }
+        for ((project, class), n) in held {
+            let usage = self.usage.entry(project.to_string()).or_default();
+            *usage.resources.entry(class.to_string()).or_insert(0) += n.max(0);
+        }
+        for charge in before {
+            if !counted.charges_consumer(&charge.project, &charge.consumer)
+                && self
+                    .consumers
+                    .insert((charge.project.clone(), charge.consumer.clone()))
+            {
+                self.usage
+                    .entry(charge.project.clone())
+                    .or_default()
+                    .servers += 1;
+            }
+        }
+    }
+
     /// What pending claims add to a project.
     pub fn usage(&self, project: &str) -> Option<&Usage> {
         self.usage.get(project)

@@ -199,7 +199,9 @@ pub struct Store {
     /// writes: watch events of them are older than the decision, or its own answer (put
     /// by the writer), and are not taken meanwhile, so a reader never sees the decision
     /// half undone by a late event.
-    decided: BTreeMap<ObjectKey, u32>,
+    decided: BTreeMap<ObjectKey, Decided>,
+    /// How many writes [`Store::hold_decided`] numbered.
+    decided_writes: u64,
     /// What each project's counted claims hold (shared like the index), changed in the
     /// same step as the index's count of a claim.
     charges: Arc<charges::Charges>,
@@ -208,6 +210,17 @@ pub struct Store {
     /// Mirrored objects whose name a written object holds ([`mirrored`]): the written one
     /// stands in their place until it is deleted.
     mirrored_aside: BTreeMap<ObjectKey, Object>,
+}
+
+/// An object writes of this process decided and have not committed.
+#[derive(Debug, Clone)]
+struct Decided {
+    /// How many.
+    writes: u32,
+    /// The object before the first of them: what the API server holds until one commits.
+    before: Option<Object>,
+    /// The first of them, by number: a write's objects change together or not at all.
+    write: u64,
 }
 
 /// A deletion held: since when, and of which object (its uid) when only that one is
@@ -857,11 +870,42 @@ impl Store {
         self.decided.keys()
     }
 
-    /// Keeps watch events of objects a write of this process decided from being taken until
-    /// [`Store::release_decided`].
-    pub fn hold_decided<'k>(&mut self, keys: impl IntoIterator<Item = &'k ObjectKey>) {
-        for key in keys {
-            *self.decided.entry(key.clone()).or_default() += 1;
+    /// The Allocations writes of this process decided and have not committed, each with
+    /// the version the API server held before the decision (none: it held none) and the
+    /// write it belongs to (the same number for the claims of one write).
+    pub fn claims_decided_here(
+        &self,
+    ) -> impl Iterator<Item = (&str, Option<&kubeplace_api::Allocation>, u64)> {
+        self.decided
+            .iter()
+            .filter(|(key, _)| key.kind == Kind::Allocation)
+            .map(|(key, decided)| {
+                let before = match &decided.before {
+                    Some(Object::Allocation(a)) => Some(a),
+                    _ => None,
+                };
+                (key.name.as_str(), before, decided.write)
+            })
+    }
+
+    /// Keeps watch events of the objects one write of this process decided from being
+    /// taken until [`Store::release_decided`]; each key comes with its object before the
+    /// decision.
+    pub fn hold_decided<'k>(
+        &mut self,
+        keys: impl IntoIterator<Item = (&'k ObjectKey, Option<&'k Object>)>,
+    ) {
+        self.decided_writes += 1;
+        let write = self.decided_writes;
+        for (key, before) in keys {
+            self.decided
+                .entry(key.clone())
+                .or_insert_with(|| Decided {
+                    writes: 0,
+                    before: before.cloned(),
+                    write,
+                })
+                .writes += 1;
         }
     }
 
@@ -869,9 +913,9 @@ impl Store {
     /// are taken again.
     pub fn release_decided<'k>(&mut self, keys: impl IntoIterator<Item = &'k ObjectKey>) {
         for key in keys {
-            if let Some(n) = self.decided.get_mut(key) {
-                *n -= 1;
-                if *n == 0 {
+            if let Some(decided) = self.decided.get_mut(key) {
+                decided.writes -= 1;
+                if decided.writes == 0 {
                     self.decided.remove(key);
                 }
             }

@@ -236,3 +236,46 @@ fn over_a_cluster_claims_and_removals_move_generations_as_placement_and_they_nev
     }
     assert_eq!(generation(&store), 4);
 }
+
+/// A claim the webhook admitted a moment ago holds its room against the API's own claims
+/// before the store shows it: the API's claim that would take that room is refused at
+/// once, so the store never shows both (one over capacity) until a review refuses one.
+#[test]
+fn the_apis_claims_are_decided_beside_the_claims_admitted_and_not_yet_shown() {
+    use crate::admission::Operation;
+    use crate::claims::Ledger;
+    use std::time::{Duration, Instant};
+    let store = RwLock::new(store());
+    let book = RwLock::new(Book::new(&store.read().unwrap(), Backing::Cluster));
+    let mut ledger = Ledger::new(Duration::from_secs(30));
+    let admitted = ledger.decide(
+        Operation::Create,
+        &Object::Allocation(claim("by-kubectl", CONSUMER, 3)),
+        None,
+        &store.read().unwrap(),
+        Instant::now(),
+        false,
+    );
+    assert!(admitted.allowed, "{}", admitted.message);
+
+    // Decided against the store alone, the API's claim of 2 of the 4 would be taken.
+    let mut alone = locked(&store, &book, Backing::Cluster, true);
+    let other = "7b0c2f5e-3b7a-4c61-8f0e-2a9b1c3d4e5f";
+    alone.write_allocation(claim(other, other, 2)).unwrap();
+    drop(alone);
+    store
+        .write()
+        .unwrap()
+        .delete(&ObjectKey::cluster(Kind::Allocation, other));
+
+    let mut state = locked(&store, &book, Backing::Cluster, true).beside_ledger(&mut ledger);
+    match state.write_allocation(claim(other, other, 2)) {
+        Err(RecordError::AllocationRefused(message)) => {
+            assert!(message.contains("capacity"), "{message}")
+        }
+        answer => panic!("the API's claim was not refused: {answer:?}"),
+    }
+    // One that fits beside the admitted claim is taken.
+    state.write_allocation(claim(other, other, 1)).unwrap();
+    assert!(state.store().get_cluster(Kind::Allocation, other).is_some());
+}
