@@ -5,6 +5,7 @@
 //! Every replica watches and keeps its store, for the webhook; only the leader writes
 //! status.
 
+mod device_reservations;
 pub mod finalizer;
 pub(crate) mod headroom;
 pub mod lease;

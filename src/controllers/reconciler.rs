@@ -396,19 +396,39 @@ impl Reconciler {
     }
 
     /// Creates the Allocations of the servers the pass placed (server-side apply); one that
-    /// fails is planned again by a later pass.
+    /// fails (the claims ledger refused it: a device or core was taken a moment before) has
+    /// its Server planned again after a backoff, as a failed status write is.
     async fn write_placements(&self, placements: Vec<kubeplace_api::Allocation>) {
         for allocation in placements {
             let name = allocation.metadata.name.clone().unwrap_or_default();
+            let server =
+                kubeplace_api::allocation_server(&allocation).map(|s| ObjectKey::server(&s));
             let api: kube::Api<kubeplace_api::Allocation> = kube::Api::all(self.client.clone());
             let params = kube::api::PatchParams::apply(status::FIELD_MANAGER).force();
             match api
                 .patch(&name, &params, &kube::api::Patch::Apply(&allocation))
                 .await
             {
-                Ok(_) => info!(allocation = %name, "placed a server"),
+                Ok(_) => {
+                    if let Some(key) = &server {
+                        self.retries.succeeded(key);
+                    }
+                    info!(allocation = %name, "placed a server")
+                }
                 Err(e) => {
-                    warn!(allocation = %name, error = %e, "cannot write a server's allocation; will retry")
+                    warn!(allocation = %name, error = %e, "cannot write a server's allocation; will retry");
+                    if let Some(key) = server {
+                        let after = self.retries.failed(
+                            &key,
+                            self.pacing.retry_after,
+                            self.pacing.retry_max,
+                        );
+                        let trigger = self.trigger.clone();
+                        tokio::spawn(async move {
+                            tokio::time::sleep(after).await;
+                            trigger.key(key);
+                        });
+                    }
                 }
             }
         }

@@ -48,6 +48,9 @@ impl Reservations {
             if let Err(e) = self.pass().await {
                 warn!(error = %e, "reservation pods could not be brought in step; trying again");
             }
+            if let Err(e) = self.device_pass().await {
+                warn!(error = %e, "reservation claims could not be brought in step; trying again");
+            }
         })
         .await;
     }
@@ -152,7 +155,11 @@ impl Reservations {
     }
 }
 
-async fn delete(api: &Api<Pod>, name: &str) -> Result<(), kube::Error> {
+/// Deletes a reservation (a pod or a claim); one already gone is no error.
+pub(super) async fn delete<K>(api: &Api<K>, name: &str) -> Result<(), kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
     match api.delete(name, &DeleteParams::default()).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),

@@ -484,7 +484,13 @@ async fn register_webhook(
     let name = &flags.webhook.webhook_config_name;
     let host = flags.webhook.webhook_host.as_deref().unwrap_or_default();
     let url = config::base_url(host, webhook_port);
-    let configuration = config::webhook_configuration(name, &url, ca);
+    let mut configuration = config::webhook_configuration(name, &url, ca);
+    if flags.mirror.mirror_cluster {
+        configuration
+            .webhooks
+            .get_or_insert_with(Vec::new)
+            .push(config::device_claims_webhook(&url, ca));
+    }
     config::apply(client.clone(), &configuration)
         .await
         .map_err(|source| Error::Register {

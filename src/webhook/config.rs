@@ -88,6 +88,33 @@ pub fn webhook_configuration(
     }
 }
 
+/// The webhook that decides devices kube-scheduler allocates (`resourceclaims/status`
+/// updates) at the claims ledger, registered with the cluster mirror: a device a Server
+/// holds is not given to a pod (docs/mirror.md).
+pub fn device_claims_webhook(base_url: &str, ca_bundle_pem: &str) -> ValidatingWebhook {
+    ValidatingWebhook {
+        name: format!("resourceclaims.{GROUP}"),
+        client_config: WebhookClientConfig {
+            url: Some(format!("{base_url}/validate/resourceclaims")),
+            ca_bundle: Some(ByteString(ca_bundle_pem.as_bytes().to_vec())),
+            service: None,
+        },
+        rules: Some(vec![RuleWithOperations {
+            api_groups: Some(vec!["resource.k8s.io".into()]),
+            api_versions: Some(vec!["v1".into()]),
+            operations: Some(vec!["UPDATE".into()]),
+            resources: Some(vec!["resourceclaims/status".into()]),
+            scope: Some("Namespaced".into()),
+        }]),
+        failure_policy: Some("Fail".into()),
+        side_effects: "None".into(),
+        admission_review_versions: vec!["v1".into()],
+        match_policy: Some("Equivalent".into()),
+        timeout_seconds: Some(10),
+        ..Default::default()
+    }
+}
+
 /// Creates the configuration or brings it to `config` (server-side apply, forced).
 pub async fn apply(
     client: Client,

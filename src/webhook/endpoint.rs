@@ -30,11 +30,15 @@ pub async fn handle(webhook: Arc<Webhook>, request: Request<Incoming>) -> Reply 
             "kubeplace's webhook serves /validate/<plural>\n",
         );
     };
-    let Some(resource) = kubeplace_api::Kind::from_plural(&plural) else {
-        return text(
-            StatusCode::NOT_FOUND,
-            format!("kubeplace serves no kind at /validate/{plural}\n"),
-        );
+    let resource = match kubeplace_api::Kind::from_plural(&plural) {
+        Some(kind) => kind.as_str(),
+        None if plural == super::device_claims::PLURAL => super::device_claims::KIND,
+        None => {
+            return text(
+                StatusCode::NOT_FOUND,
+                format!("kubeplace serves no kind at /validate/{plural}\n"),
+            );
+        }
     };
     if request.method() != Method::POST {
         return text(StatusCode::METHOD_NOT_ALLOWED, "POST an AdmissionReview\n");
@@ -42,7 +46,7 @@ pub async fn handle(webhook: Arc<Webhook>, request: Request<Incoming>) -> Reply 
     let refuse = |message: String| {
         webhook
             .metrics()
-            .admission(resource.as_str(), "invalid", Duration::ZERO);
+            .admission(resource, "invalid", Duration::ZERO);
         let mut review = invalid(message, None).into_review();
         review.types.api_version = ADMISSION_API_VERSION.into();
         review_reply(&review)

@@ -4,6 +4,7 @@
 
 pub mod claims_route;
 pub mod config;
+mod device_claims;
 pub mod endpoint;
 pub mod event_budget;
 mod read_through;
@@ -201,6 +202,9 @@ impl Webhook {
     }
 
     async fn answer(&self, plural: &str, body: &[u8], forwarded: bool) -> Answer {
+        if plural == device_claims::PLURAL {
+            return self.answer_device_claim(body, forwarded).await;
+        }
         let label = Kind::from_plural(plural)
             .map(|k| k.as_str().to_string())
             .unwrap_or_else(|| plural.to_string());
@@ -239,30 +243,11 @@ impl Webhook {
             );
         }
         if matches!(kind, Kind::Allocation | Kind::PlacementWrite)
-            && let Some(route) = &self.claims_route
+            && let Some(answer) = self
+                .routed(&label, plural, body, forwarded, &response)
+                .await
         {
-            match route.route(forwarded) {
-                Route::Decide => {}
-                Route::Refuse(reason) => return deny(reason),
-                Route::Forward(endpoint) => {
-                    return match self.forwarded(route, &endpoint, plural, body).await {
-                        Ok(mut leader) => {
-                            // The answer is to this request: its uid and its types (which
-                            // are not part of a response's JSON).
-                            leader.uid = response.uid.clone();
-                            leader.types = response.types.clone();
-                            Answer {
-                                kind: label,
-                                verdict: if leader.allowed { "allowed" } else { "denied" },
-                                response: leader,
-                            }
-                        }
-                        Err(e) => deny(format!(
-                            "claims are decided by kubeplace's leader, and it could not be asked: {e}; retry"
-                        )),
-                    };
-                }
-            }
+            return answer;
         }
         let verdict = self
             .decide(op, &object, old.as_ref(), request.dry_run)
@@ -285,6 +270,47 @@ impl Webhook {
             answer.response.warnings = Some(verdict.warnings);
         }
         answer
+    }
+
+    /// With several replicas, a claim is decided by the leader only: `None` when this
+    /// replica decides it, else the answer (the leader's, or a refusal when there is none to
+    /// ask).
+    async fn routed(
+        &self,
+        label: &str,
+        plural: &str,
+        body: &[u8],
+        forwarded: bool,
+        response: &AdmissionResponse,
+    ) -> Option<Answer> {
+        let route = self.claims_route.as_ref()?;
+        let deny = |message: String| Answer {
+            kind: label.to_string(),
+            verdict: "denied",
+            response: denied(response.clone(), message),
+        };
+        match route.route(forwarded) {
+            Route::Decide => None,
+            Route::Refuse(reason) => Some(deny(reason)),
+            Route::Forward(endpoint) => {
+                Some(match self.forwarded(route, &endpoint, plural, body).await {
+                    Ok(mut leader) => {
+                        // The answer is to this request: its uid and its types (which are
+                        // not part of a response's JSON).
+                        leader.uid = response.uid.clone();
+                        leader.types = response.types.clone();
+                        Answer {
+                            kind: label.to_string(),
+                            verdict: if leader.allowed { "allowed" } else { "denied" },
+                            response: leader,
+                        }
+                    }
+                    Err(e) => deny(format!(
+                        "claims are decided by kubeplace's leader, and it could not be asked: {e}; retry"
+                    )),
+                })
+            }
+        }
     }
 
     /// The leader's answer to a review passed on to it.
@@ -389,6 +415,11 @@ fn read_request(
             None,
         ));
     };
+    read_review(body).map(|request| (kind, request))
+}
+
+/// The request of an AdmissionReview v1, or why it cannot be read (with its uid when found).
+fn read_review(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, (String, Option<String>)> {
     let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(body) {
         Ok(r) => r,
         Err(e) => {
@@ -412,10 +443,9 @@ fn read_request(
             uid,
         ));
     }
-    match review.try_into() {
-        Ok(request) => Ok((kind, request)),
-        Err(_) => Err(("the AdmissionReview has no request".into(), None)),
-    }
+    review
+        .try_into()
+        .map_err(|_| ("the AdmissionReview has no request".to_string(), None))
 }
 
 /// The operation, the object under review and (for an update) the stored one, read as

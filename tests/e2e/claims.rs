@@ -123,13 +123,25 @@ pub(super) fn round_robin(backends: Vec<u16>) -> (u16, Arc<Vec<AtomicUsize>>) {
 pub(super) fn replica_on(
     cp: &ControlPlane,
     name: &str,
-    (cert, key, ca): (&Path, &Path, &Path),
+    certs: (&Path, &Path, &Path),
     config: &str,
     webhook_port: u16,
     placement_port: u16,
 ) -> (Operator, u16) {
+    replica_with(cp, name, certs, config, (webhook_port, placement_port), &[])
+}
+
+/// [`replica_on`], with more flags.
+pub(super) fn replica_with(
+    cp: &ControlPlane,
+    name: &str,
+    (cert, key, ca): (&Path, &Path, &Path),
+    config: &str,
+    (webhook_port, placement_port): (u16, u16),
+    extra: &[&str],
+) -> (Operator, u16) {
     let metrics_port = support::free_port();
-    let args: Vec<String> = vec![
+    let mut args: Vec<String> = vec![
         "run".into(),
         format!("--kubeconfig={}", cp.kubeconfig.display()),
         format!("--tls-cert-file={}", cert.display()),
@@ -143,6 +155,7 @@ pub(super) fn replica_on(
         format!("--ca-file={}", ca.display()),
         format!("--placement-addr=127.0.0.1:{placement_port}"),
     ];
+    args.extend(extra.iter().map(|s| s.to_string()));
     (
         Operator::launch(cp, name, args, metrics_port, config),
         webhook_port,

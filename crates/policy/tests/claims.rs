@@ -383,3 +383,68 @@ fn a_large_store_reconciled_on_every_core_settles_where_one_walk_would() {
         Some("True".into())
     );
 }
+
+/// kube-scheduler's allocation of a device is decided at the ledger: refused while a
+/// claim holds the device (counted, or admitted a moment ago), held once admitted.
+#[test]
+fn a_device_kube_scheduler_allocates_is_decided_beside_every_claim() {
+    let mut store = Store::default();
+    store.apply(object(
+        "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata:\n  name: gpu.example.com.node-a.gpu-0\n  annotations:\n    kubeplace.io/mirrored-from: ResourceSlice/node-a-gpus\nspec:\n  inventories:\n    CUSTOM_GPU: {total: 1}\n",
+    ));
+    let claim = |name: &str, uid: &str| -> kubeplace_api::cluster_source::ResourceClaim {
+        serde_saphyr::from_str(&format!(
+            "metadata: {{name: {name}, namespace: ml, uid: {uid}}}\nspec: {{}}\nstatus:\n  allocation:\n    devices:\n      results:\n      - {{request: r, driver: gpu.example.com, pool: node-a, device: gpu-0}}\n"
+        ))
+        .unwrap()
+    };
+    let now = Instant::now();
+    let first = kubeplace_policy::mirror::claim_allocation(
+        &claim("a", "9d1c4c52-0000-4000-8000-000000000001"),
+        &store,
+    )
+    .expect("a device the store has");
+    let second = kubeplace_policy::mirror::claim_allocation(
+        &claim("b", "9d1c4c52-0000-4000-8000-000000000002"),
+        &store,
+    )
+    .unwrap();
+    let mut ledger = Ledger::new(Duration::from_secs(30));
+    assert!(
+        ledger
+            .decide_device_claim(&first, &store, now, false)
+            .allowed
+    );
+    let refused = ledger.decide_device_claim(&second, &store, now, false);
+    assert!(
+        !refused.allowed && refused.message.contains("CUSTOM_GPU"),
+        "{}",
+        refused.message
+    );
+    // Shown by the mirror and then deleted (the pod went): the device is free again.
+    store.apply(Object::Allocation(first.clone()));
+    store.delete(&ObjectKey::of(&Object::Allocation(first.clone())));
+    assert!(
+        ledger
+            .decide_device_claim(&second, &store, now, false)
+            .allowed
+    );
+    // A claim of kubeplace's on the device, seen by the store, refuses it too.
+    let mut ledger = Ledger::new(Duration::from_secs(30));
+    store.apply(object(
+        "apiVersion: kubeplace.io/v1alpha1\nkind: Allocation\nmetadata:\n  name: server\nspec:\n  consumer: 00000000-0000-0000-0000-000000000009\n  allocations:\n  - provider: gpu.example.com.node-a.gpu-0\n    resources: {CUSTOM_GPU: 1}\n",
+    ));
+    assert!(
+        !ledger
+            .decide_device_claim(&first, &store, now, false)
+            .allowed
+    );
+    // A device the store has no provider for is not kubeplace's to decide.
+    assert!(
+        kubeplace_policy::mirror::claim_allocation(
+            &claim("c", "9d1c4c52-0000-4000-8000-000000000003"),
+            &Store::default()
+        )
+        .is_none()
+    );
+}

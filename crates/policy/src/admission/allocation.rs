@@ -45,6 +45,31 @@ pub(super) fn review(
     pending: &PendingUsage,
     review: &mut Review,
 ) {
+    review_capacity(a, store, pending, review);
+    let name = a.metadata.name.as_deref().unwrap_or("");
+    // Capacity and quota in the same step: no claim is judged against one and not the other.
+    let charge = crate::quota::charge_of(a);
+    // What the claim charges now is the API server's version (the store may be behind it,
+    // or show this very claim, decided a moment ago by its writer), and any version still
+    // on its way.
+    let held = old.and_then(crate::quota::charge_of);
+    let versions: Vec<_> = std::iter::once(held.as_ref())
+        .chain(pending.deciding.iter().map(Option::as_ref))
+        .collect();
+    if let Err(refusal) =
+        crate::quota::check_claim(store, &pending.charges, name, &versions, charge.as_ref())
+    {
+        review.problem(refusal.to_string());
+    }
+}
+
+/// Reviews what a claim takes against what its providers have room for.
+pub(super) fn review_capacity(
+    a: &Allocation,
+    store: &Store,
+    pending: &PendingUsage,
+    review: &mut Review,
+) {
     let name = a.metadata.name.as_deref().unwrap_or("");
     let index = store.index();
     if !is_uuid(&a.spec.consumer) {
@@ -109,19 +134,5 @@ pub(super) fn review(
                 review.problem(format!("{at}: {class} on {:?}: {e}", pa.provider));
             }
         }
-    }
-    // Capacity and quota in the same step: no claim is judged against one and not the other.
-    let charge = crate::quota::charge_of(a);
-    // What the claim charges now is the API server's version (the store may be behind it,
-    // or show this very claim, decided a moment ago by its writer), and any version still
-    // on its way.
-    let held = old.and_then(crate::quota::charge_of);
-    let versions: Vec<_> = std::iter::once(held.as_ref())
-        .chain(pending.deciding.iter().map(Option::as_ref))
-        .collect();
-    if let Err(refusal) =
-        crate::quota::check_claim(store, &pending.charges, name, &versions, charge.as_ref())
-    {
-        review.problem(refusal.to_string());
     }
 }

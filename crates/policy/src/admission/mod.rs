@@ -202,6 +202,19 @@ pub fn admit(
     admit_with_pending(operation, object, old, store, &PendingUsage::default())
 }
 
+/// A device allocation written to a ResourceClaim (by kube-scheduler), as the mirror will
+/// hold it: judged for capacity against the store and what `pending` claims hold. Pods'
+/// claims are charged to quotas, not refused by them, as pods' cores are.
+pub fn admit_device_claim(
+    a: &kubeplace_api::Allocation,
+    store: &Store,
+    pending: &PendingUsage,
+) -> Verdict {
+    let mut review = Review::default();
+    allocation::review_capacity(a, store, pending, &mut review);
+    review.into_verdict(Kind::Allocation, a.metadata.name.as_deref().unwrap_or(""))
+}
+
 /// [`admit`], with capacity that claims decided a moment ago hold although the store does
 /// not show them yet (the claims ledger).
 pub fn admit_with_pending(

@@ -140,6 +140,35 @@ impl Ledger {
         verdict
     }
 
+    /// Decides a device allocation written to a ResourceClaim (by kube-scheduler), as the
+    /// mirror will hold it (made by `mirror::claim_allocation`): against the store and
+    /// every claim pending, so a device a Server's claim took a moment ago is not given to a
+    /// pod too, nor the other way round. An admitted one is held until the mirror shows it,
+    /// unless `dry_run`.
+    pub fn decide_device_claim(
+        &mut self,
+        claim: &kubeplace_api::Allocation,
+        store: &Store,
+        now: Instant,
+        dry_run: bool,
+    ) -> Verdict {
+        self.forget_seen(store, now);
+        let name = claim.metadata.name.as_deref().unwrap_or_default();
+        let pending = self.usage(store, &[name]);
+        let verdict = crate::admission::admit_device_claim(claim, store, &pending);
+        if verdict.allowed && !dry_run {
+            self.hold_claim(PendingClaim {
+                name: name.to_string(),
+                uid: claim.metadata.uid.clone(),
+                generation: claim.metadata.generation,
+                takes: takes(claim),
+                charge: crate::quota::charge_of(claim),
+                admitted_at: now,
+            });
+        }
+        verdict
+    }
+
     /// What the claims admitted here and not yet shown by the store hold beside it, for a
     /// claim of `name` decided at this point by other means than a review: the Placement
     /// API's own writes on this replica, which go into the store at once. Deciding them

@@ -63,12 +63,16 @@ impl DeviceClasses {
     /// The resource class of a driver's devices: `CUSTOM_<CLASS>` after the first (by name)
     /// DeviceClass selecting the driver, else `CUSTOM_<DRIVER>`.
     pub fn resource_class(&self, driver: &str) -> String {
-        let named = self
-            .by_driver
+        let named = self.class_name(driver).unwrap_or(driver);
+        format!("CUSTOM_{}", trait_part(named))
+    }
+
+    /// The DeviceClass a driver's resource class is named after, if one selects it.
+    pub fn class_name(&self, driver: &str) -> Option<&str> {
+        self.by_driver
             .get(driver)
             .and_then(|set| set.first())
-            .map_or(driver, String::as_str);
-        format!("CUSTOM_{}", trait_part(named))
+            .map(String::as_str)
     }
 }
 

@@ -17,11 +17,12 @@ use kubeplace_api::cluster_source::{
 use kubeplace_api::{Allocation, AllocationSpec, AllocationStatus, Condition, Object, ObjectMeta};
 use kubeplace_core::placement::derived_provider_uuid;
 
-use crate::placement_records::{CONSUMER_TYPE_ANNOTATION, PROJECT_ANNOTATION};
 use crate::store::{Change, ObjectKey};
 use crate::translate::APPLIED;
+use kubeplace_api::{CONSUMER_TYPE_ANNOTATION, PROJECT_ANNOTATION};
 
 mod device_class;
+mod device_reservation;
 mod node;
 mod pod;
 pub mod quantity;
@@ -30,10 +31,16 @@ mod resource_claim;
 pub mod resource_slice;
 pub mod traits;
 
+pub use device_reservation::{
+    DeviceId, DeviceReservation, ReservedDevice, allocated_devices, device_of, device_reservations,
+    devices_held_by,
+};
 pub use node::COMPUTE_STATUS_DISABLED;
 pub use pod::POD_CONSUMER_TYPE;
-pub use reservation::{RESERVATION_LABEL, Reservation, is_reservation, reservations};
-pub use resource_claim::CLAIM_CONSUMER_TYPE;
+pub use reservation::{
+    RESERVATION_LABEL, Reservation, is_reservation, is_reservation_of_a_server, reservations,
+};
+pub use resource_claim::{CLAIM_CONSUMER_TYPE, claim_allocation};
 pub use traits::{DEFAULT_RULES, TraitRule, TraitTable, TraitTableError};
 
 /// The reason of a mirrored Allocation's `Applied` condition: a fact of the cluster,

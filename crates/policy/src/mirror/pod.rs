@@ -152,7 +152,7 @@ fn add(to: &mut BTreeMap<String, i64>, from: &BTreeMap<String, i64>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::placement_records::{CONSUMER_TYPE_ANNOTATION, PROJECT_ANNOTATION};
+    use kubeplace_api::{CONSUMER_TYPE_ANNOTATION, PROJECT_ANNOTATION};
 
     fn pod(yaml: &str) -> Pod {
         serde_saphyr::from_str(yaml).unwrap()

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use kubeplace_api::ObjectMeta;
 use kubeplace_api::cluster_source::Pod;
 use kubeplace_api::{Kind, Object, ServerRef, allocation_server};
 
@@ -92,12 +93,17 @@ pub fn reservations(store: &Store) -> Vec<Reservation> {
 /// Whether a pod is a Server's reservation: labelled so, and controlled by a Server. The
 /// mirror leaves such pods out: the Server's own claim already counts what they request.
 pub fn is_reservation(pod: &Pod) -> bool {
-    let labelled = pod
-        .metadata
+    is_reservation_of_a_server(&pod.metadata)
+}
+
+/// Whether an object (a pod, a ResourceClaim) is labelled a reservation and controlled by a
+/// Server.
+pub fn is_reservation_of_a_server(metadata: &ObjectMeta) -> bool {
+    let labelled = metadata
         .labels
         .as_ref()
         .is_some_and(|l| l.contains_key(RESERVATION_LABEL));
-    let owned = pod.metadata.owner_references.iter().flatten().any(|o| {
+    let owned = metadata.owner_references.iter().flatten().any(|o| {
         o.controller == Some(true)
             && o.kind == "Server"
             && o.api_version.starts_with("kubeplace.io/")

@@ -4,21 +4,55 @@
 use std::collections::BTreeMap;
 
 use kubeplace_api::cluster_source::ResourceClaim;
-use kubeplace_api::{Allocation, AllocationSpec, ProviderAllocation};
+use kubeplace_api::{Allocation, AllocationSpec, Kind, Object, ProviderAllocation};
 
 use super::device_class::DeviceClasses;
 use super::resource_slice::device_provider_name;
-use super::{Consumer, mirrored_allocation};
+use super::{Consumer, is_reservation_of_a_server, mirrored_allocation};
+use crate::store::Store;
 
 /// The consumer type of a ResourceClaim's Allocation.
 pub const CLAIM_CONSUMER_TYPE: &str = "RESOURCE_CLAIM";
 
 /// What the claim holds, or `None` while it is not allocated. Devices allocated for
-/// admin access are not taken from anyone and are left out.
+/// admin access are not taken from anyone and are left out, and so is a Server's
+/// reservation (the Server's own claim counts its devices).
 pub(super) fn allocation(
     claim: &ResourceClaim,
     classes: &DeviceClasses,
     from: &str,
+) -> Option<Allocation> {
+    if is_reservation_of_a_server(&claim.metadata) {
+        return None;
+    }
+    allocation_with(claim, from, |driver, _| {
+        Some(classes.resource_class(driver))
+    })
+}
+
+/// What an allocation written to a claim would have the mirror hold, its devices' classes
+/// read from their providers in `store`: how the claims ledger weighs an allocation
+/// kube-scheduler writes. Devices the store has no provider for are left out (nothing
+/// kubeplace decides can hold them); `None` when no device is left.
+pub fn claim_allocation(claim: &ResourceClaim, store: &Store) -> Option<Allocation> {
+    let from = format!(
+        "ResourceClaim/{}/{}",
+        claim.metadata.namespace.as_deref().unwrap_or_default(),
+        claim.metadata.name.as_deref().unwrap_or_default()
+    );
+    allocation_with(claim, &from, |_, provider| {
+        match store.get_cluster(Kind::ResourceProvider, provider)? {
+            Object::ResourceProvider(rp) => rp.spec.inventories.keys().next().cloned(),
+            _ => None,
+        }
+    })
+}
+
+/// [`allocation`], each device's class given by `class_of(driver, provider)`.
+fn allocation_with(
+    claim: &ResourceClaim,
+    from: &str,
+    class_of: impl Fn(&str, &str) -> Option<String>,
 ) -> Option<Allocation> {
     let results = claim
         .status
@@ -32,10 +66,13 @@ pub(super) fn allocation(
     let mut by_provider: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
     for r in results.iter().filter(|r| r.admin_access != Some(true)) {
         let provider = device_provider_name(&r.driver, &r.pool, &r.device);
+        let Some(class) = class_of(&r.driver, &provider) else {
+            continue;
+        };
         *by_provider
             .entry(provider)
             .or_default()
-            .entry(classes.resource_class(&r.driver))
+            .entry(class)
             .or_default() += 1;
     }
     if by_provider.is_empty() {
@@ -52,7 +89,11 @@ pub(super) fn allocation(
             })
             .collect(),
     };
-    Some(mirrored_allocation("claim", &consumer, from, spec))
+    let mut allocation = mirrored_allocation("claim", &consumer, from, spec);
+    // The claim's own uid: the claims ledger knows by it when the mirror has shown the
+    // allocation, or shown it and taken it away again.
+    allocation.metadata.uid = claim.metadata.uid.clone();
+    Some(allocation)
 }
 
 #[cfg(test)]

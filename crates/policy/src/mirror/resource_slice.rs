@@ -9,6 +9,13 @@ use super::device_class::DeviceClasses;
 use super::traits::trait_part;
 use super::{MirrorError, mirrored_meta};
 
+/// The annotations a device's provider carries: which device it is, and the DeviceClass its
+/// resource class is named after (none: named after the driver).
+pub const DEVICE_DRIVER_ANNOTATION: &str = "kubeplace.io/device-driver";
+pub const DEVICE_POOL_ANNOTATION: &str = "kubeplace.io/device-pool";
+pub const DEVICE_NAME_ANNOTATION: &str = "kubeplace.io/device-name";
+pub const DEVICE_CLASS_ANNOTATION: &str = "kubeplace.io/device-class";
+
 /// The provider of a device: `DRIVER.POOL.DEVICE`, made a valid object name (lower case,
 /// `/` as `.`, other characters `-`; a name too long keeps its start and a hash of the whole).
 pub fn device_provider_name(driver: &str, pool: &str, device: &str) -> String {
@@ -87,8 +94,20 @@ pub(super) fn providers(
         let mut inventories = SortedMap::default();
         inventories.insert(class.clone(), Inventory::with_total(1));
         let name = device_provider_name(driver, pool, &device.name);
+        let mut metadata = mirrored_meta(&name, from);
+        let annotations = metadata.annotations.get_or_insert_with(Default::default);
+        for (key, value) in [
+            (DEVICE_DRIVER_ANNOTATION, driver),
+            (DEVICE_POOL_ANNOTATION, pool),
+            (DEVICE_NAME_ANNOTATION, &device.name),
+        ] {
+            annotations.insert(key.to_string(), value.clone());
+        }
+        if let Some(class) = classes.class_name(driver) {
+            annotations.insert(DEVICE_CLASS_ANNOTATION.to_string(), class.to_string());
+        }
         out.push(ResourceProvider {
-            metadata: mirrored_meta(&name, from),
+            metadata,
             spec: ResourceProviderSpec {
                 uuid: None,
                 parent: Some(parent),

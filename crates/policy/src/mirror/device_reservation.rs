@@ -1,0 +1,221 @@
+//! What a Server placed on mirrored DRA devices holds there in Kubernetes' own terms: one
+//! ResourceClaim in the Server's namespace, allocated by kubeplace to exactly those devices
+//! and reserved for the Server, so kube-scheduler takes them for in use. The claim was
+//! decided at the claims ledger as any other; the ResourceClaim only tells the cluster.
+
+use std::collections::BTreeSet;
+
+use kubeplace_api::{Kind, Object, ServerRef, allocation_server};
+
+use super::resource_slice::{
+    DEVICE_CLASS_ANNOTATION, DEVICE_DRIVER_ANNOTATION, DEVICE_NAME_ANNOTATION,
+    DEVICE_POOL_ANNOTATION,
+};
+use crate::store::{ObjectKey, Store};
+
+/// One DRA device: its driver, pool and name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DeviceId {
+    pub driver: String,
+    pub pool: String,
+    pub device: String,
+}
+
+/// A device a Server holds, with what a ResourceClaim allocated to it names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReservedDevice {
+    pub id: DeviceId,
+    /// The DeviceClass its resource class is named after, else its driver's name.
+    pub device_class: String,
+    /// The Node it is on, when it is on one.
+    pub node: Option<String>,
+}
+
+/// A Server's holding of mirrored devices.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceReservation {
+    pub server: ServerRef,
+    /// The Server's uid, which the claim's owner reference and `reservedFor` name.
+    pub server_uid: String,
+    /// In provider order.
+    pub devices: Vec<ReservedDevice>,
+}
+
+impl DeviceReservation {
+    /// The ResourceClaim's name, in the Server's namespace.
+    pub fn claim_name(&self) -> String {
+        format!("kubeplace-reservation-{}", self.server.name)
+    }
+}
+
+/// The devices a ResourceClaim's allocation names, those allocated for admin access left out
+/// (they take a device from no one).
+pub fn allocated_devices(
+    claim: &kubeplace_api::cluster_source::ResourceClaim,
+) -> BTreeSet<DeviceId> {
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| s.allocation.as_ref())
+        .and_then(|a| a.devices.as_ref())
+        .and_then(|d| d.results.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|r| r.admin_access != Some(true))
+        .map(|r| DeviceId {
+            driver: r.driver.clone(),
+            pool: r.pool.clone(),
+            device: r.device.clone(),
+        })
+        .collect()
+}
+
+/// The device a mirrored provider stands for, if it stands for one.
+pub fn device_of(store: &Store, provider: &str) -> Option<ReservedDevice> {
+    let object = store.get_cluster(Kind::ResourceProvider, provider)?;
+    object.mirrored_from()?;
+    let annotations = object.meta().annotations.as_ref()?;
+    let id = DeviceId {
+        driver: annotations.get(DEVICE_DRIVER_ANNOTATION)?.clone(),
+        pool: annotations.get(DEVICE_POOL_ANNOTATION)?.clone(),
+        device: annotations.get(DEVICE_NAME_ANNOTATION)?.clone(),
+    };
+    let device_class = annotations
+        .get(DEVICE_CLASS_ANNOTATION)
+        .cloned()
+        .unwrap_or_else(|| id.driver.clone());
+    let node = match object {
+        Object::ResourceProvider(rp) => rp.spec.parent.as_deref().and_then(|parent| {
+            store
+                .get_cluster(Kind::ResourceProvider, parent)?
+                .mirrored_from()?
+                .strip_prefix("Node/")
+                .map(str::to_string)
+        }),
+        _ => None,
+    };
+    Some(ReservedDevice {
+        id,
+        device_class,
+        node,
+    })
+}
+
+/// Every device reservation the counted claims of Servers call for, in Server order: one
+/// per Server that holds mirrored devices.
+pub fn device_reservations(store: &Store) -> Vec<DeviceReservation> {
+    let mut found = Vec::new();
+    for object in store.list(Kind::Allocation) {
+        let Object::Allocation(a) = object else {
+            continue;
+        };
+        if store.index().allocations(object.name()).is_none() {
+            continue;
+        }
+        let Some(server) = allocation_server(a) else {
+            continue;
+        };
+        let Some(server_uid) = store
+            .get(&ObjectKey::server(&server))
+            .and_then(|s| s.meta().uid.clone())
+        else {
+            continue;
+        };
+        let devices: Vec<ReservedDevice> = a
+            .spec
+            .allocations
+            .iter()
+            .filter_map(|pa| device_of(store, &pa.provider))
+            .collect();
+        if !devices.is_empty() {
+            found.push(DeviceReservation {
+                server,
+                server_uid,
+                devices,
+            });
+        }
+    }
+    found.sort_by(|a, b| a.server.cmp(&b.server));
+    found
+}
+
+/// The devices a Server's counted claim holds.
+pub fn devices_held_by(store: &Store, server: &ServerRef) -> BTreeSet<DeviceId> {
+    let Some(Object::Allocation(a)) =
+        store.get_cluster(Kind::Allocation, &server.allocation_name())
+    else {
+        return BTreeSet::new();
+    };
+    if store
+        .index()
+        .allocations(&server.allocation_name())
+        .is_none()
+    {
+        return BTreeSet::new();
+    }
+    a.spec
+        .allocations
+        .iter()
+        .filter_map(|pa| device_of(store, &pa.provider))
+        .map(|d| d.id)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_objects::object;
+
+    /// A Node with one device under it, the Server `web` and its claim on the device and
+    /// the Node's cores.
+    fn store() -> Store {
+        let mut store = Store::default();
+        store.apply(object(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata:\n  name: node-a\n  annotations:\n    kubeplace.io/mirrored-from: Node/node-a\nspec:\n  inventories:\n    VCPU: {total: 8}\n",
+        ));
+        store.apply(object(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata:\n  name: gpu.example.com.node-a.gpu-0\n  annotations:\n    kubeplace.io/mirrored-from: ResourceSlice/node-a-gpus\n    kubeplace.io/device-driver: gpu.example.com\n    kubeplace.io/device-pool: node-a\n    kubeplace.io/device-name: gpu-0\n    kubeplace.io/device-class: gpu\nspec:\n  parent: node-a\n  inventories:\n    CUSTOM_GPU: {total: 1}\n",
+        ));
+        let mut server = object(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: Server\nmetadata:\n  name: web\n  namespace: shop\nspec:\n  flavor: f\n  image: i\n",
+        );
+        server.meta_mut().uid = Some("uid-web".into());
+        store.apply(server);
+        let reference = ServerRef {
+            namespace: "shop".into(),
+            name: "web".into(),
+        };
+        store.apply(object(&format!(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: Allocation\nmetadata:\n  name: {}\n  labels:\n    {}: shop\n    {}: web\nspec:\n  consumer: 00000000-0000-0000-0000-000000000001\n  allocations:\n  - provider: node-a\n    resources: {{VCPU: 1}}\n  - provider: gpu.example.com.node-a.gpu-0\n    resources: {{CUSTOM_GPU: 1}}\n",
+            reference.allocation_name(),
+            kubeplace_api::SERVER_NAMESPACE_LABEL,
+            kubeplace_api::SERVER_NAME_LABEL,
+        )));
+        store
+    }
+
+    #[test]
+    fn a_servers_mirrored_device_is_reserved_on_its_node() {
+        let store = store();
+        let found = device_reservations(&store);
+        assert_eq!(found.len(), 1, "{found:?}");
+        let r = &found[0];
+        assert_eq!(r.claim_name(), "kubeplace-reservation-web");
+        assert_eq!(r.server_uid, "uid-web");
+        assert_eq!(
+            r.devices,
+            [ReservedDevice {
+                id: DeviceId {
+                    driver: "gpu.example.com".into(),
+                    pool: "node-a".into(),
+                    device: "gpu-0".into(),
+                },
+                device_class: "gpu".into(),
+                node: Some("node-a".into()),
+            }]
+        );
+        assert_eq!(devices_held_by(&store, &r.server).len(), 1);
+        // A provider that is not a mirrored device is no device.
+        assert!(device_of(&store, "node-a").is_none());
+    }
+}

@@ -1,0 +1,246 @@
+//! Device reservations: what Servers hold of mirrored DRA devices, shown to kube-scheduler.
+//! Beside its reservation pods, the leader keeps one ResourceClaim per Server that holds
+//! devices ([`kubeplace_policy::mirror::device_reservations`]): in the Server's namespace,
+//! owned by it, allocated by kubeplace to exactly those devices and reserved for the Server.
+//! kube-scheduler takes an allocated device for in use, so it gives it to no pod; the
+//! admission webhook decides the allocations it writes at the claims ledger, which closes
+//! the moment before it sees the claim. A claim that does not match (the Server moved or
+//! went) is deleted and made again.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::resource::v1::{
+    DeviceClaim, DeviceRequest, ExactDeviceRequest, ResourceClaim, ResourceClaimSpec,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use tracing::{info, warn};
+
+use super::reservations::{Reservations, delete};
+use kubeplace_api::{API_VERSION, GROUP};
+use kubeplace_policy::mirror::{
+    DeviceId, DeviceReservation, RESERVATION_LABEL, allocated_devices, device_reservations,
+};
+
+impl Reservations {
+    /// One comparison of the device reservations with the claims: claims made, allocated,
+    /// or deleted.
+    pub(super) async fn device_pass(&self) -> Result<(), kube::Error> {
+        let wanted: BTreeMap<(String, String), DeviceReservation> = {
+            let store = crate::locks::read(&self.store);
+            device_reservations(&store)
+                .into_iter()
+                .map(|r| ((r.server.namespace.clone(), r.claim_name()), r))
+                .collect()
+        };
+        let all: Api<ResourceClaim> = Api::all(self.client.clone());
+        let claims = all
+            .list(&ListParams::default().labels(RESERVATION_LABEL))
+            .await?;
+        let mut present = BTreeSet::new();
+        for claim in claims {
+            let namespace = claim.namespace().unwrap_or_default();
+            let key = (namespace.clone(), claim.name_any());
+            let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &namespace);
+            match wanted.get(&key) {
+                Some(r) if owned_by(&claim, r) && allocated_devices(&claim).is_empty() => {
+                    present.insert(key.clone());
+                    self.allocate(&api, r).await;
+                }
+                Some(r) if owned_by(&claim, r) && allocated_devices(&claim) == devices(r) => {
+                    present.insert(key);
+                }
+                _ => {
+                    info!(claim = %key.1, namespace = %namespace, "a reservation claim no Server's claim calls for is deleted");
+                    delete(&api, &key.1).await?;
+                }
+            }
+        }
+        for (key, r) in &wanted {
+            if present.contains(key) {
+                continue;
+            }
+            let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &key.0);
+            match api.create(&PostParams::default(), &claim_for(r)).await {
+                Ok(_) => self.allocate(&api, r).await,
+                // The one being deleted is still there: made on a later pass.
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the claim's allocation and the Server it is reserved for. Refused (the
+    /// Server's claim moved meanwhile), the claim is left for the next pass to judge.
+    async fn allocate(&self, api: &Api<ResourceClaim>, r: &DeviceReservation) {
+        match api
+            .patch_status(
+                &r.claim_name(),
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "status": status_for(r) })),
+            )
+            .await
+        {
+            Ok(_) => {
+                info!(server = %r.server.name, namespace = %r.server.namespace, devices = r.devices.len(), "reservation claim allocated")
+            }
+            Err(e) => {
+                warn!(error = %e, server = %r.server.name, namespace = %r.server.namespace, "a reservation claim could not be allocated; trying again")
+            }
+        }
+    }
+}
+
+/// The devices a reservation holds.
+fn devices(r: &DeviceReservation) -> BTreeSet<DeviceId> {
+    r.devices.iter().map(|d| d.id.clone()).collect()
+}
+
+fn owned_by(claim: &ResourceClaim, r: &DeviceReservation) -> bool {
+    claim
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.uid == r.server_uid && o.controller == Some(true))
+}
+
+/// The name of the request for the `i`th device.
+fn request_name(i: usize) -> String {
+    format!("device-{i}")
+}
+
+/// The reservation's claim: one request of exactly one device per device held, of the
+/// DeviceClass the device's resource class is named after.
+fn claim_for(r: &DeviceReservation) -> ResourceClaim {
+    ResourceClaim {
+        metadata: ObjectMeta {
+            name: Some(r.claim_name()),
+            namespace: Some(r.server.namespace.clone()),
+            labels: Some(BTreeMap::from([(
+                RESERVATION_LABEL.to_string(),
+                r.server.name.clone(),
+            )])),
+            owner_references: Some(vec![OwnerReference {
+                api_version: API_VERSION.to_string(),
+                kind: "Server".to_string(),
+                name: r.server.name.clone(),
+                uid: r.server_uid.clone(),
+                controller: Some(true),
+                block_owner_deletion: None,
+            }]),
+            ..ObjectMeta::default()
+        },
+        spec: ResourceClaimSpec {
+            devices: Some(DeviceClaim {
+                requests: Some(
+                    r.devices
+                        .iter()
+                        .enumerate()
+                        .map(|(i, d)| DeviceRequest {
+                            name: request_name(i),
+                            exactly: Some(ExactDeviceRequest {
+                                device_class_name: d.device_class.clone(),
+                                allocation_mode: Some("ExactCount".into()),
+                                count: Some(1),
+                                ..ExactDeviceRequest::default()
+                            }),
+                            ..DeviceRequest::default()
+                        })
+                        .collect(),
+                ),
+                ..DeviceClaim::default()
+            }),
+        },
+        status: None,
+    }
+}
+
+/// The claim's status: its devices allocated, on their Node when they are on one, and
+/// reserved for the Server.
+fn status_for(r: &DeviceReservation) -> Value {
+    let results: Vec<Value> = r
+        .devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            json!({"request": request_name(i), "driver": d.id.driver, "pool": d.id.pool,
+                   "device": d.id.device})
+        })
+        .collect();
+    let mut allocation = json!({ "devices": { "results": results } });
+    if let Some(node) = r.devices.iter().find_map(|d| d.node.clone()) {
+        allocation["nodeSelector"] = json!({"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": [node]}]}]});
+    }
+    json!({
+        "allocation": allocation,
+        "reservedFor": [{"apiGroup": GROUP, "resource": "servers", "name": r.server.name,
+                         "uid": r.server_uid}],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kubeplace_api::ServerRef;
+    use kubeplace_policy::mirror::ReservedDevice;
+
+    fn reservation() -> DeviceReservation {
+        DeviceReservation {
+            server: ServerRef {
+                namespace: "ml".into(),
+                name: "trainer".into(),
+            },
+            server_uid: "u1".into(),
+            devices: vec![ReservedDevice {
+                id: DeviceId {
+                    driver: "gpu.example.com".into(),
+                    pool: "node-a".into(),
+                    device: "gpu-1".into(),
+                },
+                device_class: "gpu".into(),
+                node: Some("node-a".into()),
+            }],
+        }
+    }
+
+    /// The claim asks for one device of its class per device held, is owned by the Server,
+    /// and its status names those devices on their Node, reserved for the Server.
+    #[test]
+    fn the_claim_names_the_servers_devices() {
+        let r = reservation();
+        let claim = claim_for(&r);
+        let requests = claim
+            .spec
+            .devices
+            .as_ref()
+            .unwrap()
+            .requests
+            .as_ref()
+            .unwrap();
+        assert_eq!(requests.len(), 1);
+        assert_eq!(
+            requests[0].exactly.as_ref().unwrap().device_class_name,
+            "gpu"
+        );
+        assert!(owned_by(&claim, &r));
+        let status = status_for(&r);
+        assert_eq!(
+            status["allocation"]["devices"]["results"][0]["device"],
+            "gpu-1"
+        );
+        assert_eq!(
+            status["allocation"]["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"]
+                [0],
+            "node-a"
+        );
+        assert_eq!(status["reservedFor"][0]["resource"], "servers");
+        let mut allocated_claim = claim.clone();
+        allocated_claim.status = serde_json::from_value(status).unwrap();
+        assert_eq!(allocated_devices(&allocated_claim), devices(&r));
+    }
+}
