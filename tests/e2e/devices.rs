@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::claims::{deciding_leader, replica_with, round_robin};
+use crate::Operator;
 use crate::support::{self, ControlPlane, Node};
 use kubeplace_policy::mirror::resource_slice::device_provider_name;
 
@@ -95,57 +96,7 @@ fn pods_and_servers_racing_for_four_devices_never_share_one() {
         .trim()
         .to_string();
 
-    // Two replicas behind one webhook address; claims, and devices kube-scheduler
-    // allocates, decided by the leader's ledger.
-    let certs = kubeplace::serving::certs::self_signed("127.0.0.1").unwrap();
-    let cert = cp.kubeconfig.with_file_name("devices-webhook.crt");
-    let key = cp.kubeconfig.with_file_name("devices-webhook.key");
-    let ca = cp.kubeconfig.with_file_name("devices-ca.crt");
-    std::fs::write(&cert, &certs.cert_pem).unwrap();
-    std::fs::write(&key, &certs.key_pem).unwrap();
-    std::fs::write(&ca, &certs.ca_pem).unwrap();
-    let ports = [support::free_port(), support::free_port()];
-    let (proxy, _) = round_robin(ports.to_vec());
-    let base = kubeplace::webhook::config::base_url("127.0.0.1", proxy);
-    let mut config =
-        kubeplace::webhook::config::webhook_configuration(CONFIG, &base, &certs.ca_pem);
-    let webhooks = config.webhooks.get_or_insert_with(Vec::new);
-    webhooks.retain(|w| w.name == "allocations.kubeplace.io");
-    webhooks.push(kubeplace::webhook::config::device_claims_webhook(
-        &base,
-        &certs.ca_pem,
-    ));
-    cp.kubectl_stdin(
-        &["apply", "-f", "-"],
-        &serde_json::to_string(&config).unwrap(),
-    )
-    .ok();
-    let mirror = [
-        "--mirror-cluster",
-        "--headroom-interval=1",
-        "--reservation-image=localhost/kubeplace-pause:1",
-    ];
-    let replicas = [
-        replica_with(
-            cp,
-            "kubeplace-devices-a",
-            (&cert, &key, &ca),
-            CONFIG,
-            (ports[0], support::free_port()),
-            &mirror,
-        )
-        .0,
-        replica_with(
-            cp,
-            "kubeplace-devices-b",
-            (&cert, &key, &ca),
-            CONFIG,
-            (ports[1], support::free_port()),
-            &mirror,
-        )
-        .0,
-    ];
-    let leader = deciding_leader(&[&replicas[0], &replicas[1]]);
+    let (replicas, leader) = mirroring_replicas(cp, CONFIG);
 
     let devices: String = (0..DEVICES)
         .map(|i| format!("{{name: race-{i}}}"))
@@ -442,6 +393,66 @@ fn pods_and_servers_racing_for_four_devices_never_share_one() {
     .ok();
     cp.kubectl(&["delete", "servers", "--all", "-n", NS, "--wait=false"])
         .ok();
+}
+
+/// Two replicas with `--mirror-cluster` behind one webhook address (registered as
+/// `config`): claims, and devices kube-scheduler allocates, decided by the leader's
+/// ledger. The replicas, and which of them leads.
+pub(super) fn mirroring_replicas(cp: &ControlPlane, config_name: &str) -> ([Operator; 2], usize) {
+    // Two replicas behind one webhook address; claims, and devices kube-scheduler
+    // allocates, decided by the leader's ledger.
+    let certs = kubeplace::serving::certs::self_signed("127.0.0.1").unwrap();
+    let cert = cp.kubeconfig.with_file_name(format!("{config_name}.crt"));
+    let key = cp.kubeconfig.with_file_name(format!("{config_name}.key"));
+    let ca = cp
+        .kubeconfig
+        .with_file_name(format!("{config_name}-ca.crt"));
+    std::fs::write(&cert, &certs.cert_pem).unwrap();
+    std::fs::write(&key, &certs.key_pem).unwrap();
+    std::fs::write(&ca, &certs.ca_pem).unwrap();
+    let ports = [support::free_port(), support::free_port()];
+    let (proxy, _) = round_robin(ports.to_vec());
+    let base = kubeplace::webhook::config::base_url("127.0.0.1", proxy);
+    let mut config =
+        kubeplace::webhook::config::webhook_configuration(config_name, &base, &certs.ca_pem);
+    let webhooks = config.webhooks.get_or_insert_with(Vec::new);
+    webhooks.retain(|w| w.name == "allocations.kubeplace.io");
+    webhooks.push(kubeplace::webhook::config::device_claims_webhook(
+        &base,
+        &certs.ca_pem,
+    ));
+    cp.kubectl_stdin(
+        &["apply", "-f", "-"],
+        &serde_json::to_string(&config).unwrap(),
+    )
+    .ok();
+    let mirror = [
+        "--mirror-cluster",
+        "--headroom-interval=1",
+        "--reservation-image=localhost/kubeplace-pause:1",
+    ];
+    let replicas = [
+        replica_with(
+            cp,
+            &format!("{config_name}-a"),
+            (&cert, &key, &ca),
+            config_name,
+            (ports[0], support::free_port()),
+            &mirror,
+        )
+        .0,
+        replica_with(
+            cp,
+            &format!("{config_name}-b"),
+            (&cert, &key, &ca),
+            config_name,
+            (ports[1], support::free_port()),
+            &mirror,
+        )
+        .0,
+    ];
+    let leader = deciding_leader(&[&replicas[0], &replicas[1]]);
+    (replicas, leader)
 }
 
 /// A Server asking for one device.

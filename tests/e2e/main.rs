@@ -14,6 +14,7 @@ mod support;
 mod chart;
 mod claims;
 mod client_auth;
+mod cores;
 mod devices;
 mod failover;
 mod faults;
