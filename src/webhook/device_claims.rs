@@ -21,6 +21,7 @@ use super::{Answer, Webhook, denied, invalid, read_review};
 pub(crate) const PLURAL: &str = "resourceclaims";
 pub(crate) const KIND: &str = "ResourceClaim";
 
+/// Devices as a refusal names them: `driver/pool/device`, comma separated.
 fn named(devices: &BTreeSet<DeviceId>) -> String {
     devices
         .iter()
