@@ -1,7 +1,8 @@
 //! kubeplace in pods on a real node: `helm install` with the image built here,
 //! the webhook reached through its Service, statuses written by the leader pod,
 //! the leader's pod deleted, a rollout under a stream of writes, a CRD upgrade,
-//! and `helm test`. The cluster is `hack/local-cluster.sh`'s, the one README
+//! `helm test`, and the cluster mirror turned on by `helm upgrade` (a Server's device held
+//! against pods under the chart's own RBAC). The cluster is `hack/local-cluster.sh`'s, the one README
 //! offers users; it needs root and Debian's containerd, runc, CNI plugins,
 //! buildah, iptables and conntrack, which `.ci/run` installs.
 
@@ -306,5 +307,122 @@ fn the_chart_runs_kubeplace_in_pods_on_a_real_node() {
         tested.ok().contains("Phase:          Succeeded"),
         "{}",
         tested.stdout
+    );
+
+    // The cluster mirror turned on with helm, under the chart's own RBAC and webhook
+    // registration: a Server placed on the Node's one device holds it with a reservation
+    // claim, and kube-scheduler gives that device to no pod.
+    cp.helm(&[
+        "upgrade",
+        "kubeplace",
+        chart.to_str().unwrap(),
+        "--namespace",
+        NS,
+        "--reuse-values",
+        "--set",
+        "mirrorCluster=true",
+        "--set",
+        "reservationImage=localhost/kubeplace-pause:1",
+        "--wait",
+        "--timeout",
+        "5m",
+    ])
+    .ok();
+    let rules = cp
+        .kubectl(&[
+            "get",
+            "validatingwebhookconfiguration",
+            "-o",
+            "jsonpath={.items[*].webhooks[*].name}",
+        ])
+        .ok()
+        .to_string();
+    assert!(rules.contains("resourceclaims.kubeplace.io"), "{rules}");
+    let node_name = cp
+        .kubectl(&["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"])
+        .ok()
+        .trim()
+        .to_string();
+    cp.kubectl_stdin(
+        &["apply", "-f", "-"],
+        &format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata: {{name: chart-mirror}}\n---\n\
+             apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {{name: chart-gpu}}\n\
+             spec:\n  selectors:\n  - cel: {{expression: 'device.driver == \"gpu.chart.kubeplace.io\"'}}\n---\n\
+             apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {{name: {node_name}-chart}}\n\
+             spec:\n  driver: gpu.chart.kubeplace.io\n  nodeName: {node_name}\n  pool: {{name: {node_name}, generation: 1, resourceSliceCount: 1}}\n\
+             \x20 devices: [{{name: gpu-0}}]\n---\n\
+             apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata: {{name: chart.gpu}}\n\
+             spec: {{vcpus: 1, memoryMb: 1, extraSpecs: {{'resources:VCPU': '0', 'resources:MEMORY_MB': '0', 'resources:CUSTOM_CHART_GPU': '1'}}}}\n---\n\
+             apiVersion: kubeplace.io/v1alpha1\nkind: Image\nmetadata: {{name: chart-image}}\nspec: {{properties: {{os_distro: ubuntu}}}}\n"
+        ),
+    )
+    .ok();
+    eventually(
+        90,
+        "chart.gpu's candidate: the mirrored device",
+        || match candidates(cp, "chart.gpu") {
+            Ok(n) if n == "1" => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    );
+    cp.kubectl_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: kubeplace.io/v1alpha1\nkind: Server\nmetadata: {name: gpu-user, namespace: chart-mirror}\nspec: {flavor: chart.gpu, image: chart-image}\n",
+    )
+    .ok();
+    eventually(90, "the Server's reservation claim allocated", || {
+        let device = cp
+            .kubectl(&[
+                "get",
+                "resourceclaim",
+                "kubeplace-reservation-gpu-user",
+                "-n",
+                "chart-mirror",
+                "-o",
+                "jsonpath={.status.allocation.devices.results[0].device}",
+            ])
+            .stdout;
+        (device.trim() == "gpu-0").then_some(()).ok_or(device)
+    });
+    cp.kubectl_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: wants-gpu, namespace: chart-mirror}\n\
+         spec:\n  devices:\n    requests:\n    - {name: gpu, exactly: {deviceClassName: chart-gpu}}\n---\n\
+         apiVersion: v1\nkind: Pod\nmetadata: {name: wants-gpu, namespace: chart-mirror}\n\
+         spec:\n  resourceClaims: [{name: gpu, resourceClaimName: wants-gpu}]\n\
+         \x20 containers:\n  - {name: c, image: localhost/kubeplace-pause:1, resources: {claims: [{name: gpu}]}}\n",
+    )
+    .ok();
+    eventually(60, "the pod told it cannot be scheduled", || {
+        let status = cp
+            .kubectl(&[
+                "get",
+                "pod",
+                "wants-gpu",
+                "-n",
+                "chart-mirror",
+                "-o",
+                "jsonpath={.status.conditions[?(@.type==\"PodScheduled\")].status}",
+            ])
+            .stdout;
+        (status.trim() == "False").then_some(()).ok_or(status)
+    });
+    std::thread::sleep(Duration::from_secs(5));
+    let taken = cp
+        .kubectl(&[
+            "get",
+            "resourceclaim",
+            "wants-gpu",
+            "-n",
+            "chart-mirror",
+            "-o",
+            "jsonpath={.status.allocation.devices.results[*].device}",
+        ])
+        .stdout;
+    assert_eq!(
+        taken.trim(),
+        "",
+        "the pod's claim was given the Server's device"
     );
 }
