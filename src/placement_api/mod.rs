@@ -608,8 +608,10 @@ impl PlacementApi {
                 Err(e)
             }
             Err(panic) => {
-                // Undone or not, the panic is what the request answers with.
+                // Undone or not, the panic is what the request answers with; the ledger
+                // and the gate are let go first, so neither is poisoned by it.
                 let _ = self.undo_or_lose(&journal);
+                drop(ledger);
                 drop(gate);
                 panic::resume_unwind(panic);
             }
