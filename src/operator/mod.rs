@@ -486,10 +486,10 @@ async fn register_webhook(
     let url = config::base_url(host, webhook_port);
     let mut configuration = config::webhook_configuration(name, &url, ca);
     if flags.mirror.mirror_cluster {
-        configuration
-            .webhooks
-            .get_or_insert_with(Vec::new)
-            .push(config::device_claims_webhook(&url, ca));
+        configuration.webhooks.get_or_insert_with(Vec::new).extend([
+            config::device_claims_webhook(&url, ca),
+            config::reservations_webhook(&url, ca),
+        ]);
     }
     config::apply(client.clone(), &configuration)
         .await

@@ -5,7 +5,9 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
     RuleWithOperations, ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, LabelSelectorRequirement, ObjectMeta,
+};
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 
@@ -106,6 +108,45 @@ pub fn device_claims_webhook(base_url: &str, ca_bundle_pem: &str) -> ValidatingW
             resources: Some(vec!["resourceclaims/status".into()]),
             scope: Some("Namespaced".into()),
         }]),
+        failure_policy: Some("Fail".into()),
+        side_effects: "None".into(),
+        admission_review_versions: vec!["v1".into()],
+        match_policy: Some("Equivalent".into()),
+        timeout_seconds: Some(10),
+        ..Default::default()
+    }
+}
+
+/// The webhook that admits pods and ResourceClaims labelled `kubeplace.io/reservation-for`
+/// only as the reservations kubeplace makes (the mirror leaves such objects out); it sees
+/// only objects with that label. Registered with the cluster mirror.
+pub fn reservations_webhook(base_url: &str, ca_bundle_pem: &str) -> ValidatingWebhook {
+    let rule = |group: &str, plural: &str| RuleWithOperations {
+        api_groups: Some(vec![group.into()]),
+        api_versions: Some(vec!["v1".into()]),
+        operations: Some(vec!["CREATE".into(), "UPDATE".into()]),
+        resources: Some(vec![plural.into()]),
+        scope: Some("Namespaced".into()),
+    };
+    ValidatingWebhook {
+        name: format!("reservations.{GROUP}"),
+        client_config: WebhookClientConfig {
+            url: Some(format!("{base_url}/validate/reservations")),
+            ca_bundle: Some(ByteString(ca_bundle_pem.as_bytes().to_vec())),
+            service: None,
+        },
+        rules: Some(vec![
+            rule("", "pods"),
+            rule("resource.k8s.io", "resourceclaims"),
+        ]),
+        object_selector: Some(LabelSelector {
+            match_expressions: Some(vec![LabelSelectorRequirement {
+                key: kubeplace_policy::mirror::RESERVATION_LABEL.into(),
+                operator: "Exists".into(),
+                values: None,
+            }]),
+            match_labels: None,
+        }),
         failure_policy: Some("Fail".into()),
         side_effects: "None".into(),
         admission_review_versions: vec!["v1".into()],

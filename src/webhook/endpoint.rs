@@ -33,6 +33,7 @@ pub async fn handle(webhook: Arc<Webhook>, request: Request<Incoming>) -> Reply 
     let resource = match kubeplace_api::Kind::from_plural(&plural) {
         Some(kind) => kind.as_str(),
         None if plural == super::device_claims::PLURAL => super::device_claims::KIND,
+        None if plural == super::reservations::PLURAL => super::reservations::KIND,
         None => {
             return text(
                 StatusCode::NOT_FOUND,

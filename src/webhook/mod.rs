@@ -8,6 +8,7 @@ mod device_claims;
 pub mod endpoint;
 pub mod event_budget;
 mod read_through;
+mod reservations;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -204,6 +205,9 @@ impl Webhook {
     async fn answer(&self, plural: &str, body: &[u8], forwarded: bool) -> Answer {
         if plural == device_claims::PLURAL {
             return self.answer_device_claim(body, forwarded).await;
+        }
+        if plural == reservations::PLURAL {
+            return self.answer_reservation(body).await;
         }
         let label = Kind::from_plural(plural)
             .map(|k| k.as_str().to_string())

@@ -421,6 +421,10 @@ pub(super) fn mirroring_replicas(cp: &ControlPlane, config_name: &str) -> ([Oper
         &base,
         &certs.ca_pem,
     ));
+    webhooks.push(kubeplace::webhook::config::reservations_webhook(
+        &base,
+        &certs.ca_pem,
+    ));
     cp.kubectl_stdin(
         &["apply", "-f", "-"],
         &serde_json::to_string(&config).unwrap(),

@@ -284,6 +284,38 @@ fn a_servers_cores_on_a_mirrored_node_are_held_for_kube_scheduler() {
         pod_field(cp, "reserve", pod, ".metadata.ownerReferences[0].kind"),
         "Server"
     );
+    // A pod dressed as the reservation (the label, the Server as owner) but asking for
+    // more than the claim holds is refused: the mirror would not count it.
+    let server_uid = cp
+        .kubectl(&[
+            "get",
+            "server",
+            "held",
+            "-n",
+            "reserve",
+            "-o",
+            "jsonpath={.metadata.uid}",
+        ])
+        .ok()
+        .trim()
+        .to_string();
+    let forged = cp.kubectl_stdin(
+        &["create", "-f", "-"],
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: kubeplace-reservation-held-2\n  namespace: reserve\n  labels: {{kubeplace.io/reservation-for: held}}\n  ownerReferences: [{{apiVersion: kubeplace.io/v1alpha1, kind: Server, name: held, uid: {server_uid}, controller: true}}]\n\
+             spec:\n  nodeName: {node_name}\n  containers:\n  - {{name: c, image: localhost/kubeplace-pause:1, resources: {{requests: {{cpu: '2'}}}}}}\n"
+        ),
+    );
+    assert!(
+        !forged.success
+            && forged
+                .stderr
+                .contains("is not a reservation kubeplace makes"),
+        "a forged reservation pod: {} {}",
+        forged.stdout,
+        forged.stderr
+    );
+
     // Deleted by hand while the claim stands: made again, bound to the same Node.
     let first = pod_field(cp, "reserve", pod, ".metadata.uid");
     cp.kubectl(&["delete", "pod", pod, "-n", "reserve", "--wait=false"])

@@ -70,6 +70,61 @@ pub fn allocated_devices(
         .collect()
 }
 
+/// Why a ResourceClaim labelled a reservation is not one kubeplace calls for, if it is not:
+/// it must be named as the reservation of the Server its label names, controlled by that
+/// Server (its uid), and ask for one device per device the Server's claim holds. Its
+/// allocation is judged when it is written (only the Server's devices).
+pub fn reservation_claim_problem(
+    store: &Store,
+    claim: &kubeplace_api::cluster_source::ResourceClaim,
+) -> Option<String> {
+    let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
+    let server = claim
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(super::RESERVATION_LABEL))?;
+    let wanted = device_reservations(store)
+        .into_iter()
+        .find(|r| r.server.namespace == namespace && &r.server.name == server);
+    let Some(wanted) = wanted else {
+        return Some(format!(
+            "label {}={server:?}: Server {namespace}/{server} holds no mirrored devices; only kubeplace makes reservation claims",
+            super::RESERVATION_LABEL
+        ));
+    };
+    let name = claim.metadata.name.as_deref().unwrap_or_default();
+    if name != wanted.claim_name() {
+        return Some(format!(
+            "metadata.name {name:?}: the reservation claim of Server {namespace}/{server} is named {:?}",
+            wanted.claim_name()
+        ));
+    }
+    let controlled =
+        claim.metadata.owner_references.iter().flatten().any(|o| {
+            o.controller == Some(true) && o.kind == "Server" && o.uid == wanted.server_uid
+        });
+    if !controlled {
+        return Some(format!(
+            "metadata.ownerReferences: a reservation claim is controlled by its Server {namespace}/{server} (uid {})",
+            wanted.server_uid
+        ));
+    }
+    let requests = claim
+        .spec
+        .devices
+        .as_ref()
+        .and_then(|d| d.requests.as_ref())
+        .map_or(0, Vec::len);
+    if requests != wanted.devices.len() {
+        return Some(format!(
+            "spec.devices.requests: {requests} requests; Server {namespace}/{server} holds {} devices, one request each",
+            wanted.devices.len()
+        ));
+    }
+    None
+}
+
 /// The device a mirrored provider stands for, if it stands for one.
 pub fn device_of(store: &Store, provider: &str) -> Option<ReservedDevice> {
     let object = store.get_cluster(Kind::ResourceProvider, provider)?;
@@ -215,6 +270,34 @@ mod tests {
             }]
         );
         assert_eq!(devices_held_by(&store, &r.server).len(), 1);
+        let claim = |name: &str, uid: &str, requests: usize| {
+            let requests: Vec<String> = (0..requests)
+                .map(|i| format!("{{name: device-{i}, exactly: {{deviceClassName: gpu}}}}"))
+                .collect();
+            serde_saphyr::from_str::<kubeplace_api::cluster_source::ResourceClaim>(&format!(
+                "metadata:\n  name: {name}\n  namespace: shop\n  labels: {{kubeplace.io/reservation-for: web}}\n  ownerReferences: [{{apiVersion: kubeplace.io/v1alpha1, kind: Server, name: web, uid: {uid}, controller: true}}]\nspec:\n  devices:\n    requests: [{}]\n",
+                requests.join(", ")
+            ))
+            .unwrap()
+        };
+        assert_eq!(
+            reservation_claim_problem(&store, &claim("kubeplace-reservation-web", "uid-web", 1)),
+            None
+        );
+        for (bad, field) in [
+            (claim("mine", "uid-web", 1), "metadata.name"),
+            (
+                claim("kubeplace-reservation-web", "forged", 1),
+                "metadata.ownerReferences",
+            ),
+            (
+                claim("kubeplace-reservation-web", "uid-web", 3),
+                "spec.devices.requests",
+            ),
+        ] {
+            let problem = reservation_claim_problem(&store, &bad).expect("refused");
+            assert!(problem.contains(field), "{problem}");
+        }
         // A provider that is not a mirrored device is no device.
         assert!(device_of(&store, "node-a").is_none());
     }

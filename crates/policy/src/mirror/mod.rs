@@ -33,12 +33,13 @@ pub mod traits;
 
 pub use device_reservation::{
     DeviceId, DeviceReservation, ReservedDevice, allocated_devices, device_of, device_reservations,
-    devices_held_by,
+    devices_held_by, reservation_claim_problem,
 };
 pub use node::COMPUTE_STATUS_DISABLED;
 pub use pod::POD_CONSUMER_TYPE;
 pub use reservation::{
-    RESERVATION_LABEL, Reservation, is_reservation, is_reservation_of_a_server, reservations,
+    RESERVATION_LABEL, Reservation, is_reservation, is_reservation_of_a_server,
+    reservation_pod_problem, reservations,
 };
 pub use resource_claim::{CLAIM_CONSUMER_TYPE, claim_allocation};
 pub use traits::{DEFAULT_RULES, TraitRule, TraitTable, TraitTableError};

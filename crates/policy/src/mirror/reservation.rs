@@ -90,6 +90,74 @@ pub fn reservations(store: &Store) -> Vec<Reservation> {
     found
 }
 
+/// Why a pod labelled a reservation is not one kubeplace calls for, if it is not: it must be
+/// named and bound as the reservation of the Server its label names, controlled by that
+/// Server (its uid), and request exactly what the Server's claim takes on that Node. Such a
+/// pod is left out by the mirror, so no other may carry the label.
+pub fn reservation_pod_problem(store: &Store, pod: &Pod) -> Option<String> {
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let server = pod
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(RESERVATION_LABEL))?;
+    let wanted = reservations(store)
+        .into_iter()
+        .find(|r| r.server.namespace == namespace && &r.server.name == server);
+    let Some(wanted) = wanted else {
+        return Some(format!(
+            "label {RESERVATION_LABEL}={server:?}: Server {namespace}/{server} holds no cores, memory or disk on a mirrored Node; only kubeplace makes reservation pods"
+        ));
+    };
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    if name != wanted.pod_name() {
+        return Some(format!(
+            "metadata.name {name:?}: the reservation of Server {namespace}/{server} is named {:?}",
+            wanted.pod_name()
+        ));
+    }
+    let controlled =
+        pod.metadata.owner_references.iter().flatten().any(|o| {
+            o.controller == Some(true) && o.kind == "Server" && o.uid == wanted.server_uid
+        });
+    if !controlled {
+        return Some(format!(
+            "metadata.ownerReferences: a reservation is controlled by its Server {namespace}/{server} (uid {})",
+            wanted.server_uid
+        ));
+    }
+    let node = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .unwrap_or_default();
+    if node != wanted.node {
+        return Some(format!(
+            "spec.nodeName {node:?}: Server {namespace}/{server} holds its cores on Node {:?}",
+            wanted.node
+        ));
+    }
+    let amounts = |m: &BTreeMap<String, String>| -> BTreeMap<String, Option<i64>> {
+        m.iter()
+            .map(|(k, v)| (k.clone(), super::quantity::in_thousandths(v).ok()))
+            .collect()
+    };
+    let asked: BTreeMap<String, String> = pod
+        .spec
+        .iter()
+        .flat_map(|s| &s.containers)
+        .flat_map(|c| c.resources.iter().flat_map(|r| r.requests.iter().flatten()))
+        .map(|(k, q)| (k.clone(), q.0.clone()))
+        .collect();
+    if amounts(&asked) != amounts(&wanted.requests) {
+        return Some(format!(
+            "spec.containers[*].resources.requests {asked:?}: Server {namespace}/{server}'s claim takes {:?} on Node {:?}",
+            wanted.requests, wanted.node
+        ));
+    }
+    None
+}
+
 /// Whether a pod is a Server's reservation: labelled so, and controlled by a Server. The
 /// mirror leaves such pods out: the Server's own claim already counts what they request.
 pub fn is_reservation(pod: &Pod) -> bool {
@@ -189,6 +257,50 @@ mod tests {
         let mut store = store();
         claim(&mut store, "gone", "node-a", "{VCPU: 1}");
         assert!(reservations(&store).is_empty());
+    }
+
+    /// A pod labelled a reservation passes only as the reservation kubeplace would make.
+    #[test]
+    fn a_labelled_pod_must_be_the_reservation_kubeplace_makes() {
+        let mut store = store();
+        server(&mut store, "web");
+        claim(&mut store, "web", "node-a", "{VCPU: 2, MEMORY_MB: 512}");
+        let pod = |name: &str, uid: &str, node: &str, cpu: &str| -> Pod {
+            serde_saphyr::from_str(&format!(
+                "metadata:\n  name: {name}\n  namespace: shop\n  labels: {{kubeplace.io/reservation-for: web}}\n  ownerReferences: [{{apiVersion: kubeplace.io/v1alpha1, kind: Server, name: web, uid: {uid}, controller: true}}]\nspec:\n  nodeName: {node}\n  containers:\n  - name: reserve\n    resources: {{requests: {{cpu: '{cpu}', memory: 512Mi}}}}\n"
+            ))
+            .unwrap()
+        };
+        let name = "kubeplace-reservation-web";
+        assert_eq!(
+            reservation_pod_problem(&store, &pod(name, "uid-web", "node-a", "2")),
+            None
+        );
+        // The same amounts written another way.
+        assert_eq!(
+            reservation_pod_problem(&store, &pod(name, "uid-web", "node-a", "2000m")),
+            None
+        );
+        for (bad, field) in [
+            (pod("other", "uid-web", "node-a", "2"), "metadata.name"),
+            (
+                pod(name, "uid-forged", "node-a", "2"),
+                "metadata.ownerReferences",
+            ),
+            (pod(name, "uid-web", "node-b", "2"), "spec.nodeName"),
+            (pod(name, "uid-web", "node-a", "8"), "requests"),
+        ] {
+            let problem = reservation_pod_problem(&store, &bad).expect("refused");
+            assert!(problem.contains(field), "{problem}");
+        }
+        // A Server with no claim on a mirrored Node has no reservation to make.
+        let mut bare = Store::default();
+        server(&mut bare, "web");
+        let problem = reservation_pod_problem(&bare, &pod(name, "uid-web", "node-a", "2")).unwrap();
+        assert!(
+            problem.contains("only kubeplace makes reservation pods"),
+            "{problem}"
+        );
     }
 
     /// Only a labelled pod that a Server controls is taken for a reservation.
