@@ -45,33 +45,26 @@ pub fn webhook_configuration(
     let webhooks = Kind::ALL
         .into_iter()
         .map(|kind| (kind, kind.api_resource()))
-        .map(|(kind, r)| ValidatingWebhook {
-            name: format!("{}.{GROUP}", r.plural),
-            client_config: WebhookClientConfig {
-                url: Some(format!("{base_url}/validate/{}", r.plural)),
-                ca_bundle: Some(ByteString(ca_bundle_pem.as_bytes().to_vec())),
-                service: None,
-            },
-            rules: Some(vec![RuleWithOperations {
-                api_groups: Some(vec![GROUP.into()]),
-                api_versions: Some(vec![VERSION.into()]),
-                operations: Some(operations(&r.plural)),
-                resources: Some(vec![r.plural.clone()]),
-                scope: Some(
-                    if kind.is_namespaced() {
-                        "Namespaced"
-                    } else {
-                        "Cluster"
-                    }
-                    .into(),
-                ),
-            }]),
-            failure_policy: Some("Fail".into()),
-            side_effects: "None".into(),
-            admission_review_versions: vec!["v1".into()],
-            match_policy: Some("Equivalent".into()),
-            timeout_seconds: Some(10),
-            ..Default::default()
+        .map(|(kind, r)| {
+            webhook(
+                &r.plural,
+                base_url,
+                ca_bundle_pem,
+                vec![RuleWithOperations {
+                    api_groups: Some(vec![GROUP.into()]),
+                    api_versions: Some(vec![VERSION.into()]),
+                    operations: Some(operations(&r.plural)),
+                    resources: Some(vec![r.plural.clone()]),
+                    scope: Some(
+                        if kind.is_namespaced() {
+                            "Namespaced"
+                        } else {
+                            "Cluster"
+                        }
+                        .into(),
+                    ),
+                }],
+            )
         })
         .collect();
     ValidatingWebhookConfiguration {
@@ -94,27 +87,18 @@ pub fn webhook_configuration(
 /// updates) at the claims ledger, registered with the cluster mirror: a device a Server
 /// holds is not given to a pod (docs/mirror.md).
 pub fn device_claims_webhook(base_url: &str, ca_bundle_pem: &str) -> ValidatingWebhook {
-    ValidatingWebhook {
-        name: format!("resourceclaims.{GROUP}"),
-        client_config: WebhookClientConfig {
-            url: Some(format!("{base_url}/validate/resourceclaims")),
-            ca_bundle: Some(ByteString(ca_bundle_pem.as_bytes().to_vec())),
-            service: None,
-        },
-        rules: Some(vec![RuleWithOperations {
+    webhook(
+        "resourceclaims",
+        base_url,
+        ca_bundle_pem,
+        vec![RuleWithOperations {
             api_groups: Some(vec!["resource.k8s.io".into()]),
             api_versions: Some(vec!["v1".into()]),
             operations: Some(vec!["UPDATE".into()]),
             resources: Some(vec!["resourceclaims/status".into()]),
             scope: Some("Namespaced".into()),
-        }]),
-        failure_policy: Some("Fail".into()),
-        side_effects: "None".into(),
-        admission_review_versions: vec!["v1".into()],
-        match_policy: Some("Equivalent".into()),
-        timeout_seconds: Some(10),
-        ..Default::default()
-    }
+        }],
+    )
 }
 
 /// The webhook that admits pods and ResourceClaims labelled `kubeplace.io/reservation-for`
@@ -129,16 +113,6 @@ pub fn reservations_webhook(base_url: &str, ca_bundle_pem: &str) -> ValidatingWe
         scope: Some("Namespaced".into()),
     };
     ValidatingWebhook {
-        name: format!("reservations.{GROUP}"),
-        client_config: WebhookClientConfig {
-            url: Some(format!("{base_url}/validate/reservations")),
-            ca_bundle: Some(ByteString(ca_bundle_pem.as_bytes().to_vec())),
-            service: None,
-        },
-        rules: Some(vec![
-            rule("", "pods"),
-            rule("resource.k8s.io", "resourceclaims"),
-        ]),
         object_selector: Some(LabelSelector {
             match_expressions: Some(vec![LabelSelectorRequirement {
                 key: kubeplace_policy::mirror::RESERVATION_LABEL.into(),
@@ -147,6 +121,32 @@ pub fn reservations_webhook(base_url: &str, ca_bundle_pem: &str) -> ValidatingWe
             }]),
             match_labels: None,
         }),
+        ..webhook(
+            "reservations",
+            base_url,
+            ca_bundle_pem,
+            vec![rule("", "pods"), rule("resource.k8s.io", "resourceclaims")],
+        )
+    }
+}
+
+/// A webhook `<path>.kubeplace.io` at `<base_url>/validate/<path>` with `rules`, trusting
+/// `ca_bundle_pem`; failurePolicy Fail, no side effects, AdmissionReview v1, matchPolicy
+/// Equivalent, 10 s timeout.
+fn webhook(
+    path: &str,
+    base_url: &str,
+    ca_bundle_pem: &str,
+    rules: Vec<RuleWithOperations>,
+) -> ValidatingWebhook {
+    ValidatingWebhook {
+        name: format!("{path}.{GROUP}"),
+        client_config: WebhookClientConfig {
+            url: Some(format!("{base_url}/validate/{path}")),
+            ca_bundle: Some(ByteString(ca_bundle_pem.as_bytes().to_vec())),
+            service: None,
+        },
+        rules: Some(rules),
         failure_policy: Some("Fail".into()),
         side_effects: "None".into(),
         admission_review_versions: vec!["v1".into()],

@@ -15,7 +15,7 @@ use kubeplace_policy::mirror::{
     is_reservation_of_a_server,
 };
 
-use super::{Answer, Webhook, denied, invalid, read_review};
+use super::{Answer, Webhook, denied, invalid, read_object, read_review};
 
 /// The path's plural, and the kind counted in the metrics.
 pub(crate) const PLURAL: &str = "resourceclaims";
@@ -43,18 +43,9 @@ impl Webhook {
             Err((message, uid)) => return answer("invalid", invalid(message, uid)),
         };
         let response = AdmissionResponse::from(&request);
-        let read =
-            |o: Option<&kube::core::DynamicObject>| -> Result<Option<ResourceClaim>, String> {
-                o.map(|o| {
-                    serde_json::to_value(o)
-                        .and_then(serde_json::from_value)
-                        .map_err(|e| format!("the ResourceClaim cannot be read: {e}"))
-                })
-                .transpose()
-            };
         let (claim, old) = match (
-            read(request.object.as_ref()),
-            read(request.old_object.as_ref()),
+            read_object::<ResourceClaim>(request.object.as_ref(), KIND),
+            read_object::<ResourceClaim>(request.old_object.as_ref(), KIND),
         ) {
             (Ok(Some(claim)), Ok(old)) => (claim, old),
             (Ok(None), _) => return answer("allowed", response),

@@ -422,6 +422,20 @@ fn read_request(
     read_review(body).map(|request| (kind, request))
 }
 
+/// An object of a review read as the Kubernetes type `T` (a `kind`), or why it cannot be.
+fn read_object<T: serde::de::DeserializeOwned>(
+    object: Option<&DynamicObject>,
+    kind: &str,
+) -> Result<Option<T>, String> {
+    object
+        .map(|o| {
+            serde_json::to_value(o)
+                .and_then(serde_json::from_value)
+                .map_err(|e| format!("the {kind} cannot be read: {e}"))
+        })
+        .transpose()
+}
+
 /// The request of an AdmissionReview v1, or why it cannot be read (with its uid when found).
 fn read_review(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, (String, Option<String>)> {
     let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(body) {

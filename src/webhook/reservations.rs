@@ -9,24 +9,12 @@ use kubeplace_api::cluster_source::{Pod, ResourceClaim};
 use kubeplace_policy::mirror::{
     RESERVATION_LABEL, reservation_claim_problem, reservation_pod_problem,
 };
-use serde::de::DeserializeOwned;
 
-use super::{Answer, Webhook, denied, invalid, read_review};
+use super::{Answer, Webhook, denied, invalid, read_object, read_review};
 
 /// The path's plural, and the kind counted in the metrics.
 pub(crate) const PLURAL: &str = "reservations";
 pub(crate) const KIND: &str = "Reservation";
-
-/// An object of the review as `T`, or why it cannot be read.
-fn read<T: DeserializeOwned>(object: Option<&DynamicObject>) -> Result<Option<T>, String> {
-    object
-        .map(|o| {
-            serde_json::to_value(o)
-                .and_then(serde_json::from_value)
-                .map_err(|e| format!("the object cannot be read: {e}"))
-        })
-        .transpose()
-}
 
 /// Whether an object carries the reservation label.
 fn labelled(object: Option<&DynamicObject>) -> bool {
@@ -71,10 +59,12 @@ impl Webhook {
         let problem = {
             let store = crate::locks::read(&self.store);
             match request.kind.kind.as_str() {
-                "Pod" => read::<Pod>(request.object.as_ref())
+                "Pod" => read_object::<Pod>(request.object.as_ref(), "Pod")
                     .map(|pod| pod.and_then(|p| reservation_pod_problem(&store, &p))),
-                "ResourceClaim" => read::<ResourceClaim>(request.object.as_ref())
-                    .map(|claim| claim.and_then(|c| reservation_claim_problem(&store, &c))),
+                "ResourceClaim" => {
+                    read_object::<ResourceClaim>(request.object.as_ref(), "ResourceClaim")
+                        .map(|claim| claim.and_then(|c| reservation_claim_problem(&store, &c)))
+                }
                 other => Err(format!(
                     "kubeplace judges pods and ResourceClaims labelled {RESERVATION_LABEL}, not {other}"
                 )),
