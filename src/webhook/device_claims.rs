@@ -8,11 +8,10 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 
 use kube::core::admission::{AdmissionResponse, Operation as K8sOperation};
-use kubeplace_api::ServerRef;
 use kubeplace_api::cluster_source::ResourceClaim;
 use kubeplace_policy::mirror::{
-    DeviceId, RESERVATION_LABEL, allocated_devices, claim_allocation, devices_held_by,
-    is_reservation_of_a_server,
+    DeviceId, allocated_devices, claim_allocation, device_list, is_reservation_of_a_server,
+    reservation_allocation_problem,
 };
 
 use super::{Answer, Webhook, denied, invalid, read_object, read_review};
@@ -20,15 +19,6 @@ use super::{Answer, Webhook, denied, invalid, read_object, read_review};
 /// The path's plural, and the kind counted in the metrics.
 pub(crate) const PLURAL: &str = "resourceclaims";
 pub(crate) const KIND: &str = "ResourceClaim";
-
-/// Devices as a refusal names them: `driver/pool/device`, comma separated.
-fn named(devices: &BTreeSet<DeviceId>) -> String {
-    devices
-        .iter()
-        .map(|d| format!("{}/{}/{}", d.driver, d.pool, d.device))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
 
 impl Webhook {
     /// Answers a review of a ResourceClaim's status.
@@ -91,7 +81,7 @@ impl Webhook {
                     response,
                     format!(
                         "kubeplace holds {} for another claim: {}",
-                        named(&added),
+                        device_list(&added),
                         v.message
                     ),
                 ),
@@ -107,37 +97,19 @@ impl Webhook {
         added: &BTreeSet<DeviceId>,
         response: AdmissionResponse,
     ) -> Answer {
-        let server = ServerRef {
-            namespace: claim.metadata.namespace.clone().unwrap_or_default(),
-            name: claim
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(RESERVATION_LABEL))
-                .cloned()
-                .unwrap_or_default(),
-        };
-        let held = devices_held_by(&crate::locks::read(&self.store), &server);
-        let foreign: BTreeSet<DeviceId> = added.difference(&held).cloned().collect();
-        if foreign.is_empty() {
-            return Answer {
+        let problem =
+            reservation_allocation_problem(&crate::locks::read(&self.store), claim, added);
+        match problem {
+            None => Answer {
                 kind: KIND.to_string(),
                 verdict: "allowed",
                 response,
-            };
-        }
-        Answer {
-            kind: KIND.to_string(),
-            verdict: "denied",
-            response: denied(
-                response,
-                format!(
-                    "a reservation of Server {}/{} names {}, which its claim does not hold; it may name only its Server's devices",
-                    server.namespace,
-                    server.name,
-                    named(&foreign)
-                ),
-            ),
+            },
+            Some(problem) => Answer {
+                kind: KIND.to_string(),
+                verdict: "denied",
+                response: denied(response, problem),
+            },
         }
     }
 }
@@ -151,7 +123,9 @@ mod tests {
 
     use super::*;
     use crate::metrics::Metrics;
+    use kubeplace_api::ServerRef;
     use kubeplace_api::manifest::parse_stream;
+    use kubeplace_policy::mirror::RESERVATION_LABEL;
     use kubeplace_policy::store::Store;
 
     const DRIVER: &str = "gpu.example.com";

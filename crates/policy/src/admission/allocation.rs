@@ -120,15 +120,7 @@ pub(super) fn review_capacity(
                 ));
                 continue;
             };
-            let mine = previous
-                .map(|p| {
-                    p.items
-                        .iter()
-                        .filter(|(rp, c, _)| rp == &pa.provider && c == class)
-                        .map(|(_, _, n)| n)
-                        .sum()
-                })
-                .unwrap_or(0);
+            let mine = previous.map_or(0, |p| p.amount(&pa.provider, class));
             let used = index.used(&pa.provider, class) - mine + pending.of(&pa.provider, class);
             if let Err(e) = inv.admits(used, *amount) {
                 review.problem(format!("{at}: {class} on {:?}: {e}", pa.provider));

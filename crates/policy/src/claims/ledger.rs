@@ -317,7 +317,7 @@ impl Ledger {
                 usage.add(
                     provider,
                     class,
-                    (amount - counted_on(counted, provider, class)).max(0),
+                    (amount - counted.map_or(0, |c| c.amount(provider, class))).max(0),
                 );
             }
         }
@@ -349,7 +349,12 @@ impl Ledger {
             for ((provider, class), amount) in &held {
                 let shown: i64 = claims
                     .iter()
-                    .map(|(name, _)| counted_on(store.index().allocations(name), provider, class))
+                    .map(|(name, _)| {
+                        store
+                            .index()
+                            .allocations(name)
+                            .map_or(0, |c| c.amount(provider, class))
+                    })
                     .sum();
                 usage.add(provider, class, (amount - shown).max(0));
             }
@@ -389,23 +394,6 @@ impl Ledger {
 
 /// What a claim takes, per provider and resource class.
 type Taken = BTreeMap<(String, String), i64>;
-
-/// What the store counts for a claim on one provider and class.
-fn counted_on(
-    counted: Option<&kubeplace_core::placement::provider_tree::ConsumerAllocations>,
-    provider: &str,
-    class: &str,
-) -> i64 {
-    counted
-        .map(|c| {
-            c.items
-                .iter()
-                .filter(|(p, k, _)| p == provider && k == class)
-                .map(|(_, _, n)| n)
-                .sum()
-        })
-        .unwrap_or(0)
-}
 
 /// Versions of one Allocation name held at most.
 pub const VERSIONS_HELD: usize = 8;

@@ -5,13 +5,14 @@
 
 use std::collections::BTreeSet;
 
-use kubeplace_api::{Kind, Object, ServerRef, allocation_server};
+use kubeplace_api::{Kind, Object, ServerRef};
 
+use super::reservation::{ServerClaim, controlled_by, mirrored_node, server_claim, server_claims};
 use super::resource_slice::{
     DEVICE_CLASS_ANNOTATION, DEVICE_DRIVER_ANNOTATION, DEVICE_NAME_ANNOTATION,
     DEVICE_POOL_ANNOTATION,
 };
-use crate::store::{ObjectKey, Store};
+use crate::store::Store;
 
 /// One DRA device: its driver, pool and name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -84,9 +85,11 @@ pub fn reservation_claim_problem(
         .labels
         .as_ref()
         .and_then(|l| l.get(super::RESERVATION_LABEL))?;
-    let wanted = device_reservations(store)
-        .into_iter()
-        .find(|r| r.server.namespace == namespace && &r.server.name == server);
+    let asked_for = ServerRef {
+        namespace: namespace.to_string(),
+        name: server.clone(),
+    };
+    let wanted = server_claim(store, &asked_for).and_then(|c| device_reservation_of(store, c));
     let Some(wanted) = wanted else {
         return Some(format!(
             "label {}={server:?}: Server {namespace}/{server} holds no mirrored devices; only kubeplace makes reservation claims",
@@ -100,11 +103,7 @@ pub fn reservation_claim_problem(
             wanted.claim_name()
         ));
     }
-    let controlled =
-        claim.metadata.owner_references.iter().flatten().any(|o| {
-            o.controller == Some(true) && o.kind == "Server" && o.uid == wanted.server_uid
-        });
-    if !controlled {
+    if !controlled_by(&claim.metadata, &wanted.server_uid) {
         return Some(format!(
             "metadata.ownerReferences: a reservation claim is controlled by its Server {namespace}/{server} (uid {})",
             wanted.server_uid
@@ -140,13 +139,11 @@ pub fn device_of(store: &Store, provider: &str) -> Option<ReservedDevice> {
         .cloned()
         .unwrap_or_else(|| id.driver.clone());
     let node = match object {
-        Object::ResourceProvider(rp) => rp.spec.parent.as_deref().and_then(|parent| {
-            store
-                .get_cluster(Kind::ResourceProvider, parent)?
-                .mirrored_from()?
-                .strip_prefix("Node/")
-                .map(str::to_string)
-        }),
+        Object::ResourceProvider(rp) => rp
+            .spec
+            .parent
+            .as_deref()
+            .and_then(|parent| mirrored_node(store, parent)),
         _ => None,
     };
     Some(ReservedDevice {
@@ -159,61 +156,75 @@ pub fn device_of(store: &Store, provider: &str) -> Option<ReservedDevice> {
 /// Every device reservation the counted claims of Servers call for, in Server order: one
 /// per Server that holds mirrored devices.
 pub fn device_reservations(store: &Store) -> Vec<DeviceReservation> {
-    let mut found = Vec::new();
-    for object in store.list(Kind::Allocation) {
-        let Object::Allocation(a) = object else {
-            continue;
-        };
-        if store.index().allocations(object.name()).is_none() {
-            continue;
-        }
-        let Some(server) = allocation_server(a) else {
-            continue;
-        };
-        let Some(server_uid) = store
-            .get(&ObjectKey::server(&server))
-            .and_then(|s| s.meta().uid.clone())
-        else {
-            continue;
-        };
-        let devices: Vec<ReservedDevice> = a
-            .spec
-            .allocations
-            .iter()
-            .filter_map(|pa| device_of(store, &pa.provider))
-            .collect();
-        if !devices.is_empty() {
-            found.push(DeviceReservation {
-                server,
-                server_uid,
-                devices,
-            });
-        }
-    }
+    let mut found: Vec<DeviceReservation> = server_claims(store)
+        .filter_map(|c| device_reservation_of(store, c))
+        .collect();
     found.sort_by(|a, b| a.server.cmp(&b.server));
     found
 }
 
-/// The devices a Server's counted claim holds.
-pub fn devices_held_by(store: &Store, server: &ServerRef) -> BTreeSet<DeviceId> {
-    let Some(Object::Allocation(a)) =
-        store.get_cluster(Kind::Allocation, &server.allocation_name())
-    else {
-        return BTreeSet::new();
-    };
-    if store
-        .index()
-        .allocations(&server.allocation_name())
-        .is_none()
-    {
-        return BTreeSet::new();
-    }
-    a.spec
+/// The device reservation one Server's claim calls for, if it holds mirrored devices.
+fn device_reservation_of(store: &Store, c: ServerClaim<'_>) -> Option<DeviceReservation> {
+    let devices: Vec<ReservedDevice> = c
+        .claim
+        .spec
         .allocations
         .iter()
         .filter_map(|pa| device_of(store, &pa.provider))
+        .collect();
+    (!devices.is_empty()).then_some(DeviceReservation {
+        server: c.server,
+        server_uid: c.uid,
+        devices,
+    })
+}
+
+/// The devices a Server's counted claim holds.
+pub fn devices_held_by(store: &Store, server: &ServerRef) -> BTreeSet<DeviceId> {
+    server_claim(store, server)
+        .and_then(|c| device_reservation_of(store, c))
+        .into_iter()
+        .flat_map(|r| r.devices)
         .map(|d| d.id)
         .collect()
+}
+
+/// Devices as a message names them: `driver/pool/device`, comma separated.
+pub fn device_list<'d>(devices: impl IntoIterator<Item = &'d DeviceId>) -> String {
+    devices
+        .into_iter()
+        .map(|d| format!("{}/{}/{}", d.driver, d.pool, d.device))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Why an allocation written to a Server's reservation claim is not the Server's, if it is
+/// not: it may newly name (`added`) only devices the Server's counted claim holds.
+pub fn reservation_allocation_problem(
+    store: &Store,
+    claim: &kubeplace_api::cluster_source::ResourceClaim,
+    added: &BTreeSet<DeviceId>,
+) -> Option<String> {
+    let server = ServerRef {
+        namespace: claim.metadata.namespace.clone().unwrap_or_default(),
+        name: claim
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(super::RESERVATION_LABEL))
+            .cloned()
+            .unwrap_or_default(),
+    };
+    let held = devices_held_by(store, &server);
+    let foreign: Vec<&DeviceId> = added.difference(&held).collect();
+    (!foreign.is_empty()).then(|| {
+        format!(
+            "a reservation of Server {}/{} names {}, which its claim does not hold; it may name only its Server's devices",
+            server.namespace,
+            server.name,
+            device_list(foreign)
+        )
+    })
 }
 
 #[cfg(test)]

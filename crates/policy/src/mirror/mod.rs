@@ -32,8 +32,9 @@ pub mod resource_slice;
 pub mod traits;
 
 pub use device_reservation::{
-    DeviceId, DeviceReservation, ReservedDevice, allocated_devices, device_of, device_reservations,
-    devices_held_by, reservation_claim_problem,
+    DeviceId, DeviceReservation, ReservedDevice, allocated_devices, device_list, device_of,
+    device_reservations, devices_held_by, reservation_allocation_problem,
+    reservation_claim_problem,
 };
 pub use node::COMPUTE_STATUS_DISABLED;
 pub use pod::POD_CONSUMER_TYPE;

@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 
 use kubeplace_api::ObjectMeta;
 use kubeplace_api::cluster_source::Pod;
-use kubeplace_api::{Kind, Object, ServerRef, allocation_server};
+use kubeplace_api::{Allocation, Kind, Object, ServerRef, allocation_server};
 
 use super::node::node_resource_of;
-use crate::store::Store;
+use crate::store::{ObjectKey, Store};
 
 /// The label a reservation pod carries: the name of the Server it reserves for.
 pub const RESERVATION_LABEL: &str = "kubeplace.io/reservation-for";
@@ -33,8 +33,55 @@ impl Reservation {
     }
 }
 
+/// A Server's counted claim, with the Server's uid: what its reservations are made of.
+pub(super) struct ServerClaim<'s> {
+    pub server: ServerRef,
+    pub uid: String,
+    pub claim: &'s Allocation,
+}
+
+/// The counted claim of every Server the store shows.
+pub(super) fn server_claims(store: &Store) -> impl Iterator<Item = ServerClaim<'_>> {
+    store
+        .list(Kind::Allocation)
+        .filter_map(move |object| match object {
+            Object::Allocation(a) => {
+                let server = allocation_server(a)?;
+                counted_claim(store, server, a)
+            }
+            _ => None,
+        })
+}
+
+/// The counted claim of one Server, found by its name.
+pub(super) fn server_claim<'s>(store: &'s Store, server: &ServerRef) -> Option<ServerClaim<'s>> {
+    match store.get_cluster(Kind::Allocation, &server.allocation_name())? {
+        Object::Allocation(a) => counted_claim(store, server.clone(), a),
+        _ => None,
+    }
+}
+
+fn counted_claim<'s>(
+    store: &'s Store,
+    server: ServerRef,
+    claim: &'s Allocation,
+) -> Option<ServerClaim<'s>> {
+    store.index().allocations(claim.metadata.name.as_deref()?)?;
+    let uid = store.get(&ObjectKey::server(&server))?.meta().uid.clone()?;
+    Some(ServerClaim { server, uid, claim })
+}
+
+/// Whether an object is controlled by the Server of uid `uid`.
+pub(super) fn controlled_by(metadata: &ObjectMeta, uid: &str) -> bool {
+    metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && o.kind == "Server" && o.uid == uid)
+}
+
 /// The name of the Node a provider was mirrored from, if it was one.
-fn mirrored_node(store: &Store, provider: &str) -> Option<String> {
+pub(super) fn mirrored_node(store: &Store, provider: &str) -> Option<String> {
     store
         .get_cluster(Kind::ResourceProvider, provider)?
         .mirrored_from()?
@@ -46,28 +93,21 @@ fn mirrored_node(store: &Store, provider: &str) -> Option<String> {
 /// Server and mirrored Node it holds cores, memory or disk on. Other classes (devices,
 /// extended resources) are not reserved by a pod.
 pub fn reservations(store: &Store) -> Vec<Reservation> {
-    let mut found = Vec::new();
-    for object in store.list(Kind::Allocation) {
-        let Object::Allocation(a) = object else {
-            continue;
-        };
-        let name = object.name();
-        if store.index().allocations(name).is_none() {
-            continue;
-        }
-        let Some(server) = allocation_server(a) else {
-            continue;
-        };
-        let Some(server_uid) = store
-            .get(&crate::store::ObjectKey::server(&server))
-            .and_then(|s| s.meta().uid.clone())
-        else {
-            continue;
-        };
-        for pa in &a.spec.allocations {
-            let Some(node) = mirrored_node(store, &pa.provider) else {
-                continue;
-            };
+    let mut found: Vec<Reservation> = server_claims(store)
+        .flat_map(|c| reservations_of(store, &c))
+        .collect();
+    found.sort_by(|a, b| (&a.server, &a.node).cmp(&(&b.server, &b.node)));
+    found
+}
+
+/// The reservations one Server's claim calls for: one per mirrored Node.
+fn reservations_of(store: &Store, c: &ServerClaim<'_>) -> Vec<Reservation> {
+    c.claim
+        .spec
+        .allocations
+        .iter()
+        .filter_map(|pa| {
+            let node = mirrored_node(store, &pa.provider)?;
             let requests: BTreeMap<String, String> = pa
                 .resources
                 .iter()
@@ -76,18 +116,14 @@ pub fn reservations(store: &Store) -> Vec<Reservation> {
                     Some((resource.to_string(), unit.quantity(*amount)))
                 })
                 .collect();
-            if !requests.is_empty() {
-                found.push(Reservation {
-                    server: server.clone(),
-                    server_uid: server_uid.clone(),
-                    node,
-                    requests,
-                });
-            }
-        }
-    }
-    found.sort_by(|a, b| (&a.server, &a.node).cmp(&(&b.server, &b.node)));
-    found
+            (!requests.is_empty()).then(|| Reservation {
+                server: c.server.clone(),
+                server_uid: c.uid.clone(),
+                node,
+                requests,
+            })
+        })
+        .collect()
 }
 
 /// Why a pod labelled a reservation is not one kubeplace calls for, if it is not: it must be
@@ -101,9 +137,12 @@ pub fn reservation_pod_problem(store: &Store, pod: &Pod) -> Option<String> {
         .labels
         .as_ref()
         .and_then(|l| l.get(RESERVATION_LABEL))?;
-    let wanted = reservations(store)
-        .into_iter()
-        .find(|r| r.server.namespace == namespace && &r.server.name == server);
+    let asked_for = ServerRef {
+        namespace: namespace.to_string(),
+        name: server.clone(),
+    };
+    let wanted =
+        server_claim(store, &asked_for).and_then(|c| reservations_of(store, &c).into_iter().next());
     let Some(wanted) = wanted else {
         return Some(format!(
             "label {RESERVATION_LABEL}={server:?}: Server {namespace}/{server} holds no cores, memory or disk on a mirrored Node; only kubeplace makes reservation pods"
@@ -116,11 +155,7 @@ pub fn reservation_pod_problem(store: &Store, pod: &Pod) -> Option<String> {
             wanted.pod_name()
         ));
     }
-    let controlled =
-        pod.metadata.owner_references.iter().flatten().any(|o| {
-            o.controller == Some(true) && o.kind == "Server" && o.uid == wanted.server_uid
-        });
-    if !controlled {
+    if !controlled_by(&pod.metadata, &wanted.server_uid) {
         return Some(format!(
             "metadata.ownerReferences: a reservation is controlled by its Server {namespace}/{server} (uid {})",
             wanted.server_uid

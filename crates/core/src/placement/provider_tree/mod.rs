@@ -59,6 +59,17 @@ pub struct ConsumerAllocations {
     pub items: Vec<(String, String, i64)>,
 }
 
+impl ConsumerAllocations {
+    /// What the claim takes of `class` on `provider`.
+    pub fn amount(&self, provider: &str, class: &str) -> i64 {
+        self.items
+            .iter()
+            .filter(|(p, c, _)| p == provider && c == class)
+            .map(|(_, _, n)| n)
+            .sum()
+    }
+}
+
 /// Why a provider is not part of a well-formed tree.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TreeError {
