@@ -12,14 +12,22 @@ Python's WSGI server, one process) and `kubeplace placement serve -f …`, then 
 
 1. times every query of benches/placement-vs-real.py, with and without `limit=50`, and the
    `GET /resource_providers` queries of PROVIDER_QUERIES, on both servers with the same
-   client (Python's http.client, keep-alive, the whole body read): median of --repeat runs
-   (Placement) and of 5x as many (kubeplace), and their ratio; beside them, for each answer
-   of 1 MB or more, the same client reading kubeplace's answer from a server that only
-   writes those bytes from a buffer prepared beforehand (the limit: loopback and the client);
+   client (Python's http.client, keep-alive, the whole body read into one buffer, see Sink):
+   median of --repeat runs (Placement) and of 5x as many (kubeplace), and their ratio;
+   beside them, for each answer of 100 kB or more, the same client reading kubeplace's
+   answer from a server that only writes those bytes from a buffer prepared beforehand, and
+   Placement's time over that: the most any server could be faster than Placement for that
+   answer with this client on this machine (loopback and the client's copy of the bytes);
 2. requests/s of `GET /allocation_candidates?resources=VCPU:1,MEMORY_MB:512&limit=1000` at
    --clients concurrent clients (one process each) for --seconds, on each server;
 3. claims/s: `PUT /allocations/{new consumer}` of 1 VCPU, spread over the first providers
    of `resources=VCPU:1`, one client and --clients clients, on each server.
+
+With --kubeplace-url URL (and --token TOKEN), the queries are also timed on a kubeplace
+already serving the same cloud there, e.g. `kubeplace run --placement-addr` over a cluster
+holding it (benches/placement_api_cluster.rs starts one): its column is added to the table,
+its answers checked against `kubeplace placement serve`'s (byte for byte, but for the
+providers' generations, which a cluster's writes of their statuses do not change).
 
 The client is part of what is measured: the figures are lower bounds for both servers, and
 the ratios understate kubeplace's where its answers are fast.
@@ -61,7 +69,7 @@ PROVIDER_QUERIES = [
     ("providers: member_of", "member_of=00000000-0000-4000-8000-000000000003"),
 ]
 # A prepared answer is served for the limit column only from this size on.
-PREPARED_FROM = 1_000_000
+PREPARED_FROM = 100_000
 
 spec = importlib.util.spec_from_file_location("vs_real", ROOT / "benches" / "placement-vs-real.py")
 vs_real = importlib.util.module_from_spec(spec)
@@ -107,21 +115,55 @@ def start_placement(files, state_dir):
     return proc, url_of(line), time.perf_counter() - t0
 
 
-def get(conn, path):
-    conn.request("GET", path, headers=HEADERS)
+def get(conn, path, headers=HEADERS):
+    conn.request("GET", path, headers=headers)
     r = conn.getresponse()
     body = r.read()
     return r.status, body
 
 
-def time_query(addr, path, runs):
+class Sink:
+    """Where a timed answer's body is read to: one buffer, allocated once and grown when an
+    answer is larger, read into straight from the socket (`readinto`), so that the client
+    copies each byte once, as a client in a compiled language would. `read()` makes a new
+    bytes object of every part it reads and joins them, which made the client, not the
+    server, the bound on large answers (1.4 GB/s against about 4 GB/s here)."""
+
+    def __init__(self):
+        self.buf = bytearray(1 << 20)
+
+    def get(self, conn, path, headers=HEADERS):
+        conn.request("GET", path, headers=headers)
+        r = conn.getresponse()
+        length = r.getheader("Content-Length")
+        if length is not None and int(length) >= len(self.buf):
+            # One byte more, so that the end is seen without growing.
+            self.buf = bytearray(int(length) + 1)
+        view = memoryview(self.buf)
+        n = 0
+        while True:
+            if n == len(self.buf):
+                # Longer than said, or no length given: grow and go on reading.
+                self.buf.extend(bytes(len(self.buf)))
+                view = memoryview(self.buf)
+            k = r.readinto(view[n:])
+            if not k:
+                break
+            n += k
+        return r.status, n
+
+
+def time_query(addr, path, runs, headers=HEADERS):
+    """The status and body of a first, untimed read, and the median ms of `runs` reads."""
     conn = http.client.HTTPConnection(*addr, timeout=600)
-    status, body = get(conn, path)
+    status, body = get(conn, path, headers)
+    sink = Sink()
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()
-        get(conn, path)
+        _, n = sink.get(conn, path, headers)
         times.append((time.perf_counter() - t0) * 1e3)
+        assert n == len(body), (path, n, len(body))
     return status, body, statistics.median(times)
 
 
@@ -219,6 +261,8 @@ def main():
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--claims", type=int, default=200, help="claims per client")
+    ap.add_argument("--kubeplace-url", help="also time a kubeplace already serving this cloud here")
+    ap.add_argument("--token", default="admin", help="the X-Auth-Token for --kubeplace-url")
     ap.add_argument("--queries-only", action="store_true",
                     help="time the queries only (no requests/s, no claims)")
     args = ap.parse_args()
@@ -232,33 +276,58 @@ def main():
             print(f"{args.trees} trees; kubeplace serves after {k_load:.2f} s, "
                   f"Placement after {p_load:.0f} s")
             print(f"load averages at start: {os.getloadavg()}")
+            if args.kubeplace_url:
+                url = args.kubeplace_url.rstrip("/").rsplit("//", 1)[-1]
+                host, port = url.rsplit(":", 1)
+                r_addr = (host, int(port))
+                r_headers = dict(HEADERS, **{"X-Auth-Token": args.token})
+            paths = [("/allocation_candidates?" + q, label)
+                     for name, q0 in vs_real.QUERIES
+                     for label, q in ((name, q0), (name + ", limit=50", q0 + "&limit=50"))]
+            paths += [("/resource_providers" + ("?" + q if q else ""), label)
+                      for label, q in PROVIDER_QUERIES]
             rows = []
-            for name, q in vs_real.QUERIES:
-                for label, query in ((name, q), (name + ", limit=50", q + "&limit=50")):
-                    path = "/allocation_candidates?" + query
-                    k_status, k_body, k_ms = time_query(k_addr, path, args.repeat * 5)
-                    p_status, p_body, p_ms = time_query(p_addr, path, args.repeat)
-                    assert k_status == p_status == 200, (label, k_status, p_status)
-                    k_n = len(json.loads(k_body)["allocation_requests"])
-                    p_n = len(json.loads(p_body)["allocation_requests"])
-                    rows.append((label, k_n, p_n, len(k_body), p_ms, k_ms, limit_ms(k_body, args.repeat * 5)))
-            for label, query in PROVIDER_QUERIES:
-                path = "/resource_providers" + ("?" + query if query else "")
+            for path, label in paths:
                 k_status, k_body, k_ms = time_query(k_addr, path, args.repeat * 5)
                 p_status, p_body, p_ms = time_query(p_addr, path, args.repeat)
                 assert k_status == p_status == 200, (label, k_status, p_status)
-                k_list = json.loads(k_body)["resource_providers"]
-                p_list = json.loads(p_body)["resource_providers"]
-                # The same providers on both (Placement lists them in its own order).
-                assert sorted(r["uuid"] for r in k_list) == sorted(r["uuid"] for r in p_list), label
-                rows.append((label, len(k_list), len(p_list), len(k_body), p_ms, k_ms, limit_ms(k_body, args.repeat * 5)))
-            print(f"\n| query | results (kubeplace / Placement) | JSON MB | Placement ms | kubeplace ms | ratio | prepared buffer ms |")
-            print("| --- | --- | --- | --- | --- | --- | --- |")
-            for label, k_n, p_n, size, p_ms, k_ms, b_ms in rows:
-                limit = "" if b_ms is None else f"{b_ms:.2f}"
-                print(f"| {label} | {k_n} / {p_n} | {size / 1e6:.1f} | {p_ms:.1f} | {k_ms:.2f} | {p_ms / k_ms:.0f}x | {limit} |")
+                key = "allocation_requests" if path.startswith("/allocation") else "resource_providers"
+                k_n = len(json.loads(k_body)[key])
+                p_n = len(json.loads(p_body)[key])
+                if key == "resource_providers":
+                    # The same providers on both (Placement lists them in its own order).
+                    assert (sorted(r["uuid"] for r in json.loads(k_body)[key])
+                            == sorted(r["uuid"] for r in json.loads(p_body)[key])), label
+                r_ms = None
+                if args.kubeplace_url:
+                    r_status, r_body, r_ms = time_query(r_addr, path, args.repeat * 5, r_headers)
+                    assert r_status == 200, (label, r_status, r_body[:300])
+                    if key == "resource_providers":
+                        def without_generations(body):
+                            listed = json.loads(body)[key]
+                            for r in listed:
+                                r.pop("generation")
+                            return listed
+                        assert without_generations(r_body) == without_generations(k_body), label
+                    else:
+                        assert r_body == k_body, label
+                rows.append((label, k_n, p_n, len(k_body), p_ms, k_ms,
+                             limit_ms(k_body, args.repeat * 5), r_ms))
+            run_head = " kubeplace run ms | ratio |" if args.kubeplace_url else ""
+            print(f"\n| query | results (kubeplace / Placement) | JSON MB | Placement ms | kubeplace ms | ratio |"
+                  f"{run_head} prepared buffer ms | Placement / prepared |")
+            print("| --- " * (10 if args.kubeplace_url else 8) + "|")
+            for label, k_n, p_n, size, p_ms, k_ms, b_ms, r_ms in rows:
+                limit = " |" if b_ms is None else f"{b_ms:.2f} | {p_ms / b_ms:.0f}x"
+                run = f" {r_ms:.2f} | {p_ms / r_ms:.0f}x |" if r_ms is not None else ""
+                print(f"| {label} | {k_n} / {p_n} | {size / 1e6:.1f} | {p_ms:.1f} | {k_ms:.2f} | "
+                      f"{p_ms / k_ms:.0f}x |{run} {limit} |")
             geo = statistics.geometric_mean([r[4] / r[5] for r in rows])
             print(f"\ngeometric mean ratio: {geo:.0f}x; smallest: {min(r[4] / r[5] for r in rows):.0f}x")
+            if args.kubeplace_url:
+                geo = statistics.geometric_mean([r[4] / r[7] for r in rows])
+                print(f"kubeplace run: geometric mean ratio {geo:.0f}x; "
+                      f"smallest: {min(r[4] / r[7] for r in rows):.0f}x")
             if args.queries_only:
                 print(f"\nload averages at end: {os.getloadavg()}")
                 return
