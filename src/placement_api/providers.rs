@@ -16,7 +16,7 @@ use kubeplace_core::placement::derived_provider_uuid;
 use kubeplace_core::placement::ids::ProviderId;
 use kubeplace_core::placement::query::parse_providers_query;
 use kubeplace_core::placement::resource_providers::matching_providers;
-use kubeplace_core::placement::response::{ProvidersStream, providers_json_parts};
+use kubeplace_core::placement::response::{ProvidersStream, provider_links, providers_json_parts};
 use kubeplace_policy::admission::{Operation, admit};
 use kubeplace_policy::store::ObjectKey;
 
@@ -34,20 +34,9 @@ const MAX_NAME: usize = 200;
 
 /// The links of a provider at a version.
 fn links(uuid: &str, ctx: &Ctx) -> Value {
-    let base = format!("/resource_providers/{uuid}");
-    let mut rels = vec![("self", base.clone())];
-    rels.push(("inventories", format!("{base}/inventories")));
-    rels.push(("usages", format!("{base}/usages")));
-    for (rel, from) in [("aggregates", 1), ("traits", 6), ("allocations", 11)] {
-        if ctx.mv.0 >= from {
-            rels.push((rel, format!("{base}/{rel}")));
-        }
-    }
-    Value::Array(
-        rels.into_iter()
-            .map(|(rel, href)| json!({"rel": rel, "href": href}))
-            .collect(),
-    )
+    provider_links(uuid, ctx.mv)
+        .map(|(rel, href)| json!({"rel": rel, "href": href}))
+        .collect()
 }
 
 /// A provider as Placement shows it at a version.
@@ -124,7 +113,7 @@ fn listed(state: &State<'_>, ctx: &Ctx, query: &str) -> Result<Listed, ApiError>
     let index = state.store().index_now();
     let listed = matching_providers(&index, &q)
         .into_iter()
-        .map(|p| (p, state.generation(index.uuid_at(p))))
+        .map(|p| (p, state.generation_at(&index, p)))
         .collect();
     Ok((index, listed))
 }

@@ -75,14 +75,10 @@ impl Fragments {
         kept_or_rendered(slot, out, render);
     }
 
-    /// The length of the provider's list entry after its generation at `mv`, kept (and
-    /// rendered by `render` when it was not); `None` below 1.14, where it is not kept.
-    pub(crate) fn listed_len(
-        &self,
-        mv: Microversion,
-        render: impl FnOnce(&mut Vec<u8>),
-    ) -> Option<usize> {
-        mv.at_least(14).then(|| kept(&self.listed_14, render).len())
+    /// The length of the provider's list entry after its generation from 1.14, kept (and
+    /// rendered by `render` when it was not).
+    pub(crate) fn listed_len(&self, render: impl FnOnce(&mut Vec<u8>)) -> usize {
+        kept(&self.listed_14, render).len()
     }
 
     /// How many fragments are kept (for tests).

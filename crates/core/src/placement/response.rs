@@ -494,6 +494,17 @@ const LINKS: [(&str, &str, u16); 6] = [
     ("/allocations", "allocations", 11),
 ];
 
+/// The links Placement shows for the provider `uuid` at `mv`, in its order: (relation, href).
+pub fn provider_links(
+    uuid: &str,
+    mv: Microversion,
+) -> impl Iterator<Item = (&'static str, String)> {
+    LINKS
+        .into_iter()
+        .filter(move |(_, _, from)| mv.at_least(*from))
+        .map(move |(path, rel, _)| (rel, format!("/resource_providers/{uuid}{path}")))
+}
+
 /// The `GET /resource_providers` body of the Placement API: each provider with its
 /// generation (which the index does not keep) and, as Placement shows them, its links,
 /// Placement name and from 1.14 its parent and root, keys in sorted order as serde_json
@@ -541,10 +552,19 @@ pub struct ProvidersStream {
     mv: Microversion,
     /// Entries a part holds.
     entries_per_part: usize,
-    /// The next entry to write; `None` before the opening part.
-    next: Option<usize>,
+    /// The next part to make.
+    next: Part,
     len: u64,
-    finished: bool,
+}
+
+/// Where a [`ProvidersStream`] is.
+#[derive(Clone, Copy)]
+enum Part {
+    Opening,
+    /// The entries from this one on.
+    Entries(usize),
+    Closing,
+    Done,
 }
 
 /// What opens and closes the list body.
@@ -567,7 +587,7 @@ impl ProvidersStream {
             let kept = index
                 .get(*p)
                 .fragments
-                .listed_len(mv, |out| listed_after_generation(out, &index, *p, mv))?;
+                .listed_len(|out| listed_after_generation(out, &index, *p, mv));
             let digits = itoa::Buffer::new().format(*generation).len();
             len += (b"{\"generation\":".len() + digits + kept) as u64;
         }
@@ -578,9 +598,8 @@ impl ProvidersStream {
             listed,
             mv,
             entries_per_part,
-            next: None,
+            next: Part::Opening,
             len,
-            finished: false,
         })
     }
 
@@ -605,17 +624,18 @@ impl Iterator for ProvidersStream {
     type Item = Vec<u8>;
 
     fn next(&mut self) -> Option<Vec<u8>> {
-        let Some(start) = self.next else {
-            self.next = Some(0);
-            return Some(LIST_OPEN.to_vec());
-        };
-        if start >= self.listed.len() {
-            if self.finished {
-                return None;
+        let start = match self.next {
+            Part::Opening => {
+                self.next = Part::Entries(0);
+                return Some(LIST_OPEN.to_vec());
             }
-            self.finished = true;
-            return Some(LIST_CLOSE.to_vec());
-        }
+            Part::Entries(start) if start < self.listed.len() => start,
+            Part::Entries(_) | Part::Closing => {
+                self.next = Part::Done;
+                return Some(LIST_CLOSE.to_vec());
+            }
+            Part::Done => return None,
+        };
         let end = (start + self.entries_per_part).min(self.listed.len());
         let mut out = Vec::with_capacity((end - start) * 1024);
         for (i, (p, generation)) in self.listed[start..end].iter().enumerate() {
@@ -630,7 +650,11 @@ impl Iterator for ProvidersStream {
                 listed_after_generation(out, index, *p, mv)
             });
         }
-        self.next = Some(end);
+        self.next = if end < self.listed.len() {
+            Part::Entries(end)
+        } else {
+            Part::Closing
+        };
         Some(out)
     }
 }

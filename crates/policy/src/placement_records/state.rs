@@ -5,15 +5,16 @@ use std::ops::Deref;
 use std::sync::{RwLockReadGuard, RwLockWriteGuard};
 
 use kubeplace_api::{Allocation, Kind, Object, ResourceProvider};
-use kubeplace_core::placement::ProviderRecord;
+use kubeplace_core::placement::ids::ProviderId;
 use kubeplace_core::placement::query::CandidatesQuery;
+use kubeplace_core::placement::{ProviderIndex, ProviderRecord};
 
 use super::consumers::{Consumer, consumer_from_objects};
 use super::{Backing, Book, RecordError, Registry, RegistryChange};
 use crate::admission::{PendingUsage, admit_and_store, admit_and_store_beside};
 use crate::claims::Ledger;
 use crate::store::generations::{
-    Record, allocation_records, counted_spec_generation, generation_of, set_allocation_records,
+    Record, allocation_records, counted_spec_generation, set_allocation_records,
     set_provider_record, set_uncounted, uncounted,
 };
 use crate::store::{ObjectKey, Store};
@@ -250,13 +251,20 @@ impl<'a> State<'a> {
                 let Ok(name) = self.provider_name(uuid) else {
                     return 0;
                 };
-                match self.store.get_cluster(Kind::ResourceProvider, &name) {
-                    Some(Object::ResourceProvider(rp)) => {
-                        generation_of(rp, self.store.generation_records().max_offset(&name))
-                    }
-                    _ => 0,
-                }
+                self.store.provider_generation(&name).unwrap_or(0)
             }
+        }
+    }
+
+    /// [`State::generation`] of a provider of `index` (the store's), found by its id: a
+    /// list of thousands reads each one's without looking its object up by uuid.
+    pub fn generation_at(&self, index: &ProviderIndex, p: ProviderId) -> u64 {
+        match self.backing {
+            Backing::Memory => self.generation(index.uuid_at(p)),
+            Backing::Cluster => self
+                .store
+                .provider_generation(index.name_at(p))
+                .unwrap_or(0),
         }
     }
 

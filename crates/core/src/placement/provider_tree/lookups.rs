@@ -175,6 +175,11 @@ impl ProviderIndex {
         &self.get(id).uuid
     }
 
+    /// The name of the provider with this id.
+    pub fn name_at(&self, id: ProviderId) -> &str {
+        &self.get(id).name
+    }
+
     /// Names of the providers with this uuid, in name order (not the order they were
     /// stored in, so that what reads them answers alike however the index was built).
     pub fn names_with_uuid(&self, uuid: &str) -> Vec<String> {
