@@ -71,8 +71,8 @@ pub(crate) fn list(api: &PlacementApi, ctx: &Ctx, query: &str) -> Result<Reply, 
     // A large list whose entries are kept is sent while it is made: copying megabytes of
     // entries and sending them overlap (without a thread to make it on, it is written whole).
     if listed.len() >= STREAMED_FROM
-        && let Some(stream) = ProvidersStream::new(index.clone(), listed.clone(), ctx.mv)
-        && let Ok(body) = ReplyBody::streamed(stream.len(), stream)
+        && let Some(mut stream) = ProvidersStream::new(index.clone(), listed.clone(), ctx.mv)
+        && let Ok(body) = ReplyBody::streamed(stream.len(), move |out| stream.fill(out))
     {
         return Ok(json_bytes_reply(StatusCode::OK, body));
     }
@@ -111,10 +111,9 @@ fn listed(state: &State<'_>, ctx: &Ctx, query: &str) -> Result<Listed, ApiError>
         )));
     }
     let index = state.store().index_now();
-    let listed = matching_providers(&index, &q)
-        .into_iter()
-        .map(|p| (p, state.generation_at(&index, p)))
-        .collect();
+    let found = matching_providers(&index, &q);
+    let generations = state.generations_of(&found);
+    let listed = found.into_iter().zip(generations).collect();
     Ok((index, listed))
 }
 

@@ -50,6 +50,14 @@ id_type!(
     /// A provider's slot in the index.
     ProviderId
 );
+impl ProviderId {
+    /// Its slot's position, for a table kept beside the index (see
+    /// [`super::ProviderIndex::slot_count`]).
+    pub fn slot(self) -> usize {
+        self.index()
+    }
+}
+
 id_type!(
     /// An interned resource class.
     ClassId

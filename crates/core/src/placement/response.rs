@@ -620,24 +620,26 @@ impl ProvidersStream {
     }
 }
 
-impl Iterator for ProvidersStream {
-    type Item = Vec<u8>;
-
-    fn next(&mut self) -> Option<Vec<u8>> {
+impl ProvidersStream {
+    /// Appends the next part to `out` (a buffer the caller may reuse from part to part);
+    /// `false`, with nothing appended, once every part is made.
+    pub fn fill(&mut self, out: &mut Vec<u8>) -> bool {
         let start = match self.next {
             Part::Opening => {
                 self.next = Part::Entries(0);
-                return Some(LIST_OPEN.to_vec());
+                out.extend_from_slice(LIST_OPEN);
+                return true;
             }
             Part::Entries(start) if start < self.listed.len() => start,
             Part::Entries(_) | Part::Closing => {
                 self.next = Part::Done;
-                return Some(LIST_CLOSE.to_vec());
+                out.extend_from_slice(LIST_CLOSE);
+                return true;
             }
-            Part::Done => return None,
+            Part::Done => return false,
         };
         let end = (start + self.entries_per_part).min(self.listed.len());
-        let mut out = Vec::with_capacity((end - start) * 1024);
+        out.reserve((end - start) * 1024);
         for (i, (p, generation)) in self.listed[start..end].iter().enumerate() {
             if start + i > 0 {
                 out.push(b',');
@@ -646,16 +648,26 @@ impl Iterator for ProvidersStream {
             out.extend_from_slice(itoa::Buffer::new().format(*generation).as_bytes());
             let index = &*self.index;
             let mv = self.mv;
-            index.get(*p).fragments.listed(&mut out, mv, |out| {
-                listed_after_generation(out, index, *p, mv)
-            });
+            index
+                .get(*p)
+                .fragments
+                .listed(out, mv, |out| listed_after_generation(out, index, *p, mv));
         }
         self.next = if end < self.listed.len() {
             Part::Entries(end)
         } else {
             Part::Closing
         };
-        Some(out)
+        true
+    }
+}
+
+impl Iterator for ProvidersStream {
+    type Item = Vec<u8>;
+
+    fn next(&mut self) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        self.fill(&mut out).then_some(out)
     }
 }
 

@@ -175,6 +175,20 @@ impl ProviderIndex {
         &self.get(id).uuid
     }
 
+    /// Every provider's id and name, in slot order.
+    pub fn named_slots(&self) -> impl Iterator<Item = (ProviderId, &str)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, slot)| Some((ProviderId(i as u32), &*slot.as_ref()?.name)))
+    }
+
+    /// How many slots the index has, live or not: a table by [`ProviderId::slot`] of
+    /// this length has room for every provider.
+    pub fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
     /// The name of the provider with this id.
     pub fn name_at(&self, id: ProviderId) -> &str {
         &self.get(id).name
