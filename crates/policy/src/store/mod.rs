@@ -158,7 +158,6 @@ impl Change {
     }
 }
 
-/// Objects by key, plus the provider index built from them.
 /// [`Store::provider_generations`]' table and the epoch it was made at. A copy of the
 /// store starts without one.
 #[derive(Debug, Default)]
@@ -170,6 +169,7 @@ impl Clone for GenerationsKept {
     }
 }
 
+/// Objects by key, plus the provider index built from them.
 #[derive(Debug, Clone, Default)]
 pub struct Store {
     /// Shared, so that a copy of the store (a reconcile pass plans over one) shares every
@@ -375,8 +375,8 @@ impl Store {
         self.by_consumer.get(consumer).into_iter().flatten()
     }
 
-    /// Follows an object's replacement in what is kept about Allocations: the generation
-    /// records and the keys by consumer.
+    /// Follows an object's replacement in what is kept beside the objects: what providers
+    /// and Allocations say of generations, the keys by consumer, the quotas by project.
     fn note_records(&mut self, old: Option<&Object>, new: Option<&Object>) {
         fn provider(o: Option<&Object>) -> Option<&ResourceProvider> {
             match o {
