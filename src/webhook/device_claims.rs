@@ -14,7 +14,7 @@ use kubeplace_policy::mirror::{
     reservation_allocation_problem,
 };
 
-use super::{Answer, Webhook, denied, invalid, read_object, read_review};
+use super::{Answer, NOT_SYNCED, Webhook, denied, invalid, read_object, read_review};
 
 /// The path's plural, and the kind counted in the metrics.
 pub(crate) const PLURAL: &str = "resourceclaims";
@@ -23,11 +23,7 @@ pub(crate) const KIND: &str = "ResourceClaim";
 impl Webhook {
     /// Answers a review of a ResourceClaim's status.
     pub(super) async fn answer_device_claim(&self, body: &[u8], forwarded: bool) -> Answer {
-        let answer = |verdict: &'static str, response: AdmissionResponse| Answer {
-            kind: KIND.to_string(),
-            verdict,
-            response,
-        };
+        let answer = |verdict, response| Answer::new(KIND, verdict, response);
         let request = match read_review(body) {
             Ok(request) => request,
             Err((message, uid)) => return answer("invalid", invalid(message, uid)),
@@ -50,13 +46,7 @@ impl Webhook {
             return answer("allowed", response);
         }
         if !self.wait_until_synced().await {
-            return answer(
-                "denied",
-                denied(
-                    response,
-                    "kubeplace is starting and has not listed every object yet; try again in a few seconds",
-                ),
-            );
+            return answer("denied", denied(response, NOT_SYNCED));
         }
         if is_reservation_of_a_server(&claim.metadata) {
             return self.reservation(&claim, &added, response);
@@ -100,16 +90,8 @@ impl Webhook {
         let problem =
             reservation_allocation_problem(&crate::locks::read(&self.store), claim, added);
         match problem {
-            None => Answer {
-                kind: KIND.to_string(),
-                verdict: "allowed",
-                response,
-            },
-            Some(problem) => Answer {
-                kind: KIND.to_string(),
-                verdict: "denied",
-                response: denied(response, problem),
-            },
+            None => Answer::new(KIND, "allowed", response),
+            Some(problem) => Answer::new(KIND, "denied", denied(response, problem)),
         }
     }
 }

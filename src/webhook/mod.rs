@@ -77,6 +77,20 @@ struct Answer {
     response: AdmissionResponse,
 }
 
+impl Answer {
+    fn new(kind: &str, verdict: &'static str, response: AdmissionResponse) -> Answer {
+        Answer {
+            kind: kind.to_string(),
+            verdict,
+            response,
+        }
+    }
+}
+
+/// Why a review is refused while the store has not listed every object yet.
+const NOT_SYNCED: &str =
+    "kubeplace is starting and has not listed every object yet; try again in a few seconds";
+
 /// A response for a request that cannot be read; `uid` when it could be found.
 pub fn invalid(message: impl Into<String>, uid: Option<String>) -> AdmissionResponse {
     let mut r = AdmissionResponse::invalid(message.into());
@@ -241,10 +255,7 @@ impl Webhook {
             Err(message) => return deny(message),
         };
         if !self.wait_until_synced().await {
-            return deny(
-                "kubeplace is starting and has not listed every object yet; try again in a few seconds"
-                    .into(),
-            );
+            return deny(NOT_SYNCED.into());
         }
         if matches!(kind, Kind::Allocation | Kind::PlacementWrite)
             && let Some(answer) = self

@@ -10,7 +10,7 @@ use kubeplace_policy::mirror::{
     RESERVATION_LABEL, reservation_claim_problem, reservation_pod_problem,
 };
 
-use super::{Answer, Webhook, denied, invalid, read_object, read_review};
+use super::{Answer, NOT_SYNCED, Webhook, denied, invalid, read_object, read_review};
 
 /// The path's plural, and the kind counted in the metrics.
 pub(crate) const PLURAL: &str = "reservations";
@@ -26,11 +26,7 @@ fn labelled(object: Option<&DynamicObject>) -> bool {
 impl Webhook {
     /// Answers a review of a pod or ResourceClaim labelled a reservation.
     pub(super) async fn answer_reservation(&self, body: &[u8]) -> Answer {
-        let answer = |verdict: &'static str, response: AdmissionResponse| Answer {
-            kind: KIND.to_string(),
-            verdict,
-            response,
-        };
+        let answer = |verdict, response| Answer::new(KIND, verdict, response);
         let request = match read_review(body) {
             Ok(request) => request,
             Err((message, uid)) => return answer("invalid", invalid(message, uid)),
@@ -48,13 +44,7 @@ impl Webhook {
             return answer("allowed", response);
         }
         if !self.wait_until_synced().await {
-            return answer(
-                "denied",
-                denied(
-                    response,
-                    "kubeplace is starting and has not listed every object yet; try again in a few seconds",
-                ),
-            );
+            return answer("denied", denied(response, NOT_SYNCED));
         }
         let problem = {
             let store = crate::locks::read(&self.store);

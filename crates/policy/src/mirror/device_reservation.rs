@@ -7,7 +7,10 @@ use std::collections::BTreeSet;
 
 use kubeplace_api::{Kind, Object, ServerRef};
 
-use super::reservation::{ServerClaim, controlled_by, mirrored_node, server_claim, server_claims};
+use super::reservation::{
+    ServerClaim, identity_problem, mirrored_node, reservation_name, reserved_for, server_claim,
+    server_claims,
+};
 use super::resource_slice::{
     DEVICE_CLASS_ANNOTATION, DEVICE_DRIVER_ANNOTATION, DEVICE_NAME_ANNOTATION,
     DEVICE_POOL_ANNOTATION,
@@ -45,7 +48,7 @@ pub struct DeviceReservation {
 impl DeviceReservation {
     /// The ResourceClaim's name, in the Server's namespace.
     pub fn claim_name(&self) -> String {
-        format!("kubeplace-reservation-{}", self.server.name)
+        reservation_name(&self.server)
     }
 }
 
@@ -79,16 +82,11 @@ pub fn reservation_claim_problem(
     store: &Store,
     claim: &kubeplace_api::cluster_source::ResourceClaim,
 ) -> Option<String> {
-    let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
-    let server = claim
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(super::RESERVATION_LABEL))?;
-    let asked_for = ServerRef {
-        namespace: namespace.to_string(),
-        name: server.clone(),
-    };
+    let asked_for = reserved_for(&claim.metadata)?;
+    let ServerRef {
+        namespace,
+        name: server,
+    } = &asked_for;
     let wanted = server_claim(store, &asked_for).and_then(|c| device_reservation_of(store, c));
     let Some(wanted) = wanted else {
         return Some(format!(
@@ -96,18 +94,13 @@ pub fn reservation_claim_problem(
             super::RESERVATION_LABEL
         ));
     };
-    let name = claim.metadata.name.as_deref().unwrap_or_default();
-    if name != wanted.claim_name() {
-        return Some(format!(
-            "metadata.name {name:?}: the reservation claim of Server {namespace}/{server} is named {:?}",
-            wanted.claim_name()
-        ));
-    }
-    if !controlled_by(&claim.metadata, &wanted.server_uid) {
-        return Some(format!(
-            "metadata.ownerReferences: a reservation claim is controlled by its Server {namespace}/{server} (uid {})",
-            wanted.server_uid
-        ));
+    if let Some(problem) = identity_problem(
+        &claim.metadata,
+        "reservation claim",
+        &asked_for,
+        &wanted.server_uid,
+    ) {
+        return Some(problem);
     }
     let requests = claim
         .spec
@@ -205,16 +198,10 @@ pub fn reservation_allocation_problem(
     claim: &kubeplace_api::cluster_source::ResourceClaim,
     added: &BTreeSet<DeviceId>,
 ) -> Option<String> {
-    let server = ServerRef {
+    let server = reserved_for(&claim.metadata).unwrap_or_else(|| ServerRef {
         namespace: claim.metadata.namespace.clone().unwrap_or_default(),
-        name: claim
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(super::RESERVATION_LABEL))
-            .cloned()
-            .unwrap_or_default(),
-    };
+        name: String::new(),
+    });
     let held = devices_held_by(store, &server);
     let foreign: Vec<&DeviceId> = added.difference(&held).collect();
     (!foreign.is_empty()).then(|| {

@@ -29,8 +29,50 @@ pub struct Reservation {
 impl Reservation {
     /// The reservation pod's name, in the Server's namespace.
     pub fn pod_name(&self) -> String {
-        format!("kubeplace-reservation-{}", self.server.name)
+        reservation_name(&self.server)
     }
+}
+
+/// The name of a Server's reservations, its pod and its ResourceClaim alike.
+pub(super) fn reservation_name(server: &ServerRef) -> String {
+    format!("kubeplace-reservation-{}", server.name)
+}
+
+/// The Server an object labelled a reservation says it reserves for: the label's name in
+/// the object's namespace.
+pub(super) fn reserved_for(metadata: &ObjectMeta) -> Option<ServerRef> {
+    let name = metadata.labels.as_ref()?.get(RESERVATION_LABEL)?;
+    Some(ServerRef {
+        namespace: metadata.namespace.clone().unwrap_or_default(),
+        name: name.clone(),
+    })
+}
+
+/// Why an object is not named and controlled as `server`'s `what` (a reservation, a
+/// reservation claim), the Server's uid being `uid`, if it is not.
+pub(super) fn identity_problem(
+    metadata: &ObjectMeta,
+    what: &str,
+    server: &ServerRef,
+    uid: &str,
+) -> Option<String> {
+    let ServerRef {
+        namespace,
+        name: server_name,
+    } = server;
+    let name = metadata.name.as_deref().unwrap_or_default();
+    let wanted = reservation_name(server);
+    if name != wanted {
+        return Some(format!(
+            "metadata.name {name:?}: the {what} of Server {namespace}/{server_name} is named {wanted:?}"
+        ));
+    }
+    if !controlled_by(metadata, uid) {
+        return Some(format!(
+            "metadata.ownerReferences: a {what} is controlled by its Server {namespace}/{server_name} (uid {uid})"
+        ));
+    }
+    None
 }
 
 /// A Server's counted claim, with the Server's uid: what its reservations are made of.
@@ -131,16 +173,11 @@ fn reservations_of(store: &Store, c: &ServerClaim<'_>) -> Vec<Reservation> {
 /// Server (its uid), and request exactly what the Server's claim takes on that Node. Such a
 /// pod is left out by the mirror, so no other may carry the label.
 pub fn reservation_pod_problem(store: &Store, pod: &Pod) -> Option<String> {
-    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
-    let server = pod
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(RESERVATION_LABEL))?;
-    let asked_for = ServerRef {
-        namespace: namespace.to_string(),
-        name: server.clone(),
-    };
+    let asked_for = reserved_for(&pod.metadata)?;
+    let ServerRef {
+        namespace,
+        name: server,
+    } = &asked_for;
     let wanted =
         server_claim(store, &asked_for).and_then(|c| reservations_of(store, &c).into_iter().next());
     let Some(wanted) = wanted else {
@@ -148,18 +185,10 @@ pub fn reservation_pod_problem(store: &Store, pod: &Pod) -> Option<String> {
             "label {RESERVATION_LABEL}={server:?}: Server {namespace}/{server} holds no cores, memory or disk on a mirrored Node; only kubeplace makes reservation pods"
         ));
     };
-    let name = pod.metadata.name.as_deref().unwrap_or_default();
-    if name != wanted.pod_name() {
-        return Some(format!(
-            "metadata.name {name:?}: the reservation of Server {namespace}/{server} is named {:?}",
-            wanted.pod_name()
-        ));
-    }
-    if !controlled_by(&pod.metadata, &wanted.server_uid) {
-        return Some(format!(
-            "metadata.ownerReferences: a reservation is controlled by its Server {namespace}/{server} (uid {})",
-            wanted.server_uid
-        ));
+    if let Some(problem) =
+        identity_problem(&pod.metadata, "reservation", &asked_for, &wanted.server_uid)
+    {
+        return Some(problem);
     }
     let node = pod
         .spec
