@@ -360,8 +360,9 @@ for tar in "$DIR"/images/*.tar; do
 done
 
 # --- kubelet: cgroup v1 must be allowed explicitly since Kubernetes 1.35, and
-# eviction thresholds are low because a developer's disk is often fuller than
-# kubelet's defaults (10% free) allow.
+# disk eviction is off ("0%" turns a signal off): a developer's or a CI
+# machine's disk is often fuller than any threshold would allow, and under
+# DiskPressure the node takes no pods at all. This node's pods write nothing.
 mkdir -p "$DIR/kubelet"
 cat >"$DIR/kubelet/config.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
@@ -379,7 +380,7 @@ tlsCertFile: "$DIR/pki/kubelet-serving.crt"
 tlsPrivateKeyFile: "$DIR/pki/kubelet-serving.key"
 readOnlyPort: 0
 healthzPort: 0
-evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}
+evictionHard: {memory.available: "100Mi", nodefs.available: "0%", imagefs.available: "0%", nodefs.inodesFree: "0%", imagefs.inodesFree: "0%"}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
@@ -406,7 +407,7 @@ start kube-proxy "$BIN/kube-proxy" --config="$DIR/kube-proxy.yaml"
 wait_for "node $NODE_NAME Ready" 120 "$K" wait --for=condition=Ready "node/$NODE_NAME" --timeout=1s
 # Pods need the default ServiceAccount, which the controller manager makes.
 wait_for "ServiceAccount default" 60 "$K" get serviceaccount default -n default
-log "node $NODE_NAME is Ready; image $IMAGE loaded; logs in $DIR/*.log"
+log "node $NODE_NAME is Ready; image $IMAGE loaded; logs in $DIR/*.log; $(df -h --output=avail "$DIR" | tail -1 | tr -d ' ') free on its disk"
 
 if ((INSTALL)); then
   "$BIN/helm" install kubeplace "$ROOT/charts/kubeplace" --namespace kubeplace-system \

@@ -893,8 +893,58 @@ impl std::ops::Deref for Node {
     }
 }
 
+impl Node {
+    /// What a failed test needs to be read afterwards: the Node's conditions and taints,
+    /// every pod with its phase and reason, the latest events and the kubelet's last words.
+    fn report(&self) {
+        let cp = &self.cp;
+        let mut out = String::from("---- the node when the test failed ----\n");
+        for args in [
+            &[
+                "get",
+                "nodes",
+                "-o",
+                "jsonpath={range .items[*]}{.metadata.name} taints={.spec.taints} conditions={range .status.conditions[*]}{.type}={.status}({.reason}) {end}{\"\\n\"}{end}",
+            ][..],
+            &["get", "pods", "-A", "-o", "wide"][..],
+            &[
+                "get",
+                "pods",
+                "-A",
+                "-o",
+                "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name} phase={.status.phase} reason={.status.reason} message={.status.message} deleting={.metadata.deletionTimestamp}{\"\\n\"}{end}",
+            ][..],
+            &["get", "events", "-A", "--sort-by=.lastTimestamp"][..],
+        ] {
+            let run = cp.kubectl(args);
+            out.push_str(&format!(
+                "$ kubectl {}\n{}{}\n",
+                args[..2].join(" "),
+                run.stdout,
+                run.stderr
+            ));
+        }
+        let kubelet = std::fs::read_to_string(cp.dir.join("kubelet.log")).unwrap_or_default();
+        // The kubelet is chatty; these are the lines that say why a pod stopped or waited.
+        let telling = [
+            "evict", "Evict", "OutOf", "pressure", "Pressure", "Killing", "refus", "NotReady",
+            "E1", "E0", "admit",
+        ];
+        let lines: Vec<&str> = kubelet
+            .lines()
+            .filter(|l| telling.iter().any(|t| l.contains(t)))
+            .collect();
+        out.push_str("---- the kubelet's last 60 telling lines ----\n");
+        out.push_str(&lines[lines.len().saturating_sub(60)..].join("\n"));
+        eprintln!("{out}");
+    }
+}
+
 impl Drop for Node {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.report();
+        }
         let _ = Command::new(Path::new(ROOT).join("hack/local-cluster.sh"))
             .arg("down")
             .arg("--dir")
