@@ -388,3 +388,123 @@ fn the_placement_api_serves_mirrored_providers_and_refuses_to_change_them() {
     );
     assert_eq!(usages.json()["usages"]["VCPU"], 6);
 }
+
+/// A device DRA shares among claims (`allowMultipleAllocations`) is inventoried by its
+/// capacity; a pod's claim holds what it consumes, whichever comes first in the files, and
+/// a Flavor asking for a share counts what is left. A capacity that is not a quantity is
+/// refused naming the field.
+#[test]
+fn a_shared_devices_capacity_is_counted_and_its_shares_taken() {
+    let cloud = "\
+apiVersion: v1
+kind: Node
+metadata: {name: node1}
+status: {capacity: {cpu: '64', memory: 256Gi}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: notebook, namespace: ml, uid: 9d1c4c52-0000-4000-8000-000000000001}
+spec: {}
+status:
+  allocation:
+    devices:
+      results:
+      - {request: r, driver: vgpu.example.com, pool: node1, device: vgpu-0, shareID: 6ba7b810-9dad-41d1-80b4-00c04fd430c8, consumedCapacity: {memory: 10Gi, vgpu.example.com/cores: '30'}}
+---
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: vgpu}
+spec:
+  selectors:
+  - cel: {expression: device.driver == \"vgpu.example.com\"}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: node1-vgpu}
+spec:
+  driver: vgpu.example.com
+  nodeName: node1
+  pool: {name: node1, generation: 1, resourceSliceCount: 1}
+  devices:
+  - name: vgpu-0
+    allowMultipleAllocations: true
+    capacity:
+      memory: {value: 40Gi}
+      vgpu.example.com/cores: {value: '100'}
+---
+apiVersion: kubeplace.io/v1alpha1
+kind: Flavor
+metadata: {name: v1.share}
+spec:
+  vcpus: 1
+  memoryMb: 1024
+  extraSpecs:
+    resources:CUSTOM_VGPU_MEMORY_MB: '10240'
+    resources:CUSTOM_VGPU_CORES: '20'
+";
+    let out = kubeplace(&["apply", "-f", "-", "-o", "json"], Some(cloud));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let report = json(&out);
+    // 30 GiB and 70 cores left: three shares of 10 GiB and 20 cores.
+    let share = &item(&report, "Flavor", "v1.share")["status"];
+    assert_eq!(share["headroom"]["servers"], 3, "{share}");
+    assert_eq!(
+        share["candidates"][0]["allocations"][1],
+        json!({"provider": "vgpu.example.com.node1.vgpu-0",
+               "resources": {"CUSTOM_VGPU_CORES": 20, "CUSTOM_VGPU_MEMORY_MB": 10240}}),
+        "{share}"
+    );
+    let providers = |query: &str| {
+        let out = kubeplace(
+            &[
+                "placement",
+                "providers",
+                "-f",
+                "-",
+                "--query",
+                query,
+                "--microversion",
+                "1.39",
+                "-o",
+                "json",
+            ],
+            Some(cloud),
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        names(&json(&out), "resource_providers")
+    };
+    assert_eq!(
+        providers("resources=CUSTOM_VGPU_MEMORY_MB:30720"),
+        ["vgpu.example.com.node1.vgpu-0"]
+    );
+    assert_eq!(
+        providers("resources=CUSTOM_VGPU_MEMORY_MB:30721"),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        providers("resources=CUSTOM_VGPU_CORES:71"),
+        Vec::<String>::new()
+    );
+
+    let bad = cloud.replace("memory: {value: 40Gi}", "memory: {value: forty}");
+    let out = kubeplace(&["apply", "-f", "-", "-o", "json"], Some(&bad));
+    assert_eq!(out.status.code(), Some(1));
+    let report = json(&out);
+    let slice = item(&report, "ResourceSlice", "node1-vgpu");
+    let message = slice["admission"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(
+            "ResourceSlice \"node1-vgpu\" cannot be mirrored: field spec.devices[0].capacity.memory.value: \"forty\" is not a Kubernetes quantity"
+        ),
+        "{message}"
+    );
+}

@@ -10,8 +10,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::resource::v1::{
-    DeviceClaim, DeviceRequest, ExactDeviceRequest, ResourceClaim, ResourceClaimSpec,
+    CapacityRequirements, DeviceClaim, DeviceRequest, ExactDeviceRequest, ResourceClaim,
+    ResourceClaimSpec,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
@@ -20,8 +22,11 @@ use tracing::{info, warn};
 
 use super::reservations::{Reservations, delete};
 use kubeplace_api::{API_VERSION, GROUP};
+use kubeplace_core::placement::derived_provider_uuid;
+use kubeplace_policy::mirror::quantity::in_thousandths;
 use kubeplace_policy::mirror::{
-    DeviceId, DeviceReservation, RESERVATION_LABEL, allocated_devices, device_reservations,
+    DeviceId, DeviceReservation, RESERVATION_LABEL, allocated_devices, allocation_results,
+    device_reservations,
 };
 
 impl Reservations {
@@ -49,7 +54,11 @@ impl Reservations {
                     present.insert(key.clone());
                     self.allocate(&api, r).await;
                 }
-                Some(r) if owned_by(&claim, r) && allocated_devices(&claim) == devices(r) => {
+                Some(r)
+                    if owned_by(&claim, r)
+                        && allocated_devices(&claim) == devices(r)
+                        && same_shares(&claim, r) =>
+                {
                     present.insert(key);
                 }
                 _ => {
@@ -99,6 +108,37 @@ fn devices(r: &DeviceReservation) -> BTreeSet<DeviceId> {
     r.devices.iter().map(|d| d.id.clone()).collect()
 }
 
+/// Whether the claim's allocation consumes of each shared device what the reservation
+/// does (compared by amount: the API server writes quantities in its own form).
+fn same_shares(claim: &ResourceClaim, r: &DeviceReservation) -> bool {
+    let amounts = |m: &BTreeMap<String, String>| -> BTreeMap<String, Option<i64>> {
+        m.iter()
+            .map(|(k, v)| (k.clone(), in_thousandths(v).ok()))
+            .collect()
+    };
+    let written: BTreeMap<DeviceId, BTreeMap<String, Option<i64>>> = allocation_results(claim)
+        .map(|x| {
+            let consumed = x
+                .consumed_capacity
+                .iter()
+                .flatten()
+                .map(|(k, q)| (k.clone(), q.0.clone()))
+                .collect();
+            (
+                DeviceId {
+                    driver: x.driver.clone(),
+                    pool: x.pool.clone(),
+                    device: x.device.clone(),
+                },
+                amounts(&consumed),
+            )
+        })
+        .collect();
+    r.devices
+        .iter()
+        .all(|d| written.get(&d.id).cloned().unwrap_or_default() == amounts(&d.consumed))
+}
+
 fn owned_by(claim: &ResourceClaim, r: &DeviceReservation) -> bool {
     claim
         .metadata
@@ -146,6 +186,15 @@ fn claim_for(r: &DeviceReservation) -> ResourceClaim {
                                 device_class_name: d.device_class.clone(),
                                 allocation_mode: Some("ExactCount".into()),
                                 count: Some(1),
+                                // A shared device: the share the Server's claim holds.
+                                capacity: (!d.consumed.is_empty()).then(|| CapacityRequirements {
+                                    requests: Some(
+                                        d.consumed
+                                            .iter()
+                                            .map(|(k, v)| (k.clone(), Quantity(v.clone())))
+                                            .collect(),
+                                    ),
+                                }),
                                 ..ExactDeviceRequest::default()
                             }),
                             ..DeviceRequest::default()
@@ -167,8 +216,18 @@ fn status_for(r: &DeviceReservation) -> Value {
         .iter()
         .enumerate()
         .map(|(i, d)| {
-            json!({"request": request_name(i), "driver": d.id.driver, "pool": d.id.pool,
-                   "device": d.id.device})
+            let mut result = json!({"request": request_name(i), "driver": d.id.driver,
+                                    "pool": d.id.pool, "device": d.id.device});
+            if !d.consumed.is_empty() {
+                // A share of a device DRA gives to several claims: what it consumes, and an
+                // id of the share, the same for the same Server and device.
+                result["consumedCapacity"] = json!(d.consumed);
+                result["shareID"] = json!(derived_provider_uuid(&format!(
+                    "{}/{}/{}/{}",
+                    r.server_uid, d.id.driver, d.id.pool, d.id.device
+                )));
+            }
+            result
         })
         .collect();
     let mut allocation = json!({ "devices": { "results": results } });
@@ -204,6 +263,7 @@ mod tests {
                 },
                 device_class: "gpu".into(),
                 node: Some("node-a".into()),
+                consumed: BTreeMap::new(),
             }],
         }
     }
@@ -242,5 +302,56 @@ mod tests {
         let mut allocated_claim = claim.clone();
         allocated_claim.status = serde_json::from_value(status).unwrap();
         assert_eq!(allocated_devices(&allocated_claim), devices(&r));
+        assert!(same_shares(&allocated_claim, &r));
+        assert!(status_for(&r)["allocation"]["devices"]["results"][0]["shareID"].is_null());
+    }
+
+    /// On a shared device the claim asks for the Server's share and its allocation consumes
+    /// it under a share id of the Server and device; a share written in another form of the
+    /// same amount matches, another amount does not.
+    #[test]
+    fn a_share_of_a_device_is_requested_and_consumed() {
+        let mut r = reservation();
+        r.devices[0].consumed = BTreeMap::from([
+            ("memory".to_string(), "10240Mi".to_string()),
+            ("cores".to_string(), "25".to_string()),
+        ]);
+        let claim = claim_for(&r);
+        let exactly = claim
+            .spec
+            .devices
+            .as_ref()
+            .unwrap()
+            .requests
+            .as_ref()
+            .unwrap()[0]
+            .exactly
+            .clone()
+            .unwrap();
+        assert_eq!(
+            exactly.capacity.unwrap().requests.unwrap()["memory"],
+            Quantity("10240Mi".into())
+        );
+        let status = status_for(&r);
+        let result = &status["allocation"]["devices"]["results"][0];
+        assert_eq!(result["consumedCapacity"]["memory"], "10240Mi");
+        assert_eq!(
+            result["shareID"],
+            status_for(&r)["allocation"]["devices"]["results"][0]["shareID"]
+        );
+        assert_eq!(result["shareID"].as_str().unwrap().len(), 36);
+        let mut allocated = claim.clone();
+        allocated.status = serde_json::from_value(status.clone()).unwrap();
+        assert!(same_shares(&allocated, &r));
+        let mut rewritten = status.clone();
+        rewritten["allocation"]["devices"]["results"][0]["consumedCapacity"]["memory"] =
+            json!("10Gi");
+        allocated.status = serde_json::from_value(rewritten).unwrap();
+        assert!(same_shares(&allocated, &r));
+        let mut resized = status;
+        resized["allocation"]["devices"]["results"][0]["consumedCapacity"]["memory"] =
+            json!("20Gi");
+        allocated.status = serde_json::from_value(resized).unwrap();
+        assert!(!same_shares(&allocated, &r));
     }
 }

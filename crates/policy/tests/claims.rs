@@ -448,3 +448,51 @@ fn a_device_kube_scheduler_allocates_is_decided_beside_every_claim() {
         .is_none()
     );
 }
+
+/// On a device DRA shares, kube-scheduler's allocations are decided by what they consume:
+/// shares that fit beside a Server's are admitted, one that would take more than is left is
+/// refused naming the capacity's class.
+#[test]
+fn shares_of_a_shared_device_are_decided_by_what_they_consume() {
+    let mut store = Store::default();
+    store.apply(object(
+        "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata:\n  name: vgpu.example.com.node-a.vgpu-0\n  annotations:\n    kubeplace.io/mirrored-from: ResourceSlice/node-a-vgpus\n    kubeplace.io/device-capacity: '{\"CUSTOM_VGPU_MEMORY_MB\": [\"memory\", \"Mi\"]}'\nspec:\n  inventories:\n    CUSTOM_VGPU_MEMORY_MB: {total: 40960}\n",
+    ));
+    store.apply(object(
+        "apiVersion: kubeplace.io/v1alpha1\nkind: Allocation\nmetadata:\n  name: server\nspec:\n  consumer: 00000000-0000-0000-0000-000000000009\n  allocations:\n  - provider: vgpu.example.com.node-a.vgpu-0\n    resources: {CUSTOM_VGPU_MEMORY_MB: 20480}\n",
+    ));
+    let share = |name: &str, uid: &str, memory: &str| {
+        let claim: kubeplace_api::cluster_source::ResourceClaim = serde_saphyr::from_str(&format!(
+            "metadata: {{name: {name}, namespace: ml, uid: {uid}}}\nspec: {{}}\nstatus:\n  allocation:\n    devices:\n      results:\n      - {{request: r, driver: vgpu.example.com, pool: node-a, device: vgpu-0, shareID: 6ba7b810-9dad-41d1-80b4-00c04fd430c8, consumedCapacity: {{memory: {memory}}}}}\n"
+        ))
+        .unwrap();
+        kubeplace_policy::mirror::claim_allocation(&claim, &store).expect("a device the store has")
+    };
+    let now = Instant::now();
+    let mut ledger = Ledger::new(Duration::from_secs(30));
+    let first = share("a", "9d1c4c52-0000-4000-8000-000000000001", "10Gi");
+    assert_eq!(
+        first.spec.allocations[0].resources["CUSTOM_VGPU_MEMORY_MB"],
+        10240
+    );
+    assert!(
+        ledger
+            .decide_device_claim(&first, &store, now, false)
+            .allowed
+    );
+    // 10 GiB left beside the Server's 20 and the first share: 10 GiB and 1 byte is too much
+    // (a part of a MiB consumed counts whole).
+    let over = share("b", "9d1c4c52-0000-4000-8000-000000000002", "10737418241");
+    let refused = ledger.decide_device_claim(&over, &store, now, false);
+    assert!(
+        !refused.allowed && refused.message.contains("CUSTOM_VGPU_MEMORY_MB"),
+        "{}",
+        refused.message
+    );
+    let fits = share("c", "9d1c4c52-0000-4000-8000-000000000003", "10Gi");
+    assert!(
+        ledger
+            .decide_device_claim(&fits, &store, now, false)
+            .allowed
+    );
+}

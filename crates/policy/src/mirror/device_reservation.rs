@@ -3,7 +3,7 @@
 //! and reserved for the Server, so kube-scheduler takes them for in use. The claim was
 //! decided at the claims ledger as any other; the ResourceClaim only tells the cluster.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kubeplace_api::{Kind, Object, ServerRef};
 
@@ -12,8 +12,8 @@ use super::reservation::{
     server_claims,
 };
 use super::resource_slice::{
-    DEVICE_CLASS_ANNOTATION, DEVICE_DRIVER_ANNOTATION, DEVICE_NAME_ANNOTATION,
-    DEVICE_POOL_ANNOTATION,
+    DEVICE_CAPACITY_ANNOTATION, DEVICE_CLASS_ANNOTATION, DEVICE_DRIVER_ANNOTATION,
+    DEVICE_NAME_ANNOTATION, DEVICE_POOL_ANNOTATION, shared_capacity_of,
 };
 use crate::store::Store;
 
@@ -33,6 +33,9 @@ pub struct ReservedDevice {
     pub device_class: String,
     /// The Node it is on, when it is on one.
     pub node: Option<String>,
+    /// Of a shared device, what the Server consumes of each capacity, as quantities
+    /// (`memory: 10240Mi`); empty for a device held whole.
+    pub consumed: BTreeMap<String, String>,
 }
 
 /// A Server's holding of mirrored devices.
@@ -57,14 +60,7 @@ impl DeviceReservation {
 pub fn allocated_devices(
     claim: &kubeplace_api::cluster_source::ResourceClaim,
 ) -> BTreeSet<DeviceId> {
-    claim
-        .status
-        .as_ref()
-        .and_then(|s| s.allocation.as_ref())
-        .and_then(|a| a.devices.as_ref())
-        .and_then(|d| d.results.as_ref())
-        .into_iter()
-        .flatten()
+    super::allocation_results(claim)
         .filter(|r| r.admin_access != Some(true))
         .map(|r| DeviceId {
             driver: r.driver.clone(),
@@ -143,7 +139,36 @@ pub fn device_of(store: &Store, provider: &str) -> Option<ReservedDevice> {
         id,
         device_class,
         node,
+        consumed: BTreeMap::new(),
     })
+}
+
+/// What `resources` (a claim's amounts on a shared device's provider) consume of the
+/// device's capacities, as quantities; empty for a device held whole.
+fn consumed_on(
+    store: &Store,
+    provider: &str,
+    resources: &BTreeMap<String, i64>,
+) -> BTreeMap<String, String> {
+    let Some(capacity) = store
+        .get_cluster(Kind::ResourceProvider, provider)
+        .and_then(|o| {
+            o.meta()
+                .annotations
+                .as_ref()?
+                .get(DEVICE_CAPACITY_ANNOTATION)
+        })
+        .and_then(|a| shared_capacity_of(a))
+    else {
+        return BTreeMap::new();
+    };
+    capacity
+        .iter()
+        .filter_map(|(name, (class, unit))| {
+            let amount = *resources.get(class)?;
+            Some((name.clone(), unit.quantity(amount)))
+        })
+        .collect()
 }
 
 /// Every device reservation the counted claims of Servers call for, in Server order: one
@@ -163,7 +188,11 @@ fn device_reservation_of(store: &Store, c: ServerClaim<'_>) -> Option<DeviceRese
         .spec
         .allocations
         .iter()
-        .filter_map(|pa| device_of(store, &pa.provider))
+        .filter_map(|pa| {
+            let mut device = device_of(store, &pa.provider)?;
+            device.consumed = consumed_on(store, &pa.provider, &pa.resources);
+            Some(device)
+        })
         .collect();
     (!devices.is_empty()).then_some(DeviceReservation {
         server: c.server,
@@ -248,6 +277,32 @@ mod tests {
     }
 
     #[test]
+    fn a_servers_share_of_a_shared_device_is_what_it_consumes() {
+        let mut store = store();
+        store.apply(object(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata:\n  name: gpu.example.com.node-a.gpu-0\n  annotations:\n    kubeplace.io/mirrored-from: ResourceSlice/node-a-gpus\n    kubeplace.io/device-driver: gpu.example.com\n    kubeplace.io/device-pool: node-a\n    kubeplace.io/device-name: gpu-0\n    kubeplace.io/device-class: gpu\n    kubeplace.io/device-capacity: '{\"CUSTOM_GPU_MEMORY_MB\": [\"memory\", \"Mi\"], \"CUSTOM_GPU_CORES\": [\"gpu.example.com/cores\", \"\"]}'\nspec:\n  parent: node-a\n  inventories:\n    CUSTOM_GPU_MEMORY_MB: {total: 40960}\n    CUSTOM_GPU_CORES: {total: 100}\n",
+        ));
+        let reference = ServerRef {
+            namespace: "shop".into(),
+            name: "web".into(),
+        };
+        store.apply(object(&format!(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: Allocation\nmetadata:\n  name: {}\n  labels:\n    {}: shop\n    {}: web\nspec:\n  consumer: 00000000-0000-0000-0000-000000000001\n  allocations:\n  - provider: gpu.example.com.node-a.gpu-0\n    resources: {{CUSTOM_GPU_MEMORY_MB: 10240, CUSTOM_GPU_CORES: 25}}\n",
+            reference.allocation_name(),
+            kubeplace_api::SERVER_NAMESPACE_LABEL,
+            kubeplace_api::SERVER_NAME_LABEL,
+        )));
+        let found = device_reservations(&store);
+        assert_eq!(
+            found[0].devices[0].consumed,
+            BTreeMap::from([
+                ("gpu.example.com/cores".to_string(), "25".to_string()),
+                ("memory".to_string(), "10240Mi".to_string()),
+            ])
+        );
+    }
+
+    #[test]
     fn a_servers_mirrored_device_is_reserved_on_its_node() {
         let store = store();
         let found = device_reservations(&store);
@@ -265,6 +320,7 @@ mod tests {
                 },
                 device_class: "gpu".into(),
                 node: Some("node-a".into()),
+                consumed: BTreeMap::new(),
             }]
         );
         assert_eq!(devices_held_by(&store, &r.server).len(), 1);

@@ -9,10 +9,11 @@
 //! `resource_slice.rs`, `resource_claim.rs`, `device_class.rs`; `traits.rs` the label table;
 //! `quantity.rs` Kubernetes quantities.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use kubeplace_api::cluster_source::{
-    ClusterSource, MIRRORED_FROM_ANNOTATION, ResourceClaim, ResourceSlice, SourceKey, SourceKind,
+    ClusterSource, DeviceRequestAllocationResult, MIRRORED_FROM_ANNOTATION, ResourceClaim,
+    ResourceSlice, SourceKey, SourceKind,
 };
 use kubeplace_api::{Allocation, AllocationSpec, AllocationStatus, Condition, Object, ObjectMeta};
 use kubeplace_core::placement::derived_provider_uuid;
@@ -96,6 +97,9 @@ pub struct Mirror {
     classes: device_class::DeviceClasses,
     slices: BTreeMap<String, ResourceSlice>,
     claims: BTreeMap<(String, String), ResourceClaim>,
+    /// The shared devices of the slices, by provider name: a claim's allocation on one
+    /// holds what it consumes of the capacities counted here.
+    shared: HashMap<String, resource_slice::SharedCapacity>,
     /// What each cluster object seen is mirrored as.
     produced: HashMap<SourceKey, Vec<ObjectKey>>,
     /// How many cluster objects produce each mirrored object (a pool's root, by each of
@@ -127,7 +131,9 @@ impl Mirror {
                     let mut kept = (**s).clone();
                     // Nothing reads managedFields; kept they would be most of the slice.
                     kept.metadata.managed_fields = None;
-                    self.slices.insert(key.name.clone(), kept);
+                    let old = self.slices.insert(key.name.clone(), kept);
+                    let moved = self.reshare(old.as_ref(), Some(s));
+                    self.redo_claims_on(&moved, &mut changes);
                     self.slice_objects(s, &from)
                 }
                 ClusterSource::ResourceClaim(c) => {
@@ -162,7 +168,9 @@ impl Mirror {
         let mut changes = Vec::new();
         match key.kind {
             SourceKind::ResourceSlice => {
-                self.slices.remove(&key.name);
+                let old = self.slices.remove(&key.name);
+                let moved = self.reshare(old.as_ref(), None);
+                self.redo_claims_on(&moved, &mut changes);
             }
             SourceKind::ResourceClaim => {
                 self.claims
@@ -203,16 +211,95 @@ impl Mirror {
     }
 
     fn claim_objects(&self, c: &ResourceClaim, from: &str) -> Vec<Object> {
-        resource_claim::allocation(c, &self.classes, from)
+        resource_claim::allocation(c, &self.classes, &self.shared, from)
             .into_iter()
             .map(Object::Allocation)
             .collect()
+    }
+
+    /// Replaces a slice's shared devices (`old`'s) with `new`'s; the devices whose counted
+    /// capacity moved.
+    fn reshare(
+        &mut self,
+        old: Option<&ResourceSlice>,
+        new: Option<&ResourceSlice>,
+    ) -> BTreeSet<String> {
+        let before = old
+            .map(|s| resource_slice::shared_devices(s, &self.classes))
+            .unwrap_or_default();
+        let after = new
+            .map(|s| resource_slice::shared_devices(s, &self.classes))
+            .unwrap_or_default();
+        if before == after {
+            return BTreeSet::new();
+        }
+        for device in before.keys() {
+            self.shared.remove(device);
+        }
+        let mut moved: BTreeSet<String> = before.keys().cloned().collect();
+        for (device, capacity) in after {
+            moved.insert(device.clone());
+            self.shared.insert(device, capacity);
+        }
+        moved
+    }
+
+    /// Mirrors again the claims allocated on any of `devices` (providers' names).
+    fn redo_claims_on(&mut self, devices: &BTreeSet<String>, changes: &mut Vec<Change>) {
+        if devices.is_empty() {
+            return;
+        }
+        self.redo_claims_where(
+            |r| {
+                devices.contains(&resource_slice::device_provider_name(
+                    &r.driver, &r.pool, &r.device,
+                ))
+            },
+            changes,
+        );
+    }
+
+    /// Mirrors again the claims with an allocation result that `named` picks.
+    fn redo_claims_where(
+        &mut self,
+        named: impl Fn(&DeviceRequestAllocationResult) -> bool,
+        changes: &mut Vec<Change>,
+    ) {
+        let claims: Vec<(SourceKey, Vec<Object>)> = self
+            .claims
+            .iter()
+            .filter(|(_, c)| allocation_results(c).any(&named))
+            .map(|((namespace, name), c)| {
+                let key = SourceKey {
+                    kind: SourceKind::ResourceClaim,
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                };
+                let objects = self.claim_objects(c, &key.to_string());
+                (key, objects)
+            })
+            .collect();
+        for (key, objects) in claims {
+            self.produce(key, objects, changes);
+        }
     }
 
     /// Mirrors again the slices and claims of drivers whose resource class moved.
     fn redo_drivers(&mut self, drivers: &[String], changes: &mut Vec<Change>) {
         if drivers.is_empty() {
             return;
+        }
+        // A shared device's capacities are named after its class: counted again first.
+        let renamed: Vec<ResourceSlice> = self
+            .slices
+            .values()
+            .filter(|s| drivers.contains(&s.spec.driver))
+            .cloned()
+            .collect();
+        for slice in &renamed {
+            for (device, capacity) in resource_slice::shared_devices(slice, &self.classes) {
+                self.shared.insert(device, capacity);
+            }
         }
         let slices: Vec<(SourceKey, Result<Vec<Object>, MirrorError>)> = self
             .slices
@@ -228,33 +315,10 @@ impl Mirror {
                 (key, objects)
             })
             .collect();
-        let claims: Vec<(SourceKey, Vec<Object>)> = self
-            .claims
-            .iter()
-            .filter(|(_, c)| {
-                c.status
-                    .as_ref()
-                    .and_then(|s| s.allocation.as_ref())
-                    .and_then(|a| a.devices.as_ref())
-                    .and_then(|d| d.results.as_ref())
-                    .is_some_and(|r| r.iter().any(|r| drivers.contains(&r.driver)))
-            })
-            .map(|((namespace, name), c)| {
-                let key = SourceKey {
-                    kind: SourceKind::ResourceClaim,
-                    namespace: namespace.clone(),
-                    name: name.clone(),
-                };
-                let objects = self.claim_objects(c, &key.to_string());
-                (key, objects)
-            })
-            .collect();
         for (key, objects) in slices {
             self.produce(key, objects.unwrap_or_default(), changes);
         }
-        for (key, objects) in claims {
-            self.produce(key, objects, changes);
-        }
+        self.redo_claims_where(|r| drivers.contains(&r.driver), changes);
     }
 
     /// Makes `objects` what `source` is mirrored as: puts each, and takes away what it
@@ -281,6 +345,20 @@ impl Mirror {
             changes.push(Change::Put(Box::new(object)));
         }
     }
+}
+
+/// The results of a claim's allocation, none while it is not allocated.
+pub fn allocation_results(
+    claim: &ResourceClaim,
+) -> impl Iterator<Item = &DeviceRequestAllocationResult> {
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| s.allocation.as_ref())
+        .and_then(|a| a.devices.as_ref())
+        .and_then(|d| d.results.as_ref())
+        .into_iter()
+        .flatten()
 }
 
 /// The metadata of a mirrored object.

@@ -1,15 +1,26 @@
 //! An allocated ResourceClaim as an Allocation: one of its driver's resource class on each
-//! device it got.
+//! device it got whole, and what it consumes of a shared device's capacity.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use kubeplace_api::cluster_source::ResourceClaim;
 use kubeplace_api::{Allocation, AllocationSpec, Kind, Object, ProviderAllocation};
 
 use super::device_class::DeviceClasses;
-use super::resource_slice::device_provider_name;
+use super::quantity::Rounding;
+use super::resource_slice::{
+    DEVICE_CAPACITY_ANNOTATION, SharedCapacity, device_provider_name, shared_capacity_of,
+};
 use super::{Consumer, is_reservation_of_a_server, mirrored_allocation};
 use crate::store::Store;
+
+/// How an allocation result holds its device.
+pub(super) enum Holding {
+    /// Given whole: one of this resource class.
+    Whole(String),
+    /// Shared: what the result consumes (`consumedCapacity`) of each counted capacity.
+    Shared(SharedCapacity),
+}
 
 /// The consumer type of a ResourceClaim's Allocation.
 pub const CLAIM_CONSUMER_TYPE: &str = "RESOURCE_CLAIM";
@@ -20,13 +31,17 @@ pub const CLAIM_CONSUMER_TYPE: &str = "RESOURCE_CLAIM";
 pub(super) fn allocation(
     claim: &ResourceClaim,
     classes: &DeviceClasses,
+    shared: &HashMap<String, SharedCapacity>,
     from: &str,
 ) -> Option<Allocation> {
     if is_reservation_of_a_server(&claim.metadata) {
         return None;
     }
-    allocation_with(claim, from, |driver, _| {
-        Some(classes.resource_class(driver))
+    allocation_with(claim, from, |driver, provider| {
+        Some(match shared.get(provider) {
+            Some(capacity) => Holding::Shared(capacity.clone()),
+            None => Holding::Whole(classes.resource_class(driver)),
+        })
     })
 }
 
@@ -41,39 +56,65 @@ pub fn claim_allocation(claim: &ResourceClaim, store: &Store) -> Option<Allocati
         claim.metadata.name.as_deref().unwrap_or_default()
     );
     allocation_with(claim, &from, |_, provider| {
-        match store.get_cluster(Kind::ResourceProvider, provider)? {
-            Object::ResourceProvider(rp) => rp.spec.inventories.keys().next().cloned(),
-            _ => None,
+        let Object::ResourceProvider(rp) = store.get_cluster(Kind::ResourceProvider, provider)?
+        else {
+            return None;
+        };
+        match rp
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(DEVICE_CAPACITY_ANNOTATION))
+        {
+            Some(annotation) => shared_capacity_of(annotation).map(Holding::Shared),
+            None => rp
+                .spec
+                .inventories
+                .keys()
+                .next()
+                .cloned()
+                .map(Holding::Whole),
         }
     })
 }
 
-/// [`allocation`], each device's class given by `class_of(driver, provider)`.
+/// [`allocation`], how each device is held given by `holding_of(driver, provider)`.
 fn allocation_with(
     claim: &ResourceClaim,
     from: &str,
-    class_of: impl Fn(&str, &str) -> Option<String>,
+    holding_of: impl Fn(&str, &str) -> Option<Holding>,
 ) -> Option<Allocation> {
-    let results = claim
-        .status
-        .as_ref()?
-        .allocation
-        .as_ref()?
-        .devices
-        .as_ref()?
-        .results
-        .as_ref()?;
     let mut by_provider: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
-    for r in results.iter().filter(|r| r.admin_access != Some(true)) {
+    for r in super::allocation_results(claim).filter(|r| r.admin_access != Some(true)) {
         let provider = device_provider_name(&r.driver, &r.pool, &r.device);
-        let Some(class) = class_of(&r.driver, &provider) else {
-            continue;
-        };
-        *by_provider
-            .entry(provider)
-            .or_default()
-            .entry(class)
-            .or_default() += 1;
+        match holding_of(&r.driver, &provider) {
+            None => {}
+            Some(Holding::Whole(class)) => {
+                *by_provider
+                    .entry(provider)
+                    .or_default()
+                    .entry(class)
+                    .or_default() += 1;
+            }
+            Some(Holding::Shared(capacity)) => {
+                for (name, consumed) in r.consumed_capacity.iter().flatten() {
+                    let Some((class, unit)) = capacity.get(name) else {
+                        continue;
+                    };
+                    // The API server checked the quantity; one it could not read holds nothing.
+                    let Ok(amount) = unit.amount(&consumed.0, Rounding::Up) else {
+                        continue;
+                    };
+                    if amount > 0 {
+                        *by_provider
+                            .entry(provider.clone())
+                            .or_default()
+                            .entry(class.clone())
+                            .or_default() += amount;
+                    }
+                }
+            }
+        }
     }
     if by_provider.is_empty() {
         return None;
@@ -116,7 +157,13 @@ status:
 ",
         )
         .unwrap();
-        let a = allocation(&claim, &DeviceClasses::default(), "ResourceClaim/ml/gpus").unwrap();
+        let a = allocation(
+            &claim,
+            &DeviceClasses::default(),
+            &HashMap::new(),
+            "ResourceClaim/ml/gpus",
+        )
+        .unwrap();
         assert_eq!(a.spec.consumer, "9d1c4c52-0000-4000-8000-000000000002");
         let held: Vec<(&str, i64)> = a
             .spec
@@ -133,6 +180,6 @@ status:
         );
         let pending: ResourceClaim =
             serde_saphyr::from_str("metadata: {name: c}\nspec: {}\n").unwrap();
-        assert!(allocation(&pending, &DeviceClasses::default(), "x").is_none());
+        assert!(allocation(&pending, &DeviceClasses::default(), &HashMap::new(), "x").is_none());
     }
 }

@@ -1,13 +1,20 @@
 //! A ResourceSlice's devices as providers under their Node's root: one a device, with one
-//! of its driver's resource class and its true bool attributes as traits.
+//! of its driver's resource class (a device given whole) or its capacity (a device DRA
+//! shares among claims), and its true bool attributes as traits.
+
+use std::collections::BTreeMap;
 
 use kubeplace_api::cluster_source::ResourceSlice;
 use kubeplace_api::{Inventory, ResourceProvider, ResourceProviderSpec, SortedMap};
 use kubeplace_core::placement::{check_trait, derived_provider_uuid};
 
 use super::device_class::DeviceClasses;
+use super::quantity::{COUNT, MIB, QuantityError, Rounding, Unit, in_units};
 use super::traits::trait_part;
 use super::{MirrorError, mirrored_meta};
+
+/// Placement's largest inventory total.
+const MAX_TOTAL: i64 = i32::MAX as i64;
 
 /// The annotations a device's provider carries: which device it is, and the DeviceClass its
 /// resource class is named after (none: named after the driver).
@@ -15,6 +22,150 @@ pub const DEVICE_DRIVER_ANNOTATION: &str = "kubeplace.io/device-driver";
 pub const DEVICE_POOL_ANNOTATION: &str = "kubeplace.io/device-pool";
 pub const DEVICE_NAME_ANNOTATION: &str = "kubeplace.io/device-name";
 pub const DEVICE_CLASS_ANNOTATION: &str = "kubeplace.io/device-class";
+/// On a shared device's provider: which capacity each of its resource classes counts, as
+/// JSON (`{"CUSTOM_GPU_MEMORY_MB": ["memory", "Mi"], "CUSTOM_GPU_CORES": ["cores", ""]}`),
+/// so a claim's consumed capacity and a Server's amounts translate both ways.
+pub const DEVICE_CAPACITY_ANNOTATION: &str = "kubeplace.io/device-capacity";
+
+/// How a capacity of a shared device is counted: bytes (a value written with a binary
+/// suffix, `40Gi`) in MiB, anything else (`108`, `4k`) in whole units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CapacityUnit {
+    Whole,
+    Mebibytes,
+}
+
+impl CapacityUnit {
+    /// The unit a device's capacity value is counted in.
+    pub fn of(value: &str) -> CapacityUnit {
+        let value = value.trim();
+        if ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"]
+            .iter()
+            .any(|suffix| value.ends_with(suffix))
+        {
+            CapacityUnit::Mebibytes
+        } else {
+            CapacityUnit::Whole
+        }
+    }
+
+    fn unit(self) -> Unit {
+        match self {
+            CapacityUnit::Whole => COUNT,
+            CapacityUnit::Mebibytes => MIB,
+        }
+    }
+
+    /// The suffix the annotation and a written quantity carry: `Mi` or nothing.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            CapacityUnit::Whole => "",
+            CapacityUnit::Mebibytes => "Mi",
+        }
+    }
+
+    fn from_suffix(suffix: &str) -> Option<CapacityUnit> {
+        match suffix {
+            "" => Some(CapacityUnit::Whole),
+            "Mi" => Some(CapacityUnit::Mebibytes),
+            _ => None,
+        }
+    }
+
+    /// `amount` of this unit as a Kubernetes quantity (`10240Mi`, `4`).
+    pub fn quantity(self, amount: i64) -> String {
+        format!("{amount}{}", self.suffix())
+    }
+
+    /// A quantity in this unit: what a device offers rounds down, what a claim consumes up
+    /// (a part of a unit taken is taken whole).
+    pub fn amount(self, value: &str, rounding: Rounding) -> Result<i64, QuantityError> {
+        in_units(value, self.unit(), rounding)
+    }
+}
+
+/// The resource class counting one capacity of a shared device of `class`:
+/// `<CLASS>_<CAPACITY>`, with `_MB` for bytes. A capacity named in the driver's own domain
+/// (`gpu.example.com/memory` of driver `gpu.example.com`) is named as `memory` is.
+pub fn capacity_class(class: &str, driver: &str, capacity: &str, unit: CapacityUnit) -> String {
+    let name = capacity
+        .strip_prefix(driver)
+        .and_then(|rest| rest.strip_prefix('/'))
+        .unwrap_or(capacity);
+    let bytes = match unit {
+        CapacityUnit::Whole => "",
+        CapacityUnit::Mebibytes => "_MB",
+    };
+    format!("{class}_{}{bytes}", trait_part(name))
+}
+
+/// A shared device's capacities: the resource class of each capacity name and its unit.
+pub type SharedCapacity = BTreeMap<String, (String, CapacityUnit)>;
+
+/// Reads a shared device's [`DEVICE_CAPACITY_ANNOTATION`] back (resource class → capacity
+/// name and unit), as capacity name → resource class and unit.
+pub fn shared_capacity_of(annotation: &str) -> Option<SharedCapacity> {
+    let by_class: BTreeMap<String, (String, String)> = serde_json::from_str(annotation).ok()?;
+    by_class
+        .into_iter()
+        .map(|(class, (name, suffix))| Some((name, (class, CapacityUnit::from_suffix(&suffix)?))))
+        .collect()
+}
+
+/// The inventories of a device DRA may give to several claims at once
+/// (`allowMultipleAllocations`): one per capacity that counts at least one unit and fits
+/// Placement's bounds, with what each counts.
+fn shared_inventories(
+    device: &kubeplace_api::cluster_source::Device,
+    class: &str,
+    driver: &str,
+    at: &str,
+) -> Result<(SortedMap<String, Inventory>, SharedCapacity), MirrorError> {
+    let mut inventories = SortedMap::default();
+    let mut counted = SharedCapacity::new();
+    for (name, capacity) in device.capacity.iter().flatten() {
+        let unit = CapacityUnit::of(&capacity.value.0);
+        let total = match unit.amount(&capacity.value.0, Rounding::Down) {
+            Ok(total) if (1..=MAX_TOTAL).contains(&total) => total,
+            // Below one unit or beyond Placement's bounds: nothing a claim could count.
+            Ok(_) | Err(QuantityError::TooLarge(_)) => continue,
+            Err(source) => {
+                return Err(MirrorError::Quantity {
+                    field: format!("{at}.capacity.{name}.value"),
+                    source,
+                });
+            }
+        };
+        let resource_class = capacity_class(class, driver, name, unit);
+        inventories.insert(resource_class.clone(), Inventory::with_total(total));
+        counted.insert(name.clone(), (resource_class, unit));
+    }
+    Ok((inventories, counted))
+}
+
+/// The shared devices of a slice, by provider name, with what their capacities count;
+/// devices given whole are not named. A slice that cannot be mirrored names none.
+pub(super) fn shared_devices(
+    slice: &ResourceSlice,
+    classes: &DeviceClasses,
+) -> BTreeMap<String, SharedCapacity> {
+    let spec = &slice.spec;
+    let class = classes.resource_class(&spec.driver);
+    spec.devices
+        .iter()
+        .flatten()
+        .enumerate()
+        .filter(|(_, d)| d.allow_multiple_allocations == Some(true))
+        .filter_map(|(i, d)| {
+            let (_, counted) =
+                shared_inventories(d, &class, &spec.driver, &format!("spec.devices[{i}]")).ok()?;
+            Some((
+                device_provider_name(&spec.driver, &spec.pool.name, &d.name),
+                counted,
+            ))
+        })
+        .collect()
+}
 
 /// The provider of a device: `DRIVER.POOL.DEVICE`, made a valid object name (lower case,
 /// `/` as `.`, other characters `-`; a name too long keeps its start and a hash of the whole).
@@ -91,8 +242,15 @@ pub(super) fn providers(
             .collect();
         traits.sort();
         traits.dedup();
-        let mut inventories = SortedMap::default();
-        inventories.insert(class.clone(), Inventory::with_total(1));
+        let (inventories, shared) = if device.allow_multiple_allocations == Some(true) {
+            let (inventories, counted) =
+                shared_inventories(device, &class, driver, &format!("spec.devices[{i}]"))?;
+            (inventories, Some(counted))
+        } else {
+            let mut inventories = SortedMap::default();
+            inventories.insert(class.clone(), Inventory::with_total(1));
+            (inventories, None)
+        };
         let name = device_provider_name(driver, pool, &device.name);
         let mut metadata = mirrored_meta(&name, from);
         let annotations = metadata.annotations.get_or_insert_with(Default::default);
@@ -105,6 +263,16 @@ pub(super) fn providers(
         }
         if let Some(class) = classes.class_name(driver) {
             annotations.insert(DEVICE_CLASS_ANNOTATION.to_string(), class.to_string());
+        }
+        if let Some(counted) = shared {
+            let by_class: BTreeMap<&str, (&str, &str)> = counted
+                .iter()
+                .map(|(name, (class, unit))| (class.as_str(), (name.as_str(), unit.suffix())))
+                .collect();
+            annotations.insert(
+                DEVICE_CAPACITY_ANNOTATION.to_string(),
+                serde_json::to_string(&by_class).expect("a map of strings"),
+            );
         }
         out.push(ResourceProvider {
             metadata,
@@ -197,6 +365,88 @@ spec:
             Some("nic.example.com.fabric.a")
         );
         assert_eq!(rps[1].spec.parent, None);
+    }
+
+    #[test]
+    fn a_shared_devices_capacity_is_its_inventory() {
+        let s = slice(
+            "
+metadata: {name: node1-vgpu}
+spec:
+  driver: vgpu.example.com
+  nodeName: node1
+  pool: {name: node1, generation: 1, resourceSliceCount: 1}
+  devices:
+  - name: vgpu-0
+    allowMultipleAllocations: true
+    capacity:
+      memory: {value: 40Gi}
+      vgpu.example.com/cores: {value: '100'}
+      other.example.com/slots: {value: 4k}
+      tiny: {value: 500m}
+      huge: {value: 1Ei}
+  - name: whole-0
+    capacity: {memory: {value: 40Gi}}
+",
+        );
+        let rps = providers(&s, &DeviceClasses::default(), "ResourceSlice/node1-vgpu").unwrap();
+        let totals = |rp: &ResourceProvider| -> Vec<(String, i64)> {
+            rp.spec
+                .inventories
+                .iter()
+                .map(|(class, inv)| (class.clone(), inv.total))
+                .collect()
+        };
+        // Bytes in MiB, counts whole, the driver's own domain left out of the name; what is
+        // below one unit or beyond Placement's bounds is not counted.
+        assert_eq!(
+            totals(&rps[0]),
+            [
+                ("CUSTOM_VGPU_EXAMPLE_COM_CORES".to_string(), 100),
+                ("CUSTOM_VGPU_EXAMPLE_COM_MEMORY_MB".to_string(), 40960),
+                (
+                    "CUSTOM_VGPU_EXAMPLE_COM_OTHER_EXAMPLE_COM_SLOTS".to_string(),
+                    4000
+                ),
+            ]
+        );
+        let annotation = &rps[0].metadata.annotations.as_ref().unwrap()[DEVICE_CAPACITY_ANNOTATION];
+        let read = shared_capacity_of(annotation).unwrap();
+        assert_eq!(
+            read["memory"],
+            (
+                "CUSTOM_VGPU_EXAMPLE_COM_MEMORY_MB".to_string(),
+                CapacityUnit::Mebibytes
+            )
+        );
+        assert_eq!(
+            read["vgpu.example.com/cores"],
+            (
+                "CUSTOM_VGPU_EXAMPLE_COM_CORES".to_string(),
+                CapacityUnit::Whole
+            )
+        );
+        assert_eq!(read.len(), 3);
+        // A device given whole is one of its class, whatever capacity it publishes.
+        assert_eq!(
+            totals(&rps[1]),
+            [("CUSTOM_VGPU_EXAMPLE_COM".to_string(), 1)]
+        );
+        assert_eq!(
+            shared_devices(&s, &DeviceClasses::default())
+                .keys()
+                .collect::<Vec<_>>(),
+            ["vgpu.example.com.node1.vgpu-0"]
+        );
+        let bad = slice(
+            "metadata: {name: b}\nspec: {driver: d, nodeName: n, pool: {name: p, generation: 1, resourceSliceCount: 1}, devices: [{name: x, allowMultipleAllocations: true, capacity: {memory: {value: lots}}}]}\n",
+        );
+        assert_eq!(
+            providers(&bad, &DeviceClasses::default(), "x")
+                .unwrap_err()
+                .to_string(),
+            "field spec.devices[0].capacity.memory.value: \"lots\" is not a Kubernetes quantity (a number with an optional suffix: m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei, or an exponent such as e3)"
+        );
     }
 
     #[test]

@@ -105,3 +105,56 @@ fn mirrored_allocations_are_decided_facts() {
     assert!(crate::claims::settle(&mut store).is_empty());
     assert_eq!(store.index().used("node1", "VCPU"), 6);
 }
+
+#[test]
+fn a_shared_devices_claims_hold_what_they_consume() {
+    let mut mirror = Mirror::default();
+    let mut store = Store::default();
+    observe(&mut mirror, &mut store, NODE);
+    // The claim comes before the slice (a list in another order): it holds what it
+    // consumes once the device is known to be shared.
+    let claim = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: c, namespace: ml, uid: 9d1c4c52-0000-4000-8000-000000000009}\nspec: {}\nstatus: {allocation: {devices: {results: [{request: r, driver: vgpu.example.com, pool: node1, device: vgpu-0, shareID: 6ba7b810-9dad-41d1-80b4-00c04fd430c8, consumedCapacity: {memory: 10000Mi, cores: '25'}}]}}}\n";
+    observe(&mut mirror, &mut store, claim);
+    let device = "vgpu.example.com.node1.vgpu-0";
+    let slice = "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: node1-vgpu}\nspec:\n  driver: vgpu.example.com\n  nodeName: node1\n  pool: {name: node1, generation: 1, resourceSliceCount: 1}\n  devices: [{name: vgpu-0, allowMultipleAllocations: true, capacity: {memory: {value: 40Gi}, cores: {value: '100'}}}]\n";
+    observe(&mut mirror, &mut store, slice);
+    assert_eq!(store.index().used(device, "CUSTOM_VGPU_EXAMPLE_COM"), 0);
+    assert_eq!(
+        store
+            .index()
+            .used(device, "CUSTOM_VGPU_EXAMPLE_COM_MEMORY_MB"),
+        10000
+    );
+    assert_eq!(
+        store.index().used(device, "CUSTOM_VGPU_EXAMPLE_COM_CORES"),
+        25
+    );
+    // What the claims ledger weighs for the same allocation, read from the store's
+    // provider: the same amounts.
+    let ClusterSource::ResourceClaim(c) = source(claim) else {
+        unreachable!()
+    };
+    let weighed = claim_allocation(&c, &store).unwrap();
+    assert_eq!(
+        weighed.spec.allocations[0].resources,
+        std::collections::BTreeMap::from([
+            ("CUSTOM_VGPU_EXAMPLE_COM_CORES".to_string(), 25),
+            ("CUSTOM_VGPU_EXAMPLE_COM_MEMORY_MB".to_string(), 10000),
+        ])
+    );
+    // A DeviceClass renames the capacities' classes too.
+    let class = "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: vgpu}\nspec: {selectors: [{cel: {expression: 'device.driver == \"vgpu.example.com\"'}}]}\n";
+    observe(&mut mirror, &mut store, class);
+    assert_eq!(store.index().used(device, "CUSTOM_VGPU_MEMORY_MB"), 10000);
+    assert_eq!(
+        store
+            .index()
+            .used(device, "CUSTOM_VGPU_EXAMPLE_COM_MEMORY_MB"),
+        0
+    );
+    // The device is no longer shared: the claim holds it whole.
+    let whole = slice.replace("allowMultipleAllocations: true, ", "");
+    observe(&mut mirror, &mut store, &whole);
+    assert_eq!(store.index().used(device, "CUSTOM_VGPU"), 1);
+    assert_eq!(store.index().used(device, "CUSTOM_VGPU_MEMORY_MB"), 0);
+}
