@@ -241,6 +241,9 @@ start etcd "$BIN/etcd" --name=local --data-dir="$DIR/etcd" \
   --initial-advertise-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
   --initial-cluster="local=http://127.0.0.1:$ETCD_PEER_PORT" \
   --unsafe-no-fsync --log-level=warn
+# DRA's consumable capacity (alpha in 1.35): devices a driver lets several claims
+# share, which kubeplace mirrors by their capacity (docs/mirror.md).
+FEATURE_GATES=DRAConsumableCapacity=true
 # Pods reach the API server through Service "kubernetes", whose endpoint is
 # --advertise-address; webhooks are called through their Services' cluster IPs,
 # which kube-proxy's rules route to the pods.
@@ -256,7 +259,7 @@ start kube-apiserver "$BIN/kube-apiserver" \
   --service-account-signing-key-file="$DIR/pki/sa.key" \
   --service-cluster-ip-range="$SERVICE_CIDR" \
   --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
-  --profiling=false
+  --feature-gates="$FEATURE_GATES" --profiling=false
 wait_for "kube-apiserver ready" 120 "$K" get --raw /readyz
 start kube-controller-manager "$BIN/kube-controller-manager" \
   --kubeconfig="$DIR/controller-manager.kubeconfig" \
@@ -266,7 +269,7 @@ start kube-controller-manager "$BIN/kube-controller-manager" \
   --use-service-account-credentials=true --leader-elect=false \
   --bind-address=127.0.0.1 --secure-port=0 --profiling=false
 start kube-scheduler "$BIN/kube-scheduler" \
-  --kubeconfig="$DIR/scheduler.kubeconfig" \
+  --kubeconfig="$DIR/scheduler.kubeconfig" --feature-gates="$FEATURE_GATES" \
   --authentication-kubeconfig="$DIR/scheduler.kubeconfig" \
   --authorization-kubeconfig="$DIR/scheduler.kubeconfig" \
   --leader-elect=false --bind-address=127.0.0.1 --secure-port=0 --profiling=false

@@ -31,6 +31,7 @@ mod provider_config;
 mod quotas;
 mod rbac;
 mod servers;
+mod shares;
 mod zones;
 
 use std::sync::Once;

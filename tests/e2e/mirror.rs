@@ -12,7 +12,7 @@ use crate::support::{ControlPlane, Node};
 const DRIVER: &str = "gpu.e2e.kubeplace.io";
 
 /// Retries `check` every 200 ms for up to `seconds`; the value and how long it took.
-fn eventually<T: std::fmt::Debug>(
+pub(super) fn eventually<T: std::fmt::Debug>(
     seconds: u64,
     what: &str,
     mut check: impl FnMut() -> Result<T, String>,
@@ -30,7 +30,7 @@ fn eventually<T: std::fmt::Debug>(
     }
 }
 
-fn flavor_field(cp: &ControlPlane, name: &str, path: &str) -> String {
+pub(super) fn flavor_field(cp: &ControlPlane, name: &str, path: &str) -> String {
     cp.kubectl(&["get", "flavor", name, "-o", &format!("jsonpath={{{path}}}")])
         .stdout
         .trim()
@@ -47,7 +47,7 @@ fn flavor_reads(cp: &ControlPlane, name: &str, path: &str, want: &str, seconds: 
 }
 
 /// The name of the cluster's Node.
-fn first_node(cp: &ControlPlane) -> String {
+pub(super) fn first_node(cp: &ControlPlane) -> String {
     cp.kubectl(&["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"])
         .ok()
         .trim()
