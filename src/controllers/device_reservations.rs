@@ -23,10 +23,9 @@ use tracing::{info, warn};
 use super::reservations::{Reservations, delete};
 use kubeplace_api::{API_VERSION, GROUP};
 use kubeplace_core::placement::derived_provider_uuid;
-use kubeplace_policy::mirror::quantity::in_thousandths;
 use kubeplace_policy::mirror::{
     DeviceId, DeviceReservation, RESERVATION_LABEL, allocated_devices, allocation_results,
-    device_reservations,
+    consumed_by, device_reservations, same_amounts,
 };
 
 impl Reservations {
@@ -161,34 +160,17 @@ fn devices(r: &DeviceReservation) -> BTreeSet<DeviceId> {
 }
 
 /// Whether the claim's allocation consumes of each shared device what the reservation
-/// does (compared by amount: the API server writes quantities in its own form).
+/// does.
 fn same_shares(claim: &ResourceClaim, r: &DeviceReservation) -> bool {
-    let amounts = |m: &BTreeMap<String, String>| -> BTreeMap<String, Option<i64>> {
-        m.iter()
-            .map(|(k, v)| (k.clone(), in_thousandths(v).ok()))
-            .collect()
-    };
-    let written: BTreeMap<DeviceId, BTreeMap<String, Option<i64>>> = allocation_results(claim)
-        .map(|x| {
-            let consumed = x
-                .consumed_capacity
-                .iter()
-                .flatten()
-                .map(|(k, q)| (k.clone(), q.0.clone()))
-                .collect();
-            (
-                DeviceId {
-                    driver: x.driver.clone(),
-                    pool: x.pool.clone(),
-                    device: x.device.clone(),
-                },
-                amounts(&consumed),
-            )
-        })
+    let written: BTreeMap<DeviceId, BTreeMap<String, String>> = allocation_results(claim)
+        .map(|x| (DeviceId::of(x), consumed_by(x)))
         .collect();
-    r.devices
-        .iter()
-        .all(|d| written.get(&d.id).cloned().unwrap_or_default() == amounts(&d.consumed))
+    r.devices.iter().all(|d| {
+        same_amounts(
+            &written.get(&d.id).cloned().unwrap_or_default(),
+            &d.consumed,
+        )
+    })
 }
 
 fn owned_by(claim: &ResourceClaim, r: &DeviceReservation) -> bool {

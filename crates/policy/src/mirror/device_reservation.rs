@@ -5,8 +5,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use kubeplace_api::cluster_source::DeviceRequestAllocationResult;
 use kubeplace_api::{Kind, Object, ServerRef};
 
+use super::quantity::in_thousandths;
 use super::reservation::{
     ServerClaim, identity_problem, mirrored_node, reservation_name, reserved_for, server_claim,
     server_claims,
@@ -48,6 +50,39 @@ pub struct DeviceReservation {
     pub devices: Vec<ReservedDevice>,
 }
 
+impl DeviceId {
+    /// The device an allocation result names.
+    pub fn of(result: &DeviceRequestAllocationResult) -> DeviceId {
+        DeviceId {
+            driver: result.driver.clone(),
+            pool: result.pool.clone(),
+            device: result.device.clone(),
+        }
+    }
+}
+
+/// What an allocation result consumes of a shared device, as quantities; empty for a device
+/// given whole.
+pub fn consumed_by(result: &DeviceRequestAllocationResult) -> BTreeMap<String, String> {
+    result
+        .consumed_capacity
+        .iter()
+        .flatten()
+        .map(|(k, q)| (k.clone(), q.0.clone()))
+        .collect()
+}
+
+/// Whether two sets of quantities are the same amounts: the API server writes quantities
+/// in its own form (`10Gi` for `10240Mi`).
+pub fn same_amounts(a: &BTreeMap<String, String>, b: &BTreeMap<String, String>) -> bool {
+    let amounts = |m: &BTreeMap<String, String>| -> BTreeMap<String, Option<i64>> {
+        m.iter()
+            .map(|(k, v)| (k.clone(), in_thousandths(v).ok()))
+            .collect()
+    };
+    amounts(a) == amounts(b)
+}
+
 impl DeviceReservation {
     /// The ResourceClaim's name, in the Server's namespace.
     pub fn claim_name(&self) -> String {
@@ -62,11 +97,7 @@ pub fn allocated_devices(
 ) -> BTreeSet<DeviceId> {
     super::allocation_results(claim)
         .filter(|r| r.admin_access != Some(true))
-        .map(|r| DeviceId {
-            driver: r.driver.clone(),
-            pool: r.pool.clone(),
-            device: r.device.clone(),
-        })
+        .map(DeviceId::of)
         .collect()
 }
 
@@ -231,15 +262,39 @@ pub fn reservation_allocation_problem(
         namespace: claim.metadata.namespace.clone().unwrap_or_default(),
         name: String::new(),
     });
-    let held = devices_held_by(store, &server);
+    let reservation = server_claim(store, &server).and_then(|c| device_reservation_of(store, c));
+    let held: BTreeSet<DeviceId> = reservation
+        .iter()
+        .flat_map(|r| r.devices.iter().map(|d| d.id.clone()))
+        .collect();
     let foreign: Vec<&DeviceId> = added.difference(&held).collect();
-    (!foreign.is_empty()).then(|| {
-        format!(
+    if !foreign.is_empty() {
+        return Some(format!(
             "a reservation of Server {}/{} names {}, which its claim does not hold; it may name only its Server's devices",
             server.namespace,
             server.name,
             device_list(foreign)
-        )
+        ));
+    }
+    // Of a shared device, it may consume only the Server's share.
+    let shares: BTreeMap<&DeviceId, &BTreeMap<String, String>> = reservation
+        .iter()
+        .flat_map(|r| &r.devices)
+        .filter(|d| !d.consumed.is_empty())
+        .map(|d| (&d.id, &d.consumed))
+        .collect();
+    super::allocation_results(claim).find_map(|result| {
+        let id = DeviceId::of(result);
+        let share = shares.get(&id)?;
+        let written = consumed_by(result);
+        (!same_amounts(&written, share)).then(|| {
+            format!(
+                "consumedCapacity of {}: {written:?}; Server {}/{} holds a share of {share:?} there",
+                device_list([&id]),
+                server.namespace,
+                server.name
+            )
+        })
     })
 }
 
@@ -299,6 +354,24 @@ mod tests {
                 ("gpu.example.com/cores".to_string(), "25".to_string()),
                 ("memory".to_string(), "10240Mi".to_string()),
             ])
+        );
+        // Its reservation claim may consume that share, in any form, and no other.
+        let written = |memory: &str| -> kubeplace_api::cluster_source::ResourceClaim {
+            serde_saphyr::from_str(&format!(
+                "metadata:\n  name: kubeplace-reservation-web\n  namespace: shop\n  labels: {{kubeplace.io/reservation-for: web}}\nspec: {{}}\nstatus:\n  allocation:\n    devices:\n      results:\n      - {{request: device-0, driver: gpu.example.com, pool: node-a, device: gpu-0, shareID: 6ba7b810-9dad-41d1-80b4-00c04fd430c8, consumedCapacity: {{memory: {memory}, gpu.example.com/cores: '25'}}}}\n"
+            ))
+            .unwrap()
+        };
+        let added = |c: &kubeplace_api::cluster_source::ResourceClaim| allocated_devices(c);
+        let same = written("10Gi");
+        assert_eq!(
+            reservation_allocation_problem(&store, &same, &added(&same)),
+            None
+        );
+        let more = written("20Gi");
+        assert_eq!(
+            reservation_allocation_problem(&store, &more, &added(&more)).unwrap(),
+            "consumedCapacity of gpu.example.com/node-a/gpu-0: {\"gpu.example.com/cores\": \"25\", \"memory\": \"20Gi\"}; Server shop/web holds a share of {\"gpu.example.com/cores\": \"25\", \"memory\": \"10240Mi\"} there"
         );
     }
 

@@ -33,9 +33,9 @@ pub mod resource_slice;
 pub mod traits;
 
 pub use device_reservation::{
-    DeviceId, DeviceReservation, ReservedDevice, allocated_devices, device_list, device_of,
-    device_reservations, devices_held_by, reservation_allocation_problem,
-    reservation_claim_problem,
+    DeviceId, DeviceReservation, ReservedDevice, allocated_devices, consumed_by, device_list,
+    device_of, device_reservations, devices_held_by, reservation_allocation_problem,
+    reservation_claim_problem, same_amounts,
 };
 pub use node::COMPUTE_STATUS_DISABLED;
 pub use pod::POD_CONSUMER_TYPE;
