@@ -328,6 +328,45 @@ fn a_servers_cores_on_a_mirrored_node_are_held_for_kube_scheduler() {
             .ok_or(format!("uid {uid:?}, node {bound:?}"))
     });
     eprintln!("reservations: a reservation pod deleted by hand was made again after {again:?}");
+
+    // Resized to two cores and back: each time the pod is made again with the new amount.
+    let resize = |flavor: &str, cpu: &str| {
+        let before = pod_field(cp, "reserve", pod, ".metadata.uid");
+        apply(
+            cp,
+            &format!(
+                "apiVersion: kubeplace.io/v1alpha1\nkind: Server\nmetadata: {{name: held, namespace: reserve}}\nspec: {{flavor: {flavor}, image: reserve-image}}\n"
+            ),
+        );
+        eventually(
+            60,
+            &format!("the reservation pod remade with {cpu} cores"),
+            || {
+                let uid = pod_field(cp, "reserve", pod, ".metadata.uid");
+                let bound = pod_field(cp, "reserve", pod, ".spec.nodeName");
+                let requested = pod_field(
+                    cp,
+                    "reserve",
+                    pod,
+                    ".spec.containers[0].resources.requests.cpu",
+                );
+                (!uid.is_empty() && uid != before && bound == node_name && requested == cpu)
+                    .then_some(())
+                    .ok_or(format!("uid {uid:?}, node {bound:?}, cpu {requested:?}"))
+            },
+        )
+        .1
+    };
+    apply(
+        cp,
+        "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata: {name: reserve.two}\nspec: {vcpus: 2, memoryMb: 1}\n",
+    );
+    flavor_reads(cp, "reserve.two", ".status.observedGeneration", "1", 30);
+    let grown = resize("reserve.two", "2");
+    let shrunk = resize("reserve.one", "1");
+    eprintln!(
+        "reservations: resized, the pod was made again after {grown:?} (two cores) and {shrunk:?} (one)"
+    );
     // Counted once: the rest of the Node still fits a Flavor of the other cores.
     flavor_reads(cp, "reserve.all", ".status.candidateCount", "0", 30);
     flavor_reads(cp, "reserve.rest", ".status.candidateCount", "1", 30);
