@@ -112,7 +112,7 @@ impl Reservations {
 /// without kube-scheduler noticing: pods waiting for them would wait for its next full
 /// retry, up to five minutes. A claim whose allocation is taken back sends them back to
 /// scheduling at once.
-pub(crate) const RESERVATION_FINALIZER: &str = "kubeplace.io/reservation";
+const RESERVATION_FINALIZER: &str = "kubeplace.io/reservation";
 
 /// Takes a reservation claim's allocation back (kube-scheduler then looks again at the pods
 /// waiting for devices) and lets it go: the finalizer is removed.

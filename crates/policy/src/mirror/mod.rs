@@ -90,7 +90,8 @@ pub struct Observed {
 }
 
 /// What the cluster's objects became. Nodes and Pods are not kept (each maps alone); slices
-/// and claims are, since a DeviceClass's change renames their resource class.
+/// and claims are, since a DeviceClass's change renames their resource class and a slice's
+/// shared devices change what the claims on them hold.
 #[derive(Debug, Default)]
 pub struct Mirror {
     traits: TraitTable,

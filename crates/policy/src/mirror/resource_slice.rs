@@ -137,6 +137,10 @@ fn shared_inventories(
             }
         };
         let resource_class = capacity_class(class, driver, name, unit);
+        // `memory` and `<driver>/memory` are one class: the first (by name) counts.
+        if inventories.contains_key(&resource_class) {
+            continue;
+        }
         inventories.insert(resource_class.clone(), Inventory::with_total(total));
         counted.insert(name.clone(), (resource_class, unit));
     }
@@ -383,6 +387,7 @@ spec:
       memory: {value: 40Gi}
       vgpu.example.com/cores: {value: '100'}
       other.example.com/slots: {value: 4k}
+      vgpu.example.com/memory: {value: 80Gi}
       tiny: {value: 500m}
       huge: {value: 1Ei}
   - name: whole-0
