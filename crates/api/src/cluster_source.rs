@@ -6,7 +6,8 @@ use std::fmt;
 
 pub use k8s_openapi::api::core::v1::{Container, Node, Pod};
 pub use k8s_openapi::api::resource::v1::{
-    Device, DeviceClass, DeviceRequestAllocationResult, ResourceClaim, ResourceSlice,
+    CapacityRequestPolicy, Device, DeviceClass, DeviceRequestAllocationResult, ResourceClaim,
+    ResourceSlice,
 };
 pub use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::Value;

@@ -141,10 +141,72 @@ fn shared_inventories(
         if inventories.contains_key(&resource_class) {
             continue;
         }
-        inventories.insert(resource_class.clone(), Inventory::with_total(total));
+        let mut inventory = Inventory::with_total(total);
+        if let Some(policy) = &capacity.request_policy {
+            let field = format!("{at}.capacity.{name}.requestPolicy");
+            share_bounds(&mut inventory, policy, unit, &field)?;
+        }
+        inventories.insert(resource_class.clone(), inventory);
         counted.insert(name.clone(), (resource_class, unit));
     }
     Ok((inventories, counted))
+}
+
+/// The shares a capacity's request policy allows, as the inventory's `min_unit`,
+/// `max_unit` and `step_size`. A range's step becomes the step size when its minimum is a
+/// multiple of it (DRA counts steps from the minimum, Placement from zero); a list of valid
+/// values becomes its smallest and largest, in steps of their greatest common divisor.
+fn share_bounds(
+    inventory: &mut Inventory,
+    policy: &kubeplace_api::cluster_source::CapacityRequestPolicy,
+    unit: CapacityUnit,
+    field: &str,
+) -> Result<(), MirrorError> {
+    let read = |value: &str, rounding: Rounding, at: String| {
+        unit.amount(value, rounding)
+            .map_err(|source| MirrorError::Quantity { field: at, source })
+    };
+    let total = inventory.total;
+    if let Some(range) = &policy.valid_range {
+        let min = read(
+            &range.min.0,
+            Rounding::Up,
+            format!("{field}.validRange.min"),
+        )?;
+        let max = match &range.max {
+            Some(q) => read(&q.0, Rounding::Down, format!("{field}.validRange.max"))?,
+            None => total,
+        };
+        let step = match &range.step {
+            Some(q) => read(&q.0, Rounding::Up, format!("{field}.validRange.step"))?,
+            None => 1,
+        };
+        inventory.min_unit = min.clamp(1, total);
+        inventory.max_unit = max.clamp(inventory.min_unit, total);
+        if step >= 1 && inventory.min_unit % step == 0 {
+            inventory.step_size = step;
+        }
+    } else if let Some(values) = policy.valid_values.as_ref().filter(|v| !v.is_empty()) {
+        let amounts = values
+            .iter()
+            .enumerate()
+            .map(|(i, q)| read(&q.0, Rounding::Up, format!("{field}.validValues[{i}]")))
+            .collect::<Result<Vec<i64>, MirrorError>>()?;
+        let fitting: Vec<i64> = amounts
+            .into_iter()
+            .filter(|a| (1..=total).contains(a))
+            .collect();
+        if let (Some(min), Some(max)) = (fitting.iter().min(), fitting.iter().max()) {
+            inventory.min_unit = *min;
+            inventory.max_unit = *max;
+            inventory.step_size = fitting.iter().fold(0, |g, a| gcd(g, *a));
+        }
+    }
+    Ok(())
+}
+
+fn gcd(a: i64, b: i64) -> i64 {
+    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 /// The shared devices of a slice, by provider name, with what their capacities count;
@@ -452,6 +514,52 @@ spec:
                 .to_string(),
             "field spec.devices[0].capacity.memory.value: \"lots\" is not a Kubernetes quantity (a number with an optional suffix: m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei, or an exponent such as e3)"
         );
+    }
+
+    #[test]
+    fn a_capacitys_request_policy_bounds_the_shares() {
+        let s = slice(
+            "
+metadata: {name: s}
+spec:
+  driver: vgpu.example.com
+  nodeName: node1
+  pool: {name: node1, generation: 1, resourceSliceCount: 1}
+  devices:
+  - name: vgpu-0
+    allowMultipleAllocations: true
+    capacity:
+      memory: {value: 40Gi, requestPolicy: {validRange: {min: 1Gi, max: 20Gi, step: 1Gi}}}
+      slots: {value: '16', requestPolicy: {validValues: ['2', '4', '8', '32']}}
+      queues: {value: '10', requestPolicy: {validRange: {min: '3', step: '2'}}}
+",
+        );
+        let rps = providers(&s, &DeviceClasses::default(), "x").unwrap();
+        let bounds = |class: &str| {
+            let i = rps[0].spec.inventories.get(class).unwrap();
+            (i.min_unit, i.max_unit, i.step_size)
+        };
+        assert_eq!(
+            bounds("CUSTOM_VGPU_EXAMPLE_COM_MEMORY_MB"),
+            (1024, 20480, 1024)
+        );
+        // 32 is more than the device has; the others are multiples of 2.
+        assert_eq!(bounds("CUSTOM_VGPU_EXAMPLE_COM_SLOTS"), (2, 8, 2));
+        // Steps from 3 (3, 5, 7, …) are not multiples of 2: any amount from 3 up.
+        assert_eq!(bounds("CUSTOM_VGPU_EXAMPLE_COM_QUEUES"), (3, 10, 1));
+        let bad = slice(&yaml_with_min_share("x"));
+        assert_eq!(
+            providers(&bad, &DeviceClasses::default(), "x")
+                .unwrap_err()
+                .to_string(),
+            "field spec.devices[0].capacity.memory.requestPolicy.validRange.min: \"x\" is not a Kubernetes quantity (a number with an optional suffix: m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei, or an exponent such as e3)"
+        );
+    }
+
+    fn yaml_with_min_share(min: &str) -> String {
+        format!(
+            "metadata: {{name: b}}\nspec: {{driver: d, nodeName: n, pool: {{name: p, generation: 1, resourceSliceCount: 1}}, devices: [{{name: x, allowMultipleAllocations: true, capacity: {{memory: {{value: 40Gi, requestPolicy: {{validRange: {{min: {min}}}}}}}}}}}]}}\n"
+        )
     }
 
     #[test]
