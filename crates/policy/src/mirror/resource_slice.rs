@@ -372,6 +372,8 @@ pub(super) fn providers(
 mod tests {
     use super::*;
 
+    const NOT_A_QUANTITY: &str = " is not a Kubernetes quantity (a number with an optional suffix: m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei, or an exponent such as e3)";
+
     fn slice(yaml: &str) -> ResourceSlice {
         serde_saphyr::from_str(yaml).unwrap()
     }
@@ -512,7 +514,7 @@ spec:
             providers(&bad, &DeviceClasses::default(), "x")
                 .unwrap_err()
                 .to_string(),
-            "field spec.devices[0].capacity.memory.value: \"lots\" is not a Kubernetes quantity (a number with an optional suffix: m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei, or an exponent such as e3)"
+            format!("field spec.devices[0].capacity.memory.value: \"lots\"{NOT_A_QUANTITY}")
         );
     }
 
@@ -552,7 +554,9 @@ spec:
             providers(&bad, &DeviceClasses::default(), "x")
                 .unwrap_err()
                 .to_string(),
-            "field spec.devices[0].capacity.memory.requestPolicy.validRange.min: \"x\" is not a Kubernetes quantity (a number with an optional suffix: m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei, or an exponent such as e3)"
+            format!(
+                "field spec.devices[0].capacity.memory.requestPolicy.validRange.min: \"x\"{NOT_A_QUANTITY}"
+            )
         );
     }
 
