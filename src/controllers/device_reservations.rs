@@ -24,8 +24,7 @@ use super::reservations::{Reservations, delete};
 use kubeplace_api::{API_VERSION, GROUP};
 use kubeplace_core::placement::derived_provider_uuid;
 use kubeplace_policy::mirror::{
-    DeviceId, DeviceReservation, RESERVATION_LABEL, allocated_devices, allocation_results,
-    consumed_by, device_reservations, same_amounts,
+    DeviceReservation, RESERVATION_LABEL, allocated_devices, device_reservations,
 };
 
 impl Reservations {
@@ -53,15 +52,11 @@ impl Reservations {
                 _ if claim.metadata.deletion_timestamp.is_some() => {
                     let_go(&api, &claim).await?;
                 }
-                Some(r) if owned_by(&claim, r) && allocated_devices(&claim).is_empty() => {
+                Some(r) if r.owns(&claim) && allocated_devices(&claim).is_empty() => {
                     present.insert(key.clone());
                     self.allocate(&api, r).await;
                 }
-                Some(r)
-                    if owned_by(&claim, r)
-                        && allocated_devices(&claim) == devices(r)
-                        && same_shares(&claim, r) =>
-                {
+                Some(r) if r.owns(&claim) && r.is_allocated_as(&claim) => {
                     present.insert(key);
                 }
                 _ => {
@@ -152,34 +147,6 @@ async fn let_go(api: &Api<ResourceClaim>, claim: &ResourceClaim) -> Result<(), k
         }
     }
     Ok(())
-}
-
-/// The devices a reservation holds.
-fn devices(r: &DeviceReservation) -> BTreeSet<DeviceId> {
-    r.devices.iter().map(|d| d.id.clone()).collect()
-}
-
-/// Whether the claim's allocation consumes of each shared device what the reservation
-/// does.
-fn same_shares(claim: &ResourceClaim, r: &DeviceReservation) -> bool {
-    let written: BTreeMap<DeviceId, BTreeMap<String, String>> = allocation_results(claim)
-        .map(|x| (DeviceId::of(x), consumed_by(x)))
-        .collect();
-    r.devices.iter().all(|d| {
-        same_amounts(
-            &written.get(&d.id).cloned().unwrap_or_default(),
-            &d.consumed,
-        )
-    })
-}
-
-fn owned_by(claim: &ResourceClaim, r: &DeviceReservation) -> bool {
-    claim
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.uid == r.server_uid && o.controller == Some(true))
 }
 
 /// The name of the request for the `i`th device.
@@ -281,7 +248,7 @@ fn status_for(r: &DeviceReservation) -> Value {
 mod tests {
     use super::*;
     use kubeplace_api::ServerRef;
-    use kubeplace_policy::mirror::ReservedDevice;
+    use kubeplace_policy::mirror::{DeviceId, ReservedDevice};
 
     fn reservation() -> DeviceReservation {
         DeviceReservation {
@@ -322,7 +289,7 @@ mod tests {
             requests[0].exactly.as_ref().unwrap().device_class_name,
             "gpu"
         );
-        assert!(owned_by(&claim, &r));
+        assert!(r.owns(&claim));
         let status = status_for(&r);
         assert_eq!(
             status["allocation"]["devices"]["results"][0]["device"],
@@ -336,8 +303,8 @@ mod tests {
         assert_eq!(status["reservedFor"][0]["resource"], "servers");
         let mut allocated_claim = claim.clone();
         allocated_claim.status = serde_json::from_value(status).unwrap();
-        assert_eq!(allocated_devices(&allocated_claim), devices(&r));
-        assert!(same_shares(&allocated_claim, &r));
+        assert_eq!(allocated_devices(&allocated_claim), r.devices());
+        assert!(r.is_allocated_as(&allocated_claim));
         assert!(status_for(&r)["allocation"]["devices"]["results"][0]["shareID"].is_null());
     }
 
@@ -377,16 +344,16 @@ mod tests {
         assert_eq!(result["shareID"].as_str().unwrap().len(), 36);
         let mut allocated = claim.clone();
         allocated.status = serde_json::from_value(status.clone()).unwrap();
-        assert!(same_shares(&allocated, &r));
+        assert!(r.is_allocated_as(&allocated));
         let mut rewritten = status.clone();
         rewritten["allocation"]["devices"]["results"][0]["consumedCapacity"]["memory"] =
             json!("10Gi");
         allocated.status = serde_json::from_value(rewritten).unwrap();
-        assert!(same_shares(&allocated, &r));
+        assert!(r.is_allocated_as(&allocated));
         let mut resized = status;
         resized["allocation"]["devices"]["results"][0]["consumedCapacity"]["memory"] =
             json!("20Gi");
         allocated.status = serde_json::from_value(resized).unwrap();
-        assert!(!same_shares(&allocated, &r));
+        assert!(!r.is_allocated_as(&allocated));
     }
 }

@@ -251,11 +251,15 @@ mod tests {
                     continue;
                 };
                 for per_part in [1, 2, 3, 1024] {
-                    let stream = ProvidersStream::new(index.clone(), listed.clone(), mv)
+                    let mut stream = ProvidersStream::new(index.clone(), listed.clone(), mv)
                         .unwrap()
                         .with_entries_per_part(per_part);
                     assert_eq!(stream.len(), whole.len() as u64, "{n} at {mv}");
-                    let pieces: Vec<Vec<u8>> = stream.collect();
+                    let pieces: Vec<Vec<u8>> = std::iter::from_fn(|| {
+                        let mut part = Vec::new();
+                        stream.fill(&mut part).then_some(part)
+                    })
+                    .collect();
                     assert!(pieces.len() >= 2 + n.div_ceil(per_part));
                     assert_eq!(
                         String::from_utf8_lossy(&pieces.concat()),

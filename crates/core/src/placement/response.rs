@@ -662,15 +662,6 @@ impl ProvidersStream {
     }
 }
 
-impl Iterator for ProvidersStream {
-    type Item = Vec<u8>;
-
-    fn next(&mut self) -> Option<Vec<u8>> {
-        let mut out = Vec::new();
-        self.fill(&mut out).then_some(out)
-    }
-}
-
 /// A provider's `GET /resource_providers` entry after `{"generation":N`.
 pub(crate) fn listed_after_generation(
     out: &mut Vec<u8>,

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kubeplace_api::cluster_source::DeviceRequestAllocationResult;
+use kubeplace_api::cluster_source::{DeviceRequestAllocationResult, ResourceClaim};
 use kubeplace_api::{Kind, Object, ServerRef};
 
 use super::quantity::in_thousandths;
@@ -88,13 +88,44 @@ impl DeviceReservation {
     pub fn claim_name(&self) -> String {
         reservation_name(&self.server)
     }
+
+    /// The devices it holds.
+    pub fn devices(&self) -> BTreeSet<DeviceId> {
+        self.devices.iter().map(|d| d.id.clone()).collect()
+    }
+
+    /// Whether `claim` is controlled by its Server (by uid).
+    pub fn owns(&self, claim: &ResourceClaim) -> bool {
+        claim
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.uid == self.server_uid && o.controller == Some(true))
+    }
+
+    /// Whether `claim`'s allocation is this reservation's: its devices, and of each shared
+    /// one the Server's share.
+    pub fn is_allocated_as(&self, claim: &ResourceClaim) -> bool {
+        if allocated_devices(claim) != self.devices() {
+            return false;
+        }
+        let written: BTreeMap<DeviceId, BTreeMap<String, String>> =
+            super::allocation_results(claim)
+                .map(|x| (DeviceId::of(x), consumed_by(x)))
+                .collect();
+        self.devices.iter().all(|d| {
+            same_amounts(
+                &written.get(&d.id).cloned().unwrap_or_default(),
+                &d.consumed,
+            )
+        })
+    }
 }
 
 /// The devices a ResourceClaim's allocation names, those allocated for admin access left out
 /// (they take a device from no one).
-pub fn allocated_devices(
-    claim: &kubeplace_api::cluster_source::ResourceClaim,
-) -> BTreeSet<DeviceId> {
+pub fn allocated_devices(claim: &ResourceClaim) -> BTreeSet<DeviceId> {
     super::allocation_results(claim)
         .filter(|r| r.admin_access != Some(true))
         .map(DeviceId::of)
@@ -105,16 +136,13 @@ pub fn allocated_devices(
 /// it must be named as the reservation of the Server its label names, controlled by that
 /// Server (its uid), and ask for one device per device the Server's claim holds. Its
 /// allocation is judged when it is written (only the Server's devices).
-pub fn reservation_claim_problem(
-    store: &Store,
-    claim: &kubeplace_api::cluster_source::ResourceClaim,
-) -> Option<String> {
+pub fn reservation_claim_problem(store: &Store, claim: &ResourceClaim) -> Option<String> {
     let asked_for = reserved_for(&claim.metadata)?;
     let ServerRef {
         namespace,
         name: server,
     } = &asked_for;
-    let wanted = server_claim(store, &asked_for).and_then(|c| device_reservation_of(store, c));
+    let wanted = reservation_of(store, &asked_for);
     let Some(wanted) = wanted else {
         return Some(format!(
             "label {}={server:?}: Server {namespace}/{server} holds no mirrored devices; only kubeplace makes reservation claims",
@@ -232,14 +260,9 @@ fn device_reservation_of(store: &Store, c: ServerClaim<'_>) -> Option<DeviceRese
     })
 }
 
-/// The devices a Server's counted claim holds.
-pub fn devices_held_by(store: &Store, server: &ServerRef) -> BTreeSet<DeviceId> {
-    server_claim(store, server)
-        .and_then(|c| device_reservation_of(store, c))
-        .into_iter()
-        .flat_map(|r| r.devices)
-        .map(|d| d.id)
-        .collect()
+/// The device reservation a Server's counted claim calls for, if it holds mirrored devices.
+pub fn reservation_of(store: &Store, server: &ServerRef) -> Option<DeviceReservation> {
+    server_claim(store, server).and_then(|c| device_reservation_of(store, c))
 }
 
 /// Devices as a message names them: `driver/pool/device`, comma separated.
@@ -255,14 +278,14 @@ pub fn device_list<'d>(devices: impl IntoIterator<Item = &'d DeviceId>) -> Strin
 /// not: it may newly name (`added`) only devices the Server's counted claim holds.
 pub fn reservation_allocation_problem(
     store: &Store,
-    claim: &kubeplace_api::cluster_source::ResourceClaim,
+    claim: &ResourceClaim,
     added: &BTreeSet<DeviceId>,
 ) -> Option<String> {
     let server = reserved_for(&claim.metadata).unwrap_or_else(|| ServerRef {
         namespace: claim.metadata.namespace.clone().unwrap_or_default(),
         name: String::new(),
     });
-    let reservation = server_claim(store, &server).and_then(|c| device_reservation_of(store, c));
+    let reservation = reservation_of(store, &server);
     let held: BTreeSet<DeviceId> = reservation
         .iter()
         .flat_map(|r| r.devices.iter().map(|d| d.id.clone()))
@@ -356,13 +379,13 @@ mod tests {
             ])
         );
         // Its reservation claim may consume that share, in any form, and no other.
-        let written = |memory: &str| -> kubeplace_api::cluster_source::ResourceClaim {
+        let written = |memory: &str| -> ResourceClaim {
             serde_saphyr::from_str(&format!(
                 "metadata:\n  name: kubeplace-reservation-web\n  namespace: shop\n  labels: {{kubeplace.io/reservation-for: web}}\nspec: {{}}\nstatus:\n  allocation:\n    devices:\n      results:\n      - {{request: device-0, driver: gpu.example.com, pool: node-a, device: gpu-0, shareID: 6ba7b810-9dad-41d1-80b4-00c04fd430c8, consumedCapacity: {{memory: {memory}, gpu.example.com/cores: '25'}}}}\n"
             ))
             .unwrap()
         };
-        let added = |c: &kubeplace_api::cluster_source::ResourceClaim| allocated_devices(c);
+        let added = |c: &ResourceClaim| allocated_devices(c);
         let same = written("10Gi");
         assert_eq!(
             reservation_allocation_problem(&store, &same, &added(&same)),
@@ -396,12 +419,15 @@ mod tests {
                 consumed: BTreeMap::new(),
             }]
         );
-        assert_eq!(devices_held_by(&store, &r.server).len(), 1);
+        assert_eq!(
+            reservation_of(&store, &r.server).map(|r| r.devices.len()),
+            Some(1)
+        );
         let claim = |name: &str, uid: &str, requests: usize| {
             let requests: Vec<String> = (0..requests)
                 .map(|i| format!("{{name: device-{i}, exactly: {{deviceClassName: gpu}}}}"))
                 .collect();
-            serde_saphyr::from_str::<kubeplace_api::cluster_source::ResourceClaim>(&format!(
+            serde_saphyr::from_str::<ResourceClaim>(&format!(
                 "metadata:\n  name: {name}\n  namespace: shop\n  labels: {{kubeplace.io/reservation-for: web}}\n  ownerReferences: [{{apiVersion: kubeplace.io/v1alpha1, kind: Server, name: web, uid: {uid}, controller: true}}]\nspec:\n  devices:\n    requests: [{}]\n",
                 requests.join(", ")
             ))

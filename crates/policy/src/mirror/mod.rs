@@ -34,8 +34,8 @@ pub mod traits;
 
 pub use device_reservation::{
     DeviceId, DeviceReservation, ReservedDevice, allocated_devices, consumed_by, device_list,
-    device_of, device_reservations, devices_held_by, reservation_allocation_problem,
-    reservation_claim_problem, same_amounts,
+    device_of, device_reservations, reservation_allocation_problem, reservation_claim_problem,
+    reservation_of, same_amounts,
 };
 pub use node::COMPUTE_STATUS_DISABLED;
 pub use pod::POD_CONSUMER_TYPE;

@@ -163,6 +163,13 @@ impl Change {
 #[derive(Debug, Default)]
 struct GenerationsKept(std::sync::Mutex<Option<(u64, Arc<Vec<u64>>)>>);
 
+/// The table kept, if it was made at `epoch`.
+fn kept_at(kept: &Option<(u64, Arc<Vec<u64>>)>, epoch: u64) -> Option<Arc<Vec<u64>>> {
+    kept.as_ref()
+        .filter(|(at, _)| *at == epoch)
+        .map(|(_, table)| Arc::clone(table))
+}
+
 impl Clone for GenerationsKept {
     fn clone(&self) -> Self {
         GenerationsKept::default()
@@ -475,15 +482,9 @@ impl Store {
     /// and kept until a provider, an Allocation or the index changes, so that listing
     /// thousands of providers reads a table instead of a lookup by name for each one.
     pub fn provider_generations(&self) -> Arc<Vec<u64>> {
-        let mut kept = self
-            .generations_kept
-            .0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some((epoch, table)) = &*kept
-            && *epoch == self.generations_epoch
-        {
-            return Arc::clone(table);
+        let mut kept = self.kept_generations();
+        if let Some(table) = kept_at(&kept, self.generations_epoch) {
+            return table;
         }
         let mut table = vec![0; self.index.slot_count()];
         for (id, name) in self.index.named_slots() {
@@ -496,13 +497,14 @@ impl Store {
 
     /// Whether [`Store::provider_generations`] has its table made for the store as it is.
     pub fn provider_generations_kept(&self) -> bool {
-        let kept = self
-            .generations_kept
+        kept_at(&self.kept_generations(), self.generations_epoch).is_some()
+    }
+
+    fn kept_generations(&self) -> std::sync::MutexGuard<'_, Option<(u64, Arc<Vec<u64>>)>> {
+        self.generations_kept
             .0
             .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        kept.as_ref()
-            .is_some_and(|(epoch, _)| *epoch == self.generations_epoch)
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The index to change: copied first when a search still holds it.
