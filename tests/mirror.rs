@@ -508,3 +508,111 @@ spec:
         "{message}"
     );
 }
+
+#[test]
+fn a_pool_on_no_one_node_is_shared_with_the_nodes_it_reaches() {
+    let cloud = "\
+apiVersion: v1
+kind: Node
+metadata: {name: node1, labels: {rack: a}}
+status: {capacity: {cpu: '8', memory: 16Gi}}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: node2, labels: {rack: b}}
+status: {capacity: {cpu: '8', memory: 16Gi}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: fabric-a}
+spec:
+  driver: nic.example.com
+  nodeSelector:
+    nodeSelectorTerms:
+    - matchExpressions: [{key: rack, operator: In, values: [a]}]
+  pool: {name: fabric-a, generation: 1, resourceSliceCount: 1}
+  devices: [{name: vf-0}, {name: vf-1}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: taken, namespace: net, uid: 9d1c4c52-0000-4000-8000-000000000002}
+spec: {}
+status:
+  allocation:
+    devices:
+      results: [{request: r, driver: nic.example.com, pool: fabric-a, device: vf-0}]
+---
+apiVersion: kubeplace.io/v1alpha1
+kind: Flavor
+metadata: {name: v1.nic}
+spec:
+  vcpus: 2
+  memoryMb: 1024
+  extraSpecs:
+    resources:CUSTOM_NIC_EXAMPLE_COM: '1'
+";
+    let out = kubeplace(&["apply", "-f", "-", "-o", "json"], Some(cloud));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let report = json(&out);
+    let status = &item(&report, "Flavor", "v1.nic")["status"];
+    // vf-0 is taken and node2's rack is not reached: node1's cores with vf-1, once.
+    assert_eq!(status["headroom"]["servers"], 1, "{status}");
+    let candidates = status["candidates"].as_array().unwrap();
+    assert_eq!(candidates.len(), 1, "{status}");
+    let providers: Vec<&str> = candidates[0]["allocations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["provider"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        providers,
+        ["nic.example.com.fabric-a.vf-1", "node1"],
+        "{status}"
+    );
+
+    // Placement's clients see the sharing provider and the aggregate it shares.
+    let out = kubeplace(
+        &[
+            "placement",
+            "candidates",
+            "-f",
+            "-",
+            "--query",
+            "resources=VCPU:1,CUSTOM_NIC_EXAMPLE_COM:1",
+            "--microversion",
+            "1.39",
+            "-o",
+            "json",
+        ],
+        Some(cloud),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let body = json(&out);
+    assert_eq!(
+        body["allocation_requests"].as_array().unwrap().len(),
+        1,
+        "{body}"
+    );
+    let summaries = body["provider_summaries"].as_object().unwrap();
+    let nic = summaries
+        .values()
+        .find(|s| s["resources"].get("CUSTOM_NIC_EXAMPLE_COM").is_some())
+        .expect("the device's summary");
+    assert!(
+        nic["traits"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("MISC_SHARES_VIA_AGGREGATE")),
+        "{nic}"
+    );
+}

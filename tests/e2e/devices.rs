@@ -27,24 +27,13 @@ const CONFIG: &str = "kubeplace-devices";
 /// its Allocation and its reservation claim alike). A device with two holders is an error.
 fn holders(cp: &ControlPlane, node: &str) -> BTreeMap<String, BTreeSet<String>> {
     let mut held: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let claims: Value = serde_json::from_str(
-        &cp.kubectl(&["get", "resourceclaims", "-n", NS, "-o", "json"])
-            .stdout,
-    )
-    .unwrap_or(Value::Null);
-    for claim in claims["items"].as_array().into_iter().flatten() {
+    for (claim, result) in claim_results(cp, NS) {
         let holder = match claim["metadata"]["labels"]["kubeplace.io/reservation-for"].as_str() {
             Some(server) => format!("server:{server}"),
             None => format!("claim:{}", claim["metadata"]["name"].as_str().unwrap_or("")),
         };
-        for result in claim["status"]["allocation"]["devices"]["results"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
-            let device = result["device"].as_str().unwrap_or("").to_string();
-            held.entry(device).or_default().insert(holder.clone());
-        }
+        let device = result["device"].as_str().unwrap_or("").to_string();
+        held.entry(device).or_default().insert(holder);
     }
     let by_provider: BTreeMap<String, String> = (0..DEVICES)
         .map(|i| {
@@ -468,14 +457,44 @@ fn server(name: &str) -> String {
 
 /// A pod with a ResourceClaim of one device of its own.
 fn pod_with_claim(name: &str) -> String {
+    claim_and_pod(
+        NS,
+        &format!("race-claim-{name}"),
+        &format!("race-pod-{name}"),
+        "{deviceClassName: e2e-race}",
+    )
+}
+
+/// A ResourceClaim asking for one device (`exactly`, as YAML) and a pause pod using it.
+pub(super) fn claim_and_pod(namespace: &str, claim: &str, pod: &str, exactly: &str) -> String {
     format!(
-        "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {{name: race-claim-{name}, namespace: {NS}}}\n\
-         spec:\n  devices:\n    requests:\n    - {{name: device, exactly: {{deviceClassName: e2e-race}}}}\n---\n\
-         apiVersion: v1\nkind: Pod\nmetadata: {{name: race-pod-{name}, namespace: {NS}}}\n\
-         spec:\n  resourceClaims: [{{name: device, resourceClaimName: race-claim-{name}}}]\n\
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {{name: {claim}, namespace: {namespace}}}\n\
+         spec:\n  devices:\n    requests:\n    - {{name: device, exactly: {exactly}}}\n---\n\
+         apiVersion: v1\nkind: Pod\nmetadata: {{name: {pod}, namespace: {namespace}}}\n\
+         spec:\n  resourceClaims: [{{name: device, resourceClaimName: {claim}}}]\n\
          \x20 terminationGracePeriodSeconds: 0\n\
          \x20 containers:\n  - {{name: c, image: localhost/kubeplace-pause:1, resources: {{claims: [{{name: device}}]}}}}\n"
     )
+}
+
+/// Every allocation result of every ResourceClaim in `namespace` now, with its claim.
+pub(super) fn claim_results(cp: &ControlPlane, namespace: &str) -> Vec<(Value, Value)> {
+    let claims: Value = serde_json::from_str(
+        &cp.kubectl(&["get", "resourceclaims", "-n", namespace, "-o", "json"])
+            .stdout,
+    )
+    .unwrap_or(Value::Null);
+    let mut out = Vec::new();
+    for claim in claims["items"].as_array().into_iter().flatten() {
+        for result in claim["status"]["allocation"]["devices"]["results"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            out.push((claim.clone(), result.clone()));
+        }
+    }
+    out
 }
 
 /// Waits until the holders satisfy `done`.

@@ -27,6 +27,7 @@ mod placement_api;
 mod placement_crashes;
 mod placement_import;
 mod placement_writes;
+mod pools;
 mod provider_config;
 mod quotas;
 mod rbac;

@@ -8,9 +8,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
-use super::devices::mirroring_replicas;
+use super::devices::{claim_and_pod, claim_results, mirroring_replicas};
 use super::mirror::{eventually, first_node, flavor_field};
 use crate::support::{ControlPlane, Node};
 use kubeplace_policy::mirror::quantity::{MIB, Rounding, in_units};
@@ -23,26 +21,18 @@ const SHARE_MIB: i64 = 10 * 1024;
 
 /// Every claim's share of the device now, in MiB: (claim, MiB), reservation claims included.
 fn shares(cp: &ControlPlane) -> Vec<(String, i64)> {
-    let claims: Value = serde_json::from_str(
-        &cp.kubectl(&["get", "resourceclaims", "-n", NS, "-o", "json"])
-            .stdout,
-    )
-    .unwrap_or(Value::Null);
-    let mut out = Vec::new();
-    for claim in claims["items"].as_array().into_iter().flatten() {
-        let name = claim["metadata"]["name"].as_str().unwrap_or("").to_string();
-        for result in claim["status"]["allocation"]["devices"]["results"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
+    claim_results(cp, NS)
+        .into_iter()
+        .map(|(claim, result)| {
+            let name = claim["metadata"]["name"].as_str().unwrap_or("").to_string();
             let memory = result["consumedCapacity"]["memory"].as_str().unwrap_or("");
             // A result without consumed capacity would be the whole device.
-            let mib = in_units(memory, MIB, Rounding::Up).unwrap_or(MEMORY_MIB);
-            out.push((name.clone(), mib));
-        }
-    }
-    out
+            (
+                name,
+                in_units(memory, MIB, Rounding::Up).unwrap_or(MEMORY_MIB),
+            )
+        })
+        .collect()
 }
 
 fn field(cp: &ControlPlane, kind: &str, name: &str, path: &str) -> String {
@@ -77,13 +67,11 @@ fn server(name: &str) -> String {
 
 /// A pod with a claim of its own for a 10 GiB share of the device.
 fn pod_with_share(name: &str) -> String {
-    format!(
-        "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {{name: {name}, namespace: {NS}}}\n\
-         spec:\n  devices:\n    requests:\n    - {{name: share, exactly: {{deviceClassName: e2e-share, capacity: {{requests: {{memory: 10Gi}}}}}}}}\n---\n\
-         apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: {NS}}}\n\
-         spec:\n  resourceClaims: [{{name: share, resourceClaimName: {name}}}]\n\
-         \x20 terminationGracePeriodSeconds: 0\n\
-         \x20 containers:\n  - {{name: c, image: localhost/kubeplace-pause:1, resources: {{claims: [{{name: share}}]}}}}\n"
+    claim_and_pod(
+        NS,
+        name,
+        name,
+        "{deviceClassName: e2e-share, capacity: {requests: {memory: 10Gi}}}",
     )
 }
 

@@ -4,7 +4,9 @@
 
 use std::fmt;
 
-pub use k8s_openapi::api::core::v1::{Container, Node, Pod};
+pub use k8s_openapi::api::core::v1::{
+    Container, Node, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod,
+};
 pub use k8s_openapi::api::resource::v1::{
     CapacityRequestPolicy, Device, DeviceClass, DeviceRequestAllocationResult, ResourceClaim,
     ResourceSlice,

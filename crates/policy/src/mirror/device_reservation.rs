@@ -242,14 +242,18 @@ pub fn device_reservations(store: &Store) -> Vec<DeviceReservation> {
 
 /// The device reservation one Server's claim calls for, if it holds mirrored devices.
 fn device_reservation_of(store: &Store, c: ServerClaim<'_>) -> Option<DeviceReservation> {
-    let devices: Vec<ReservedDevice> = c
-        .claim
-        .spec
-        .allocations
+    let allocations = &c.claim.spec.allocations;
+    // A device on no one Node (shared through an aggregate) is used from the Node the
+    // Server's cores are on.
+    let servers_node = allocations
+        .iter()
+        .find_map(|pa| mirrored_node(store, &pa.provider));
+    let devices: Vec<ReservedDevice> = allocations
         .iter()
         .filter_map(|pa| {
             let mut device = device_of(store, &pa.provider)?;
             device.consumed = consumed_on(store, &pa.provider, &pa.resources);
+            device.node = device.node.or_else(|| servers_node.clone());
             Some(device)
         })
         .collect();
@@ -396,6 +400,30 @@ mod tests {
             reservation_allocation_problem(&store, &more, &added(&more)).unwrap(),
             "consumedCapacity of gpu.example.com/node-a/gpu-0: {\"gpu.example.com/cores\": \"25\", \"memory\": \"20Gi\"}; Server shop/web holds a share of {\"gpu.example.com/cores\": \"25\", \"memory\": \"10240Mi\"} there"
         );
+    }
+
+    #[test]
+    fn a_device_on_no_one_node_is_reserved_on_the_servers_node() {
+        let mut store = store();
+        // The device is a root of its own (a pool reaching every Node).
+        store.apply(object(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata:\n  name: gpu.example.com.node-a.gpu-0\n  annotations:\n    kubeplace.io/mirrored-from: ResourceSlice/fabric\n    kubeplace.io/device-driver: gpu.example.com\n    kubeplace.io/device-pool: node-a\n    kubeplace.io/device-name: gpu-0\nspec:\n  inventories:\n    CUSTOM_GPU: {total: 1}\n  traits: [MISC_SHARES_VIA_AGGREGATE]\n",
+        ));
+        let found = device_reservations(&store);
+        assert_eq!(found[0].devices[0].node.as_deref(), Some("node-a"));
+        // Without cores on a Node, the device is reserved on none.
+        let mut store = store;
+        let claim = store
+            .list(Kind::Allocation)
+            .next()
+            .cloned()
+            .expect("the Server's claim");
+        let mut claim = claim;
+        if let Object::Allocation(a) = &mut claim {
+            a.spec.allocations.retain(|pa| pa.provider != "node-a");
+        }
+        store.apply(claim);
+        assert_eq!(device_reservations(&store)[0].devices[0].node, None);
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! writes them or their statuses to the API server, and no write through admission or the
 //! Placement API changes them. [`Mirror`] keeps what each cluster object became and gives
 //! the store's changes as they move. One file per source kind: `node.rs`, `pod.rs`,
-//! `resource_slice.rs`, `resource_claim.rs`, `device_class.rs`; `traits.rs` the label table;
+//! `resource_slice.rs`, `resource_claim.rs`, `device_class.rs`; `node_reach.rs` the Nodes a
+//! device on no one Node reaches; `traits.rs` the label table;
 //! `quantity.rs` Kubernetes quantities.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -15,16 +16,20 @@ use kubeplace_api::cluster_source::{
     ClusterSource, DeviceRequestAllocationResult, MIRRORED_FROM_ANNOTATION, ResourceClaim,
     ResourceSlice, SourceKey, SourceKind,
 };
-use kubeplace_api::{Allocation, AllocationSpec, AllocationStatus, Condition, Object, ObjectMeta};
+use kubeplace_api::{
+    Allocation, AllocationSpec, AllocationStatus, Condition, Object, ObjectMeta, ResourceProvider,
+};
 use kubeplace_core::placement::derived_provider_uuid;
 
 use crate::store::{Change, ObjectKey};
 use crate::translate::APPLIED;
 use kubeplace_api::{CONSUMER_TYPE_ANNOTATION, PROJECT_ANNOTATION};
+use node_reach::Reach;
 
 mod device_class;
 mod device_reservation;
 mod node;
+mod node_reach;
 mod pod;
 pub mod quantity;
 mod reservation;
@@ -89,9 +94,10 @@ pub struct Observed {
     pub outcome: Result<Vec<ObjectKey>, MirrorError>,
 }
 
-/// What the cluster's objects became. Nodes and Pods are not kept (each maps alone); slices
-/// and claims are, since a DeviceClass's change renames their resource class and a slice's
-/// shared devices change what the claims on them hold.
+/// What the cluster's objects became. Pods are not kept (each maps alone); slices and
+/// claims are, since a DeviceClass's change renames their resource class and a slice's
+/// shared devices change what the claims on them hold; Nodes' providers are, since a
+/// slice's devices on no one Node join the aggregates of the Nodes they reach.
 #[derive(Debug, Default)]
 pub struct Mirror {
     traits: TraitTable,
@@ -101,6 +107,11 @@ pub struct Mirror {
     /// The shared devices of the slices, by provider name: a claim's allocation on one
     /// holds what it consumes of the capacities counted here.
     shared: HashMap<String, resource_slice::SharedCapacity>,
+    /// Each Node's provider as mirrored (with the aggregates of the pools reaching it) and
+    /// its labels.
+    nodes: BTreeMap<String, (ResourceProvider, BTreeMap<String, String>)>,
+    /// The aggregates each slice's devices on no one Node share, with the Nodes they reach.
+    reaches: BTreeMap<String, Vec<(String, Reach)>>,
     /// What each cluster object seen is mirrored as.
     produced: HashMap<SourceKey, Vec<ObjectKey>>,
     /// How many cluster objects produce each mirrored object (a pool's root, by each of
@@ -122,34 +133,45 @@ impl Mirror {
         let key = source.key();
         let from = key.to_string();
         let mut changes = Vec::new();
-        let made: Result<Vec<Object>, MirrorError> =
-            match source {
-                ClusterSource::Node(n) => node::provider(n, &from, &self.traits)
-                    .map(|rp| vec![Object::ResourceProvider(rp)]),
-                ClusterSource::Pod(p) => pod::allocation(p, &from)
-                    .map(|a| a.into_iter().map(Object::Allocation).collect()),
-                ClusterSource::ResourceSlice(s) => {
-                    let mut kept = (**s).clone();
-                    // Nothing reads managedFields; kept they would be most of the slice.
-                    kept.metadata.managed_fields = None;
-                    let old = self.slices.insert(key.name.clone(), kept);
-                    let moved = self.reshare(old.as_ref(), Some(s));
-                    self.redo_claims_on(&moved, &mut changes);
-                    self.slice_objects(s, &from)
+        let made: Result<Vec<Object>, MirrorError> = match source {
+            ClusterSource::Node(n) => match node::provider(n, &from, &self.traits) {
+                Ok(mut rp) => {
+                    let labels = n.metadata.labels.clone().unwrap_or_default();
+                    rp.spec.aggregates = self.pools_reaching(&key.name, &labels);
+                    self.nodes.insert(key.name.clone(), (rp.clone(), labels));
+                    Ok(vec![Object::ResourceProvider(rp)])
                 }
-                ClusterSource::ResourceClaim(c) => {
-                    let mut kept = (**c).clone();
-                    kept.metadata.managed_fields = None;
-                    self.claims
-                        .insert((key.namespace.clone(), key.name.clone()), kept);
-                    Ok(self.claim_objects(c, &from))
+                Err(e) => {
+                    self.nodes.remove(&key.name);
+                    Err(e)
                 }
-                ClusterSource::DeviceClass(c) => {
-                    let moved = self.classes.put(c);
-                    self.redo_drivers(&moved, &mut changes);
-                    Ok(Vec::new())
-                }
-            };
+            },
+            ClusterSource::Pod(p) => {
+                pod::allocation(p, &from).map(|a| a.into_iter().map(Object::Allocation).collect())
+            }
+            ClusterSource::ResourceSlice(s) => {
+                let mut kept = (**s).clone();
+                // Nothing reads managedFields; kept they would be most of the slice.
+                kept.metadata.managed_fields = None;
+                let old = self.slices.insert(key.name.clone(), kept);
+                let moved = self.reshare(old.as_ref(), Some(s));
+                self.redo_claims_on(&moved, &mut changes);
+                self.reach(&key.name, resource_slice::reaches(s), &mut changes);
+                self.slice_objects(s, &from)
+            }
+            ClusterSource::ResourceClaim(c) => {
+                let mut kept = (**c).clone();
+                kept.metadata.managed_fields = None;
+                self.claims
+                    .insert((key.namespace.clone(), key.name.clone()), kept);
+                Ok(self.claim_objects(c, &from))
+            }
+            ClusterSource::DeviceClass(c) => {
+                let moved = self.classes.put(c);
+                self.redo_drivers(&moved, &mut changes);
+                Ok(Vec::new())
+            }
+        };
         let outcome = match made {
             Ok(objects) => {
                 let keys = objects.iter().map(ObjectKey::of).collect();
@@ -172,6 +194,7 @@ impl Mirror {
                 let old = self.slices.remove(&key.name);
                 let moved = self.reshare(old.as_ref(), None);
                 self.redo_claims_on(&moved, &mut changes);
+                self.reach(&key.name, Vec::new(), &mut changes);
             }
             SourceKind::ResourceClaim => {
                 self.claims
@@ -181,7 +204,10 @@ impl Mirror {
                 let moved = self.classes.remove(&key.name);
                 self.redo_drivers(&moved, &mut changes);
             }
-            SourceKind::Node | SourceKind::Pod => {}
+            SourceKind::Node => {
+                self.nodes.remove(&key.name);
+            }
+            SourceKind::Pod => {}
         }
         self.produce(key.clone(), Vec::new(), &mut changes);
         self.produced.remove(key);
@@ -216,6 +242,53 @@ impl Mirror {
             .into_iter()
             .map(Object::Allocation)
             .collect()
+    }
+
+    /// The aggregates of the pools whose devices on no one Node reach a Node.
+    fn pools_reaching(&self, node: &str, labels: &BTreeMap<String, String>) -> Vec<String> {
+        let mut aggregates: Vec<String> = self
+            .reaches
+            .values()
+            .flatten()
+            .filter(|(_, reach)| reach.reaches(node, labels))
+            .map(|(aggregate, _)| aggregate.clone())
+            .collect();
+        aggregates.sort();
+        aggregates.dedup();
+        aggregates
+    }
+
+    /// Records what a slice's devices on no one Node reach; when that moved, the Nodes
+    /// whose aggregates changed are mirrored again.
+    fn reach(&mut self, slice: &str, reaches: Vec<(String, Reach)>, changes: &mut Vec<Change>) {
+        let old = if reaches.is_empty() {
+            self.reaches.remove(slice)
+        } else {
+            self.reaches.insert(slice.to_string(), reaches.clone())
+        };
+        if old.unwrap_or_default() == reaches {
+            return;
+        }
+        let moved: Vec<(String, Vec<String>)> = self
+            .nodes
+            .iter()
+            .map(|(name, (rp, labels))| (name, rp, self.pools_reaching(name, labels)))
+            .filter(|(_, rp, aggregates)| rp.spec.aggregates != *aggregates)
+            .map(|(name, _, aggregates)| (name.clone(), aggregates))
+            .collect();
+        for (name, aggregates) in moved {
+            let Some((rp, _)) = self.nodes.get_mut(&name) else {
+                continue;
+            };
+            rp.spec.aggregates = aggregates;
+            let provider = rp.clone();
+            let key = SourceKey {
+                kind: SourceKind::Node,
+                namespace: String::new(),
+                name,
+            };
+            self.produce(key, vec![Object::ResourceProvider(provider)], changes);
+        }
     }
 
     /// Replaces a slice's shared devices (`old`'s) with `new`'s; the devices whose counted

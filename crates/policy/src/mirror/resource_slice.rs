@@ -9,6 +9,7 @@ use kubeplace_api::{Inventory, ResourceProvider, ResourceProviderSpec, SortedMap
 use kubeplace_core::placement::{check_trait, derived_provider_uuid};
 
 use super::device_class::DeviceClasses;
+use super::node_reach::{DevicePlace, Reach, place_of};
 use super::quantity::{COUNT, MIB, QuantityError, Rounding, Unit, in_units};
 use super::traits::trait_part;
 use super::{MirrorError, mirrored_meta};
@@ -239,11 +240,6 @@ pub fn device_provider_name(driver: &str, pool: &str, device: &str) -> String {
     object_name(&format!("{driver}.{pool}.{device}"))
 }
 
-/// The root provider of a pool whose slices are on no one Node: `DRIVER.POOL`.
-pub fn pool_provider_name(driver: &str, pool: &str) -> String {
-    object_name(&format!("{driver}.{pool}"))
-}
-
 fn object_name(text: &str) -> String {
     let mut name: String = text
         .chars()
@@ -263,8 +259,12 @@ fn object_name(text: &str) -> String {
     name
 }
 
-/// The slice's providers: a device's provider for each device, and for a slice on no one
-/// Node (`allNodes`, a node selector) the pool's root above them.
+/// The trait of a provider whose inventory the trees in its aggregates may use.
+const MISC_SHARES_VIA_AGGREGATE: &str = "MISC_SHARES_VIA_AGGREGATE";
+
+/// The slice's providers, one a device: under its Node's root, or, for a device on no one
+/// Node (`allNodes`, a node selector), a root of its own that shares its inventory through
+/// the aggregate of the Nodes it reaches (see [`Reach::aggregate`]).
 pub(super) fn providers(
     slice: &ResourceSlice,
     classes: &DeviceClasses,
@@ -280,23 +280,14 @@ pub(super) fn providers(
         return Err(MirrorError::Missing("spec.pool.name".into()));
     }
     let class = classes.resource_class(driver);
-    let slice_node = spec.node_name.as_deref().filter(|n| !n.is_empty());
     let mut out = Vec::new();
-    let mut pool_root = None;
     for (i, device) in spec.devices.iter().flatten().enumerate() {
         if device.name.is_empty() {
             return Err(MirrorError::Missing(format!("spec.devices[{i}].name")));
         }
-        let parent = match device
-            .node_name
-            .as_deref()
-            .filter(|n| !n.is_empty())
-            .or(slice_node)
-        {
-            Some(node) => node.to_string(),
-            None => pool_root
-                .get_or_insert_with(|| pool_provider_name(driver, pool))
-                .clone(),
+        let (parent, aggregates) = match place_of(slice, device) {
+            DevicePlace::OnNode(node) => (Some(node), Vec::new()),
+            DevicePlace::Shared(reach) => (None, vec![reach.aggregate(driver, pool)]),
         };
         let mut traits: Vec<String> = device
             .attributes
@@ -306,6 +297,9 @@ pub(super) fn providers(
             .map(|(name, _)| format!("CUSTOM_{}", trait_part(name)))
             .filter(|t| check_trait(t).is_ok())
             .collect();
+        if parent.is_none() {
+            traits.push(MISC_SHARES_VIA_AGGREGATE.to_string());
+        }
         traits.sort();
         traits.dedup();
         let (inventories, shared) = if device.allow_multiple_allocations == Some(true) {
@@ -344,28 +338,30 @@ pub(super) fn providers(
             metadata,
             spec: ResourceProviderSpec {
                 uuid: None,
-                parent: Some(parent),
+                parent,
                 inventories,
                 traits,
-                aggregates: Vec::new(),
-            },
-            status: None,
-        });
-    }
-    if let Some(root) = pool_root {
-        out.push(ResourceProvider {
-            metadata: mirrored_meta(&root, &format!("ResourcePool/{driver}/{pool}")),
-            spec: ResourceProviderSpec {
-                uuid: None,
-                parent: None,
-                inventories: SortedMap::default(),
-                traits: Vec::new(),
-                aggregates: Vec::new(),
+                aggregates,
             },
             status: None,
         });
     }
     Ok(out)
+}
+
+/// The aggregates a slice's devices on no one Node share, with the Nodes each reaches.
+pub(super) fn reaches(slice: &ResourceSlice) -> Vec<(String, Reach)> {
+    let spec = &slice.spec;
+    let mut found: Vec<(String, Reach)> = Vec::new();
+    for device in spec.devices.iter().flatten() {
+        if let DevicePlace::Shared(reach) = place_of(slice, device) {
+            let aggregate = reach.aggregate(&spec.driver, &spec.pool.name);
+            if !found.iter().any(|(a, _)| *a == aggregate) {
+                found.push((aggregate, reach));
+            }
+        }
+    }
+    found
 }
 
 #[cfg(test)]
@@ -412,7 +408,7 @@ spec:
     }
 
     #[test]
-    fn a_pool_on_no_one_node_has_a_root_of_its_own() {
+    fn a_device_on_no_one_node_is_a_root_shared_with_the_nodes_it_reaches() {
         let s = slice(
             "
 metadata: {name: net}
@@ -420,19 +416,32 @@ spec:
   driver: nic.example.com
   allNodes: true
   pool: {name: fabric/a, generation: 1, resourceSliceCount: 1}
-  devices: [{name: vf-0}]
+  devices:
+  - {name: vf-0}
+  - {name: vf-1, nodeName: node1}
+  - {name: vf-2, nodeSelector: {nodeSelectorTerms: [{matchExpressions: [{key: rack, operator: In, values: [a]}]}]}}
 ",
         );
         let rps = providers(&s, &DeviceClasses::default(), "ResourceSlice/net").unwrap();
+        assert_eq!(rps.len(), 3, "no provider of the pool's own");
+        let all = Reach::AllNodes.aggregate("nic.example.com", "fabric/a");
         assert_eq!(
-            rps[0].spec.parent.as_deref(),
-            Some("nic.example.com.fabric.a")
+            rps[0].metadata.name.as_deref(),
+            Some("nic.example.com.fabric.a.vf-0")
         );
-        assert_eq!(
-            rps[1].metadata.name.as_deref(),
-            Some("nic.example.com.fabric.a")
-        );
-        assert_eq!(rps[1].spec.parent, None);
+        assert_eq!(rps[0].spec.parent, None);
+        assert_eq!(rps[0].spec.aggregates, std::slice::from_ref(&all));
+        assert_eq!(rps[0].spec.traits, [MISC_SHARES_VIA_AGGREGATE]);
+        // A device's own Node wins over its slice's reach.
+        assert_eq!(rps[1].spec.parent.as_deref(), Some("node1"));
+        assert!(rps[1].spec.aggregates.is_empty() && rps[1].spec.traits.is_empty());
+        // A device's own selector is an aggregate of its own.
+        assert_eq!(rps[2].spec.parent, None);
+        assert_ne!(rps[2].spec.aggregates, std::slice::from_ref(&all));
+        let reached = reaches(&s);
+        assert_eq!(reached.len(), 2);
+        assert_eq!(reached[0], (all, Reach::AllNodes));
+        assert_eq!(reached[1].0, rps[2].spec.aggregates[0]);
     }
 
     #[test]

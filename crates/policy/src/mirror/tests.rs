@@ -158,3 +158,42 @@ fn a_shared_devices_claims_hold_what_they_consume() {
     assert_eq!(store.index().used(device, "CUSTOM_VGPU"), 1);
     assert_eq!(store.index().used(device, "CUSTOM_VGPU_MEMORY_MB"), 0);
 }
+
+#[test]
+fn a_pool_on_no_one_node_joins_the_aggregates_of_the_nodes_it_reaches() {
+    let mut mirror = Mirror::default();
+    let mut store = Store::default();
+    let node = |name: &str, rack: &str| {
+        format!(
+            "apiVersion: v1\nkind: Node\nmetadata: {{name: {name}, labels: {{rack: {rack}}}}}\nstatus: {{capacity: {{cpu: '4'}}}}\n"
+        )
+    };
+    let aggregates =
+        |store: &Store, name: &str| match store.get_cluster(Kind::ResourceProvider, name) {
+            Some(Object::ResourceProvider(rp)) => rp.spec.aggregates.clone(),
+            other => panic!("no provider {name}: {other:?}"),
+        };
+    observe(&mut mirror, &mut store, &node("node1", "a"));
+    let slice = "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: fabric}\nspec:\n  driver: nic.example.com\n  nodeSelector: {nodeSelectorTerms: [{matchExpressions: [{key: rack, operator: In, values: [a]}]}]}\n  pool: {name: fabric, generation: 1, resourceSliceCount: 1}\n  devices: [{name: vf-0}]\n";
+    observe(&mut mirror, &mut store, slice);
+    let shared = aggregates(&store, "nic.example.com.fabric.vf-0");
+    assert_eq!(shared.len(), 1);
+    // A Node already there joins the pool's aggregate; a Node that comes later too, when
+    // the selector picks it; one it does not pick stays out.
+    assert_eq!(aggregates(&store, "node1"), shared);
+    observe(&mut mirror, &mut store, &node("node2", "a"));
+    observe(&mut mirror, &mut store, &node("node3", "b"));
+    assert_eq!(aggregates(&store, "node2"), shared);
+    assert!(aggregates(&store, "node3").is_empty());
+    // A Node's labels move it in and out.
+    observe(&mut mirror, &mut store, &node("node2", "b"));
+    assert!(aggregates(&store, "node2").is_empty());
+    // The slice goes: the Nodes leave its aggregate.
+    store.apply_changes(mirror.forget(&source(slice).key()));
+    assert!(aggregates(&store, "node1").is_empty());
+    assert!(
+        store
+            .get_cluster(Kind::ResourceProvider, "nic.example.com.fabric.vf-0")
+            .is_none()
+    );
+}
