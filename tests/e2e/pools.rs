@@ -1,7 +1,8 @@
 //! A DRA pool on no one Node (`allNodes`: devices reachable from every Node, as
 //! network-attached devices are) on a real node: kubeplace shares its devices with the
 //! Nodes' trees through an aggregate, a Server is placed on the Node's memory and one of
-//! the pool's devices, its reservation claim shows kube-scheduler the device, and pods'
+//! the pool's devices (of a DeviceClass whose CEL selector reads an attribute, which
+//! kubeplace and kube-scheduler both evaluate; the third device is of no class), its reservation claim shows kube-scheduler the device, and pods'
 //! claims get only the devices no Server holds. Run alone, as root, like `devices.rs`.
 
 use super::devices::{claim_and_pod, claim_results, mirroring_replicas};
@@ -46,10 +47,10 @@ fn a_pool_reaching_every_node_is_one_inventory_for_pods_and_servers() {
         &format!(
             "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {NS}}}\n---\n\
              apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {{name: e2e-nic}}\n\
-             spec:\n  selectors:\n  - cel: {{expression: 'device.driver == \"{DRIVER}\"'}}\n---\n\
+             spec:\n  selectors:\n  - cel: {{expression: 'device.driver == \"{DRIVER}\" && device.attributes[\"{DRIVER}\"].vlan >= 100'}}\n---\n\
              apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {{name: fabric}}\n\
              spec:\n  driver: {DRIVER}\n  allNodes: true\n  pool: {{name: fabric, generation: 1, resourceSliceCount: 1}}\n\
-             \x20 devices: [{{name: vf-0}}, {{name: vf-1}}]\n---\n\
+             \x20 devices: [{{name: vf-0, attributes: {{vlan: {{int: 100}}}}}}, {{name: vf-1, attributes: {{vlan: {{int: 200}}}}}}, {{name: vf-2, attributes: {{vlan: {{int: 7}}}}}}]\n---\n\
              apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata: {{name: nic.one}}\n\
              spec: {{vcpus: 1, memoryMb: 16, extraSpecs: {{'resources:VCPU': '0', 'resources:CUSTOM_E2E_NIC': '1'}}}}\n---\n\
              apiVersion: kubeplace.io/v1alpha1\nkind: Image\nmetadata: {{name: nic-image}}\nspec: {{properties: {{os_distro: ubuntu}}}}\n"

@@ -118,6 +118,20 @@ fn main() {
     mirror_all(&mut mirror, &mut store, &nodes);
     let after_nodes = LIVE.load(Ordering::Relaxed);
     let t_nodes = started.elapsed();
+    // Two DeviceClasses, so each device's class is picked by evaluating CEL selectors.
+    let classes: Vec<ClusterSource> = [
+        ("gpu", r#"device.driver == "gpu.example.com""#),
+        ("mig-gpu", r#"device.driver == "gpu.example.com" && device.attributes["gpu.example.com"]["mig-capable"]"#),
+    ]
+    .iter()
+    .map(|(name, expression)| {
+        source(
+            SourceKind::DeviceClass,
+            json!({"metadata": {"name": name}, "spec": {"selectors": [{"cel": {"expression": expression}}]}}),
+        )
+    })
+    .collect();
+    mirror_all(&mut mirror, &mut store, &classes);
     let started = Instant::now();
     mirror_all(&mut mirror, &mut store, &slices);
     let after_slices = LIVE.load(Ordering::Relaxed);
@@ -127,7 +141,7 @@ fn main() {
     let after_pods = LIVE.load(Ordering::Relaxed);
     let t_pods = started.elapsed();
     println!(
-        "mirrored {NODES} Nodes in {t_nodes:.1?} ({:.1} KiB a Node), {} devices in {t_slices:.1?} ({:.2} KiB a device), {} pods in {t_pods:.1?} ({:.2} KiB a pod); {} objects, {:.1} MiB in all",
+        "mirrored {NODES} Nodes in {t_nodes:.1?} ({:.1} KiB a Node), {} devices in {t_slices:.1?} ({:.2} KiB a device; their classes picked by 2 DeviceClasses' CEL selectors), {} pods in {t_pods:.1?} ({:.2} KiB a pod); {} objects, {:.1} MiB in all",
         (after_nodes - base) as f64 / 1024.0 / NODES as f64,
         NODES * DEVICES,
         (after_slices - after_nodes) as f64 / 1024.0 / (NODES * DEVICES) as f64,

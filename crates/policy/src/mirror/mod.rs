@@ -104,9 +104,9 @@ pub struct Mirror {
     classes: device_class::DeviceClasses,
     slices: BTreeMap<String, ResourceSlice>,
     claims: BTreeMap<(String, String), ResourceClaim>,
-    /// The shared devices of the slices, by provider name: a claim's allocation on one
-    /// holds what it consumes of the capacities counted here.
-    shared: HashMap<String, resource_slice::SharedCapacity>,
+    /// How a claim holds each device of the slices, by provider name: one of its resource
+    /// class, or what it consumes of a shared device's counted capacities.
+    devices: HashMap<String, resource_slice::Holding>,
     /// Each Node's provider as mirrored (with the aggregates of the pools reaching it) and
     /// its labels.
     nodes: BTreeMap<String, (ResourceProvider, BTreeMap<String, String>)>,
@@ -167,8 +167,9 @@ impl Mirror {
                 Ok(self.claim_objects(c, &from))
             }
             ClusterSource::DeviceClass(c) => {
-                let moved = self.classes.put(c);
-                self.redo_drivers(&moved, &mut changes);
+                if self.classes.put(c) {
+                    self.redo_devices(&mut changes);
+                }
                 Ok(Vec::new())
             }
         };
@@ -201,8 +202,9 @@ impl Mirror {
                     .remove(&(key.namespace.clone(), key.name.clone()));
             }
             SourceKind::DeviceClass => {
-                let moved = self.classes.remove(&key.name);
-                self.redo_drivers(&moved, &mut changes);
+                if self.classes.remove(&key.name) {
+                    self.redo_devices(&mut changes);
+                }
             }
             SourceKind::Node => {
                 self.nodes.remove(&key.name);
@@ -238,7 +240,7 @@ impl Mirror {
     }
 
     fn claim_objects(&self, c: &ResourceClaim, from: &str) -> Vec<Object> {
-        resource_claim::allocation(c, &self.classes, &self.shared, from)
+        resource_claim::allocation(c, &self.classes, &self.devices, from)
             .into_iter()
             .map(Object::Allocation)
             .collect()
@@ -291,29 +293,29 @@ impl Mirror {
         }
     }
 
-    /// Replaces a slice's shared devices (`old`'s) with `new`'s; the devices whose counted
-    /// capacity moved.
+    /// Replaces how claims hold a slice's devices (`old`'s) with `new`'s; the devices whose
+    /// holding moved.
     fn reshare(
         &mut self,
         old: Option<&ResourceSlice>,
         new: Option<&ResourceSlice>,
     ) -> BTreeSet<String> {
         let before = old
-            .map(|s| resource_slice::shared_devices(s, &self.classes))
+            .map(|s| resource_slice::device_holdings(s, &self.classes))
             .unwrap_or_default();
         let after = new
-            .map(|s| resource_slice::shared_devices(s, &self.classes))
+            .map(|s| resource_slice::device_holdings(s, &self.classes))
             .unwrap_or_default();
         if before == after {
             return BTreeSet::new();
         }
         for device in before.keys() {
-            self.shared.remove(device);
+            self.devices.remove(device);
         }
         let mut moved: BTreeSet<String> = before.keys().cloned().collect();
-        for (device, capacity) in after {
+        for (device, holding) in after {
             moved.insert(device.clone());
-            self.shared.insert(device, capacity);
+            self.devices.insert(device, holding);
         }
         moved
     }
@@ -358,27 +360,17 @@ impl Mirror {
         }
     }
 
-    /// Mirrors again the slices and claims of drivers whose resource class moved.
-    fn redo_drivers(&mut self, drivers: &[String], changes: &mut Vec<Change>) {
-        if drivers.is_empty() {
-            return;
-        }
-        // A shared device's capacities are named after its class: counted again first.
-        let renamed: Vec<ResourceSlice> = self
+    /// Mirrors every slice and claim again: a DeviceClass came, changed or went, and any
+    /// device's resource class may have moved with it.
+    fn redo_devices(&mut self, changes: &mut Vec<Change>) {
+        self.devices = self
             .slices
             .values()
-            .filter(|s| drivers.contains(&s.spec.driver))
-            .cloned()
+            .flat_map(|s| resource_slice::device_holdings(s, &self.classes))
             .collect();
-        for slice in &renamed {
-            for (device, capacity) in resource_slice::shared_devices(slice, &self.classes) {
-                self.shared.insert(device, capacity);
-            }
-        }
         let slices: Vec<(SourceKey, Result<Vec<Object>, MirrorError>)> = self
             .slices
             .iter()
-            .filter(|(_, s)| drivers.contains(&s.spec.driver))
             .map(|(name, s)| {
                 let key = SourceKey {
                     kind: SourceKind::ResourceSlice,
@@ -392,7 +384,7 @@ impl Mirror {
         for (key, objects) in slices {
             self.produce(key, objects.unwrap_or_default(), changes);
         }
-        self.redo_claims_where(|r| drivers.contains(&r.driver), changes);
+        self.redo_claims_where(|_| true, changes);
     }
 
     /// Makes `objects` what `source` is mirrored as: puts each, and takes away what it

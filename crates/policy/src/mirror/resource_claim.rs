@@ -9,18 +9,10 @@ use kubeplace_api::{Allocation, AllocationSpec, Kind, Object, ProviderAllocation
 use super::device_class::DeviceClasses;
 use super::quantity::Rounding;
 use super::resource_slice::{
-    DEVICE_CAPACITY_ANNOTATION, SharedCapacity, device_provider_name, shared_capacity_of,
+    DEVICE_CAPACITY_ANNOTATION, Holding, device_provider_name, shared_capacity_of,
 };
 use super::{Consumer, is_reservation_of_a_server, mirrored_allocation};
 use crate::store::Store;
-
-/// How an allocation result holds its device.
-pub(super) enum Holding {
-    /// Given whole: one of this resource class.
-    Whole(String),
-    /// Shared: what the result consumes (`consumedCapacity`) of each counted capacity.
-    Shared(SharedCapacity),
-}
 
 /// The consumer type of a ResourceClaim's Allocation.
 pub const CLAIM_CONSUMER_TYPE: &str = "RESOURCE_CLAIM";
@@ -31,17 +23,20 @@ pub const CLAIM_CONSUMER_TYPE: &str = "RESOURCE_CLAIM";
 pub(super) fn allocation(
     claim: &ResourceClaim,
     classes: &DeviceClasses,
-    shared: &HashMap<String, SharedCapacity>,
+    devices: &HashMap<String, Holding>,
     from: &str,
 ) -> Option<Allocation> {
     if is_reservation_of_a_server(&claim.metadata) {
         return None;
     }
     allocation_with(claim, from, |driver, provider| {
-        Some(match shared.get(provider) {
-            Some(capacity) => Holding::Shared(capacity.clone()),
-            None => Holding::Whole(classes.resource_class(driver)),
-        })
+        // A device whose slice is not seen yet counts as a whole one of its driver.
+        Some(
+            devices
+                .get(provider)
+                .cloned()
+                .unwrap_or_else(|| Holding::Whole(classes.resource_class(driver))),
+        )
     })
 }
 

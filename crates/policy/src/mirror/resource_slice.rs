@@ -103,6 +103,15 @@ pub fn capacity_class(class: &str, driver: &str, capacity: &str, unit: CapacityU
 /// A shared device's capacities: the resource class of each capacity name and its unit.
 pub type SharedCapacity = BTreeMap<String, (String, CapacityUnit)>;
 
+/// How an allocation result holds a device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Holding {
+    /// Given whole: one of this resource class.
+    Whole(String),
+    /// Shared: what the result consumes (`consumedCapacity`) of each counted capacity.
+    Shared(SharedCapacity),
+}
+
 /// Reads a shared device's [`DEVICE_CAPACITY_ANNOTATION`] back (resource class → capacity
 /// name and unit), as capacity name → resource class and unit.
 pub fn shared_capacity_of(annotation: &str) -> Option<SharedCapacity> {
@@ -210,25 +219,31 @@ fn gcd(a: i64, b: i64) -> i64 {
     if b == 0 { a } else { gcd(b, a % b) }
 }
 
-/// The shared devices of a slice, by provider name, with what their capacities count;
-/// devices given whole are not named. A slice that cannot be mirrored names none.
-pub(super) fn shared_devices(
+/// How a claim holds each device of a slice, by provider name: one of its resource class
+/// (a device given whole) or what it consumes of its counted capacities (a shared one).
+/// A slice that cannot be mirrored names none.
+pub(super) fn device_holdings(
     slice: &ResourceSlice,
     classes: &DeviceClasses,
-) -> BTreeMap<String, SharedCapacity> {
+) -> BTreeMap<String, Holding> {
     let spec = &slice.spec;
-    let class = classes.resource_class(&spec.driver);
+    let picker = classes.picker(&spec.driver);
     spec.devices
         .iter()
         .flatten()
         .enumerate()
-        .filter(|(_, d)| d.allow_multiple_allocations == Some(true))
         .filter_map(|(i, d)| {
-            let (_, counted) =
-                shared_inventories(d, &class, &spec.driver, &format!("spec.devices[{i}]")).ok()?;
+            let (class, _) = picker.resource_class(d);
+            let holding = if d.allow_multiple_allocations == Some(true) {
+                let at = format!("spec.devices[{i}]");
+                let (_, counted) = shared_inventories(d, &class, &spec.driver, &at).ok()?;
+                Holding::Shared(counted)
+            } else {
+                Holding::Whole(class)
+            };
             Some((
                 device_provider_name(&spec.driver, &spec.pool.name, &d.name),
-                counted,
+                holding,
             ))
         })
         .collect()
@@ -279,12 +294,13 @@ pub(super) fn providers(
     if pool.is_empty() {
         return Err(MirrorError::Missing("spec.pool.name".into()));
     }
-    let class = classes.resource_class(driver);
+    let picker = classes.picker(driver);
     let mut out = Vec::new();
     for (i, device) in spec.devices.iter().flatten().enumerate() {
         if device.name.is_empty() {
             return Err(MirrorError::Missing(format!("spec.devices[{i}].name")));
         }
+        let (class, class_name) = picker.resource_class(device);
         let (parent, aggregates) = match place_of(slice, device) {
             DevicePlace::OnNode(node) => (Some(node), Vec::new()),
             DevicePlace::Shared(reach) => (None, vec![reach.aggregate(driver, pool)]),
@@ -321,8 +337,8 @@ pub(super) fn providers(
         ] {
             annotations.insert(key.to_string(), value.clone());
         }
-        if let Some(class) = classes.class_name(driver) {
-            annotations.insert(DEVICE_CLASS_ANNOTATION.to_string(), class.to_string());
+        if let Some(class) = class_name {
+            annotations.insert(DEVICE_CLASS_ANNOTATION.to_string(), class);
         }
         if let Some(counted) = shared {
             let by_class: BTreeMap<&str, (&str, &str)> = counted
@@ -510,11 +526,14 @@ spec:
             totals(&rps[1]),
             [("CUSTOM_VGPU_EXAMPLE_COM".to_string(), 1)]
         );
+        let held = device_holdings(&s, &DeviceClasses::default());
+        assert!(matches!(
+            held.get("vgpu.example.com.node1.vgpu-0"),
+            Some(Holding::Shared(counted)) if counted.len() == 3
+        ));
         assert_eq!(
-            shared_devices(&s, &DeviceClasses::default())
-                .keys()
-                .collect::<Vec<_>>(),
-            ["vgpu.example.com.node1.vgpu-0"]
+            held.get("vgpu.example.com.node1.whole-0"),
+            Some(&Holding::Whole("CUSTOM_VGPU_EXAMPLE_COM".into()))
         );
         let bad = slice(
             "metadata: {name: b}\nspec: {driver: d, nodeName: n, pool: {name: p, generation: 1, resourceSliceCount: 1}, devices: [{name: x, allowMultipleAllocations: true, capacity: {memory: {value: lots}}}]}\n",

@@ -197,3 +197,49 @@ fn a_pool_on_no_one_node_joins_the_aggregates_of_the_nodes_it_reaches() {
             .is_none()
     );
 }
+
+#[test]
+fn device_classes_with_cel_selectors_split_a_drivers_devices() {
+    let mut mirror = Mirror::default();
+    let mut store = Store::default();
+    observe(&mut mirror, &mut store, NODE);
+    let slice = "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: node1-gpu}\nspec:\n  driver: gpu.example.com\n  nodeName: node1\n  pool: {name: node1, generation: 1, resourceSliceCount: 1}\n  devices:\n  - {name: big, capacity: {memory: {value: 80Gi}}}\n  - {name: small, capacity: {memory: {value: 16Gi}}}\n";
+    let claim = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: c, namespace: ml}\nspec: {}\nstatus: {allocation: {devices: {results: [{request: r, driver: gpu.example.com, pool: node1, device: big}]}}}\n";
+    let gpu = "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: gpu}\nspec: {selectors: [{cel: {expression: 'device.driver == \"gpu.example.com\"'}}]}\n";
+    let big = "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: big-gpu}\nspec: {selectors: [{cel: {expression: 'device.driver == \"gpu.example.com\"'}}, {cel: {expression: 'device.capacity[\"gpu.example.com\"].memory.compareTo(quantity(\"40Gi\")) >= 0'}}]}\n";
+    for yaml in [gpu, big, slice, claim] {
+        observe(&mut mirror, &mut store, yaml);
+    }
+    let classes = |store: &Store, device: &str| -> Vec<String> {
+        match store.get_cluster(
+            Kind::ResourceProvider,
+            &format!("gpu.example.com.node1.{device}"),
+        ) {
+            Some(Object::ResourceProvider(rp)) => rp.spec.inventories.keys().cloned().collect(),
+            other => panic!("no provider for {device}: {other:?}"),
+        }
+    };
+    assert_eq!(classes(&store, "big"), ["CUSTOM_BIG_GPU"]);
+    assert_eq!(classes(&store, "small"), ["CUSTOM_GPU"]);
+    assert_eq!(
+        store
+            .index()
+            .used("gpu.example.com.node1.big", "CUSTOM_BIG_GPU"),
+        1
+    );
+    // The selecting class goes: its device and the claim on it fall to the next class.
+    store.apply_changes(mirror.forget(&source(big).key()));
+    assert_eq!(classes(&store, "big"), ["CUSTOM_GPU"]);
+    assert_eq!(
+        store
+            .index()
+            .used("gpu.example.com.node1.big", "CUSTOM_GPU"),
+        1
+    );
+    assert_eq!(
+        store
+            .index()
+            .used("gpu.example.com.node1.big", "CUSTOM_BIG_GPU"),
+        0
+    );
+}
