@@ -31,12 +31,11 @@ pub(super) fn allocation(
     }
     allocation_with(claim, from, |driver, provider| {
         // A device whose slice is not seen yet counts as a whole one of its driver.
-        Some(
-            devices
-                .get(provider)
-                .cloned()
-                .unwrap_or_else(|| Holding::Whole(classes.resource_class(driver))),
-        )
+        match devices.get(provider) {
+            Some(Holding::LeftOut) => None,
+            Some(holding) => Some(holding.clone()),
+            None => Some(Holding::Whole(classes.resource_class(driver))),
+        }
     })
 }
 
@@ -83,7 +82,7 @@ fn allocation_with(
     for r in super::allocation_results(claim).filter(|r| r.admin_access != Some(true)) {
         let provider = device_provider_name(&r.driver, &r.pool, &r.device);
         match holding_of(&r.driver, &provider) {
-            None => {}
+            None | Some(Holding::LeftOut) => {}
             Some(Holding::Whole(class)) => {
                 *by_provider
                     .entry(provider)

@@ -110,6 +110,18 @@ pub(super) enum Holding {
     Whole(String),
     /// Shared: what the result consumes (`consumedCapacity`) of each counted capacity.
     Shared(SharedCapacity),
+    /// A partition of a partitionable device: not inventoried, so a claim on it holds
+    /// nothing kubeplace counts.
+    LeftOut,
+}
+
+/// Whether a device is a partition of a partitionable device (it consumes a slice's
+/// shared counters): left to kube-scheduler, which alone weighs partitions that overlap.
+fn is_partition(device: &kubeplace_api::cluster_source::Device) -> bool {
+    device
+        .consumes_counters
+        .as_ref()
+        .is_some_and(|c| !c.is_empty())
 }
 
 /// Reads a shared device's [`DEVICE_CAPACITY_ANNOTATION`] back (resource class → capacity
@@ -234,7 +246,9 @@ pub(super) fn device_holdings(
         .enumerate()
         .filter_map(|(i, d)| {
             let (class, _) = picker.resource_class(d);
-            let holding = if d.allow_multiple_allocations == Some(true) {
+            let holding = if is_partition(d) {
+                Holding::LeftOut
+            } else if d.allow_multiple_allocations == Some(true) {
                 let at = format!("spec.devices[{i}]");
                 let (_, counted) = shared_inventories(d, &class, &spec.driver, &at).ok()?;
                 Holding::Shared(counted)
@@ -299,6 +313,9 @@ pub(super) fn providers(
     for (i, device) in spec.devices.iter().flatten().enumerate() {
         if device.name.is_empty() {
             return Err(MirrorError::Missing(format!("spec.devices[{i}].name")));
+        }
+        if is_partition(device) {
+            continue;
         }
         let (class, class_name) = picker.resource_class(device);
         let (parent, aggregates) = match place_of(slice, device) {
@@ -369,7 +386,7 @@ pub(super) fn providers(
 pub(super) fn reaches(slice: &ResourceSlice) -> Vec<(String, Reach)> {
     let spec = &slice.spec;
     let mut found: Vec<(String, Reach)> = Vec::new();
-    for device in spec.devices.iter().flatten() {
+    for device in spec.devices.iter().flatten().filter(|d| !is_partition(d)) {
         if let DevicePlace::Shared(reach) = place_of(slice, device) {
             let aggregate = reach.aggregate(&spec.driver, &spec.pool.name);
             if !found.iter().any(|(a, _)| *a == aggregate) {

@@ -243,3 +243,36 @@ fn device_classes_with_cel_selectors_split_a_drivers_devices() {
         0
     );
 }
+
+#[test]
+fn partitions_of_a_partitionable_device_are_left_to_kube_scheduler() {
+    let mut mirror = Mirror::default();
+    let mut store = Store::default();
+    observe(&mut mirror, &mut store, NODE);
+    // gpu-0 whole, or as two overlapping partitions drawing on its counters.
+    let slice = "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: node1-gpu}\nspec:\n  driver: gpu.example.com\n  nodeName: node1\n  pool: {name: node1, generation: 1, resourceSliceCount: 1}\n  sharedCounters: [{name: gpu-0-counters, counters: {memory: {value: 40Gi}}}]\n  devices:\n  - {name: gpu-1}\n  - {name: gpu-0-half-a, consumesCounters: [{counterSet: gpu-0-counters, counters: {memory: {value: 20Gi}}}]}\n  - {name: gpu-0-whole, consumesCounters: [{counterSet: gpu-0-counters, counters: {memory: {value: 40Gi}}}]}\n";
+    let keys = observe(&mut mirror, &mut store, slice);
+    assert_eq!(
+        keys,
+        [ObjectKey::cluster(
+            Kind::ResourceProvider,
+            "gpu.example.com.node1.gpu-1"
+        )],
+        "partitions are not providers"
+    );
+    // A pod's claim on a partition holds nothing kubeplace counts; one on gpu-1 does.
+    let claim = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: c, namespace: ml}\nspec: {}\nstatus: {allocation: {devices: {results: [{request: r, driver: gpu.example.com, pool: node1, device: gpu-0-half-a}, {request: s, driver: gpu.example.com, pool: node1, device: gpu-1}]}}}\n";
+    observe(&mut mirror, &mut store, claim);
+    let allocations: Vec<_> = store.list(Kind::Allocation).collect();
+    assert_eq!(allocations.len(), 1);
+    let Object::Allocation(a) = allocations[0] else {
+        panic!("not an allocation")
+    };
+    let providers: Vec<&str> = a
+        .spec
+        .allocations
+        .iter()
+        .map(|pa| pa.provider.as_str())
+        .collect();
+    assert_eq!(providers, ["gpu.example.com.node1.gpu-1"]);
+}
