@@ -262,6 +262,37 @@ fn an_image_that_comes_to_require_a_missing_trait_marks_the_server_rebuild_rejec
 }
 
 #[test]
+fn a_server_whose_provider_goes_keeps_its_allocation_and_says_so() {
+    // A mirrored Node, as the operator's --mirror-cluster reads it.
+    let cn1 = "apiVersion: v1\nkind: Node\nmetadata: {name: cn1}\nstatus: {capacity: {cpu: '4', memory: 8Gi}}\n---\n";
+    let yaml =
+        cn1.to_string() + &flavor("f1", 1, "") + &image("img", &[]) + &server("s", "f1", "img", "");
+    let (_, mut store) = run(&yaml);
+    assert_eq!(scheduled(&store, "s"), "Scheduled");
+    // The Node is deleted: its provider goes from the store.
+    store.apply_changes([kubeplace_policy::store::Change::Unmirror(
+        ObjectKey::cluster(Kind::ResourceProvider, "cn1"),
+    )]);
+    reconcile_all(&mut store, &HeadroomFigures::default(), 5);
+    let status = server_status(&store, "s");
+    assert_eq!(
+        status["conditions"][0]["reason"], "ProviderGone",
+        "{status}"
+    );
+    assert_eq!(status["conditions"][0]["status"], "False");
+    assert_eq!(
+        status["conditions"][0]["message"],
+        "provider cn1 of Allocation server.ns.s no longer exists; the server keeps that allocation until it is deleted or resized"
+    );
+    assert!(
+        store
+            .get(&ObjectKey::cluster(Kind::Allocation, "server.ns.s"))
+            .is_some(),
+        "the allocation is kept"
+    );
+}
+
+#[test]
 fn resize_places_the_server_again_without_counting_it_twice() {
     let yaml = node("cn1", 4, &[])
         + &flavor("f2", 2, "")

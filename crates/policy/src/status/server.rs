@@ -55,6 +55,27 @@ pub(super) fn status(server: &Server, world: &World<'_>, generation: Option<i64>
 /// require more, or a write that bypassed admission): the server keeps its allocation, and
 /// the condition says so.
 fn held_condition(store: &Store, server: &Server, held: &Allocation, name: &str) -> Condition {
+    // A provider gone under a held allocation (a mirrored Node deleted, a provider removed):
+    // the server keeps its allocation, as Nova keeps an instance on a host that went away,
+    // until it is deleted or resized; the condition says so.
+    let gone: Vec<&str> = held
+        .spec
+        .allocations
+        .iter()
+        .map(|pa| pa.provider.as_str())
+        .filter(|p| !store.index().contains(p))
+        .collect();
+    if !gone.is_empty() {
+        return Condition::new(
+            "Scheduled",
+            false,
+            "ProviderGone",
+            format!(
+                "provider {} of Allocation {name} no longer exists; the server keeps that allocation until it is deleted or resized",
+                gone.join(", ")
+            ),
+        );
+    }
     let missing = match store.get_cluster(Kind::Image, &server.spec.image) {
         Some(Object::Image(image)) => {
             let required = required_traits(image);
