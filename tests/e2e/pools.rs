@@ -3,7 +3,8 @@
 //! Nodes' trees through an aggregate, a Server is placed on the Node's memory and one of
 //! the pool's devices (of a DeviceClass whose CEL selector reads an attribute, which
 //! kubeplace and kube-scheduler both evaluate; the third device is of no class), its reservation claim shows kube-scheduler the device, and pods'
-//! claims get only the devices no Server holds. Run alone, as root, like `devices.rs`.
+//! claims get only the devices no Server holds. Then the Node goes: a Server on it keeps
+//! its claim and says its provider is gone. Run alone, as root, like `devices.rs`.
 
 use super::devices::{claim_and_pod, claim_results, mirroring_replicas};
 use super::mirror::{eventually, first_node, flavor_field};
@@ -150,6 +151,9 @@ fn a_pool_reaching_every_node_is_one_inventory_for_pods_and_servers() {
             .ok_or(format!("{now:?}"))
     });
     eprintln!("pools: the waiting pod was given the deleted Server's device {took:?} later");
+
+    // The Node goes (its kubelet stopped for good, the Node deleted): a Server placed on it
+    // keeps its claim and says its provider is gone; the pool's devices stay.
     cp.kubectl(&[
         "delete",
         "pods",
@@ -160,4 +164,70 @@ fn a_pool_reaching_every_node_is_one_inventory_for_pods_and_servers() {
         "--force",
     ])
     .ok();
+    cp.kubectl(&[
+        "delete",
+        "resourceclaims",
+        "--all",
+        "-n",
+        NS,
+        "--wait=false",
+    ])
+    .ok();
+    cp.kubectl_stdin(
+        &["create", "-f", "-"],
+        &format!(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: Server\nmetadata: {{name: vm-1, namespace: {NS}}}\nspec: {{flavor: nic.one, image: nic-image}}\n"
+        ),
+    )
+    .ok();
+    let scheduled = |field: &str| {
+        cp.kubectl(&[
+            "get",
+            "server",
+            "vm-1",
+            "-n",
+            NS,
+            "-o",
+            &format!("jsonpath={{.status.conditions[?(@.type==\"Scheduled\")].{field}}}"),
+        ])
+        .stdout
+        .trim()
+        .to_string()
+    };
+    eventually(90, "vm-1 placed", || {
+        let reason = scheduled("reason");
+        (reason == "Scheduled").then_some(()).ok_or(reason)
+    });
+    let killed = std::process::Command::new("pkill")
+        .args([
+            "-9",
+            "-f",
+            &format!("/kubelet .*--root-dir={}/", cp.dir.display()),
+        ])
+        .status()
+        .expect("pkill runs");
+    assert!(killed.success(), "the node's kubelet was running");
+    cp.kubectl(&["delete", "node", &node_name, "--wait=false"])
+        .ok();
+    let (_, took) = eventually(60, "vm-1 told its provider is gone", || {
+        let reason = scheduled("reason");
+        (reason == "ProviderGone").then_some(()).ok_or(reason)
+    });
+    eprintln!("pools: vm-1 said ProviderGone {took:?} after its Node was deleted");
+    let message = scheduled("message");
+    assert!(
+        message.contains(&format!("provider {node_name} ")),
+        "{message}"
+    );
+    let kept = cp
+        .kubectl(&[
+            "get",
+            "allocations",
+            "-l",
+            "kubeplace.io/server-name=vm-1",
+            "-o",
+            "name",
+        ])
+        .stdout;
+    assert!(!kept.trim().is_empty(), "vm-1 keeps its claim");
 }
