@@ -114,8 +114,8 @@ pub struct Mirror {
     reaches: BTreeMap<String, Vec<(String, Reach)>>,
     /// What each cluster object seen is mirrored as.
     produced: HashMap<SourceKey, Vec<ObjectKey>>,
-    /// How many cluster objects produce each mirrored object (a pool's root, by each of
-    /// its slices): it goes when the last does.
+    /// How many cluster objects produce each mirrored object (a device two slices of one
+    /// pool both list, while a driver moves it between them): it goes when the last does.
     owners: HashMap<ObjectKey, u32>,
 }
 
@@ -154,7 +154,7 @@ impl Mirror {
                 // Nothing reads managedFields; kept they would be most of the slice.
                 kept.metadata.managed_fields = None;
                 let old = self.slices.insert(key.name.clone(), kept);
-                let moved = self.reshare(old.as_ref(), Some(s));
+                let moved = self.rehold(old.as_ref(), Some(s));
                 self.redo_claims_on(&moved, &mut changes);
                 self.reach(&key.name, resource_slice::reaches(s), &mut changes);
                 self.slice_objects(s, &from)
@@ -193,7 +193,7 @@ impl Mirror {
         match key.kind {
             SourceKind::ResourceSlice => {
                 let old = self.slices.remove(&key.name);
-                let moved = self.reshare(old.as_ref(), None);
+                let moved = self.rehold(old.as_ref(), None);
                 self.redo_claims_on(&moved, &mut changes);
                 self.reach(&key.name, Vec::new(), &mut changes);
             }
@@ -295,7 +295,7 @@ impl Mirror {
 
     /// Replaces how claims hold a slice's devices (`old`'s) with `new`'s; the devices whose
     /// holding moved.
-    fn reshare(
+    fn rehold(
         &mut self,
         old: Option<&ResourceSlice>,
         new: Option<&ResourceSlice>,

@@ -1,6 +1,7 @@
-//! A ResourceSlice's devices as providers under their Node's root: one a device, with one
-//! of its driver's resource class (a device given whole) or its capacity (a device DRA
-//! shares among claims), and its true bool attributes as traits.
+//! A ResourceSlice's devices as providers: one a device, under its Node's root (or a root
+//! shared through an aggregate with the Nodes it reaches, for a device on no one Node), with
+//! one of its resource class (a device given whole) or its capacity (a device DRA shares
+//! among claims), and its true bool attributes as traits. Partitions are left out.
 
 use std::collections::BTreeMap;
 
