@@ -246,15 +246,15 @@ pub(super) fn device_holdings(
         .flatten()
         .enumerate()
         .filter_map(|(i, d)| {
-            let (class, _) = picker.resource_class(d);
             let holding = if is_partition(d) {
                 Holding::LeftOut
             } else if d.allow_multiple_allocations == Some(true) {
+                let (class, _) = picker.resource_class(d);
                 let at = format!("spec.devices[{i}]");
                 let (_, counted) = shared_inventories(d, &class, &spec.driver, &at).ok()?;
                 Holding::Shared(counted)
             } else {
-                Holding::Whole(class)
+                Holding::Whole(picker.resource_class(d).0)
             };
             Some((
                 device_provider_name(&spec.driver, &spec.pool.name, &d.name),
