@@ -60,12 +60,23 @@ fn holders(cp: &ControlPlane, node: &str) -> BTreeMap<String, BTreeSet<String>> 
 }
 
 fn jsonpath(cp: &ControlPlane, kind: &str, name: &str, path: &str) -> String {
+    namespaced_field(cp, kind, NS, name, path)
+}
+
+/// A field of a namespaced object by JSONPath (`.status.phase`); empty when it is absent.
+pub(super) fn namespaced_field(
+    cp: &ControlPlane,
+    kind: &str,
+    namespace: &str,
+    name: &str,
+    path: &str,
+) -> String {
     cp.kubectl(&[
         "get",
         kind,
         name,
         "-n",
-        NS,
+        namespace,
         "-o",
         &format!("jsonpath={{{path}}}"),
     ])

@@ -6,7 +6,7 @@
 //! claims get only the devices no Server holds. Then the Node goes: a Server on it keeps
 //! its claim and says its provider is gone. Run alone, as root, like `devices.rs`.
 
-use super::devices::{claim_and_pod, claim_results, mirroring_replicas};
+use super::devices::{claim_and_pod, claim_results, mirroring_replicas, namespaced_field};
 use super::mirror::{eventually, first_node, flavor_field};
 use crate::support::{ControlPlane, Node};
 
@@ -84,17 +84,13 @@ fn a_pool_reaching_every_node_is_one_inventory_for_pods_and_servers() {
         }
     });
     eprintln!("pools: vm-0's device {held} reserved {took:?} after its creation");
-    let on_node = cp
-        .kubectl(&[
-            "get",
-            "resourceclaim",
-            "kubeplace-reservation-vm-0",
-            "-n",
-            NS,
-            "-o",
-            "jsonpath={.status.allocation.nodeSelector.nodeSelectorTerms[0].matchFields[0].values[0]}",
-        ])
-        .stdout;
+    let on_node = namespaced_field(
+        cp,
+        "resourceclaim",
+        NS,
+        "kubeplace-reservation-vm-0",
+        ".status.allocation.nodeSelector.nodeSelectorTerms[0].matchFields[0].values[0]",
+    );
     assert_eq!(
         on_node.trim(),
         node_name,
@@ -181,18 +177,13 @@ fn a_pool_reaching_every_node_is_one_inventory_for_pods_and_servers() {
     )
     .ok();
     let scheduled = |field: &str| {
-        cp.kubectl(&[
-            "get",
+        namespaced_field(
+            cp,
             "server",
-            "vm-1",
-            "-n",
             NS,
-            "-o",
-            &format!("jsonpath={{.status.conditions[?(@.type==\"Scheduled\")].{field}}}"),
-        ])
-        .stdout
-        .trim()
-        .to_string()
+            "vm-1",
+            &format!(".status.conditions[?(@.type==\"Scheduled\")].{field}"),
+        )
     };
     eventually(90, "vm-1 placed", || {
         let reason = scheduled("reason");

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::devices::{claim_and_pod, claim_results, mirroring_replicas};
+use super::devices::{claim_and_pod, claim_results, mirroring_replicas, namespaced_field};
 use super::mirror::{eventually, first_node, flavor_field};
 use crate::support::{ControlPlane, Node};
 use kubeplace_policy::mirror::quantity::{MIB, Rounding, in_units};
@@ -36,18 +36,7 @@ fn shares(cp: &ControlPlane) -> Vec<(String, i64)> {
 }
 
 fn field(cp: &ControlPlane, kind: &str, name: &str, path: &str) -> String {
-    cp.kubectl(&[
-        "get",
-        kind,
-        name,
-        "-n",
-        NS,
-        "-o",
-        &format!("jsonpath={{{path}}}"),
-    ])
-    .stdout
-    .trim()
-    .to_string()
+    namespaced_field(cp, kind, NS, name, path)
 }
 
 /// Sets its flag when dropped.

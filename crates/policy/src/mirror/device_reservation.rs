@@ -290,10 +290,10 @@ pub fn reservation_allocation_problem(
         name: String::new(),
     });
     let reservation = reservation_of(store, &server);
-    let held: BTreeSet<DeviceId> = reservation
-        .iter()
-        .flat_map(|r| r.devices.iter().map(|d| d.id.clone()))
-        .collect();
+    let held = reservation
+        .as_ref()
+        .map(DeviceReservation::devices)
+        .unwrap_or_default();
     let foreign: Vec<&DeviceId> = added.difference(&held).collect();
     if !foreign.is_empty() {
         return Some(format!(

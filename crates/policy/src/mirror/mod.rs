@@ -300,9 +300,17 @@ impl Mirror {
         old: Option<&ResourceSlice>,
         new: Option<&ResourceSlice>,
     ) -> BTreeSet<String> {
-        let before = old
-            .map(|s| resource_slice::device_holdings(s, &self.classes))
-            .unwrap_or_default();
+        // What the old slice's devices hold is in the table already: read, not evaluated again.
+        let before: BTreeMap<String, resource_slice::Holding> = old
+            .into_iter()
+            .flat_map(|s| {
+                let spec = &s.spec;
+                spec.devices.iter().flatten().map(|d| {
+                    resource_slice::device_provider_name(&spec.driver, &spec.pool.name, &d.name)
+                })
+            })
+            .filter_map(|name| Some((name.clone(), self.devices.get(&name)?.clone())))
+            .collect();
         let after = new
             .map(|s| resource_slice::device_holdings(s, &self.classes))
             .unwrap_or_default();
