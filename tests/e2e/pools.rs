@@ -2,9 +2,10 @@
 //! network-attached devices are) on a real node: kubeplace shares its devices with the
 //! Nodes' trees through an aggregate, a Server is placed on the Node's memory and one of
 //! the pool's devices (of a DeviceClass whose CEL selector reads an attribute, which
-//! kubeplace and kube-scheduler both evaluate; the third device is of no class), its reservation claim shows kube-scheduler the device, and pods'
-//! claims get only the devices no Server holds. Then the Node goes: a Server on it keeps
-//! its claim and says its provider is gone. Run alone, as root, like `devices.rs`.
+//! kubeplace and kube-scheduler both evaluate; the third device is of no class), its
+//! reservation claim shows kube-scheduler the device, and pods' claims get only the devices
+//! no Server holds. Then the Node goes: a Server on it keeps its claim and says its
+//! provider is gone. Run alone, as root, like `devices.rs`.
 
 use super::devices::{claim_and_pod, claim_results, mirroring_replicas, namespaced_field};
 use super::mirror::{eventually, first_node, flavor_field};
