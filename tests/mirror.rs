@@ -31,6 +31,19 @@ fn json(out: &Output) -> Value {
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
 }
 
+/// The JSON report of `kubeplace apply -f FILE -o json`, which must succeed.
+fn applied(file: &str, stdin: Option<&str>) -> Value {
+    let out = kubeplace(&["apply", "-f", file, "-o", "json"], stdin);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json(&out)
+}
+
 fn item<'a>(report: &'a Value, kind: &str, name: &str) -> &'a Value {
     report["items"]
         .as_array()
@@ -51,14 +64,7 @@ fn names(body: &Value, list: &str) -> Vec<String> {
 
 #[test]
 fn the_example_cluster_is_mirrored_and_counted() {
-    let out = kubeplace(&["apply", "-f", "examples/mirror", "-o", "json"], None);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report = json(&out);
+    let report = applied("examples/mirror", None);
     assert_eq!(report["summary"]["rejected"], 0);
     assert_eq!(
         item(&report, "Node", "node1")["status"]["mirroredAs"],
@@ -442,14 +448,7 @@ spec:
     resources:CUSTOM_VGPU_MEMORY_MB: '10240'
     resources:CUSTOM_VGPU_CORES: '20'
 ";
-    let out = kubeplace(&["apply", "-f", "-", "-o", "json"], Some(cloud));
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    let report = json(&out);
+    let report = applied("-", Some(cloud));
     // 30 GiB and 70 cores left: three shares of 10 GiB and 20 cores.
     let share = &item(&report, "Flavor", "v1.share")["status"];
     assert_eq!(share["headroom"]["servers"], 3, "{share}");
@@ -551,14 +550,7 @@ spec:
   extraSpecs:
     resources:CUSTOM_NIC_EXAMPLE_COM: '1'
 ";
-    let out = kubeplace(&["apply", "-f", "-", "-o", "json"], Some(cloud));
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    let report = json(&out);
+    let report = applied("-", Some(cloud));
     let status = &item(&report, "Flavor", "v1.nic")["status"];
     // vf-0 is taken and node2's rack is not reached: node1's cores with vf-1, once.
     assert_eq!(status["headroom"]["servers"], 1, "{status}");

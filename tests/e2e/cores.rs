@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::devices::mirroring_replicas;
+use super::devices::{delete_pods_now, mirroring_replicas};
 use crate::support::{ControlPlane, Node};
 use kubeplace_policy::mirror::quantity::in_thousandths;
 
@@ -275,16 +275,7 @@ fn pods_and_servers_racing_for_a_nodes_cores_never_share_one() {
             );
         }
     }
-    cp.kubectl(&[
-        "delete",
-        "pods",
-        "--all",
-        "-n",
-        NS,
-        "--grace-period=0",
-        "--force",
-    ])
-    .ok();
+    delete_pods_now(cp, NS);
     cp.kubectl(&["delete", "servers", "--all", "-n", NS, "--wait=false"])
         .ok();
 }

@@ -63,6 +63,34 @@ fn jsonpath(cp: &ControlPlane, kind: &str, name: &str, path: &str) -> String {
     namespaced_field(cp, kind, NS, name, path)
 }
 
+/// Deletes every pod of `namespace` at once (no grace period: a test's pods hold nothing
+/// worth stopping gently), not waiting for the kubelet.
+pub(super) fn delete_pods_now(cp: &ControlPlane, namespace: &str) {
+    cp.kubectl(&[
+        "delete",
+        "pods",
+        "--all",
+        "-n",
+        namespace,
+        "--grace-period=0",
+        "--force",
+    ])
+    .ok();
+}
+
+/// Deletes every ResourceClaim of `namespace`, not waiting for them to go.
+pub(super) fn delete_claims(cp: &ControlPlane, namespace: &str) {
+    cp.kubectl(&[
+        "delete",
+        "resourceclaims",
+        "--all",
+        "-n",
+        namespace,
+        "--wait=false",
+    ])
+    .ok();
+}
+
 /// A field of a namespaced object by JSONPath (`.status.phase`); empty when it is absent.
 pub(super) fn namespaced_field(
     cp: &ControlPlane,
@@ -314,25 +342,8 @@ fn pods_and_servers_racing_for_four_devices_never_share_one() {
     }
 
     // Servers first, then pods: kube-scheduler gives no pod a device a Server holds.
-    cp.kubectl(&[
-        "delete",
-        "pods",
-        "--all",
-        "-n",
-        NS,
-        "--grace-period=0",
-        "--force",
-    ])
-    .ok();
-    cp.kubectl(&[
-        "delete",
-        "resourceclaims",
-        "--all",
-        "-n",
-        NS,
-        "--wait=false",
-    ])
-    .ok();
+    delete_pods_now(cp, NS);
+    delete_claims(cp, NS);
     cp.kubectl(&["delete", "servers", "--all", "-n", NS, "--timeout=60s"])
         .ok();
     wait_for(cp, &node_name, 60, "every device free", |held| {
@@ -381,16 +392,7 @@ fn pods_and_servers_racing_for_four_devices_never_share_one() {
         );
     }
     eprintln!("devices: with the Servers holding every device, {DEVICES} pods wait");
-    cp.kubectl(&[
-        "delete",
-        "pods",
-        "--all",
-        "-n",
-        NS,
-        "--grace-period=0",
-        "--force",
-    ])
-    .ok();
+    delete_pods_now(cp, NS);
     cp.kubectl(&["delete", "servers", "--all", "-n", NS, "--wait=false"])
         .ok();
 }

@@ -7,7 +7,10 @@
 //! no Server holds. Then the Node goes: a Server on it keeps its claim and says its
 //! provider is gone. Run alone, as root, like `devices.rs`.
 
-use super::devices::{claim_and_pod, claim_results, mirroring_replicas, namespaced_field};
+use super::devices::{
+    claim_and_pod, claim_results, delete_claims, delete_pods_now, mirroring_replicas,
+    namespaced_field,
+};
 use super::mirror::{eventually, first_node, flavor_field};
 use crate::support::{ControlPlane, Node};
 
@@ -151,25 +154,8 @@ fn a_pool_reaching_every_node_is_one_inventory_for_pods_and_servers() {
 
     // The Node goes (its kubelet stopped for good, the Node deleted): a Server placed on it
     // keeps its claim and says its provider is gone; the pool's devices stay.
-    cp.kubectl(&[
-        "delete",
-        "pods",
-        "--all",
-        "-n",
-        NS,
-        "--grace-period=0",
-        "--force",
-    ])
-    .ok();
-    cp.kubectl(&[
-        "delete",
-        "resourceclaims",
-        "--all",
-        "-n",
-        NS,
-        "--wait=false",
-    ])
-    .ok();
+    delete_pods_now(cp, NS);
+    delete_claims(cp, NS);
     cp.kubectl_stdin(
         &["create", "-f", "-"],
         &format!(

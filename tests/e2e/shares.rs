@@ -8,7 +8,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::devices::{claim_and_pod, claim_results, mirroring_replicas, namespaced_field};
+use super::devices::{
+    claim_and_pod, claim_results, delete_pods_now, mirroring_replicas, namespaced_field,
+};
 use super::mirror::{eventually, first_node, flavor_field};
 use crate::support::{ControlPlane, Node};
 use kubeplace_policy::mirror::quantity::{MIB, Rounding, in_units};
@@ -219,16 +221,7 @@ fn a_shared_devices_capacity_is_split_between_pods_and_servers() {
         "the shares added up to more than 40 GiB: {:?}",
         over.first()
     );
-    cp.kubectl(&[
-        "delete",
-        "pods",
-        "--all",
-        "-n",
-        NS,
-        "--grace-period=0",
-        "--force",
-    ])
-    .ok();
+    delete_pods_now(cp, NS);
     cp.kubectl(&["delete", "servers", "--all", "-n", NS, "--wait=false"])
         .ok();
 }
