@@ -70,11 +70,15 @@ pub(crate) fn list(api: &PlacementApi, ctx: &Ctx, query: &str) -> Result<Reply, 
     let (index, listed) = api.read(|state| listed(state, ctx, query))?;
     // A large list whose entries are kept is sent while it is made: copying megabytes of
     // entries and sending them overlap (without a thread to make it on, it is written whole).
-    if listed.len() >= STREAMED_FROM
-        && let Some(mut stream) = ProvidersStream::new(index.clone(), listed.clone(), ctx.mv)
-        && let Ok(body) = ReplyBody::streamed(stream.len(), move |out| stream.fill(out))
-    {
-        return Ok(json_bytes_reply(StatusCode::OK, body));
+    // A smaller one is written here, into a buffer kept from earlier answers.
+    if let Some(mut stream) = ProvidersStream::new(index.clone(), listed.clone(), ctx.mv) {
+        if listed.len() < STREAMED_FROM {
+            let body = ReplyBody::filled(|out| stream.fill(out));
+            return Ok(json_bytes_reply(StatusCode::OK, body));
+        }
+        if let Ok(body) = ReplyBody::streamed(stream.len(), move |out| stream.fill(out)) {
+            return Ok(json_bytes_reply(StatusCode::OK, body));
+        }
     }
     let parts = providers_json_parts(&index, &listed, ctx.mv, kubeplace_core::runs::cores());
     Ok(json_bytes_reply(

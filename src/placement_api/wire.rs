@@ -76,6 +76,15 @@ impl ReplyBody {
             left: len,
         })
     }
+
+    /// A body that `fill` makes here and now, all of it in one buffer kept from earlier
+    /// answers ([`SparePart`]): for answers too small for a thread of their own, so that
+    /// each is not written into fresh pages the kernel maps and zeroes.
+    pub(crate) fn filled(mut fill: impl FnMut(&mut Vec<u8>) -> bool) -> Self {
+        let mut part = SparePart::take();
+        while fill(&mut part.0) {}
+        ReplyBody::from_parts([Bytes::from_owner(part)])
+    }
 }
 
 /// A buffer a streamed answer's part is made in, kept for the next part once sent. The
@@ -508,6 +517,31 @@ mod tests {
         assert_eq!(body.size_hint().exact(), Some(whole.len() as u64));
         let got = body.collect().await.unwrap().to_bytes();
         assert_eq!(&got[..], &whole[..]);
+    }
+
+    /// A body made here is all its parts in order, in one buffer, and says its length; a
+    /// buffer kept from an earlier, longer answer carries none of it into the next, and an
+    /// empty answer is an empty body.
+    #[tokio::test]
+    async fn a_filled_body_is_its_parts_in_order_in_one_buffer() {
+        for (round, count) in [(0u8, 40), (1, 3), (2, 0)] {
+            let parts: Vec<Vec<u8>> = (0..count)
+                .map(|i| vec![b'a' + round; 500 + 10 * i])
+                .collect();
+            let whole = parts.concat();
+            let mut left = parts.into_iter();
+            let body = ReplyBody::filled(|out| match left.next() {
+                Some(part) => {
+                    out.extend_from_slice(&part);
+                    true
+                }
+                None => false,
+            });
+            assert_eq!(body.size_hint().exact(), Some(whole.len() as u64));
+            assert_eq!(body.is_end_stream(), whole.is_empty(), "round {round}");
+            let got = body.collect().await.unwrap().to_bytes();
+            assert_eq!(&got[..], &whole[..], "round {round}");
+        }
     }
 
     /// The buffers of one streamed answer, once sent, make the next answer's parts and
