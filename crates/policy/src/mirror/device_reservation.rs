@@ -10,8 +10,8 @@ use kubeplace_api::{Kind, Object, ServerRef};
 
 use super::quantity::in_thousandths;
 use super::reservation::{
-    ServerClaim, identity_problem, mirrored_node, reservation_name, reserved_for, server_claim,
-    server_claims,
+    Claims, ServerClaim, identity_problem, mirrored_node, reservation_name, reserved_for,
+    server_claim, server_claims,
 };
 use super::resource_slice::{
     DEVICE_CAPACITY_ANNOTATION, DEVICE_CLASS_ANNOTATION, DEVICE_DRIVER_ANNOTATION,
@@ -233,7 +233,7 @@ fn consumed_on(
 /// Every device reservation the counted claims of Servers call for, in Server order: one
 /// per Server that holds mirrored devices.
 pub fn device_reservations(store: &Store) -> Vec<DeviceReservation> {
-    let mut found: Vec<DeviceReservation> = server_claims(store)
+    let mut found: Vec<DeviceReservation> = server_claims(store, Claims::Counted)
         .filter_map(|c| device_reservation_of(store, c))
         .collect();
     found.sort_by(|a, b| a.server.cmp(&b.server));
@@ -266,7 +266,7 @@ fn device_reservation_of(store: &Store, c: ServerClaim<'_>) -> Option<DeviceRese
 
 /// The device reservation a Server's counted claim calls for, if it holds mirrored devices.
 pub fn reservation_of(store: &Store, server: &ServerRef) -> Option<DeviceReservation> {
-    server_claim(store, server).and_then(|c| device_reservation_of(store, c))
+    server_claim(store, server, Claims::Counted).and_then(|c| device_reservation_of(store, c))
 }
 
 /// Devices as a message names them: `driver/pool/device`, comma separated.

@@ -82,33 +82,49 @@ pub(super) struct ServerClaim<'s> {
     pub claim: &'s Allocation,
 }
 
-/// The counted claim of every Server the store shows.
-pub(super) fn server_claims(store: &Store) -> impl Iterator<Item = ServerClaim<'_>> {
+/// Which Servers' claims a lookup sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Claims {
+    /// Every claim written, whether or not the index counts it.
+    Written,
+    /// Only the claims the index counts (not those that went over capacity).
+    Counted,
+}
+
+/// The claim of every Server the store shows.
+pub(super) fn server_claims(store: &Store, which: Claims) -> impl Iterator<Item = ServerClaim<'_>> {
     store
         .list(Kind::Allocation)
         .filter_map(move |object| match object {
             Object::Allocation(a) => {
                 let server = allocation_server(a)?;
-                counted_claim(store, server, a)
+                claim_of(store, server, a, which)
             }
             _ => None,
         })
 }
 
-/// The counted claim of one Server, found by its name.
-pub(super) fn server_claim<'s>(store: &'s Store, server: &ServerRef) -> Option<ServerClaim<'s>> {
+/// The claim of one Server, found by its name.
+pub(super) fn server_claim<'s>(
+    store: &'s Store,
+    server: &ServerRef,
+    which: Claims,
+) -> Option<ServerClaim<'s>> {
     match store.get_cluster(Kind::Allocation, &server.allocation_name())? {
-        Object::Allocation(a) => counted_claim(store, server.clone(), a),
+        Object::Allocation(a) => claim_of(store, server.clone(), a, which),
         _ => None,
     }
 }
 
-fn counted_claim<'s>(
+fn claim_of<'s>(
     store: &'s Store,
     server: ServerRef,
     claim: &'s Allocation,
+    which: Claims,
 ) -> Option<ServerClaim<'s>> {
-    store.index().allocations(claim.metadata.name.as_deref()?)?;
+    if which == Claims::Counted {
+        store.index().allocations(claim.metadata.name.as_deref()?)?;
+    }
     let uid = store.get(&ObjectKey::server(&server))?.meta().uid.clone()?;
     Some(ServerClaim { server, uid, claim })
 }
@@ -131,11 +147,14 @@ pub(super) fn mirrored_node(store: &Store, provider: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-/// Every reservation the counted claims of Servers call for, in Server order: one per
-/// Server and mirrored Node it holds cores, memory or disk on. Other classes (devices,
-/// extended resources) are not reserved by a pod.
+/// Every reservation the claims of Servers call for, in Server order: one per Server and
+/// mirrored Node it holds cores, memory or disk on. Other classes (devices, extended
+/// resources) are not reserved by a pod. A claim the index no longer counts (pods the mirror
+/// saw after it was admitted took its cores, as after a failover) still calls for its pod:
+/// the kubelet refuses it and the claim is given back, where leaving it out would let the
+/// Server keep a claim that nothing holds on the Node.
 pub fn reservations(store: &Store) -> Vec<Reservation> {
-    let mut found: Vec<Reservation> = server_claims(store)
+    let mut found: Vec<Reservation> = server_claims(store, Claims::Written)
         .flat_map(|c| reservations_of(store, &c))
         .collect();
     found.sort_by(|a, b| (&a.server, &a.node).cmp(&(&b.server, &b.node)));
@@ -178,8 +197,8 @@ pub fn reservation_pod_problem(store: &Store, pod: &Pod) -> Option<String> {
         namespace,
         name: server,
     } = &asked_for;
-    let wanted =
-        server_claim(store, &asked_for).and_then(|c| reservations_of(store, &c).into_iter().next());
+    let wanted = server_claim(store, &asked_for, Claims::Written)
+        .and_then(|c| reservations_of(store, &c).into_iter().next());
     let Some(wanted) = wanted else {
         return Some(format!(
             "label {RESERVATION_LABEL}={server:?}: Server {namespace}/{server} holds no cores, memory or disk on a mirrored Node; only kubeplace makes reservation pods"
@@ -313,6 +332,36 @@ mod tests {
             ])
         );
         assert_eq!(r.pod_name(), "kubeplace-reservation-web");
+    }
+
+    /// A claim that went over capacity (the Node's cores were taken before it, as a
+    /// failover's new leader may count it) still calls for its reservation, so that the
+    /// kubelet's refusal gives it back; only counted claims call for device reservations.
+    #[test]
+    fn a_claim_over_capacity_still_calls_for_its_reservation() {
+        let mut store = store();
+        server(&mut store, "early");
+        server(&mut store, "late");
+        claim(&mut store, "early", "node-a", "{VCPU: 8}");
+        claim(&mut store, "late", "node-a", "{VCPU: 2}");
+        // Claims without a verdict are settled oldest first: the late one does not fit.
+        let refused = crate::claims::settle(&mut store);
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert!(
+            store.index().allocations("server.shop.late").is_none(),
+            "the late claim is over capacity"
+        );
+        let servers: Vec<String> = reservations(&store)
+            .into_iter()
+            .map(|r| r.server.name)
+            .collect();
+        assert_eq!(servers, ["early", "late"]);
+        let late = ServerRef {
+            namespace: "shop".into(),
+            name: "late".into(),
+        };
+        assert!(server_claim(&store, &late, Claims::Written).is_some());
+        assert!(server_claim(&store, &late, Claims::Counted).is_none());
     }
 
     /// A claim without its Server in the store (deleted, or not seen yet) reserves nothing.
