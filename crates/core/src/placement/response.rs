@@ -554,7 +554,6 @@ pub struct ProvidersStream {
     entries_per_part: usize,
     /// The next part to make.
     next: Part,
-    len: u64,
 }
 
 /// Where a [`ProvidersStream`] is.
@@ -572,8 +571,7 @@ const LIST_OPEN: &[u8] = b"{\"resource_providers\":[";
 const LIST_CLOSE: &[u8] = b"]}";
 
 impl ProvidersStream {
-    /// The body for `listed` at `mv`, with entries of `index` rendered and kept (its length
-    /// needs them); `None` below 1.14, where entries are not kept.
+    /// The body for `listed` at `mv`; `None` below 1.14, where entries are not kept.
     pub fn new(
         index: Arc<ProviderIndex>,
         listed: Vec<(ProviderId, u64)>,
@@ -581,15 +579,6 @@ impl ProvidersStream {
     ) -> Option<ProvidersStream> {
         if !mv.at_least(14) {
             return None;
-        }
-        let mut len = (LIST_OPEN.len() + LIST_CLOSE.len() + listed.len().saturating_sub(1)) as u64;
-        for (p, generation) in &listed {
-            let kept = index
-                .get(*p)
-                .fragments
-                .listed_len(|out| listed_after_generation(out, &index, *p, mv));
-            let digits = itoa::Buffer::new().format(*generation).len();
-            len += (b"{\"generation\":".len() + digits + kept) as u64;
         }
         // About 1 MiB a part (an entry is at most a few hundred bytes but for odd names).
         let entries_per_part = 1024;
@@ -599,18 +588,30 @@ impl ProvidersStream {
             mv,
             entries_per_part,
             next: Part::Opening,
-            len,
         })
     }
 
-    /// The body's length in bytes.
+    /// The whole body's length in bytes, summed from the entries' kept fragments (rendered
+    /// and kept for it where they are not yet). Only a body sent before it is made needs
+    /// it, so it is worked out when asked for.
     pub fn len(&self) -> u64 {
-        self.len
+        let (index, mv) = (&*self.index, self.mv);
+        let mut len =
+            (LIST_OPEN.len() + LIST_CLOSE.len() + self.listed.len().saturating_sub(1)) as u64;
+        for (p, generation) in &self.listed {
+            let kept = index
+                .get(*p)
+                .fragments
+                .listed_len(|out| listed_after_generation(out, index, *p, mv));
+            let digits = itoa::Buffer::new().format(*generation).len();
+            len += (b"{\"generation\":".len() + digits + kept) as u64;
+        }
+        len
     }
 
     /// Whether the body is empty (it never is: it has at least its brackets).
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        false
     }
 
     #[cfg(test)]
