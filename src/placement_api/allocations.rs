@@ -8,7 +8,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use bytes::Bytes;
 use http::StatusCode;
 use serde_json::{Map, Value, json};
 
@@ -20,7 +19,9 @@ use kubeplace_policy::store::ObjectKey;
 
 use super::body;
 use super::searches;
-use super::wire::{ApiError, Reply, ReplyBody, code, empty, json_bytes_reply, json_reply};
+use super::wire::{
+    ApiError, Reply, ReplyBody, SpareParts, code, empty, json_bytes_reply, json_reply,
+};
 use super::{Call, Ctx, PlacementApi};
 use kubeplace_policy::placement_records::{
     CONSUMER_GENERATION_ANNOTATION, CONSUMER_TYPE_ANNOTATION, Consumer, PROJECT_ANNOTATION, State,
@@ -604,7 +605,7 @@ pub(crate) fn candidates(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<R
     // A large answer (tens of megabytes) is written on every core, and sent in the parts
     // written apart.
     let threads = kubeplace_core::runs::cores();
-    let parts = candidates_body(&index, &set, ctx.mv).to_json_parts(threads);
+    let parts = candidates_body(&index, &set, ctx.mv).to_json_parts_in(threads, &SpareParts);
     // Freeing tens of thousands of candidates takes milliseconds (many allocated on other
     // threads): done beside sending the answer rather than before it.
     if set.candidates.len() >= FREED_APART_FROM {
@@ -612,7 +613,7 @@ pub(crate) fn candidates(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<R
     }
     Ok(json_bytes_reply(
         StatusCode::OK,
-        ReplyBody::from_parts(parts.into_iter().map(Bytes::from)),
+        ReplyBody::from_kept_parts(parts),
     ))
 }
 

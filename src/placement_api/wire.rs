@@ -13,6 +13,8 @@ use hyper::body::{Body, Frame, SizeHint};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use kubeplace_core::placement::response::Buffers;
+
 use super::Ctx;
 
 /// A response with its whole body.
@@ -77,6 +79,11 @@ impl ReplyBody {
         })
     }
 
+    /// A body of parts written in buffers from [`SpareParts`], each kept again once sent.
+    pub(crate) fn from_kept_parts(parts: Vec<Vec<u8>>) -> Self {
+        ReplyBody::from_parts(parts.into_iter().map(|p| Bytes::from_owner(SparePart(p))))
+    }
+
     /// A body that `fill` makes here and now, all of it in one buffer kept from earlier
     /// answers ([`SparePart`]): for answers too small for a thread of their own, so that
     /// each is not written into fresh pages the kernel maps and zeroes.
@@ -87,27 +94,41 @@ impl ReplyBody {
     }
 }
 
-/// A buffer a streamed answer's part is made in, kept for the next part once sent. The
-/// operator gives freed memory back to the system at once, so a fresh buffer for every
-/// part of a large list made the kernel map and zero its pages each time (a quarter of
-/// the time of listing 45,000 providers over a cluster).
+/// A buffer an answer's part is made in, kept for the next part once sent. The operator
+/// gives freed memory back to the system at once, so a fresh buffer for every part of a
+/// large answer made the kernel map and zero its pages each time (a quarter of the time of
+/// listing 45,000 providers over a cluster).
 struct SparePart(Vec<u8>);
 
-/// Buffers kept for the parts to come: enough for the parts one answer has in flight.
-static SPARE_PARTS: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+/// Buffers kept for the parts to come, and their bytes.
+static SPARE_PARTS: Mutex<(Vec<Vec<u8>>, usize)> = Mutex::new((Vec::new(), 0));
 
-/// How many buffers are kept, and the largest kept (a part is about 1 MiB; an odd larger
-/// one is not kept).
-const SPARE_PARTS_KEPT: usize = PARTS_AHEAD + 4;
+/// How many bytes of buffers are kept: all the parts of one large answer written whole
+/// (72,000 allocation candidates are 34 MB) with room for a streamed one beside it. Only
+/// buffers between these sizes are kept: a part is about 1 MiB, an odd larger one is not
+/// kept, nor the few bytes around the parts.
+const SPARE_BYTES_KEPT: usize = 48 << 20;
+const SPARE_PART_MIN: usize = 64 << 10;
 const SPARE_PART_MAX: usize = 4 << 20;
 
 impl SparePart {
     fn take() -> SparePart {
-        let spare = SPARE_PARTS
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop();
-        SparePart(spare.unwrap_or_default())
+        let mut spare = SPARE_PARTS.lock().unwrap_or_else(PoisonError::into_inner);
+        let (buffers, bytes) = &mut *spare;
+        let buffer = buffers.pop().unwrap_or_default();
+        *bytes -= buffer.capacity();
+        SparePart(buffer)
+    }
+}
+
+/// The kept buffers, for answers written in parts elsewhere.
+pub(crate) struct SpareParts;
+
+impl Buffers for SpareParts {
+    fn take(&self, capacity: usize) -> Vec<u8> {
+        let mut buffer = std::mem::take(&mut SparePart::take().0);
+        buffer.reserve(capacity);
+        buffer
     }
 }
 
@@ -120,13 +141,16 @@ impl AsRef<[u8]> for SparePart {
 impl Drop for SparePart {
     fn drop(&mut self) {
         let mut buffer = std::mem::take(&mut self.0);
-        if buffer.capacity() == 0 || buffer.capacity() > SPARE_PART_MAX {
+        let capacity = buffer.capacity();
+        if !(SPARE_PART_MIN..=SPARE_PART_MAX).contains(&capacity) {
             return;
         }
         buffer.clear();
         let mut spare = SPARE_PARTS.lock().unwrap_or_else(PoisonError::into_inner);
-        if spare.len() < SPARE_PARTS_KEPT {
-            spare.push(buffer);
+        let (buffers, bytes) = &mut *spare;
+        if *bytes + capacity <= SPARE_BYTES_KEPT {
+            *bytes += capacity;
+            buffers.push(buffer);
         }
     }
 }
@@ -526,7 +550,7 @@ mod tests {
     async fn a_filled_body_is_its_parts_in_order_in_one_buffer() {
         for (round, count) in [(0u8, 40), (1, 3), (2, 0)] {
             let parts: Vec<Vec<u8>> = (0..count)
-                .map(|i| vec![b'a' + round; 500 + 10 * i])
+                .map(|i| vec![b'a' + round; 2_000 + 10 * i])
                 .collect();
             let whole = parts.concat();
             let mut left = parts.into_iter();
@@ -542,6 +566,31 @@ mod tests {
             let got = body.collect().await.unwrap().to_bytes();
             assert_eq!(&got[..], &whole[..], "round {round}");
         }
+    }
+
+    /// However many parts are dropped, the buffers kept are within their bytes and of the
+    /// sizes kept, and a buffer handed out for a part is empty with the room asked for.
+    #[test]
+    fn kept_buffers_stay_within_their_bytes() {
+        let parts: Vec<Vec<u8>> = (0..80)
+            .map(|i| {
+                let mut part = SpareParts.take(1 << 20);
+                assert!(part.is_empty() && part.capacity() >= 1 << 20);
+                part.resize(1000 + i, b'x');
+                part
+            })
+            .chain([vec![b'y'; 10], vec![b'z'; SPARE_PART_MAX + 1]])
+            .collect();
+        drop(ReplyBody::from_kept_parts(parts));
+        let spare = SPARE_PARTS.lock().unwrap();
+        let (buffers, bytes) = &*spare;
+        assert_eq!(*bytes, buffers.iter().map(Vec::capacity).sum::<usize>());
+        assert!(*bytes <= SPARE_BYTES_KEPT, "{bytes} bytes kept");
+        assert!(
+            buffers
+                .iter()
+                .all(|b| b.is_empty() && (SPARE_PART_MIN..=SPARE_PART_MAX).contains(&b.capacity()))
+        );
     }
 
     /// The buffers of one streamed answer, once sent, make the next answer's parts and

@@ -62,6 +62,11 @@ impl CandidatesBody<'_> {
     /// requests and provider summaries are cut into runs written apart, and each run is a
     /// part, so that a server can send them without copying them into one buffer.
     pub fn to_json_parts(&self, threads: usize) -> Vec<Vec<u8>> {
+        self.to_json_parts_in(threads, &FreshBuffers)
+    }
+
+    /// [`Self::to_json_parts`], the runs written in buffers from `buffers`.
+    pub fn to_json_parts_in(&self, threads: usize, buffers: &dyn Buffers) -> Vec<Vec<u8>> {
         let CandidatesBody { index, set, mv } = *self;
         let summaries = summarised(index, set);
         let ranks = NameRanks::of(index);
@@ -73,7 +78,7 @@ impl CandidatesBody<'_> {
             uuids: index.uuid_order(),
         };
         let requests = |run: &[Candidate]| {
-            let mut out = Chunks::for_entries(run.len());
+            let mut out = Chunks::for_entries(run.len(), buffers);
             let mut scratch = Scratch::default();
             for (i, candidate) in run.iter().enumerate() {
                 let out = out.next();
@@ -85,7 +90,7 @@ impl CandidatesBody<'_> {
             out.done()
         };
         let summaries_of = |run: &[ProviderId]| {
-            let mut out = Chunks::for_entries(run.len());
+            let mut out = Chunks::for_entries(run.len(), buffers);
             let mut scratch = Scratch::default();
             for (i, p) in run.iter().enumerate() {
                 let out = out.next();
@@ -447,26 +452,45 @@ const CHUNK: usize = 1 << 20;
 /// grows its chunk.
 const ENTRY_ROOM: usize = 16 << 10;
 
+/// Where the buffers of an answer written in parts come from: the allocator, or buffers a
+/// server keeps from one answer to the next (a server that gives freed memory back to the
+/// system at once would otherwise have the kernel map and zero every part's pages anew).
+pub trait Buffers: Sync {
+    /// An empty buffer with room for at least `capacity` bytes.
+    fn take(&self, capacity: usize) -> Vec<u8>;
+}
+
+/// Fresh buffers from the allocator.
+pub struct FreshBuffers;
+
+impl Buffers for FreshBuffers {
+    fn take(&self, capacity: usize) -> Vec<u8> {
+        Vec::with_capacity(capacity)
+    }
+}
+
 /// Output cut into [`CHUNK`]-sized buffers, each entry whole in one.
-struct Chunks {
+struct Chunks<'b> {
+    buffers: &'b dyn Buffers,
     done: Vec<Vec<u8>>,
     current: Vec<u8>,
 }
 
-impl Chunks {
+impl<'b> Chunks<'b> {
     /// For `entries` entries: a small answer gets a buffer of its size.
-    fn for_entries(entries: usize) -> Chunks {
+    fn for_entries(entries: usize, buffers: &'b dyn Buffers) -> Chunks<'b> {
         let first = entries.saturating_mul(1024).saturating_add(ENTRY_ROOM);
         Chunks {
+            buffers,
             done: Vec::new(),
-            current: Vec::with_capacity(first.min(CHUNK)),
+            current: buffers.take(first.min(CHUNK)),
         }
     }
 
     /// The buffer for the next entry: a new one when the current has no room for it.
     fn next(&mut self) -> &mut Vec<u8> {
         if self.current.capacity() - self.current.len() < ENTRY_ROOM {
-            let full = std::mem::replace(&mut self.current, Vec::with_capacity(CHUNK));
+            let full = std::mem::replace(&mut self.current, self.buffers.take(CHUNK));
             if !full.is_empty() {
                 self.done.push(full);
             }
@@ -518,7 +542,7 @@ pub fn providers_json_parts(
     threads: usize,
 ) -> Vec<Vec<u8>> {
     let entries = |run: &[(ProviderId, u64)]| {
-        let mut out = Chunks::for_entries(run.len());
+        let mut out = Chunks::for_entries(run.len(), &FreshBuffers);
         for (i, (p, generation)) in run.iter().enumerate() {
             let out = out.next();
             if i > 0 {
