@@ -677,16 +677,24 @@ impl Operator {
             args,
             webhook_config: webhook_config.to_string(),
         };
-        eventually(
-            cp,
-            &[
+        let registered = (0..120).any(|_| {
+            let out = cp.kubectl(&[
                 "get",
                 "validatingwebhookconfiguration",
                 webhook_config,
                 "-o",
                 "jsonpath={.metadata.name}",
-            ],
-            webhook_config,
+            ]);
+            let ok = out.success && out.stdout.trim() == webhook_config;
+            if !ok {
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            ok
+        });
+        assert!(
+            registered,
+            "the operator never registered {webhook_config} in 60 s:\n{}",
+            operator.process.output()
         );
         let ready = (0..120).any(|_| {
             let ok = operator

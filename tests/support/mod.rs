@@ -295,11 +295,24 @@ pub fn exclusive_lock() -> RwLockWriteGuard<'static, ()> {
     WEBHOOKS.write().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Ports handed out by [`free_port`] in this test process.
+static HANDED_OUT: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+
+/// A port nothing listens on now, and one this test process has not been given before: a
+/// port is free only until something binds it, so two ports asked for one after the other
+/// (a server's and the next one's) must not be the same number.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port on 127.0.0.1")
-        .port()
+    let mut handed = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port on 127.0.0.1")
+            .port();
+        if !handed.contains(&port) {
+            handed.push(port);
+            return port;
+        }
+    }
 }
 
 fn run_ok(cmd: &mut Command) {
