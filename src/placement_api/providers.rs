@@ -6,7 +6,6 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use http::StatusCode;
 use serde_json::{Map, Value, json};
 
@@ -21,7 +20,9 @@ use kubeplace_policy::admission::{Operation, admit};
 use kubeplace_policy::store::ObjectKey;
 
 use super::body;
-use super::wire::{ApiError, Reply, ReplyBody, code, empty, json_bytes_reply, json_reply, located};
+use super::wire::{
+    ApiError, Reply, ReplyBody, SpareParts, code, empty, json_bytes_reply, json_reply, located,
+};
 use super::{Call, Ctx, PlacementApi};
 use kubeplace_api::provider_name::{name_provider, object_name};
 use kubeplace_policy::placement_records::State;
@@ -80,10 +81,11 @@ pub(crate) fn list(api: &PlacementApi, ctx: &Ctx, query: &str) -> Result<Reply, 
             return Ok(json_bytes_reply(StatusCode::OK, body));
         }
     }
-    let parts = providers_json_parts(&index, &listed, ctx.mv, kubeplace_core::runs::cores());
+    let threads = kubeplace_core::runs::cores();
+    let parts = providers_json_parts(&index, &listed, ctx.mv, threads, &SpareParts);
     Ok(json_bytes_reply(
         StatusCode::OK,
-        ReplyBody::from_parts(parts.into_iter().map(Bytes::from)),
+        ReplyBody::from_kept_parts(parts),
     ))
 }
 

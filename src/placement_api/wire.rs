@@ -113,11 +113,7 @@ const SPARE_PART_MAX: usize = 4 << 20;
 
 impl SparePart {
     fn take() -> SparePart {
-        let mut spare = SPARE_PARTS.lock().unwrap_or_else(PoisonError::into_inner);
-        let (buffers, bytes) = &mut *spare;
-        let buffer = buffers.pop().unwrap_or_default();
-        *bytes -= buffer.capacity();
-        SparePart(buffer)
+        SparePart(SpareParts.take(0))
     }
 }
 
@@ -126,7 +122,13 @@ pub(crate) struct SpareParts;
 
 impl Buffers for SpareParts {
     fn take(&self, capacity: usize) -> Vec<u8> {
-        let mut buffer = std::mem::take(&mut SparePart::take().0);
+        let mut buffer = {
+            let mut spare = SPARE_PARTS.lock().unwrap_or_else(PoisonError::into_inner);
+            let (buffers, bytes) = &mut *spare;
+            let buffer = buffers.pop().unwrap_or_default();
+            *bytes -= buffer.capacity();
+            buffer
+        };
         buffer.reserve(capacity);
         buffer
     }

@@ -567,16 +567,23 @@ fn helm_install_creates_the_objects_and_uninstall_removes_them() {
 
 /// Polls `kubectl get … -o jsonpath=…` until it prints `want` (60 s at most).
 fn eventually(cp: &ControlPlane, args: &[&str], want: &str) -> String {
+    polled(cp, args, want)
+        .unwrap_or_else(|last| panic!("kubectl {args:?} never printed {want:?}; last: {last}"))
+}
+
+/// What `kubectl ARGS` printed once it printed `want`, or, after 60 s of polling, what
+/// it printed last.
+fn polled(cp: &ControlPlane, args: &[&str], want: &str) -> Result<String, String> {
     let mut last = String::new();
     for _ in 0..120 {
         let out = cp.kubectl(args);
         last = format!("{}{}", out.stdout, out.stderr);
         if out.success && out.stdout.trim() == want {
-            return last;
+            return Ok(last);
         }
         std::thread::sleep(std::time::Duration::from_millis(500));
     }
-    panic!("kubectl {args:?} never printed {want:?}; last: {last}");
+    Err(last)
 }
 
 /// Waits until a Flavor's field (a jsonpath without braces) prints `want`.
@@ -677,22 +684,19 @@ impl Operator {
             args,
             webhook_config: webhook_config.to_string(),
         };
-        let registered = (0..120).any(|_| {
-            let out = cp.kubectl(&[
+        let registered = polled(
+            cp,
+            &[
                 "get",
                 "validatingwebhookconfiguration",
                 webhook_config,
                 "-o",
                 "jsonpath={.metadata.name}",
-            ]);
-            let ok = out.success && out.stdout.trim() == webhook_config;
-            if !ok {
-                std::thread::sleep(Duration::from_millis(500));
-            }
-            ok
-        });
+            ],
+            webhook_config,
+        );
         assert!(
-            registered,
+            registered.is_ok(),
             "the operator never registered {webhook_config} in 60 s:\n{}",
             operator.process.output()
         );

@@ -123,7 +123,7 @@ mod tests {
     use super::super::provider_tree::{ConsumerAllocations, ProviderIndex, ProviderRecord};
     use super::super::query::{parse_candidates_query, parse_providers_query};
     use super::super::resource_providers::matching_providers;
-    use super::super::response::{candidates_body, providers_json_parts};
+    use super::super::response::{FreshBuffers, candidates_body, providers_json_parts};
     use super::*;
     use crate::placement::Inventory;
 
@@ -194,7 +194,8 @@ mod tests {
             let listed: Vec<(ProviderId, u64)> =
                 found.iter().map(|&p| (p, generation(p))).collect();
             for threads in [1, 3] {
-                let written = providers_json_parts(index, &listed, mv, threads).concat();
+                let written =
+                    providers_json_parts(index, &listed, mv, threads, &FreshBuffers).concat();
                 let want = list_by_serde(index, &found, mv);
                 assert_eq!(
                     String::from_utf8_lossy(&written),
@@ -245,7 +246,7 @@ mod tests {
                     .iter()
                     .map(|&p| (p, generation(p) * 1001))
                     .collect();
-                let whole = providers_json_parts(&index, &listed, mv, 1).concat();
+                let whole = providers_json_parts(&index, &listed, mv, 1, &FreshBuffers).concat();
                 let Some(stream) = ProvidersStream::new(index.clone(), listed.clone(), mv) else {
                     assert!(mv.0 < 14);
                     continue;

@@ -532,17 +532,18 @@ pub fn provider_links(
 /// The `GET /resource_providers` body of the Placement API: each provider with its
 /// generation (which the index does not keep) and, as Placement shows them, its links,
 /// Placement name and from 1.14 its parent and root, keys in sorted order as serde_json
-/// writes a JSON object. Written in parts on up to `threads` threads that joined are the
-/// body; a provider's entry is its kept fragment after the generation
+/// writes a JSON object. Written in parts (in buffers from `buffers`) on up to `threads`
+/// threads that joined are the body; a provider's entry is its kept fragment after the generation
 /// ([`super::fragments`]) from 1.14.
 pub fn providers_json_parts(
     index: &ProviderIndex,
     listed: &[(ProviderId, u64)],
     mv: Microversion,
     threads: usize,
+    buffers: &dyn Buffers,
 ) -> Vec<Vec<u8>> {
     let entries = |run: &[(ProviderId, u64)]| {
-        let mut out = Chunks::for_entries(run.len(), &FreshBuffers);
+        let mut out = Chunks::for_entries(run.len(), buffers);
         for (i, (p, generation)) in run.iter().enumerate() {
             let out = out.next();
             if i > 0 {
