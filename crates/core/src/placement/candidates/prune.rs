@@ -205,12 +205,36 @@ impl<'a> Search<'a> {
         set
     }
 
+    /// Whether no provider anywhere can give a group one of its required traits, known
+    /// from the index's counts of traits by class without reading a provider. Unnumbered,
+    /// a required trait counts on a provider that supplies one of the group's classes;
+    /// numbered, one provider has the trait and every class. (A trait on a root whose
+    /// resources sit in its children, as a NUMA-shaped compute node has it, ends here.)
+    fn traits_rule_out(&self, g: &Group) -> bool {
+        if g.resources.is_empty() {
+            return false;
+        }
+        let supplies = |t: &TraitId, c: &ClassId| self.index.trait_supplies(*t, *c);
+        g.required.iter().any(|any| {
+            !any.iter().any(|t| {
+                if g.same_provider {
+                    g.resources.iter().all(|(c, _)| supplies(t, c))
+                } else {
+                    g.resources.iter().any(|(c, _)| supplies(t, c))
+                }
+            })
+        })
+    }
+
     /// The roots that may anchor a candidate, or `None` when nothing cheap narrows them.
     /// Only needs every candidate has are used, so no candidate is lost: each group with
     /// resources needs a provider of each class (and, unnumbered, one with each required
     /// trait set) in the tree or shared with it. Needs that look at more providers than
     /// there are trees, or more than `max_cost`, are left to the tree walk.
     pub(super) fn possible_anchors(&self, max_cost: usize) -> Option<SlotSet> {
+        if self.groups.iter().any(|g| self.traits_rule_out(g)) {
+            return Some(SlotSet::new(self.index.slots.len()));
+        }
         let mut needs: Vec<Need<'_>> = Vec::new();
         for g in &self.groups {
             if g.resources.is_empty() {

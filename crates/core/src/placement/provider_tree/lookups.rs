@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::{ProviderIndex, ProviderRecord};
 use crate::placement::Inventory;
-use crate::placement::ids::{Id, ProviderId};
+use crate::placement::ids::{ClassId, Id, ProviderId, TraitId};
 use crate::placement::interner::Interner;
 
 /// The interned names with at least one member provider.
@@ -108,6 +108,13 @@ impl ProviderIndex {
         roots.sort();
         roots.dedup();
         roots
+    }
+
+    /// Whether some provider has both this trait and an inventory of this class.
+    pub(crate) fn trait_supplies(&self, t: TraitId, c: ClassId) -> bool {
+        self.trait_classes
+            .get(t.index())
+            .is_some_and(|counts| counts.iter().any(|(k, _)| *k == c))
     }
 
     /// Names of root providers having `trait_name` among their own traits, sorted.

@@ -138,6 +138,10 @@ pub struct ProviderIndex {
     pub(crate) trait_members: Vec<Vec<ProviderId>>,
     /// Providers per resource class they have an inventory of (effective inventories).
     pub(crate) class_members: Vec<Vec<ProviderId>>,
+    /// Per trait, how many of its providers have an inventory of each class (effective
+    /// traits and inventories): a required trait whose providers supply none of a group's
+    /// classes rules the group out before a single provider is read.
+    pub(crate) trait_classes: Vec<Vec<(ClassId, u32)>>,
     /// Providers with the MISC_SHARES_VIA_AGGREGATE trait, sorted.
     pub(crate) sharing: Vec<ProviderId>,
     /// Each root's tree, packed for the search.

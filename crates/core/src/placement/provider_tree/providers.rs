@@ -206,6 +206,16 @@ impl ProviderIndex {
             }
         }
         let old_inventories = std::mem::take(&mut self.get_mut(id).inventories);
+        self.count_trait_classes(
+            old_traits.iter().map(|t| TraitId(*t)),
+            old_inventories.iter().map(|(c, _)| *c),
+            false,
+        );
+        self.count_trait_classes(
+            traits.iter().copied(),
+            inventories.iter().map(|(c, _)| *c),
+            true,
+        );
         for (c, _) in &old_inventories {
             if let Some(m) = self.class_members.get_mut(c.index()) {
                 unordered_remove(m, id);
@@ -237,6 +247,36 @@ impl ProviderIndex {
             sorted_insert(&mut self.sharing, id);
         } else {
             sorted_remove(&mut self.sharing, id);
+        }
+    }
+
+    /// Counts one provider in (or out of) [`Self::trait_classes`] for each pair of its
+    /// traits and classes.
+    fn count_trait_classes(
+        &mut self,
+        traits: impl Iterator<Item = TraitId>,
+        classes: impl Iterator<Item = ClassId> + Clone,
+        add: bool,
+    ) {
+        for t in traits {
+            let i = t.index();
+            if self.trait_classes.len() <= i {
+                self.trait_classes.resize_with(i + 1, Vec::new);
+            }
+            let counts = &mut self.trait_classes[i];
+            for c in classes.clone() {
+                match counts.iter().position(|(k, _)| *k == c) {
+                    Some(at) if add => counts[at].1 += 1,
+                    Some(at) => {
+                        counts[at].1 -= 1;
+                        if counts[at].1 == 0 {
+                            counts.swap_remove(at);
+                        }
+                    }
+                    None if add => counts.push((c, 1)),
+                    None => debug_assert!(false, "a trait and class counted out never in"),
+                }
+            }
         }
     }
 
@@ -325,6 +365,11 @@ impl ProviderIndex {
                 unordered_remove(m, id);
             }
         }
+        self.count_trait_classes(
+            p.traits().iter(),
+            p.inventories.iter().map(|(c, _)| *c),
+            false,
+        );
         for a in p.aggregates().iter() {
             if let Some(m) = self.aggregate_members.get_mut(a.index()) {
                 unordered_remove(m, id);

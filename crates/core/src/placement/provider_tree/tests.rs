@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::{ConsumerAllocations, ProviderIndex, ProviderRecord};
 use crate::placement::Inventory;
-use crate::placement::ids::ProviderId;
+use crate::placement::ids::{ClassId, ProviderId, TraitId};
 
 pub(super) fn rp(name: &str, parent: Option<&str>) -> ProviderRecord {
     ProviderRecord {
@@ -61,6 +61,36 @@ fn assert_posting_lists_fresh(idx: &ProviderIndex) {
         "class_members"
     );
     assert_eq!(sorted(&idx.trait_members), sorted(&traits), "trait_members");
+    let mut trait_classes: BTreeMap<(usize, ClassId), u32> = BTreeMap::new();
+    for p in idx.slots.iter().flatten() {
+        for t in p.traits().iter() {
+            for (c, _) in &p.inventories {
+                *trait_classes.entry((t.index(), *c)).or_default() += 1;
+            }
+        }
+    }
+    let kept: BTreeMap<(usize, ClassId), u32> = idx
+        .trait_classes
+        .iter()
+        .enumerate()
+        .flat_map(|(t, counts)| counts.iter().map(move |(c, n)| ((t, *c), *n)))
+        .collect();
+    assert_eq!(kept, trait_classes, "trait_classes");
+    let classes_held: BTreeSet<ClassId> = idx
+        .slots
+        .iter()
+        .flatten()
+        .flat_map(|p| p.inventories.iter().map(|(c, _)| *c))
+        .collect();
+    for t in 0..=idx.trait_classes.len() {
+        for &c in &classes_held {
+            assert_eq!(
+                idx.trait_supplies(TraitId(t as u32), c),
+                trait_classes.contains_key(&(t, c)),
+                "trait {t} supplies class {c}"
+            );
+        }
+    }
     assert_eq!(
         sorted(&idx.aggregate_members),
         sorted(&aggregates),
