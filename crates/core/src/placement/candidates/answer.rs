@@ -10,31 +10,38 @@ use crate::placement::ids::{ClassId, ProviderId};
 use crate::placement::provider_tree::ProviderIndex;
 
 /// One candidate: amounts per provider and class, and which providers serve each group.
+/// Most candidates take a few classes from a few providers for one or two groups; those
+/// are held in place, so an unlimited search of tens of thousands of candidates does not
+/// allocate for each of them.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Candidate {
     /// (provider, class, amount), sorted by provider then class.
-    pub allocations: Vec<(ProviderId, ClassId, i64)>,
+    pub allocations: SmallVec<[(ProviderId, ClassId, i64); 4]>,
     /// Group suffix → providers serving it, sorted.
-    pub mappings: Vec<(String, Vec<ProviderId>)>,
+    pub mappings: SmallVec<[(String, SmallVec<[ProviderId; 4]>); 1]>,
 }
 
 impl Candidate {
     /// The bytes the candidate holds, its heap included (as allocated: at least 16 bytes a
-    /// block).
+    /// block; nothing for what is held in place).
     pub fn bytes(&self) -> usize {
         fn block(n: usize) -> usize {
             if n == 0 { 0 } else { n.max(16) }
         }
+        fn spilled<A: smallvec::Array>(v: &SmallVec<A>) -> usize {
+            if v.spilled() {
+                block(v.capacity() * std::mem::size_of::<A::Item>())
+            } else {
+                0
+            }
+        }
         std::mem::size_of::<Candidate>()
-            + block(self.allocations.capacity() * std::mem::size_of::<(ProviderId, ClassId, i64)>())
-            + block(self.mappings.capacity() * std::mem::size_of::<(String, Vec<ProviderId>)>())
+            + spilled(&self.allocations)
+            + spilled(&self.mappings)
             + self
                 .mappings
                 .iter()
-                .map(|(suffix, ps)| {
-                    block(suffix.capacity())
-                        + block(ps.capacity() * std::mem::size_of::<ProviderId>())
-                })
+                .map(|(suffix, ps)| block(suffix.capacity()) + spilled(ps))
                 .sum::<usize>()
     }
 }

@@ -1,6 +1,8 @@
 //! What the search reports candidates to: the [`Visit`] a caller passes, and each candidate
 //! as the walk finds it, before it is built ([`Found`]).
 
+use smallvec::SmallVec;
+
 use super::answer::Candidate;
 use super::group::{Group, GroupPart};
 use crate::placement::ids::{ClassId, ProviderId};
@@ -16,11 +18,12 @@ pub(super) struct Found<'s> {
 
 impl Found<'_> {
     pub(super) fn candidate(&self) -> Candidate {
-        let mut mappings: Vec<(String, Vec<ProviderId>)> = Vec::with_capacity(self.parts.len());
+        let mut mappings: SmallVec<[(String, SmallVec<[ProviderId; 4]>); 1]> =
+            SmallVec::with_capacity(self.parts.len());
         for (g, part) in self.groups.iter().zip(self.parts) {
             match mappings.iter_mut().find(|(s, _)| *s == g.suffix) {
                 Some((_, ps)) => ps.extend(part.providers.iter().copied()),
-                None => mappings.push((g.suffix.clone(), part.providers.to_vec())),
+                None => mappings.push((g.suffix.clone(), part.providers.clone())),
             }
         }
         for (_, ps) in &mut mappings {
@@ -28,7 +31,7 @@ impl Found<'_> {
             ps.dedup();
         }
         Candidate {
-            allocations: self.allocations.to_vec(),
+            allocations: SmallVec::from_slice(self.allocations),
             mappings,
         }
     }

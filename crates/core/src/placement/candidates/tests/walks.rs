@@ -569,3 +569,31 @@ fn a_search_whose_candidates_outgrow_its_memory_stops() {
     assert_eq!((set.candidates.len(), set.exhausted), (50, None));
     assert_eq!(set.candidates, whole.1.candidates[..50]);
 }
+
+#[test]
+fn a_candidate_counts_the_heap_it_spills_to_and_not_what_it_holds_in_place() {
+    use crate::placement::candidates::Candidate;
+    use crate::placement::ids::{ClassId, ProviderId};
+    let item = |i: u32| (ProviderId(i), ClassId(i), 1);
+    let in_place = Candidate {
+        allocations: (0..4).map(item).collect(),
+        mappings: [(String::new(), (0..4).map(ProviderId).collect())]
+            .into_iter()
+            .collect(),
+    };
+    assert_eq!(in_place.bytes(), std::mem::size_of::<Candidate>());
+    let spilled = Candidate {
+        allocations: (0..5).map(item).collect(),
+        mappings: [
+            (String::new(), (0..5).map(ProviderId).collect()),
+            ("_NET1".to_string(), (0..1).map(ProviderId).collect()),
+        ]
+        .into_iter()
+        .collect(),
+    };
+    let heap = spilled.allocations.capacity() * 16
+        + spilled.mappings.capacity() * std::mem::size_of::<(String, smallvec::SmallVec<[ProviderId; 4]>)>()
+        + 16 // "_NET1", at least a block
+        + spilled.mappings[0].1.capacity() * 4;
+    assert_eq!(spilled.bytes(), std::mem::size_of::<Candidate>() + heap);
+}
