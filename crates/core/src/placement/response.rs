@@ -344,11 +344,24 @@ fn summarised(index: &ProviderIndex, set: &CandidateSet) -> Vec<ProviderId> {
             providers.push((rank[p.index()], p));
         }
     }
-    // Sorted by uuid (a stable sort by rank: providers sharing a uuid share a rank and keep
-    // the order they were listed in); of those, the last listed is summarised.
-    providers.sort_by_key(|(rank, _)| *rank);
-    let mut kept: Vec<(u32, ProviderId)> = Vec::with_capacity(providers.len());
-    for entry in providers {
+    last_of_each_rank(providers, rank.len())
+}
+
+/// Providers listed with their uuid ranks (below `ranks`), in rank order; of those sharing
+/// a rank, the last listed. A list of an eighth of the ranks or more is placed by rank in
+/// one pass, a shorter one sorted.
+fn last_of_each_rank(mut listed: Vec<(u32, ProviderId)>, ranks: usize) -> Vec<ProviderId> {
+    if listed.len() * 8 >= ranks {
+        let mut by_rank: Vec<Option<ProviderId>> = vec![None; ranks];
+        for (rank, p) in listed {
+            by_rank[rank as usize] = Some(p);
+        }
+        return by_rank.into_iter().flatten().collect();
+    }
+    // Stable: providers sharing a rank keep the order they were listed in.
+    listed.sort_by_key(|(rank, _)| *rank);
+    let mut kept: Vec<(u32, ProviderId)> = Vec::with_capacity(listed.len());
+    for entry in listed {
         match kept.last_mut() {
             Some(last) if last.0 == entry.0 => *last = entry,
             _ => kept.push(entry),
@@ -739,6 +752,22 @@ pub(crate) fn listed_after_generation(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn summarised_providers_come_by_rank_the_last_listed_of_a_rank_kept() {
+        // Ranks in a scrambled order, some shared (providers sharing a uuid).
+        let listed: Vec<(u32, ProviderId)> = (0..200u32)
+            .map(|i| ((i * 37 + 11) % 97, ProviderId(i)))
+            .collect();
+        let mut expected: std::collections::BTreeMap<u32, ProviderId> = Default::default();
+        for (rank, p) in &listed {
+            expected.insert(*rank, *p);
+        }
+        let expected: Vec<ProviderId> = expected.into_values().collect();
+        // Placed by rank (200 listed of 97 ranks) and sorted (200 of a million).
+        assert_eq!(last_of_each_rank(listed.clone(), 97), expected);
+        assert_eq!(last_of_each_rank(listed, 1_000_000), expected);
+    }
     use crate::placement::Inventory;
     use crate::placement::candidates::allocation_candidates;
     use crate::placement::provider_tree::{ConsumerAllocations, ProviderRecord};

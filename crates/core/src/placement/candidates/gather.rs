@@ -6,6 +6,7 @@ use std::collections::{BTreeSet, HashSet};
 
 use super::answer::{Candidate, CandidateSet, one_provider_per_tree, only_sharing};
 use super::budget::{BudgetExhausted, Stop};
+use super::prune::SlotSet;
 use super::search::{Search, prepare};
 use super::visit::{Found, Visit};
 use crate::placement::ids::ProviderId;
@@ -195,19 +196,33 @@ pub(super) fn search_candidates(
             found: count,
         });
     }
-    let trees: BTreeSet<ProviderId> = result
-        .candidates
-        .iter()
-        .flat_map(|c| {
-            c.allocations
-                .iter()
-                .filter_map(|(p, _, _)| index.get(*p).root)
-        })
-        .collect();
-    let mut trees: Vec<ProviderId> = trees.into_iter().collect();
-    trees.sort_by(|a, b| index.get(*a).name.cmp(&index.get(*b).name));
-    result.summary_trees = trees;
+    result.summary_trees = trees_of(index, &result.candidates);
     (count, result)
+}
+
+/// The trees candidates take from, by root name. Marked one bit a slot: an unlimited
+/// answer names a few providers for each of tens of thousands of candidates.
+pub(super) fn trees_of(index: &ProviderIndex, candidates: &[Candidate]) -> Vec<ProviderId> {
+    let mut marked = SlotSet::new(index.slots.len());
+    for (p, _, _) in candidates.iter().flat_map(|c| c.allocations.iter()) {
+        if let Some(r) = index.get(*p).root {
+            marked.insert(r);
+        }
+    }
+    let order = index.root_order();
+    if marked.len() * 16 >= order.roots.len() {
+        // Many of the trees: the roots in name order, filtered.
+        order
+            .roots
+            .iter()
+            .copied()
+            .filter(|r| marked.contains(*r))
+            .collect()
+    } else {
+        let mut trees: Vec<ProviderId> = marked.ids().collect();
+        trees.sort_unstable_by_key(|r| order.rank[r.index()]);
+        trees
+    }
 }
 
 /// Every candidate of a search without a limit, its trees cut into runs walked on threads

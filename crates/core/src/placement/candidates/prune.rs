@@ -14,13 +14,13 @@ pub(super) struct SlotSet {
 }
 
 impl SlotSet {
-    fn new(slots: usize) -> Self {
+    pub(super) fn new(slots: usize) -> Self {
         SlotSet {
             words: vec![0; slots.div_ceil(64)],
         }
     }
 
-    fn insert(&mut self, id: ProviderId) {
+    pub(super) fn insert(&mut self, id: ProviderId) {
         let i = id.index();
         self.words[i / 64] |= 1 << (i % 64);
     }

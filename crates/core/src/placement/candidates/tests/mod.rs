@@ -44,6 +44,17 @@ impl Cloud {
         self
     }
 
+    /// A sharing provider `pool` of DISK_GB in aggregate [`AGG`].
+    fn disk_pool(self) -> Self {
+        self.rp(
+            "pool",
+            None,
+            &[("DISK_GB", 1000)],
+            &["MISC_SHARES_VIA_AGGREGATE"],
+            &[AGG],
+        )
+    }
+
     fn inv(mut self, name: &str, class: &str, inv: Inventory) -> Self {
         let mut r = self.0.provider(name).unwrap();
         r.inventories.insert(class.into(), inv);

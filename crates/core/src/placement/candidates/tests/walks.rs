@@ -2,13 +2,14 @@
 //! answer of walking every tree and combination; the budget bounds them.
 
 use super::{AGG, AGG2, Cloud, numa_node};
-use crate::placement::candidates::gather::gathered_in_parallel;
+use crate::placement::candidates::gather::{gathered_in_parallel, trees_of};
 use crate::placement::candidates::search::prepare;
 use crate::placement::candidates::{
     CandidateSet, STOP_CHECK_EVERY, Stop, Walk, count_candidates, counted_candidates_walking,
     counted_candidates_with, try_allocation_candidates, try_allocation_candidates_until,
     try_counted_candidates, try_counted_candidates_with,
 };
+use crate::placement::ids::ProviderId;
 use crate::placement::microversion::Microversion;
 use crate::placement::query::parse_candidates_query;
 
@@ -25,13 +26,7 @@ fn pruning_keeps_every_tree_that_can_serve() {
         c = numa_node(c, cn, traits);
     }
     let c = c
-        .rp(
-            "pool",
-            None,
-            &[("DISK_GB", 1000)],
-            &["MISC_SHARES_VIA_AGGREGATE"],
-            &[AGG],
-        )
+        .disk_pool()
         .rp(
             "cn2-numa1",
             Some("cn2"),
@@ -285,13 +280,7 @@ fn trees_alike_are_counted_alike_and_only_those() {
     // every fifth in the pool's aggregate, a few with a sharing pool of their own inside
     // the tree, and the last 150 each at a usage of their own (few alike: remembering
     // counts stops, and the count must not change).
-    let mut c = Cloud::new().rp(
-        "pool",
-        None,
-        &[("DISK_GB", 1000)],
-        &["MISC_SHARES_VIA_AGGREGATE"],
-        &[AGG],
-    );
+    let mut c = Cloud::new().disk_pool();
     for i in 0..400 {
         let cn = format!("cn{i:03}");
         let traits: &[&str] = if i % 3 == 0 { &["CUSTOM_GOLD"] } else { &[] };
@@ -573,7 +562,7 @@ fn a_search_whose_candidates_outgrow_its_memory_stops() {
 #[test]
 fn a_candidate_counts_the_heap_it_spills_to_and_not_what_it_holds_in_place() {
     use crate::placement::candidates::Candidate;
-    use crate::placement::ids::{ClassId, ProviderId};
+    use crate::placement::ids::ClassId;
     let item = |i: u32| (ProviderId(i), ClassId(i), 1);
     let in_place = Candidate {
         allocations: (0..4).map(item).collect(),
@@ -596,4 +585,40 @@ fn a_candidate_counts_the_heap_it_spills_to_and_not_what_it_holds_in_place() {
         + 16 // "_NET1", at least a block
         + spilled.mappings[0].1.capacity() * 4;
     assert_eq!(spilled.bytes(), std::mem::size_of::<Candidate>() + heap);
+}
+
+#[test]
+fn the_trees_summarised_are_those_the_candidates_take_from_by_root_name() {
+    // Roots made in an order other than their names', and a shared disk pool.
+    let mut c = Cloud::new().disk_pool();
+    for n in 0..40 {
+        let cn = format!("cn{:02}", (n * 7) % 40);
+        let disk: &[(&str, i64)] = if n % 3 == 0 { &[] } else { &[("DISK_GB", 100)] };
+        c = c.rp(&cn, None, disk, &[], &[AGG]);
+        c = c.rp(&format!("{cn}-numa0"), Some(&cn), &[("VCPU", 8)], &[], &[]);
+    }
+    let (_, all) = walked(
+        &c,
+        "resources=VCPU:1,DISK_GB:1",
+        usize::MAX,
+        Walk::default(),
+    );
+    assert!(all.candidates.len() > 40, "{}", all.candidates.len());
+    for keep in [0, 1, 2, 5, 30, all.candidates.len()] {
+        let candidates = &all.candidates[..keep];
+        let mut expected: Vec<ProviderId> = candidates
+            .iter()
+            .flat_map(|cand| cand.allocations.iter())
+            .filter_map(|(p, _, _)| c.0.get(*p).root)
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        expected.sort_by(|a, b| c.0.get(*a).name.cmp(&c.0.get(*b).name));
+        assert_eq!(
+            trees_of(&c.0, candidates),
+            expected,
+            "first {keep} candidates"
+        );
+    }
+    assert_eq!(all.summary_trees, trees_of(&c.0, &all.candidates));
 }
