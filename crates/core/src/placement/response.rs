@@ -752,6 +752,10 @@ pub(crate) fn listed_after_generation(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::placement::Inventory;
+    use crate::placement::candidates::allocation_candidates;
+    use crate::placement::provider_tree::{ConsumerAllocations, ProviderRecord};
+    use crate::placement::query::parse_candidates_query;
 
     #[test]
     fn summarised_providers_come_by_rank_the_last_listed_of_a_rank_kept() {
@@ -768,10 +772,6 @@ mod tests {
         assert_eq!(last_of_each_rank(listed.clone(), 97), expected);
         assert_eq!(last_of_each_rank(listed, 1_000_000), expected);
     }
-    use crate::placement::Inventory;
-    use crate::placement::candidates::allocation_candidates;
-    use crate::placement::provider_tree::{ConsumerAllocations, ProviderRecord};
-    use crate::placement::query::parse_candidates_query;
 
     /// Compute nodes of two NUMA cells with an SR-IOV function each, some of them used.
     fn cloud(trees: usize) -> ProviderIndex {
