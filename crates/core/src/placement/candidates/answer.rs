@@ -9,6 +9,9 @@ use super::budget::BudgetExhausted;
 use crate::placement::ids::{ClassId, ProviderId};
 use crate::placement::provider_tree::ProviderIndex;
 
+/// A candidate's group suffixes, each with the providers serving it.
+pub(crate) type Mappings = SmallVec<[(String, SmallVec<[ProviderId; 4]>); 1]>;
+
 /// One candidate: amounts per provider and class, and which providers serve each group.
 /// Most candidates take a few classes from a few providers for one or two groups; those
 /// are held in place, so an unlimited search of tens of thousands of candidates does not
@@ -18,7 +21,7 @@ pub struct Candidate {
     /// (provider, class, amount), sorted by provider then class.
     pub allocations: SmallVec<[(ProviderId, ClassId, i64); 4]>,
     /// Group suffix → providers serving it, sorted.
-    pub mappings: SmallVec<[(String, SmallVec<[ProviderId; 4]>); 1]>,
+    pub mappings: Mappings,
 }
 
 impl Candidate {

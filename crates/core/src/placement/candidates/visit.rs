@@ -3,7 +3,7 @@
 
 use smallvec::SmallVec;
 
-use super::answer::Candidate;
+use super::answer::{Candidate, Mappings};
 use super::group::{Group, GroupPart};
 use crate::placement::ids::{ClassId, ProviderId};
 
@@ -18,8 +18,7 @@ pub(super) struct Found<'s> {
 
 impl Found<'_> {
     pub(super) fn candidate(&self) -> Candidate {
-        let mut mappings: SmallVec<[(String, SmallVec<[ProviderId; 4]>); 1]> =
-            SmallVec::with_capacity(self.parts.len());
+        let mut mappings = Mappings::with_capacity(self.parts.len());
         for (g, part) in self.groups.iter().zip(self.parts) {
             match mappings.iter_mut().find(|(s, _)| *s == g.suffix) {
                 Some((_, ps)) => ps.extend(part.providers.iter().copied()),

@@ -581,7 +581,7 @@ fn a_candidate_counts_the_heap_it_spills_to_and_not_what_it_holds_in_place() {
         .collect(),
     };
     let heap = spilled.allocations.capacity() * 16
-        + spilled.mappings.capacity() * std::mem::size_of::<(String, smallvec::SmallVec<[ProviderId; 4]>)>()
+        + spilled.mappings.capacity() * std::mem::size_of_val(&spilled.mappings[0])
         + 16 // "_NET1", at least a block
         + spilled.mappings[0].1.capacity() * 4;
     assert_eq!(spilled.bytes(), std::mem::size_of::<Candidate>() + heap);
