@@ -12,7 +12,7 @@ use http::StatusCode;
 use serde_json::{Map, Value, json};
 
 use kubeplace_api::{Allocation, AllocationSpec, Object, ProviderAllocation};
-use kubeplace_core::placement::candidates::try_allocation_candidates_until;
+use kubeplace_core::placement::candidates::{SpareCandidates, try_allocation_candidates_until};
 use kubeplace_core::placement::query::{decode_pairs, parse_candidates_query};
 use kubeplace_core::placement::response::candidates_body;
 use kubeplace_policy::store::ObjectKey;
@@ -585,6 +585,11 @@ pub(crate) fn provider_usages(state: &State<'_>, uuid: &str) -> Result<Reply, Ap
 /// From this many candidates, an answer's candidates are freed on a thread of their own.
 const FREED_APART_FROM: usize = 4_096;
 
+/// The vectors searches gather candidates in, kept from one answer to the next: room for
+/// two unlimited answers of 72,000 candidates (9 MiB each) and the runs they were gathered
+/// in, so that each such search does not have the kernel map and zero that memory again.
+static SPARE_CANDIDATES: SpareCandidates = SpareCandidates::new(32 << 20);
+
 /// `GET /allocation_candidates`: what `kubeplace placement candidates` answers, after
 /// Placement's checks that every class and trait named exists.
 pub(crate) fn candidates(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply, ApiError> {
@@ -595,7 +600,7 @@ pub(crate) fn candidates(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<R
         Some(detail) => Err(ApiError::bad_request(detail)),
         None => Ok(state.store().index_now()),
     })?;
-    let searched = try_allocation_candidates_until(&index, &q, &call.stop);
+    let searched = try_allocation_candidates_until(&index, &q, &call.stop, &SPARE_CANDIDATES);
     if call.stop.is_stopped() {
         return Err(searches::past_deadline(api.searches.limits().deadline));
     }
@@ -607,9 +612,12 @@ pub(crate) fn candidates(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<R
     let threads = kubeplace_core::runs::cores();
     let parts = candidates_body(&index, &set, ctx.mv).to_json_parts_in(threads, &SpareParts);
     // Freeing tens of thousands of candidates takes milliseconds (many allocated on other
-    // threads): done beside sending the answer rather than before it.
+    // threads): done beside sending the answer rather than before it. Their vector is kept
+    // for the next search.
     if set.candidates.len() >= FREED_APART_FROM {
-        std::thread::spawn(move || drop(set));
+        std::thread::spawn(move || SPARE_CANDIDATES.give_back(set.candidates));
+    } else {
+        SPARE_CANDIDATES.give_back(set.candidates);
     }
     Ok(json_bytes_reply(
         StatusCode::OK,

@@ -3,6 +3,7 @@
 //! them by the tree that anchors them, for explain.
 
 use std::collections::{BTreeSet, HashSet};
+use std::sync::{Mutex, PoisonError};
 
 use super::answer::{Candidate, CandidateSet, one_provider_per_tree, only_sharing};
 use super::budget::{BudgetExhausted, Stop};
@@ -109,6 +110,9 @@ struct Gather<'i, 'r> {
     /// Bytes the candidates kept so far hold, and how many they may.
     kept_bytes: usize,
     max_bytes: usize,
+    /// Where one of several runs notes the positions of the candidates it keeps that are
+    /// made only of sharing providers: another run may keep them too.
+    sharing_only: Option<Vec<usize>>,
 }
 
 impl Visit for Gather<'_, '_> {
@@ -134,6 +138,11 @@ impl Visit for Gather<'_, '_> {
                 self.kept_bytes = self.kept_bytes.saturating_add(candidate.bytes());
                 if self.kept_bytes > self.max_bytes {
                     cost = u64::MAX;
+                }
+                if let Some(sharing_only) = &mut self.sharing_only
+                    && only_sharing(self.index, &candidate.allocations)
+                {
+                    sharing_only.push(self.result.candidates.len());
                 }
                 self.result.candidates.push(candidate);
             }
@@ -169,6 +178,9 @@ pub(super) fn search_candidates(
             (count, used_by_any, false)
         }
         None => {
+            if let Some(spare) = search.spare {
+                result.candidates = spare.take();
+            }
             // Below 1.29 Placement summarises every provider any candidate uses (in the kept
             // trees), so the search runs to the end even with a limit.
             let mut gather = Gather {
@@ -181,6 +193,7 @@ pub(super) fn search_candidates(
                 result: &mut result,
                 kept_bytes: 0,
                 max_bytes: search.max_kept_bytes,
+                sharing_only: None,
             };
             let ran_out = search.run(&mut gather);
             let count = gather.count.min(gather.limit);
@@ -256,10 +269,24 @@ pub(super) fn gathered_in_parallel(
     }
     // Each run gets its share of the budget and of the memory, so that the runs together
     // hold no more candidates than one walk may: a run that spends its share sends the
-    // search back to one walk (which frees them first).
+    // search back to one walk (which frees them first). The first run gathers into the
+    // vector with the most room, as the others' candidates are appended to its own.
     let share = search.budget / search.threads as u64;
-    let runs = in_runs(&anchors, search.threads, |run| {
-        let mut part = CandidateSet::default();
+    let runs: Vec<(&[ProviderId], Mutex<Vec<Candidate>>)> = anchors
+        .chunks(anchors.len().div_ceil(search.threads))
+        .map(|run| {
+            (
+                run,
+                Mutex::new(search.spare.map(|s| s.take()).unwrap_or_default()),
+            )
+        })
+        .collect();
+    let found = in_runs(&runs, runs.len(), |run| {
+        let (run, room) = &run[0];
+        let mut part = CandidateSet {
+            candidates: std::mem::take(&mut *room.lock().unwrap_or_else(PoisonError::into_inner)),
+            ..CandidateSet::default()
+        };
         let mut gather = Gather {
             index,
             nested,
@@ -270,32 +297,63 @@ pub(super) fn gathered_in_parallel(
             result: &mut part,
             kept_bytes: 0,
             max_bytes: search.max_kept_bytes / search.threads,
+            sharing_only: (!index.sharing.is_empty()).then(Vec::new),
         };
         let steps = search.run_over(run, &mut gather, share);
         let (count, used) = (gather.count, std::mem::take(&mut gather.used_by_any));
-        steps.map(|steps| (steps, count, used, part.candidates))
+        let sharing_only = gather.sharing_only.take().unwrap_or_default();
+        (steps, count, used, part.candidates, sharing_only)
     });
+    if found.iter().any(|run| run.0.is_none()) {
+        for run in found {
+            give_back(search, run.3);
+        }
+        return None;
+    }
     let mut steps = 0u64;
     let mut count = 0usize;
     let mut used_by_any = BTreeSet::new();
-    let mut candidates = Vec::with_capacity(runs.iter().flatten().map(|r| r.3.len()).sum());
+    let mut candidates: Option<Vec<Candidate>> = None;
     let mut sharing_seen: HashSet<Candidate> = HashSet::new();
-    for run in runs {
-        let (run_steps, run_count, used, found) = run?;
-        steps = steps.saturating_add(run_steps);
+    for (run_steps, run_count, used, mut found, sharing_only) in found {
+        steps = steps.saturating_add(run_steps.unwrap_or_default());
         count = count.saturating_add(run_count);
         // A repeat's providers are the first one's: `used` needs no correction.
         used_by_any.extend(used);
-        for candidate in found {
-            if only_sharing(index, &candidate.allocations)
-                && !sharing_seen.insert(candidate.clone())
-            {
-                // Counted by its run (every candidate kept was counted), not by one walk.
-                count -= 1;
-                continue;
+        let repeats: Vec<usize> = sharing_only
+            .into_iter()
+            .filter(|&i| !sharing_seen.insert(found[i].clone()))
+            .collect();
+        if !repeats.is_empty() {
+            // Counted by its run (every candidate kept was counted), not by one walk.
+            count -= repeats.len();
+            let mut at = 0;
+            let mut next = repeats.iter().peekable();
+            found.retain(|_| {
+                let repeat = next.next_if_eq(&&at).is_some();
+                at += 1;
+                !repeat
+            });
+        }
+        match &mut candidates {
+            None => candidates = Some(found),
+            Some(all) => {
+                all.append(&mut found);
+                give_back(search, found);
             }
-            candidates.push(candidate);
         }
     }
-    (steps <= search.budget).then_some((count, used_by_any, candidates))
+    let candidates = candidates.unwrap_or_default();
+    if steps > search.budget {
+        give_back(search, candidates);
+        return None;
+    }
+    Some((count, used_by_any, candidates))
+}
+
+/// Keeps a vector's room for later searches, where the search has somewhere to keep it.
+fn give_back(search: &Search<'_>, candidates: Vec<Candidate>) {
+    if let Some(spare) = search.spare {
+        spare.give_back(candidates);
+    }
 }

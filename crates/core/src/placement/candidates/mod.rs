@@ -31,6 +31,7 @@
 //! - `gather.rs`: the answer gathered (on several threads for an unlimited search of many
 //!   trees), and candidates counted per tree for explain.
 //! - `answer.rs`: the candidates and the set they come in.
+//! - `spare.rs`: candidate vectors kept from one search to the next.
 //! - `budget.rs`: the budget of steps.
 //! - `trees_alone.rs`: trees that can take one more of a request on their own providers.
 //! - `tests/`: Placement's rules, and the ways of walking compared, on small hand-built trees.
@@ -45,6 +46,7 @@ mod group;
 mod parts;
 mod prune;
 mod search;
+mod spare;
 mod trees_alone;
 mod visit;
 mod walk;
@@ -58,6 +60,7 @@ pub(crate) use facts::{in_any, in_every_set};
 pub(crate) use gather::candidates_per_tree;
 pub(crate) use group::tree_root_of_uuid;
 pub(crate) use search::sharing_by_aggregate;
+pub use spare::SpareCandidates;
 pub use trees_alone::trees_fitting_alone;
 
 use crate::placement::provider_tree::ProviderIndex;
@@ -90,14 +93,17 @@ pub fn try_allocation_candidates(
 
 /// [`try_allocation_candidates`] that also ends when `stop` is asked for, answering then as
 /// where the budget runs out: a server stops the search of a request that was cancelled
-/// or ran past its deadline.
+/// or ran past its deadline. The candidates are gathered in vectors from `spare`; give
+/// the answer's back there once it is written.
 pub fn try_allocation_candidates_until(
     index: &ProviderIndex,
     query: &CandidatesQuery,
     stop: &Stop,
+    spare: &SpareCandidates,
 ) -> Result<CandidateSet, BudgetExhausted> {
     let mut search = prepare(index, query);
     search.stop = Some(stop.clone());
+    search.spare = Some(spare);
     bounded(query, search_candidates(index, query, &search, usize::MAX)).map(|(_, set)| set)
 }
 

@@ -9,6 +9,7 @@ use super::answer::Candidate;
 use super::budget::{MAX_KEPT_BYTES, SEARCH_BUDGET, Steps, Stop};
 use super::facts::{Facts, SharedFacts, has_any};
 use super::group::{Group, GroupPart, resolve_group};
+use super::spare::SpareCandidates;
 use crate::placement::ids::{ClassId, ProviderId, SortedIds, TraitId};
 use crate::placement::provider_tree::ProviderIndex;
 use crate::placement::query::{CandidatesQuery, GroupPolicy};
@@ -53,6 +54,9 @@ pub(super) struct Search<'a> {
     pub(super) stop: Option<Stop>,
     /// Bytes the candidates it keeps may hold (see [`MAX_KEPT_BYTES`]).
     pub(super) max_kept_bytes: usize,
+    /// Where the vectors its candidates are gathered in come from, when the caller keeps
+    /// them from one search to the next.
+    pub(super) spare: Option<&'a SpareCandidates>,
 }
 
 /// Buffers reused from tree to tree.
@@ -238,6 +242,7 @@ pub(super) fn prepare<'a>(index: &'a ProviderIndex, query: &CandidatesQuery) -> 
         walk_apart_from: WALK_APART_FROM,
         stop: None,
         max_kept_bytes: MAX_KEPT_BYTES,
+        spare: None,
     }
 }
 

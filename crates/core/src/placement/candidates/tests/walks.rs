@@ -5,13 +5,14 @@ use super::{AGG, AGG2, Cloud, numa_node};
 use crate::placement::candidates::gather::{gathered_in_parallel, trees_of};
 use crate::placement::candidates::search::prepare;
 use crate::placement::candidates::{
-    CandidateSet, STOP_CHECK_EVERY, Stop, Walk, count_candidates, counted_candidates_walking,
-    counted_candidates_with, try_allocation_candidates, try_allocation_candidates_until,
-    try_counted_candidates, try_counted_candidates_with,
+    Candidate, CandidateSet, STOP_CHECK_EVERY, SpareCandidates, Stop, Walk, count_candidates,
+    counted_candidates_walking, counted_candidates_with, try_allocation_candidates,
+    try_allocation_candidates_until, try_counted_candidates, try_counted_candidates_with,
 };
 use crate::placement::ids::ProviderId;
 use crate::placement::microversion::Microversion;
-use crate::placement::query::parse_candidates_query;
+use crate::placement::provider_tree::ProviderIndex;
+use crate::placement::query::{CandidatesQuery, parse_candidates_query};
 
 #[test]
 fn pruning_keeps_every_tree_that_can_serve() {
@@ -334,6 +335,37 @@ fn trees_alike_are_counted_alike_and_only_those() {
     }
 }
 
+/// Gathered on `threads` threads in vectors kept from one search to the next, the answer is
+/// `whole` (with `count`) every time; from the second search on, the answer is gathered in
+/// the vector the one before gave back, without growing it.
+fn gathered_again_in_kept_room(
+    index: &ProviderIndex,
+    query: &CandidatesQuery,
+    threads: usize,
+    count: usize,
+    whole: &[Candidate],
+) {
+    let spare = SpareCandidates::new(1 << 20);
+    let mut room_before = None;
+    for round in 0..3 {
+        let mut search = prepare(index, query);
+        search.threads = threads;
+        search.walk_apart_from = 0;
+        search.budget = u64::MAX;
+        search.spare = Some(&spare);
+        let (n, _, got) = gathered_in_parallel(index, query, &search, usize::MAX).unwrap();
+        assert_eq!((n, &got[..]), (count, whole), "round {round} on {threads}");
+        // The same memory, not grown: the vector given back, in the first run.
+        let room = (got.as_ptr(), got.capacity());
+        if let Some(before) = room_before {
+            assert_eq!(room, before, "round {round} on {threads}");
+        }
+        room_before = Some(room);
+        spare.give_back(got);
+        assert!(spare.bytes() >= std::mem::size_of_val(whole));
+    }
+}
+
 #[test]
 fn trees_walked_on_several_threads_give_the_answer_of_one_walk() {
     let c = wide(40, 2, 3);
@@ -380,6 +412,7 @@ fn trees_walked_on_several_threads_give_the_answer_of_one_walk() {
             assert_eq!(got.summary_trees, whole.summary_trees, "{q} at {mv}");
             assert_eq!(got.summary_only, whole.summary_only, "{q} at {mv}");
             assert_eq!(got.exhausted, None);
+            gathered_again_in_kept_room(&c.0, &query, threads, count, &whole.candidates);
         }
     }
     // A budget that runs out: the error names what one walk found, not what the threads did.
@@ -455,6 +488,7 @@ fn trees_walked_on_several_threads_give_the_answer_of_one_walk() {
             assert_eq!(n, count, "{q} at {mv} on {threads} threads");
             assert_eq!(got.candidates, whole.candidates, "{q} at {mv} on {threads}");
             assert_eq!(got.summary_only, whole.summary_only, "{q} at {mv}");
+            gathered_again_in_kept_room(&shared.0, &query, threads, count, &whole.candidates);
         }
     }
     assert_eq!(
@@ -495,16 +529,17 @@ fn a_stopped_search_ends_as_one_out_of_budget() {
     // found next to nothing, where its budget would have let it run for millions.
     let stop = Stop::new();
     stop.stop();
-    let err = try_allocation_candidates_until(&c.0, &query, &stop).unwrap_err();
+    let spare = SpareCandidates::new(1 << 20);
+    let err = try_allocation_candidates_until(&c.0, &query, &stop, &spare).unwrap_err();
     assert!(err.found as u64 <= STOP_CHECK_EVERY, "{err:?}");
     // With a limit, what was found by then, marked as cut short.
     let limited = parse_candidates_query(&format!("{q}&limit=1000"), Microversion(39)).unwrap();
-    let few = try_allocation_candidates_until(&c.0, &limited, &stop).unwrap();
+    let few = try_allocation_candidates_until(&c.0, &limited, &stop, &spare).unwrap();
     assert!(few.exhausted.is_some());
     assert!(few.candidates.len() < 1000, "{}", few.candidates.len());
     // A stop never asked for changes nothing.
     let unasked = Stop::new();
-    let whole = try_allocation_candidates_until(&c.0, &limited, &unasked).unwrap();
+    let whole = try_allocation_candidates_until(&c.0, &limited, &unasked, &spare).unwrap();
     assert_eq!(
         whole.candidates,
         try_allocation_candidates(&c.0, &limited)
@@ -521,6 +556,7 @@ fn a_search_stopped_from_another_thread_ends() {
     let q = accel_query(8, "&group_policy=isolate");
     let query = parse_candidates_query(&q, Microversion(39)).unwrap();
     let stop = Stop::new();
+    let spare = SpareCandidates::new(1 << 20);
     let asker = stop.clone();
     let stopper = std::thread::spawn(move || {
         std::thread::sleep(std::time::Duration::from_millis(20));
@@ -528,7 +564,7 @@ fn a_search_stopped_from_another_thread_ends() {
     });
     // The whole budget is ten million steps; stopped after 20 ms, the search gives up
     // with the error a budget gives, and the caller tells the two apart by the stop.
-    let stopped = try_allocation_candidates_until(&c.0, &query, &stop).unwrap_err();
+    let stopped = try_allocation_candidates_until(&c.0, &query, &stop, &spare).unwrap_err();
     stopper.join().unwrap();
     assert!(stop.is_stopped());
     let spent = try_allocation_candidates(&c.0, &query).unwrap_err();
