@@ -85,10 +85,10 @@ pub(crate) fn push_int(out: &mut Vec<u8>, n: i64) {
 /// Buffers one writer reuses from candidate to candidate.
 #[derive(Default)]
 pub(crate) struct Scratch<'a> {
-    /// (uuid rank, class rank, uuid, class name, amount) of one candidate.
-    items: Vec<(u32, u32, &'a str, &'a str, i64)>,
-    /// (uuid rank, uuid) of one mapping.
-    uuids: Vec<(u32, &'a str)>,
+    /// (uuid rank, class rank, provider, class name, amount) of one candidate.
+    items: Vec<(u32, u32, ProviderId, &'a str, i64)>,
+    /// (uuid rank, provider) of one mapping.
+    uuids: Vec<(u32, ProviderId)>,
     resources: Vec<(u32, &'a str, i64, i64)>,
     traits: Vec<(u32, &'a str)>,
 }
@@ -108,6 +108,16 @@ impl<'a> Writer<'a> {
             push_quoted(out, uuid);
         } else {
             push_str(out, uuid);
+        }
+    }
+
+    /// A provider's uuid: from the index's quoted uuids where it keeps them, so that an
+    /// answer naming providers hundreds of thousands of times copies fixed-size entries of
+    /// one table rather than reading each provider.
+    fn provider_uuid(&self, out: &mut Vec<u8>, p: ProviderId) {
+        match &self.uuids.quoted {
+            Some(quoted) => out.extend_from_slice(&quoted[p.index()]),
+            None => self.uuid(out, &self.index.get(p).uuid),
         }
     }
 
@@ -134,7 +144,7 @@ impl<'a> Writer<'a> {
                 (
                     self.uuid_rank(*p),
                     self.ranks.class(*class),
-                    &*index.get(*p).uuid,
+                    *p,
                     index.classes.name(*class),
                     *amount,
                 )
@@ -152,11 +162,11 @@ impl<'a> Writer<'a> {
                 out.push(b',');
             }
             if dict {
-                self.uuid(out, s.items[i].2);
+                self.provider_uuid(out, s.items[i].2);
                 out.extend_from_slice(b":{\"resources\":{");
             } else {
                 out.extend_from_slice(b"{\"resource_provider\":{\"uuid\":");
-                self.uuid(out, s.items[i].2);
+                self.provider_uuid(out, s.items[i].2);
                 out.extend_from_slice(b"},\"resources\":{");
             }
             let mut first = true;
@@ -187,17 +197,14 @@ impl<'a> Writer<'a> {
                 push_str(out, suffix);
                 out.extend_from_slice(b":[");
                 s.uuids.clear();
-                s.uuids.extend(
-                    providers
-                        .iter()
-                        .map(|p| (self.uuid_rank(*p), &*index.get(*p).uuid)),
-                );
+                s.uuids
+                    .extend(providers.iter().map(|p| (self.uuid_rank(*p), *p)));
                 s.uuids.sort_unstable_by_key(|u| u.0);
-                for (n, (_, uuid)) in s.uuids.iter().enumerate() {
+                for (n, (_, p)) in s.uuids.iter().enumerate() {
                     if n > 0 {
                         out.push(b',');
                     }
-                    self.uuid(out, uuid);
+                    self.provider_uuid(out, *p);
                 }
                 out.push(b']');
             }
@@ -238,7 +245,7 @@ impl<'a> Writer<'a> {
         if mv.at_least(29) {
             out.extend_from_slice(b"\"parent_provider_uuid\":");
             match prov.parent {
-                Some(parent) => self.uuid(out, &index.get(parent).uuid),
+                Some(parent) => self.provider_uuid(out, parent),
                 None => out.extend_from_slice(b"null"),
             }
             out.push(b',');
@@ -273,7 +280,7 @@ impl<'a> Writer<'a> {
         out.push(b'}');
         if mv.at_least(29) {
             out.extend_from_slice(b",\"root_provider_uuid\":");
-            self.uuid(out, &index.get(prov.root.unwrap_or(p)).uuid);
+            self.provider_uuid(out, prov.root.unwrap_or(p));
         }
         if mv.at_least(17) {
             s.traits.clear();

@@ -97,7 +97,13 @@ pub(crate) struct UuidOrder {
     pub(crate) rank: Vec<u32>,
     /// Whether every uuid is written in JSON as it is, with nothing to escape.
     pub(crate) plain: bool,
+    /// By slot, the uuid in quotes as JSON writes it (zeros for an empty slot), when every
+    /// uuid is plain and 36 characters long, as Placement's are.
+    pub(crate) quoted: Option<Vec<QuotedUuid>>,
 }
+
+/// A 36-character uuid in quotes.
+pub(crate) type QuotedUuid = [u8; 38];
 
 /// Every provider of a well-formed tree in tree order: roots by name, each tree depth-first
 /// with children by name (what `GET /resource_providers` lists), and each one's position.

@@ -2,7 +2,7 @@
 //! the roots in name order, every provider in tree order, and every provider's rank in uuid
 //! order.
 
-use super::{ProviderIndex, RootOrder, TreeOrder, UuidOrder};
+use super::{ProviderIndex, QuotedUuid, RootOrder, TreeOrder, UuidOrder};
 use crate::placement::ids::ProviderId;
 
 impl ProviderIndex {
@@ -80,7 +80,26 @@ impl ProviderIndex {
             let plain = by_uuid
                 .iter()
                 .all(|(uuid, _)| uuid.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\'));
-            UuidOrder { rank, plain }
+            let fixed = by_uuid.iter().all(|(uuid, _)| uuid.len() == 36);
+            let quoted = (plain && fixed).then(|| {
+                self.slots
+                    .iter()
+                    .map(|p| {
+                        let mut q: QuotedUuid = [0; 38];
+                        if let Some(p) = p {
+                            q[0] = b'"';
+                            q[1..37].copy_from_slice(p.uuid.as_bytes());
+                            q[37] = b'"';
+                        }
+                        q
+                    })
+                    .collect()
+            });
+            UuidOrder {
+                rank,
+                plain,
+                quoted,
+            }
         })
     }
 }

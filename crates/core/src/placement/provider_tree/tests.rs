@@ -285,3 +285,42 @@ fn posting_lists_follow_every_change() {
     assert_posting_lists_fresh(&idx);
     assert!(idx.class_members.iter().all(Vec::is_empty));
 }
+
+/// The index keeps every uuid in quotes by slot only while every uuid is 36 characters with
+/// nothing to escape; an emptied slot holds none, and a change that breaks the rule (or
+/// mends it) is seen by the next answer.
+#[test]
+fn quoted_uuids_are_kept_while_every_uuid_is_plain_and_36_long() {
+    let with_uuid = |name: &str, uuid: &str| ProviderRecord {
+        uuid: uuid.into(),
+        ..rp(name, None)
+    };
+    let uuid = |n: u32| format!("00000000-0000-4000-8000-{n:012}");
+    let mut idx = ProviderIndex::default();
+    for n in 0..4 {
+        idx.upsert_provider(with_uuid(&format!("p{n}"), &uuid(n)));
+    }
+    idx.remove_provider("p2");
+    let quoted = idx
+        .uuid_order()
+        .quoted
+        .clone()
+        .expect("every uuid plain and 36 long");
+    assert_eq!(quoted.len(), idx.slots.len());
+    for (slot, q) in idx.slots.iter().zip(&quoted) {
+        match slot {
+            Some(p) => assert_eq!(&q[..], format!("\"{}\"", p.uuid).as_bytes()),
+            None => assert_eq!(q, &[0; 38]),
+        }
+    }
+    for odd in [
+        "short",
+        "00000000-0000-4000-8000-00000000000\"",
+        "00000000-0000-4000-8000-0000000000001",
+    ] {
+        idx.upsert_provider(with_uuid("odd", odd));
+        assert!(idx.uuid_order().quoted.is_none(), "{odd:?}");
+    }
+    idx.remove_provider("odd");
+    assert!(idx.uuid_order().quoted.is_some(), "every uuid plain again");
+}
