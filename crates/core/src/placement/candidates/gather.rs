@@ -300,13 +300,17 @@ pub(super) fn gathered_in_parallel(
             sharing_only: (!index.sharing.is_empty()).then(Vec::new),
         };
         let steps = search.run_over(run, &mut gather, share);
-        let (count, used) = (gather.count, std::mem::take(&mut gather.used_by_any));
-        let sharing_only = gather.sharing_only.take().unwrap_or_default();
-        (steps, count, used, part.candidates, sharing_only)
+        RunFound {
+            steps,
+            count: gather.count,
+            used: std::mem::take(&mut gather.used_by_any),
+            sharing_only: gather.sharing_only.take().unwrap_or_default(),
+            candidates: part.candidates,
+        }
     });
-    if found.iter().any(|run| run.0.is_none()) {
+    if found.iter().any(|run| run.steps.is_none()) {
         for run in found {
-            give_back(search, run.3);
+            give_back(search, run.candidates);
         }
         return None;
     }
@@ -315,12 +319,14 @@ pub(super) fn gathered_in_parallel(
     let mut used_by_any = BTreeSet::new();
     let mut candidates: Option<Vec<Candidate>> = None;
     let mut sharing_seen: HashSet<Candidate> = HashSet::new();
-    for (run_steps, run_count, used, mut found, sharing_only) in found {
-        steps = steps.saturating_add(run_steps.unwrap_or_default());
-        count = count.saturating_add(run_count);
+    for run in found {
+        let mut found = run.candidates;
+        steps = steps.saturating_add(run.steps.unwrap_or_default());
+        count = count.saturating_add(run.count);
         // A repeat's providers are the first one's: `used` needs no correction.
-        used_by_any.extend(used);
-        let repeats: Vec<usize> = sharing_only
+        used_by_any.extend(run.used);
+        let repeats: Vec<usize> = run
+            .sharing_only
             .into_iter()
             .filter(|&i| !sharing_seen.insert(found[i].clone()))
             .collect();
@@ -349,6 +355,17 @@ pub(super) fn gathered_in_parallel(
         return None;
     }
     Some((count, used_by_any, candidates))
+}
+
+/// What one run of [`gathered_in_parallel`] found: its steps (`None` where its share ran
+/// out), its count, the providers its candidates use, and the candidates it kept with the
+/// positions of those made only of sharing providers.
+struct RunFound {
+    steps: Option<u64>,
+    count: usize,
+    used: BTreeSet<ProviderId>,
+    candidates: Vec<Candidate>,
+    sharing_only: Vec<usize>,
 }
 
 /// Keeps a vector's room for later searches, where the search has somewhere to keep it.

@@ -15,7 +15,6 @@ pub struct SpareCandidates {
     max_bytes: usize,
 }
 
-#[derive(Default)]
 struct Kept {
     vectors: Vec<Vec<Candidate>>,
     bytes: usize,
