@@ -2254,3 +2254,50 @@ fn a_search_whose_caller_goes_away_is_stopped() {
     }
     let _ = std::fs::remove_file(cloud);
 }
+
+/// Searches short enough to be answered where the request was read, and longer ones that
+/// are tried there first and answered on a thread apart, answer what one search with the
+/// whole budget answers (`kubeplace placement candidates` over the same files).
+#[test]
+fn short_and_long_searches_answer_as_the_command_does() {
+    let cloud = accelerator_cloud("in-place", 1_500, 2);
+    let file = cloud.to_str().unwrap();
+    let s = Server::start(&["-f", file]);
+    for query in [
+        // A few steps: answered in place.
+        "resources=VCPU:1&limit=5",
+        "resources=VCPU:1,FPGA:3",
+        // Thousands of trees to walk: tried in place, then answered apart.
+        "resources=VCPU:1",
+        "resources=VCPU:1&resources1=FPGA:1&resources2=FPGA:1&group_policy=isolate",
+        "resources=VCPU:1&limit=100",
+        // A large limit: apart at once.
+        "resources=VCPU:1&limit=1000",
+    ] {
+        let answer = s.call(
+            "GET",
+            &format!("/allocation_candidates?{query}"),
+            LATEST,
+            None,
+        );
+        answer.expect(200);
+        let command = std::process::Command::new(env!("CARGO_BIN_EXE_kubeplace"))
+            .args(["placement", "candidates", "-f", file, "--query", query])
+            .output()
+            .expect("run kubeplace placement candidates");
+        assert!(command.status.success(), "{query}");
+        let expected: Value = serde_json::from_slice(&command.stdout).unwrap();
+        assert_eq!(answer.json(), expected, "{query}");
+        let found = expected["allocation_requests"].as_array().unwrap().len();
+        let want = match query {
+            "resources=VCPU:1&limit=5" => 5,
+            "resources=VCPU:1,FPGA:3" => 0,
+            "resources=VCPU:1&limit=100" => 100,
+            "resources=VCPU:1&limit=1000" => 1_000,
+            q if q.contains("isolate") => 3_000,
+            _ => 1_500,
+        };
+        assert_eq!(found, want, "{query}");
+    }
+    let _ = std::fs::remove_file(cloud);
+}

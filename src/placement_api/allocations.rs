@@ -12,7 +12,9 @@ use http::StatusCode;
 use serde_json::{Map, Value, json};
 
 use kubeplace_api::{Allocation, AllocationSpec, Object, ProviderAllocation};
-use kubeplace_core::placement::candidates::{SpareCandidates, try_allocation_candidates_until};
+use kubeplace_core::placement::candidates::{
+    SpareCandidates, allocation_candidates_within, try_allocation_candidates_until,
+};
 use kubeplace_core::placement::query::{decode_pairs, parse_candidates_query};
 use kubeplace_core::placement::response::candidates_body;
 use kubeplace_policy::store::ObjectKey;
@@ -600,7 +602,17 @@ pub(crate) fn candidates(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<R
         Some(detail) => Err(ApiError::bad_request(detail)),
         None => Ok(state.store().index_now()),
     })?;
-    let searched = try_allocation_candidates_until(&index, &q, &call.stop, &SPARE_CANDIDATES);
+    let searched = match call.in_place.steps() {
+        // Tried where the request was read: a search that needs more steps is asked again
+        // on a thread apart (in_place).
+        Some(steps) => {
+            match allocation_candidates_within(&index, &q, &call.stop, &SPARE_CANDIDATES, steps) {
+                Some(set) => Ok(set),
+                None => return Err(call.in_place.outgrow()),
+            }
+        }
+        None => try_allocation_candidates_until(&index, &q, &call.stop, &SPARE_CANDIDATES),
+    };
     if call.stop.is_stopped() {
         return Err(searches::past_deadline(api.searches.limits().deadline));
     }

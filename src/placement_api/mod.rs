@@ -20,6 +20,7 @@ mod classes;
 pub(crate) mod cluster;
 mod extensions;
 mod in_flight;
+mod in_place;
 mod intake;
 mod inventories;
 pub mod keystone;
@@ -78,6 +79,8 @@ pub(crate) struct Call {
     pub stop: Stop,
     /// Who sent it, as its token says: what Placement's policies judge.
     pub caller: Caller,
+    /// Set while it is tried on the thread that read it ([`in_place`]).
+    pub in_place: in_place::InPlace,
 }
 
 impl Call {
@@ -90,6 +93,7 @@ impl Call {
             body,
             stop: Stop::new(),
             caller,
+            in_place: in_place::InPlace::default(),
         }
     }
 }
@@ -830,7 +834,23 @@ async fn handle(api: Arc<PlacementApi>, request: Request<Incoming>) -> Reply {
     } else {
         None
     };
-    let call = Call::new(parts, body, caller);
+    let mut call = Call::new(parts, body, caller);
+    // Short work is answered here, on the runtime's thread; the rest on a thread apart.
+    match in_place::place(&call.method, &call.path, &call.query) {
+        in_place::Place::Here => {
+            let _held = (turn, share);
+            return api.answer(&call, request_id);
+        }
+        in_place::Place::HereWithin(steps) => {
+            call.in_place = in_place::InPlace::within(steps);
+            let reply = api.answer(&call, request_id.clone());
+            if !call.in_place.outgrown() {
+                return reply;
+            }
+            call.in_place = in_place::InPlace::default();
+        }
+        in_place::Place::Apart => {}
+    }
     // Dropped with this future, as when the caller goes away: the search stops.
     let stop = StopOnDrop(call.stop.clone());
     let deadline = api.searches.limits().deadline;

@@ -107,6 +107,36 @@ pub fn try_allocation_candidates_until(
     bounded(query, search_candidates(index, query, &search, usize::MAX)).map(|(_, set)| set)
 }
 
+/// [`try_allocation_candidates_until`] for a search that ends within `steps` steps, walked
+/// on the calling thread alone, its pruning looking at no more than `16 * steps` providers
+/// a need: a server answers such a search on the thread that read the request and moves a
+/// longer one to a thread of its own. `None` when the search needs more, or was stopped:
+/// asked again with the whole budget it answers the same, as neither the budget nor how
+/// much is pruned changes an answer that ends within them. The vector it gathered in goes
+/// back to `spare` then.
+pub fn allocation_candidates_within(
+    index: &ProviderIndex,
+    query: &CandidatesQuery,
+    stop: &Stop,
+    spare: &SpareCandidates,
+    steps: u64,
+) -> Option<CandidateSet> {
+    let mut search = prepare(index, query);
+    search.stop = Some(stop.clone());
+    search.spare = Some(spare);
+    search.budget = steps.min(SEARCH_BUDGET);
+    // Pruning looks at providers without spending steps; a look costs about an eighth of
+    // a tree's walk, so it is kept within sixteen looks a step.
+    search.max_prune_cost = usize::try_from(steps.saturating_mul(16)).unwrap_or(usize::MAX);
+    search.threads = 1;
+    let (_, set) = search_candidates(index, query, &search, usize::MAX);
+    if set.exhausted.is_some() {
+        spare.give_back(set.candidates);
+        return None;
+    }
+    Some(set)
+}
+
 /// [`counted_candidates`] within [`SEARCH_BUDGET`], answering as
 /// [`try_allocation_candidates`] does where the budget runs out.
 pub fn try_counted_candidates(

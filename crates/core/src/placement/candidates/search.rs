@@ -46,6 +46,9 @@ pub(super) struct Search<'a> {
     pub(super) backtrack: bool,
     /// Steps the search may take.
     pub(super) budget: u64,
+    /// Most providers pruning may look at for one need (more are left to the walk): bounds
+    /// a search tried on a few steps, whose pruning the steps do not count.
+    pub(super) max_prune_cost: usize,
     /// Threads an unlimited search of many trees may walk them on.
     pub(super) threads: usize,
     /// Trees from which an unlimited search walks on several threads.
@@ -238,6 +241,7 @@ pub(super) fn prepare<'a>(index: &'a ProviderIndex, query: &CandidatesQuery) -> 
         closed_form: true,
         backtrack: true,
         budget: SEARCH_BUDGET,
+        max_prune_cost: usize::MAX,
         threads: crate::runs::cores(),
         walk_apart_from: WALK_APART_FROM,
         stop: None,

@@ -31,7 +31,7 @@ impl<'a> Search<'a> {
         if !self.prune || self.walk_before_pruning > 0 {
             return roots.clone();
         }
-        match self.possible_anchors(usize::MAX) {
+        match self.possible_anchors(self.max_prune_cost) {
             None => roots.clone(),
             Some(set) if set.len() * 16 < roots.len() => {
                 let rank = |r: ProviderId| order.rank[r.index()];
@@ -86,7 +86,7 @@ impl<'a> Search<'a> {
             (Some(limit), n) if n > 0 => limit.saturating_sub(n).saturating_mul(early) / n * 8,
             _ => usize::MAX,
         };
-        match self.possible_anchors(max_cost) {
+        match self.possible_anchors(max_cost.min(self.max_prune_cost)) {
             None => {
                 for &anchor in &roots[early..] {
                     if !self.visit_anchor(anchor, scratch, visit) {

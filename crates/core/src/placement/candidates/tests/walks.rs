@@ -5,9 +5,10 @@ use super::{AGG, AGG2, Cloud, numa_node};
 use crate::placement::candidates::gather::{gathered_in_parallel, trees_of};
 use crate::placement::candidates::search::prepare;
 use crate::placement::candidates::{
-    Candidate, CandidateSet, STOP_CHECK_EVERY, SpareCandidates, Stop, Walk, count_candidates,
-    counted_candidates_walking, counted_candidates_with, try_allocation_candidates,
-    try_allocation_candidates_until, try_counted_candidates, try_counted_candidates_with,
+    Candidate, CandidateSet, STOP_CHECK_EVERY, SpareCandidates, Stop, Walk,
+    allocation_candidates_within, count_candidates, counted_candidates_walking,
+    counted_candidates_with, try_allocation_candidates, try_allocation_candidates_until,
+    try_counted_candidates, try_counted_candidates_with,
 };
 use crate::placement::ids::ProviderId;
 use crate::placement::microversion::Microversion;
@@ -548,6 +549,64 @@ fn a_stopped_search_ends_as_one_out_of_budget() {
     );
     assert_eq!(whole.exhausted, None);
     assert!(!unasked.is_stopped());
+}
+
+#[test]
+fn a_search_within_its_steps_answers_as_one_with_the_whole_budget() {
+    let c = wide(3, 2, 4);
+    let spare = SpareCandidates::new(1 << 20);
+    let unasked = Stop::new();
+    for q in [
+        "resources=VCPU:1,DISK_GB:10".to_string(),
+        "resources=VCPU:1,DISK_GB:10&limit=2".to_string(),
+        accel_query(2, "&group_policy=isolate"),
+        accel_query(3, "&group_policy=none&limit=5"),
+        "resources=VCPU:1&required=CUSTOM_MISSING".to_string(),
+    ] {
+        let query = parse_candidates_query(&q, Microversion(39)).unwrap();
+        let whole = try_allocation_candidates_until(&c.0, &query, &unasked, &spare).unwrap();
+        // The fewest steps it answers within, found by halving: from there on it is the
+        // answer of the whole budget; one step fewer and it asks for more.
+        let (mut short, mut enough) = (0u64, 1u64 << 24);
+        while enough - short > 1 {
+            let mid = (short + enough) / 2;
+            match allocation_candidates_within(&c.0, &query, &unasked, &spare, mid) {
+                Some(_) => enough = mid,
+                None => short = mid,
+            }
+        }
+        for steps in [enough, enough * 2, u64::MAX] {
+            let within = allocation_candidates_within(&c.0, &query, &unasked, &spare, steps)
+                .unwrap_or_else(|| panic!("{q}: none within {steps} steps"));
+            assert_eq!(within.candidates, whole.candidates, "{q} within {steps}");
+            assert_eq!(within.exhausted, None, "{q}");
+        }
+        if enough > 1 {
+            assert!(
+                allocation_candidates_within(&c.0, &query, &unasked, &spare, enough - 1).is_none(),
+                "{q}"
+            );
+        }
+    }
+    // Pruning that would look at more providers than the steps allow is left to the walk,
+    // which spends them: 64 trees none of which has the disk asked for.
+    let trees = wide(64, 1, 1);
+    let none_fit =
+        parse_candidates_query("resources=VCPU:1,DISK_GB:1000", Microversion(39)).unwrap();
+    assert!(allocation_candidates_within(&trees.0, &none_fit, &unasked, &spare, 2).is_none());
+    let settled = allocation_candidates_within(&trees.0, &none_fit, &unasked, &spare, 8).unwrap();
+    assert!(settled.candidates.is_empty());
+    // A stopped search is not answered, however many steps it may take.
+    let big = wide(4, 2, 32);
+    let query = parse_candidates_query(
+        &accel_query(8, "&group_policy=isolate&limit=1000"),
+        Microversion(39),
+    )
+    .unwrap();
+    let stop = Stop::new();
+    stop.stop();
+    assert!(allocation_candidates_within(&big.0, &query, &stop, &spare, u64::MAX).is_none());
+    assert!(allocation_candidates_within(&big.0, &query, &unasked, &spare, u64::MAX).is_some());
 }
 
 #[test]

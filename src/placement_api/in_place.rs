@@ -1,0 +1,186 @@
+//! Where a request is answered. Most of the API's work is short: one provider, one
+//! consumer, the discovery document, a search that ends after a few thousand steps. Moving
+//! such a request to a thread of the blocking pool and back costs two thread wake-ups, more
+//! than the work itself, so it is answered on the runtime's thread that read it. Work that
+//! grows with the cloud (lists, writes, long searches) is answered on a thread apart, so
+//! that it never holds up the connections the runtime serves. A candidates search is first
+//! tried in place within [`IN_PLACE_STEPS`] steps; one that needs more is searched again,
+//! apart, with its whole budget (which gives the same answer: see
+//! `allocation_candidates_within`).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use http::{Method, StatusCode};
+
+use super::wire::ApiError;
+
+/// Steps of a candidates search tried in place. On the 10,000-tree cloud of
+/// docs/performance.md (2 cores), searches with a limit of 50 or 100, or that few trees can
+/// serve, end within them in 5–60 µs; an unlimited search of thousands of candidates
+/// outgrows them after 75–160 µs, about 1 % of its time apart.
+pub(crate) const IN_PLACE_STEPS: u64 = 2_000;
+
+/// Candidates queries with a larger limit are searched apart at once: their answers are
+/// long enough that the attempt in place would more often be lost than gained.
+pub(crate) const IN_PLACE_LIMIT: u64 = 100;
+
+/// Where a request is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// Where it was read: its work is bounded by one object or one small table.
+    Here,
+    /// Where it was read if its search ends within this many steps; apart otherwise.
+    HereWithin(u64),
+    /// On a thread apart.
+    Apart,
+}
+
+/// Where a request of `method` on `path` with `query` is answered.
+pub(crate) fn place(method: &Method, path: &str, query: &str) -> Place {
+    if method != Method::GET {
+        return Place::Apart;
+    }
+    let segments: Vec<&str> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    match segments.as_slice() {
+        [] => Place::Here,
+        ["allocation_candidates"] if limit_above(query, IN_PLACE_LIMIT) => Place::Apart,
+        ["allocation_candidates"] => Place::HereWithin(IN_PLACE_STEPS),
+        ["resource_providers", _] => Place::Here,
+        [
+            "resource_providers",
+            _,
+            "inventories" | "traits" | "aggregates" | "usages",
+        ] => Place::Here,
+        ["resource_providers", _, "inventories", _] => Place::Here,
+        ["allocations", _] => Place::Here,
+        ["resource_classes"] | ["resource_classes", _] => Place::Here,
+        ["traits", _] => Place::Here,
+        // Lists of providers, of traits and a project's usages grow with the cloud; a
+        // provider's allocations with its consumers; the extensions are searches.
+        _ => Place::Apart,
+    }
+}
+
+/// Whether `query` has a `limit` that is a number above `most` (one that is not a number
+/// is refused by the search's parser, in place).
+fn limit_above(query: &str, most: u64) -> bool {
+    query
+        .split('&')
+        .filter_map(|pair| pair.strip_prefix("limit="))
+        .any(|limit| limit.parse::<u64>().is_ok_and(|n| n > most))
+}
+
+/// What a request tried in place knows of it: its steps, and whether they were too few.
+#[derive(Debug, Default)]
+pub(crate) struct InPlace {
+    steps: Option<u64>,
+    outgrown: AtomicBool,
+}
+
+impl InPlace {
+    /// Tried in place within `steps` steps of search.
+    pub(crate) fn within(steps: u64) -> InPlace {
+        InPlace {
+            steps: Some(steps),
+            outgrown: AtomicBool::new(false),
+        }
+    }
+
+    /// The steps a search may take here, when the request is tried in place.
+    pub(crate) fn steps(&self) -> Option<u64> {
+        self.steps
+    }
+
+    /// Notes that the work needs more than in place allows; the error the handler returns
+    /// to end the attempt (it is never sent: the request is answered again, apart).
+    pub(crate) fn outgrow(&self) -> ApiError {
+        self.outgrown.store(true, Ordering::Relaxed);
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the search needs more steps than in place allows",
+        )
+    }
+
+    /// Whether the attempt in place ended for want of steps.
+    pub(crate) fn outgrown(&self) -> bool {
+        self.outgrown.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_reads_are_answered_in_place_and_the_rest_apart() {
+        use Method as M;
+        let searched = Place::HereWithin(IN_PLACE_STEPS);
+        let cases: &[(Method, &str, Place)] = &[
+            (M::GET, "/", Place::Here),
+            (M::GET, "", Place::Here),
+            (M::GET, "/allocation_candidates", searched),
+            (M::GET, "/allocation_candidates/", searched),
+            (M::GET, "/resource_providers/u1", Place::Here),
+            (M::GET, "/resource_providers/u1/inventories", Place::Here),
+            (
+                M::GET,
+                "/resource_providers/u1/inventories/VCPU",
+                Place::Here,
+            ),
+            (M::GET, "/resource_providers/u1/traits", Place::Here),
+            (M::GET, "/resource_providers/u1/aggregates", Place::Here),
+            (M::GET, "/resource_providers/u1/usages", Place::Here),
+            (M::GET, "/allocations/c1", Place::Here),
+            (M::GET, "/resource_classes", Place::Here),
+            (M::GET, "/resource_classes/VCPU", Place::Here),
+            (M::GET, "/traits/HW_CPU_X86_AVX2", Place::Here),
+            // Grow with the cloud.
+            (M::GET, "/resource_providers", Place::Apart),
+            (M::GET, "/resource_providers/u1/allocations", Place::Apart),
+            (M::GET, "/traits", Place::Apart),
+            (M::GET, "/usages", Place::Apart),
+            (M::GET, "/kubeplace/explain", Place::Apart),
+            (M::GET, "/kubeplace/headroom", Place::Apart),
+            // Writes may wait for the cluster.
+            (M::PUT, "/allocations/c1", Place::Apart),
+            (M::POST, "/allocations", Place::Apart),
+            (M::DELETE, "/resource_providers/u1", Place::Apart),
+            (M::PUT, "/traits/CUSTOM_X", Place::Apart),
+            (M::POST, "/reshaper", Place::Apart),
+            (M::HEAD, "/", Place::Apart),
+        ];
+        for (method, path, want) in cases {
+            assert_eq!(place(method, path, ""), *want, "{method} {path}");
+        }
+        // A search with a large limit goes apart at once; a small or malformed one is tried.
+        let path = "/allocation_candidates";
+        for (query, want) in [
+            ("resources=VCPU:1&limit=50", searched),
+            ("resources=VCPU:1&limit=100", searched),
+            ("resources=VCPU:1&limit=101", Place::Apart),
+            ("limit=1000&resources=VCPU:1", Place::Apart),
+            ("resources=VCPU:1&limit=x", searched),
+            ("resources=VCPU:1&limit=-5", searched),
+            ("resources=VCPU:1&member_of=limit=1000", searched),
+        ] {
+            assert_eq!(place(&M::GET, path, query), want, "{query}");
+        }
+    }
+
+    #[test]
+    fn an_attempt_notes_that_it_outgrew_its_steps() {
+        let tried = InPlace::within(7);
+        assert_eq!(tried.steps(), Some(7));
+        assert!(!tried.outgrown());
+        let e = tried.outgrow();
+        assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(tried.outgrown());
+        let apart = InPlace::default();
+        assert_eq!(apart.steps(), None);
+        assert!(!apart.outgrown());
+    }
+}
