@@ -2266,11 +2266,11 @@ fn short_and_long_searches_answer_as_the_command_does() {
     for query in [
         // A few steps: answered in place.
         "resources=VCPU:1&limit=5",
+        "resources=VCPU:1&limit=100",
         "resources=VCPU:1,FPGA:3",
         // Thousands of trees to walk: tried in place, then answered apart.
         "resources=VCPU:1",
         "resources=VCPU:1&resources1=FPGA:1&resources2=FPGA:1&group_policy=isolate",
-        "resources=VCPU:1&limit=100",
         // A large limit: apart at once.
         "resources=VCPU:1&limit=1000",
     ] {
