@@ -40,12 +40,7 @@ pub(crate) fn place(method: &Method, path: &str, query: &str) -> Place {
     if method != Method::GET {
         return Place::Apart;
     }
-    let segments: Vec<&str> = path
-        .trim_matches('/')
-        .split('/')
-        .filter(|s| !s.is_empty())
-        .collect();
-    match segments.as_slice() {
+    match super::router::segments(path).as_slice() {
         [] => Place::Here,
         ["allocation_candidates"] if limit_above(query, IN_PLACE_LIMIT) => Place::Apart,
         ["allocation_candidates"] => Place::HereWithin(IN_PLACE_STEPS),

@@ -12,14 +12,17 @@ use super::{allocations, classes, extensions, inventories, providers, reshaper, 
 /// One route: the methods served on a path, each from a microversion.
 type Methods<'a> = &'a [(Method, u16)];
 
-/// Answers a request with a token and a served version.
-pub(crate) fn route(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply, ApiError> {
-    let segments: Vec<&str> = call
-        .path
-        .trim_matches('/')
+/// A path's segments, without empty ones (`//` and a trailing `/` name nothing).
+pub(crate) fn segments(path: &str) -> Vec<&str> {
+    path.trim_matches('/')
         .split('/')
         .filter(|s| !s.is_empty())
-        .collect();
+        .collect()
+}
+
+/// Answers a request with a token and a served version.
+pub(crate) fn route(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply, ApiError> {
+    let segments = segments(&call.path);
     let m = &call.method;
     use Method as M;
     match segments.as_slice() {
