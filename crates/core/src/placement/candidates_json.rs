@@ -9,6 +9,8 @@
 //! index keeps the providers' uuid order; classes and traits are ranked once per answer),
 //! and a candidate's entries are gathered in buffers reused from one candidate to the next.
 
+use std::sync::Arc;
+
 use super::candidates::{Candidate, CandidateSet};
 use super::ids::{ClassId, Id, ProviderId, TraitId};
 use super::microversion::Microversion;
@@ -222,6 +224,11 @@ impl<'a> Writer<'a> {
         fragments.summary(out, self.mv, |out| {
             self.summary_entry_fresh(out, &index.get(p).uuid, p, s)
         });
+    }
+
+    /// The provider's `"uuid":{summary}` member, when it is kept already.
+    pub(crate) fn kept_summary_entry(&self, p: ProviderId) -> Option<&'a Arc<[u8]>> {
+        self.index.get(p).fragments.kept_summary(self.mv)
     }
 
     /// [`Self::summary_entry`] rendered anew.

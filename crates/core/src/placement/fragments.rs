@@ -64,6 +64,11 @@ impl Fragments {
         kept_or_rendered(summary_slot(self, mv), out, render);
     }
 
+    /// The provider's summary member at `mv`, when it is kept already.
+    pub(crate) fn kept_summary(&self, mv: Microversion) -> Option<&Arc<[u8]>> {
+        summary_slot(self, mv)?.get()
+    }
+
     /// Appends the provider's list entry after its generation at `mv`, kept from 1.14.
     pub(crate) fn listed(
         &self,

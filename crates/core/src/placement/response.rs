@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 use serde_json::{Map, Value, json};
+use smallvec::SmallVec;
 
 use super::candidates::{Candidate, CandidateSet};
 use super::candidates_json::{NameRanks, Scratch, Writer, is_plain, push_quoted, push_str};
@@ -55,6 +56,9 @@ pub struct CandidatesBody<'a> {
 /// Below this many candidates and summaries, [`CandidatesBody::to_json`] writes on one thread.
 const WRITE_APART_FROM: usize = 4_096;
 
+/// Providers whose kept summaries are looked up together before they are copied.
+const SUMMARY_BATCH: usize = 16;
+
 impl CandidatesBody<'_> {
     /// The body as JSON, in parts that joined in order are the same bytes as
     /// `serde_json::to_vec` gives (its summaries listed once). Written by hand
@@ -92,12 +96,25 @@ impl CandidatesBody<'_> {
         let summaries_of = |run: &[ProviderId]| {
             let mut out = Chunks::for_entries(run.len(), buffers);
             let mut scratch = Scratch::default();
-            for (i, p) in run.iter().enumerate() {
-                let out = out.next();
-                if i > 0 {
-                    out.push(b',');
+            // The providers lie far apart in memory: finding a batch's kept members before
+            // copying them lets those reads wait on memory together rather than in turn.
+            let mut first = true;
+            for batch in run.chunks(SUMMARY_BATCH) {
+                let kept: SmallVec<[_; SUMMARY_BATCH]> = batch
+                    .iter()
+                    .map(|p| writer.kept_summary_entry(*p))
+                    .collect();
+                for (p, kept) in batch.iter().zip(kept) {
+                    let out = out.next();
+                    if !first {
+                        out.push(b',');
+                    }
+                    first = false;
+                    match kept {
+                        Some(entry) => out.extend_from_slice(entry),
+                        None => writer.summary_entry(out, *p, &mut scratch),
+                    }
                 }
-                writer.summary_entry(out, *p, &mut scratch);
             }
             out.done()
         };

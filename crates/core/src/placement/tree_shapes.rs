@@ -1,13 +1,15 @@
-//! Counts remembered for trees of one shape.
+//! What one query remembers of trees of one shape.
 //!
 //! Clouds are built from a few kinds of host, so many trees carry the same providers with
 //! the same inventories, usage, traits and aggregates: the index keeps such trees in one
 //! shape ([`super::packed_tree::ShapeId`]), comparing their packs word for word as they
 //! change. Counting the unnumbered group's candidates in closed form reads nothing of a
 //! tree but its pack and the sharing providers its aggregates link, so within one query
-//! every tree of a shape has the same count: it is counted once and looked up after. A
-//! tree that holds a sharing provider of its own is never remembered, since whether a
-//! linked sharing provider is in the tree itself depends on the slots.
+//! every tree of a shape has the same count: it is counted once and looked up after. The
+//! same holds of the candidates a walk finds under a tree, up to the slots of its
+//! providers: they are walked once and replayed for the trees alike after. A tree that
+//! holds a sharing provider of its own is never remembered, since whether a linked sharing
+//! provider is in the tree itself depends on the slots.
 //!
 //! Where trees are seldom alike (hosts each at a usage of its own), remembering pauses after
 //! a trial that finds few alike, so that it costs such a query little, and is tried again
@@ -20,34 +22,50 @@ use super::provider_tree::ProviderIndex;
 /// What a lookup found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Lookup {
-    /// A tree of the same shape was counted: this many candidates.
-    Counted(usize),
-    /// None of its shape yet: the shape, to remember the count under.
+    /// A tree of the same shape was remembered in this query: under this shape.
+    Known(u32),
+    /// None of its shape yet: the shape, to remember under.
     Unseen(u32),
-    /// The tree has no shape to remember (not a root).
+    /// The tree has no shape to remember (not a root), or remembering pauses.
     Off,
 }
 
-/// Lookups in a trial: remembering pauses after one in which fewer than a quarter found a
-/// count (where only a few hosts are at a usage of their own, most lookups find one).
+/// Lookups in a trial: remembering pauses after one in which fewer than a quarter found
+/// something remembered (where only a few hosts are at a usage of their own, most lookups
+/// find one).
 const TRIAL: u32 = 256;
 /// Trees passed over while remembering pauses, before another trial.
 const PAUSE: u32 = 1024;
 
-/// One query's counts, by shape.
-#[derive(Debug, Default)]
-pub(crate) struct ShapeCounts {
-    /// By shape id: the count plus one, 0 where none is known. Sized on first use.
-    counts: Vec<u32>,
-    /// Lookups in the current trial, and how many of them found a count.
+/// What one query remembers of trees, by shape: a count ([`ShapeCounts`]), or the
+/// candidates of a tree walked (`candidates::replay`).
+#[derive(Debug)]
+pub(crate) struct ByShape<T> {
+    /// By shape id; sized on first use.
+    values: Vec<Option<T>>,
+    /// Lookups in the current trial, and how many of them found something.
     looked: u32,
     found: u32,
     /// Trees still to pass over before the next trial; 0 while remembering.
     paused: u32,
 }
 
-impl ShapeCounts {
-    /// The count of a tree of `root`'s shape, if one was counted in this query.
+impl<T> Default for ByShape<T> {
+    fn default() -> Self {
+        ByShape {
+            values: Vec::new(),
+            looked: 0,
+            found: 0,
+            paused: 0,
+        }
+    }
+}
+
+/// One query's counts, by shape.
+pub(crate) type ShapeCounts = ByShape<usize>;
+
+impl<T> ByShape<T> {
+    /// Whether a tree of `root`'s shape was remembered in this query.
     pub(crate) fn lookup(&mut self, index: &ProviderIndex, root: ProviderId) -> Lookup {
         if self.paused > 0 {
             self.paused -= 1;
@@ -58,7 +76,7 @@ impl ShapeCounts {
             let few_alike = self.found * 4 < TRIAL;
             (self.looked, self.found) = (0, 0);
             if few_alike {
-                // The counts remembered so far stay good for the rest of the query.
+                // What was remembered so far stays good for the rest of the query.
                 self.paused = PAUSE;
                 return Lookup::Off;
             }
@@ -66,36 +84,39 @@ impl ShapeCounts {
         let Some(shape) = index.shape(root) else {
             return Lookup::Off;
         };
-        if self.counts.is_empty() {
-            self.counts = vec![0; index.shape_ids()];
+        if self.values.is_empty() {
+            self.values.resize_with(index.shape_ids(), || None);
         }
-        match self.counts.get(shape.0 as usize) {
-            Some(&n) if n > 0 => {
+        match self.values.get(shape.0 as usize) {
+            Some(Some(_)) => {
                 self.found += 1;
-                Lookup::Counted(n as usize - 1)
+                Lookup::Known(shape.0)
             }
             _ => Lookup::Unseen(shape.0),
         }
     }
 
-    /// Remembers the count of a tree of the shape its lookup gave, unless the tree holds
-    /// a sharing provider (or the count is beyond what is remembered).
+    /// What was remembered under a shape [`Self::lookup`] found known.
+    pub(crate) fn get(&self, shape: u32) -> Option<&T> {
+        self.values.get(shape as usize)?.as_ref()
+    }
+
+    /// Remembers `value` for the shape a tree's lookup gave, unless the tree holds a
+    /// sharing provider: whether a sharing provider linked to a tree is in the tree itself
+    /// depends on the slots, not on the shape.
     pub(crate) fn remember(
         &mut self,
         index: &ProviderIndex,
         shape: u32,
         root: ProviderId,
-        n: usize,
+        value: T,
     ) {
-        let Ok(stored) = u32::try_from(n + 1) else {
-            return;
-        };
         let tree = index.root_pack(root);
         if tree.ids().any(|p| index.sharing.binary_search(&p).is_ok()) {
             return;
         }
-        if let Some(slot) = self.counts.get_mut(shape as usize) {
-            *slot = stored;
+        if let Some(slot) = self.values.get_mut(shape as usize) {
+            *slot = Some(value);
         }
     }
 }
@@ -147,8 +168,8 @@ mod tests {
         for i in 0..index.len() {
             let root = index.id(&format!("cn{i:05}")).expect("a root");
             match shapes.lookup(index, root) {
-                Lookup::Counted(n) => {
-                    assert_eq!(n, 7);
+                Lookup::Known(shape) => {
+                    assert_eq!(shapes.get(shape), Some(&7));
                     found += 1;
                 }
                 Lookup::Unseen(shape) => shapes.remember(index, shape, root, 7),

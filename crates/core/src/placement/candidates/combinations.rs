@@ -8,7 +8,7 @@ use super::answer::only_sharing;
 use super::budget::Steps;
 use super::group::GroupPart;
 use super::search::{Scratch, Search, SubtreeFacts};
-use super::visit::{Found, Visit};
+use super::visit::{Found, MadeOf, Visit};
 use crate::placement::ids::{ClassId, ProviderId};
 
 impl<'a> Search<'a> {
@@ -148,10 +148,13 @@ impl<'a> Search<'a> {
         let found = Found {
             allocations: &s.sums,
             groups: &self.groups,
-            parts: &combo,
+            made_of: MadeOf::Parts(&combo),
         };
-        if only_sharing(self.index, &s.sums) && !s.sharing_seen.insert(found.candidate()) {
-            return true;
+        if only_sharing(self.index, &s.sums) {
+            s.met_only_sharing = true;
+            if !s.sharing_seen.insert(found.candidate()) {
+                return true;
+            }
         }
         match visit.one(&found) {
             Some(cost) => s.steps.spend(cost),

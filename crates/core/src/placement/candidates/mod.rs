@@ -27,6 +27,8 @@
 //! - `parts.rs`: each group's parts under one tree.
 //! - `closed_form.rs`: a tree's candidates counted without walking them.
 //! - `combinations.rs`: a tree's combinations of parts, judged and walked with backtracking.
+//! - `replay.rs`: a tree's candidates walked once and replayed for the trees alike;
+//!   `walked.rs`: what is kept of them.
 //! - `visit.rs`: what the walk reports candidates to.
 //! - `gather.rs`: the answer gathered (on several threads for an unlimited search of many
 //!   trees), and candidates counted per tree for explain.
@@ -45,11 +47,13 @@ mod gather;
 mod group;
 mod parts;
 mod prune;
+mod replay;
 mod search;
 mod spare;
 mod trees_alone;
 mod visit;
 mod walk;
+mod walked;
 
 #[cfg(test)]
 mod tests;
@@ -216,6 +220,8 @@ pub struct Walk {
     pub walk_apart_from: usize,
     /// Bytes the candidates it keeps may hold.
     pub max_kept_bytes: usize,
+    /// Whether trees alike one walked before replay its candidates.
+    pub replay: bool,
 }
 
 impl Default for Walk {
@@ -229,6 +235,7 @@ impl Default for Walk {
             threads: 1,
             walk_apart_from: WALK_APART_FROM,
             max_kept_bytes: MAX_KEPT_BYTES,
+            replay: true,
         }
     }
 }
@@ -250,6 +257,7 @@ pub fn counted_candidates_with(
     search.threads = walk.threads;
     search.walk_apart_from = walk.walk_apart_from;
     search.max_kept_bytes = walk.max_kept_bytes;
+    search.replay &= walk.replay;
     search_candidates(index, query, &search, keep)
 }
 

@@ -10,10 +10,11 @@ use super::budget::{MAX_KEPT_BYTES, SEARCH_BUDGET, Steps, Stop};
 use super::facts::{Facts, SharedFacts, has_any};
 use super::group::{Group, GroupPart, resolve_group};
 use super::spare::SpareCandidates;
+use super::walked::Walked;
 use crate::placement::ids::{ClassId, ProviderId, SortedIds, TraitId};
 use crate::placement::provider_tree::ProviderIndex;
 use crate::placement::query::{CandidatesQuery, GroupPolicy};
-use crate::placement::tree_shapes::ShapeCounts;
+use crate::placement::tree_shapes::{ByShape, ShapeCounts};
 
 /// What stays fixed over one query: the index, resolved groups and precomputed links.
 pub(super) struct Search<'a> {
@@ -40,6 +41,9 @@ pub(super) struct Search<'a> {
     /// Whether trees whose candidates the caller only counts are counted in closed form
     /// where that is exact.
     pub(super) closed_form: bool,
+    /// Whether a tree alike one walked before in the query replays its candidates
+    /// (`replay`): off with same_subtree or in_tree, which read more than the tree's pack.
+    pub(super) replay: bool,
     /// Whether combinations of group parts are built group by group, abandoning a prefix
     /// that no choice for the remaining groups can complete (the same candidates in the
     /// same order as trying every combination, which is what it does otherwise).
@@ -96,6 +100,14 @@ pub(super) struct Scratch {
     pub(super) subtree_facts: Vec<SubtreeFacts>,
     /// Counts of trees counted in closed form, for the trees alike that follow.
     pub(super) shapes: ShapeCounts,
+    /// Candidates of trees walked, for the trees alike that follow (`replay`).
+    pub(super) walks: ByShape<Walked>,
+    /// Whether the walk of the current tree met a candidate made only of sharing providers.
+    pub(super) met_only_sharing: bool,
+    /// A replayed candidate's mappings.
+    pub(super) replayed: Vec<(usize, SmallVec<[ProviderId; 4]>)>,
+    /// Candidates kept in `walks`.
+    pub(super) kept_for_replay: usize,
 }
 
 /// One same_subtree set after some of its groups have chosen their parts.
@@ -211,7 +223,7 @@ pub(super) fn prepare<'a>(index: &'a ProviderIndex, query: &CandidatesQuery) -> 
             .collect(),
         None => Vec::new(),
     };
-    let subtree_groups = query
+    let subtree_groups: Vec<Vec<usize>> = query
         .same_subtrees
         .iter()
         .map(|set| {
@@ -225,6 +237,10 @@ pub(super) fn prepare<'a>(index: &'a ProviderIndex, query: &CandidatesQuery) -> 
         .collect();
     // Below 1.29 the search runs to the end whatever the limit (see counted_candidates).
     let limited = query.limit.is_some() && query.microversion.at_least(29);
+    // Replay pays for keeping a tree's candidates only over many trees: not where a limit
+    // ends the search after a few.
+    let replay =
+        !limited && subtree_groups.is_empty() && groups.iter().all(|g| g.in_tree_root.is_none());
     Search {
         index,
         granular: groups.iter().filter(|g| g.same_provider).count(),
@@ -239,6 +255,7 @@ pub(super) fn prepare<'a>(index: &'a ProviderIndex, query: &CandidatesQuery) -> 
         walk_before_pruning: if limited { 32 } else { 0 },
         limit: query.limit.filter(|_| limited),
         closed_form: true,
+        replay,
         backtrack: true,
         budget: SEARCH_BUDGET,
         max_prune_cost: usize::MAX,

@@ -7,28 +7,46 @@ use super::answer::{Candidate, Mappings};
 use super::group::{Group, GroupPart};
 use crate::placement::ids::{ClassId, ProviderId};
 
-/// A candidate the search found, before it is built: its summed allocations and the
-/// group parts it combines. Counting needs only this; kept candidates are built from it.
+/// A candidate the search found, before it is built: its summed allocations and what
+/// its mappings are made of. Counting needs only this; kept candidates are built from it.
 pub(super) struct Found<'s> {
     /// (provider, class, amount), sorted by provider then class.
     pub(super) allocations: &'s [(ProviderId, ClassId, i64)],
     pub(super) groups: &'s [Group],
-    pub(super) parts: &'s [&'s GroupPart],
+    pub(super) made_of: MadeOf<'s>,
+}
+
+/// Where a found candidate's mappings come from.
+pub(super) enum MadeOf<'s> {
+    /// The group parts the walk combined, one per group.
+    Parts(&'s [&'s GroupPart]),
+    /// A replayed candidate's (`replay`): per group suffix, by the index of its first
+    /// group, the providers serving it, sorted.
+    Mappings(&'s [(usize, SmallVec<[ProviderId; 4]>)]),
 }
 
 impl Found<'_> {
     pub(super) fn candidate(&self) -> Candidate {
-        let mut mappings = Mappings::with_capacity(self.parts.len());
-        for (g, part) in self.groups.iter().zip(self.parts) {
-            match mappings.iter_mut().find(|(s, _)| *s == g.suffix) {
-                Some((_, ps)) => ps.extend(part.providers.iter().copied()),
-                None => mappings.push((g.suffix.clone(), part.providers.clone())),
+        let mappings = match self.made_of {
+            MadeOf::Parts(parts) => {
+                let mut mappings = Mappings::with_capacity(parts.len());
+                for (g, part) in self.groups.iter().zip(parts) {
+                    match mappings.iter_mut().find(|(s, _)| *s == g.suffix) {
+                        Some((_, ps)) => ps.extend(part.providers.iter().copied()),
+                        None => mappings.push((g.suffix.clone(), part.providers.clone())),
+                    }
+                }
+                for (_, ps) in &mut mappings {
+                    ps.sort_unstable();
+                    ps.dedup();
+                }
+                mappings
             }
-        }
-        for (_, ps) in &mut mappings {
-            ps.sort_unstable();
-            ps.dedup();
-        }
+            MadeOf::Mappings(kept) => kept
+                .iter()
+                .map(|(g, ps)| (self.groups[*g].suffix.clone(), ps.clone()))
+                .collect(),
+        };
         Candidate {
             allocations: SmallVec::from_slice(self.allocations),
             mappings,

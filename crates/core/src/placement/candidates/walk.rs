@@ -118,29 +118,51 @@ impl<'a> Search<'a> {
         }
     }
 
+    /// The unnumbered group alone (1.29+, where the caller only counts): its candidates
+    /// are the combinations of its lists, counted without walking them, and the same for
+    /// every tree of one shape.
+    fn counted_alone(&self, visit: &impl Visit) -> bool {
+        self.closed_form
+            && self.groups.len() == 1
+            && !self.groups[0].same_provider
+            && !self.groups[0].resources.is_empty()
+            && self.subtree_groups.iter().all(Vec::is_empty)
+            && !visit.wants_each()
+    }
+
     /// Visits the candidates of one tree; false when `visit` asks to stop.
     fn visit_anchor(&self, anchor: ProviderId, s: &mut Scratch, visit: &mut impl Visit) -> bool {
         if !s.steps.spend(1) {
             return false;
         }
         visit.tree(anchor);
-        // The unnumbered group alone (1.29+, where the caller only counts): its candidates
-        // are the combinations of its lists, counted without walking them, and the same for
-        // every tree of one shape.
-        let alone = self.closed_form
-            && self.groups.len() == 1
-            && !self.groups[0].same_provider
-            && !self.groups[0].resources.is_empty()
-            && self.subtree_groups.iter().all(Vec::is_empty)
-            && !visit.wants_each();
+        let alone = self.counted_alone(visit);
         let shape = if alone && self.groups[0].in_tree_root.is_none() {
             s.shapes.lookup(self.index, anchor)
         } else {
             Lookup::Off
         };
-        if let Lookup::Counted(n) = shape {
+        if let Lookup::Known(id) = shape {
+            let n = s.shapes.get(id).copied().unwrap_or_default();
             return n == 0 || visit.many(n);
         }
+        if !alone && self.replay && visit.wants_each() {
+            return self.visit_replayed(anchor, s, visit);
+        }
+        self.walk_tree(anchor, shape, s, visit)
+    }
+
+    /// Walks one tree: its groups' parts, then its candidates counted in closed form
+    /// (remembered under `shape` when it has one) or walked; false when `visit` asks to
+    /// stop.
+    pub(super) fn walk_tree(
+        &self,
+        anchor: ProviderId,
+        shape: Lookup,
+        s: &mut Scratch,
+        visit: &mut impl Visit,
+    ) -> bool {
+        let alone = self.counted_alone(visit);
         let pack = self.index.root_pack(anchor);
         if !self.anchor_allowed(pack.traits(0)) {
             if let Lookup::Unseen(id) = shape {

@@ -34,10 +34,21 @@ impl ProviderIndex {
                     once = false;
                 }
             }
+            let roots = self.root_order();
+            let root_rank = self
+                .slots
+                .iter()
+                .map(|p| {
+                    p.as_ref()
+                        .and_then(|p| p.root)
+                        .map_or(u32::MAX, |r| roots.rank[r.index()])
+                })
+                .collect();
             TreeOrder {
                 providers,
                 rank,
                 once,
+                root_rank,
             }
         })
     }

@@ -4,6 +4,7 @@
 use super::{AGG, AGG2, Cloud, numa_node};
 use crate::placement::candidates::gather::{gathered_in_parallel, trees_of};
 use crate::placement::candidates::search::prepare;
+use crate::placement::candidates::visit::{Found, Visit};
 use crate::placement::candidates::{
     Candidate, CandidateSet, STOP_CHECK_EVERY, SpareCandidates, Stop, Walk,
     allocation_candidates_within, count_candidates, counted_candidates_walking,
@@ -14,6 +15,7 @@ use crate::placement::ids::ProviderId;
 use crate::placement::microversion::Microversion;
 use crate::placement::provider_tree::ProviderIndex;
 use crate::placement::query::{CandidatesQuery, parse_candidates_query};
+use crate::placement::tree_shapes::Lookup;
 
 #[test]
 fn pruning_keeps_every_tree_that_can_serve() {
@@ -276,6 +278,28 @@ fn same_subtree_over_numa_cells_under_a_limit() {
     }
 }
 
+/// What sets compute node `i` (named `cn`) apart from the others of its kind: every
+/// seventh at another usage of its first cell, each from `unlike_from` on at a usage of its
+/// own of its second cell, and every fiftieth with a sharing provider inside the tree.
+fn usages_apart(mut c: Cloud, i: usize, cn: &str, unlike_from: usize) -> Cloud {
+    if i % 7 == 0 {
+        c = c.used(&format!("{cn}-numa0"), "VCPU", 3);
+    }
+    if i >= unlike_from {
+        c = c.used(&format!("{cn}-numa1"), "MEMORY_MB", i as i64);
+    }
+    if i % 50 == 1 {
+        c = c.rp(
+            &format!("{cn}-nfs"),
+            Some(cn),
+            &[("DISK_GB", 10 * (i as i64 + 1))],
+            &["MISC_SHARES_VIA_AGGREGATE"],
+            &[AGG2],
+        );
+    }
+    c
+}
+
 #[test]
 fn trees_alike_are_counted_alike_and_only_those() {
     // 400 compute nodes of a few kinds: most alike, every seventh at a different usage,
@@ -303,21 +327,7 @@ fn trees_alike_are_counted_alike_and_only_those() {
                 &[],
                 &[],
             );
-        if i % 7 == 0 {
-            c = c.used(&format!("{cn}-numa0"), "VCPU", 3);
-        }
-        if i >= 250 {
-            c = c.used(&format!("{cn}-numa1"), "MEMORY_MB", i);
-        }
-        if i % 50 == 1 {
-            c = c.rp(
-                &format!("{cn}-nfs"),
-                Some(&cn),
-                &[("DISK_GB", 10 * (i + 1))],
-                &["MISC_SHARES_VIA_AGGREGATE"],
-                &[AGG2],
-            );
-        }
+        c = usages_apart(c, i, &cn, 250);
     }
     let queries = [
         "resources=VCPU:1,MEMORY_MB:512,DISK_GB:10&required=CUSTOM_GOLD",
@@ -716,4 +726,194 @@ fn the_trees_summarised_are_those_the_candidates_take_from_by_root_name() {
         );
     }
     assert_eq!(all.summary_trees, trees_of(&c.0, &all.candidates));
+}
+
+/// 260 compute nodes of a few kinds, each with two NUMA cells and an SR-IOV function under
+/// each: most alike, some at a usage of their own, in one of two aggregates (each with a
+/// sharing DISK_GB pool), a few with a sharing provider inside the tree, some whose
+/// providers took their slots in another order (children first, or a slot freed by an
+/// earlier tree), and the last 60 each unlike every other.
+fn alike_with_slots_in_other_orders() -> Cloud {
+    let mut c = Cloud::new().disk_pool().rp(
+        "pool2",
+        None,
+        &[("DISK_GB", 50)],
+        &["MISC_SHARES_VIA_AGGREGATE"],
+        &[AGG2],
+    );
+    for i in 0..260 {
+        let cn = format!("cn{i:03}");
+        let traits: &[&str] = if i % 3 == 0 { &["CUSTOM_GOLD"] } else { &[] };
+        let aggs: &[&str] = if i % 5 == 0 { &[AGG] } else { &[AGG2] };
+        let cells: Vec<(String, String)> = (0..2)
+            .map(|k| (format!("{cn}-numa{k}"), format!("{cn}-numa{k}-pf")))
+            .collect();
+        let root = |c: Cloud| c.rp(&cn, None, &[("DISK_GB", 100)], traits, aggs);
+        let cell = |c: Cloud, (numa, pf): &(String, String)| {
+            c.rp(
+                numa,
+                Some(&cn),
+                &[("VCPU", 4), ("MEMORY_MB", 1024)],
+                &[],
+                &[],
+            )
+            .rp(pf, Some(numa), &[("SRIOV_NET_VF", 2)], &[], &[])
+        };
+        c = match i % 4 {
+            // The children first, the second cell before the first, the root last.
+            2 => root(cells.iter().rev().fold(c, cell)),
+            // A provider made and removed first: the tree's root takes its freed slot
+            // after the cells have taken theirs.
+            3 => {
+                let spare = format!("{cn}-spare");
+                let c = c.rp(&spare, None, &[], &[], &[]);
+                let mut c = cells.iter().fold(c, cell);
+                c.0.remove_provider(&spare);
+                root(c)
+            }
+            _ => cells.iter().fold(root(c), cell),
+        };
+        if i % 11 == 0 {
+            c = c.used(&format!("{cn}-numa1-pf"), "SRIOV_NET_VF", 1);
+        }
+        c = usages_apart(c, i, &cn, 200);
+    }
+    c
+}
+
+const REPLAYED_QUERIES: [&str; 8] = [
+    "resources=VCPU:1,MEMORY_MB:512,DISK_GB:10",
+    "resources=VCPU:1,MEMORY_MB:512,DISK_GB:10&required=CUSTOM_GOLD",
+    "resources=VCPU:2,DISK_GB:20&required=!CUSTOM_GOLD&member_of=6a1c1b39-1b10-4f5e-9d2a-5c1f3f7e0a02",
+    "resources=VCPU:1&resources1=SRIOV_NET_VF:1&resources2=SRIOV_NET_VF:1&group_policy=isolate",
+    "resources=VCPU:1&resources1=SRIOV_NET_VF:1&resources2=SRIOV_NET_VF:1&group_policy=none",
+    "resources1=VCPU:1,MEMORY_MB:256&resources2=SRIOV_NET_VF:1&group_policy=none",
+    // Candidates made only of the sharing pools: they count once, never replayed.
+    "resources=DISK_GB:10",
+    "resources=VCPU:1,MEMORY_MB:512,SRIOV_NET_VF:1",
+];
+
+/// Records every candidate reported, at one step each.
+struct Reported(Vec<Candidate>);
+
+impl Visit for Reported {
+    fn wants_each(&self) -> bool {
+        true
+    }
+
+    fn one(&mut self, found: &Found<'_>) -> Option<u64> {
+        self.0.push(found.candidate());
+        Some(1)
+    }
+
+    fn many(&mut self, _n: usize) -> bool {
+        unreachable!("every candidate is wanted")
+    }
+}
+
+#[test]
+fn a_tree_alike_one_walked_replays_the_candidates_its_own_walk_finds() {
+    let c = alike_with_slots_in_other_orders();
+    for q in REPLAYED_QUERIES {
+        let query = parse_candidates_query(q, Microversion(39)).unwrap();
+        let search = prepare(&c.0, &query);
+        assert!(search.replay, "{q}");
+        let (mut replaying, mut walking) = (search.scratch(), search.scratch());
+        let (mut replayed, mut walked) = (Reported(Vec::new()), Reported(Vec::new()));
+        let mut trees_replayed = 0;
+        for &anchor in &c.0.root_order().roots {
+            let kept =
+                c.0.shape(anchor)
+                    .is_some_and(|s| replaying.walks.get(s.0).is_some());
+            let (a, b) = (replayed.0.len(), walked.0.len());
+            assert!(search.visit_replayed(anchor, &mut replaying, &mut replayed));
+            assert!(search.walk_tree(anchor, Lookup::Off, &mut walking, &mut walked));
+            // The same candidates in the same order, for the same steps.
+            assert_eq!(replayed.0[a..], walked.0[b..], "{q} under {anchor:?}");
+            assert_eq!(
+                replaying.steps.left, walking.steps.left,
+                "{q} under {anchor:?}"
+            );
+            trees_replayed += usize::from(kept && replayed.0.len() > a);
+        }
+        if q == "resources=DISK_GB:10" {
+            assert_eq!(trees_replayed, 0, "{q}");
+        } else {
+            assert!(trees_replayed >= 40, "{q}: {trees_replayed} trees replayed");
+        }
+    }
+}
+
+#[test]
+fn searches_that_replay_trees_answer_as_those_that_walk_every_tree() {
+    let c = alike_with_slots_in_other_orders();
+    let every = Walk {
+        replay: false,
+        budget: u64::MAX,
+        ..Walk::default()
+    };
+    let mut found_below_29 = 0;
+    for q in REPLAYED_QUERIES {
+        for mv in [25, 28, 39] {
+            let query = parse_candidates_query(q, Microversion(mv)).unwrap();
+            let (count, whole) = counted_candidates_with(&c.0, &query, usize::MAX, every);
+            // (Below 1.29 only candidates of one provider per tree count.)
+            assert!(count > 0 || mv < 29, "{q} at {mv}");
+            found_below_29 += usize::from(mv < 29 && count > 0);
+            for threads in [1, 2] {
+                let replaying = Walk {
+                    threads,
+                    walk_apart_from: 0,
+                    ..every
+                };
+                let (n, got) = counted_candidates_with(
+                    &c.0,
+                    &query,
+                    usize::MAX,
+                    Walk {
+                        replay: true,
+                        ..replaying
+                    },
+                );
+                assert_eq!(n, count, "{q} at {mv} on {threads}");
+                assert_eq!(got.candidates, whole.candidates, "{q} at {mv} on {threads}");
+                assert_eq!(got.summary_trees, whole.summary_trees, "{q} at {mv}");
+                assert_eq!(got.summary_only, whole.summary_only, "{q} at {mv}");
+            }
+            // Out of budget at every point of the walk: where it ends and what it found are
+            // the same. (Below 1.29 a limit keeps the first few and the walk goes on.)
+            for budget in [7, 60, 333, 1_000, 2_500, 6_000] {
+                let q = if mv < 29 {
+                    format!("{q}&limit=3")
+                } else {
+                    q.to_string()
+                };
+                let query = parse_candidates_query(&q, Microversion(mv)).unwrap();
+                let tight = Walk { budget, ..every };
+                let (n, walked) = counted_candidates_with(&c.0, &query, usize::MAX, tight);
+                let (m, replayed) = counted_candidates_with(
+                    &c.0,
+                    &query,
+                    usize::MAX,
+                    Walk {
+                        replay: true,
+                        ..tight
+                    },
+                );
+                assert_eq!(
+                    (m, replayed.exhausted),
+                    (n, walked.exhausted),
+                    "{q} at {mv}, {budget}"
+                );
+                assert_eq!(
+                    replayed.candidates, walked.candidates,
+                    "{q} at {mv}, {budget}"
+                );
+            }
+        }
+    }
+    assert!(
+        found_below_29 >= 6,
+        "{found_below_29} queries below 1.29 found candidates"
+    );
 }
