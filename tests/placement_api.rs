@@ -1401,7 +1401,8 @@ fn kept_answers_follow_every_change() {
 /// provider in it is replaced by another.
 #[test]
 fn a_large_list_is_sent_while_it_is_made() {
-    let cloud = accelerator_cloud("large-list", 700, 2);
+    // 6,300 providers: past the count from which a list is streamed.
+    let cloud = accelerator_cloud("large-list", 2_100, 2);
     let s = Server::start(&["-f", cloud.to_str().unwrap()]);
     let check = |what: &str| {
         for mv in ["1.13", "1.39"] {
@@ -1416,8 +1417,8 @@ fn a_large_list_is_sent_while_it_is_made() {
                 "{what} at {mv}"
             );
             let entries = v["resource_providers"].as_array().unwrap();
-            assert_eq!(entries.len(), 2_100, "{what} at {mv}");
-            for entry in entries.iter().step_by(97).chain(entries.last()) {
+            assert_eq!(entries.len(), 6_300, "{what} at {mv}");
+            for entry in entries.iter().step_by(291).chain(entries.last()) {
                 let uuid = entry["uuid"].as_str().unwrap();
                 let own = s.call(
                     "GET",
