@@ -11,10 +11,10 @@
 //!
 //! Not replayed: searches with a limit that ends them (after a few trees, too soon for
 //! replay to pay for keeping candidates), with same_subtree (which reads the tree's links,
-//! not in the pack) or in_tree (which names one tree), trees whose walk met a candidate made only of
-//! sharing providers (those count once across trees), trees with more candidates than
-//! [`MAX_REPLAYED`], trees the budget left would not cover, and trees alike none kept once
-//! a walk has kept [`MAX_KEPT_FOR_REPLAY`] candidates.
+//! not in the pack) or in_tree (which names one tree); trees whose walk met a candidate
+//! made only of sharing providers (those count once across trees), trees with more
+//! candidates than [`MAX_REPLAYED`], trees the budget left would not cover; and no tree is
+//! kept any more once a walk has kept [`MAX_KEPT_FOR_REPLAY`] candidates.
 
 use smallvec::SmallVec;
 
@@ -27,10 +27,10 @@ use crate::placement::packed_tree::PackedTree;
 use crate::placement::tree_shapes::Lookup;
 
 /// Most candidates a tree's walk may find and still be kept for replay.
-pub(super) const MAX_REPLAYED: usize = 256;
+const MAX_REPLAYED: usize = 256;
 /// Most candidates one walk keeps for replay over all its trees (about 11 MiB): where
 /// trees are seldom alike, what is kept is seldom replayed.
-pub(super) const MAX_KEPT_FOR_REPLAY: usize = 1 << 16;
+const MAX_KEPT_FOR_REPLAY: usize = 1 << 16;
 
 /// Forwards a walk's candidates to the visit, and keeps them by place.
 struct Recorder<'v, 'p, V> {
@@ -38,7 +38,8 @@ struct Recorder<'v, 'p, V> {
     pack: PackedTree<'p>,
     kept: Vec<Kept>,
     charged: u64,
-    /// Cleared when the walk cannot be replayed (too many candidates, or counted ones).
+    /// Cleared when the walk cannot be replayed (too many candidates, or some counted
+    /// without being reported).
     replayable: bool,
 }
 
