@@ -42,7 +42,8 @@ pub(super) struct Search<'a> {
     /// where that is exact.
     pub(super) closed_form: bool,
     /// Whether a tree alike one walked before in the query replays its candidates
-    /// (`replay`): off with same_subtree or in_tree, which read more than the tree's pack.
+    /// (`replay`): off where a limit ends the search, and with same_subtree or in_tree,
+    /// which read more than the tree's pack.
     pub(super) replay: bool,
     /// Whether combinations of group parts are built group by group, abandoning a prefix
     /// that no choice for the remaining groups can complete (the same candidates in the

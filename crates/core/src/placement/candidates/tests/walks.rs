@@ -732,7 +732,7 @@ fn the_trees_summarised_are_those_the_candidates_take_from_by_root_name() {
 /// each: most alike, some at a usage of their own, in one of two aggregates (each with a
 /// sharing DISK_GB pool), a few with a sharing provider inside the tree, some whose
 /// providers took their slots in another order (children first, or a slot freed by an
-/// earlier tree), and the last 60 each unlike every other.
+/// earlier tree), and the last 61 each unlike every other.
 fn alike_with_slots_in_other_orders() -> Cloud {
     let mut c = Cloud::new().disk_pool().rp(
         "pool2",
@@ -741,7 +741,8 @@ fn alike_with_slots_in_other_orders() -> Cloud {
         &["MISC_SHARES_VIA_AGGREGATE"],
         &[AGG2],
     );
-    for i in 0..260 {
+    // From 1: the first tree in the pool's aggregate (cn005) has trees alike after it.
+    for i in 1..=260 {
         let cn = format!("cn{i:03}");
         let traits: &[&str] = if i % 3 == 0 { &["CUSTOM_GOLD"] } else { &[] };
         let aggs: &[&str] = if i % 5 == 0 { &[AGG] } else { &[AGG2] };
