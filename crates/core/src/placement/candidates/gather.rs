@@ -7,6 +7,7 @@ use std::sync::{Mutex, PoisonError};
 
 use super::answer::{Candidate, CandidateSet, one_provider_per_tree, only_sharing};
 use super::budget::{BudgetExhausted, Stop};
+use super::prune::SlotSet;
 use super::search::{Search, prepare};
 use super::visit::{Found, Visit};
 use crate::placement::ids::ProviderId;
@@ -212,29 +213,31 @@ pub(super) fn search_candidates(
     (count, result)
 }
 
-/// The trees candidates take from, by root name. Marked one bit a tree by the rank of the
-/// provider's root, read from a table by slot: an unlimited answer names a few providers
-/// for each of tens of thousands of candidates.
+/// The trees candidates take from, by root name. Marked one bit a slot, each provider's
+/// root read from the tree order's table rather than from the provider: an unlimited
+/// answer names a few providers for each of tens of thousands of candidates.
 pub(super) fn trees_of(index: &ProviderIndex, candidates: &[Candidate]) -> Vec<ProviderId> {
-    let roots = &index.root_order().roots;
-    let root_rank = &index.tree_order().root_rank;
-    let mut marked = vec![0u64; roots.len().div_ceil(64)];
+    let root_of = &index.tree_order().root;
+    let mut marked = SlotSet::new(index.slots.len());
     for (p, _, _) in candidates.iter().flat_map(|c| c.allocations.iter()) {
-        if let Some(&rank) = root_rank.get(p.index())
-            && rank != u32::MAX
-        {
-            marked[rank as usize / 64] |= 1 << (rank % 64);
+        if let Some(Some(r)) = root_of.get(p.index()) {
+            marked.insert(*r);
         }
     }
-    let mut trees = Vec::new();
-    for (w, &word) in marked.iter().enumerate() {
-        let mut bits = word;
-        while bits != 0 {
-            trees.push(roots[w * 64 + bits.trailing_zeros() as usize]);
-            bits &= bits - 1;
-        }
+    let order = index.root_order();
+    if marked.len() * 16 >= order.roots.len() {
+        // Many of the trees: the roots in name order, filtered.
+        order
+            .roots
+            .iter()
+            .copied()
+            .filter(|r| marked.contains(*r))
+            .collect()
+    } else {
+        let mut trees: Vec<ProviderId> = marked.ids().collect();
+        trees.sort_unstable_by_key(|r| order.rank[r.index()]);
+        trees
     }
-    trees
 }
 
 /// Every candidate of a search without a limit, its trees cut into runs walked on threads

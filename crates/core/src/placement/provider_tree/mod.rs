@@ -114,10 +114,9 @@ pub(crate) struct TreeOrder {
     pub(crate) rank: Vec<u32>,
     /// Whether no provider is listed twice (links that do not make trees could).
     pub(crate) once: bool,
-    /// By slot: the rank in root order of the provider's root (its `root`), `u32::MAX`
-    /// for a slot with none. Answers name the trees of tens of thousands of candidates'
-    /// providers; this table is read where each provider would be.
-    pub(crate) root_rank: Vec<u32>,
+    /// By slot: the provider's `root`. Answers name the trees of tens of thousands of
+    /// candidates' providers; this table is read where each provider would be.
+    pub(crate) root: Vec<Option<ProviderId>>,
 }
 
 /// Providers and usages, with the lookups candidate search needs.

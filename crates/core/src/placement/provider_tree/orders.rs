@@ -34,21 +34,16 @@ impl ProviderIndex {
                     once = false;
                 }
             }
-            let roots = self.root_order();
-            let root_rank = self
+            let root = self
                 .slots
                 .iter()
-                .map(|p| {
-                    p.as_ref()
-                        .and_then(|p| p.root)
-                        .map_or(u32::MAX, |r| roots.rank[r.index()])
-                })
+                .map(|p| p.as_ref().and_then(|p| p.root))
                 .collect();
             TreeOrder {
                 providers,
                 rank,
                 once,
-                root_rank,
+                root,
             }
         })
     }
