@@ -205,10 +205,9 @@ fn check(nodes: &[Node], idx: &ProviderIndex, q: &Query, qs: &str) -> Vec<String
             assert!(*amount <= inv.max_unit);
         }
         // Forbidden traits are on no provider of the unnumbered group; required ones are on some.
-        let mapping: BTreeMap<&str, Vec<String>> = c
-            .mappings
-            .iter()
-            .map(|(s, ps)| (s.as_str(), ps.iter().map(|p| named_of(idx, *p)).collect()))
+        let mapping: BTreeMap<&str, Vec<String>> = set
+            .mappings(c)
+            .map(|(s, ps)| (s, ps.iter().map(|p| named_of(idx, *p)).collect()))
             .collect();
         if let Some(ps) = mapping.get("") {
             let pooled: BTreeSet<&str> = ps.iter().flat_map(|p| traits_of(p)).collect();

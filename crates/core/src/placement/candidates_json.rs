@@ -192,7 +192,7 @@ impl<'a> Writer<'a> {
         out.push(if dict { b'}' } else { b']' });
         if self.mv.at_least(34) {
             out.extend_from_slice(b",\"mappings\":{");
-            for (k, (suffix, providers)) in c.mappings.iter().enumerate() {
+            for (k, (suffix, providers)) in self.set.mappings(c).enumerate() {
                 if k > 0 {
                     out.push(b',');
                 }

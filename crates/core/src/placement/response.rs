@@ -156,6 +156,7 @@ impl Serialize for Requests<'_, '_> {
         let CandidatesBody { index, set, mv } = self.0;
         s.collect_seq(set.candidates.iter().map(|c| Request {
             index,
+            set,
             candidate: c,
             mv: *mv,
         }))
@@ -164,6 +165,7 @@ impl Serialize for Requests<'_, '_> {
 
 struct Request<'a> {
     index: &'a ProviderIndex,
+    set: &'a CandidateSet,
     candidate: &'a Candidate,
     mv: Microversion,
 }
@@ -244,6 +246,7 @@ impl Serialize for Request<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let Request {
             index,
+            set,
             candidate: c,
             mv,
         } = self;
@@ -274,10 +277,10 @@ impl Serialize for Request<'_> {
         }
         if mv.at_least(34) {
             let mappings = MapOf(|| {
-                c.mappings.iter().map(|(suffix, ps)| {
+                set.mappings(c).map(|(suffix, ps)| {
                     let mut uuids: Vec<&str> = ps.iter().map(|p| &*index.get(*p).uuid).collect();
                     uuids.sort_unstable();
-                    (suffix.as_str(), uuids)
+                    (suffix, uuids)
                 })
             });
             request.serialize_entry("mappings", &mappings)?;

@@ -9,8 +9,76 @@ use super::budget::BudgetExhausted;
 use crate::placement::ids::{ClassId, ProviderId};
 use crate::placement::provider_tree::ProviderIndex;
 
-/// A candidate's group suffixes, each with the providers serving it.
-pub(crate) type Mappings = SmallVec<[(String, SmallVec<[ProviderId; 4]>); 1]>;
+/// A candidate's mappings: each request group it serves, by the group's place among the
+/// query's groups ([`CandidateSet::suffixes`]), with the providers serving it, sorted. The
+/// providers of every group are held one after another, up to four of them and three
+/// groups in place, so that most candidates hold no heap of their own and name no suffix
+/// (an unlimited search keeps tens of thousands of them).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Mappings {
+    providers: SmallVec<[ProviderId; 4]>,
+    /// Each group's place and where its providers end in `providers`, in group order.
+    groups: SmallVec<[(u32, u32); 3]>,
+}
+
+impl Mappings {
+    /// Mappings of (group place, provider) pairs in any order, repeats dropped.
+    pub(crate) fn from_pairs(pairs: &mut [(u32, ProviderId)]) -> Mappings {
+        pairs.sort_unstable();
+        let mut m = Mappings::default();
+        let mut last = None;
+        for &(group, p) in pairs.iter() {
+            if last == Some((group, p)) {
+                continue;
+            }
+            if last.map(|(g, _)| g) != Some(group) {
+                m.groups.push((group, 0));
+            }
+            m.providers.push(p);
+            if let Some(end) = m.groups.last_mut() {
+                end.1 = m.providers.len() as u32;
+            }
+            last = Some((group, p));
+        }
+        m
+    }
+
+    /// Each group's place with the providers serving it, in group order.
+    pub fn iter(&self) -> impl Iterator<Item = (usize, &[ProviderId])> {
+        let mut start = 0;
+        self.groups.iter().map(move |&(group, end)| {
+            let providers = &self.providers[start..end as usize];
+            start = end as usize;
+            (group as usize, providers)
+        })
+    }
+
+    /// How many providers serve the groups, counted once a group.
+    pub fn providers(&self) -> usize {
+        self.providers.len()
+    }
+
+    /// Room for providers and for groups, in place or not (for tests).
+    #[cfg(test)]
+    pub(crate) fn capacities(&self) -> (usize, usize) {
+        (self.providers.capacity(), self.groups.capacity())
+    }
+
+    /// Heap bytes held, as allocated (at least 16 bytes a block).
+    fn spilled_bytes(&self) -> usize {
+        spilled(&self.providers) + spilled(&self.groups)
+    }
+}
+
+/// Heap bytes a vector spilled to, as allocated (at least 16 bytes a block); none for
+/// what it holds in place.
+fn spilled<A: smallvec::Array>(v: &SmallVec<A>) -> usize {
+    if v.spilled() {
+        (v.capacity() * std::mem::size_of::<A::Item>()).max(16)
+    } else {
+        0
+    }
+}
 
 /// One candidate: amounts per provider and class, and which providers serve each group.
 /// Most candidates take a few classes from a few providers for one or two groups; those
@@ -20,7 +88,7 @@ pub(crate) type Mappings = SmallVec<[(String, SmallVec<[ProviderId; 4]>); 1]>;
 pub struct Candidate {
     /// (provider, class, amount), sorted by provider then class.
     pub allocations: SmallVec<[(ProviderId, ClassId, i64); 4]>,
-    /// Group suffix → providers serving it, sorted.
+    /// Group → providers serving it, sorted.
     pub mappings: Mappings,
 }
 
@@ -28,24 +96,9 @@ impl Candidate {
     /// The bytes the candidate holds, its heap included (as allocated: at least 16 bytes a
     /// block; nothing for what is held in place).
     pub fn bytes(&self) -> usize {
-        fn block(n: usize) -> usize {
-            if n == 0 { 0 } else { n.max(16) }
-        }
-        fn spilled<A: smallvec::Array>(v: &SmallVec<A>) -> usize {
-            if v.spilled() {
-                block(v.capacity() * std::mem::size_of::<A::Item>())
-            } else {
-                0
-            }
-        }
         std::mem::size_of::<Candidate>()
             + spilled(&self.allocations)
-            + spilled(&self.mappings)
-            + self
-                .mappings
-                .iter()
-                .map(|(suffix, ps)| block(suffix.capacity()) + spilled(ps))
-                .sum::<usize>()
+            + self.mappings.spilled_bytes()
     }
 }
 
@@ -62,9 +115,27 @@ pub struct CandidateSet {
     /// Set when the search ran out of budget under a `limit`: the candidates are those
     /// found before it did, fewer than the limit.
     pub exhausted: Option<BudgetExhausted>,
+    /// The query's group suffixes in order (the unnumbered group's is empty): a
+    /// candidate's mappings name their groups by place in it.
+    pub suffixes: Vec<String>,
 }
 
 impl CandidateSet {
+    /// A candidate's mappings by group suffix, in group order.
+    pub fn mappings<'s>(
+        &'s self,
+        c: &'s Candidate,
+    ) -> impl Iterator<Item = (&'s str, &'s [ProviderId])> {
+        c.mappings
+            .iter()
+            .map(|(group, providers)| (self.suffix(group), providers))
+    }
+
+    /// The suffix of the group at this place (empty where there is none).
+    pub fn suffix(&self, group: usize) -> &str {
+        self.suffixes.get(group).map_or("", String::as_str)
+    }
+
     /// A candidate as (provider name, class, amount) triples.
     pub fn named(&self, index: &ProviderIndex, c: &Candidate) -> Vec<(String, String, i64)> {
         c.allocations

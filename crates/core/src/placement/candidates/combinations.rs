@@ -147,7 +147,6 @@ impl<'a> Search<'a> {
         }
         let found = Found {
             allocations: &s.sums,
-            groups: &self.groups,
             made_of: MadeOf::Parts(&combo),
         };
         if only_sharing(self.index, &s.sums) {

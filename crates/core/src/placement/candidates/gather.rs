@@ -133,7 +133,7 @@ impl Visit for Gather<'_, '_> {
                 // Keeping a candidate costs steps in proportion to its size, and its bytes
                 // count against the search's memory: past [`MAX_KEPT_BYTES`] the search
                 // ends as one whose steps ran out.
-                let mapped: usize = candidate.mappings.iter().map(|(_, ps)| ps.len()).sum();
+                let mapped = candidate.mappings.providers();
                 cost = (candidate.allocations.len() + mapped) as u64;
                 self.kept_bytes = self.kept_bytes.saturating_add(candidate.bytes());
                 if self.kept_bytes > self.max_bytes {
@@ -164,6 +164,7 @@ pub(super) fn search_candidates(
 ) -> (usize, CandidateSet) {
     let nested = query.microversion.at_least(29);
     let mut result = CandidateSet {
+        suffixes: query.groups.keys().cloned().collect(),
         requested_classes: query
             .groups
             .values()

@@ -58,7 +58,7 @@ mod walked;
 #[cfg(test)]
 mod tests;
 
-pub use answer::{Candidate, CandidateSet};
+pub use answer::{Candidate, CandidateSet, Mappings};
 pub use budget::{BudgetExhausted, MAX_KEPT_BYTES, SEARCH_BUDGET, STOP_CHECK_EVERY, Stop};
 pub(crate) use facts::{in_any, in_every_set};
 pub(crate) use gather::candidates_per_tree;

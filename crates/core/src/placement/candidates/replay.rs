@@ -51,20 +51,17 @@ impl<V> Recorder<'_, '_, V> {
         }
     }
 
-    fn keep(&mut self, found: &Found<'_>, candidate: &Candidate) {
+    fn keep(&mut self, candidate: &Candidate) {
         let allocations = candidate
             .allocations
             .iter()
             .map(|(p, c, a)| (self.at(*p), *c, *a))
             .collect();
-        let mut mappings = SmallVec::new();
-        for (suffix, providers) in &candidate.mappings {
-            let Some(g) = found.groups.iter().position(|g| g.suffix == *suffix) else {
-                self.replayable = false;
-                return;
-            };
-            mappings.push((g, providers.iter().map(|p| self.at(*p)).collect()));
-        }
+        let mappings = candidate
+            .mappings
+            .iter()
+            .map(|(g, providers)| (g, providers.iter().map(|p| self.at(*p)).collect()))
+            .collect();
         self.kept.push(Kept {
             allocations,
             mappings,
@@ -81,7 +78,7 @@ impl<V: Visit> Visit for Recorder<'_, '_, V> {
         let cost = self.inner.one(found)?;
         self.charged = self.charged.saturating_add(cost);
         if self.replayable && self.kept.len() < MAX_REPLAYED {
-            self.keep(found, &found.candidate());
+            self.keep(&found.candidate());
         } else {
             self.replayable = false;
         }
@@ -183,7 +180,6 @@ impl<'a> Search<'a> {
             }
             let found = Found {
                 allocations: sums,
-                groups: &self.groups,
                 made_of: MadeOf::Mappings(replayed),
             };
             match visit.one(&found) {

@@ -4,7 +4,7 @@
 use smallvec::SmallVec;
 
 use super::answer::{Candidate, Mappings};
-use super::group::{Group, GroupPart};
+use super::group::GroupPart;
 use crate::placement::ids::{ClassId, ProviderId};
 
 /// A candidate the search found, before it is built: its summed allocations and what
@@ -12,7 +12,6 @@ use crate::placement::ids::{ClassId, ProviderId};
 pub(super) struct Found<'s> {
     /// (provider, class, amount), sorted by provider then class.
     pub(super) allocations: &'s [(ProviderId, ClassId, i64)],
-    pub(super) groups: &'s [Group],
     pub(super) made_of: MadeOf<'s>,
 }
 
@@ -20,8 +19,8 @@ pub(super) struct Found<'s> {
 pub(super) enum MadeOf<'s> {
     /// The group parts the walk combined, one per group.
     Parts(&'s [&'s GroupPart]),
-    /// A replayed candidate's (`replay`): per group suffix, by the index of its first
-    /// group, the providers serving it, sorted.
+    /// A replayed candidate's (`replay`): per group, by its place, the providers serving
+    /// it.
     Mappings(&'s [(usize, SmallVec<[ProviderId; 4]>)]),
 }
 
@@ -29,23 +28,19 @@ impl Found<'_> {
     pub(super) fn candidate(&self) -> Candidate {
         let mappings = match self.made_of {
             MadeOf::Parts(parts) => {
-                let mut mappings = Mappings::with_capacity(parts.len());
-                for (g, part) in self.groups.iter().zip(parts) {
-                    match mappings.iter_mut().find(|(s, _)| *s == g.suffix) {
-                        Some((_, ps)) => ps.extend(part.providers.iter().copied()),
-                        None => mappings.push((g.suffix.clone(), part.providers.clone())),
-                    }
+                let mut pairs: SmallVec<[(u32, ProviderId); 8]> = SmallVec::new();
+                for (g, part) in parts.iter().enumerate() {
+                    pairs.extend(part.providers.iter().map(|p| (g as u32, *p)));
                 }
-                for (_, ps) in &mut mappings {
-                    ps.sort_unstable();
-                    ps.dedup();
-                }
-                mappings
+                Mappings::from_pairs(&mut pairs)
             }
-            MadeOf::Mappings(kept) => kept
-                .iter()
-                .map(|(g, ps)| (self.groups[*g].suffix.clone(), ps.clone()))
-                .collect(),
+            MadeOf::Mappings(kept) => {
+                let mut pairs: SmallVec<[(u32, ProviderId); 8]> = kept
+                    .iter()
+                    .flat_map(|(g, ps)| ps.iter().map(move |p| (*g as u32, *p)))
+                    .collect();
+                Mappings::from_pairs(&mut pairs)
+            }
         };
         Candidate {
             allocations: SmallVec::from_slice(self.allocations),

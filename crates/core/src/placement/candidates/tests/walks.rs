@@ -162,7 +162,7 @@ fn a_group_only_one_device_can_serve_does_not_stall_the_others() {
         c.0.id("cn0-numa1-dev00").unwrap(),
     ];
     for cand in &set.candidates {
-        let eighth = &cand.mappings.iter().find(|(s, _)| s == "8").unwrap().1;
+        let eighth = set.mappings(cand).find(|(s, _)| *s == "8").unwrap().1;
         assert_eq!(eighth.len(), 1);
         assert!(fast.contains(&eighth[0]), "{eighth:?}");
     }
@@ -268,9 +268,9 @@ fn same_subtree_over_numa_cells_under_a_limit() {
     let set = try_allocation_candidates(&c.0, &query).unwrap();
     assert_eq!((set.candidates.len(), set.exhausted), (1000, None));
     for cand in &set.candidates {
-        let numa = &cand.mappings.iter().find(|(s, _)| s == "_N").unwrap().1;
+        let numa = set.mappings(cand).find(|(s, _)| *s == "_N").unwrap().1;
         assert_eq!(numa.len(), 1);
-        for (s, ps) in &cand.mappings {
+        for (s, ps) in set.mappings(cand) {
             if !s.is_empty() && s != "_N" {
                 assert_eq!(c.0.get(ps[0]).parent, Some(numa[0]), "{s} outside its cell");
             }
@@ -665,31 +665,77 @@ fn a_search_whose_candidates_outgrow_its_memory_stops() {
 }
 
 #[test]
+fn mappings_hold_each_group_once_in_group_order_with_its_providers_sorted_and_distinct() {
+    use crate::placement::candidates::Mappings;
+    let p = ProviderId;
+    let mut pairs = [
+        (2, p(7)),
+        (0, p(5)),
+        (2, p(3)),
+        (0, p(1)),
+        (2, p(7)),
+        (1, p(9)),
+    ];
+    let m = Mappings::from_pairs(&mut pairs);
+    let groups: Vec<(usize, Vec<ProviderId>)> = m.iter().map(|(g, ps)| (g, ps.to_vec())).collect();
+    assert_eq!(
+        groups,
+        [
+            (0, vec![p(1), p(5)]),
+            (1, vec![p(9)]),
+            (2, vec![p(3), p(7)])
+        ]
+    );
+    assert_eq!(m.providers(), 5);
+    assert_eq!(Mappings::from_pairs(&mut []).iter().count(), 0);
+    // The same pairs in another order make equal mappings; another provider does not.
+    let mut shuffled = [(1, p(9)), (2, p(3)), (0, p(1)), (2, p(7)), (0, p(5))];
+    assert_eq!(Mappings::from_pairs(&mut shuffled), m);
+    let mut other = [(1, p(9)), (2, p(3)), (0, p(1)), (2, p(8)), (0, p(5))];
+    assert_ne!(Mappings::from_pairs(&mut other), m);
+}
+
+#[test]
 fn a_candidate_counts_the_heap_it_spills_to_and_not_what_it_holds_in_place() {
-    use crate::placement::candidates::Candidate;
+    use crate::placement::candidates::{Candidate, Mappings};
     use crate::placement::ids::ClassId;
     let item = |i: u32| (ProviderId(i), ClassId(i), 1);
-    let in_place = Candidate {
-        allocations: (0..4).map(item).collect(),
-        mappings: [(String::new(), (0..4).map(ProviderId).collect())]
-            .into_iter()
-            .collect(),
+    let pairs = |groups: &[u32], per_group: u32| -> Vec<(u32, ProviderId)> {
+        groups
+            .iter()
+            .flat_map(|g| (0..per_group).map(move |p| (*g, ProviderId(p))))
+            .collect()
     };
-    assert_eq!(in_place.bytes(), std::mem::size_of::<Candidate>());
-    let spilled = Candidate {
-        allocations: (0..5).map(item).collect(),
-        mappings: [
-            (String::new(), (0..5).map(ProviderId).collect()),
-            ("_NET1".to_string(), (0..1).map(ProviderId).collect()),
-        ]
-        .into_iter()
-        .collect(),
-    };
-    let heap = spilled.allocations.capacity() * 16
-        + spilled.mappings.capacity() * std::mem::size_of_val(&spilled.mappings[0])
-        + 16 // "_NET1", at least a block
-        + spilled.mappings[0].1.capacity() * 4;
-    assert_eq!(spilled.bytes(), std::mem::size_of::<Candidate>() + heap);
+    // Four providers of one group, or one each of three groups: all in place.
+    for mut in_place in [pairs(&[0], 4), pairs(&[0, 1, 2], 1)] {
+        let c = Candidate {
+            allocations: (0..4).map(item).collect(),
+            mappings: Mappings::from_pairs(&mut in_place),
+        };
+        assert_eq!(c.bytes(), std::mem::size_of::<Candidate>());
+    }
+    // Five allocations, with six providers of two groups, then with four groups.
+    let six_providers = (0..5)
+        .map(|p| (0, ProviderId(p)))
+        .chain([(1, ProviderId(9))])
+        .collect();
+    for mut spilling in [six_providers, pairs(&[0, 1, 2, 3], 1)] {
+        let c = Candidate {
+            allocations: (0..5).map(item).collect(),
+            mappings: Mappings::from_pairs(&mut spilling),
+        };
+        let (providers, groups) = c.mappings.capacities();
+        let block = |room: usize, inline: usize, size: usize| {
+            if room > inline {
+                (room * size).max(16)
+            } else {
+                0
+            }
+        };
+        let heap = c.allocations.capacity() * 16 + block(providers, 4, 4) + block(groups, 3, 8);
+        assert!(heap > c.allocations.capacity() * 16, "something spilled");
+        assert_eq!(c.bytes(), std::mem::size_of::<Candidate>() + heap);
+    }
 }
 
 #[test]
