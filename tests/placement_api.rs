@@ -1472,6 +1472,83 @@ fn a_large_list_is_sent_while_it_is_made() {
 }
 
 #[test]
+fn a_list_shows_each_providers_own_generation_however_few_have_changed() {
+    let s = Server::start(&[]);
+    let uuids: Vec<String> = (0..6)
+        .map(|i| {
+            let created = s.call(
+                "POST",
+                "/resource_providers",
+                LATEST,
+                Some(&json!({"name": format!("gen-rp{i}")})),
+            );
+            created.expect(200);
+            created.json()["uuid"].as_str().unwrap().to_string()
+        })
+        .collect();
+    let bump = |uuid: &str, times: u64| {
+        let own = s.call("GET", &format!("/resource_providers/{uuid}"), LATEST, None);
+        let from = own.json()["generation"].as_u64().unwrap();
+        for generation in from..from + times {
+            let path = format!("/resource_providers/{uuid}/traits");
+            let body = json!({"resource_provider_generation": generation, "traits": []});
+            s.call("PUT", &path, LATEST, Some(&body)).expect(200);
+        }
+    };
+    let check = |query: &str, expected: &[(usize, u64)]| {
+        let listed = s.call("GET", &format!("/resource_providers{query}"), LATEST, None);
+        listed.expect(200);
+        let entries = listed.json()["resource_providers"]
+            .as_array()
+            .unwrap()
+            .clone();
+        assert_eq!(entries.len(), expected.len(), "{query}");
+        for (i, generation) in expected {
+            let entry = entries
+                .iter()
+                .find(|e| e["uuid"] == uuids[*i].as_str())
+                .unwrap_or_else(|| panic!("{query}: gen-rp{i} missing"));
+            assert_eq!(entry["generation"], *generation, "{query}: gen-rp{i}");
+            let own = s.call(
+                "GET",
+                &format!("/resource_providers/{}", uuids[*i]),
+                LATEST,
+                None,
+            );
+            assert_eq!(own.json()["generation"], *generation, "gen-rp{i} itself");
+        }
+    };
+    let all = |generations: [u64; 6]| -> Vec<(usize, u64)> {
+        generations.into_iter().enumerate().collect()
+    };
+    check("", &all([0; 6]));
+    // Two of six changed: fewer than are listed.
+    bump(&uuids[1], 2);
+    bump(&uuids[4], 1);
+    check("", &all([0, 2, 0, 0, 1, 0]));
+    // As many changed as are listed, or more.
+    check("?name=gen-rp1", &[(1, 2)]);
+    check("?name=gen-rp0", &[(0, 0)]);
+    for (i, uuid) in uuids.iter().enumerate().skip(2) {
+        bump(uuid, 1 + i as u64 % 2);
+    }
+    check("", &all([0, 2, 1, 2, 2, 2]));
+    check("?name=gen-rp4", &[(4, 2)]);
+    // A provider deleted and made again under its uuid starts again at 0.
+    s.call(
+        "DELETE",
+        &format!("/resource_providers/{}", uuids[1]),
+        LATEST,
+        None,
+    )
+    .expect(204);
+    let again = json!({"name": "gen-rp1", "uuid": uuids[1]});
+    s.call("POST", "/resource_providers", LATEST, Some(&again))
+        .expect(200);
+    check("", &all([0, 0, 1, 2, 2, 2]));
+}
+
+#[test]
 fn provider_names_that_are_not_object_names_round_trip() {
     let s = Server::start(&[]);
     let name = "cn9:Open vSwitch agent:br-ex";

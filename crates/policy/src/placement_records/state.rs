@@ -264,6 +264,18 @@ impl<'a> State<'a> {
         let store = &self.store;
         let index = store.index();
         match self.backing {
+            // The book counts only providers changed since they were made: where fewer
+            // changed than are asked for, those few go in a table by slot and the rest
+            // read 0, rather than every provider's uuid being looked up.
+            Backing::Memory if self.book.generations.len() < providers.len() => {
+                let mut table = vec![0; index.slot_count()];
+                for (uuid, generation) in &self.book.generations {
+                    for id in index.ids_with_uuid(uuid) {
+                        table[id.slot()] = *generation;
+                    }
+                }
+                providers.iter().map(|p| table[p.slot()]).collect()
+            }
             Backing::Memory => providers
                 .iter()
                 .map(|p| self.generation(index.uuid_at(*p)))

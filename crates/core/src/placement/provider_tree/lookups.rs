@@ -215,6 +215,11 @@ impl ProviderIndex {
         names
     }
 
+    /// Ids of the providers with this uuid, in no particular order.
+    pub fn ids_with_uuid(&self, uuid: &str) -> &[ProviderId] {
+        self.by_uuid.get(uuid).map_or(&[], Vec::as_slice)
+    }
+
     /// Whether a provider shares its inventory through its aggregates
     /// (`MISC_SHARES_VIA_AGGREGATE` among its own or provider-config traits).
     pub fn shares_via_aggregate(&self, name: &str) -> bool {
