@@ -4,18 +4,16 @@
 //! Placement name (see [`kubeplace_api::provider_name`]) whose `spec.uuid` is the uuid given (else
 //! kubeplace's UUIDv5 of the name), written through admission.
 
-use std::sync::Arc;
-
 use http::StatusCode;
 use serde_json::{Map, Value, json};
 
 use kubeplace_api::{Kind, Object, ResourceProvider, ResourceProviderSpec, SortedMap};
-use kubeplace_core::placement::ProviderIndex;
 use kubeplace_core::placement::derived_provider_uuid;
-use kubeplace_core::placement::ids::ProviderId;
 use kubeplace_core::placement::query::parse_providers_query;
 use kubeplace_core::placement::resource_providers::matching_providers;
-use kubeplace_core::placement::response::{ProvidersStream, provider_links, providers_json_parts};
+use kubeplace_core::placement::response::{
+    Listed, ProvidersStream, provider_links, providers_json_parts,
+};
 use kubeplace_policy::admission::{Operation, admit};
 use kubeplace_policy::store::ObjectKey;
 
@@ -74,25 +72,28 @@ pub(crate) fn list(api: &PlacementApi, ctx: &Ctx, query: &str) -> Result<Reply, 
     // A large list whose entries are kept is sent while it is made: copying megabytes of
     // entries and sending them overlap (without a thread to make it on, it is written whole).
     // A smaller one is written here, into a buffer kept from earlier answers.
-    if let Some(mut stream) = ProvidersStream::new(index.clone(), listed.clone(), ctx.mv) {
-        if listed.len() < STREAMED_FROM {
-            let body = ReplyBody::filled(|out| stream.fill(out));
-            return Ok(json_bytes_reply(StatusCode::OK, body));
+    let mut stream = match ProvidersStream::new(index, listed, ctx.mv) {
+        Ok(stream) => stream,
+        Err((index, listed)) => {
+            let threads = kubeplace_core::runs::cores();
+            let parts = providers_json_parts(&index, &listed, ctx.mv, threads, &SpareParts);
+            return Ok(json_bytes_reply(
+                StatusCode::OK,
+                ReplyBody::from_kept_parts(parts),
+            ));
         }
-        if let Ok(body) = ReplyBody::streamed(stream.len(), move |out| stream.fill(out)) {
-            return Ok(json_bytes_reply(StatusCode::OK, body));
+    };
+    let body = if stream.entries() < STREAMED_FROM {
+        ReplyBody::filled(|out| stream.fill(out))
+    } else {
+        let len = stream.len();
+        match ReplyBody::streamed(len, move |out: &mut Vec<u8>| stream.fill(out)) {
+            Ok(body) => body,
+            Err(fill) => ReplyBody::filled(fill),
         }
-    }
-    let threads = kubeplace_core::runs::cores();
-    let parts = providers_json_parts(&index, &listed, ctx.mv, threads, &SpareParts);
-    Ok(json_bytes_reply(
-        StatusCode::OK,
-        ReplyBody::from_kept_parts(parts),
-    ))
+    };
+    Ok(json_bytes_reply(StatusCode::OK, body))
 }
-
-/// The providers a list query finds, with their generations, and the index they are in.
-type Listed = (Arc<ProviderIndex>, Vec<(ProviderId, u64)>);
 
 /// The providers a list query finds (see [`list`]).
 fn listed(state: &State<'_>, ctx: &Ctx, query: &str) -> Result<Listed, ApiError> {
@@ -119,9 +120,7 @@ fn listed(state: &State<'_>, ctx: &Ctx, query: &str) -> Result<Listed, ApiError>
         )));
     }
     let index = state.store().index_now();
-    let found = matching_providers(&index, &q);
-    let generations = state.generations_of(&found);
-    let listed = found.into_iter().zip(generations).collect();
+    let listed = state.with_generations(matching_providers(&index, &q));
     Ok((index, listed))
 }
 

@@ -53,15 +53,21 @@ impl ReplyBody {
     /// parts overlaps making the later ones. `fill` says `false` when there is no part
     /// left, and is not called again once the caller goes away. The parts must add up to
     /// `len`: if they fall short, the connection is cut rather than the answer passed as
-    /// whole. Fails only when no thread can be started.
-    pub(crate) fn streamed(
-        len: u64,
-        mut fill: impl FnMut(&mut Vec<u8>) -> bool + Send + 'static,
-    ) -> std::io::Result<Self> {
+    /// whole. Where no thread can be started, `fill` is handed back.
+    pub(crate) fn streamed<F>(len: u64, fill: F) -> Result<Self, F>
+    where
+        F: FnMut(&mut Vec<u8>) -> bool + Send + 'static,
+    {
         let (tx, rx) = mpsc::channel(PARTS_AHEAD);
-        std::thread::Builder::new()
+        // `fill` goes to the thread once it has started, so that it is still here if it
+        // cannot start.
+        let (give, take) = std::sync::mpsc::sync_channel::<F>(1);
+        let started = std::thread::Builder::new()
             .name("placement-answer".into())
             .spawn(move || {
+                let Ok(mut fill) = take.recv() else {
+                    return;
+                };
                 loop {
                     let mut part = SparePart::take();
                     if !fill(&mut part.0) {
@@ -71,12 +77,19 @@ impl ReplyBody {
                         return;
                     }
                 }
-            })?;
-        Ok(ReplyBody {
-            parts: VecDeque::new(),
-            more: Some(rx),
-            left: len,
-        })
+            });
+        match started {
+            Ok(_) => {
+                // The thread waits for it; were it gone, the parts fall short (see above).
+                let _ = give.send(fill);
+                Ok(ReplyBody {
+                    parts: VecDeque::new(),
+                    more: Some(rx),
+                    left: len,
+                })
+            }
+            Err(_) => Err(fill),
+        }
     }
 
     /// A body of parts written in buffers from [`SpareParts`], each kept again once sent.
@@ -531,7 +544,7 @@ mod tests {
             }
             None => false,
         })
-        .unwrap()
+        .unwrap_or_else(|_| panic!("no thread to make the parts on"))
     }
 
     /// A body made on another thread is its parts in order, and says its length first.

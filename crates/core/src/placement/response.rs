@@ -614,6 +614,9 @@ pub struct ProvidersStream {
     next: Part,
 }
 
+/// Providers to list with their generations, and the index they are in.
+pub type Listed = (Arc<ProviderIndex>, Vec<(ProviderId, u64)>);
+
 /// Where a [`ProvidersStream`] is.
 #[derive(Clone, Copy)]
 enum Part {
@@ -629,24 +632,30 @@ const LIST_OPEN: &[u8] = b"{\"resource_providers\":[";
 const LIST_CLOSE: &[u8] = b"]}";
 
 impl ProvidersStream {
-    /// The body for `listed` at `mv`; `None` below 1.14, where entries are not kept.
+    /// The body for `listed` at `mv`; below 1.14, where entries are not kept, `index` and
+    /// `listed` are handed back.
     pub fn new(
         index: Arc<ProviderIndex>,
         listed: Vec<(ProviderId, u64)>,
         mv: Microversion,
-    ) -> Option<ProvidersStream> {
+    ) -> Result<ProvidersStream, Listed> {
         if !mv.at_least(14) {
-            return None;
+            return Err((index, listed));
         }
         // About 1 MiB a part (an entry is at most a few hundred bytes but for odd names).
         let entries_per_part = 1024;
-        Some(ProvidersStream {
+        Ok(ProvidersStream {
             index,
             listed,
             mv,
             entries_per_part,
             next: Part::Opening,
         })
+    }
+
+    /// How many providers the list holds.
+    pub fn entries(&self) -> usize {
+        self.listed.len()
     }
 
     /// The whole body's length in bytes, summed from the entries' kept fragments (rendered

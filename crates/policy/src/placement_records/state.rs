@@ -256,13 +256,16 @@ impl<'a> State<'a> {
         }
     }
 
-    /// [`State::generation`] of each of `providers` of the store's index, in order. Over a
-    /// cluster a list of a quarter of the providers or more reads them from the table the
-    /// store keeps ([`Store::provider_generations`]; made first if the store changed since),
-    /// a shorter one looks each up unless that table is made already.
-    pub fn generations_of(&self, providers: &[ProviderId]) -> Vec<u64> {
+    /// Each of `providers` of the store's index with its [`State::generation`], in order.
+    /// Over a cluster a list of a quarter of the providers or more reads them from the
+    /// table the store keeps ([`Store::provider_generations`]; made first if the store
+    /// changed since), a shorter one looks each up unless that table is made already.
+    pub fn with_generations(&self, providers: Vec<ProviderId>) -> Vec<(ProviderId, u64)> {
         let store = &self.store;
         let index = store.index();
+        let each = |generation: &dyn Fn(ProviderId) -> u64| {
+            providers.iter().map(|p| (*p, generation(*p))).collect()
+        };
         match self.backing {
             // The book counts only providers changed since they were made: where fewer
             // changed than are asked for, those few go in a table by slot and the rest
@@ -274,23 +277,17 @@ impl<'a> State<'a> {
                         table[id.slot()] = *generation;
                     }
                 }
-                providers.iter().map(|p| table[p.slot()]).collect()
+                each(&|p| table[p.slot()])
             }
-            Backing::Memory => providers
-                .iter()
-                .map(|p| self.generation(index.uuid_at(*p)))
-                .collect(),
+            Backing::Memory => each(&|p| self.generation(index.uuid_at(p))),
             Backing::Cluster
                 if providers.len().saturating_mul(4) >= index.len()
                     || store.provider_generations_kept() =>
             {
                 let table = store.provider_generations();
-                providers.iter().map(|p| table[p.slot()]).collect()
+                each(&|p| table[p.slot()])
             }
-            Backing::Cluster => providers
-                .iter()
-                .map(|p| store.provider_generation(index.name_at(*p)).unwrap_or(0))
-                .collect(),
+            Backing::Cluster => each(&|p| store.provider_generation(index.name_at(p)).unwrap_or(0)),
         }
     }
 
