@@ -26,21 +26,36 @@ impl Mappings {
     pub(crate) fn from_pairs(pairs: &mut [(u32, ProviderId)]) -> Mappings {
         pairs.sort_unstable();
         let mut m = Mappings::default();
-        let mut last = None;
-        for &(group, p) in pairs.iter() {
-            if last == Some((group, p)) {
-                continue;
-            }
-            if last.map(|(g, _)| g) != Some(group) {
-                m.groups.push((group, 0));
-            }
-            m.providers.push(p);
-            if let Some(end) = m.groups.last_mut() {
-                end.1 = m.providers.len() as u32;
-            }
-            last = Some((group, p));
+        for run in pairs.chunk_by(|a, b| a.0 == b.0) {
+            let providers: SmallVec<[ProviderId; 8]> = run.iter().map(|(_, p)| *p).collect();
+            m.add(run[0].0, &providers);
         }
         m
+    }
+
+    /// Adds the providers serving the group at `group`. Groups are added in order; one
+    /// added again is merged with what it has, one out of order goes where it belongs.
+    pub(crate) fn add(&mut self, group: u32, providers: &[ProviderId]) {
+        let last = self.groups.last().map(|(g, _)| *g);
+        if last.is_some_and(|last| last > group) {
+            let mut pairs: SmallVec<[(u32, ProviderId); 8]> = self
+                .iter()
+                .flat_map(|(g, ps)| ps.iter().map(move |p| (g as u32, *p)))
+                .chain(providers.iter().map(|p| (group, *p)))
+                .collect();
+            *self = Mappings::from_pairs(&mut pairs);
+            return;
+        }
+        let mut serving: SmallVec<[ProviderId; 8]> = SmallVec::from_slice(providers);
+        if last == Some(group) {
+            self.groups.pop();
+            let start = self.groups.last().map_or(0, |(_, end)| *end as usize);
+            serving.extend(self.providers.drain(start..));
+        }
+        serving.sort_unstable();
+        serving.dedup();
+        self.providers.extend_from_slice(&serving);
+        self.groups.push((group, self.providers.len() as u32));
     }
 
     /// Each group's place with the providers serving it, in group order.

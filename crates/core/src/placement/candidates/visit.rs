@@ -26,22 +26,19 @@ pub(super) enum MadeOf<'s> {
 
 impl Found<'_> {
     pub(super) fn candidate(&self) -> Candidate {
-        let mappings = match self.made_of {
+        let mut mappings = Mappings::default();
+        match self.made_of {
             MadeOf::Parts(parts) => {
-                let mut pairs: SmallVec<[(u32, ProviderId); 8]> = SmallVec::new();
                 for (g, part) in parts.iter().enumerate() {
-                    pairs.extend(part.providers.iter().map(|p| (g as u32, *p)));
+                    mappings.add(g as u32, &part.providers);
                 }
-                Mappings::from_pairs(&mut pairs)
             }
             MadeOf::Mappings(kept) => {
-                let mut pairs: SmallVec<[(u32, ProviderId); 8]> = kept
-                    .iter()
-                    .flat_map(|(g, ps)| ps.iter().map(move |p| (*g as u32, *p)))
-                    .collect();
-                Mappings::from_pairs(&mut pairs)
+                for (g, providers) in kept {
+                    mappings.add(*g as u32, providers);
+                }
             }
-        };
+        }
         Candidate {
             allocations: SmallVec::from_slice(self.allocations),
             mappings,

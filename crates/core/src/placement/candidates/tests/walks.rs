@@ -693,6 +693,14 @@ fn mappings_hold_each_group_once_in_group_order_with_its_providers_sorted_and_di
     assert_eq!(Mappings::from_pairs(&mut shuffled), m);
     let mut other = [(1, p(9)), (2, p(3)), (0, p(1)), (2, p(8)), (0, p(5))];
     assert_ne!(Mappings::from_pairs(&mut other), m);
+    // Added group by group: in order, a group again, and one out of order.
+    let mut added = Mappings::default();
+    added.add(0, &[p(5), p(1), p(5)]);
+    added.add(2, &[p(7)]);
+    added.add(2, &[p(3), p(7)]);
+    assert_eq!(added.providers(), 4);
+    added.add(1, &[p(9)]);
+    assert_eq!(added, m);
 }
 
 #[test]
