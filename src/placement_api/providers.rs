@@ -120,7 +120,7 @@ fn listed(state: &State<'_>, ctx: &Ctx, query: &str) -> Result<Listed, ApiError>
         )));
     }
     let index = state.store().index_now();
-    let listed = state.with_generations(matching_providers(&index, &q));
+    let listed = state.with_generations(&matching_providers(&index, &q));
     Ok((index, listed))
 }
 

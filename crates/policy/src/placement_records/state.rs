@@ -260,12 +260,15 @@ impl<'a> State<'a> {
     /// Over a cluster a list of a quarter of the providers or more reads them from the
     /// table the store keeps ([`Store::provider_generations`]; made first if the store
     /// changed since), a shorter one looks each up unless that table is made already.
-    pub fn with_generations(&self, providers: Vec<ProviderId>) -> Vec<(ProviderId, u64)> {
+    pub fn with_generations(&self, providers: &[ProviderId]) -> Vec<(ProviderId, u64)> {
         let store = &self.store;
         let index = store.index();
-        let each = |generation: &dyn Fn(ProviderId) -> u64| {
+        fn paired(
+            providers: &[ProviderId],
+            generation: impl Fn(ProviderId) -> u64,
+        ) -> Vec<(ProviderId, u64)> {
             providers.iter().map(|p| (*p, generation(*p))).collect()
-        };
+        }
         match self.backing {
             // The book counts only providers changed since they were made: where fewer
             // changed than are asked for, those few go in a table by slot and the rest
@@ -277,17 +280,19 @@ impl<'a> State<'a> {
                         table[id.slot()] = *generation;
                     }
                 }
-                each(&|p| table[p.slot()])
+                paired(providers, |p| table[p.slot()])
             }
-            Backing::Memory => each(&|p| self.generation(index.uuid_at(p))),
+            Backing::Memory => paired(providers, |p| self.generation(index.uuid_at(p))),
             Backing::Cluster
                 if providers.len().saturating_mul(4) >= index.len()
                     || store.provider_generations_kept() =>
             {
                 let table = store.provider_generations();
-                each(&|p| table[p.slot()])
+                paired(providers, |p| table[p.slot()])
             }
-            Backing::Cluster => each(&|p| store.provider_generation(index.name_at(p)).unwrap_or(0)),
+            Backing::Cluster => paired(providers, |p| {
+                store.provider_generation(index.name_at(p)).unwrap_or(0)
+            }),
         }
     }
 

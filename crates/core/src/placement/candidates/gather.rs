@@ -164,7 +164,8 @@ pub(super) fn search_candidates(
 ) -> (usize, CandidateSet) {
     let nested = query.microversion.at_least(29);
     let mut result = CandidateSet {
-        suffixes: query.groups.keys().cloned().collect(),
+        // A candidate's mappings name each group by its place among the search's groups.
+        suffixes: search.groups.iter().map(|g| g.suffix.clone()).collect(),
         requested_classes: query
             .groups
             .values()

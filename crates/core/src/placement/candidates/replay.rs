@@ -16,8 +16,6 @@
 //! candidates than [`MAX_REPLAYED`], trees the budget left would not cover; and no tree is
 //! kept any more once a walk has kept [`MAX_KEPT_FOR_REPLAY`] candidates.
 
-use smallvec::SmallVec;
-
 use super::answer::Candidate;
 use super::search::{Scratch, Search};
 use super::visit::{Found, MadeOf, Visit};
@@ -173,10 +171,9 @@ impl<'a> Search<'a> {
             );
             sums.sort_unstable_by_key(|(p, c, _)| (*p, *c));
             replayed.clear();
+            // In this tree's slots; `Found::candidate` sorts each group's providers.
             for (g, ats) in &kept.mappings {
-                let mut providers: SmallVec<[ProviderId; 4]> = ats.iter().map(place).collect();
-                providers.sort_unstable();
-                replayed.push((*g, providers));
+                replayed.push((*g, ats.iter().map(place).collect()));
             }
             let found = Found {
                 allocations: sums,

@@ -17,7 +17,7 @@ pub(super) enum At {
 #[derive(Debug)]
 pub(super) struct Kept {
     pub(super) allocations: SmallVec<[(At, ClassId, i64); 4]>,
-    /// Per group suffix (by the index of its first group), the providers serving it.
+    /// Per group (by its place among the search's groups), the providers serving it.
     pub(super) mappings: SmallVec<[(usize, SmallVec<[At; 4]>); 1]>,
 }
 
