@@ -1471,6 +1471,99 @@ fn a_large_list_is_sent_while_it_is_made() {
     let _ = std::fs::remove_file(cloud);
 }
 
+/// Lists that name a provider, a tree or an aggregate are made where the request was read
+/// when they are short, and apart when the aggregate has more members than that allows:
+/// either way each answer is the matching entries of the list of every provider, in its
+/// order.
+#[test]
+fn named_lists_short_or_long_are_the_matching_entries_of_the_whole_list() {
+    const WIDE: &str = "00000000-0000-4000-8000-00000000000a";
+    const NARROW: &str = "00000000-0000-4000-8000-00000000000b";
+    // 2,600 trees of a root and a child: the wide aggregate has 2,600 members (more than a
+    // list may judge in place), the narrow one 13 (every 200th root).
+    let mut docs = Vec::new();
+    for t in 0..2_600 {
+        let narrow = if t % 200 == 0 {
+            format!(", {NARROW}")
+        } else {
+            String::new()
+        };
+        docs.push(format!(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata: {{name: host{t}}}\nspec:\n  inventories:\n    VCPU: {{total: 8}}\n  aggregates: [{WIDE}{narrow}]\n"
+        ));
+        docs.push(format!(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata: {{name: host{t}-nic}}\nspec:\n  parent: host{t}\n  inventories:\n    SRIOV_NET_VF: {{total: 4}}\n"
+        ));
+    }
+    let path =
+        std::env::temp_dir().join(format!("kubeplace-named-lists-{}.yaml", std::process::id()));
+    std::fs::write(&path, docs.join("---\n")).expect("write the cloud");
+    let s = Server::start(&["-f", path.to_str().unwrap()]);
+    let all = s.call("GET", "/resource_providers", LATEST, None);
+    all.expect(200);
+    let all = all.json()["resource_providers"].as_array().unwrap().clone();
+    assert_eq!(all.len(), 5_200);
+    let uuid_of = |name: &str| {
+        let entry = all.iter().find(|e| e["name"] == name).unwrap();
+        entry["uuid"].as_str().unwrap().to_string()
+    };
+    let root = |e: &Value| {
+        let name = e["name"].as_str().unwrap();
+        name.strip_suffix("-nic").unwrap_or(name).to_string()
+    };
+    let is_root = |e: &Value| !e["name"].as_str().unwrap().ends_with("-nic");
+    let number = |e: &Value| root(e)[4..].parse::<usize>().unwrap();
+    let tree = uuid_of("host400");
+    type Matches<'a> = Box<dyn Fn(&Value) -> bool + 'a>;
+    let cases: Vec<(String, Matches)> = vec![
+        (format!("member_of={WIDE}"), Box::new(is_root)),
+        (
+            format!("member_of={NARROW}"),
+            Box::new(|e| is_root(e) && number(e) % 200 == 0),
+        ),
+        (
+            format!("member_of=in:{NARROW},{WIDE}&resources=VCPU:8"),
+            Box::new(is_root),
+        ),
+        (
+            "name=host7-nic".into(),
+            Box::new(|e| e["name"] == "host7-nic"),
+        ),
+        ("name=host9999".into(), Box::new(|_| false)),
+        (
+            format!("name=host7&member_of={NARROW}"),
+            Box::new(|_| false),
+        ),
+        (
+            format!("name=host400&member_of={NARROW}"),
+            Box::new(|e| e["name"] == "host400"),
+        ),
+        (
+            format!("in_tree={tree}"),
+            Box::new(|e| root(e) == "host400"),
+        ),
+        (
+            format!("in_tree={tree}&resources=SRIOV_NET_VF:1"),
+            Box::new(|e| e["name"] == "host400-nic"),
+        ),
+    ];
+    for (query, matches) in &cases {
+        let listed = s.call("GET", &format!("/resource_providers?{query}"), LATEST, None);
+        listed.expect(200);
+        let got = listed.json()["resource_providers"]
+            .as_array()
+            .unwrap()
+            .clone();
+        let want: Vec<Value> = all.iter().filter(|e| matches(e)).cloned().collect();
+        assert_eq!(got.len(), want.len(), "{query}");
+        assert!(
+            got == want,
+            "{query}: not the matching entries of the whole list"
+        );
+    }
+    let _ = std::fs::remove_file(path);
+}
+
 #[test]
 fn a_list_shows_each_providers_own_generation_however_few_have_changed() {
     let s = Server::start(&[]);

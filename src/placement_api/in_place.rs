@@ -2,11 +2,14 @@
 //! consumer, the discovery document, a search that ends after a few thousand steps. Moving
 //! such a request to a thread of the blocking pool and back costs two thread wake-ups, more
 //! than the work itself, so it is answered on the runtime's thread that read it. Work that
-//! grows with the cloud (lists, writes, long searches) is answered on a thread apart, so
-//! that it never holds up the connections the runtime serves. A candidates search is first
-//! tried in place within [`IN_PLACE_STEPS`] steps; one that needs more is searched again,
-//! apart, with its whole budget (which gives the same answer: see
-//! `allocation_candidates_within`).
+//! grows with the cloud (long lists, writes, long searches) is answered on a thread apart,
+//! so that it never holds up the connections the runtime serves. A candidates search is
+//! first tried in place within [`IN_PLACE_STEPS`] steps; one that needs more is searched
+//! again, apart, with its whole budget (which gives the same answer: see
+//! `allocation_candidates_within`). A list of providers that names a provider, a tree or
+//! an aggregate is made in place when it judges at most [`IN_PLACE_PROVIDERS`] providers,
+//! known before the first is judged (`matching_providers_within`); a longer one, and any
+//! other list, goes apart.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -20,6 +23,11 @@ use super::wire::ApiError;
 /// outgrows them after 75–160 µs, about 1 % of its time apart.
 pub(crate) const IN_PLACE_STEPS: u64 = 2_000;
 
+/// Providers a list may judge in place. A list answered apart waits for two thread
+/// wake-ups, which on a loaded 2-core machine cost about as much as listing a thousand
+/// providers; a list of up to this many is made where it was read (docs/performance.md).
+pub(crate) const IN_PLACE_PROVIDERS: u64 = 2_048;
+
 /// Candidates queries with a larger limit are searched apart at once: their answers are
 /// long enough that the attempt in place would more often be lost than gained.
 pub(crate) const IN_PLACE_LIMIT: u64 = 100;
@@ -29,7 +37,8 @@ pub(crate) const IN_PLACE_LIMIT: u64 = 100;
 pub(crate) enum Place {
     /// Where it was read: its work is bounded by one object or one small table.
     Here,
-    /// Where it was read if its search ends within this many steps; apart otherwise.
+    /// Where it was read if its work ends within this many steps (a search's steps, or the
+    /// providers a list judges); apart otherwise.
     HereWithin(u64),
     /// On a thread apart.
     Apart,
@@ -44,6 +53,7 @@ pub(crate) fn place(method: &Method, path: &str, query: &str) -> Place {
         [] => Place::Here,
         ["allocation_candidates"] if limit_above(query, IN_PLACE_LIMIT) => Place::Apart,
         ["allocation_candidates"] => Place::HereWithin(IN_PLACE_STEPS),
+        ["resource_providers"] if narrowed_list(query) => Place::HereWithin(IN_PLACE_PROVIDERS),
         ["resource_providers", _] => Place::Here,
         [
             "resource_providers",
@@ -54,10 +64,25 @@ pub(crate) fn place(method: &Method, path: &str, query: &str) -> Place {
         ["allocations", _] => Place::Here,
         ["resource_classes"] | ["resource_classes", _] => Place::Here,
         ["traits", _] => Place::Here,
-        // Lists of providers, of traits and a project's usages grow with the cloud; a
-        // provider's allocations with its consumers; the extensions are searches.
+        // Lists of traits and a project's usages grow with the cloud; a provider's
+        // allocations with its consumers; the extensions are searches.
         _ => Place::Apart,
     }
+}
+
+/// Whether a list of providers with `query` names a provider, a tree or aggregates to be
+/// a member of: such lists are most often short (a host's provider, its tree, the members
+/// of an aggregate). Lists filtered by traits or resources alone most often hold much of
+/// the cloud, and go apart at once rather than be tried in place first.
+fn narrowed_list(query: &str) -> bool {
+    query.split('&').any(|pair| {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match key {
+            "name" | "in_tree" => true,
+            "member_of" => !value.starts_with('!'),
+            _ => false,
+        }
+    })
 }
 
 /// Whether `query` has a `limit` that is a number above `most` (one that is not a number
@@ -85,7 +110,7 @@ impl InPlace {
         }
     }
 
-    /// The steps a search may take here, when the request is tried in place.
+    /// The steps a search may take (or the providers a list may judge) here, when the request is tried in place.
     pub(crate) fn steps(&self) -> Option<u64> {
         self.steps
     }
@@ -96,7 +121,7 @@ impl InPlace {
         self.outgrown.store(true, Ordering::Relaxed);
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "the search needs more steps than in place allows",
+            "the work needs more than in place allows",
         )
     }
 
@@ -134,7 +159,6 @@ mod tests {
             (M::GET, "/resource_classes/VCPU", Place::Here),
             (M::GET, "/traits/HW_CPU_X86_AVX2", Place::Here),
             // Grow with the cloud.
-            (M::GET, "/resource_providers", Place::Apart),
             (M::GET, "/resource_providers/u1/allocations", Place::Apart),
             (M::GET, "/traits", Place::Apart),
             (M::GET, "/usages", Place::Apart),
@@ -164,6 +188,28 @@ mod tests {
         ] {
             assert_eq!(place(&M::GET, path, query), want, "{query}");
         }
+        // A list that names a provider, a tree or an aggregate is tried in place; one by
+        // traits, resources or uuid alone, or only away from aggregates, goes apart at once.
+        let path = "/resource_providers";
+        let listed = Place::HereWithin(IN_PLACE_PROVIDERS);
+        for (query, want) in [
+            ("name=cn1", listed),
+            ("in_tree=u1", listed),
+            ("member_of=a1", listed),
+            ("member_of=in:a1,a2&required=CUSTOM_X", listed),
+            ("resources=VCPU:1&member_of=!a1&member_of=a2", listed),
+            ("required=HW_CPU_X86_AVX2&name=cn1", listed),
+            ("", Place::Apart),
+            ("member_of=!a1", Place::Apart),
+            ("member_of=!in:a1,a2", Place::Apart),
+            ("required=HW_CPU_X86_AVX2", Place::Apart),
+            ("resources=VCPU:2&required=!CUSTOM_GOLD", Place::Apart),
+            ("uuid=u1", Place::Apart),
+            ("required=name", Place::Apart),
+        ] {
+            assert_eq!(place(&M::GET, path, query), want, "{query}");
+        }
+        assert_eq!(place(&M::POST, path, "name=cn1"), Place::Apart);
     }
 
     #[test]

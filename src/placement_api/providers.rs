@@ -10,7 +10,9 @@ use serde_json::{Map, Value, json};
 use kubeplace_api::{Kind, Object, ResourceProvider, ResourceProviderSpec, SortedMap};
 use kubeplace_core::placement::derived_provider_uuid;
 use kubeplace_core::placement::query::parse_providers_query;
-use kubeplace_core::placement::resource_providers::matching_providers;
+use kubeplace_core::placement::resource_providers::{
+    matching_providers, matching_providers_within,
+};
 use kubeplace_core::placement::response::{
     Listed, ProvidersStream, provider_links, providers_json_parts,
 };
@@ -67,8 +69,8 @@ pub(crate) fn provider_json(state: &State<'_>, ctx: &Ctx, name: &str) -> Result<
 /// The providers and their generations are read under the lock; the body is written after
 /// it, from the index as it was then (a large list is megabytes), mostly from each
 /// provider's kept JSON ([`providers_json_parts`]).
-pub(crate) fn list(api: &PlacementApi, ctx: &Ctx, query: &str) -> Result<Reply, ApiError> {
-    let (index, listed) = api.read(|state| listed(state, ctx, query))?;
+pub(crate) fn list(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply, ApiError> {
+    let (index, listed) = api.read(|state| listed(state, ctx, call))?;
     // A large list whose entries are kept is sent while it is made: copying megabytes of
     // entries and sending them overlap (without a thread to make it on, it is written whole).
     // A smaller one is written here, into a buffer kept from earlier answers.
@@ -96,8 +98,8 @@ pub(crate) fn list(api: &PlacementApi, ctx: &Ctx, query: &str) -> Result<Reply, 
 }
 
 /// The providers a list query finds (see [`list`]).
-fn listed(state: &State<'_>, ctx: &Ctx, query: &str) -> Result<Listed, ApiError> {
-    let mut q = parse_providers_query(query, ctx.mv).map_err(ApiError::from)?;
+fn listed(state: &State<'_>, ctx: &Ctx, call: &Call) -> Result<Listed, ApiError> {
+    let mut q = parse_providers_query(&call.query, ctx.mv).map_err(ApiError::from)?;
     q.name = q.name.as_deref().map(object_name);
     let unknown: Vec<&String> = q
         .filters
@@ -120,7 +122,16 @@ fn listed(state: &State<'_>, ctx: &Ctx, query: &str) -> Result<Listed, ApiError>
         )));
     }
     let index = state.store().index_now();
-    let listed = state.with_generations(&matching_providers(&index, &q));
+    let found = match call.in_place.steps() {
+        // Tried where the request was read: a list that would judge more providers is made
+        // on a thread apart (in_place).
+        Some(most) => {
+            matching_providers_within(&index, &q, usize::try_from(most).unwrap_or(usize::MAX))
+                .ok_or_else(|| call.in_place.outgrow())?
+        }
+        None => matching_providers(&index, &q),
+    };
+    let listed = state.with_generations(&found);
     Ok((index, listed))
 }
 

@@ -34,7 +34,7 @@ pub(crate) fn route(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply,
         ["resource_providers"] => {
             allowed(ctx, call, &[(M::GET, 0), (M::POST, 0)])?;
             if m == M::GET {
-                providers::list(api, ctx, &call.query)
+                providers::list(api, ctx, call)
             } else {
                 api.write(|s| providers::create(s, ctx, call))
             }

@@ -6,12 +6,30 @@ use super::query::ProvidersQuery;
 
 /// The providers matching every filter, in tree order (roots by name, depth-first).
 pub fn matching_providers(index: &ProviderIndex, q: &ProvidersQuery) -> Vec<ProviderId> {
-    matching(index, q, true)
+    // No list judges more than every provider there is.
+    matching(index, q, true, usize::MAX).unwrap_or_default()
 }
 
-/// [`matching_providers`]; when `narrow`, from the index's tree order and the members of the
-/// first aggregate, trait or class asked for, else from a walk of every tree.
-fn matching(index: &ProviderIndex, q: &ProvidersQuery, narrow: bool) -> Vec<ProviderId> {
+/// [`matching_providers`] if it judges at most `most` providers; `None`, having judged
+/// none, if it would judge more. The count is known before any provider is judged: the
+/// tree asked for, the members of the first aggregate, trait or class asked for, or every
+/// provider.
+pub fn matching_providers_within(
+    index: &ProviderIndex,
+    q: &ProvidersQuery,
+    most: usize,
+) -> Option<Vec<ProviderId>> {
+    matching(index, q, true, most)
+}
+
+/// [`matching_providers_within`]; when `narrow`, from the index's tree order and the members
+/// of the first aggregate, trait or class asked for, else from a walk of every tree.
+fn matching(
+    index: &ProviderIndex,
+    q: &ProvidersQuery,
+    narrow: bool,
+    most: usize,
+) -> Option<Vec<ProviderId>> {
     let f = &q.filters;
     let classes: Option<Vec<(ClassId, i64)>> = f
         .resources
@@ -19,7 +37,7 @@ fn matching(index: &ProviderIndex, q: &ProvidersQuery, narrow: bool) -> Vec<Prov
         .map(|(c, a)| index.classes.get(c).map(|id| (id, *a)))
         .collect();
     let Some(classes) = classes else {
-        return Vec::new();
+        return Some(Vec::new());
     };
     let required: Option<Vec<Vec<TraitId>>> = f
         .required
@@ -30,7 +48,7 @@ fn matching(index: &ProviderIndex, q: &ProvidersQuery, narrow: bool) -> Vec<Prov
         })
         .collect();
     let Some(required) = required else {
-        return Vec::new();
+        return Some(Vec::new());
     };
     let forbidden: Vec<TraitId> = f
         .forbidden
@@ -54,16 +72,22 @@ fn matching(index: &ProviderIndex, q: &ProvidersQuery, narrow: bool) -> Vec<Prov
     let order = match &f.in_tree {
         Some(u) => {
             let Some(p) = index.names_with_uuid(u).first().and_then(|n| index.id(n)) else {
-                return Vec::new();
+                return Some(Vec::new());
             };
             let Some(root) = index.get(p).root else {
-                return Vec::new();
+                return Some(Vec::new());
             };
             let mut order = Vec::new();
             index.tree(root, &mut order);
+            if order.len() > most {
+                return None;
+            }
             order
         }
         None if !narrow => {
+            if index.len() > most {
+                return None;
+            }
             let mut order = Vec::new();
             for &r in index.roots.values() {
                 index.tree(r, &mut order);
@@ -71,40 +95,42 @@ fn matching(index: &ProviderIndex, q: &ProvidersQuery, narrow: bool) -> Vec<Prov
             order
         }
         None => {
-            // Every match is a member of the first aggregate, trait or class asked for:
-            // those members alone are judged, in tree order, rather than every provider.
-            let members = |lists: &[Vec<ProviderId>], ids: &mut dyn Iterator<Item = usize>| {
-                ids.flat_map(|i| lists.get(i).into_iter().flatten().copied())
-                    .collect::<Vec<ProviderId>>()
-            };
-            let narrowed = if let Some(any) = member_of.first() {
-                Some(members(
+            // Every match is the provider named, or a member of the first aggregate, trait
+            // or class asked for: those alone are judged, in tree order, rather than every
+            // provider.
+            let named = q.name.as_ref().map(|n| index.id(n));
+            let narrowed: Option<Vec<&[ProviderId]>> = if let Some(named) = &named {
+                Some(named.as_slice().iter().map(std::slice::from_ref).collect())
+            } else if let Some(any) = member_of.first() {
+                Some(lists(
                     &index.aggregate_members,
-                    &mut any.iter().map(|a| a.index()),
+                    any.iter().map(|a| a.index()),
                 ))
             } else if let Some(any) = required.first() {
-                Some(members(
-                    &index.trait_members,
-                    &mut any.iter().map(|t| t.index()),
-                ))
+                Some(lists(&index.trait_members, any.iter().map(|t| t.index())))
             } else {
                 classes
                     .first()
-                    .map(|(c, _)| members(&index.class_members, &mut std::iter::once(c.index())))
+                    .map(|(c, _)| lists(&index.class_members, std::iter::once(c.index())))
             };
             let tree = index.tree_order();
             match narrowed {
-                Some(mut some) if tree.once => {
+                Some(lists) if tree.once => {
+                    if lists.iter().map(|l| l.len()).sum::<usize>() > most {
+                        return None;
+                    }
+                    let mut some: Vec<ProviderId> = lists.concat();
                     some.retain(|p| tree.rank[p.index()] != u32::MAX);
                     some.sort_unstable_by_key(|p| tree.rank[p.index()]);
                     some.dedup();
                     some
                 }
+                _ if tree.providers.len() > most => return None,
                 _ => tree.providers.clone(),
             }
         }
     };
-    order
+    let found = order
         .into_iter()
         .filter(|&p| {
             let prov = index.get(p);
@@ -125,6 +151,13 @@ fn matching(index: &ProviderIndex, q: &ProvidersQuery, narrow: bool) -> Vec<Prov
                     .all(|any| any.iter().any(|a| prov.aggregates().contains(*a)))
                 && !bad_aggs.iter().any(|a| prov.aggregates().contains(*a))
         })
+        .collect();
+    Some(found)
+}
+
+/// The lists of these ids' members (ids with no list have no members).
+fn lists(members: &[Vec<ProviderId>], ids: impl Iterator<Item = usize>) -> Vec<&[ProviderId]> {
+    ids.filter_map(|i| members.get(i).map(Vec::as_slice))
         .collect()
 }
 
@@ -145,8 +178,11 @@ mod tests {
         "00000000-0000-4000-8000-000000000003",
     ];
     const TRAITS: [&str; 3] = ["CUSTOM_T1", "CUSTOM_T2", "HW_CPU_X86_AVX2"];
-    const QUERIES: [&str; 10] = [
+    const QUERIES: [&str; 13] = [
         "",
+        "name=c",
+        "name=h",
+        "name=c&member_of=00000000-0000-4000-8000-000000000001",
         "member_of=00000000-0000-4000-8000-000000000001",
         "member_of=in:00000000-0000-4000-8000-000000000001,00000000-0000-4000-8000-000000000002",
         "member_of=!00000000-0000-4000-8000-000000000001",
@@ -218,7 +254,20 @@ mod tests {
                 }
                 for query in QUERIES {
                     let q = parse_providers_query(query, Microversion::LATEST).unwrap();
-                    prop_assert_eq!(matching(&index, &q, true), matching(&index, &q, false), "{}", query);
+                    let walked = matching(&index, &q, false, usize::MAX);
+                    prop_assert_eq!(&matching(&index, &q, true, usize::MAX), &walked, "{}", query);
+                    // Within a bound, the same list or none; none whenever more are found
+                    // than may be judged, never when every provider twice over may be (no
+                    // query here names more than two aggregates or traits of one filter).
+                    let walked = walked.unwrap();
+                    for most in 0..=2 * NAMES.len() {
+                        let within = matching_providers_within(&index, &q, most);
+                        if let Some(within) = &within {
+                            prop_assert_eq!(within, &walked, "{} within {}", query, most);
+                        }
+                        prop_assert!(walked.len() <= most || within.is_none(), "{} within {}", query, most);
+                        prop_assert!(most < 2 * index.len() || within.is_some(), "{} within {}", query, most);
+                    }
                 }
             }
         }
