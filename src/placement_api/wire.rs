@@ -97,15 +97,34 @@ impl ReplyBody {
         ReplyBody::from_parts(parts.into_iter().map(|p| Bytes::from_owner(SparePart(p))))
     }
 
-    /// A body that `fill` makes here and now, all of it in one buffer kept from earlier
-    /// answers ([`SparePart`]): for answers too small for a thread of their own, so that
-    /// each is not written into fresh pages the kernel maps and zeroes.
+    /// A body that `fill` makes here and now, in buffers kept from earlier answers
+    /// ([`SparePart`]): for answers too small for a thread of their own, so that each is
+    /// not written into fresh pages the kernel maps and zeroes. A buffer holding
+    /// [`FILLED_PART`] bytes is closed and the next part goes in another, so that no buffer
+    /// grows (copying what it holds) past the sizes kept.
     pub(crate) fn filled(mut fill: impl FnMut(&mut Vec<u8>) -> bool) -> Self {
+        let mut parts = Vec::new();
         let mut part = SparePart::take();
-        while fill(&mut part.0) {}
-        ReplyBody::from_parts([Bytes::from_owner(part)])
+        loop {
+            if part.0.len() >= FILLED_PART {
+                parts.push(Bytes::from_owner(std::mem::replace(
+                    &mut part,
+                    SparePart::take(),
+                )));
+            }
+            if !fill(&mut part.0) {
+                break;
+            }
+        }
+        if parts.is_empty() || !part.0.is_empty() {
+            parts.push(Bytes::from_owner(part));
+        }
+        ReplyBody::from_parts(parts)
     }
 }
+
+/// The bytes from which a buffer [`ReplyBody::filled`] writes in is closed.
+const FILLED_PART: usize = 512 << 10;
 
 /// A buffer an answer's part is made in, kept for the next part once sent. The operator
 /// gives freed memory back to the system at once, so a fresh buffer for every part of a
@@ -558,15 +577,17 @@ mod tests {
         assert_eq!(&got[..], &whole[..]);
     }
 
-    /// A body made here is all its parts in order, in one buffer, and says its length; a
-    /// buffer kept from an earlier, longer answer carries none of it into the next, and an
-    /// empty answer is an empty body.
+    /// A body made here is all its parts in order, and says its length; a buffer holds the
+    /// parts written until it reached [`FILLED_PART`] bytes and no more; a buffer kept from
+    /// an earlier, longer answer carries none of it into the next, and an empty answer is
+    /// an empty body.
     #[tokio::test]
-    async fn a_filled_body_is_its_parts_in_order_in_one_buffer() {
-        for (round, count) in [(0u8, 40), (1, 3), (2, 0)] {
+    async fn a_filled_body_is_its_parts_in_order_in_buffers_closed_once_full() {
+        for (round, count, size) in [(0u8, 40, 2_000), (1, 3, 2_000), (2, 0, 0), (3, 9, 300_000)] {
             let parts: Vec<Vec<u8>> = (0..count)
-                .map(|i| vec![b'a' + round; 2_000 + 10 * i])
+                .map(|i| vec![b'a' + round; size + 10 * i])
                 .collect();
+            let largest = parts.iter().map(Vec::len).max().unwrap_or(0);
             let whole = parts.concat();
             let mut left = parts.into_iter();
             let body = ReplyBody::filled(|out| match left.next() {
@@ -576,6 +597,18 @@ mod tests {
                 }
                 None => false,
             });
+            let buffers: Vec<usize> = body.parts.iter().map(Bytes::len).collect();
+            if let Some((last, full)) = buffers.split_last() {
+                assert!(*last <= FILLED_PART + largest, "round {round}: {buffers:?}");
+                assert!(
+                    full.iter()
+                        .all(|&b| (FILLED_PART..FILLED_PART + largest).contains(&b)),
+                    "round {round}: {buffers:?}"
+                );
+            }
+            // Nine parts of about 300 KB: two to a buffer.
+            let want = [1, 1, 0, 5][usize::from(round)];
+            assert_eq!(buffers.len(), want, "round {round}: {buffers:?}");
             assert_eq!(body.size_hint().exact(), Some(whole.len() as u64));
             assert_eq!(body.is_end_stream(), whole.is_empty(), "round {round}");
             let got = body.collect().await.unwrap().to_bytes();
