@@ -620,10 +620,10 @@ pub type Listed = (Arc<ProviderIndex>, Vec<(ProviderId, u64)>);
 /// Where a [`ProvidersStream`] is.
 #[derive(Clone, Copy)]
 enum Part {
+    /// The first part: what opens the list, then the first entries.
     Opening,
-    /// The entries from this one on.
+    /// The entries from this one on (and, in the last part, what closes the list).
     Entries(usize),
-    Closing,
     Done,
 }
 
@@ -692,22 +692,18 @@ impl ProvidersStream {
     /// Appends the next part to `out` (a buffer the caller may reuse from part to part);
     /// `false`, with nothing appended, once every part is made.
     pub fn fill(&mut self, out: &mut Vec<u8>) -> bool {
+        // What opens and closes the list goes with the first and last entries, so that a
+        // list of one part is one buffer and no part is a few bytes alone.
         let start = match self.next {
-            Part::Opening => {
-                self.next = Part::Entries(0);
-                out.extend_from_slice(LIST_OPEN);
-                return true;
-            }
-            Part::Entries(start) if start < self.listed.len() => start,
-            Part::Entries(_) | Part::Closing => {
-                self.next = Part::Done;
-                out.extend_from_slice(LIST_CLOSE);
-                return true;
-            }
+            Part::Opening => 0,
+            Part::Entries(start) => start,
             Part::Done => return false,
         };
         let end = (start + self.entries_per_part).min(self.listed.len());
-        out.reserve((end - start) * 1024);
+        out.reserve(LIST_OPEN.len() + (end - start) * 1024 + LIST_CLOSE.len());
+        if start == 0 {
+            out.extend_from_slice(LIST_OPEN);
+        }
         for (i, (p, generation)) in self.listed[start..end].iter().enumerate() {
             if start + i > 0 {
                 out.push(b',');
@@ -721,11 +717,12 @@ impl ProvidersStream {
                 .fragments
                 .listed(out, mv, |out| listed_after_generation(out, index, *p, mv));
         }
-        self.next = if end < self.listed.len() {
-            Part::Entries(end)
+        if end < self.listed.len() {
+            self.next = Part::Entries(end);
         } else {
-            Part::Closing
-        };
+            out.extend_from_slice(LIST_CLOSE);
+            self.next = Part::Done;
+        }
         true
     }
 }
