@@ -110,7 +110,8 @@ impl InPlace {
         }
     }
 
-    /// The steps a search may take (or the providers a list may judge) here, when the request is tried in place.
+    /// The steps a search may take (or the providers a list may judge) here, when the
+    /// request is tried in place.
     pub(crate) fn steps(&self) -> Option<u64> {
         self.steps
     }

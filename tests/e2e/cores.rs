@@ -90,11 +90,13 @@ fn pods_and_servers_racing_for_a_nodes_cores_never_share_one() {
         .to_string();
     let allocatable = in_thousandths(&allocatable).expect("a quantity");
     let (replicas, leader) = mirroring_replicas(cp, "kubeplace-cores");
+    // A Server's reservation pod has the flavor's memory as its limit: 32 MiB, room for a
+    // container to start in (at 1 MiB the kernel killed the pod's first process at times).
     cp.kubectl_stdin(
         &["apply", "-f", "-"],
         &format!(
             "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {NS}}}\n---\n\
-             apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata: {{name: cores.one}}\nspec: {{vcpus: 1, memoryMb: 1}}\n---\n\
+             apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata: {{name: cores.one}}\nspec: {{vcpus: 1, memoryMb: 32}}\n---\n\
              apiVersion: kubeplace.io/v1alpha1\nkind: Image\nmetadata: {{name: cores-image}}\nspec: {{properties: {{os_distro: ubuntu}}}}\n"
         ),
     )

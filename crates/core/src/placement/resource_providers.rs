@@ -100,7 +100,7 @@ fn matching(
             // provider.
             let named = q.name.as_ref().map(|n| index.id(n));
             let narrowed: Option<Vec<&[ProviderId]>> = if let Some(named) = &named {
-                Some(named.as_slice().iter().map(std::slice::from_ref).collect())
+                Some(vec![named.as_slice()])
             } else if let Some(any) = member_of.first() {
                 Some(lists(
                     &index.aggregate_members,
