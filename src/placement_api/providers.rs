@@ -10,9 +10,7 @@ use serde_json::{Map, Value, json};
 use kubeplace_api::{Kind, Object, ResourceProvider, ResourceProviderSpec, SortedMap};
 use kubeplace_core::placement::derived_provider_uuid;
 use kubeplace_core::placement::query::parse_providers_query;
-use kubeplace_core::placement::resource_providers::{
-    matching_providers, matching_providers_within,
-};
+use kubeplace_core::placement::resource_providers::matching_providers_within;
 use kubeplace_core::placement::response::{
     Listed, ProvidersStream, provider_links, providers_json_parts,
 };
@@ -122,15 +120,14 @@ fn listed(state: &State<'_>, ctx: &Ctx, call: &Call) -> Result<Listed, ApiError>
         )));
     }
     let index = state.store().index_now();
-    let found = match call.in_place.steps() {
-        // Tried where the request was read: a list that would judge more providers is made
-        // on a thread apart (in_place).
-        Some(most) => {
-            matching_providers_within(&index, &q, usize::try_from(most).unwrap_or(usize::MAX))
-                .ok_or_else(|| call.in_place.outgrow())?
-        }
-        None => matching_providers(&index, &q),
-    };
+    // Tried where the request was read, a list that would judge more providers than that
+    // allows is made on a thread apart (in_place); apart, every provider may be judged.
+    let most = call
+        .in_place
+        .steps()
+        .map_or(usize::MAX, |s| usize::try_from(s).unwrap_or(usize::MAX));
+    let found =
+        matching_providers_within(&index, &q, most).ok_or_else(|| call.in_place.outgrow())?;
     let listed = state.with_generations(&found);
     Ok((index, listed))
 }
