@@ -1514,6 +1514,7 @@ fn named_lists_short_or_long_are_the_matching_entries_of_the_whole_list() {
     let is_root = |e: &Value| !e["name"].as_str().unwrap().ends_with("-nic");
     let number = |e: &Value| root(e)[4..].parse::<usize>().unwrap();
     let tree = uuid_of("host400");
+    let nic = uuid_of("host7-nic");
     type Matches<'a> = Box<dyn Fn(&Value) -> bool + 'a>;
     let cases: Vec<(String, Matches)> = vec![
         (format!("member_of={WIDE}"), Box::new(is_root)),
@@ -1546,6 +1547,19 @@ fn named_lists_short_or_long_are_the_matching_entries_of_the_whole_list() {
             format!("in_tree={tree}&resources=SRIOV_NET_VF:1"),
             Box::new(|e| e["name"] == "host400-nic"),
         ),
+        (
+            format!("uuid={nic}"),
+            Box::new(|e| e["name"] == "host7-nic"),
+        ),
+        (
+            format!("uuid={}", nic.to_uppercase()),
+            Box::new(|e| e["name"] == "host7-nic"),
+        ),
+        (format!("uuid={nic}&member_of={WIDE}"), Box::new(|_| false)),
+        (
+            "uuid=00000000-0000-4000-8000-0000000000ff".into(),
+            Box::new(|_| false),
+        ),
     ];
     for (query, matches) in &cases {
         let listed = s.call("GET", &format!("/resource_providers?{query}"), LATEST, None);
@@ -1562,6 +1576,64 @@ fn named_lists_short_or_long_are_the_matching_entries_of_the_whole_list() {
         );
     }
     let _ = std::fs::remove_file(path);
+}
+
+/// A list by uuid finds the providers whose uuid is the one asked for in any case, whether
+/// some provider's uuid has upper-case letters or none has.
+#[test]
+fn a_list_by_uuid_matches_uuids_in_any_case() {
+    const LOWER: &str = "0000000a-0000-4000-8000-00000000000a";
+    const UPPER: &str = "0000000B-0000-4000-8000-00000000000B";
+    let s = Server::start(&[]);
+    let listed = |uuid: &str| -> Vec<String> {
+        let r = s.call(
+            "GET",
+            &format!("/resource_providers?uuid={uuid}"),
+            LATEST,
+            None,
+        );
+        r.expect(200);
+        r.json()["resource_providers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    s.call(
+        "POST",
+        "/resource_providers",
+        LATEST,
+        Some(&json!({"name": "lower", "uuid": LOWER})),
+    )
+    .expect(200);
+    // No uuid has an upper-case letter.
+    assert_eq!(listed(LOWER), ["lower"]);
+    assert_eq!(listed(&LOWER.to_uppercase()), ["lower"]);
+    assert!(listed(&UPPER.to_lowercase()).is_empty());
+    let upper = s.call(
+        "POST",
+        "/resource_providers",
+        LATEST,
+        Some(&json!({"name": "upper", "uuid": UPPER})),
+    );
+    upper.expect(200);
+    let stored = upper.json()["uuid"].as_str().unwrap().to_string();
+    // One has.
+    for uuid in [UPPER.to_string(), UPPER.to_lowercase(), stored.clone()] {
+        assert_eq!(listed(&uuid), ["upper"], "{uuid}");
+    }
+    assert_eq!(listed(&LOWER.to_uppercase()), ["lower"]);
+    s.call(
+        "DELETE",
+        &format!("/resource_providers/{stored}"),
+        LATEST,
+        None,
+    )
+    .expect(204);
+    // None has again.
+    assert!(listed(&UPPER.to_lowercase()).is_empty());
+    assert_eq!(listed(&LOWER.to_uppercase()), ["lower"]);
 }
 
 #[test]

@@ -70,15 +70,15 @@ pub(crate) fn place(method: &Method, path: &str, query: &str) -> Place {
     }
 }
 
-/// Whether a list of providers with `query` names a provider, a tree or aggregates to be
-/// a member of: such lists are most often short (a host's provider, its tree, the members
-/// of an aggregate). Lists filtered by traits or resources alone most often hold much of
-/// the cloud, and go apart at once rather than be tried in place first.
+/// Whether a list of providers with `query` names a provider (by name or uuid), a tree or
+/// aggregates to be a member of: such lists are most often short (a host's provider, its
+/// tree, the members of an aggregate). Lists filtered by traits or resources alone most
+/// often hold much of the cloud, and go apart at once rather than be tried in place first.
 fn narrowed_list(query: &str) -> bool {
     query.split('&').any(|pair| {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
         match key {
-            "name" | "in_tree" => true,
+            "name" | "in_tree" | "uuid" => true,
             "member_of" => !value.starts_with('!'),
             _ => false,
         }
@@ -189,8 +189,9 @@ mod tests {
         ] {
             assert_eq!(place(&M::GET, path, query), want, "{query}");
         }
-        // A list that names a provider, a tree or an aggregate is tried in place; one by
-        // traits, resources or uuid alone, or only away from aggregates, goes apart at once.
+        // A list that names a provider (by name or uuid), a tree or an aggregate is tried in
+        // place; one by traits or resources alone, or only away from aggregates, goes apart
+        // at once.
         let path = "/resource_providers";
         let listed = Place::HereWithin(IN_PLACE_PROVIDERS);
         for (query, want) in [
@@ -205,7 +206,7 @@ mod tests {
             ("member_of=!in:a1,a2", Place::Apart),
             ("required=HW_CPU_X86_AVX2", Place::Apart),
             ("resources=VCPU:2&required=!CUSTOM_GOLD", Place::Apart),
-            ("uuid=u1", Place::Apart),
+            ("uuid=u1", listed),
             ("required=name", Place::Apart),
         ] {
             assert_eq!(place(&M::GET, path, query), want, "{query}");

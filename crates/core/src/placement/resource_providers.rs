@@ -12,8 +12,8 @@ pub fn matching_providers(index: &ProviderIndex, q: &ProvidersQuery) -> Vec<Prov
 
 /// [`matching_providers`] if it judges at most `most` providers; `None`, having judged
 /// none, if it would judge more. The count is known before any provider is judged: the
-/// tree asked for, the members of the first aggregate, trait or class asked for, or every
-/// provider.
+/// provider named, the providers with the uuid asked for, the tree asked for, the members
+/// of the first aggregate, trait or class asked for, or every provider.
 pub fn matching_providers_within(
     index: &ProviderIndex,
     q: &ProvidersQuery,
@@ -95,12 +95,19 @@ fn matching(
             order
         }
         None => {
-            // Every match is the provider named, or a member of the first aggregate, trait
-            // or class asked for: those alone are judged, in tree order, rather than every
-            // provider.
+            // Every match is the provider named, a provider with the uuid asked for (found
+            // so while no stored uuid has an upper-case letter), or a member of the first
+            // aggregate, trait or class asked for: those alone are judged, in tree order,
+            // rather than every provider.
             let named = q.name.as_ref().map(|n| index.id(n));
+            let by_uuid = q
+                .uuid
+                .as_ref()
+                .and_then(|u| index.ids_with_uuid_in_any_case(u));
             let narrowed: Option<Vec<&[ProviderId]>> = if let Some(named) = &named {
                 Some(vec![named.as_slice()])
+            } else if let Some(ids) = by_uuid {
+                Some(vec![ids])
             } else if let Some(any) = member_of.first() {
                 Some(lists(
                     &index.aggregate_members,
@@ -178,8 +185,13 @@ mod tests {
         "00000000-0000-4000-8000-000000000003",
     ];
     const TRAITS: [&str; 3] = ["CUSTOM_T1", "CUSTOM_T2", "HW_CPU_X86_AVX2"];
-    const QUERIES: [&str; 13] = [
+    const QUERIES: [&str; 18] = [
         "",
+        "uuid=00000000-0000-4000-8000-0000000000a2",
+        "uuid=00000000-0000-4000-8000-0000000000A3",
+        "uuid=00000000-0000-4000-8000-0000000000a9",
+        "uuid=00000000-0000-4000-8000-0000000000a4&member_of=00000000-0000-4000-8000-000000000002",
+        "uuid=00000000-0000-4000-8000-0000000000a5&name=f",
         "name=c",
         "name=h",
         "name=c&member_of=00000000-0000-4000-8000-000000000001",
@@ -194,13 +206,15 @@ mod tests {
         "resources=DISK_GB:1",
     ];
 
-    /// (name, parent, aggregates, traits, VCPU total) to put, or a name to remove.
+    /// (name, parent, aggregates, traits, VCPU total) to put, or a name to remove; whether
+    /// its uuid is in upper case.
     type Change = (
         usize,
         Option<usize>,
         Vec<usize>,
         Vec<usize>,
         Option<i64>,
+        bool,
         bool,
     );
 
@@ -212,26 +226,35 @@ mod tests {
             proptest::collection::vec(0..TRAITS.len(), 0..3),
             proptest::option::of(0i64..4),
             proptest::bool::weighted(0.2),
+            proptest::bool::weighted(0.2),
         )
     }
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(300))]
 
-        /// Listing from the index's tree order and the first filter's members finds what
-        /// walking every tree finds, in the same order, after any run of changes (parents
-        /// missing, cycles, providers removed and put back); so does reading one tree from
-        /// that order.
+        /// Listing from the index's tree order and the first filter's members (or the
+        /// providers of a uuid, while no uuid has an upper-case letter) finds what walking
+        /// every tree finds, in the same order, after any run of changes (parents missing,
+        /// cycles, providers removed and put back, uuids in either case); so does reading
+        /// one tree from that order.
         #[test]
         fn narrowed_lists_are_the_walked_lists(changes in proptest::collection::vec(change(), 1..16)) {
             let mut index = ProviderIndex::default();
-            for (name, parent, aggs, traits, vcpu, remove) in changes {
+            // Whether each name's provider, if there, has its uuid in upper case.
+            let mut upper_now = [false; NAMES.len()];
+            for (name, parent, aggs, traits, vcpu, remove, upper) in changes {
+                upper_now[name] = !remove && upper;
                 if remove {
                     index.remove_provider(NAMES[name]);
                 } else {
                     index.upsert_provider(ProviderRecord {
                         name: NAMES[name].into(),
-                        uuid: format!("uuid-{name}"),
+                        uuid: if upper {
+                            format!("00000000-0000-4000-8000-0000000000A{name}")
+                        } else {
+                            format!("00000000-0000-4000-8000-0000000000a{name}")
+                        },
                         parent: parent.map(|p| NAMES[p].to_string()),
                         inventories: vcpu
                             .map(|t| ("VCPU".to_string(), Inventory::with_total(t)))
@@ -267,6 +290,11 @@ mod tests {
                         }
                         prop_assert!(walked.len() <= most || within.is_none(), "{} within {}", query, most);
                         prop_assert!(most < 2 * index.len() || within.is_some(), "{} within {}", query, most);
+                    }
+                    // A uuid names one provider here: while no uuid is in upper case, that
+                    // one alone is judged.
+                    if query.contains("uuid=") && !upper_now.contains(&true) {
+                        prop_assert!(matching_providers_within(&index, &q, 1).is_some(), "{}", query);
                     }
                 }
             }

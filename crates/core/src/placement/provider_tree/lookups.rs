@@ -220,6 +220,13 @@ impl ProviderIndex {
         self.by_uuid.get(uuid).map_or(&[], Vec::as_slice)
     }
 
+    /// Ids of the providers whose uuid is `uuid` in any case, in no particular order, when
+    /// they can be found without reading every provider's uuid: while no provider's uuid has
+    /// an upper-case letter. `None` otherwise.
+    pub fn ids_with_uuid_in_any_case(&self, uuid: &str) -> Option<&[ProviderId]> {
+        (self.uuids_with_upper == 0).then(|| self.ids_with_uuid(&uuid.to_ascii_lowercase()))
+    }
+
     /// Whether a provider shares its inventory through its aggregates
     /// (`MISC_SHARES_VIA_AGGREGATE` among its own or provider-config traits).
     pub fn shares_via_aggregate(&self, name: &str) -> bool {

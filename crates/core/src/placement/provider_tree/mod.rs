@@ -126,6 +126,9 @@ pub struct ProviderIndex {
     free: Vec<ProviderId>,
     by_name: HashMap<Box<str>, ProviderId>,
     by_uuid: HashMap<Box<str>, Vec<ProviderId>>,
+    /// How many providers' uuids have an upper-case letter: while none has, the providers a
+    /// uuid matches in any case are found by the uuid in lower case.
+    uuids_with_upper: usize,
     /// Children whose parent does not exist yet, by the parent's name.
     waiting_for_parent: HashMap<Box<str>, Vec<ProviderId>>,
     /// Providers without a parent, by name.

@@ -26,6 +26,10 @@ fn sorted_remove<T: Ord + Copy>(v: &mut Vec<T>, x: T) {
     }
 }
 
+fn has_upper(uuid: &str) -> bool {
+    uuid.bytes().any(|b| b.is_ascii_uppercase())
+}
+
 fn unordered_remove(v: &mut Vec<ProviderId>, x: ProviderId) {
     if let Some(i) = v.iter().position(|y| *y == x) {
         v.swap_remove(i);
@@ -150,6 +154,7 @@ impl ProviderIndex {
             .entry(record.uuid.as_str().into())
             .or_default()
             .push(id);
+        self.uuids_with_upper += usize::from(has_upper(&record.uuid));
         self.uuid_order = OnceLock::new();
         self.tree_order = OnceLock::new();
         match record.parent.as_deref() {
@@ -334,6 +339,7 @@ impl ProviderIndex {
                 self.by_uuid.remove(&p.uuid);
             }
         }
+        self.uuids_with_upper -= usize::from(has_upper(&p.uuid));
         self.uuid_order = OnceLock::new();
         self.tree_order = OnceLock::new();
         match (&p.parent_name, p.parent) {
