@@ -1578,6 +1578,141 @@ fn named_lists_short_or_long_are_the_matching_entries_of_the_whole_list() {
     let _ = std::fs::remove_file(path);
 }
 
+/// A list asked for again is sent from the parts kept from the first answer only while
+/// they are what would be written now: a provider moved within its tree (in the same
+/// place of the list), renamed, or moved to another tree (and the one below it) keeps its
+/// generation, and its entry shows what changed all the same.
+#[test]
+fn a_list_asked_again_shows_what_changed_since_even_where_no_generation_did() {
+    // 150 trees of a root, a child and a grandchild: one part of the list, of about
+    // 200 KB, kept after the first answer.
+    let mut docs = Vec::new();
+    for t in 0..150 {
+        docs.push(format!(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata: {{name: host{t}}}\nspec:\n  inventories:\n    VCPU: {{total: 8}}\n"
+        ));
+        docs.push(format!(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata: {{name: host{t}-numa}}\nspec:\n  parent: host{t}\n"
+        ));
+        docs.push(format!(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata: {{name: host{t}-vf}}\nspec:\n  parent: host{t}-numa\n  inventories:\n    SRIOV_NET_VF: {{total: 4}}\n"
+        ));
+    }
+    let path =
+        std::env::temp_dir().join(format!("kubeplace-lists-again-{}.yaml", std::process::id()));
+    std::fs::write(&path, docs.join("---\n")).expect("write the cloud");
+    let s = Server::start(&["-f", path.to_str().unwrap()]);
+    let list = || {
+        let r = s.call("GET", "/resource_providers", LATEST, None);
+        r.expect(200);
+        r
+    };
+    let first = list();
+    assert!(first.body.len() > 100_000, "{} bytes", first.body.len());
+    assert_eq!(list().body, first.body, "the same list, asked again");
+    let entries = first.json()["resource_providers"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let entry = |listed: &Value, name: &str| {
+        listed["resource_providers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    let before = first.json();
+    let uuid = |name: &str| entry(&before, name)["uuid"].as_str().unwrap().to_string();
+    // host3's VF moves from its NUMA node up to host3: it keeps its place in the list
+    // (after host3-numa, a child of host3 too) and its generation. The entries of its tree
+    // are written anew by the first list that shows them, a list of the tree.
+    let vf3 = entry(&before, "host3-vf");
+    s.call(
+        "PUT",
+        &format!("/resource_providers/{}", uuid("host3-vf")),
+        LATEST,
+        Some(&json!({"name": "host3-vf", "parent_provider_uuid": uuid("host3")})),
+    )
+    .expect(200);
+    let tree3 = s.call(
+        "GET",
+        &format!("/resource_providers?in_tree={}", uuid("host3")),
+        LATEST,
+        None,
+    );
+    tree3.expect(200);
+    assert_eq!(
+        entry(&tree3.json(), "host3-vf")["parent_provider_uuid"],
+        uuid("host3")
+    );
+    let moved_up = list();
+    let listed = entry(&moved_up.json(), "host3-vf");
+    assert_eq!(listed["parent_provider_uuid"], uuid("host3"));
+    assert_eq!(listed["generation"], vf3["generation"]);
+    // host5's VF is renamed: it keeps its uuid (derived from the name it was declared
+    // with) and its generation.
+    let vf5 = entry(&before, "host5-vf");
+    s.call(
+        "PUT",
+        &format!("/resource_providers/{}", uuid("host5-vf")),
+        LATEST,
+        Some(&json!({"name": "host5-vf-a", "parent_provider_uuid": uuid("host5-numa")})),
+    )
+    .expect(200);
+    let renamed = list().json();
+    let listed = entry(&renamed, "host5-vf-a");
+    assert_eq!(listed["uuid"], vf5["uuid"]);
+    assert_eq!(listed["generation"], vf5["generation"]);
+    // host7's NUMA node (and its NIC below it) moves under host9.
+    let numa = entry(&before, "host7-numa");
+    s.call(
+        "PUT",
+        &format!("/resource_providers/{}", uuid("host7-numa")),
+        LATEST,
+        Some(&json!({"name": "host7-numa", "parent_provider_uuid": uuid("host9")})),
+    )
+    .expect(200);
+    // host9's tree, listed first, shows them (and their entries are written anew).
+    let tree = s.call(
+        "GET",
+        &format!("/resource_providers?in_tree={}", uuid("host9")),
+        LATEST,
+        None,
+    );
+    tree.expect(200);
+    assert_eq!(
+        tree.json()["resource_providers"].as_array().unwrap().len(),
+        5
+    );
+    let after_answer = list();
+    let after = after_answer.json();
+    let nic = entry(&after, "host7-vf");
+    assert_eq!(nic["root_provider_uuid"], uuid("host9"));
+    assert_eq!(nic["generation"], entry(&before, "host7-vf")["generation"]);
+    let moved = entry(&after, "host7-numa");
+    assert_eq!(moved["parent_provider_uuid"], uuid("host9"));
+    assert_eq!(moved["root_provider_uuid"], uuid("host9"));
+    // Placement counts a move as no change of a provider's generation.
+    assert_eq!(moved["generation"], numa["generation"]);
+    // Every other entry is as it was.
+    let unchanged = |e: &&Value| {
+        let name = e["name"].as_str().unwrap();
+        !name.starts_with("host7-") && !["host3-vf", "host5-vf"].iter().any(|n| name.starts_with(n))
+    };
+    let was: Vec<&Value> = entries.iter().filter(unchanged).collect();
+    let now: Vec<Value> = after["resource_providers"].as_array().unwrap().clone();
+    let now: Vec<&Value> = now.iter().filter(unchanged).collect();
+    assert!(was == now, "entries of unmoved providers changed");
+    assert_eq!(
+        list().body,
+        after_answer.body,
+        "the changed list, asked again"
+    );
+    let _ = std::fs::remove_file(path);
+}
+
 /// A list by uuid finds the providers whose uuid is the one asked for in any case, whether
 /// some provider's uuid has upper-case letters or none has.
 #[test]

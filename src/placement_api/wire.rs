@@ -13,7 +13,7 @@ use hyper::body::{Body, Frame, SizeHint};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use kubeplace_core::placement::response::Buffers;
+use kubeplace_core::placement::response::{Buffers, ListPart};
 
 use super::Ctx;
 
@@ -48,32 +48,28 @@ impl ReplyBody {
         }
     }
 
-    /// A body of `len` bytes whose parts `fill` makes one by one on a thread of its own,
-    /// each appended to an empty buffer and sent as soon as it is made: sending the first
-    /// parts overlaps making the later ones. `fill` says `false` when there is no part
-    /// left, and is not called again once the caller goes away. The parts must add up to
-    /// `len`: if they fall short, the connection is cut rather than the answer passed as
-    /// whole. Where no thread can be started, `fill` is handed back.
-    pub(crate) fn streamed<F>(len: u64, fill: F) -> Result<Self, F>
+    /// A body of `len` bytes whose parts `next` makes one by one on a thread of its own,
+    /// each sent as soon as it is made: sending the first parts overlaps making the later
+    /// ones. `next` says `None` when there is no part left, and is not called again once
+    /// the caller goes away. The parts must add up to `len`: if they fall short, the
+    /// connection is cut rather than the answer passed as whole. Where no thread can be
+    /// started, `next` is handed back.
+    pub(crate) fn streamed<F>(len: u64, next: F) -> Result<Self, F>
     where
-        F: FnMut(&mut Vec<u8>) -> bool + Send + 'static,
+        F: FnMut() -> Option<Bytes> + Send + 'static,
     {
         let (tx, rx) = mpsc::channel(PARTS_AHEAD);
-        // `fill` goes to the thread once it has started, so that it is still here if it
+        // `next` goes to the thread once it has started, so that it is still here if it
         // cannot start.
         let (give, take) = std::sync::mpsc::sync_channel::<F>(1);
         let started = std::thread::Builder::new()
             .name("placement-answer".into())
             .spawn(move || {
-                let Ok(mut fill) = take.recv() else {
+                let Ok(mut next) = take.recv() else {
                     return;
                 };
-                loop {
-                    let mut part = SparePart::take();
-                    if !fill(&mut part.0) {
-                        return;
-                    }
-                    if !part.0.is_empty() && tx.blocking_send(Bytes::from_owner(part)).is_err() {
+                while let Some(part) = next() {
+                    if !part.is_empty() && tx.blocking_send(part).is_err() {
                         return;
                     }
                 }
@@ -81,14 +77,14 @@ impl ReplyBody {
         match started {
             Ok(_) => {
                 // The thread waits for it; were it gone, the parts fall short (see above).
-                let _ = give.send(fill);
+                let _ = give.send(next);
                 Ok(ReplyBody {
                     parts: VecDeque::new(),
                     more: Some(rx),
                     left: len,
                 })
             }
-            Err(_) => Err(fill),
+            Err(_) => Err(next),
         }
     }
 
@@ -96,35 +92,16 @@ impl ReplyBody {
     pub(crate) fn from_kept_parts(parts: Vec<Vec<u8>>) -> Self {
         ReplyBody::from_parts(parts.into_iter().map(|p| Bytes::from_owner(SparePart(p))))
     }
-
-    /// A body that `fill` makes here and now, in buffers kept from earlier answers
-    /// ([`SparePart`]): for answers too small for a thread of their own, so that each is
-    /// not written into fresh pages the kernel maps and zeroes. A buffer holding
-    /// [`FILLED_PART`] bytes is closed and the next part goes in another, so that no buffer
-    /// grows (copying what it holds) past the sizes kept.
-    pub(crate) fn filled(mut fill: impl FnMut(&mut Vec<u8>) -> bool) -> Self {
-        let mut parts = Vec::new();
-        let mut part = SparePart::take();
-        loop {
-            if part.0.len() >= FILLED_PART {
-                parts.push(Bytes::from_owner(std::mem::replace(
-                    &mut part,
-                    SparePart::take(),
-                )));
-            }
-            if !fill(&mut part.0) {
-                break;
-            }
-        }
-        if parts.is_empty() || !part.0.is_empty() {
-            parts.push(Bytes::from_owner(part));
-        }
-        ReplyBody::from_parts(parts)
-    }
 }
 
-/// The bytes from which a buffer [`ReplyBody::filled`] writes in is closed.
-const FILLED_PART: usize = 512 << 10;
+/// A part of a provider list as sent: a part kept for later answers is shared with them, a
+/// part written for this one alone goes back to the kept buffers once sent.
+pub(crate) fn list_part(part: ListPart) -> Bytes {
+    match part {
+        ListPart::Kept(kept) => Bytes::from_owner(kept),
+        ListPart::Written(written) => Bytes::from_owner(SparePart(written)),
+    }
+}
 
 /// A buffer an answer's part is made in, kept for the next part once sent. The operator
 /// gives freed memory back to the system at once, so a fresh buffer for every part of a
@@ -142,12 +119,6 @@ static SPARE_PARTS: Mutex<(Vec<Vec<u8>>, usize)> = Mutex::new((Vec::new(), 0));
 const SPARE_BYTES_KEPT: usize = 48 << 20;
 const SPARE_PART_MIN: usize = 64 << 10;
 const SPARE_PART_MAX: usize = 4 << 20;
-
-impl SparePart {
-    fn take() -> SparePart {
-        SparePart(SpareParts.take(0))
-    }
-}
 
 /// The kept buffers, for answers written in parts elsewhere.
 pub(crate) struct SpareParts;
@@ -556,14 +527,8 @@ mod tests {
     fn streamed_parts(parts: Vec<Vec<u8>>) -> ReplyBody {
         let len = parts.iter().map(|p| p.len() as u64).sum();
         let mut parts = parts.into_iter();
-        ReplyBody::streamed(len, move |out| match parts.next() {
-            Some(part) => {
-                out.extend_from_slice(&part);
-                true
-            }
-            None => false,
-        })
-        .unwrap_or_else(|_| panic!("no thread to make the parts on"))
+        ReplyBody::streamed(len, move || parts.next().map(Bytes::from))
+            .unwrap_or_else(|_| panic!("no thread to make the parts on"))
     }
 
     /// A body made on another thread is its parts in order, and says its length first.
@@ -575,45 +540,6 @@ mod tests {
         assert_eq!(body.size_hint().exact(), Some(whole.len() as u64));
         let got = body.collect().await.unwrap().to_bytes();
         assert_eq!(&got[..], &whole[..]);
-    }
-
-    /// A body made here is all its parts in order, and says its length; a buffer holds the
-    /// parts written until it reached [`FILLED_PART`] bytes and no more; a buffer kept from
-    /// an earlier, longer answer carries none of it into the next, and an empty answer is
-    /// an empty body.
-    #[tokio::test]
-    async fn a_filled_body_is_its_parts_in_order_in_buffers_closed_once_full() {
-        for (round, count, size) in [(0u8, 40, 2_000), (1, 3, 2_000), (2, 0, 0), (3, 9, 300_000)] {
-            let parts: Vec<Vec<u8>> = (0..count)
-                .map(|i| vec![b'a' + round; size + 10 * i])
-                .collect();
-            let largest = parts.iter().map(Vec::len).max().unwrap_or(0);
-            let whole = parts.concat();
-            let mut left = parts.into_iter();
-            let body = ReplyBody::filled(|out| match left.next() {
-                Some(part) => {
-                    out.extend_from_slice(&part);
-                    true
-                }
-                None => false,
-            });
-            let buffers: Vec<usize> = body.parts.iter().map(Bytes::len).collect();
-            if let Some((last, full)) = buffers.split_last() {
-                assert!(*last <= FILLED_PART + largest, "round {round}: {buffers:?}");
-                assert!(
-                    full.iter()
-                        .all(|&b| (FILLED_PART..FILLED_PART + largest).contains(&b)),
-                    "round {round}: {buffers:?}"
-                );
-            }
-            // Nine parts of about 300 KB: two to a buffer.
-            let want = [1, 1, 0, 5][usize::from(round)];
-            assert_eq!(buffers.len(), want, "round {round}: {buffers:?}");
-            assert_eq!(body.size_hint().exact(), Some(whole.len() as u64));
-            assert_eq!(body.is_end_stream(), whole.is_empty(), "round {round}");
-            let got = body.collect().await.unwrap().to_bytes();
-            assert_eq!(&got[..], &whole[..], "round {round}");
-        }
     }
 
     /// However many parts are dropped, the buffers kept are within their bytes and of the

@@ -86,6 +86,11 @@ impl Fragments {
         kept(&self.listed_14, render).len()
     }
 
+    /// The provider's list entry after its generation from 1.14, when it is kept already.
+    pub(crate) fn kept_listed(&self) -> Option<&Arc<[u8]>> {
+        self.listed_14.get()
+    }
+
     /// How many fragments are kept (for tests).
     #[cfg(test)]
     pub(crate) fn kept(&self) -> usize {
@@ -233,7 +238,8 @@ mod tests {
     /// any number of entries a part (kept fragments or not yet); below 1.14 it is not made.
     #[test]
     fn a_list_made_piece_by_piece_is_the_list_written_whole() {
-        use super::super::response::ProvidersStream;
+        use super::super::list_parts::ListParts;
+        use super::super::response::{ListPart, ProvidersStream};
         use std::sync::Arc;
         let mut index = ProviderIndex::default();
         for i in 0..7 {
@@ -257,10 +263,56 @@ mod tests {
                     continue;
                 };
                 for per_part in [1, 2, 3, 1024] {
-                    let mut stream = ProvidersStream::new(index.clone(), listed.clone(), mv)
-                        .unwrap_or_else(|_| panic!("entries are kept from 1.14"))
-                        .with_entries_per_part(per_part);
-                    assert_eq!(stream.len(), whole.len() as u64, "{n} at {mv}");
+                    let stream_of = |listed: &[(ProviderId, u64)]| {
+                        ProvidersStream::new(index.clone(), listed.to_vec(), mv)
+                            .unwrap_or_else(|_| panic!("entries are kept from 1.14"))
+                            .with_entries_per_part(per_part)
+                    };
+                    // Parts written, kept, then sent from there; after a generation
+                    // changes, the parts with that provider are written again.
+                    let kept = ListParts::keeping_every_part(1 << 30);
+                    let mut changed = listed.clone();
+                    if let Some(first) = changed.first_mut() {
+                        first.1 += 1;
+                    }
+                    let changed_whole =
+                        providers_json_parts(&index, &changed, mv, 1, &FreshBuffers).concat();
+                    for (round, (listed, whole)) in [
+                        (&listed, &whole),
+                        (&listed, &whole),
+                        (&changed, &changed_whole),
+                    ]
+                    .into_iter()
+                    .enumerate()
+                    {
+                        let mut stream = stream_of(listed);
+                        let at = format!("{n} at {mv}, {per_part} a part, round {round}");
+                        assert_eq!(stream.len(&kept), whole.len() as u64, "{at}");
+                        // Every part kept in the second round; in the third, all but the
+                        // changed one.
+                        assert_eq!(stream.is_kept(), round == 1 && n > 0, "{at}");
+                        let parts: Vec<ListPart> =
+                            std::iter::from_fn(|| stream.next_part(&kept, &FreshBuffers)).collect();
+                        let sent: Vec<u8> = parts
+                            .iter()
+                            .flat_map(|p| match p {
+                                ListPart::Kept(k) => k.as_ref().to_vec(),
+                                ListPart::Written(w) => w.clone(),
+                            })
+                            .collect();
+                        assert_eq!(
+                            String::from_utf8_lossy(&sent),
+                            String::from_utf8_lossy(whole),
+                            "{at}"
+                        );
+                        let written = parts
+                            .iter()
+                            .filter(|p| matches!(p, ListPart::Written(_)))
+                            .count();
+                        // Only the part of no entries (the list's brackets) is not kept.
+                        assert_eq!(written, usize::from(n == 0), "{at}");
+                    }
+                    let mut stream = stream_of(&listed);
                     let pieces: Vec<Vec<u8>> = std::iter::from_fn(|| {
                         let mut part = Vec::new();
                         stream.fill(&mut part).then_some(part)

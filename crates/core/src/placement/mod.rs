@@ -11,6 +11,7 @@ pub(crate) mod fragments;
 pub mod ids;
 pub(crate) mod interner;
 pub mod inventory;
+pub mod list_parts;
 pub mod microversion;
 pub(crate) mod packed_tree;
 pub(crate) mod provider;

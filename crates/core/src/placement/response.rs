@@ -11,6 +11,7 @@ use smallvec::SmallVec;
 use super::candidates::{Candidate, CandidateSet};
 use super::candidates_json::{NameRanks, Scratch, Writer, is_plain, push_quoted, push_str};
 use super::ids::ProviderId;
+use super::list_parts::{KeptPart, ListParts};
 use super::microversion::Microversion;
 use super::provider_tree::ProviderIndex;
 use crate::runs::in_runs;
@@ -612,6 +613,8 @@ pub struct ProvidersStream {
     entries_per_part: usize,
     /// The next part to make.
     next: Part,
+    /// By part, the parts found kept when the length was worked out ([`Self::len`]).
+    found: Vec<Option<KeptPart>>,
 }
 
 /// Providers to list with their generations, and the index they are in.
@@ -650,6 +653,7 @@ impl ProvidersStream {
             mv,
             entries_per_part,
             next: Part::Opening,
+            found: Vec::new(),
         })
     }
 
@@ -658,22 +662,47 @@ impl ProvidersStream {
         self.listed.len()
     }
 
-    /// The whole body's length in bytes, summed from the entries' kept fragments (rendered
-    /// and kept for it where they are not yet). Only a body sent before it is made needs
-    /// it, so it is worked out when asked for.
-    pub fn len(&self) -> u64 {
+    /// The whole body's length in bytes: of each part `kept` holds as it would be written
+    /// now (found here once, and sent from there), else summed from the entries' kept
+    /// fragments (rendered and kept for it where they are not yet). Only a body sent before
+    /// it is made needs it, so it is worked out when asked for.
+    pub fn len(&mut self, kept: &ListParts) -> u64 {
         let (index, mv) = (&*self.index, self.mv);
-        let mut len =
-            (LIST_OPEN.len() + LIST_CLOSE.len() + self.listed.len().saturating_sub(1)) as u64;
-        for (p, generation) in &self.listed {
-            let kept = index
-                .get(*p)
-                .fragments
-                .listed_len(|out| listed_after_generation(out, index, *p, mv));
-            let digits = itoa::Buffer::new().format(*generation).len();
-            len += (b"{\"generation\":".len() + digits + kept) as u64;
+        let n = self.listed.len();
+        let mut len = 0u64;
+        self.found.clear();
+        for start in (0..n.max(1)).step_by(self.entries_per_part) {
+            let end = (start + self.entries_per_part).min(n);
+            let (opens, closes) = (start == 0, end == n);
+            let part = &self.listed[start..end];
+            let found = kept.find(part, opens, closes, |p| {
+                index.get(p).fragments.kept_listed()
+            });
+            if let Some(found) = &found {
+                len += found.as_ref().len() as u64;
+            } else {
+                let commas = part.len() - usize::from(opens && !part.is_empty());
+                len += (commas
+                    + if opens { LIST_OPEN.len() } else { 0 }
+                    + if closes { LIST_CLOSE.len() } else { 0 }) as u64;
+                for (p, generation) in part {
+                    let kept = index
+                        .get(*p)
+                        .fragments
+                        .listed_len(|out| listed_after_generation(out, index, *p, mv));
+                    let digits = itoa::Buffer::new().format(*generation).len();
+                    len += (b"{\"generation\":".len() + digits + kept) as u64;
+                }
+            }
+            self.found.push(found);
         }
         len
+    }
+
+    /// Whether every part was found kept when the length was worked out: the body is then
+    /// made of them at once.
+    pub fn is_kept(&self) -> bool {
+        !self.found.is_empty() && self.found.iter().all(Option::is_some)
     }
 
     /// Whether the body is empty (it never is: it has at least its brackets).
@@ -688,7 +717,59 @@ impl ProvidersStream {
     }
 }
 
+/// A part of a list: kept from an earlier answer, or written now.
+#[derive(Debug)]
+pub enum ListPart {
+    Kept(KeptPart),
+    /// Written in a buffer from the caller's [`Buffers`], not kept.
+    Written(Vec<u8>),
+}
+
 impl ProvidersStream {
+    /// The next part, `None` once every part is made: sent from `kept` where it holds the
+    /// part as it would be written now, else written in a buffer from `buffers` and kept
+    /// there when it is large enough.
+    pub fn next_part(&mut self, kept: &ListParts, buffers: &impl Buffers) -> Option<ListPart> {
+        let start = match self.next {
+            Part::Opening => 0,
+            Part::Entries(start) => start,
+            Part::Done => return None,
+        };
+        let end = (start + self.entries_per_part).min(self.listed.len());
+        let (opens, closes) = (start == 0, end == self.listed.len());
+        let index = &*self.index;
+        // Looked for when the length was worked out, if it was.
+        let found = match self.found.get_mut(start / self.entries_per_part) {
+            Some(found) => found.take(),
+            None => kept.find(&self.listed[start..end], opens, closes, |p| {
+                index.get(p).fragments.kept_listed()
+            }),
+        };
+        if let Some(part) = found {
+            self.next = if closes {
+                Part::Done
+            } else {
+                Part::Entries(end)
+            };
+            return Some(ListPart::Kept(part));
+        }
+        let mut out = buffers.take(0);
+        self.fill(&mut out);
+        let index = &*self.index;
+        let providers = &self.listed[start..end];
+        let entries: Option<Vec<Arc<[u8]>>> = providers
+            .iter()
+            .map(|(p, _)| index.get(*p).fragments.kept_listed().cloned())
+            .collect();
+        let Some(entries) = entries else {
+            return Some(ListPart::Written(out));
+        };
+        Some(match kept.keep(providers, entries, opens, closes, out) {
+            Ok(part) => ListPart::Kept(part),
+            Err(out) => ListPart::Written(out),
+        })
+    }
+
     /// Appends the next part to `out` (a buffer the caller may reuse from part to part);
     /// `false`, with nothing appended, once every part is made.
     pub fn fill(&mut self, out: &mut Vec<u8>) -> bool {
