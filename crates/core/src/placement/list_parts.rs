@@ -33,7 +33,7 @@ struct PartKey {
 }
 
 /// A part of a list, written and kept.
-pub struct WrittenPart {
+struct WrittenPart {
     key: PartKey,
     /// The providers and generations it lists, in order.
     providers: Vec<(ProviderId, u64)>,
@@ -101,8 +101,8 @@ impl ListParts {
 
     /// How many parts and bytes are kept.
     pub fn kept(&self) -> (usize, usize) {
-        let kept = self.shelf.lock().unwrap_or_else(PoisonError::into_inner);
-        (kept.parts.len(), kept.bytes)
+        let shelf = self.shelf.lock().unwrap_or_else(PoisonError::into_inner);
+        (shelf.parts.len(), shelf.bytes)
     }
 
     /// The part kept for `providers` at this place of a list, if it was written from the
@@ -121,8 +121,8 @@ impl ListParts {
             closes,
         };
         let part = {
-            let kept = self.shelf.lock().unwrap_or_else(PoisonError::into_inner);
-            kept.parts.get(&key)?.clone()
+            let shelf = self.shelf.lock().unwrap_or_else(PoisonError::into_inner);
+            shelf.parts.get(&key)?.clone()
         };
         let same = part.providers == providers
             && part
@@ -167,14 +167,14 @@ impl ListParts {
             bytes,
             used: AtomicU64::new(self.tick()),
         });
-        let mut kept = self.shelf.lock().unwrap_or_else(PoisonError::into_inner);
-        let kept = &mut *kept;
-        if let Some(old) = kept.parts.insert(key, part.clone()) {
-            kept.bytes -= old.bytes.len();
+        let mut shelf = self.shelf.lock().unwrap_or_else(PoisonError::into_inner);
+        let shelf = &mut *shelf;
+        if let Some(old) = shelf.parts.insert(key, part.clone()) {
+            shelf.bytes -= old.bytes.len();
         }
-        kept.bytes += part.bytes.len();
-        while kept.bytes > self.most_bytes {
-            let Some(oldest) = kept
+        shelf.bytes += part.bytes.len();
+        while shelf.bytes > self.most_bytes {
+            let Some(oldest) = shelf
                 .parts
                 .values()
                 .filter(|p| !Arc::ptr_eq(p, &part))
@@ -183,8 +183,8 @@ impl ListParts {
             else {
                 break;
             };
-            if let Some(gone) = kept.parts.remove(&oldest) {
-                kept.bytes -= gone.bytes.len();
+            if let Some(gone) = shelf.parts.remove(&oldest) {
+                shelf.bytes -= gone.bytes.len();
             }
         }
         Ok(KeptPart(part))
@@ -271,7 +271,7 @@ mod tests {
         assert!(parts.find(&listed, true, false, at).is_some());
         assert!(parts.find(&third, false, false, far).is_some());
         assert!(parts.find(&fourth, false, true, far).is_some());
-        // Shelf again at the same place: in place of the one before.
+        // Kept again at the same place: in place of the one before.
         parts
             .keep(&fourth, kept.clone(), false, true, big.clone())
             .unwrap();

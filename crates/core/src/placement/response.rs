@@ -720,6 +720,7 @@ impl ProvidersStream {
 /// A part of a list: kept from an earlier answer, or written now.
 #[derive(Debug)]
 pub enum ListPart {
+    /// Kept, for this answer and later ones.
     Kept(KeptPart),
     /// Written in a buffer from the caller's [`Buffers`], not kept.
     Written(Vec<u8>),
