@@ -1715,6 +1715,142 @@ fn a_list_asked_again_shows_what_changed_since_even_where_no_generation_did() {
 
 /// A list by uuid finds the providers whose uuid is the one asked for in any case, whether
 /// some provider's uuid has upper-case letters or none has.
+/// A candidates answer asked again is the same bytes, and follows every change since: a
+/// claim that fills a host (its candidate and summary gone, the parts after it moved), a
+/// claim that does not (its summary alone changed), both let go (the first answer again,
+/// byte for byte), and a host deleted and created again under a new uuid (the new uuid
+/// named, the old one nowhere).
+#[test]
+fn a_candidates_answer_asked_again_follows_claims_and_new_uuids() {
+    // 600 hosts: parts of requests and of summaries of about 100 KB each, kept.
+    let docs: Vec<String> = (0..600)
+        .map(|t| format!(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata: {{name: host{t:03}}}\nspec:\n  inventories:\n    VCPU: {{total: 8}}\n    MEMORY_MB: {{total: 4096}}\n"
+        ))
+        .collect();
+    let path = std::env::temp_dir().join(format!(
+        "kubeplace-candidates-again-{}.yaml",
+        std::process::id()
+    ));
+    std::fs::write(&path, docs.join("---\n")).expect("write the cloud");
+    let s = Server::start(&["-f", path.to_str().unwrap()]);
+    let ask = || {
+        let r = s.call(
+            "GET",
+            "/allocation_candidates?resources=VCPU:1",
+            LATEST,
+            None,
+        );
+        r.expect(200);
+        r
+    };
+    let first = ask();
+    assert!(first.body.len() > 150_000, "{} bytes", first.body.len());
+    assert!(ask().body == first.body, "the same answer, asked again");
+    let before = first.json();
+    let named = |answer: &Value, uuid: &str| {
+        let requests = answer["allocation_requests"].as_array().unwrap();
+        let in_requests = requests
+            .iter()
+            .filter(|r| r["allocations"].get(uuid).is_some())
+            .count();
+        (in_requests, answer["provider_summaries"].get(uuid).cloned())
+    };
+    let uuid_of = |name: &str| {
+        let list = s.call(
+            "GET",
+            &format!("/resource_providers?name={name}"),
+            LATEST,
+            None,
+        );
+        list.json()["resource_providers"][0]["uuid"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (host5, host7) = (uuid_of("host005"), uuid_of("host007"));
+    let (vm_a, vm_b) = (
+        "9c000000-0000-4000-8000-00000000000a",
+        "9c000000-0000-4000-8000-00000000000b",
+    );
+    // host005 filled: gone from the answer, every other entry as before.
+    s.call(
+        "PUT",
+        &format!("/allocations/{vm_a}"),
+        LATEST,
+        Some(&allocation_body(&host5, 8, Value::Null)),
+    )
+    .expect(204);
+    let filled = ask().json();
+    assert_eq!(named(&filled, &host5), (0, None));
+    let mut without = before.clone();
+    without["allocation_requests"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|r| r["allocations"].get(&host5).is_none());
+    without["provider_summaries"]
+        .as_object_mut()
+        .unwrap()
+        .remove(&host5);
+    assert!(filled == without, "host005 filled");
+    // One VCPU of host007 taken: its summary alone changes.
+    s.call(
+        "PUT",
+        &format!("/allocations/{vm_b}"),
+        LATEST,
+        Some(&allocation_body(&host7, 1, Value::Null)),
+    )
+    .expect(204);
+    let taken = ask().json();
+    let mut want = without.clone();
+    want["provider_summaries"][&host7]["resources"]["VCPU"]["used"] = json!(1);
+    assert!(taken == want, "one VCPU of host007 taken");
+    // Both let go: the first answer, byte for byte.
+    for vm in [vm_a, vm_b] {
+        s.call("DELETE", &format!("/allocations/{vm}"), LATEST, None)
+            .expect(204);
+    }
+    assert!(ask().body == first.body, "both claims let go");
+    // host009 deleted and created again: a new uuid, where the old one was.
+    let old = uuid_of("host009");
+    s.call(
+        "DELETE",
+        &format!("/resource_providers/{old}"),
+        LATEST,
+        None,
+    )
+    .expect(204);
+    let created = s.call(
+        "POST",
+        "/resource_providers",
+        LATEST,
+        Some(&json!({"name": "host009", "uuid": "9d000000-0000-4000-8000-000000000009"})),
+    );
+    created.expect(200);
+    let new = created.json()["uuid"].as_str().unwrap().to_string();
+    assert_ne!(new, old);
+    let inventories = json!({"resource_provider_generation": 0,
+        "inventories": {"VCPU": {"total": 8}, "MEMORY_MB": {"total": 4096}}});
+    s.call(
+        "PUT",
+        &format!("/resource_providers/{new}/inventories"),
+        LATEST,
+        Some(&inventories),
+    )
+    .expect(200);
+    let again = ask();
+    let answer = again.json();
+    assert_eq!(named(&answer, &old), (0, None), "the old uuid is gone");
+    assert_eq!(named(&answer, &new).0, 1, "the new uuid is a candidate");
+    assert!(!again.body.contains(&old));
+    assert_eq!(
+        answer["allocation_requests"].as_array().unwrap().len(),
+        600,
+        "every host a candidate"
+    );
+    let _ = std::fs::remove_file(&path);
+}
+
 #[test]
 fn a_list_by_uuid_matches_uuids_in_any_case() {
     const LOWER: &str = "0000000a-0000-4000-8000-00000000000a";

@@ -13,7 +13,7 @@ use hyper::body::{Body, Frame, SizeHint};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use kubeplace_core::placement::response::{Buffers, ListPart};
+use kubeplace_core::placement::response::{Buffers, CandidatesPart, ListPart};
 
 use super::Ctx;
 
@@ -100,6 +100,16 @@ pub(crate) fn list_part(part: ListPart) -> Bytes {
     match part {
         ListPart::Kept(kept) => Bytes::from_owner(kept),
         ListPart::Written(written) => Bytes::from_owner(SparePart(written)),
+    }
+}
+
+/// A part of a candidates answer as sent: a part kept for later answers is shared with
+/// them, a part written for this one alone goes back to the kept buffers once sent.
+pub(crate) fn candidates_part(part: CandidatesPart) -> Bytes {
+    match part {
+        CandidatesPart::Requests(kept) => Bytes::from_owner(kept),
+        CandidatesPart::Summaries(kept) => Bytes::from_owner(kept),
+        CandidatesPart::Written(written) => Bytes::from_owner(SparePart(written)),
     }
 }
 

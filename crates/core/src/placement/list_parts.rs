@@ -12,97 +12,54 @@
 //! provider has an entry at a new address; a kept part holds the entries it was written
 //! from, so that no new entry can be made at the address of one it compares with.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use super::ids::ProviderId;
+use super::kept_parts::{self, KeptParts};
 
-/// Parts smaller than this are written again each time: copying them costs less than
-/// keeping them.
-pub const KEPT_PART_MIN: usize = 64 << 10;
+pub use super::kept_parts::KEPT_PART_MIN;
 
 /// Where a part is in its list: what opens the list goes with the first part, what closes
 /// it with the last, and a comma before each part but the first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct PartKey {
+pub struct PartKey {
     first: ProviderId,
     entries: usize,
     opens: bool,
     closes: bool,
 }
 
-/// A part of a list, written and kept.
-struct WrittenPart {
-    key: PartKey,
+/// What a list part was written from.
+pub struct ListedFrom {
     /// The providers and generations it lists, in order.
     providers: Vec<(ProviderId, u64)>,
     /// Each provider's kept entry it was written from.
     entries: Vec<Arc<[u8]>>,
-    bytes: Vec<u8>,
-    /// When it was last sent, on the clock of its [`ListParts`].
-    used: AtomicU64,
 }
 
-/// A kept part, shared with the answers sending it.
-#[derive(Clone)]
-pub struct KeptPart(Arc<WrittenPart>);
-
-impl AsRef<[u8]> for KeptPart {
-    fn as_ref(&self) -> &[u8] {
-        &self.0.bytes
-    }
-}
-
-impl std::fmt::Debug for KeptPart {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KeptPart")
-            .field("entries", &self.0.providers.len())
-            .field("bytes", &self.0.bytes.len())
-            .finish()
-    }
-}
+/// A kept part of a list, shared with the answers sending it.
+pub type KeptPart = kept_parts::KeptPart<PartKey, ListedFrom>;
 
 /// The kept parts of a server's lists, within a number of bytes: the least recently sent
 /// go first.
-pub struct ListParts {
-    least_bytes: usize,
-    most_bytes: usize,
-    shelf: Mutex<Shelf>,
-    clock: AtomicU64,
-}
-
-#[derive(Default)]
-struct Shelf {
-    parts: HashMap<PartKey, Arc<WrittenPart>>,
-    bytes: usize,
-}
+pub struct ListParts(KeptParts<PartKey, ListedFrom>);
 
 impl ListParts {
     /// Keeping at most `most_bytes` bytes of parts (the kept entries they hold are mostly
     /// the index's own; those of providers changed since are held besides).
     pub fn new(most_bytes: usize) -> ListParts {
-        ListParts {
-            least_bytes: KEPT_PART_MIN,
-            most_bytes,
-            shelf: Mutex::new(Shelf::default()),
-            clock: AtomicU64::new(0),
-        }
+        ListParts(KeptParts::new(most_bytes))
     }
 
     /// Keeping parts of any size (for tests of lists of a few providers).
     #[cfg(test)]
     pub(crate) fn keeping_every_part(most_bytes: usize) -> ListParts {
-        ListParts {
-            least_bytes: 1,
-            ..ListParts::new(most_bytes)
-        }
+        ListParts(KeptParts::keeping_every_part(most_bytes))
     }
 
     /// How many parts and bytes are kept.
     pub fn kept(&self) -> (usize, usize) {
-        let shelf = self.shelf.lock().unwrap_or_else(PoisonError::into_inner);
-        (shelf.parts.len(), shelf.bytes)
+        self.0.kept()
     }
 
     /// The part kept for `providers` at this place of a list, if it was written from the
@@ -120,21 +77,14 @@ impl ListParts {
             opens,
             closes,
         };
-        let part = {
-            let shelf = self.shelf.lock().unwrap_or_else(PoisonError::into_inner);
-            shelf.parts.get(&key)?.clone()
-        };
-        let same = part.providers == providers
-            && part
-                .providers
-                .iter()
-                .zip(&part.entries)
-                .all(|((p, _), was)| entry(*p).is_some_and(|now| Arc::ptr_eq(now, was)));
-        if !same {
-            return None;
-        }
-        part.used.store(self.tick(), Ordering::Relaxed);
-        Some(KeptPart(part))
+        self.0.find(&key, |from| {
+            from.providers == providers
+                && kept_parts::same_entries(
+                    from.providers.iter().map(|(p, _)| *p),
+                    &from.entries,
+                    entry,
+                )
+        })
     }
 
     /// Keeps `bytes`, written from `providers` and their `entries` at this place of a list
@@ -151,47 +101,17 @@ impl ListParts {
         let Some(&(first, _)) = providers.first() else {
             return Err(bytes);
         };
-        if bytes.len() < self.least_bytes || bytes.len() > self.most_bytes {
-            return Err(bytes);
-        }
         let key = PartKey {
             first,
             entries: providers.len(),
             opens,
             closes,
         };
-        let part = Arc::new(WrittenPart {
-            key,
+        let from = ListedFrom {
             providers: providers.to_vec(),
             entries,
-            bytes,
-            used: AtomicU64::new(self.tick()),
-        });
-        let mut shelf = self.shelf.lock().unwrap_or_else(PoisonError::into_inner);
-        let shelf = &mut *shelf;
-        if let Some(old) = shelf.parts.insert(key, part.clone()) {
-            shelf.bytes -= old.bytes.len();
-        }
-        shelf.bytes += part.bytes.len();
-        while shelf.bytes > self.most_bytes {
-            let Some(oldest) = shelf
-                .parts
-                .values()
-                .filter(|p| !Arc::ptr_eq(p, &part))
-                .min_by_key(|p| p.used.load(Ordering::Relaxed))
-                .map(|p| p.key)
-            else {
-                break;
-            };
-            if let Some(gone) = shelf.parts.remove(&oldest) {
-                shelf.bytes -= gone.bytes.len();
-            }
-        }
-        Ok(KeptPart(part))
-    }
-
-    fn tick(&self) -> u64 {
-        self.clock.fetch_add(1, Ordering::Relaxed)
+        };
+        self.0.keep(key, from, 0, bytes)
     }
 }
 

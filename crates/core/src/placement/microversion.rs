@@ -4,7 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 
 /// A `1.N` microversion.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Microversion(pub u16);
 
 impl Microversion {

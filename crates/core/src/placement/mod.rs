@@ -5,12 +5,14 @@
 
 pub mod candidates;
 pub(crate) mod candidates_json;
+pub mod candidates_parts;
 pub mod explain;
 mod extra_spec_keys;
 pub(crate) mod fragments;
 pub mod ids;
 pub(crate) mod interner;
 pub mod inventory;
+pub mod kept_parts;
 pub mod list_parts;
 pub mod microversion;
 pub(crate) mod packed_tree;

@@ -10,6 +10,7 @@ use smallvec::SmallVec;
 
 use super::candidates::{Candidate, CandidateSet};
 use super::candidates_json::{NameRanks, Scratch, Writer, is_plain, push_quoted, push_str};
+use super::candidates_parts::{CandidatesParts, KeptRequests, KeptSummaries, RequestsOf};
 use super::ids::ProviderId;
 use super::list_parts::{KeptPart, ListParts};
 use super::microversion::Microversion;
@@ -54,6 +55,31 @@ pub struct CandidatesBody<'a> {
     mv: Microversion,
 }
 
+/// A part of a candidates answer: kept from an earlier answer, or written now.
+#[derive(Debug)]
+pub enum CandidatesPart {
+    /// Allocation requests kept, for this answer and later ones.
+    Requests(KeptRequests),
+    /// Provider summaries kept, for this answer and later ones.
+    Summaries(KeptSummaries),
+    /// Written in a buffer from the caller's [`Buffers`], not kept.
+    Written(Vec<u8>),
+}
+
+impl AsRef<[u8]> for CandidatesPart {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            CandidatesPart::Requests(part) => part.as_ref(),
+            CandidatesPart::Summaries(part) => part.as_ref(),
+            CandidatesPart::Written(bytes) => bytes,
+        }
+    }
+}
+
+/// Allocation requests, or provider summaries, a part of a candidates answer holds: about
+/// 300 KiB of plain requests, well within a buffer of [`CHUNK`].
+const PART_ENTRIES: usize = 1024;
+
 /// Below this many candidates and summaries, [`CandidatesBody::to_json`] writes on one thread.
 const WRITE_APART_FROM: usize = 4_096;
 
@@ -70,8 +96,27 @@ impl CandidatesBody<'_> {
         self.to_json_parts_in(threads, &FreshBuffers)
     }
 
-    /// [`Self::to_json_parts`], the runs written in buffers from `buffers`.
+    /// [`Self::to_json_parts`], the parts written in buffers from `buffers`.
     pub fn to_json_parts_in(&self, threads: usize, buffers: &dyn Buffers) -> Vec<Vec<u8>> {
+        self.to_json_parts_kept(threads, buffers, None)
+            .into_iter()
+            .map(|part| match part {
+                CandidatesPart::Written(bytes) => bytes,
+                kept => kept.as_ref().to_vec(),
+            })
+            .collect()
+    }
+
+    /// [`Self::to_json_parts_in`] in parts of [`PART_ENTRIES`] allocation requests or
+    /// provider summaries (and what opens, joins and closes them), each sent from `kept`
+    /// where it holds the part as it would be written now, else written and kept there when
+    /// large enough.
+    pub fn to_json_parts_kept(
+        &self,
+        threads: usize,
+        buffers: &dyn Buffers,
+        kept: Option<&CandidatesParts>,
+    ) -> Vec<CandidatesPart> {
         let CandidatesBody { index, set, mv } = *self;
         let summaries = summarised(index, set);
         let ranks = NameRanks::of(index);
@@ -82,56 +127,90 @@ impl CandidatesBody<'_> {
             ranks: &ranks,
             uuids: index.uuid_order(),
         };
-        let requests = |run: &[Candidate]| {
-            let mut out = Chunks::for_entries(run.len(), buffers);
+        let of = RequestsOf {
+            slots: index.slots_stamp(),
+            mv,
+            suffixes: &set.suffixes,
+        };
+        let requests = |start: usize| {
+            let run = &set.candidates[start..(start + PART_ENTRIES).min(set.candidates.len())];
+            let found = kept.and_then(|k| k.find_requests(of, start, run));
+            if let Some(found) = found {
+                return CandidatesPart::Requests(found);
+            }
+            let mut out = buffers.take(CHUNK);
             let mut scratch = Scratch::default();
             for (i, candidate) in run.iter().enumerate() {
-                let out = out.next();
-                if i > 0 {
+                if start + i > 0 {
                     out.push(b',');
                 }
-                writer.request(out, candidate, &mut scratch);
+                writer.request(&mut out, candidate, &mut scratch);
             }
-            out.done()
+            let Some(kept) = kept else {
+                return CandidatesPart::Written(out);
+            };
+            match kept.keep_requests(of, start, run, out) {
+                Ok(part) => CandidatesPart::Requests(part),
+                Err(out) => CandidatesPart::Written(out),
+            }
         };
-        let summaries_of = |run: &[ProviderId]| {
-            let mut out = Chunks::for_entries(run.len(), buffers);
+        let summaries_of = |start: usize| {
+            let run = &summaries[start..(start + PART_ENTRIES).min(summaries.len())];
+            let summary = |p: ProviderId| writer.kept_summary_entry(p);
+            if let Some(found) = kept.and_then(|k| k.find_summaries(mv, start, run, summary)) {
+                return CandidatesPart::Summaries(found);
+            }
+            let mut out = buffers.take(CHUNK);
             let mut scratch = Scratch::default();
             // The providers lie far apart in memory: finding a batch's kept members before
             // copying them lets those reads wait on memory together rather than in turn.
-            let mut first = true;
-            for batch in run.chunks(SUMMARY_BATCH) {
-                let kept: SmallVec<[_; SUMMARY_BATCH]> = batch
-                    .iter()
-                    .map(|p| writer.kept_summary_entry(*p))
-                    .collect();
-                for (p, kept) in batch.iter().zip(kept) {
-                    let out = out.next();
-                    if !first {
+            for (b, batch) in run.chunks(SUMMARY_BATCH).enumerate() {
+                let found: SmallVec<[_; SUMMARY_BATCH]> =
+                    batch.iter().map(|p| summary(*p)).collect();
+                for (i, (p, found)) in batch.iter().zip(found).enumerate() {
+                    if start + b * SUMMARY_BATCH + i > 0 {
                         out.push(b',');
                     }
-                    first = false;
-                    match kept {
+                    match found {
                         Some(entry) => out.extend_from_slice(entry),
-                        None => writer.summary_entry(out, *p, &mut scratch),
+                        None => writer.summary_entry(&mut out, *p, &mut scratch),
                     }
                 }
             }
-            out.done()
+            let Some(kept) = kept else {
+                return CandidatesPart::Written(out);
+            };
+            // Kept only when every summary written is kept (from 1.27).
+            let written_from: Option<Vec<Arc<[u8]>>> =
+                run.iter().map(|p| summary(*p).cloned()).collect();
+            let Some(written_from) = written_from else {
+                return CandidatesPart::Written(out);
+            };
+            match kept.keep_summaries(mv, start, run, written_from, out) {
+                Ok(part) => CandidatesPart::Summaries(part),
+                Err(out) => CandidatesPart::Written(out),
+            }
         };
         let threads = if set.candidates.len() + summaries.len() < WRITE_APART_FROM {
             1
         } else {
             threads
         };
-        let request_parts = in_runs(&set.candidates, threads, requests);
-        let summary_parts = in_runs(&summaries, threads, summaries_of);
-        let mut parts = Vec::with_capacity(request_parts.len() + summary_parts.len() + 8);
-        parts.push(b"{\"allocation_requests\":[".to_vec());
-        listed(&mut parts, request_parts);
-        parts.push(b"],\"provider_summaries\":{".to_vec());
-        listed(&mut parts, summary_parts);
-        parts.push(b"}}".to_vec());
+        let starts = |n: usize| (0..n).step_by(PART_ENTRIES).collect::<Vec<usize>>();
+        let request_parts = in_runs(&starts(set.candidates.len()), threads, |run| {
+            run.iter().map(|start| requests(*start)).collect::<Vec<_>>()
+        });
+        let summary_parts = in_runs(&starts(summaries.len()), threads, |run| {
+            run.iter()
+                .map(|start| summaries_of(*start))
+                .collect::<Vec<_>>()
+        });
+        let written = |bytes: &[u8]| CandidatesPart::Written(bytes.to_vec());
+        let mut parts = vec![written(b"{\"allocation_requests\":[")];
+        parts.extend(request_parts.into_iter().flatten());
+        parts.push(written(b"],\"provider_summaries\":{"));
+        parts.extend(summary_parts.into_iter().flatten());
+        parts.push(written(b"}}"));
         parts
     }
 
@@ -667,17 +746,14 @@ impl ProvidersStream {
     /// fragments (rendered and kept for it where they are not yet). Only a body sent before
     /// it is made needs it, so it is worked out when asked for.
     pub fn len(&mut self, kept: &ListParts) -> u64 {
-        let (index, mv) = (&*self.index, self.mv);
         let n = self.listed.len();
         let mut len = 0u64;
         self.found.clear();
         for start in (0..n.max(1)).step_by(self.entries_per_part) {
-            let end = (start + self.entries_per_part).min(n);
-            let (opens, closes) = (start == 0, end == n);
+            let found = self.find_kept(kept, start);
+            let (index, mv) = (&*self.index, self.mv);
+            let (end, opens, closes) = self.part_from(start);
             let part = &self.listed[start..end];
-            let found = kept.find(part, opens, closes, |p| {
-                index.get(p).fragments.kept_listed()
-            });
             if let Some(found) = &found {
                 len += found.as_ref().len() as u64;
             } else {
@@ -697,6 +773,23 @@ impl ProvidersStream {
             self.found.push(found);
         }
         len
+    }
+
+    /// Where the part from entry `start` ends, and whether it opens and closes the list.
+    fn part_from(&self, start: usize) -> (usize, bool, bool) {
+        let n = self.listed.len();
+        let end = (start + self.entries_per_part).min(n);
+        (end, start == 0, end == n)
+    }
+
+    /// The part from entry `start` as `kept` holds it, where it holds it as it would be
+    /// written now.
+    fn find_kept(&self, kept: &ListParts, start: usize) -> Option<KeptPart> {
+        let (end, opens, closes) = self.part_from(start);
+        let index = &*self.index;
+        kept.find(&self.listed[start..end], opens, closes, |p| {
+            index.get(p).fragments.kept_listed()
+        })
     }
 
     /// Whether every part was found kept when the length was worked out: the body is then
@@ -736,15 +829,11 @@ impl ProvidersStream {
             Part::Entries(start) => start,
             Part::Done => return None,
         };
-        let end = (start + self.entries_per_part).min(self.listed.len());
-        let (opens, closes) = (start == 0, end == self.listed.len());
-        let index = &*self.index;
+        let (end, opens, closes) = self.part_from(start);
         // Looked for when the length was worked out, if it was.
         let found = match self.found.get_mut(start / self.entries_per_part) {
             Some(found) => found.take(),
-            None => kept.find(&self.listed[start..end], opens, closes, |p| {
-                index.get(p).fragments.kept_listed()
-            }),
+            None => self.find_kept(kept, start),
         };
         if let Some(part) = found {
             self.next = if closes {
@@ -781,7 +870,7 @@ impl ProvidersStream {
             Part::Entries(start) => start,
             Part::Done => return false,
         };
-        let end = (start + self.entries_per_part).min(self.listed.len());
+        let (end, _, closes) = self.part_from(start);
         out.reserve(LIST_OPEN.len() + (end - start) * 1024 + LIST_CLOSE.len());
         if start == 0 {
             out.extend_from_slice(LIST_OPEN);
@@ -799,11 +888,11 @@ impl ProvidersStream {
                 .fragments
                 .listed(out, mv, |out| listed_after_generation(out, index, *p, mv));
         }
-        if end < self.listed.len() {
-            self.next = Part::Entries(end);
-        } else {
+        if closes {
             out.extend_from_slice(LIST_CLOSE);
             self.next = Part::Done;
+        } else {
+            self.next = Part::Entries(end);
         }
         true
     }
@@ -1011,9 +1100,9 @@ mod tests {
                     body.to_json(threads) == whole,
                     "{query} at {mv:?} on {threads} threads"
                 );
-                // A server sends the runs written apart one after the other: at least two
-                // runs of requests, a comma between them, one of summaries, and the
-                // opening, middle and end of the body.
+                // A server sends the parts one after the other: the opening, middle and
+                // end of the body, and parts of at most 1,024 requests or summaries (here
+                // at least two of each).
                 if items >= WRITE_APART_FROM && threads >= 2 && set.candidates.len() >= 2 {
                     assert!(body.to_json_parts(threads).len() >= 7, "{query} at {mv:?}");
                 }
@@ -1028,5 +1117,104 @@ mod tests {
         let set = allocation_candidates(&small, &q);
         let body = candidates_body(&small, &set, Microversion::LATEST);
         assert_eq!(body.to_json(4), serde_json::to_vec(&body).unwrap());
+    }
+
+    /// The parts of an answer, as pointers to the bytes of those kept (a part found kept is
+    /// the very bytes sent before), the answer they make joined, the answer as serde_json
+    /// writes it, and the count of parts up to the last of requests.
+    fn kept_parts_of(
+        index: &ProviderIndex,
+        query: &str,
+        mv: Microversion,
+        kept: &CandidatesParts,
+    ) -> (Vec<Option<*const u8>>, Vec<u8>, Vec<u8>, usize) {
+        let q = parse_candidates_query(query, mv).unwrap();
+        let set = allocation_candidates(index, &q);
+        let body = candidates_body(index, &set, mv);
+        let parts = body.to_json_parts_kept(2, &FreshBuffers, Some(kept));
+        let kinds = parts
+            .iter()
+            .map(|p| match p {
+                CandidatesPart::Written(_) => None,
+                kept => Some(kept.as_ref().as_ptr()),
+            })
+            .collect();
+        let joined = parts.iter().flat_map(|p| p.as_ref().to_vec()).collect();
+        let requests = 1 + set.candidates.len().div_ceil(PART_ENTRIES);
+        (kinds, joined, serde_json::to_vec(&body).unwrap(), requests)
+    }
+
+    /// An answer from kept parts is the answer written whole: asked again, every part of
+    /// requests (and from 1.27 of summaries) is the one kept; after a claim, only the part
+    /// of summaries holding the claimed provider is written again; after a provider is put
+    /// back with its uuid the requests are still found, after one takes a new uuid every
+    /// part of requests is written again.
+    #[test]
+    fn an_answer_from_kept_parts_is_the_answer_written_whole() {
+        let query = "resources=VCPU:1,MEMORY_MB:512";
+        for mv in [12, 27, 29, 39].map(Microversion) {
+            let mut index = cloud(1_400);
+            let kept = CandidatesParts::keeping_every_part(1 << 30);
+            let (first, joined, whole, requests) = kept_parts_of(&index, query, mv, &kept);
+            assert!(joined == whole, "at {mv:?}");
+            // The opening, at least three parts of requests (2,800 candidates or more),
+            // then the summaries'.
+            assert!(requests >= 4, "at {mv:?}");
+            assert!(first[1..requests].iter().all(Option::is_some), "{mv:?}");
+            let summaries = &first[requests + 1..first.len() - 1];
+            assert!(summaries.len() >= 2);
+            assert!(
+                summaries.iter().all(|p| p.is_some() == mv.at_least(27)),
+                "{mv:?} {first:?}"
+            );
+            let (again, joined, whole, _) = kept_parts_of(&index, query, mv, &kept);
+            assert!(joined == whole && again == first, "at {mv:?}");
+
+            // A claim on one NUMA node changes its summary, not the candidates.
+            index.upsert_allocations(
+                "vm",
+                ConsumerAllocations {
+                    consumer: "vm".into(),
+                    items: vec![("cn00700-numa0".into(), "VCPU".into(), 1)],
+                },
+            );
+            let (claimed, joined, whole, _) = kept_parts_of(&index, query, mv, &kept);
+            assert!(joined == whole, "at {mv:?}");
+            assert_eq!(claimed[..requests], first[..requests], "at {mv:?}");
+            let changed = claimed
+                .iter()
+                .zip(&first)
+                .filter(|(now, was)| now.is_some() && now != was)
+                .count();
+            assert_eq!(changed, usize::from(mv.at_least(27)), "at {mv:?}");
+
+            // Put back with its uuid (a new trait): the requests are the same bytes.
+            let mut root = ProviderRecord {
+                uuid: "00000000-0000-4000-8000-000000000003".into(),
+                placement_name: None,
+                name: "cn00003".into(),
+                parent: None,
+                inventories: [("DISK_GB".to_string(), Inventory::with_total(100))].into(),
+                traits: ["COMPUTE_NODE".to_string(), "CUSTOM_NEW".to_string()].into(),
+                aggregates: Default::default(),
+            };
+            index.upsert_provider(root.clone());
+            let (put_back, joined, whole, _) = kept_parts_of(&index, query, mv, &kept);
+            assert!(joined == whole, "at {mv:?}");
+            assert_eq!(put_back[..requests], first[..requests], "at {mv:?}");
+
+            // A new uuid: every part of requests is written again.
+            root.uuid = "00000000-0000-4000-8000-999999999999".into();
+            index.upsert_provider(root);
+            let (renamed, joined, whole, _) = kept_parts_of(&index, query, mv, &kept);
+            assert!(joined == whole, "at {mv:?}");
+            assert!(
+                renamed[1..requests]
+                    .iter()
+                    .zip(&first[1..requests])
+                    .all(|(now, was)| now.is_some() && now != was),
+                "at {mv:?}"
+            );
+        }
     }
 }

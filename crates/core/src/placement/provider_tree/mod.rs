@@ -138,6 +138,10 @@ pub struct ProviderIndex {
     root_order: OnceLock<RootOrder>,
     /// Built on first use after a provider comes or goes: ranks compare without uuids.
     uuid_order: OnceLock<UuidOrder>,
+    /// Drawn anew whenever a provider comes or goes ([`next_slots_stamp`]): indexes with the
+    /// same stamp hold a provider of the same uuid in every slot, and (their names only
+    /// ever added to) the same name for every class an answer of either names.
+    slots_stamp: u64,
     /// Every provider in tree order, built on first use after a provider comes or goes:
     /// a provider list walks a list instead of every tree.
     tree_order: OnceLock<TreeOrder>,
@@ -167,8 +171,20 @@ pub struct ProviderIndex {
     deferred_repacks: Option<Vec<ProviderId>>,
 }
 
+/// A stamp no index has held before in this process.
+fn next_slots_stamp() -> u64 {
+    static STAMPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    STAMPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 /// The slot lookups every part of the index goes through.
 impl ProviderIndex {
+    /// Which providers the slots hold: an answer written
+    /// from slots and class names is the same bytes again while it is the same.
+    pub(crate) fn slots_stamp(&self) -> u64 {
+        self.slots_stamp
+    }
+
     pub(crate) fn get(&self, id: ProviderId) -> &Provider {
         self.slots[id.index()].as_ref().expect("live provider slot")
     }

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 
 use smallvec::SmallVec;
 
-use super::{ProviderIndex, ProviderRecord};
+use super::{ProviderIndex, ProviderRecord, next_slots_stamp};
 use crate::placement::Inventory;
 use crate::placement::ids::{AggregateId, ClassId, ProviderId, TraitId};
 use crate::placement::provider::{Children, Provider};
@@ -47,6 +47,7 @@ impl ProviderIndex {
     pub fn upsert_provider(&mut self, record: ProviderRecord) {
         let existing = self.by_name.get(record.name.as_str()).copied();
         let old_root = existing.and_then(|id| self.get(id).root);
+        let stamp = self.slots_stamp;
         let (id, old) = match existing {
             Some(id) => (id, Some(self.detach(id))),
             None => {
@@ -84,6 +85,8 @@ impl ProviderIndex {
             v.sort_unstable();
             v
         };
+        // A provider put back with its uuid leaves every slot's uuid as it was.
+        let same_uuids = old.as_ref().is_some_and(|o| *o.uuid == *record.uuid);
         let (children, usages, overlay) = match old {
             Some(o) => (
                 // A provider that named itself its parent was its own child; it is linked
@@ -156,6 +159,11 @@ impl ProviderIndex {
             .push(id);
         self.uuids_with_upper += usize::from(has_upper(&record.uuid));
         self.uuid_order = OnceLock::new();
+        self.slots_stamp = if same_uuids {
+            stamp
+        } else {
+            next_slots_stamp()
+        };
         self.tree_order = OnceLock::new();
         match record.parent.as_deref() {
             None => {
@@ -341,6 +349,7 @@ impl ProviderIndex {
         }
         self.uuids_with_upper -= usize::from(has_upper(&p.uuid));
         self.uuid_order = OnceLock::new();
+        self.slots_stamp = next_slots_stamp();
         self.tree_order = OnceLock::new();
         match (&p.parent_name, p.parent) {
             (None, _) => {

@@ -1,0 +1,219 @@
+//! Parts of large answers kept whole from one request to the next, within a number of bytes.
+//!
+//! A large answer (a list of tens of thousands of providers, tens of thousands of
+//! allocation candidates) is written in parts. A part is kept with what it was written from;
+//! a later answer with a part at the same place, written from the same things, is sent from
+//! the kept bytes, shared, not copied. What "the same" means is each kind of part's own
+//! (`list_parts`, `candidates_parts`): the shelf only finds a part by its place, keeps it
+//! within its bytes, and lets the least recently sent go first.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use super::ids::ProviderId;
+
+/// Parts smaller than this are written again each time: copying them costs less than
+/// keeping them.
+pub const KEPT_PART_MIN: usize = 64 << 10;
+
+/// Whether each provider's kept entry now (`now`) is, by address, the one a part was
+/// written from (`was`, in the providers' order): a provider changed since has none, or one
+/// at a new address.
+pub(crate) fn same_entries<'a>(
+    providers: impl ExactSizeIterator<Item = ProviderId>,
+    was: &[Arc<[u8]>],
+    now: impl Fn(ProviderId) -> Option<&'a Arc<[u8]>>,
+) -> bool {
+    providers.len() == was.len()
+        && providers
+            .zip(was)
+            .all(|(p, was)| now(p).is_some_and(|now| Arc::ptr_eq(now, was)))
+}
+
+/// A part written and kept: its place, what it was written from, its bytes.
+struct WrittenPart<K, F> {
+    key: K,
+    from: F,
+    bytes: Vec<u8>,
+    /// The bytes it holds besides its own (what it was written from), counted in the bound.
+    besides: usize,
+    /// When it was last sent, on the clock of its [`KeptParts`].
+    used: AtomicU64,
+}
+
+impl<K, F> WrittenPart<K, F> {
+    fn held(&self) -> usize {
+        self.bytes.len() + self.besides
+    }
+}
+
+/// A kept part, shared with the answers sending it.
+pub struct KeptPart<K, F>(Arc<WrittenPart<K, F>>);
+
+impl<K, F> Clone for KeptPart<K, F> {
+    fn clone(&self) -> Self {
+        KeptPart(self.0.clone())
+    }
+}
+
+#[cfg(test)]
+impl<K, F> KeptPart<K, F> {
+    /// What the part was written from.
+    pub(crate) fn from(&self) -> &F {
+        &self.0.from
+    }
+}
+
+impl<K, F> AsRef<[u8]> for KeptPart<K, F> {
+    fn as_ref(&self) -> &[u8] {
+        &self.0.bytes
+    }
+}
+
+impl<K, F> std::fmt::Debug for KeptPart<K, F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeptPart")
+            .field("bytes", &self.0.bytes.len())
+            .finish()
+    }
+}
+
+/// The kept parts of one kind of answer, by place, within a number of bytes: the least
+/// recently sent go first.
+pub struct KeptParts<K, F> {
+    least_bytes: usize,
+    most_bytes: usize,
+    shelf: Mutex<Shelf<K, F>>,
+    clock: AtomicU64,
+}
+
+struct Shelf<K, F> {
+    parts: HashMap<K, Arc<WrittenPart<K, F>>>,
+    bytes: usize,
+}
+
+impl<K: Eq + Hash + Clone, F> KeptParts<K, F> {
+    /// Keeping at most `most_bytes` bytes of parts.
+    pub fn new(most_bytes: usize) -> Self {
+        KeptParts {
+            least_bytes: KEPT_PART_MIN,
+            most_bytes,
+            shelf: Mutex::new(Shelf {
+                parts: HashMap::new(),
+                bytes: 0,
+            }),
+            clock: AtomicU64::new(0),
+        }
+    }
+
+    /// Keeping parts of any size (for tests of answers of a few entries).
+    #[cfg(test)]
+    pub(crate) fn keeping_every_part(most_bytes: usize) -> Self {
+        KeptParts {
+            least_bytes: 1,
+            ..KeptParts::new(most_bytes)
+        }
+    }
+
+    /// How many parts and bytes are kept.
+    pub fn kept(&self) -> (usize, usize) {
+        let shelf = self.shelf.lock().unwrap_or_else(PoisonError::into_inner);
+        (shelf.parts.len(), shelf.bytes)
+    }
+
+    /// The part kept at `key`, if `same` finds it written from what would be written now.
+    pub(crate) fn find(&self, key: &K, same: impl FnOnce(&F) -> bool) -> Option<KeptPart<K, F>> {
+        let part = {
+            let shelf = self.shelf.lock().unwrap_or_else(PoisonError::into_inner);
+            shelf.parts.get(key)?.clone()
+        };
+        if !same(&part.from) {
+            return None;
+        }
+        part.used.store(self.tick(), Ordering::Relaxed);
+        Some(KeptPart(part))
+    }
+
+    /// Keeps `bytes`, written from `from` (which holds `besides` bytes of its own) at `key`,
+    /// in place of a part kept there before, when it is large enough and fits; the part to
+    /// send either way.
+    pub(crate) fn keep(
+        &self,
+        key: K,
+        from: F,
+        besides: usize,
+        bytes: Vec<u8>,
+    ) -> Result<KeptPart<K, F>, Vec<u8>> {
+        if bytes.len() < self.least_bytes || bytes.len() + besides > self.most_bytes {
+            return Err(bytes);
+        }
+        let part = Arc::new(WrittenPart {
+            key: key.clone(),
+            from,
+            bytes,
+            besides,
+            used: AtomicU64::new(self.tick()),
+        });
+        let mut shelf = self.shelf.lock().unwrap_or_else(PoisonError::into_inner);
+        let shelf = &mut *shelf;
+        if let Some(old) = shelf.parts.insert(key, part.clone()) {
+            shelf.bytes -= old.held();
+        }
+        shelf.bytes += part.held();
+        while shelf.bytes > self.most_bytes {
+            let Some(oldest) = shelf
+                .parts
+                .values()
+                .filter(|p| !Arc::ptr_eq(p, &part))
+                .min_by_key(|p| p.used.load(Ordering::Relaxed))
+                .map(|p| p.key.clone())
+            else {
+                break;
+            };
+            if let Some(gone) = shelf.parts.remove(&oldest) {
+                shelf.bytes -= gone.held();
+            }
+        }
+        Ok(KeptPart(part))
+    }
+
+    fn tick(&self) -> u64 {
+        self.clock.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Parts under the least size or over every byte allowed are not kept; what they hold
+    /// besides counts in the bound; the least recently sent goes first; keeping at a place
+    /// replaces what was there.
+    #[test]
+    fn parts_are_kept_within_their_bytes_the_least_recently_sent_going_first() {
+        let parts: KeptParts<u32, usize> = KeptParts::new(3 * KEPT_PART_MIN);
+        let big = || vec![b'x'; KEPT_PART_MIN];
+        assert!(parts.keep(0, 0, 0, vec![b'x'; 10]).is_err());
+        assert!(parts.keep(0, 0, 2 * KEPT_PART_MIN + 1, big()).is_err());
+        assert_eq!(parts.kept(), (0, 0));
+        parts.keep(1, 10, 0, big()).unwrap();
+        parts.keep(2, 20, KEPT_PART_MIN, big()).unwrap();
+        assert_eq!(parts.kept(), (2, 3 * KEPT_PART_MIN));
+        // Found only where `same` says so.
+        assert!(parts.find(&1, |from| *from == 10).is_some());
+        assert!(parts.find(&1, |from| *from == 11).is_none());
+        assert!(parts.find(&3, |_| true).is_none());
+        // 2 was sent less recently than 1: it goes to make room for 3.
+        parts.keep(3, 30, 0, big()).unwrap();
+        assert_eq!(parts.kept(), (2, 2 * KEPT_PART_MIN));
+        assert!(parts.find(&2, |_| true).is_none());
+        let found = parts.find(&3, |_| true).unwrap();
+        assert_eq!((found.as_ref().len(), *found.from()), (KEPT_PART_MIN, 30));
+        // In place of the part at the same place.
+        parts.keep(3, 31, 0, big()).unwrap();
+        assert_eq!(parts.kept(), (2, 2 * KEPT_PART_MIN));
+        assert!(parts.find(&3, |from| *from == 31).is_some());
+    }
+}
