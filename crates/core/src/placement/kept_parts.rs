@@ -45,7 +45,7 @@ struct WrittenPart<K, F> {
 
 impl<K, F> WrittenPart<K, F> {
     fn held(&self) -> usize {
-        self.bytes.len() + self.besides
+        self.bytes.capacity() + self.besides
     }
 }
 
@@ -149,6 +149,10 @@ impl<K: Eq + Hash + Clone, F> KeptParts<K, F> {
         if bytes.len() < self.least_bytes || bytes.len() + besides > self.most_bytes {
             return Err(bytes);
         }
+        // A part is written in a buffer with room to spare (a megabyte for a few hundred
+        // kilobytes): kept, it holds only its bytes.
+        let mut bytes = bytes;
+        bytes.shrink_to_fit();
         let part = Arc::new(WrittenPart {
             key: key.clone(),
             from,
@@ -211,6 +215,11 @@ mod tests {
         assert!(parts.find(&2, |_| true).is_none());
         let found = parts.find(&3, |_| true).unwrap();
         assert_eq!((found.as_ref().len(), *found.from()), (KEPT_PART_MIN, 30));
+        // Kept from a buffer with room to spare: only its bytes are held.
+        let mut roomy = Vec::with_capacity(2 * KEPT_PART_MIN);
+        roomy.extend_from_slice(&big());
+        parts.keep(3, 30, 0, roomy).unwrap();
+        assert_eq!(parts.kept(), (2, 2 * KEPT_PART_MIN));
         // In place of the part at the same place.
         parts.keep(3, 31, 0, big()).unwrap();
         assert_eq!(parts.kept(), (2, 2 * KEPT_PART_MIN));
