@@ -598,8 +598,8 @@ static SPARE_CANDIDATES: SpareCandidates = SpareCandidates::new(32 << 20);
 /// How many bytes of candidates answers' parts are kept for later answers, of allocation
 /// requests (with the candidates they were written from) and of summaries each: enough for
 /// the largest answer of the 10k-tree bench cloud (72,000 candidates: 22 MB of requests
-/// written from 9 MB of candidates, 12 MB of summaries), little beside the operator's
-/// memory limit.
+/// written from 9 MB of candidates, 12 MB of summaries), and small enough that the operator
+/// serving that cloud stays within its chart's memory limit.
 const KEPT_CANDIDATES_BYTES: usize = 32 << 20;
 
 /// The candidates answers' parts kept for later answers, shared by every search this process

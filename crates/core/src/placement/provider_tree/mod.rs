@@ -179,8 +179,8 @@ fn next_slots_stamp() -> u64 {
 
 /// The slot lookups every part of the index goes through.
 impl ProviderIndex {
-    /// Which providers the slots hold: an answer written
-    /// from slots and class names is the same bytes again while it is the same.
+    /// Which providers the slots hold: an answer written from slots and class names is the
+    /// same bytes again while the stamp is the same.
     pub(crate) fn slots_stamp(&self) -> u64 {
         self.slots_stamp
     }
