@@ -97,11 +97,6 @@ impl CandidatesParts {
         }
     }
 
-    /// How many parts and bytes are kept, of requests and of summaries.
-    pub fn kept(&self) -> [(usize, usize); 2] {
-        [self.requests.kept(), self.summaries.kept()]
-    }
-
     /// The part of requests kept for `candidates` from `start` of an answer written as `of`
     /// says.
     pub(crate) fn find_requests(

@@ -93,12 +93,8 @@ impl CandidatesBody<'_> {
     /// requests and provider summaries are cut into runs written apart, and each run is a
     /// part, so that a server can send them without copying them into one buffer.
     pub fn to_json_parts(&self, threads: usize) -> Vec<Vec<u8>> {
-        self.to_json_parts_in(threads, &FreshBuffers)
-    }
-
-    /// [`Self::to_json_parts`], the parts written in buffers from `buffers`.
-    pub fn to_json_parts_in(&self, threads: usize, buffers: &dyn Buffers) -> Vec<Vec<u8>> {
-        self.to_json_parts_kept(threads, buffers, None)
+        // With nothing to keep them in, every part is written.
+        self.to_json_parts_kept(threads, &FreshBuffers, None)
             .into_iter()
             .map(|part| match part {
                 CandidatesPart::Written(bytes) => bytes,
@@ -107,7 +103,7 @@ impl CandidatesBody<'_> {
             .collect()
     }
 
-    /// [`Self::to_json_parts_in`] in parts of [`PART_ENTRIES`] allocation requests or
+    /// [`Self::to_json_parts`], in buffers from `buffers`, in parts of [`PART_ENTRIES`] allocation requests or
     /// provider summaries (and what opens, joins and closes them), each sent from `kept`
     /// where it holds the part as it would be written now, else written and kept there when
     /// large enough.
