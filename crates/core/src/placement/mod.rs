@@ -12,6 +12,7 @@ pub(crate) mod fragments;
 pub mod ids;
 pub(crate) mod interner;
 pub mod inventory;
+pub mod kept_answers;
 pub mod kept_parts;
 pub mod list_parts;
 pub mod microversion;
