@@ -1710,6 +1710,24 @@ fn a_list_asked_again_shows_what_changed_since_even_where_no_generation_did() {
         after_answer.body,
         "the changed list, asked again"
     );
+    // host11's traits written again as they are: Placement counts the write as a change of
+    // host11's generation, though nothing else of it changed.
+    let host11 = entry(&after, "host11");
+    let sent = s.call(
+        "PUT",
+        &format!("/resource_providers/{}/traits", uuid("host11")),
+        LATEST,
+        Some(&json!({"traits": [], "resource_provider_generation": host11["generation"]})),
+    );
+    sent.expect(200);
+    let generation = host11["generation"].as_u64().unwrap();
+    assert_eq!(sent.json()["resource_provider_generation"], generation + 1);
+    let rewritten = list();
+    assert_eq!(
+        entry(&rewritten.json(), "host11")["generation"],
+        generation + 1,
+        "the list asked again shows the generation moved"
+    );
     let _ = std::fs::remove_file(path);
 }
 

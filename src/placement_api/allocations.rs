@@ -9,7 +9,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;
 
-use bytes::Bytes;
 use http::StatusCode;
 use serde_json::{Map, Value, json};
 
@@ -18,8 +17,7 @@ use kubeplace_core::placement::candidates::{
     SpareCandidates, allocation_candidates_within, try_allocation_candidates_until,
 };
 use kubeplace_core::placement::candidates_parts::CandidatesParts;
-use kubeplace_core::placement::kept_answers::{Asked, KeptAnswers};
-use kubeplace_core::placement::provider_tree::ProviderIndex;
+use kubeplace_core::placement::kept_answers::Asked;
 use kubeplace_core::placement::query::{decode_pairs, parse_candidates_query};
 use kubeplace_core::placement::response::candidates_body;
 use kubeplace_policy::store::ObjectKey;
@@ -28,7 +26,7 @@ use super::body;
 use super::searches;
 use super::wire::{
     ApiError, Reply, ReplyBody, SpareParts, candidates_part, code, empty, json_bytes_reply,
-    json_reply, kept_candidates_part,
+    json_reply,
 };
 use super::{Call, Ctx, PlacementApi};
 use kubeplace_policy::placement_records::{
@@ -611,16 +609,6 @@ const KEPT_CANDIDATES_BYTES: usize = 32 << 20;
 static KEPT_CANDIDATES_PARTS: LazyLock<CandidatesParts> =
     LazyLock::new(|| CandidatesParts::new(KEPT_CANDIDATES_BYTES));
 
-/// How many whole candidates answers are kept for the index they were made from, and of
-/// how many bytes in all: the bench cloud's four unlimited searches (the largest 34 MB) and
-/// their limited forms. Their large parts are mostly the kept parts above, shared.
-const KEPT_CANDIDATES_ANSWERS: (usize, usize) = (64, 64 << 20);
-
-/// Whole candidates answers, sent again as they are while the index they were made from is
-/// the index (no provider, inventory, usage, trait or aggregate changed since).
-static KEPT_ANSWERS: LazyLock<KeptAnswers<Asked, ProviderIndex, Vec<Bytes>>> =
-    LazyLock::new(|| KeptAnswers::new(KEPT_CANDIDATES_ANSWERS.0, KEPT_CANDIDATES_ANSWERS.1));
-
 /// `GET /allocation_candidates`: what `kubeplace placement candidates` answers, after
 /// Placement's checks that every class and trait named exists.
 pub(crate) fn candidates(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply, ApiError> {
@@ -635,7 +623,7 @@ pub(crate) fn candidates(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<R
         mv: ctx.mv,
         query: call.query.clone(),
     };
-    if let Some(answer) = KEPT_ANSWERS.find(&asked, &index) {
+    if let Some(answer) = api.answers.candidates(&asked, &index) {
         return Ok(json_bytes_reply(
             StatusCode::OK,
             ReplyBody::from_parts(answer),
@@ -674,13 +662,7 @@ pub(crate) fn candidates(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<R
     } else {
         SPARE_CANDIDATES.give_back(set.candidates);
     }
-    let kept: Vec<Bytes> = parts.iter().map(kept_candidates_part).collect();
-    KEPT_ANSWERS.keep(
-        asked,
-        &index,
-        kept,
-        parts.iter().map(|p| p.as_ref().len()).sum(),
-    );
+    api.answers.keep_candidates(asked, &index, &parts);
     Ok(json_bytes_reply(
         StatusCode::OK,
         ReplyBody::from_parts(parts.into_iter().map(candidates_part)),

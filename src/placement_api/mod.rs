@@ -23,6 +23,7 @@ mod in_flight;
 mod in_place;
 mod intake;
 mod inventories;
+mod kept_answers;
 pub mod keystone;
 pub mod policy;
 mod providers;
@@ -165,6 +166,8 @@ pub struct PlacementApi {
     /// beside the claims it admitted that the store does not show yet. Taken before the
     /// store's lock, as the webhook takes them.
     ledger: Option<Arc<Mutex<Ledger>>>,
+    /// Whole answers kept for the index they were made from.
+    answers: Arc<kept_answers::Answers>,
 }
 
 impl PlacementApi {
@@ -188,6 +191,7 @@ impl PlacementApi {
             bodies: intake::BodyRoom::new(intake::BODIES_IN_FLIGHT),
             committed: None,
             ledger: None,
+            answers: Arc::new(kept_answers::Answers::new()),
         }
     }
 
@@ -215,6 +219,7 @@ impl PlacementApi {
             bodies: intake::BodyRoom::new(intake::BODIES_IN_FLIGHT),
             committed: None,
             ledger: None,
+            answers: Arc::new(kept_answers::Answers::new()),
         }
     }
 

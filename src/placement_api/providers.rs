@@ -4,23 +4,26 @@
 //! Placement name (see [`kubeplace_api::provider_name`]) whose `spec.uuid` is the uuid given (else
 //! kubeplace's UUIDv5 of the name), written through admission.
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
+use bytes::Bytes;
 use http::StatusCode;
 use serde_json::{Map, Value, json};
 
 use kubeplace_api::{Kind, Object, ResourceProvider, ResourceProviderSpec, SortedMap};
 use kubeplace_core::placement::derived_provider_uuid;
+use kubeplace_core::placement::ids::ProviderId;
+use kubeplace_core::placement::kept_answers::Asked;
 use kubeplace_core::placement::list_parts::ListParts;
+use kubeplace_core::placement::provider_tree::ProviderIndex;
 use kubeplace_core::placement::query::parse_providers_query;
 use kubeplace_core::placement::resource_providers::matching_providers_within;
-use kubeplace_core::placement::response::{
-    Listed, ProvidersStream, provider_links, providers_json_parts,
-};
+use kubeplace_core::placement::response::{ProvidersStream, provider_links, providers_json_parts};
 use kubeplace_policy::admission::{Operation, admit};
 use kubeplace_policy::store::ObjectKey;
 
 use super::body;
+use super::kept_answers::{Answers, ListKeeping};
 use super::wire::{
     ApiError, Reply, ReplyBody, SpareParts, code, empty, json_bytes_reply, json_reply, list_part,
     located,
@@ -79,9 +82,29 @@ pub(crate) fn provider_json(state: &State<'_>, ctx: &Ctx, name: &str) -> Result<
 /// `GET /resource_providers?…`: the query filters of `kubeplace placement providers`.
 /// The providers and their generations are read under the lock; the body is written after
 /// it, from the index as it was then (a large list is megabytes), mostly from each
-/// provider's kept JSON ([`providers_json_parts`]).
+/// provider's kept JSON ([`providers_json_parts`]). A list asked again of the same index
+/// and generations is sent as it was kept whole.
 pub(crate) fn list(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply, ApiError> {
-    let (index, listed) = api.read(|state| listed(state, ctx, call))?;
+    let asked = Asked {
+        mv: ctx.mv,
+        query: call.query.clone(),
+    };
+    let (index, listed, generations) =
+        match api.read(|state| listed(state, ctx, call, &api.answers, &asked))? {
+            Listing::Kept(parts) => {
+                return Ok(json_bytes_reply(
+                    StatusCode::OK,
+                    ReplyBody::from_parts(parts),
+                ));
+            }
+            Listing::Found(index, listed, generations) => (index, listed, generations),
+        };
+    let keeping = ListKeeping::new(
+        Arc::clone(&api.answers),
+        asked,
+        Arc::clone(&index),
+        generations,
+    );
     // A large list whose entries are kept is sent while it is made: copying megabytes of
     // entries and sending them overlap (without a thread to make it on, it is made here).
     // A smaller one is made here. Either way, a part already sent before, unchanged, is
@@ -105,10 +128,22 @@ pub(crate) fn list(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply, 
         let len = stream.len(&KEPT_LIST_PARTS);
         (stream.is_kept(), len)
     };
-    let next = move || {
-        stream
-            .next_part(&KEPT_LIST_PARTS, &SpareParts)
-            .map(list_part)
+    // The whole list is kept once its last part is made (not when the client went away
+    // before it was).
+    let mut keeping = Some(keeping);
+    let next = move || match stream.next_part(&KEPT_LIST_PARTS, &SpareParts) {
+        Some(part) => {
+            if let Some(keeping) = keeping.as_mut() {
+                keeping.add(&part);
+            }
+            Some(list_part(part))
+        }
+        None => {
+            if let Some(keeping) = keeping.take() {
+                keeping.keep();
+            }
+            None
+        }
     };
     let body = if here {
         ReplyBody::from_parts(std::iter::from_fn(next))
@@ -121,8 +156,22 @@ pub(crate) fn list(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply, 
     Ok(json_bytes_reply(StatusCode::OK, body))
 }
 
-/// The providers a list query finds (see [`list`]).
-fn listed(state: &State<'_>, ctx: &Ctx, call: &Call) -> Result<Listed, ApiError> {
+/// What a list query finds: the list kept for it whole, or the providers to list, with the
+/// index and the generations' mark they were read at.
+enum Listing {
+    Kept(Vec<Bytes>),
+    Found(Arc<ProviderIndex>, Vec<(ProviderId, u64)>, u64),
+}
+
+/// The providers a list query finds (see [`list`]), or the list kept for it when neither
+/// the index nor any generation changed since it was written.
+fn listed(
+    state: &State<'_>,
+    ctx: &Ctx,
+    call: &Call,
+    answers: &Answers,
+    asked: &Asked,
+) -> Result<Listing, ApiError> {
     let mut q = parse_providers_query(&call.query, ctx.mv).map_err(ApiError::from)?;
     q.name = q.name.as_deref().map(object_name);
     let unknown: Vec<&String> = q
@@ -146,6 +195,10 @@ fn listed(state: &State<'_>, ctx: &Ctx, call: &Call) -> Result<Listed, ApiError>
         )));
     }
     let index = state.store().index_now();
+    let generations = state.generations_mark();
+    if let Some(parts) = answers.list(asked, &index, generations) {
+        return Ok(Listing::Kept(parts));
+    }
     // Tried where the request was read, a list that would judge more providers than that
     // allows is made on a thread apart (in_place); apart, every provider may be judged.
     let most = call
@@ -155,7 +208,7 @@ fn listed(state: &State<'_>, ctx: &Ctx, call: &Call) -> Result<Listed, ApiError>
     let found =
         matching_providers_within(&index, &q, most).ok_or_else(|| call.in_place.outgrow())?;
     let listed = state.with_generations(&found);
-    Ok((index, listed))
+    Ok(Listing::Found(index, listed, generations))
 }
 
 /// `GET /resource_providers/{uuid}`.

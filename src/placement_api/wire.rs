@@ -113,17 +113,6 @@ pub(crate) fn candidates_part(part: CandidatesPart) -> Bytes {
     }
 }
 
-/// A part of a candidates answer as kept whole with the answer: shared where the part is
-/// kept, copied to its own size where it was written for the answer alone (its buffer goes
-/// back to the spare ones).
-pub(crate) fn kept_candidates_part(part: &CandidatesPart) -> Bytes {
-    match part {
-        CandidatesPart::Requests(kept) => Bytes::from_owner(kept.clone()),
-        CandidatesPart::Summaries(kept) => Bytes::from_owner(kept.clone()),
-        CandidatesPart::Written(written) => Bytes::copy_from_slice(written),
-    }
-}
-
 /// A buffer an answer's part is made in, kept for the next part once sent. The operator
 /// gives freed memory back to the system at once, so a fresh buffer for every part of a
 /// large answer made the kernel map and zero its pages each time (a quarter of the time of

@@ -53,6 +53,8 @@ pub enum Backing {
 #[derive(Debug, Default)]
 pub struct Book {
     generations: HashMap<String, u64>,
+    /// Grows with every change to `generations` (made through [`Book::generations_mut`]).
+    generations_moved: u64,
     custom_traits: BTreeSet<String>,
     custom_classes: BTreeSet<String>,
     consumers: HashMap<String, Consumer>,
@@ -64,6 +66,12 @@ pub struct Book {
 }
 
 impl Book {
+    /// The generations to change, counted as changed.
+    fn generations_mut(&mut self) -> &mut HashMap<String, u64> {
+        self.generations_moved += 1;
+        &mut self.generations
+    }
+
     /// Whether a trait exists: standard, or a custom one created (or seeded).
     pub fn trait_exists(&self, name: &str) -> bool {
         standard_traits().binary_search(&name).is_ok() || self.custom_traits.contains(name)

@@ -256,6 +256,16 @@ impl<'a> State<'a> {
         }
     }
 
+    /// A count that moves whenever any provider's generation may have changed: with the
+    /// index itself, what a provider list answer is made from. It only grows, for the
+    /// life of the store or book it counts.
+    pub fn generations_mark(&self) -> u64 {
+        match self.backing {
+            Backing::Memory => self.book.generations_moved,
+            Backing::Cluster => self.store.generations_epoch(),
+        }
+    }
+
     /// Each of `providers` of the store's index with its [`State::generation`], in order.
     /// Over a cluster a list of a quarter of the providers or more reads them from the
     /// table the store keeps ([`Store::provider_generations`]; made first if the store
@@ -316,7 +326,7 @@ impl<'a> State<'a> {
                     let before = book.generations.get(uuid).copied();
                     self.generations_before.push((uuid.to_string(), before));
                 }
-                *book.generations.entry(uuid.to_string()).or_insert(0) += 1;
+                *book.generations_mut().entry(uuid.to_string()).or_insert(0) += 1;
             }
             Backing::Cluster => {
                 self.note_start_of(uuid);
@@ -461,11 +471,11 @@ impl<'a> State<'a> {
         &mut self,
         before: &[(String, Option<u64>)],
     ) -> Result<(), RecordError> {
-        let book = self.book.get_mut()?;
+        let generations = self.book.get_mut()?.generations_mut();
         for (uuid, generation) in before {
             match generation {
-                Some(g) => book.generations.insert(uuid.clone(), *g),
-                None => book.generations.remove(uuid),
+                Some(g) => generations.insert(uuid.clone(), *g),
+                None => generations.remove(uuid),
             };
         }
         Ok(())
@@ -473,7 +483,7 @@ impl<'a> State<'a> {
 
     /// Forgets a deleted provider's generation.
     pub fn forget(&mut self, uuid: &str) -> Result<(), RecordError> {
-        self.book.get_mut()?.generations.remove(uuid);
+        self.book.get_mut()?.generations_mut().remove(uuid);
         Ok(())
     }
 

@@ -507,6 +507,12 @@ impl Store {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// A count that grows whenever a provider's generation may change or the index's slots
+    /// move (see [`Store::provider_generations`]).
+    pub fn generations_epoch(&self) -> u64 {
+        self.generations_epoch
+    }
+
     /// The index to change: copied first when a search still holds it.
     fn index_mut(&mut self) -> &mut ProviderIndex {
         self.generations_epoch += 1;
