@@ -73,7 +73,8 @@ impl<K: Eq + Hash + Clone, T, A: Clone> KeptAnswers<K, T, A> {
     }
 
     /// How many answers and bytes are kept.
-    pub fn kept(&self) -> (usize, usize) {
+    #[cfg(test)]
+    pub(crate) fn kept(&self) -> (usize, usize) {
         let shelf = self.lock();
         (shelf.answers.len(), shelf.bytes)
     }
