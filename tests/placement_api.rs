@@ -914,6 +914,34 @@ fn allocations_in_the_old_forms() {
     s.call("PUT", &path, Some("1.12"), Some(&empty)).expect(400);
 }
 
+/// An answer kept for a query is not sent once a trait the query names is gone, though the
+/// trait's deletion changed no provider: the names are checked before a kept answer is.
+#[test]
+fn a_kept_answer_is_not_sent_for_a_trait_deleted_since() {
+    let s = Server::seeded();
+    s.call("PUT", "/traits/CUSTOM_GONE", LATEST, None)
+        .expect(201);
+    let paths = [
+        "/allocation_candidates?resources=VCPU:1&required=!CUSTOM_GONE",
+        "/resource_providers?required=!CUSTOM_GONE",
+    ];
+    for path in paths {
+        let first = s.call("GET", path, LATEST, None);
+        first.expect(200);
+        assert_eq!(s.call("GET", path, LATEST, None).body, first.body, "{path}");
+    }
+    s.call("DELETE", "/traits/CUSTOM_GONE", LATEST, None)
+        .expect(204);
+    for path in paths {
+        let gone = s.call("GET", path, LATEST, None);
+        gone.expect(400);
+        assert!(
+            gone.error().0.contains("No such trait(s): CUSTOM_GONE"),
+            "{path}"
+        );
+    }
+}
+
 #[test]
 fn allocation_candidates_follow_claims_traits_and_classes() {
     let s = Server::seeded();
