@@ -281,7 +281,6 @@ impl Ledger {
                 .map(|p| p.charge.clone())
                 .collect();
         }
-        self.add_held_before(store, deciding, &mut usage);
         let mut by_name: BTreeMap<&str, Vec<&PendingClaim>> = BTreeMap::new();
         for claim in self
             .pending
@@ -290,19 +289,10 @@ impl Ledger {
         {
             by_name.entry(&claim.name).or_default().push(claim);
         }
+        self.add_held_before(store, deciding, &mut by_name, &mut usage);
         for (name, versions) in by_name {
-            let mut charged: BTreeMap<&str, crate::quota::Charge> = BTreeMap::new();
-            for charge in versions.iter().filter_map(|v| v.charge.as_ref()) {
-                let most = charged
-                    .entry(&charge.project)
-                    .or_insert_with(|| charge.clone());
-                for (class, n) in &charge.resources {
-                    let at = most.resources.entry(class.clone()).or_insert(0);
-                    *at = (*at).max(*n);
-                }
-            }
-            for charge in charged.values() {
-                usage.charges.add(store.charges(), name, charge);
+            for charge in most_per_project(versions.iter().filter_map(|v| v.charge.clone())) {
+                usage.charges.add(store.charges(), name, &charge);
             }
             let mut takes: BTreeMap<&(String, String), i64> = BTreeMap::new();
             for version in &versions {
@@ -327,7 +317,18 @@ impl Ledger {
     /// Adds what the claims of each write decided here held before it, beyond what the store
     /// counts for them now; writes whose record is admitted, or that hold a claim being
     /// decided, are left out.
-    fn add_held_before(&self, store: &Store, deciding: &[&str], usage: &mut PendingUsage) {
+    ///
+    /// A claim of such a write may also have versions admitted a moment ago and still on
+    /// their way (`pending`): the API server holds one of them or the version before, never
+    /// two at once, so the claim counts the most of those, and its versions are taken out
+    /// of `pending` to be counted here only.
+    fn add_held_before<'p>(
+        &self,
+        store: &Store,
+        deciding: &[&str],
+        pending: &mut BTreeMap<&'p str, Vec<&'p PendingClaim>>,
+        usage: &mut PendingUsage,
+    ) {
         let mut writes: BTreeMap<u64, Vec<(&str, Option<&kubeplace_api::Allocation>)>> =
             BTreeMap::new();
         for (name, before, write) in store.claims_decided_here() {
@@ -341,10 +342,24 @@ impl Ledger {
                 continue;
             }
             let mut held: Taken = BTreeMap::new();
-            for (_, before) in claims {
-                for (at, amount) in before.map(takes).unwrap_or_default() {
+            let mut charged: Vec<crate::quota::Charge> = Vec::new();
+            for (name, before) in claims {
+                let versions = pending.remove(*name).unwrap_or_default();
+                let mut most = before.map(takes).unwrap_or_default();
+                for version in &versions {
+                    for (at, amount) in &version.takes {
+                        let m = most.entry(at.clone()).or_insert(0);
+                        *m = (*m).max(*amount);
+                    }
+                }
+                for (at, amount) in most {
                     *held.entry(at).or_insert(0) += amount;
                 }
+                let charges = before
+                    .and_then(crate::quota::charge_of)
+                    .into_iter()
+                    .chain(versions.iter().filter_map(|v| v.charge.clone()));
+                charged.extend(most_per_project(charges));
             }
             for ((provider, class), amount) in &held {
                 let shown: i64 = claims
@@ -359,10 +374,6 @@ impl Ledger {
                 usage.add(provider, class, (amount - shown).max(0));
             }
             let names: Vec<&str> = claims.iter().map(|(name, _)| *name).collect();
-            let charged: Vec<crate::quota::Charge> = claims
-                .iter()
-                .filter_map(|(_, before)| before.and_then(crate::quota::charge_of))
-                .collect();
             usage.charges.add_held_before(
                 store.charges(),
                 &names,
@@ -394,6 +405,27 @@ impl Ledger {
 
 /// What a claim takes, per provider and resource class.
 type Taken = BTreeMap<(String, String), i64>;
+
+/// The most that versions of one claim charge, per project and class: one charge a project.
+fn most_per_project(
+    charges: impl Iterator<Item = crate::quota::Charge>,
+) -> Vec<crate::quota::Charge> {
+    let mut most: BTreeMap<String, crate::quota::Charge> = BTreeMap::new();
+    for charge in charges {
+        match most.get_mut(&charge.project) {
+            None => {
+                most.insert(charge.project.clone(), charge);
+            }
+            Some(at) => {
+                for (class, n) in charge.resources {
+                    let m = at.resources.entry(class).or_insert(0);
+                    *m = (*m).max(n);
+                }
+            }
+        }
+    }
+    most.into_values().collect()
+}
 
 /// Versions of one Allocation name held at most.
 pub const VERSIONS_HELD: usize = 8;

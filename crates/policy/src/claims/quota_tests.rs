@@ -217,6 +217,51 @@ fn a_move_charges_only_what_grows() {
     );
 }
 
+/// A claim this replica's Placement API moves to another project while a version the
+/// webhook admitted a moment ago is still on its way counts once, the most of its
+/// versions, in its old project and on its provider: the API server holds one of them,
+/// never two.
+#[test]
+fn a_claim_decided_here_over_versions_on_their_way_counts_once() {
+    let mut store = Store::default();
+    store.apply(object(
+        "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata:\n  name: cn1\nspec:\n  inventories:\n    VCPU:\n      total: 7\n",
+    ));
+    store.apply(quota("shop", 6, -1));
+    let mut ledger = Ledger::new(Duration::from_secs(30));
+    // Two versions of c6 admitted: the first never stored (its write failed), the second
+    // stored and delivered.
+    let first = claim("c6", 6, "shop", "INSTANCE", 1, None);
+    assert!(decide(&mut ledger, &store, &first).allowed);
+    let second = claim("c6", 6, "shop", "INSTANCE", 3, None);
+    assert!(decide_over(&mut ledger, &store, &second, None).allowed);
+    store.apply_changes([Change::Put(Box::new(second))]);
+    // The Placement API here moves c6 to another project, beside what is on its way.
+    let key = ObjectKey::cluster(Kind::Allocation, "c6");
+    let before = store.get(&key).cloned();
+    let pending = ledger.beside(&store, "c6", Instant::now());
+    let moved = claim("c6", 6, "lab", "INSTANCE", 1, None);
+    assert!(crate::admission::admit_and_store_beside(&mut store, moved, &pending).allowed);
+    store.hold_decided([(&key, before.as_ref())]);
+    // shop may still hold 3 for c6, and cn1 3 VCPU of 7: 4 more is over both.
+    let over = decide(
+        &mut ledger,
+        &store,
+        &claim("c0", 0, "shop", "INSTANCE", 4, None),
+    );
+    assert!(
+        !over.allowed && over.message.contains("3 in use, 4 more asked"),
+        "{}",
+        over.message
+    );
+    let fits = decide(
+        &mut ledger,
+        &store,
+        &claim("c0", 0, "shop", "INSTANCE", 3, None),
+    );
+    assert!(fits.allowed, "{}", fits.message);
+}
+
 mod interleavings {
     use super::*;
     use proptest::prelude::*;
