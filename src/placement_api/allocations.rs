@@ -17,12 +17,12 @@ use kubeplace_core::placement::candidates::{
     SpareCandidates, allocation_candidates_within, try_allocation_candidates_until,
 };
 use kubeplace_core::placement::candidates_parts::CandidatesParts;
-use kubeplace_core::placement::kept_answers::Asked;
 use kubeplace_core::placement::query::{decode_pairs, parse_candidates_query};
 use kubeplace_core::placement::response::candidates_body;
 use kubeplace_policy::store::ObjectKey;
 
 use super::body;
+use super::kept_answers::asked;
 use super::searches;
 use super::wire::{
     ApiError, Reply, ReplyBody, SpareParts, candidates_part, code, empty, json_bytes_reply,
@@ -619,10 +619,7 @@ pub(crate) fn candidates(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<R
         Some(detail) => Err(ApiError::bad_request(detail)),
         None => Ok(state.store().index_now()),
     })?;
-    let asked = Asked {
-        mv: ctx.mv,
-        query: call.query.clone(),
-    };
+    let asked = asked(ctx, call);
     if let Some(answer) = api.answers.candidates(&asked, &index) {
         return Ok(json_bytes_reply(
             StatusCode::OK,

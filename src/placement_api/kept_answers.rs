@@ -11,11 +11,22 @@ use kubeplace_core::placement::kept_answers::{Asked, KeptAnswers};
 use kubeplace_core::placement::provider_tree::ProviderIndex;
 use kubeplace_core::placement::response::{CandidatesPart, ListPart};
 
+use super::{Call, Ctx};
+
 /// How many whole answers of each kind are kept, and of how many bytes in all: the bench
 /// cloud's four unlimited searches (the largest 34 MB) and their limited forms, and its
 /// largest lists (every provider, 35 MB). Their large parts are mostly the parts the
 /// process keeps anyway (`KEPT_CANDIDATES_BYTES`, `KEPT_LIST_BYTES`), shared.
 const KEPT: (usize, usize) = (64, 64 << 20);
+
+/// What a request asks, as its kept answer is known by: its microversion and its query
+/// string as sent.
+pub(crate) fn asked(ctx: &Ctx, call: &Call) -> Asked {
+    Asked {
+        mv: ctx.mv,
+        query: call.query.clone(),
+    }
+}
 
 /// A provider list kept whole, with the generations' mark it was written at.
 #[derive(Clone)]

@@ -12,18 +12,18 @@ use serde_json::{Map, Value, json};
 
 use kubeplace_api::{Kind, Object, ResourceProvider, ResourceProviderSpec, SortedMap};
 use kubeplace_core::placement::derived_provider_uuid;
-use kubeplace_core::placement::ids::ProviderId;
 use kubeplace_core::placement::kept_answers::Asked;
 use kubeplace_core::placement::list_parts::ListParts;
-use kubeplace_core::placement::provider_tree::ProviderIndex;
 use kubeplace_core::placement::query::parse_providers_query;
 use kubeplace_core::placement::resource_providers::matching_providers_within;
-use kubeplace_core::placement::response::{ProvidersStream, provider_links, providers_json_parts};
+use kubeplace_core::placement::response::{
+    Listed, ProvidersStream, provider_links, providers_json_parts,
+};
 use kubeplace_policy::admission::{Operation, admit};
 use kubeplace_policy::store::ObjectKey;
 
 use super::body;
-use super::kept_answers::{Answers, ListKeeping};
+use super::kept_answers::{Answers, ListKeeping, asked};
 use super::wire::{
     ApiError, Reply, ReplyBody, SpareParts, code, empty, json_bytes_reply, json_reply, list_part,
     located,
@@ -85,11 +85,8 @@ pub(crate) fn provider_json(state: &State<'_>, ctx: &Ctx, name: &str) -> Result<
 /// provider's kept JSON ([`providers_json_parts`]). A list asked again of the same index
 /// and generations is sent as it was kept whole.
 pub(crate) fn list(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply, ApiError> {
-    let asked = Asked {
-        mv: ctx.mv,
-        query: call.query.clone(),
-    };
-    let (index, listed, generations) =
+    let asked = asked(ctx, call);
+    let ((index, listed), generations) =
         match api.read(|state| listed(state, ctx, call, &api.answers, &asked))? {
             Listing::Kept(parts) => {
                 return Ok(json_bytes_reply(
@@ -97,14 +94,8 @@ pub(crate) fn list(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply, 
                     ReplyBody::from_parts(parts),
                 ));
             }
-            Listing::Found(index, listed, generations) => (index, listed, generations),
+            Listing::Found(found, generations) => (found, generations),
         };
-    let keeping = ListKeeping::new(
-        Arc::clone(&api.answers),
-        asked,
-        Arc::clone(&index),
-        generations,
-    );
     // A large list whose entries are kept is sent while it is made: copying megabytes of
     // entries and sending them overlap (without a thread to make it on, it is made here).
     // A smaller one is made here. Either way, a part already sent before, unchanged, is
@@ -120,6 +111,12 @@ pub(crate) fn list(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply, 
             ));
         }
     };
+    let keeping = ListKeeping::new(
+        Arc::clone(&api.answers),
+        asked,
+        Arc::clone(stream.index()),
+        generations,
+    );
     // Only a body sent before it is made needs its length first; a body whose every part
     // is kept is made at once.
     let (here, len) = if stream.entries() < STREAMED_FROM {
@@ -160,7 +157,7 @@ pub(crate) fn list(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply, 
 /// index and the generations' mark they were read at.
 enum Listing {
     Kept(Vec<Bytes>),
-    Found(Arc<ProviderIndex>, Vec<(ProviderId, u64)>, u64),
+    Found(Listed, u64),
 }
 
 /// The providers a list query finds (see [`list`]), or the list kept for it when neither
@@ -208,7 +205,7 @@ fn listed(
     let found =
         matching_providers_within(&index, &q, most).ok_or_else(|| call.in_place.outgrow())?;
     let listed = state.with_generations(&found);
-    Ok(Listing::Found(index, listed, generations))
+    Ok(Listing::Found((index, listed), generations))
 }
 
 /// `GET /resource_providers/{uuid}`.

@@ -6,29 +6,27 @@
 //! flood of bad tokens never pushes out a valid user.
 
 use std::borrow::Borrow;
-use std::collections::HashMap;
 use std::hash::Hash;
 use std::time::Instant;
 
-/// One remembered answer.
+use kubeplace_core::shelf::Shelf;
+
+/// One remembered answer and its deadline.
 struct Entry<V> {
     answer: V,
     until: Instant,
-    used: Instant,
 }
 
 /// Answers by key, bounded in number and each in time.
 pub struct Remembered<K, V> {
-    entries: HashMap<K, Entry<V>>,
-    bound: usize,
+    entries: Shelf<K, Entry<V>>,
 }
 
 impl<K: Hash + Eq + Clone, V: Clone> Remembered<K, V> {
     /// Remembers at most `bound` answers.
     pub fn new(bound: usize) -> Remembered<K, V> {
         Remembered {
-            entries: HashMap::new(),
-            bound,
+            entries: Shelf::new(bound, usize::MAX),
         }
     }
 
@@ -38,13 +36,9 @@ impl<K: Hash + Eq + Clone, V: Clone> Remembered<K, V> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let e = self.entries.get_mut(key)?;
-        if now < e.until {
-            e.used = now;
-            Some(e.answer.clone())
-        } else {
-            None
-        }
+        let answer = self.peek(key, now)?;
+        self.entries.touch(key);
+        Some(answer)
     }
 
     /// The answer for `key` if still fresh at `now`, not counted as a use: refusals are let
@@ -55,34 +49,18 @@ impl<K: Hash + Eq + Clone, V: Clone> Remembered<K, V> {
         Q: Hash + Eq + ?Sized,
     {
         self.entries
-            .get(key)
+            .peek(key)
             .filter(|e| now < e.until)
             .map(|e| e.answer.clone())
     }
 
-    /// Remembers `answer` for `key` until `until`, making room first when full.
+    /// Remembers `answer` for `key` until `until`, making room first when full: the stale
+    /// answers go first, then the least recently used.
     pub fn keep(&mut self, key: K, answer: V, until: Instant, now: Instant) {
-        if self.entries.len() >= self.bound && !self.entries.contains_key(&key) {
-            self.entries.retain(|_, e| now < e.until);
-            if self.entries.len() >= self.bound {
-                let least = self
-                    .entries
-                    .iter()
-                    .min_by_key(|(_, e)| e.used)
-                    .map(|(k, _)| k.clone());
-                if let Some(k) = least {
-                    self.entries.remove(&k);
-                }
-            }
-        }
-        self.entries.insert(
-            key,
-            Entry {
-                answer,
-                until,
-                used: now,
-            },
-        );
+        // Handed back only by a bound of none: then nothing is remembered.
+        let _ = self
+            .entries
+            .keep(key, Entry { answer, until }, 0, |e| e.until <= now);
     }
 
     /// Forgets `key`'s answer.
@@ -100,7 +78,7 @@ impl<K: Hash + Eq + Clone, V: Clone> Remembered<K, V> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.entries.contains_key(key)
+        self.entries.peek(key).is_some()
     }
 
     /// Answers kept, fresh or not.

@@ -14,6 +14,7 @@ pub mod placement;
 pub mod provider_config;
 pub mod quota;
 pub mod runs;
+pub mod shelf;
 pub mod templates;
 pub mod text;
 pub mod yaml;

@@ -68,9 +68,9 @@ pub struct SummarisedFrom {
 }
 
 /// A kept part of allocation requests.
-pub type KeptRequests = kept_parts::KeptPart<RequestsKey, Vec<Candidate>>;
+pub type KeptRequests = kept_parts::KeptPart<Vec<Candidate>>;
 /// A kept part of provider summaries.
-pub type KeptSummaries = kept_parts::KeptPart<SummariesKey, SummarisedFrom>;
+pub type KeptSummaries = kept_parts::KeptPart<SummarisedFrom>;
 
 /// The kept parts of a server's candidates answers, each kind within a number of bytes.
 pub struct CandidatesParts {

@@ -10,11 +10,11 @@
 //! the index found at a kept answer's address is the index the answer was made from.
 
 use std::borrow::Borrow;
-use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use super::microversion::Microversion;
+use crate::shelf::Shelf;
 
 /// What an answer was asked: its microversion and its query string, as sent. Two query
 /// strings that mean the same search are two answers.
@@ -24,51 +24,24 @@ pub struct Asked {
     pub query: String,
 }
 
-/// A kept answer, the index it was made from, its bytes and when it was last sent.
+/// A kept answer and the index it was made from.
 struct Kept<T, A> {
     from: Weak<T>,
     answer: A,
-    bytes: usize,
-    used: u64,
 }
 
-/// Answers kept by what was asked, each with the index it was made from (`T`); the least
-/// recently sent go first.
+/// Answers kept by what was asked, each with the index it was made from (`T`). Room is
+/// made first from the answers of an index no one holds any more, then from the least
+/// recently sent.
 pub struct KeptAnswers<K, T, A> {
-    most_answers: usize,
-    most_bytes: usize,
-    shelf: Mutex<Shelf<K, T, A>>,
-}
-
-struct Shelf<K, T, A> {
-    answers: HashMap<K, Kept<T, A>>,
-    bytes: usize,
-    clock: u64,
-}
-
-impl<K, T, A> Shelf<K, T, A> {
-    fn remove<Q>(&mut self, asked: &Q)
-    where
-        K: Borrow<Q> + Eq + Hash,
-        Q: Eq + Hash + ?Sized,
-    {
-        if let Some(gone) = self.answers.remove(asked) {
-            self.bytes -= gone.bytes;
-        }
-    }
+    shelf: Mutex<Shelf<K, Kept<T, A>>>,
 }
 
 impl<K: Eq + Hash + Clone, T, A: Clone> KeptAnswers<K, T, A> {
     /// Keeping at most `most_answers` answers of at most `most_bytes` bytes in all.
     pub fn new(most_answers: usize, most_bytes: usize) -> Self {
         KeptAnswers {
-            most_answers,
-            most_bytes,
-            shelf: Mutex::new(Shelf {
-                answers: HashMap::new(),
-                bytes: 0,
-                clock: 0,
-            }),
+            shelf: Mutex::new(Shelf::new(most_answers, most_bytes)),
         }
     }
 
@@ -76,7 +49,7 @@ impl<K: Eq + Hash + Clone, T, A: Clone> KeptAnswers<K, T, A> {
     #[cfg(test)]
     pub(crate) fn kept(&self) -> (usize, usize) {
         let shelf = self.lock();
-        (shelf.answers.len(), shelf.bytes)
+        (shelf.len(), shelf.bytes())
     }
 
     /// The answer kept for `asked`, if it was made from `index` itself.
@@ -86,12 +59,11 @@ impl<K: Eq + Hash + Clone, T, A: Clone> KeptAnswers<K, T, A> {
         Q: Eq + Hash + ?Sized,
     {
         let mut shelf = self.lock();
-        shelf.clock += 1;
-        let now = shelf.clock;
-        let kept = shelf.answers.get_mut(asked)?;
+        let kept = shelf.peek(asked)?;
         if std::ptr::eq(kept.from.as_ptr(), Arc::as_ptr(index)) {
-            kept.used = now;
-            return Some(kept.answer.clone());
+            let answer = kept.answer.clone();
+            shelf.touch(asked);
+            return Some(answer);
         }
         // Made from an index no one holds any more: no request can be answered with it.
         if kept.from.strong_count() == 0 {
@@ -101,50 +73,19 @@ impl<K: Eq + Hash + Clone, T, A: Clone> KeptAnswers<K, T, A> {
     }
 
     /// Keeps `answer` (of `bytes` bytes), made from `index`, for `asked`, in place of an
-    /// answer kept for it before; the least recently sent make room. An answer larger than
-    /// every byte allowed is not kept.
+    /// answer kept for it before. An answer larger than every byte allowed is not kept.
     pub fn keep(&self, asked: K, index: &Arc<T>, answer: A, bytes: usize) {
-        if bytes > self.most_bytes || self.most_answers == 0 {
-            return;
-        }
-        let mut shelf = self.lock();
-        shelf.remove(&asked);
-        // Answers made from an index no one holds any more go first.
-        let dead: Vec<K> = shelf
-            .answers
-            .iter()
-            .filter(|(_, kept)| kept.from.strong_count() == 0)
-            .map(|(asked, _)| asked.clone())
-            .collect();
-        for asked in &dead {
-            shelf.remove(asked);
-        }
-        while shelf.answers.len() >= self.most_answers || shelf.bytes + bytes > self.most_bytes {
-            let Some(least) = shelf
-                .answers
-                .iter()
-                .min_by_key(|(_, kept)| kept.used)
-                .map(|(asked, _)| asked.clone())
-            else {
-                break;
-            };
-            shelf.remove(&least);
-        }
-        shelf.clock += 1;
-        let used = shelf.clock;
-        shelf.bytes += bytes;
-        shelf.answers.insert(
-            asked,
-            Kept {
-                from: Arc::downgrade(index),
-                answer,
-                bytes,
-                used,
-            },
-        );
+        let kept = Kept {
+            from: Arc::downgrade(index),
+            answer,
+        };
+        // Handed back only when it could never fit: then it is not kept.
+        let _ = self
+            .lock()
+            .keep(asked, kept, bytes, |k| k.from.strong_count() == 0);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Shelf<K, T, A>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shelf<K, Kept<T, A>>> {
         self.shelf.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

@@ -7,12 +7,11 @@
 //! (`list_parts`, `candidates_parts`): the shelf only finds a part by its place, keeps it
 //! within its bytes, and lets the least recently sent go first.
 
-use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::ids::ProviderId;
+use crate::shelf::Shelf;
 
 /// Parts smaller than this are written again each time: copying them costs less than
 /// keeping them.
@@ -32,47 +31,36 @@ pub(crate) fn same_entries<'a>(
             .all(|(p, was)| now(p).is_some_and(|now| Arc::ptr_eq(now, was)))
 }
 
-/// A part written and kept: its place, what it was written from, its bytes.
-struct WrittenPart<K, F> {
-    key: K,
+/// A part written and kept: what it was written from, its bytes.
+struct WrittenPart<F> {
     from: F,
     bytes: Vec<u8>,
-    /// The bytes it holds besides its own (what it was written from), counted in the bound.
-    besides: usize,
-    /// When it was last sent, on the clock of its [`KeptParts`].
-    used: AtomicU64,
-}
-
-impl<K, F> WrittenPart<K, F> {
-    fn held(&self) -> usize {
-        self.bytes.capacity() + self.besides
-    }
 }
 
 /// A kept part, shared with the answers sending it.
-pub struct KeptPart<K, F>(Arc<WrittenPart<K, F>>);
+pub struct KeptPart<F>(Arc<WrittenPart<F>>);
 
-impl<K, F> Clone for KeptPart<K, F> {
+impl<F> Clone for KeptPart<F> {
     fn clone(&self) -> Self {
         KeptPart(self.0.clone())
     }
 }
 
 #[cfg(test)]
-impl<K, F> KeptPart<K, F> {
+impl<F> KeptPart<F> {
     /// What the part was written from.
     pub(crate) fn from(&self) -> &F {
         &self.0.from
     }
 }
 
-impl<K, F> AsRef<[u8]> for KeptPart<K, F> {
+impl<F> AsRef<[u8]> for KeptPart<F> {
     fn as_ref(&self) -> &[u8] {
         &self.0.bytes
     }
 }
 
-impl<K, F> std::fmt::Debug for KeptPart<K, F> {
+impl<F> std::fmt::Debug for KeptPart<F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KeptPart")
             .field("bytes", &self.0.bytes.len())
@@ -84,14 +72,7 @@ impl<K, F> std::fmt::Debug for KeptPart<K, F> {
 /// recently sent go first.
 pub struct KeptParts<K, F> {
     least_bytes: usize,
-    most_bytes: usize,
-    shelf: Mutex<Shelf<K, F>>,
-    clock: AtomicU64,
-}
-
-struct Shelf<K, F> {
-    parts: HashMap<K, Arc<WrittenPart<K, F>>>,
-    bytes: usize,
+    shelf: Mutex<Shelf<K, KeptPart<F>>>,
 }
 
 impl<K: Eq + Hash + Clone, F> KeptParts<K, F> {
@@ -99,12 +80,7 @@ impl<K: Eq + Hash + Clone, F> KeptParts<K, F> {
     pub fn new(most_bytes: usize) -> Self {
         KeptParts {
             least_bytes: KEPT_PART_MIN,
-            most_bytes,
-            shelf: Mutex::new(Shelf {
-                parts: HashMap::new(),
-                bytes: 0,
-            }),
-            clock: AtomicU64::new(0),
+            shelf: Mutex::new(Shelf::new(usize::MAX, most_bytes)),
         }
     }
 
@@ -119,21 +95,18 @@ impl<K: Eq + Hash + Clone, F> KeptParts<K, F> {
 
     /// How many parts and bytes are kept.
     pub fn kept(&self) -> (usize, usize) {
-        let shelf = self.shelf.lock().unwrap_or_else(PoisonError::into_inner);
-        (shelf.parts.len(), shelf.bytes)
+        let shelf = self.lock();
+        (shelf.len(), shelf.bytes())
     }
 
     /// The part kept at `key`, if `same` finds it written from what would be written now.
-    pub(crate) fn find(&self, key: &K, same: impl FnOnce(&F) -> bool) -> Option<KeptPart<K, F>> {
-        let part = {
-            let shelf = self.shelf.lock().unwrap_or_else(PoisonError::into_inner);
-            shelf.parts.get(key)?.clone()
-        };
-        if !same(&part.from) {
+    pub(crate) fn find(&self, key: &K, same: impl FnOnce(&F) -> bool) -> Option<KeptPart<F>> {
+        let part = self.lock().peek(key)?.clone();
+        if !same(&part.0.from) {
             return None;
         }
-        part.used.store(self.tick(), Ordering::Relaxed);
-        Some(KeptPart(part))
+        self.lock().touch(key);
+        Some(part)
     }
 
     /// Keeps `bytes`, written from `from` (which holds `besides` bytes of its own) at `key`,
@@ -145,46 +118,27 @@ impl<K: Eq + Hash + Clone, F> KeptParts<K, F> {
         from: F,
         besides: usize,
         bytes: Vec<u8>,
-    ) -> Result<KeptPart<K, F>, Vec<u8>> {
-        if bytes.len() < self.least_bytes || bytes.len() + besides > self.most_bytes {
+    ) -> Result<KeptPart<F>, Vec<u8>> {
+        if bytes.len() < self.least_bytes {
             return Err(bytes);
         }
         // A part is written in a buffer with room to spare (a megabyte for a few hundred
-        // kilobytes): kept, it holds only its bytes.
+        // kilobytes): kept, it holds only its bytes. What it was written from counts too.
         let mut bytes = bytes;
         bytes.shrink_to_fit();
-        let part = Arc::new(WrittenPart {
-            key: key.clone(),
-            from,
-            bytes,
-            besides,
-            used: AtomicU64::new(self.tick()),
-        });
-        let mut shelf = self.shelf.lock().unwrap_or_else(PoisonError::into_inner);
-        let shelf = &mut *shelf;
-        if let Some(old) = shelf.parts.insert(key, part.clone()) {
-            shelf.bytes -= old.held();
+        let held = bytes.capacity() + besides;
+        let mut shelf = self.lock();
+        if !shelf.could_hold(held) {
+            return Err(bytes);
         }
-        shelf.bytes += part.held();
-        while shelf.bytes > self.most_bytes {
-            let Some(oldest) = shelf
-                .parts
-                .values()
-                .filter(|p| !Arc::ptr_eq(p, &part))
-                .min_by_key(|p| p.used.load(Ordering::Relaxed))
-                .map(|p| p.key.clone())
-            else {
-                break;
-            };
-            if let Some(gone) = shelf.parts.remove(&oldest) {
-                shelf.bytes -= gone.held();
-            }
-        }
-        Ok(KeptPart(part))
+        let part = KeptPart(Arc::new(WrittenPart { from, bytes }));
+        // Kept: it fits, as just asked under the same lock.
+        let _ = shelf.keep(key, part.clone(), held, |_| false);
+        Ok(part)
     }
 
-    fn tick(&self) -> u64 {
-        self.clock.fetch_add(1, Ordering::Relaxed)
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shelf<K, KeptPart<F>>> {
+        self.shelf.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 

@@ -38,7 +38,7 @@ pub struct ListedFrom {
 }
 
 /// A kept part of a list, shared with the answers sending it.
-pub type KeptPart = kept_parts::KeptPart<PartKey, ListedFrom>;
+pub type KeptPart = kept_parts::KeptPart<ListedFrom>;
 
 /// The kept parts of a server's lists, within a number of bytes: the least recently sent
 /// go first.

@@ -732,6 +732,11 @@ impl ProvidersStream {
         })
     }
 
+    /// The index the list is written from.
+    pub fn index(&self) -> &Arc<ProviderIndex> {
+        &self.index
+    }
+
     /// How many providers the list holds.
     pub fn entries(&self) -> usize {
         self.listed.len()
