@@ -1,6 +1,7 @@
 //! The orders answers list providers in, built on first use after the providers change:
 //! the roots in name order, every provider in tree order, and every provider's rank in uuid
-//! order.
+//! order. A provider put back with its uuid and parent (its inventories, traits or
+//! aggregates changed) leaves them as they were (`upsert_provider`).
 
 use super::{ProviderIndex, QuotedUuid, RootOrder, TreeOrder, UuidOrder};
 use crate::placement::ids::ProviderId;

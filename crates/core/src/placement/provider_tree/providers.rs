@@ -47,6 +47,28 @@ impl ProviderIndex {
     pub fn upsert_provider(&mut self, record: ProviderRecord) {
         let existing = self.by_name.get(record.name.as_str()).copied();
         let old_root = existing.and_then(|id| self.get(id).root);
+        // A provider put back with its uuid and parent (its inventories, traits or
+        // aggregates changed) keeps its slot, and every provider keeps its place in each
+        // order: they are kept rather than made again over every provider.
+        let same_place = existing.is_some_and(|id| {
+            let p = self.get(id);
+            *p.uuid == *record.uuid && p.parent_name.as_deref() == record.parent.as_deref()
+        });
+        // The lists a tree is walked by that the put links again: its parent's children
+        // and its own.
+        let walked = |index: &Self, id: ProviderId| {
+            let p = index.get(id);
+            let siblings = p.parent.map(|parent| index.get(parent).children.clone());
+            (siblings, p.children.clone())
+        };
+        let walked_before = existing.filter(|_| same_place).map(|id| walked(self, id));
+        let orders = same_place.then(|| {
+            (
+                std::mem::take(&mut self.root_order),
+                std::mem::take(&mut self.tree_order),
+                std::mem::take(&mut self.uuid_order),
+            )
+        });
         let stamp = self.slots_stamp;
         let (id, old) = match existing {
             Some(id) => (id, Some(self.detach(id))),
@@ -192,6 +214,26 @@ impl ProviderIndex {
         for agg in self.get(id).aggregate_words.clone() {
             let members = self.member_list(AggregateId(agg));
             members.push(id);
+        }
+        if let Some((root_order, tree_order, uuid_order)) = orders {
+            self.root_order = root_order;
+            self.uuid_order = uuid_order;
+            // The tree order is kept only where the walk and every provider's root are
+            // as they were: linked again, a provider goes where its name sorts among its
+            // siblings (which may not be where it was), and links that make no tree can
+            // give its subtree other roots.
+            let same_walk = walked_before == Some(walked(self, id));
+            let same_roots = same_walk
+                && tree_order.get().is_some_and(|t| {
+                    t.root.len() == self.slots.len()
+                        && t.root
+                            .iter()
+                            .zip(&self.slots)
+                            .all(|(r, p)| *r == p.as_ref().and_then(|p| p.root))
+                });
+            if same_roots {
+                self.tree_order = tree_order;
+            }
         }
         let new_root = self.get(id).root;
         self.repack_all([Some(id), old_root, new_root]);

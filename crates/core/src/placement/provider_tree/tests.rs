@@ -214,6 +214,36 @@ fn apply(idx: &mut ProviderIndex, change: Change) {
     }
 }
 
+/// The orders the index kept (or made on first use) are the orders made again now.
+fn assert_orders_fresh(idx: &ProviderIndex) {
+    let mut fresh = idx.clone();
+    fresh.root_order = Default::default();
+    fresh.tree_order = Default::default();
+    fresh.uuid_order = Default::default();
+    // A slot taken since the roots' order was made is no root (a new root makes it again):
+    // its rank is `u32::MAX`, kept or not.
+    let by_slot = |rank: &[u32]| -> Vec<u32> {
+        (0..idx.slots.len())
+            .map(|i| rank.get(i).copied().unwrap_or(u32::MAX))
+            .collect()
+    };
+    let (kept, made) = (idx.root_order(), fresh.root_order());
+    assert_eq!(
+        (&kept.roots, by_slot(&kept.rank)),
+        (&made.roots, by_slot(&made.rank))
+    );
+    let (kept, made) = (idx.tree_order(), fresh.tree_order());
+    assert_eq!(
+        (&kept.providers, &kept.rank, kept.once, &kept.root),
+        (&made.providers, &made.rank, made.once, &made.root)
+    );
+    let (kept, made) = (idx.uuid_order(), fresh.uuid_order());
+    assert_eq!(
+        (&kept.rank, kept.plain, &kept.quoted),
+        (&made.rank, made.plain, &made.quoted)
+    );
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
 
@@ -227,6 +257,7 @@ proptest::proptest! {
         for c in changes {
             apply(&mut idx, c);
             assert_posting_lists_fresh(&idx);
+            assert_orders_fresh(&idx);
         }
     }
 }
