@@ -22,7 +22,7 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use criterion::{BenchmarkId, Criterion};
+use criterion::{BatchSize, BenchmarkId, Criterion};
 use kubeplace_core::placement::candidates::{
     Walk, allocation_candidates, count_candidates, counted_candidates_with,
     try_allocation_candidates, try_counted_candidates, try_counted_candidates_with,
@@ -390,6 +390,22 @@ fn main() {
         let mut group = c.benchmark_group(format!("placement/{label}"));
         if trees <= 10_000 {
             group.bench_function("build-index", |b| b.iter(|| black_box(build(&records))));
+            // Every provider put again as it was (what a relist of the watched objects
+            // does), into an index whose orders a search has made.
+            let plain = parse_candidates_query(QUERIES[0].1, Microversion::LATEST).expect("valid");
+            let searched = index.clone();
+            black_box(allocation_candidates(&searched, &plain).candidates.len());
+            group.bench_function("put-every-provider-again", |b| {
+                b.iter_batched_ref(
+                    || searched.clone(),
+                    |index| {
+                        for r in &records {
+                            index.upsert_provider(r.clone());
+                        }
+                    },
+                    BatchSize::LargeInput,
+                )
+            });
         }
         for (name, q) in QUERIES {
             let unlimited = parse_candidates_query(q, Microversion::LATEST).expect("valid query");

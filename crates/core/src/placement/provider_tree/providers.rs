@@ -54,12 +54,14 @@ impl ProviderIndex {
             let p = self.get(id);
             *p.uuid == *record.uuid && p.parent_name.as_deref() == record.parent.as_deref()
         });
-        // The lists a tree is walked by that the put links again: its parent's children
-        // and its own.
+        // Where the put links the provider again in the lists a tree is walked by: its
+        // place among its parent's children, and its own children.
         let walked = |index: &Self, id: ProviderId| {
             let p = index.get(id);
-            let siblings = p.parent.map(|parent| index.get(parent).children.clone());
-            (siblings, p.children.clone())
+            let place = p
+                .parent
+                .map(|parent| index.get(parent).children.iter().position(|c| *c == id));
+            (place, p.children.clone())
         };
         let walked_before = existing.filter(|_| same_place).map(|id| walked(self, id));
         let orders = same_place.then(|| {
@@ -222,14 +224,15 @@ impl ProviderIndex {
             // as they were: linked again, a provider goes where its name sorts among its
             // siblings (which may not be where it was), and links that make no tree can
             // give its subtree other roots.
+            // Only the roots of the provider's own subtree can have changed (see
+            // `relink_roots`): those are compared, not every provider's.
             let same_walk = walked_before == Some(walked(self, id));
             let same_roots = same_walk
                 && tree_order.get().is_some_and(|t| {
                     t.root.len() == self.slots.len()
-                        && t.root
-                            .iter()
-                            .zip(&self.slots)
-                            .all(|(r, p)| *r == p.as_ref().and_then(|p| p.root))
+                        && self
+                            .subtree(id)
+                            .all(|p| t.root[p.index()] == self.get(p).root)
                 });
             if same_roots {
                 self.tree_order = tree_order;
@@ -363,19 +366,29 @@ impl ProviderIndex {
         self.repack_all([self.get(id).root]);
     }
 
-    /// Recomputes the cached root of a provider and everything under it.
-    fn relink_roots(&mut self, id: ProviderId) {
-        let root = self.root_id(id).ok();
+    /// The provider and every provider under it. Under links that make a cycle, the walk
+    /// stops after as many steps as there are slots.
+    fn subtree(&self, id: ProviderId) -> impl Iterator<Item = ProviderId> + '_ {
         let mut stack = vec![id];
         let mut visited = 0;
-        while let Some(p) = stack.pop() {
+        std::iter::from_fn(move || {
+            let p = stack.pop()?;
             visited += 1;
             if visited > self.slots.len() {
-                break; // a cycle: its members keep no root
+                return None;
             }
-            let prov = self.get_mut(p);
-            prov.root = root;
-            stack.extend(prov.children.iter().copied());
+            stack.extend(self.get(p).children.iter().copied());
+            Some(p)
+        })
+    }
+
+    /// Recomputes the cached root of a provider and everything under it; in a cycle, its
+    /// members keep no root.
+    fn relink_roots(&mut self, id: ProviderId) {
+        let root = self.root_id(id).ok();
+        let under: Vec<ProviderId> = self.subtree(id).collect();
+        for p in under {
+            self.get_mut(p).root = root;
         }
     }
 
