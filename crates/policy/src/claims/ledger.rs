@@ -289,7 +289,9 @@ impl Ledger {
         {
             by_name.entry(&claim.name).or_default().push(claim);
         }
-        self.add_held_before(store, deciding, &mut by_name, &mut usage);
+        for name in self.add_held_before(store, deciding, &by_name, &mut usage) {
+            by_name.remove(name);
+        }
         for (name, versions) in by_name {
             for charge in most_per_project(versions.iter().filter_map(|v| v.charge.clone())) {
                 usage.charges.add(store.charges(), name, &charge);
@@ -320,15 +322,16 @@ impl Ledger {
     ///
     /// A claim of such a write may also have versions admitted a moment ago and still on
     /// their way (`pending`): the API server holds one of them or the version before, never
-    /// two at once, so the claim counts the most of those, and its versions are taken out
-    /// of `pending` to be counted here only.
-    fn add_held_before<'p>(
+    /// two at once, so the claim counts the most of those. Returns the claims counted here,
+    /// whose versions on their way are not to be counted again.
+    fn add_held_before<'s>(
         &self,
-        store: &Store,
+        store: &'s Store,
         deciding: &[&str],
-        pending: &mut BTreeMap<&'p str, Vec<&'p PendingClaim>>,
+        pending: &BTreeMap<&str, Vec<&PendingClaim>>,
         usage: &mut PendingUsage,
-    ) {
+    ) -> Vec<&'s str> {
+        let mut counted = Vec::new();
         let mut writes: BTreeMap<u64, Vec<(&str, Option<&kubeplace_api::Allocation>)>> =
             BTreeMap::new();
         for (name, before, write) in store.claims_decided_here() {
@@ -344,9 +347,9 @@ impl Ledger {
             let mut held: Taken = BTreeMap::new();
             let mut charged: Vec<crate::quota::Charge> = Vec::new();
             for (name, before) in claims {
-                let versions = pending.remove(*name).unwrap_or_default();
+                let versions = pending.get(*name).map_or(&[][..], Vec::as_slice);
                 let mut most = before.map(takes).unwrap_or_default();
-                for version in &versions {
+                for version in versions {
                     for (at, amount) in &version.takes {
                         let m = most.entry(at.clone()).or_insert(0);
                         *m = (*m).max(*amount);
@@ -379,7 +382,9 @@ impl Ledger {
                 &names,
                 &charged.iter().collect::<Vec<_>>(),
             );
+            counted.extend(names);
         }
+        counted
     }
 
     /// Whether a claim this replica decided belongs to a write of several objects whose
