@@ -15,6 +15,9 @@
 //! Run with `cargo bench --bench placement_api_cluster`; `KUBEPLACE_BENCH_TREES=N` sets the
 //! number of trees, `PLACEMENT_VENV` and `KUBEPLACE_BENCH_PLACEMENT_STATE` (a directory for
 //! Placement's loaded database, reused across runs) are passed on to the script.
+//! `KUBEPLACE_BENCH_CPUS_APART=1` passes it `--cpus-apart` (its client on the first CPU, the
+//! servers it starts on the others) and moves every thread of the operator onto those others
+//! before the timing; the control plane's processes stay where they are.
 
 #[path = "../tests/support/mod.rs"]
 #[allow(unused_imports)]
@@ -199,6 +202,16 @@ fn main() {
         .args(["--token", &token]);
     if let Ok(dir) = std::env::var("KUBEPLACE_BENCH_PLACEMENT_STATE") {
         bench.args(["--state-dir", &dir]);
+    }
+    if std::env::var("KUBEPLACE_BENCH_CPUS_APART").is_ok_and(|v| v == "1") {
+        bench.arg("--cpus-apart");
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let moved = Command::new("taskset")
+            .args(["-a", "-p", "-c", &format!("1-{}", cpus - 1)])
+            .arg(operator.pid.to_string())
+            .status()
+            .expect("taskset runs");
+        assert!(moved.success(), "taskset could not move the operator");
     }
     let passes = counter(metrics_port, "kubeplace_reconciles_total");
     let status = bench.status().expect("python3 runs the bench");
