@@ -220,12 +220,11 @@ impl ProviderIndex {
         if let Some((root_order, tree_order, uuid_order)) = orders {
             self.root_order = root_order;
             self.uuid_order = uuid_order;
-            // The tree order is kept only where the walk and every provider's root are
-            // as they were: linked again, a provider goes where its name sorts among its
-            // siblings (which may not be where it was), and links that make no tree can
-            // give its subtree other roots.
-            // Only the roots of the provider's own subtree can have changed (see
-            // `relink_roots`): those are compared, not every provider's.
+            // The tree order is kept only where the walk and the roots are as they were:
+            // linked again, a provider goes where its name sorts among its siblings (which
+            // may not be where it was), and links that make no tree can give its subtree
+            // other roots. Only roots in its own subtree can have changed (`relink_roots`
+            // writes no other), so only those are compared.
             let same_walk = walked_before == Some(walked(self, id));
             let same_roots = same_walk
                 && tree_order.get().is_some_and(|t| {
