@@ -6,7 +6,10 @@ mod placement_server;
 
 use std::time::{Duration, Instant};
 
-use placement_server::{CN1, CN1_NUMA0, CN2, Server, Slow, VM_A, serve_exits};
+use placement_server::{
+    CN1, CN1_NUMA0, CN2, HEAVY_MV, LIGHT_SEARCH, Server, Slow, VM_A, accelerator_cloud,
+    heavy_search, heavy_search_running, serve_exits,
+};
 use serde_json::{Value, json};
 
 const LATEST: Option<&str> = Some("1.39");
@@ -2647,76 +2650,6 @@ fn serve_refuses_an_empty_token_and_the_default_one_off_loopback() {
     )
     .expect_err("serve with a token of its own keeps running");
     assert!(out.contains("listening on http://0.0.0.0:"), "{out}");
-}
-
-/// A cloud of `trees` compute nodes with `accelerators` one-FPGA children each, written to
-/// a file of its own.
-fn accelerator_cloud(name: &str, trees: usize, accelerators: usize) -> std::path::PathBuf {
-    let mut docs = Vec::new();
-    for t in 0..trees {
-        docs.push(format!(
-            "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata: {{name: cn{t}}}\nspec:\n  inventories:\n    VCPU: {{total: 64}}\n    MEMORY_MB: {{total: 65536}}\n"
-        ));
-        for a in 0..accelerators {
-            docs.push(format!(
-                "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata: {{name: cn{t}-fpga{a}}}\nspec:\n  parent: cn{t}\n  inventories:\n    FPGA: {{total: 1}}\n"
-            ));
-        }
-    }
-    let path = std::env::temp_dir().join(format!(
-        "kubeplace-{name}-{}-{trees}x{accelerators}.yaml",
-        std::process::id()
-    ));
-    std::fs::write(&path, docs.join("---\n")).expect("write the cloud");
-    path
-}
-
-/// Eight one-FPGA groups on distinct providers over four trees of 32 FPGAs: billions of
-/// combinations. Asked below 1.29 with `limit=1`, the search still walks them all (Placement
-/// summarises every provider any candidate uses), keeping next to nothing: it runs to its
-/// whole budget of steps, longer than 10 s in a test build.
-fn heavy_search() -> String {
-    let groups: String = (1..=8).map(|i| format!("&resources{i}=FPGA:1")).collect();
-    format!("/allocation_candidates?resources=VCPU:1{groups}&group_policy=isolate&limit=1")
-}
-
-/// The microversion [`heavy_search`] is asked at.
-const HEAVY_MV: &str = "1.28";
-
-/// A search that ends at once.
-const LIGHT_SEARCH: &str = "/allocation_candidates?resources=VCPU:1&limit=1";
-
-/// Sends the heavy search on a connection of its own and returns once it holds the server's
-/// one search turn (a light search is refused): sent again when a light search held the turn
-/// at the moment it arrived.
-fn heavy_search_running(s: &Server) -> Slow {
-    let started = Instant::now();
-    'send: loop {
-        let mut heavy = Slow::open(
-            s,
-            &format!(
-                "GET {} HTTP/1.1\r\nHost: {}\r\nX-Auth-Token: admin\r\nOpenStack-API-Version: placement {HEAVY_MV}\r\n\r\n",
-                heavy_search(),
-                s.addr
-            ),
-        );
-        loop {
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "the heavy search never took the turn"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-            let a = s.call("GET", LIGHT_SEARCH, Some("1.39"), None);
-            if a.status == 503 {
-                return heavy;
-            }
-            a.expect(200);
-            if let Some(refused) = heavy.answer_within(Duration::from_millis(1)) {
-                refused.expect(503);
-                continue 'send;
-            }
-        }
-    }
 }
 
 #[test]

@@ -507,6 +507,15 @@ fn keystone_down_or_slow_is_a_503_within_the_timeouts_and_nothing_is_written() {
     );
     assert_eq!(s, 503, "{answer}");
     assert_eq!(answer["error"]["code"], 503, "{answer}");
+    // What failed is for the log: an unauthenticated caller learns neither Keystone's
+    // address nor how kubeplace's own login went.
+    let text = answer.to_string();
+    let address = closed.trim_start_matches("http://");
+    assert!(!text.contains(address), "{text}");
+    for detail in ["connect", "service user", "log in"] {
+        assert!(!text.contains(detail), "{detail:?} in {text}");
+    }
+    assert!(text.contains("retry"), "{text}");
 }
 
 #[test]

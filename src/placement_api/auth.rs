@@ -39,7 +39,7 @@ use kube::api::{Api, PostParams};
 use super::keystone::{self, KeystoneAuth};
 use super::policy::Credentials;
 use super::wire::{self, Reply};
-use crate::placement_api::remembered::Remembered;
+use crate::placement_api::remembered::{Remembered, TokenDigest};
 
 /// The API group and resource RBAC rules name to grant the Placement API.
 pub const RBAC_GROUP: &str = "kubeplace.io";
@@ -56,6 +56,12 @@ const REFUSED_FOR: Duration = Duration::from_secs(5);
 /// How many refused tokens are remembered at most, apart from accepted ones, so bad tokens
 /// never push out a valid user's answer.
 const REFUSED: usize = 4096;
+/// Bytes each of the two keeps at most.
+const REMEMBERED_BYTES: usize = 4 << 20;
+/// The longest token taken, in bytes. Keystone's tokens are a few hundred bytes and
+/// Kubernetes' service account tokens one or two thousand; a longer one is refused before
+/// anyone is asked about it.
+pub const MAX_TOKEN_BYTES: usize = 8192;
 /// Reviews of tokens not remembered, per second and in a burst: enough for a fleet of
 /// clients starting at once, while a client sending new bad tokens costs the API server
 /// at most this many TokenReviews a second.
@@ -92,9 +98,9 @@ pub enum Caller {
 /// What reviews answered, and how many more may be asked for now.
 struct Reviews {
     /// Answers for tokens Kubernetes accepted (allowed or forbidden), by token and verb.
-    accepted: Remembered<(String, &'static str), Result<(), Refusal>>,
+    accepted: Remembered<(TokenDigest, &'static str), Result<(), Refusal>>,
     /// Tokens Kubernetes refused, and why.
-    refused: Remembered<String, Refusal>,
+    refused: Remembered<TokenDigest, Refusal>,
     /// Reviews of unremembered tokens that may start now (a token bucket).
     budget: f64,
     filled: Instant,
@@ -103,8 +109,8 @@ struct Reviews {
 impl Reviews {
     fn new(now: Instant) -> Reviews {
         Reviews {
-            accepted: Remembered::new(REMEMBERED),
-            refused: Remembered::new(REFUSED),
+            accepted: Remembered::new(REMEMBERED, REMEMBERED_BYTES),
+            refused: Remembered::new(REFUSED, REMEMBERED_BYTES),
             budget: REVIEWS_BURST,
             filled: now,
         }
@@ -113,7 +119,7 @@ impl Reviews {
     /// A remembered answer still fresh at `now`.
     fn recall(
         &mut self,
-        key: &(String, &'static str),
+        key: &(TokenDigest, &'static str),
         now: Instant,
     ) -> Option<Result<(), Refusal>> {
         if let Some(answer) = self.accepted.recall(key, now) {
@@ -124,7 +130,11 @@ impl Reviews {
 
     /// Whether a review may be asked for `key`'s token: one Kubernetes accepted before
     /// always may; another spends the budget, and over it is refused with a 429.
-    fn may_review(&mut self, key: &(String, &'static str), now: Instant) -> Result<(), Refusal> {
+    fn may_review(
+        &mut self,
+        key: &(TokenDigest, &'static str),
+        now: Instant,
+    ) -> Result<(), Refusal> {
         if self.accepted.holds(key) {
             return Ok(());
         }
@@ -141,14 +151,21 @@ impl Reviews {
         }
     }
 
-    fn remember(&mut self, key: (String, &'static str), answer: Result<(), Refusal>, now: Instant) {
+    fn remember(
+        &mut self,
+        key: (TokenDigest, &'static str),
+        answer: Result<(), Refusal>,
+        now: Instant,
+    ) {
         match answer {
             Err(why) if why.status == StatusCode::UNAUTHORIZED => {
-                self.refused.keep(key.0, why, now + REFUSED_FOR, now);
+                let bytes = why.message.len();
+                self.refused.keep(key.0, why, bytes, now + REFUSED_FOR, now);
             }
             answer => {
                 self.refused.forget(&key.0);
-                self.accepted.keep(key, answer, now + REMEMBER, now);
+                let bytes = answer.as_ref().err().map_or(0, |why| why.message.len());
+                self.accepted.keep(key, answer, bytes, now + REMEMBER, now);
             }
         }
     }
@@ -157,7 +174,7 @@ impl Reviews {
 /// `key`'s answer: remembered, or reviewed by `review` (within the budget) and remembered.
 async fn decide<F>(
     remembered: &Mutex<Reviews>,
-    key: (String, &'static str),
+    key: (TokenDigest, &'static str),
     review: impl FnOnce() -> F,
 ) -> Result<(), Refusal>
 where
@@ -201,7 +218,11 @@ pub struct KubernetesAuth {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
     status: StatusCode,
+    /// What the caller is told. A 503's is fixed text: what failed is in `detail`, logged.
     message: String,
+    /// Why a token could not be checked (a 503): for the log only, as it may name Keystone's
+    /// or the API server's address and what kubeplace's own login got.
+    detail: Option<String>,
     /// Keystone's refusals: the `WWW-Authenticate` of a 401 (`Keystone uri="…"`), and
     /// keystonemiddleware's body shape.
     keystone: Option<String>,
@@ -212,6 +233,9 @@ impl Refusal {
     /// Placement's error shape, as its policy's refusals are; a 401 and a 429 in the shape
     /// of the authentication in front of it.
     pub(crate) fn reply(&self, request_id: &str, headers: &http::HeaderMap) -> Reply {
+        if let Some(detail) = &self.detail {
+            tracing::warn!(request_id, reason = %detail, "a caller's token could not be checked");
+        }
         if self.status == StatusCode::FORBIDDEN {
             let ctx = super::Ctx {
                 mv: super::version::requested(headers).unwrap_or(super::version::MIN),
@@ -233,7 +257,9 @@ impl Refusal {
         }
         let mut reply =
             wire::with_request_id(wire::auth_error(self.status, &self.message), request_id);
-        if self.status == StatusCode::TOO_MANY_REQUESTS {
+        if self.status == StatusCode::TOO_MANY_REQUESTS
+            || self.status == StatusCode::SERVICE_UNAVAILABLE
+        {
             reply.headers_mut().insert(
                 http::header::RETRY_AFTER,
                 http::HeaderValue::from_static("1"),
@@ -241,44 +267,40 @@ impl Refusal {
         }
         reply
     }
-    fn too_many(message: impl Into<String>) -> Refusal {
+    fn of(status: StatusCode, message: impl Into<String>) -> Refusal {
         Refusal {
-            status: StatusCode::TOO_MANY_REQUESTS,
+            status,
             message: message.into(),
+            detail: None,
             keystone: None,
         }
+    }
+    fn too_many(message: impl Into<String>) -> Refusal {
+        Refusal::of(StatusCode::TOO_MANY_REQUESTS, message)
     }
     fn unauthorized(message: impl Into<String>) -> Refusal {
-        Refusal {
-            status: StatusCode::UNAUTHORIZED,
-            message: message.into(),
-            keystone: None,
-        }
+        Refusal::of(StatusCode::UNAUTHORIZED, message)
     }
     fn forbidden(message: impl Into<String>) -> Refusal {
-        Refusal {
-            status: StatusCode::FORBIDDEN,
-            message: message.into(),
-            keystone: None,
-        }
+        Refusal::of(StatusCode::FORBIDDEN, message)
     }
     /// Keystone's refusal of a token, or its being unreachable.
     fn keystone(refused: keystone::Refused, challenge: &str) -> Refusal {
-        let (status, message) = match refused {
-            keystone::Refused::Invalid(why) => (StatusCode::UNAUTHORIZED, why),
-            keystone::Refused::Unavailable(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
+        let mut refusal = match refused {
+            keystone::Refused::Invalid(why) => Refusal::unauthorized(why),
+            keystone::Refused::Unavailable(why) => Refusal::unavailable(why),
         };
-        Refusal {
-            status,
-            message,
-            keystone: Some(challenge.to_string()),
-        }
+        refusal.keystone = Some(challenge.to_string());
+        refusal
     }
-    fn unavailable(message: impl Into<String>) -> Refusal {
+    /// The token could not be checked, for `detail`'s reason (logged, not sent).
+    fn unavailable(detail: impl Into<String>) -> Refusal {
         Refusal {
-            status: StatusCode::SERVICE_UNAVAILABLE,
-            message: message.into(),
-            keystone: None,
+            detail: Some(detail.into()),
+            ..Refusal::of(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "The token could not be checked just now; retry in a moment. The server's log says why, under this request's id.",
+            )
         }
     }
 }
@@ -294,19 +316,57 @@ pub fn verb(method: &Method) -> &'static str {
     }
 }
 
-/// The token a request carries: `X-Auth-Token`, else `Authorization: Bearer`.
-fn token(headers: &HeaderMap) -> Option<Result<&str, ()>> {
-    if let Some(v) = headers.get("x-auth-token") {
-        return Some(v.to_str().map_err(|_| ()));
+/// Why the token a request carries cannot be taken, from the headers alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BadToken {
+    Unreadable,
+    /// Two `X-Auth-Token` headers (or two `Authorization`): which one counts is not for the
+    /// server to guess.
+    Several,
+    TooLong(usize),
+}
+
+impl BadToken {
+    fn message(self) -> String {
+        match self {
+            BadToken::Unreadable => "The token sent is not readable text.".to_string(),
+            BadToken::Several => {
+                "More than one token was sent: send exactly one X-Auth-Token (or one Authorization: Bearer) header.".to_string()
+            }
+            BadToken::TooLong(n) => format!(
+                "The token sent is {n} bytes long; this server takes tokens of at most {MAX_TOKEN_BYTES} bytes."
+            ),
+        }
     }
-    let v = headers.get(http::header::AUTHORIZATION)?;
-    Some(
-        v.to_str()
-            .ok()
-            .and_then(|s| s.strip_prefix("Bearer "))
-            .map(str::trim)
-            .ok_or(()),
-    )
+}
+
+/// The token a request carries: `X-Auth-Token`, else `Authorization: Bearer`.
+fn token(headers: &HeaderMap) -> Option<Result<&str, BadToken>> {
+    let only = |name: http::header::HeaderName| {
+        let mut all = headers.get_all(name).iter();
+        let first = all.next()?;
+        Some(match all.next() {
+            Some(_) => Err(BadToken::Several),
+            None => Ok(first),
+        })
+    };
+    let sent = match only(http::header::HeaderName::from_static("x-auth-token")) {
+        Some(v) => v.and_then(|v| v.to_str().map_err(|_| BadToken::Unreadable)),
+        None => only(http::header::AUTHORIZATION)?.and_then(|v| {
+            v.to_str()
+                .ok()
+                .and_then(|s| s.strip_prefix("Bearer "))
+                .map(str::trim)
+                .ok_or(BadToken::Unreadable)
+        }),
+    };
+    Some(sent.and_then(|t| {
+        if t.len() > MAX_TOKEN_BYTES {
+            Err(BadToken::TooLong(t.len()))
+        } else {
+            Ok(t)
+        }
+    }))
 }
 
 impl Auth {
@@ -359,10 +419,18 @@ impl Auth {
                 "The request you have made requires authentication: send a token in X-Auth-Token or Authorization: Bearer.",
             ));
         };
-        let Ok(sent) = sent else {
-            return Err(Refusal::unauthorized(
-                "The token sent is not readable text.",
-            ));
+        let sent = match sent {
+            Ok(sent) => sent,
+            Err(bad) => {
+                let refused = Refusal::unauthorized(bad.message());
+                return Err(match self {
+                    Auth::Keystone { keystone, .. } => Refusal {
+                        keystone: Some(keystone.challenge().to_string()),
+                        ..refused
+                    },
+                    _ => refused,
+                });
+            }
         };
         // No token matches an empty one, and Kubernetes need not be asked about it.
         if sent.is_empty() {
@@ -510,7 +578,7 @@ impl KubernetesAuth {
     }
 
     async fn check_async(&self, token: &str, verb: &'static str) -> Result<(), Refusal> {
-        decide(&self.remembered, (token.to_string(), verb), || {
+        decide(&self.remembered, (TokenDigest::of(token), verb), || {
             self.review(token, verb)
         })
         .await
@@ -665,7 +733,7 @@ mod tests {
         calls: &std::cell::Cell<usize>,
         token: &str,
     ) -> Result<(), Refusal> {
-        futures::executor::block_on(decide(remembered, (token.to_string(), "get"), || {
+        futures::executor::block_on(decide(remembered, (TokenDigest::of(token), "get"), || {
             calls.set(calls.get() + 1);
             let answer = if token == "good" {
                 Ok(())
@@ -718,13 +786,13 @@ mod tests {
         let now = Instant::now();
         for i in 0..(2 * REFUSED) {
             r.remember(
-                (format!("worse-{i}"), "get"),
+                (TokenDigest::of(&format!("worse-{i}")), "get"),
                 Err(Refusal::unauthorized("no")),
                 now,
             );
         }
         assert!(r.refused.len() <= REFUSED);
-        assert!(r.recall(&("good".to_string(), "get"), now) == Some(Ok(())));
+        assert!(r.recall(&("good".into(), "get"), now) == Some(Ok(())));
     }
 
     #[test]
@@ -736,10 +804,14 @@ mod tests {
             // "first" is used between every insert, so it is never the least recent.
             let later = now + Duration::from_millis(1 + i as u64);
             assert!(r.recall(&("first".into(), "get"), later).is_some(), "{i}");
-            r.remember((format!("user-{i}"), "get"), Ok(()), later);
+            r.remember(
+                (TokenDigest::of(&format!("user-{i}")), "get"),
+                Ok(()),
+                later,
+            );
         }
         assert_eq!(r.accepted.len(), REMEMBERED);
-        assert!(!r.accepted.holds(&("user-0".to_string(), "get")));
+        assert!(!r.accepted.holds(&("user-0".into(), "get")));
     }
 
     fn reviewed(authenticated: bool, audiences: Option<&[&str]>) -> TokenReviewStatus {

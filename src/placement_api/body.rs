@@ -25,7 +25,8 @@ pub(crate) fn json_sent(call: &Call) -> Result<(), ApiError> {
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok());
     let Some(media) = media else {
-        if !call.body.is_empty() {
+        // What the headers announce, so that the answer is the same before the body is read.
+        if super::intake::has_body(&call.headers) || !call.body.is_empty() {
             return Err(ApiError::bad_request(
                 "a body was sent without a Content-Type header; send it as application/json",
             ));

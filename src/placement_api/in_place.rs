@@ -49,21 +49,24 @@ pub(crate) fn place(method: &Method, path: &str, query: &str) -> Place {
     if method != Method::GET {
         return Place::Apart;
     }
-    match super::router::segments(path).as_slice() {
-        [] => Place::Here,
-        ["allocation_candidates"] if limit_above(query, IN_PLACE_LIMIT) => Place::Apart,
-        ["allocation_candidates"] => Place::HereWithin(IN_PLACE_STEPS),
-        ["resource_providers"] if narrowed_list(query) => Place::HereWithin(IN_PLACE_PROVIDERS),
-        ["resource_providers", _] => Place::Here,
-        [
-            "resource_providers",
-            _,
-            "inventories" | "traits" | "aggregates" | "usages",
-        ] => Place::Here,
-        ["resource_providers", _, "inventories", _] => Place::Here,
-        ["allocations", _] => Place::Here,
-        ["resource_classes"] | ["resource_classes", _] => Place::Here,
-        ["traits", _] => Place::Here,
+    use super::routes::Route as R;
+    match R::of(path) {
+        Some(R::Root) => Place::Here,
+        Some(R::Candidates) if limit_above(query, IN_PLACE_LIMIT) => Place::Apart,
+        Some(R::Candidates) => Place::HereWithin(IN_PLACE_STEPS),
+        Some(R::Providers) if narrowed_list(query) => Place::HereWithin(IN_PLACE_PROVIDERS),
+        Some(
+            R::Provider(_)
+            | R::Inventories(_)
+            | R::Inventory(..)
+            | R::ProviderTraits(_)
+            | R::ProviderAggregates(_)
+            | R::ProviderUsages(_)
+            | R::Consumer(_)
+            | R::Classes
+            | R::Class(_)
+            | R::Trait(_),
+        ) => Place::Here,
         // Lists of traits and a project's usages grow with the cloud; a provider's
         // allocations with its consumers; the extensions are searches.
         _ => Place::Apart,

@@ -3,16 +3,14 @@
 //! a slow or stalled sender holds no memory or task for long and many senders no more than
 //! the server can spare.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, StatusCode, header};
+use http::{HeaderMap, StatusCode};
 use hyper::body::Body;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::wire::ApiError;
-use crate::serving::http::{BodyError, read_body as read_limited};
+use crate::serving::body::{self, BodyError, declared_length, read_body as read_limited};
 
 /// The largest body read. Placement's largest bodies (a reshape, `POST /allocations` moving
 /// many consumers) are tens of KiB; 4 MiB leaves room for a whole cloud's inventories in one
@@ -28,26 +26,15 @@ pub(crate) const BODY_DEADLINE: Duration = Duration::from_secs(10);
 /// cannot make the server hold more.
 pub(crate) const BODIES_IN_FLIGHT: usize = 64 * 1024 * 1024;
 
-/// Room is counted in KiB.
-const ROOM_UNIT: usize = 1024;
-
 /// The room all bodies being read and answered share.
-pub(crate) struct BodyRoom {
-    room: Arc<Semaphore>,
-    total: usize,
-}
+pub(crate) struct BodyRoom(body::BodyRoom);
 
 /// A body's share of the room, given back when the request ends.
-pub(crate) struct BodyShare {
-    _permit: Option<OwnedSemaphorePermit>,
-}
+pub(crate) type BodyShare = body::BodyShare;
 
 impl BodyRoom {
     pub(crate) fn new(total: usize) -> BodyRoom {
-        BodyRoom {
-            room: Arc::new(Semaphore::new(total.div_ceil(ROOM_UNIT))),
-            total,
-        }
+        BodyRoom(body::BodyRoom::new(total))
     }
 
     /// Room for the body the headers announce (its `Content-Length`, else the most a body
@@ -58,45 +45,15 @@ impl BodyRoom {
         max: usize,
         wait: Duration,
     ) -> Result<BodyShare, ApiError> {
-        if !has_body(headers) {
-            return Ok(BodyShare { _permit: None });
-        }
-        let bytes = declared_length(headers).map_or(max, |n| n.min(max as u64) as usize);
-        let units = bytes.div_ceil(ROOM_UNIT).max(1) as u32;
-        match tokio::time::timeout(wait, self.room.clone().acquire_many_owned(units)).await {
-            Ok(Ok(permit)) => Ok(BodyShare {
-                _permit: Some(permit),
-            }),
-            _ => {
-                let mut e = ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    format!(
-                        "the server is already reading {} MiB of request bodies, the most it holds at once; retry in a second",
-                        self.total / (1024 * 1024)
-                    ),
-                );
-                e.retry_after = Some(1);
-                Err(e)
-            }
-        }
+        self.0.take(headers, max, wait).await.map_err(|full| {
+            let mut e = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, full.to_string());
+            e.retry_after = Some(1);
+            e
+        })
     }
 }
 
-fn declared_length(headers: &HeaderMap) -> Option<u64> {
-    headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-}
-
-/// Whether a request announces a body: a `Content-Length` other than 0, or a
-/// `Transfer-Encoding`.
-pub(crate) fn has_body(headers: &HeaderMap) -> bool {
-    headers.contains_key(header::TRANSFER_ENCODING)
-        || headers
-            .get(header::CONTENT_LENGTH)
-            .is_some_and(|v| v.as_bytes() != b"0")
-}
+pub(crate) use body::has_body;
 
 /// Reads a body of at most `max` bytes within `deadline`: 413 when it is larger (at once
 /// when `Content-Length` says so), 408 when it is not all there in time, 400 when the
@@ -146,42 +103,9 @@ where
 mod tests {
     use super::*;
     use futures::stream::{self, StreamExt};
+    use http::header;
     use http_body_util::{Full, StreamBody};
     use hyper::body::Frame;
-
-    #[tokio::test]
-    async fn bodies_share_a_bounded_room() {
-        let room = BodyRoom::new(3 * 1024 * 1024);
-        let wait = Duration::from_millis(50);
-        // Requests without a body take no room.
-        let _none = room.take(&headers(None), MAX_BODY, wait).await.unwrap();
-        let first = room
-            .take(&headers(Some("2097152")), MAX_BODY, wait)
-            .await
-            .unwrap();
-        // A body announced without a length counts as the largest taken: no room for it.
-        let mut chunked = HeaderMap::new();
-        chunked.insert(header::TRANSFER_ENCODING, "chunked".parse().unwrap());
-        let e = room.take(&chunked, MAX_BODY, wait).await.err().unwrap();
-        assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
-        assert_eq!(e.retry_after, Some(1));
-        assert!(e.detail.contains("3 MiB"), "{}", e.detail);
-        // One MiB is left, and a second 2 MiB body waits for it...
-        let _small = room
-            .take(&headers(Some("1048576")), MAX_BODY, wait)
-            .await
-            .unwrap();
-        assert!(
-            room.take(&headers(Some("2097152")), MAX_BODY, wait)
-                .await
-                .is_err()
-        );
-        // ...until the first is done.
-        drop(first);
-        room.take(&headers(Some("2097152")), MAX_BODY, wait)
-            .await
-            .unwrap();
-    }
 
     fn headers(length: Option<&str>) -> HeaderMap {
         let mut h = HeaderMap::new();
@@ -234,15 +158,5 @@ mod tests {
         assert_eq!(e.status, StatusCode::REQUEST_TIMEOUT);
         assert_eq!(started.elapsed(), BODY_DEADLINE);
         assert!(e.detail.contains("10 s"), "{}", e.detail);
-    }
-
-    #[test]
-    fn what_announces_a_body() {
-        assert!(!has_body(&headers(None)));
-        assert!(!has_body(&headers(Some("0"))));
-        assert!(has_body(&headers(Some("12"))));
-        let mut h = HeaderMap::new();
-        h.insert(header::TRANSFER_ENCODING, "chunked".parse().unwrap());
-        assert!(has_body(&h));
     }
 }

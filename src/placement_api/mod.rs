@@ -30,6 +30,7 @@ mod providers;
 mod remembered;
 mod reshaper;
 mod router;
+mod routes;
 mod searches;
 mod traits;
 mod version;
@@ -328,14 +329,10 @@ impl PlacementApi {
     }
 
     fn answer_json(&self, call: &Call, request_id: String) -> Reply {
-        let mv = match version::requested(&call.headers) {
-            Ok(mv) => mv,
-            Err(e) => {
-                let max = version::MAX.to_string();
-                return wire::version_error(&request_id, e.into_api_error(), &max);
-            }
+        let ctx = match context(call, request_id) {
+            Ok(ctx) => ctx,
+            Err(reply) => return *reply,
         };
-        let ctx = Ctx { mv, request_id };
         if is_discovery(&call.method, &call.path) {
             return wire::finish(&ctx, version::discovery());
         }
@@ -343,6 +340,21 @@ impl PlacementApi {
             return wire::error(&ctx, ApiError::unsound());
         }
         self.guarded(&ctx, call, || router::route(self, &ctx, call))
+    }
+
+    /// The answer to a request whose body is not read yet, when its headers decide it: a
+    /// refusal of its version, route, method, media type or caller, exactly as it would be
+    /// answered once the body is read. `None` when the body must be read first.
+    fn refusal_before_body(&self, call: &Call, request_id: &str) -> Option<Reply> {
+        let refused = match context(call, request_id.to_string()) {
+            Err(reply) => *reply,
+            Ok(_) if is_discovery(&call.method, &call.path) || !self.healthy() => return None,
+            Ok(ctx) => match router::gate(&ctx, call) {
+                Ok(()) => return None,
+                Err(e) => wire::error(&ctx, e),
+            },
+        };
+        Some(accept::error_for(&call.headers, refused))
     }
 
     /// Runs a request's work so that a panic in it fails that request alone: what a write
@@ -709,9 +721,25 @@ const HELD_WAIT: std::time::Duration = std::time::Duration::from_secs(8);
 /// How often it looks.
 const HELD_POLL: std::time::Duration = std::time::Duration::from_millis(5);
 
+/// What a handler knows of a request from its version header; the reply to a version that
+/// cannot be served.
+fn context(call: &Call, request_id: String) -> Result<Ctx, Box<Reply>> {
+    match version::requested(&call.headers) {
+        Ok(mv) => Ok(Ctx { mv, request_id }),
+        Err(e) => {
+            let max = version::MAX.to_string();
+            Err(Box::new(wire::version_error(
+                &request_id,
+                e.into_api_error(),
+                &max,
+            )))
+        }
+    }
+}
+
 /// `GET /`, version discovery, which needs no token.
 fn is_discovery(method: &Method, path: &str) -> bool {
-    path.trim_end_matches('/').is_empty() && method == Method::GET
+    method == Method::GET && routes::Route::of(path) == Some(routes::Route::Root)
 }
 
 /// Whether a request must carry a token: all but version discovery, as Placement's auth
@@ -811,35 +839,36 @@ async fn handle(api: Arc<PlacementApi>, request: Request<Incoming>) -> Reply {
     } else {
         Caller::Unrestricted
     };
+    let mut call = Call::new(parts, Bytes::new(), caller);
+    // Nor does a caller the route's policy refuses, or a request the route would refuse
+    // from its headers alone: the same answer as after reading the body, sent before it.
+    if intake::has_body(&call.headers)
+        && let Some(refused) = api.refusal_before_body(&call, &request_id)
+    {
+        return wire::closing(refused);
+    }
     let share = match api
         .bodies
-        .take(&parts.headers, intake::MAX_BODY, intake::BODY_DEADLINE)
+        .take(&call.headers, intake::MAX_BODY, intake::BODY_DEADLINE)
         .await
     {
         Ok(share) => share,
-        Err(e) => return wire::closing(early_error(&parts.headers, request_id, e)),
+        Err(e) => return wire::closing(early_error(&call.headers, request_id, e)),
     };
-    let body = match intake::read_body(
-        &parts.headers,
-        body,
-        intake::MAX_BODY,
-        intake::BODY_DEADLINE,
-    )
-    .await
-    {
-        Ok(b) => b,
-        Err(e) => return wire::closing(early_error(&parts.headers, request_id, e)),
-    };
-    let search = searches::is_search(&parts.method, parts.uri.path());
-    let turn = if search {
+    call.body =
+        match intake::read_body(&call.headers, body, intake::MAX_BODY, intake::BODY_DEADLINE).await
+        {
+            Ok(b) => b,
+            Err(e) => return wire::closing(early_error(&call.headers, request_id, e)),
+        };
+    let turn = if searches::is_search(&call.method, &call.path) {
         match api.searches.turn().await {
             Ok(turn) => Some(turn),
-            Err(e) => return early_error(&parts.headers, request_id, e),
+            Err(e) => return early_error(&call.headers, request_id, e),
         }
     } else {
         None
     };
-    let mut call = Call::new(parts, body, caller);
     // Short work is answered here, on the runtime's thread; the rest on a thread apart.
     match in_place::place(&call.method, &call.path, &call.query) {
         in_place::Place::Here => {

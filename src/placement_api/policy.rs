@@ -305,7 +305,7 @@ pub fn lookup(method: &Method, path: &str) -> Option<&'static Entry> {
     } else {
         method.as_str()
     };
-    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let segments = super::routes::segments(path);
     TABLE.iter().find(|e| {
         let pattern: Vec<&str> = e.path.split('/').filter(|s| !s.is_empty()).collect();
         e.method == method

@@ -53,16 +53,11 @@ impl Default for SearchLimits {
 /// on an idle server, so only a starved or stalled one meets it.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(10);
 
-/// Whether a request is a search, bound by [`Searches`].
+/// Whether a request is a search, bound by [`Searches`]: its path read as the router reads
+/// it, so that no spelling the router takes (`//allocation_candidates`,
+/// `/kubeplace//headroom/`) goes around the bound.
 pub(crate) fn is_search(method: &Method, path: &str) -> bool {
-    if method != Method::GET {
-        return false;
-    }
-    let path = path.trim_end_matches('/');
-    matches!(
-        path,
-        "/allocation_candidates" | "/kubeplace/explain" | "/kubeplace/headroom"
-    )
+    super::routes::Route::of(path).is_some_and(|r| r.is_search(method))
 }
 
 /// The searches running and waiting.
@@ -173,6 +168,30 @@ mod tests {
         assert!(!is_search(&Method::POST, "/allocation_candidates"));
         assert!(!is_search(&Method::GET, "/allocations"));
         assert!(!is_search(&Method::GET, "/resource_providers"));
+    }
+
+    /// Every spelling of a search path the router answers is a search: doubled, leading and
+    /// trailing slashes.
+    #[test]
+    fn every_spelling_the_router_takes_is_a_search() {
+        for path in [
+            "//allocation_candidates",
+            "///allocation_candidates//",
+            "//kubeplace/explain",
+            "/kubeplace//explain",
+            "//kubeplace/headroom",
+            "/kubeplace//headroom",
+            "/kubeplace/headroom//",
+            "//kubeplace//headroom//",
+        ] {
+            assert!(is_search(&Method::GET, path), "{path}");
+            assert!(
+                super::super::routes::Route::of(path).is_some(),
+                "the router answers {path}"
+            );
+        }
+        assert!(!is_search(&Method::GET, "/kubeplace/headroom/x"));
+        assert!(!is_search(&Method::GET, "/allocation_candidatesx"));
     }
 
     #[tokio::test]

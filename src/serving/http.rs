@@ -9,19 +9,19 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode, header};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
+use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-/// Longest a TLS handshake or a request's headers may take.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+use super::connections::{Admission, Busy, ConnectionLimits, Connections, Slot};
 
 /// A response with a body.
 pub(crate) type Reply = Response<Full<Bytes>>;
@@ -72,19 +72,60 @@ impl Lifecycle {
     }
 }
 
-async fn serve_connection<IO, H, F, B>(io: IO, handler: H, lifecycle: Lifecycle)
+/// A response body that keeps its connection busy until it has been written whole (or the
+/// connection is gone): hyper drops the body then.
+struct Tracked<B> {
+    body: B,
+    _busy: Busy,
+}
+
+impl<B> hyper::body::Body for Tracked<B>
 where
+    B: hyper::body::Body + Unpin,
+{
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// Longest a connection told to close (to make room for another) may take to finish the
+/// request it is answering.
+const EVICTED_GRACE: Duration = STOP_GRACE;
+
+async fn serve_connection<IO, H, F, B>(
+    io: IO,
+    handler: H,
+    lifecycle: Lifecycle,
+    slot: Arc<Slot>,
+    limits: ConnectionLimits,
+) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     H: Fn(Request<Incoming>) -> F + Send + Sync + 'static,
     F: Future<Output = Response<B>> + Send + 'static,
-    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B: hyper::body::Body<Data = Bytes> + Unpin + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let handler = Arc::new(handler);
     let draining = lifecycle.draining.clone();
+    let busy_slot = slot.clone();
     let service = service_fn(move |req| {
         let handler = handler.clone();
         let draining = draining.clone();
+        let busy = busy_slot.begin();
         async move {
             let mut reply = handler(req).await;
             if draining.is_cancelled() {
@@ -93,22 +134,39 @@ where
                     header::HeaderValue::from_static("close"),
                 );
             }
-            Ok::<_, Infallible>(reply)
+            Ok::<_, Infallible>(reply.map(|body| Tracked { body, _busy: busy }))
         }
     });
     let connection = http1::Builder::new()
         .timer(TokioTimer::new())
-        .header_read_timeout(HANDSHAKE_TIMEOUT)
+        .header_read_timeout(limits.idle.max(Duration::from_millis(1)))
         .serve_connection(TokioIo::new(io), service);
     tokio::pin!(connection);
-    let ended = tokio::select! {
-        ended = connection.as_mut() => ended,
-        _ = lifecycle.stop.cancelled() => {
-            connection.as_mut().graceful_shutdown();
-            match tokio::time::timeout(STOP_GRACE, connection.as_mut()).await {
-                Ok(ended) => ended,
-                Err(_) => return,
+    // Once told to close (idle too long, or its slot taken), it finishes the request it is
+    // answering, for a while.
+    let mut closing_by: Option<Instant> = None;
+    let ended = loop {
+        let idle_check = Instant::now() + limits.idle.saturating_sub(slot.idle_for(Instant::now()));
+        tokio::select! {
+            ended = connection.as_mut() => break ended,
+            _ = lifecycle.stop.cancelled() => {
+                connection.as_mut().graceful_shutdown();
+                match tokio::time::timeout(STOP_GRACE, connection.as_mut()).await {
+                    Ok(ended) => break ended,
+                    Err(_) => return,
+                }
             }
+            _ = slot.evicted().cancelled(), if closing_by.is_none() => {
+                connection.as_mut().graceful_shutdown();
+                closing_by = Some(Instant::now() + EVICTED_GRACE);
+            }
+            _ = tokio::time::sleep_until(idle_check), if closing_by.is_none() => {
+                if slot.idle_for(Instant::now()) >= limits.idle {
+                    connection.as_mut().graceful_shutdown();
+                    closing_by = Some(Instant::now() + EVICTED_GRACE);
+                }
+            }
+            _ = tokio::time::sleep_until(closing_by.unwrap_or_else(Instant::now)), if closing_by.is_some() => return,
         }
     };
     if let Err(e) = ended {
@@ -117,8 +175,8 @@ where
 }
 
 /// Accepts connections until `lifecycle.stop`, over TLS when `tls` is given, and answers
-/// each request with `handler`. Returns once every connection has closed (or
-/// [`STOP_GRACE`] has passed).
+/// each request with `handler`, holding connections within [`ConnectionLimits::DEFAULT`].
+/// Returns once every connection has closed (or [`STOP_GRACE`] has passed).
 pub async fn serve<H, F, B>(
     listener: TcpListener,
     tls: Option<TlsAcceptor>,
@@ -127,20 +185,15 @@ pub async fn serve<H, F, B>(
 ) where
     H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<B>> + Send + 'static,
-    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B: hyper::body::Body<Data = Bytes> + Unpin + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    serve_at_most(MAX_CONNECTIONS, listener, tls, handler, lifecycle).await
+    serve_within(ConnectionLimits::DEFAULT, listener, tls, handler, lifecycle).await
 }
 
-/// Connections one server holds open at once. Each costs its buffers (some KiB) and a task;
-/// an idle one closes after [`HANDSHAKE_TIMEOUT`] without a request. Beyond it, new
-/// connections wait in the listener's backlog until one closes.
-pub const MAX_CONNECTIONS: usize = 1024;
-
-/// [`serve`] holding at most `max` connections open at once.
-pub async fn serve_at_most<H, F, B>(
-    max: usize,
+/// [`serve`] holding connections within `limits` (see [`super::connections`]).
+pub async fn serve_within<H, F, B>(
+    limits: ConnectionLimits,
     listener: TcpListener,
     tls: Option<TlsAcceptor>,
     handler: H,
@@ -148,16 +201,20 @@ pub async fn serve_at_most<H, F, B>(
 ) where
     H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<B>> + Send + 'static,
-    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B: hyper::body::Body<Data = Bytes> + Unpin + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    let slots = Connections::new(limits);
     let mut connections = tokio::task::JoinSet::new();
     loop {
+        let room = slots.has_room();
         let accepted = tokio::select! {
             _ = lifecycle.stop.cancelled() => break,
             // Reaps the tasks of connections that have closed.
             Some(_) = connections.join_next(), if !connections.is_empty() => continue,
-            a = listener.accept(), if connections.len() < max => a,
+            // Every connection busy: new ones wait in the backlog until one is idle or closes.
+            _ = slots.changed(), if !room => continue,
+            a = listener.accept(), if room => a,
         };
         let (tcp, peer) = match accepted {
             Ok(a) => a,
@@ -168,20 +225,46 @@ pub async fn serve_at_most<H, F, B>(
                 continue;
             }
         };
+        // Every connection may have become busy since the room was seen: this one then waits,
+        // accepted, for a connection to close or become idle, as it would in the backlog.
+        let held = loop {
+            match slots.admit(peer) {
+                Admission::Admitted(held) => break Some(held),
+                Admission::PeerFull => {
+                    debug!(%peer, "closed a connection: every connection of its peer is busy");
+                    break None;
+                }
+                Admission::Full => tokio::select! {
+                    _ = lifecycle.stop.cancelled() => break None,
+                    _ = slots.changed() => {}
+                },
+            }
+        };
+        let Some(held) = held else { continue };
         let handler = handler.clone();
         let tls = tls.clone();
         let lifecycle = lifecycle.clone();
+        let limits = slots.limits();
         connections.spawn(async move {
+            let slot = held.slot().clone();
             match tls {
-                None => serve_connection(tcp, handler, lifecycle).await,
+                None => serve_connection(tcp, handler, lifecycle, slot, limits).await,
                 Some(acceptor) => {
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                        Ok(Ok(stream)) => serve_connection(stream, handler, lifecycle).await,
+                    // A handshake holds an idle slot: a new connection may take it.
+                    let handshake = tokio::select! {
+                        h = tokio::time::timeout(limits.handshake, acceptor.accept(tcp)) => h,
+                        _ = slot.evicted().cancelled() => return,
+                    };
+                    match handshake {
+                        Ok(Ok(stream)) => {
+                            serve_connection(stream, handler, lifecycle, slot, limits).await
+                        }
                         Ok(Err(e)) => debug!(%peer, error = %e, "TLS handshake failed"),
                         Err(_) => debug!(%peer, "TLS handshake timed out"),
                     }
                 }
             }
+            drop(held);
         });
     }
     drop(listener);
@@ -206,7 +289,7 @@ pub fn serve_apart<H, F, B>(
 where
     H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<B>> + Send + 'static,
-    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B: hyper::body::Body<Data = Bytes> + Unpin + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     run_apart(name, listener, move |listener| {
@@ -256,32 +339,6 @@ where
 /// that waits for the leader) does not hold the others.
 const APART_THREADS: usize = 2;
 
-/// Why a request's body could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum BodyError {
-    #[error("the request body is larger than {} MiB", .max / (1024 * 1024))]
-    TooLarge { max: usize },
-    #[error("cannot read the request body: {0}")]
-    Unreadable(Box<dyn std::error::Error + Send + Sync>),
-}
-
-/// Reads a body of at most `max` bytes. A body whose length is announced (hyper's size hint
-/// holds its `Content-Length`) over `max` is refused before any of it is read.
-pub(crate) async fn read_body<B>(body: B, max: usize) -> Result<Bytes, BodyError>
-where
-    B: hyper::body::Body<Data = Bytes>,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    if body.size_hint().lower() > max as u64 {
-        return Err(BodyError::TooLarge { max });
-    }
-    match Limited::new(body, max).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(BodyError::TooLarge { max }),
-        Err(e) => Err(BodyError::Unreadable(e)),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -305,35 +362,155 @@ mod tests {
 
     const GET: &[u8] = b"GET /healthz HTTP/1.1\r\nHost: kubeplace\r\n\r\n";
 
-    #[tokio::test]
-    async fn connections_beyond_the_limit_wait_until_one_closes() {
+    /// A server within `limits` whose handler answers "ok" at once, or after `slow` for
+    /// `GET /slow`.
+    async fn start_within(
+        limits: ConnectionLimits,
+        slow: Duration,
+    ) -> (std::net::SocketAddr, Lifecycle) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let lifecycle = Lifecycle::default();
-        let handler = |_req: Request<Incoming>| async { text(StatusCode::OK, "ok\n") };
-        tokio::spawn(serve_at_most(2, listener, None, handler, lifecycle.clone()));
-        // Two connections held open, each answered once.
+        let handler = move |req: Request<Incoming>| async move {
+            if req.uri().path() == "/slow" {
+                tokio::time::sleep(slow).await;
+            }
+            text(StatusCode::OK, "ok\n")
+        };
+        tokio::spawn(serve_within(
+            limits,
+            listener,
+            None,
+            handler,
+            lifecycle.clone(),
+        ));
+        (addr, lifecycle)
+    }
+
+    /// Connects from `source` (any 127.0.0.0/8 address is this host's loopback).
+    async fn connect_from(source: &str, to: std::net::SocketAddr) -> TcpStream {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(format!("{source}:0").parse().unwrap()).unwrap();
+        socket.connect(to).await.unwrap()
+    }
+
+    const SLOW: &[u8] = b"GET /slow HTTP/1.1\r\nHost: kubeplace\r\n\r\n";
+
+    #[tokio::test]
+    async fn a_new_connection_to_a_full_server_takes_the_slot_idle_longest() {
+        let limits = ConnectionLimits {
+            max: 2,
+            per_peer: 2,
+            ..ConnectionLimits::DEFAULT
+        };
+        let (addr, lifecycle) = start_within(limits, Duration::ZERO).await;
+        // Two connections held open by different peers, each answered once and now idle.
+        let mut first = connect_from("127.0.0.2", addr).await;
+        first.write_all(GET).await.unwrap();
+        assert!(response(&mut first).await.starts_with("http/1.1 200"));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let mut second = connect_from("127.0.0.3", addr).await;
+        second.write_all(GET).await.unwrap();
+        assert!(response(&mut second).await.starts_with("http/1.1 200"));
+        // A third is answered at once: the first, idle longest, is closed for it.
+        let mut third = connect_from("127.0.0.4", addr).await;
+        third.write_all(GET).await.unwrap();
+        let answered = tokio::time::timeout(Duration::from_secs(2), response(&mut third)).await;
+        assert!(
+            answered
+                .expect("answered at once")
+                .starts_with("http/1.1 200")
+        );
+        assert!(
+            closed(&mut first).await,
+            "the connection idle longest stayed open"
+        );
+        second.write_all(GET).await.unwrap();
+        assert!(response(&mut second).await.starts_with("http/1.1 200"));
+        lifecycle.stop.cancel();
+    }
+
+    #[tokio::test]
+    async fn busy_connections_keep_their_slots_and_the_next_waits() {
+        let limits = ConnectionLimits {
+            max: 2,
+            per_peer: 2,
+            ..ConnectionLimits::DEFAULT
+        };
+        let (addr, lifecycle) = start_within(limits, Duration::from_millis(800)).await;
         let mut held = Vec::new();
-        for _ in 0..2 {
-            let mut c = TcpStream::connect(addr).await.unwrap();
-            c.write_all(GET).await.unwrap();
-            assert!(response(&mut c).await.starts_with("http/1.1 200"));
+        for source in ["127.0.0.2", "127.0.0.3"] {
+            let mut c = connect_from(source, addr).await;
+            c.write_all(SLOW).await.unwrap();
             held.push(c);
         }
-        // A third is not served while they are open...
-        let mut third = TcpStream::connect(addr).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Both are answering: a third is not served while they are...
+        let mut third = connect_from("127.0.0.4", addr).await;
         third.write_all(GET).await.unwrap();
         let mut buf = [0u8; 64];
         let early = tokio::time::timeout(Duration::from_millis(300), third.read(&mut buf)).await;
         assert!(early.is_err(), "served beyond the limit: {early:?}");
-        // ...and is as soon as one closes.
-        drop(held.pop());
+        // ...and is once one of them has answered.
         let answered = tokio::time::timeout(Duration::from_secs(5), response(&mut third)).await;
         assert!(
             answered
                 .expect("served once a slot freed")
                 .starts_with("http/1.1 200")
         );
+        for c in &mut held {
+            assert!(response(c).await.starts_with("http/1.1 200"));
+        }
+        lifecycle.stop.cancel();
+    }
+
+    #[tokio::test]
+    async fn one_peer_holds_no_more_than_its_share() {
+        let limits = ConnectionLimits {
+            max: 100,
+            per_peer: 3,
+            ..ConnectionLimits::DEFAULT
+        };
+        let (addr, lifecycle) = start_within(limits, Duration::from_secs(3)).await;
+        // A peer keeps three connections busy...
+        let mut busy = Vec::new();
+        for _ in 0..3 {
+            let mut c = connect_from("127.0.0.2", addr).await;
+            c.write_all(SLOW).await.unwrap();
+            busy.push(c);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // ...so its fourth is closed unanswered, while another peer is answered.
+        let mut fourth = connect_from("127.0.0.2", addr).await;
+        let _ = fourth.write_all(GET).await;
+        assert!(closed(&mut fourth).await, "a peer held more than its share");
+        let mut other = connect_from("127.0.0.3", addr).await;
+        other.write_all(GET).await.unwrap();
+        assert!(response(&mut other).await.starts_with("http/1.1 200"));
+        lifecycle.stop.cancel();
+    }
+
+    #[tokio::test]
+    async fn an_idle_connection_is_closed_after_the_idle_time() {
+        let limits = ConnectionLimits {
+            idle: Duration::from_millis(300),
+            ..ConnectionLimits::DEFAULT
+        };
+        let (addr, lifecycle) = start_within(limits, Duration::from_millis(600)).await;
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        // A request longer than the idle time is answered: busy is not idle.
+        c.write_all(SLOW).await.unwrap();
+        assert!(response(&mut c).await.starts_with("http/1.1 200"));
+        let started = std::time::Instant::now();
+        assert!(closed(&mut c).await, "an idle connection stayed open");
+        let after = started.elapsed();
+        assert!(
+            after >= Duration::from_millis(250) && after < Duration::from_secs(3),
+            "closed after {after:?}"
+        );
+        // A connection that never sends a request is closed as well.
+        let mut silent = TcpStream::connect(addr).await.unwrap();
+        assert!(closed(&mut silent).await, "a silent connection stayed open");
         lifecycle.stop.cancel();
     }
 

@@ -1,14 +1,24 @@
 //! The webhook's endpoint: `POST /validate/<plural>` with an AdmissionReview, read within
-//! the body limit and the request deadline, and `GET /healthz`.
+//! the body limit and the request deadline, and `GET /healthz`. Bodies are bounded in the
+//! bytes that arrive, and all the reviews being read share [`REVIEWS_IN_FLIGHT`] bytes: a
+//! client that reaches the webhook without a client certificate (none is asked for without
+//! `--webhook-client-ca`) makes it hold no more than that, however many bodies it drips.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use http::{Method, Request, StatusCode};
 use hyper::body::Incoming;
 
 use super::{ADMISSION_API_VERSION, MAX_BODY, REQUEST_TIMEOUT, Webhook, invalid};
-use crate::serving::http::{Reply, json, read_body, text};
+use crate::serving::body::{BodyRoom, read_body};
+use crate::serving::http::{Reply, json, text};
+
+/// Bytes of AdmissionReviews read at once, by every webhook of the process: twenty of the
+/// largest, thousands of real ones.
+pub(crate) const REVIEWS_IN_FLIGHT: usize = 64 * 1024 * 1024;
+
+static ROOM: LazyLock<BodyRoom> = LazyLock::new(|| BodyRoom::new(REVIEWS_IN_FLIGHT));
 
 fn review_reply(review: &impl serde::Serialize) -> Reply {
     match serde_json::to_vec(review) {
@@ -56,6 +66,10 @@ pub async fn handle(webhook: Arc<Webhook>, request: Request<Incoming>) -> Reply 
         .headers()
         .contains_key(super::claims_route::FORWARDED_HEADER);
     let work = async {
+        let _share = ROOM
+            .take(request.headers(), MAX_BODY, REQUEST_TIMEOUT)
+            .await
+            .map_err(|e| e.to_string())?;
         let body = read_body(request.into_body(), MAX_BODY)
             .await
             .map_err(|e| e.to_string())?;

@@ -691,9 +691,10 @@ fn rendered_of_kind(cp: &ControlPlane, args: &[&str], kind: &str) -> Vec<serde_j
 }
 
 /// The chart's NetworkPolicy lets in each port from its own peers and nothing else: the
-/// webhook from `networkPolicy.webhook.from` (kube-apiserver) and from the other replicas
-/// (claims passed to the leader), metrics and Placement from theirs; a port whose peers are
-/// not given is open to any source.
+/// webhook from `networkPolicy.webhook.from` (kube-apiserver; any source by default) and from
+/// the other replicas (claims passed to the leader), metrics from Prometheus' pods and the
+/// Placement API from pods labelled as its clients by default (and from the release's test
+/// pod), each from the peers given instead; `[]` opens a port to any source.
 #[test]
 fn the_network_policy_lets_in_each_port_from_its_own_peers() {
     use serde_json::json;
@@ -707,7 +708,15 @@ fn the_network_policy_lets_in_each_port_from_its_own_peers() {
         }
         rule
     };
-    // On by default; with no peers given, each port is open to any source.
+    let test_pod = json!([{"podSelector": {"matchLabels": {
+        "app.kubernetes.io/name": "kubeplace", "app.kubernetes.io/instance": "kubeplace",
+        "app.kubernetes.io/component": "test"}}}]);
+    // On by default: the webhook from any source, metrics from Prometheus, Placement from
+    // its labelled clients.
+    let prometheus = json!([{"namespaceSelector": {},
+        "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}]);
+    let clients = json!([{"namespaceSelector": {},
+        "podSelector": {"matchLabels": {"kubeplace.io/placement-client": "true"}}}]);
     let policies = rendered_of_kind(cp, &[], "NetworkPolicy");
     assert_eq!(policies.len(), 1, "{policies:?}");
     let spec = &policies[0]["spec"];
@@ -715,6 +724,28 @@ fn the_network_policy_lets_in_each_port_from_its_own_peers() {
     assert_eq!(spec["podSelector"], replicas[0]["podSelector"]);
     assert_eq!(
         spec["ingress"],
+        json!([
+            rule(8443, None),
+            rule(8443, Some(replicas.clone())),
+            rule(8080, Some(prometheus)),
+            rule(8080, Some(test_pod.clone())),
+            rule(8778, Some(clients)),
+            rule(8778, Some(test_pod.clone()))
+        ])
+    );
+    // `[]` opens a port to any source.
+    let open = rendered_of_kind(
+        cp,
+        &[
+            "--set-json",
+            "networkPolicy.metrics.from=[]",
+            "--set-json",
+            "networkPolicy.placement.from=[]",
+        ],
+        "NetworkPolicy",
+    );
+    assert_eq!(
+        open[0]["spec"]["ingress"],
         json!([
             rule(8443, None),
             rule(8443, Some(replicas.clone())),
@@ -752,7 +783,9 @@ fn the_network_policy_lets_in_each_port_from_its_own_peers() {
             rule(9443, Some(api_server)),
             rule(9443, Some(replicas.clone())),
             rule(9090, Some(monitoring)),
-            rule(9778, Some(nova))
+            rule(9090, Some(test_pod.clone())),
+            rule(9778, Some(nova)),
+            rule(9778, Some(test_pod.clone()))
         ])
     );
     // The API server takes it as rendered.
@@ -779,7 +812,7 @@ fn the_network_policy_lets_in_each_port_from_its_own_peers() {
 
     // No Placement API, no rule for it; disabled, no policy.
     let policies = rendered_of_kind(cp, &["--set", "placement.enabled=false"], "NetworkPolicy");
-    assert_eq!(policies[0]["spec"]["ingress"].as_array().unwrap().len(), 3);
+    assert_eq!(policies[0]["spec"]["ingress"].as_array().unwrap().len(), 4);
     assert!(
         rendered_of_kind(
             cp,

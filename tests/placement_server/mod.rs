@@ -70,6 +70,22 @@ impl Server {
         Server::start(&["-f", CLOUD])
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The server's peak resident memory so far, in KiB (`VmHWM`).
+    pub fn peak_rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .expect("the server's /proc status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("a VmHWM line")
+    }
+
     /// `http://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
@@ -299,5 +315,75 @@ impl Answer {
             e["detail"].as_str().unwrap_or_default().to_string(),
             e["code"].as_str().map(str::to_string),
         )
+    }
+}
+
+/// A cloud of `trees` compute nodes with `accelerators` one-FPGA children each, written to
+/// a file of its own.
+pub fn accelerator_cloud(name: &str, trees: usize, accelerators: usize) -> std::path::PathBuf {
+    let mut docs = Vec::new();
+    for t in 0..trees {
+        docs.push(format!(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata: {{name: cn{t}}}\nspec:\n  inventories:\n    VCPU: {{total: 64}}\n    MEMORY_MB: {{total: 65536}}\n"
+        ));
+        for a in 0..accelerators {
+            docs.push(format!(
+                "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata: {{name: cn{t}-fpga{a}}}\nspec:\n  parent: cn{t}\n  inventories:\n    FPGA: {{total: 1}}\n"
+            ));
+        }
+    }
+    let path = std::env::temp_dir().join(format!(
+        "kubeplace-{name}-{}-{trees}x{accelerators}.yaml",
+        std::process::id()
+    ));
+    std::fs::write(&path, docs.join("---\n")).expect("write the cloud");
+    path
+}
+
+/// Eight one-FPGA groups on distinct providers over four trees of 32 FPGAs: billions of
+/// combinations. Asked below 1.29 with `limit=1`, the search still walks them all (Placement
+/// summarises every provider any candidate uses), keeping next to nothing: it runs to its
+/// whole budget of steps, longer than 10 s in a test build.
+pub fn heavy_search() -> String {
+    let groups: String = (1..=8).map(|i| format!("&resources{i}=FPGA:1")).collect();
+    format!("/allocation_candidates?resources=VCPU:1{groups}&group_policy=isolate&limit=1")
+}
+
+/// The microversion [`heavy_search`] is asked at.
+pub const HEAVY_MV: &str = "1.28";
+
+/// A search that ends at once.
+pub const LIGHT_SEARCH: &str = "/allocation_candidates?resources=VCPU:1&limit=1";
+
+/// Sends the heavy search on a connection of its own and returns once it holds the server's
+/// one search turn (a light search is refused): sent again when a light search held the turn
+/// at the moment it arrived.
+pub fn heavy_search_running(s: &Server) -> Slow {
+    let started = Instant::now();
+    'send: loop {
+        let mut heavy = Slow::open(
+            s,
+            &format!(
+                "GET {} HTTP/1.1\r\nHost: {}\r\nX-Auth-Token: admin\r\nOpenStack-API-Version: placement {HEAVY_MV}\r\n\r\n",
+                heavy_search(),
+                s.addr
+            ),
+        );
+        loop {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "the heavy search never took the turn"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+            let a = s.call("GET", LIGHT_SEARCH, Some("1.39"), None);
+            if a.status == 503 {
+                return heavy;
+            }
+            a.expect(200);
+            if let Some(refused) = heavy.answer_within(Duration::from_millis(1)) {
+                refused.expect(503);
+                continue 'send;
+            }
+        }
     }
 }

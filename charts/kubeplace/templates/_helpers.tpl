@@ -22,6 +22,12 @@ app.kubernetes.io/name: {{ include "kubeplace.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
+{{- /* The release's `helm test` pod. */ -}}
+{{- define "kubeplace.testSelectorLabels" -}}
+{{ include "kubeplace.selectorLabels" . }}
+app.kubernetes.io/component: test
+{{- end }}
+
 {{- define "kubeplace.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{ include "kubeplace.selectorLabels" . }}

@@ -24,6 +24,17 @@ pub struct Answer {
     pub body: Bytes,
 }
 
+/// Why no answer came.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    /// No connection could be made: nothing reached Keystone, so asking again is safe.
+    #[error("{0}")]
+    Connect(String),
+    /// The request was sent, or could not be made.
+    #[error("{0}")]
+    Failed(String),
+}
+
 /// A client of one Keystone.
 pub struct Client {
     tls: Option<TlsConnector>,
@@ -70,7 +81,7 @@ impl Client {
         url: &str,
         headers: &[(&str, &str)],
         body: Option<Vec<u8>>,
-    ) -> Result<Answer, String> {
+    ) -> Result<Answer, SendError> {
         match tokio::time::timeout(
             self.request_timeout,
             self.send_unbounded(method, url, headers, body),
@@ -78,7 +89,10 @@ impl Client {
         .await
         {
             Ok(answer) => answer,
-            Err(_) => Err(format!("no answer within {:?}", self.request_timeout)),
+            Err(_) => Err(SendError::Failed(format!(
+                "no answer within {:?}",
+                self.request_timeout
+            ))),
         }
     }
 
@@ -88,8 +102,9 @@ impl Client {
         url: &str,
         headers: &[(&str, &str)],
         body: Option<Vec<u8>>,
-    ) -> Result<Answer, String> {
-        let uri: Uri = url.parse().map_err(|e| format!("{url:?}: {e}"))?;
+    ) -> Result<Answer, SendError> {
+        let failed = SendError::Failed;
+        let uri: Uri = url.parse().map_err(|e| failed(format!("{url:?}: {e}")))?;
         let host = uri.host().unwrap_or_default();
         let bare = host
             .trim_start_matches('[')
@@ -103,12 +118,12 @@ impl Client {
         )
         .await
         .map_err(|_| {
-            format!(
+            SendError::Connect(format!(
                 "cannot connect to {bare}:{port} within {:?}",
                 self.connect_timeout
-            )
+            ))
         })?
-        .map_err(|e| format!("cannot connect to {bare}:{port}: {e}"))?;
+        .map_err(|e| SendError::Connect(format!("cannot connect to {bare}:{port}: {e}")))?;
         let _ = tcp.set_nodelay(true);
         let authority = uri
             .authority()
@@ -128,18 +143,18 @@ impl Client {
         }
         let request = request
             .body(Full::new(Bytes::from(body.unwrap_or_default())))
-            .map_err(|e| format!("cannot make the request: {e}"))?;
+            .map_err(|e| failed(format!("cannot make the request: {e}")))?;
         match &self.tls {
             Some(connector) if https => {
                 let name = ServerName::try_from(bare.clone())
-                    .map_err(|e| format!("{bare:?} is not a server name: {e}"))?;
+                    .map_err(|e| failed(format!("{bare:?} is not a server name: {e}")))?;
                 let stream = connector
                     .connect(name, tcp)
                     .await
-                    .map_err(|e| format!("TLS with {bare}:{port} failed: {e}"))?;
-                exchange(stream, request).await
+                    .map_err(|e| failed(format!("TLS with {bare}:{port} failed: {e}")))?;
+                exchange(stream, request).await.map_err(failed)
             }
-            _ => exchange(tcp, request).await,
+            _ => exchange(tcp, request).await.map_err(failed),
         }
     }
 }

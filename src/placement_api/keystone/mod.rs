@@ -11,12 +11,16 @@ pub mod client;
 pub mod config;
 pub mod service;
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http::{Method, StatusCode};
 use serde_json::Value;
+use tokio::sync::OnceCell;
 
 use super::policy::Credentials;
+use super::remembered::TokenDigest;
 use cache::{Known, Tokens};
 use config::KeystoneConfig;
 use service::ServiceUser;
@@ -30,6 +34,9 @@ pub enum Refused {
     Unavailable(String),
 }
 
+/// A validation's outcome, shared by the requests that asked about the same token at once.
+type Validation = Result<(Credentials, Instant), Refused>;
+
 /// Tokens checked by one Keystone.
 pub struct KeystoneAuth {
     /// kubeplace's own login, whose token asks about callers' tokens.
@@ -37,6 +44,9 @@ pub struct KeystoneAuth {
     /// The runtime requests to Keystone run on when a check is made from blocking code.
     runtime: tokio::runtime::Handle,
     tokens: std::sync::Mutex<Tokens>,
+    /// Validations being asked of Keystone, by token: requests sending a token already
+    /// being asked about wait for that answer instead of asking again.
+    asking: std::sync::Mutex<HashMap<TokenDigest, Arc<OnceCell<Validation>>>>,
     /// `Keystone uri="…"`, the `WWW-Authenticate` of a 401.
     challenge: String,
 }
@@ -50,6 +60,7 @@ impl KeystoneAuth {
         let challenge = format!("Keystone uri=\"{}\"", config.www_authenticate_uri);
         Ok(KeystoneAuth {
             tokens: std::sync::Mutex::new(Tokens::new(config.cache_time, cache::KEPT)),
+            asking: std::sync::Mutex::new(HashMap::new()),
             service: ServiceUser::new(config)?,
             runtime,
             challenge,
@@ -76,18 +87,47 @@ impl KeystoneAuth {
         self.runtime.block_on(self.validate(token))
     }
 
-    /// The credentials of `token`: remembered, or asked of Keystone.
+    /// The credentials of `token`: remembered, or asked of Keystone (once, however many
+    /// requests send the token at the same time).
     pub async fn validate(&self, token: &str) -> Result<Credentials, Refused> {
+        let key = TokenDigest::of(token);
         let recalled = self
             .tokens
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .recall(token, Instant::now());
+            .recall(&key, Instant::now());
         match recalled {
             Some(Known::Valid(creds)) => return Ok(creds),
             Some(Known::Refused(why)) => return Err(Refused::Invalid(why)),
             None => {}
         }
+        let asking = self
+            .asking
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(key)
+            .or_default()
+            .clone();
+        // Whoever gets here first asks; the others wait for its answer. Should the one asking
+        // go away, the next waiting asks in its place.
+        let answer = asking
+            .get_or_init(|| self.ask_and_keep(key, token))
+            .await
+            .clone();
+        {
+            let mut all = self
+                .asking
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if all.get(&key).is_some_and(|a| Arc::ptr_eq(a, &asking)) {
+                all.remove(&key);
+            }
+        }
+        answer.map(|(creds, _)| creds)
+    }
+
+    /// Asks Keystone about a token within the validation's deadline, and keeps the answer.
+    async fn ask_and_keep(&self, key: TokenDigest, token: &str) -> Validation {
         // One deadline for the whole validation (a login, the question, their retries, and
         // the wait for another request's login), so a Keystone that is down or slow costs a
         // request at most this long.
@@ -103,18 +143,13 @@ impl KeystoneAuth {
             .tokens
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match answer {
-            Ok((creds, expires)) => {
-                tokens.keep_valid(token, creds.clone(), expires, now);
-                Ok(creds)
-            }
-            Err(Refused::Invalid(why)) => {
-                tokens.keep_refused(token, why.clone(), now);
-                Err(Refused::Invalid(why))
-            }
+        match &answer {
+            Ok((creds, expires)) => tokens.keep_valid(key, creds.clone(), *expires, now),
+            Err(Refused::Invalid(why)) => tokens.keep_refused(key, why.clone(), now),
             // Not kept: the next request asks again.
-            Err(e) => Err(e),
+            Err(Refused::Unavailable(_)) => {}
         }
+        answer
     }
 
     /// The longest a validation may take: two requests' time (a login and the question).
@@ -145,10 +180,17 @@ impl KeystoneAuth {
                 .map_err(|e| Refused::Unavailable(format!("Keystone could not be asked: {e}")))?;
             match answer.status {
                 StatusCode::OK => return read_token(&answer.body),
-                StatusCode::NOT_FOUND => {
+                // Keystone answers 404 to a token it does not know, and 400 to one it cannot
+                // read: either way the caller's token, not kubeplace's configuration.
+                StatusCode::NOT_FOUND | StatusCode::BAD_REQUEST => {
                     return Err(Refused::Invalid(
                         "Keystone does not know the token: it is bad, expired or revoked".into(),
                     ));
+                }
+                status if status.is_server_error() => {
+                    return Err(Refused::Unavailable(format!(
+                        "Keystone answered {status} when asked about the token"
+                    )));
                 }
                 StatusCode::UNAUTHORIZED if attempt == 0 => {
                     refused = Some(service);
@@ -235,9 +277,97 @@ fn instant_of(text: &str) -> Option<Instant> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
     use serde_json::json;
 
     use super::*;
+
+    /// A stand-in for Keystone's token API, for the traffic of one validation: logins
+    /// succeed; questions about tokens are answered `status` after `delay`, and counted.
+    async fn keystone(status: StatusCode, delay: Duration) -> (String, Arc<AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let asked = Arc::new(AtomicUsize::new(0));
+        let counted = asked.clone();
+        let later = (jiff::Timestamp::now() + jiff::SignedDuration::from_secs(3600)).to_string();
+        let handler = move |req: http::Request<hyper::body::Incoming>| {
+            let counted = counted.clone();
+            let later = later.clone();
+            async move {
+                let body = json!({"token": {"expires_at": later, "roles": [{"name": "admin"}],
+                                            "project": {"id": "p"}, "user": {"id": "u"}}});
+                if req.method() == Method::POST {
+                    let mut reply = crate::serving::http::json(
+                        StatusCode::CREATED,
+                        body.to_string().into_bytes(),
+                    );
+                    reply
+                        .headers_mut()
+                        .insert("x-subject-token", "service".parse().unwrap());
+                    return reply;
+                }
+                counted.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(delay).await;
+                crate::serving::http::json(status, body.to_string().into_bytes())
+            }
+        };
+        tokio::spawn(crate::serving::http::serve(
+            listener,
+            None,
+            handler,
+            crate::serving::http::Lifecycle::default(),
+        ));
+        (url, asked)
+    }
+
+    fn auth(url: &str) -> KeystoneAuth {
+        let config = config::parse(&format!(
+            "[keystone_authtoken]\nauth_type = password\nauth_url = {url}\nusername = placement\npassword = p\nproject_name = service\nuser_domain_name = Default\nproject_domain_name = Default\nhttp_request_max_retries = 3\n"
+        ))
+        .unwrap();
+        KeystoneAuth::new(config, tokio::runtime::Handle::current()).unwrap()
+    }
+
+    /// Sixteen requests with one new token at once cost Keystone one question.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn requests_sending_one_token_at_once_ask_keystone_once() {
+        let (url, asked) = keystone(StatusCode::OK, Duration::from_millis(300)).await;
+        let auth = Arc::new(auth(&url));
+        let answers = futures::future::join_all((0..16).map(|_| {
+            let auth = auth.clone();
+            async move { auth.validate("a-new-token").await }
+        }))
+        .await;
+        assert!(answers.iter().all(Result::is_ok), "{answers:?}");
+        assert_eq!(asked.load(Ordering::SeqCst), 1);
+        // Kept: asked again, nothing is sent.
+        auth.validate("a-new-token").await.unwrap();
+        assert_eq!(asked.load(Ordering::SeqCst), 1);
+    }
+
+    /// A Keystone answering 5xx is not asked again (only a connection that could not be made
+    /// is retried); nor is the answer kept.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_keystone_answering_5xx_is_not_asked_again() {
+        let (url, asked) = keystone(StatusCode::SERVICE_UNAVAILABLE, Duration::ZERO).await;
+        let auth = auth(&url);
+        let refused = auth.validate("t").await.unwrap_err();
+        assert!(matches!(refused, Refused::Unavailable(_)), "{refused:?}");
+        assert_eq!(asked.load(Ordering::SeqCst), 1);
+        auth.validate("t").await.unwrap_err();
+        assert_eq!(asked.load(Ordering::SeqCst), 2, "a 503 is not kept");
+    }
+
+    /// Keystone's 400 (a token it cannot read) is the caller's bad token, kept as such.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_token_keystone_cannot_read_is_invalid() {
+        let (url, asked) = keystone(StatusCode::BAD_REQUEST, Duration::ZERO).await;
+        let auth = auth(&url);
+        assert!(matches!(auth.validate("t").await, Err(Refused::Invalid(_))));
+        auth.validate("t").await.unwrap_err();
+        assert_eq!(asked.load(Ordering::SeqCst), 1, "the refusal is kept");
+    }
 
     #[test]
     fn a_tokens_body_gives_roles_scope_and_expiry() {

@@ -195,9 +195,10 @@ impl ServiceUser {
         })
     }
 
-    /// One request, retried on connection failures and 5xx answers
-    /// (`http_request_max_retries`), not on a Keystone that connects and then does not
-    /// answer in time.
+    /// One request, retried when no connection could be made (`http_request_max_retries`),
+    /// as keystonemiddleware retries: not on an answer, a 5xx included (an overloaded
+    /// Keystone is not sent more), nor on a Keystone that connects and then does not answer in
+    /// time.
     pub async fn send(
         &self,
         method: Method,
@@ -212,14 +213,13 @@ impl ServiceUser {
                 .send(method.clone(), url, headers, body.clone())
                 .await
             {
-                Ok(answer) if answer.status.is_server_error() && tries < self.config.retries => {}
                 Ok(answer) => return Ok(answer),
-                Err(e) if e.starts_with("cannot connect") && tries < self.config.retries => {
+                Err(client::SendError::Connect(e)) if tries < self.config.retries => {
                     tracing::debug!(error = %e, "Keystone: retrying");
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, url, "Keystone could not be asked");
-                    return Err(e);
+                    return Err(e.to_string());
                 }
             }
             tries += 1;
