@@ -318,6 +318,27 @@ impl PlacementApi {
         self.answer(&Call::new(parts, body, caller), request_id)
     }
 
+    /// What the server answers a request from its headers alone, before any of its body is
+    /// read (its token, then its version, route, method, media type and the caller's policy):
+    /// `None` when the body must be read to answer. Whatever it answers is what the request
+    /// would be answered once read whole.
+    pub fn answer_from_headers(
+        &self,
+        parts: &http::request::Parts,
+    ) -> Option<http::Response<ReplyBody>> {
+        let request_id = self.next_request_id();
+        let caller = if needs_token(&parts.method, parts.uri.path()) {
+            match self.auth.check(&parts.method, &parts.headers) {
+                Ok(caller) => caller,
+                Err(refused) => return Some(refused.reply(&request_id, &parts.headers)),
+            }
+        } else {
+            Caller::Unrestricted
+        };
+        let call = Call::new(parts.clone(), Bytes::new(), caller);
+        self.refusal_before_body(&call, &request_id)
+    }
+
     /// A request id in Placement's form, new for each request.
     fn next_request_id(&self) -> String {
         wire::request_id(self.requests.fetch_add(1, Ordering::Relaxed))

@@ -514,6 +514,63 @@ mod tests {
         lifecycle.stop.cancel();
     }
 
+    /// Handshakes that never start hold no slot a TLS client needs: with every slot taken
+    /// by connections that sent nothing, a real client's handshake and request are
+    /// answered at once.
+    #[tokio::test]
+    async fn stalled_handshakes_give_way_to_a_client() {
+        use rustls::pki_types::ServerName;
+        use tokio_rustls::TlsConnector;
+        let served = crate::serving::certs::self_signed("127.0.0.1").unwrap();
+        let resolver = crate::serving::certs::CertResolver::new(served.certified_key().unwrap());
+        let acceptor = TlsAcceptor::from(crate::serving::certs::server_config(resolver).unwrap());
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let lifecycle = Lifecycle::default();
+        let handler = |_req: Request<Incoming>| async { text(StatusCode::OK, "ok\n") };
+        let limits = ConnectionLimits {
+            max: 8,
+            per_peer: 8,
+            ..ConnectionLimits::DEFAULT
+        };
+        tokio::spawn(serve_within(
+            limits,
+            listener,
+            Some(acceptor),
+            handler,
+            lifecycle.clone(),
+        ));
+        let mut stalled = Vec::new();
+        for i in 0..8 {
+            stalled.push(connect_from(&format!("127.0.0.{}", 2 + i), addr).await);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let started = std::time::Instant::now();
+        let tcp = connect_from("127.0.0.20", addr).await;
+        let config = crate::serving::certs::client_config(&served.ca_pem).unwrap();
+        let mut tls = TlsConnector::from(config)
+            .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
+            .await
+            .expect("the handshake");
+        tls.write_all(GET).await.unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 256];
+        while !String::from_utf8_lossy(&got).ends_with("ok\n") {
+            let n = tokio::time::timeout(Duration::from_secs(5), tls.read(&mut buf))
+                .await
+                .expect("answered")
+                .unwrap();
+            assert!(n > 0);
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "answered after {:?}",
+            started.elapsed()
+        );
+        lifecycle.stop.cancel();
+    }
+
     /// Reads one response (this handler's bodies are 3 bytes) as lower-case text.
     async fn response(stream: &mut TcpStream) -> String {
         let mut got = Vec::new();
