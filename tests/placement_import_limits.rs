@@ -478,6 +478,53 @@ fn more_providers_than_the_limit_are_refused_while_the_list_is_read() {
     assert!(!file.exists());
 }
 
+#[test]
+fn more_allocations_than_the_limit_are_refused_as_they_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cloud.yaml");
+    // Two providers, each with the allocations of two consumers.
+    let url = fake(|path| {
+        let consumers = json!({
+            "c0000000-0000-4000-8000-000000000001": {"resources": {"VCPU": 1}},
+            "c0000000-0000-4000-8000-000000000002": {"resources": {"VCPU": 1}},
+        });
+        if path == "/resource_providers" {
+            Answer::Json(
+                json!({"resource_providers": [
+                    provider_entry("a0000000-0000-4000-8000-000000000001", "cn1"),
+                    provider_entry("a0000000-0000-4000-8000-000000000002", "cn2"),
+                ]})
+                .to_string(),
+            )
+        } else if path.ends_with("/inventories") {
+            Answer::Json(
+                json!({"resource_provider_generation": 1,
+                       "inventories": {"VCPU": {"total": 8}}})
+                .to_string(),
+            )
+        } else if path.ends_with("/allocations") && path.starts_with("/resource_providers/") {
+            Answer::Json(
+                json!({"resource_provider_generation": 1, "allocations": consumers}).to_string(),
+            )
+        } else if path.ends_with("/traits") {
+            Answer::Json(r#"{"resource_provider_generation": 1, "traits": []}"#.into())
+        } else if path.ends_with("/aggregates") {
+            Answer::Json(r#"{"resource_provider_generation": 1, "aggregates": []}"#.into())
+        } else {
+            empty(path)
+        }
+    });
+    let r = import(&url, &file, &["--max-allocations", "3"]);
+    assert_eq!(r.code, Some(1), "{r}");
+    assert!(
+        r.stderr.contains("more than 3 allocations")
+            && r.stderr.contains("--max-allocations")
+            && r.stderr.contains("nothing was written"),
+        "{r}"
+    );
+    assert!(!file.exists());
+}
+
 fn provider_entry(uuid: &str, name: &str) -> serde_json::Value {
     json!({"uuid": uuid, "name": name, "generation": 1, "parent_provider_uuid": null,
            "root_provider_uuid": uuid, "links": []})

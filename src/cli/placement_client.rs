@@ -155,15 +155,15 @@ pub struct RunLimits {
     /// about 35 MB; the default holds a list of some 300,000.
     #[arg(long, value_name = "BYTES", value_parser = byte_count, default_value = "256MiB")]
     pub max_answer_bytes: usize,
-    /// Providers Placement may have. The default is twice the providers of a 20,000-host
-    /// cloud of nested trees (45,010 for 10,000 hosts), and what it keeps in memory is a
-    /// few hundred MiB.
+    /// Providers Placement may have. The default is over twice the 45,010 providers of a
+    /// 10,000-host cloud of nested trees (a root, two NUMA cells, a physical function).
     #[arg(long, value_name = "N", value_parser = at_least_one, default_value_t = 100_000)]
     pub max_providers: usize,
-    /// Consumers (instances, migrations) with allocations Placement may have: 100 a host
-    /// for 10,000 hosts.
-    #[arg(long, value_name = "N", value_parser = at_least_one, default_value_t = 1_000_000)]
-    pub max_consumers: usize,
+    /// Allocations Placement may hold: a consumer's (an instance's, a migration's)
+    /// resources on one provider, as each provider's allocations list them. The default is
+    /// 100 instances a host on 10,000 hosts, each on up to 4 providers.
+    #[arg(long, value_name = "N", value_parser = at_least_one, default_value_t = 4_000_000)]
+    pub max_allocations: usize,
     /// Seconds the whole command may take (reading and writing). A 10,000-host cloud is
     /// read in about 9 minutes and exported in about 19 on a small machine; the default,
     /// 6 hours, leaves room for a cloud of --max-providers.

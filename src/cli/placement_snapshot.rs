@@ -15,13 +15,14 @@
 //! What Placement could not hold is refused, naming the provider or consumer: a uuid that is
 //! not one, a generation that is not a whole number, two providers whose uuids differ only
 //! in case (a uuid names one provider whatever its case). So is more than `--max-providers`
-//! providers, or `--max-consumers` consumers. The answers are typed ([`answers`]).
+//! providers, or `--max-allocations` allocations (counted as they are read, on the
+//! providers' side and on the consumers'). The answers are typed ([`answers`]).
 
 mod answers;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use kubeplace_api::Inventory;
@@ -239,11 +240,18 @@ pub fn read(
             .iter()
             .filter(|(uuid, _)| !providers.contains_key(*uuid))
             .collect();
+        // Allocations held, on the providers' side and on the consumers', each counted
+        // against --max-allocations as they are read.
+        let allowance = |held: usize| Allowance {
+            held: AtomicUsize::new(held),
+            max: limits.max_allocations,
+        };
+        let on_providers = allowance(on_provider.values().map(BTreeMap::len).sum());
         let read = side_by_side(client, connections, &todo, "providers", progress, |c, t| {
-            read_provider(c, t.0, t.1, limits.max_consumers)
+            read_provider(c, t.0, t.1, &on_providers)
         })?;
         for ((uuid, _), result) in todo.iter().zip(read) {
-            match result? {
+            match result {
                 Some((p, allocations)) => {
                     stale.extend(allocations.keys().cloned());
                     on_provider.insert((*uuid).clone(), allocations);
@@ -257,23 +265,17 @@ pub fn read(
             .values()
             .flat_map(|a| a.keys().cloned())
             .collect();
-        if wanted.len() > limits.max_consumers {
-            return Err(ReadError::TooMany {
-                what: "consumers",
-                max: limits.max_consumers,
-                flag: "--max-consumers",
-            });
-        }
         consumers.retain(|c, _| wanted.contains(c) && !stale.contains(c));
+        let on_consumers = allowance(consumers.values().map(|c| c.allocations.len()).sum());
         let todo: Vec<&String> = wanted
             .iter()
             .filter(|c| !consumers.contains_key(*c))
             .collect();
         let read = side_by_side(client, connections, &todo, "consumers", progress, |c, u| {
-            read_consumer(c, u)
+            read_consumer(c, u, &on_consumers)
         })?;
         for (uuid, result) in todo.iter().zip(read) {
-            match result? {
+            match result {
                 Some(c) => {
                     consumers.insert((*uuid).clone(), c);
                 }
@@ -446,13 +448,33 @@ fn ordinal(n: usize) -> String {
 
 type OnProvider = BTreeMap<String, BTreeMap<String, i64>>;
 
+/// Allocations (one consumer's resources on one provider) held so far, and how many may be.
+struct Allowance {
+    held: AtomicUsize,
+    max: usize,
+}
+
+impl Allowance {
+    /// `n` more, unless that passes the limit.
+    fn take(&self, n: usize) -> Result<(), ReadError> {
+        if self.held.fetch_add(n, Ordering::Relaxed) + n > self.max {
+            return Err(ReadError::TooMany {
+                what: "allocations",
+                max: self.max,
+                flag: "--max-allocations",
+            });
+        }
+        Ok(())
+    }
+}
+
 /// A provider's inventories, traits, aggregates and allocations (by consumer), or `None`
 /// when it moved (or went) while they were read.
 fn read_provider(
     client: &mut PlacementClient,
     uuid: &str,
     listed: &Listed,
-    max_consumers: usize,
+    allowance: &Allowance,
 ) -> Result<Option<(Provider, OnProvider)>, ReadError> {
     let who = || format!("provider {:?} ({uuid})", shortened(&listed.name));
     let path = |what: &str| format!("/resource_providers/{uuid}/{what}");
@@ -491,13 +513,7 @@ fn read_provider(
         .iter()
         .map(|a| uuid_of(a, &who, "aggregates", &path("aggregates")))
         .collect::<Result<BTreeSet<String>, ReadError>>()?;
-    if allocations.allocations.len() > max_consumers {
-        return Err(ReadError::TooMany {
-            what: "consumers",
-            max: max_consumers,
-            flag: "--max-consumers",
-        });
-    }
+    allowance.take(allocations.allocations.len())?;
     let mut on_provider = BTreeMap::new();
     for (consumer, a) in allocations.allocations {
         if !kubeplace_core::placement::is_uuid(&consumer) {
@@ -539,12 +555,17 @@ fn inventory(i: answers::Inventory) -> Inventory {
 
 /// A consumer's allocations, project, user, type and generation; `None` when it has none
 /// any more (it went while the providers were read).
-fn read_consumer(client: &mut PlacementClient, uuid: &str) -> Result<Option<Consumer>, ReadError> {
+fn read_consumer(
+    client: &mut PlacementClient,
+    uuid: &str,
+    allowance: &Allowance,
+) -> Result<Option<Consumer>, ReadError> {
     let path = format!("/allocations/{uuid}");
     let body: answers::ConsumerAllocations = client.get(&path)?;
     if body.allocations.is_empty() {
         return Ok(None);
     }
+    allowance.take(body.allocations.len())?;
     let who = || format!("consumer {uuid}");
     let mut allocations = BTreeMap::new();
     for (rp, a) in body.allocations {
@@ -620,21 +641,22 @@ pub(crate) fn parents_first(providers: HashMap<String, Provider>) -> Vec<Provide
 }
 
 /// `work` over every item, on `connections` connections of their own side by side (one
-/// thread each), the results in the items' order; progress from this thread.
+/// thread each), the results in the items' order; progress from this thread. The first
+/// error ends it: no connection takes another item after it.
 fn side_by_side<T: Sync, R: Send>(
     client: &mut PlacementClient,
     connections: usize,
     items: &[T],
     what: &str,
     progress: &mut Progress,
-    work: impl Fn(&mut PlacementClient, &T) -> R + Sync,
-) -> Result<Vec<R>, ClientError> {
+    work: impl Fn(&mut PlacementClient, &T) -> Result<R, ReadError> + Sync,
+) -> Result<Vec<R>, ReadError> {
     let total = items.len();
     if connections <= 1 || total < 2 * connections {
         let mut out = Vec::with_capacity(total);
         for (done, item) in items.iter().enumerate() {
             progress.tick(|| format!("reading {what}: {done}/{total}"));
-            out.push(work(client, item));
+            out.push(work(client, item)?);
         }
         return Ok(out);
     }
@@ -643,19 +665,29 @@ fn side_by_side<T: Sync, R: Send>(
         workers.push(client.sibling()?);
     }
     let done = AtomicUsize::new(0);
-    let mut results: Vec<(usize, R)> = std::thread::scope(|scope| {
+    let failed = AtomicBool::new(false);
+    let results: Vec<Result<Vec<(usize, R)>, ReadError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = workers
             .iter_mut()
             .enumerate()
             .map(|(w, c)| {
-                let (work, done) = (&work, &done);
+                let (work, done, failed) = (&work, &done, &failed);
                 scope.spawn(move || {
                     let mut out = Vec::new();
                     for (i, item) in items.iter().enumerate().skip(w).step_by(connections) {
-                        out.push((i, work(c, item)));
+                        if failed.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        match work(c, item) {
+                            Ok(r) => out.push((i, r)),
+                            Err(e) => {
+                                failed.store(true, Ordering::Relaxed);
+                                return Err(e);
+                            }
+                        }
                         done.fetch_add(1, Ordering::Relaxed);
                     }
-                    out
+                    Ok(out)
                 })
             })
             .collect();
@@ -665,12 +697,16 @@ fn side_by_side<T: Sync, R: Send>(
         }
         handles
             .into_iter()
-            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
             .collect()
     });
     client.requests += workers.iter().map(|w| w.requests).sum::<u64>();
-    results.sort_by_key(|(i, _)| *i);
-    Ok(results.into_iter().map(|(_, r)| r).collect())
+    let mut all = Vec::with_capacity(total);
+    for r in results {
+        all.extend(r?);
+    }
+    all.sort_by_key(|(i, _)| *i);
+    Ok(all.into_iter().map(|(_, r)| r).collect())
 }
 
 #[cfg(test)]

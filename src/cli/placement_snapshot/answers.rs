@@ -15,10 +15,12 @@ use std::marker::PhantomData;
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-/// Entries of a list or map that holds the whole cloud's names or consumers (the custom
-/// resource classes, the custom traits, the consumers on one provider): a sharing provider
-/// may hold most of a cloud's consumers.
+/// Entries of a list of the whole cloud's names (the custom resource classes, the custom
+/// traits).
 pub const MAX_ENTRIES: usize = 1_000_000;
+/// Consumers on one provider: a sharing provider (a storage pool) may hold most of a
+/// cloud's; the default `--max-allocations`.
+pub const MAX_CONSUMERS_OF_ONE: usize = 4_000_000;
 /// Entries of a list or map of one provider or consumer (its inventories, traits,
 /// aggregates; a consumer's providers; the resource classes of one allocation). Placement
 /// has fewer than 500 standard traits and 50 standard classes.
@@ -373,7 +375,7 @@ pub struct Aggregates {
 #[derive(Deserialize)]
 pub struct ProviderAllocations {
     pub resource_provider_generation: Scalar,
-    #[serde(deserialize_with = "map::<_, _, MAX_ENTRIES>")]
+    #[serde(deserialize_with = "map::<_, _, MAX_CONSUMERS_OF_ONE>")]
     pub allocations: BTreeMap<String, Resources>,
 }
 
