@@ -8,17 +8,25 @@
 //! expires and when Placement answers 401 (a long import outlives a token), and shared by
 //! the clients reading side by side. With Keystone and no URL, Placement's endpoint is the
 //! one the login's service catalog lists.
+//!
+//! A Placement is not trusted to be small or quick: each answer's body is read into one
+//! buffer and refused past `--max-answer-bytes` counted on the bytes as they arrive (a
+//! declared length above it is refused before reading), and no request is sent, or waited
+//! for, past the run's `--timeout`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{Method, Request, Uri, header};
 use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
@@ -32,6 +40,10 @@ use crate::serving::certs;
 pub const MICROVERSION: &str = "1.39";
 /// Longest one request may take, connecting included.
 const REQUEST_DEADLINE: Duration = Duration::from_secs(60);
+/// Room made for an answer that declares no length, before its bytes arrive.
+const FIRST_ROOM: usize = 64 << 10;
+/// An answer's buffer grows by doubling up to this size, then to the limit at once.
+const DOUBLING_UP_TO: usize = 8 << 20;
 
 /// Why a request to Placement did not give what was asked.
 #[derive(Debug, thiserror::Error)]
@@ -63,6 +75,33 @@ pub enum ClientError {
         path: String,
         reason: String,
     },
+    #[error(
+        "Placement's answer to {method} {path} is larger than {} (--max-answer-bytes); it was not read further. Raise --max-answer-bytes for a Placement whose answers are that large",
+        show_bytes(*cap)
+    )]
+    TooLarge {
+        method: Method,
+        path: String,
+        cap: usize,
+    },
+    #[error(
+        "the run took longer than --timeout ({seconds} s); it stopped at {method} {path}. Raise --timeout for a Placement this large or slow"
+    )]
+    OutOfTime {
+        method: Method,
+        path: String,
+        seconds: u64,
+    },
+}
+
+/// `n` bytes for people: `256 MiB (268435456 bytes)`, or `1000 bytes`.
+pub fn show_bytes(n: usize) -> String {
+    for (unit, size) in [("GiB", 1usize << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
+        if n >= size && n % size == 0 {
+            return format!("{} {unit} ({n} bytes)", n / size);
+        }
+    }
+    format!("{n} bytes")
 }
 
 impl ClientError {
@@ -103,6 +142,72 @@ pub struct SourceAuth {
     /// Connections Placement is read over side by side (1 to 32).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=32))]
     pub connections: u16,
+}
+
+/// How much of a live Placement `import` and `export` take on: bounds that a real cloud of
+/// 10,000 compute hosts passes many times over, so that a Placement (or something posing as
+/// one) that answers without end, or slowly, stops the command with an error instead of
+/// filling the memory or holding it for ever. A refusal of the read writes nothing.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunLimits {
+    /// Bytes one answer of Placement may have, counted as they arrive (bytes, or with
+    /// KiB, MiB or GiB). The list of a cloud's 45,010 providers (10,000 compute trees) is
+    /// about 35 MB; the default holds a list of some 300,000.
+    #[arg(long, value_name = "BYTES", value_parser = byte_count, default_value = "256MiB")]
+    pub max_answer_bytes: usize,
+    /// Providers Placement may have. The default is over twice the 45,010 providers of a
+    /// 10,000-host cloud of nested trees (a root, two NUMA cells, a physical function).
+    #[arg(long, value_name = "N", value_parser = at_least_one, default_value_t = 100_000)]
+    pub max_providers: usize,
+    /// Allocations Placement may hold: a consumer's (an instance's, a migration's)
+    /// resources on one provider, as each provider's allocations list them. The default is
+    /// 100 instances a host on 10,000 hosts, each on up to 4 providers.
+    #[arg(long, value_name = "N", value_parser = at_least_one, default_value_t = 4_000_000)]
+    pub max_allocations: usize,
+    /// Seconds the whole command may take (reading and writing). A 10,000-host cloud is
+    /// read in about 9 minutes and exported in about 19 on a small machine; the default,
+    /// 6 hours, leaves room for a cloud of --max-providers.
+    #[arg(long, value_name = "SECONDS", value_parser = at_least_one, default_value_t = 21_600)]
+    pub timeout: usize,
+}
+
+impl RunLimits {
+    /// When a run started at `started` must end.
+    pub fn deadline(&self, started: Instant) -> Instant {
+        started + Duration::from_secs(self.timeout as u64)
+    }
+}
+
+fn at_least_one(value: &str) -> Result<usize, String> {
+    match value.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!(
+            "{value:?} is not accepted; give a whole number, 1 or more"
+        )),
+    }
+}
+
+/// A size: bytes, or a whole number of KiB, MiB or GiB (`256MiB`, `64 KiB`).
+fn byte_count(value: &str) -> Result<usize, String> {
+    let refused = || {
+        format!(
+            "{value:?} is not a size; give bytes (1048576), or KiB, MiB or GiB (256MiB), at least 1 KiB"
+        )
+    };
+    let v = value.trim();
+    let digits = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
+    let (number, unit) = v.split_at(digits);
+    let shift = match unit.trim() {
+        "" | "B" => 0,
+        "KiB" => 10,
+        "MiB" => 20,
+        "GiB" => 30,
+        _ => return Err(refused()),
+    };
+    let n: usize = number.parse().map_err(|_| refused())?;
+    n.checked_mul(1 << shift)
+        .filter(|n| *n >= 1024)
+        .ok_or_else(refused)
 }
 
 /// Why no client was made: what was given is wrong (exit 2), or what it names failed.
@@ -193,6 +298,10 @@ pub struct PlacementClient {
     credential: Credential,
     tls: Option<TlsConnector>,
     sender: Option<SendRequest<Full<Bytes>>>,
+    /// Bytes one answer may have.
+    max_answer_bytes: usize,
+    /// When the run must end, and its `--timeout` for the message.
+    deadline: Option<(Instant, u64)>,
     /// Requests made, for progress and figures.
     pub requests: u64,
 }
@@ -247,8 +356,16 @@ impl PlacementClient {
             credential,
             tls,
             sender: None,
+            max_answer_bytes: usize::MAX,
+            deadline: None,
             requests: 0,
         })
+    }
+
+    /// Holds this client (and its siblings) to `limits`, for a run started at `started`.
+    pub fn bound(&mut self, limits: &RunLimits, started: Instant) {
+        self.max_answer_bytes = limits.max_answer_bytes;
+        self.deadline = Some((limits.deadline(started), limits.timeout as u64));
     }
 
     /// Another client of the same endpoint, with a connection of its own (for reads made
@@ -268,6 +385,8 @@ impl PlacementClient {
             credential: self.credential.clone(),
             tls: self.tls.clone(),
             sender: None,
+            max_answer_bytes: self.max_answer_bytes,
+            deadline: self.deadline,
             requests: 0,
         })
     }
@@ -277,8 +396,14 @@ impl PlacementClient {
         &self.url
     }
 
-    /// `GET path`: the JSON body of a 2xx answer.
-    pub fn get(&mut self, path: &str) -> Result<Value, ClientError> {
+    /// `GET path`: the body of a 2xx answer, read as `T`.
+    pub fn get<T: DeserializeOwned>(&mut self, path: &str) -> Result<T, ClientError> {
+        let body = self.get_bytes(path)?;
+        parse(&Method::GET, path, &body)
+    }
+
+    /// `GET path`: the bytes of a 2xx answer.
+    pub fn get_bytes(&mut self, path: &str) -> Result<Vec<u8>, ClientError> {
         let (status, body) = self.send(Method::GET, path, None)?;
         if (200..300).contains(&status) {
             Ok(body)
@@ -287,22 +412,24 @@ impl PlacementClient {
         }
     }
 
-    /// A request whose answer must be 2xx; its body (null when empty).
-    pub fn write(
+    /// A request whose answer must be 2xx; its body read as `T` (`T::default()` when empty).
+    pub fn write<T: DeserializeOwned + Default>(
         &mut self,
         method: Method,
         path: &str,
         body: Option<&Value>,
-    ) -> Result<Value, ClientError> {
+    ) -> Result<T, ClientError> {
         let (status, answer) = self.send(method.clone(), path, body)?;
-        if (200..300).contains(&status) {
-            Ok(answer)
-        } else {
-            Err(self.refusal(status, method, path, &answer))
+        if !(200..300).contains(&status) {
+            return Err(self.refusal(status, method, path, &answer));
         }
+        if answer.iter().all(u8::is_ascii_whitespace) {
+            return Ok(T::default());
+        }
+        parse(&method, path, &answer)
     }
 
-    fn refusal(&self, status: u16, method: Method, path: &str, body: &Value) -> ClientError {
+    fn refusal(&self, status: u16, method: Method, path: &str, body: &[u8]) -> ClientError {
         if status == 401 || status == 403 {
             let hint = match &self.credential {
                 Credential::Static(_) => "give a token it takes for an admin with --token".into(),
@@ -328,15 +455,16 @@ impl PlacementClient {
                 hint,
             };
         }
-        let detail = body["errors"][0]["detail"]
-            .as_str()
-            .map(|d| d.split_whitespace().collect::<Vec<_>>().join(" "))
-            .unwrap_or_else(|| body.to_string());
+        let detail = serde_json::from_slice::<ErrorAnswer>(body)
+            .ok()
+            .and_then(|a| a.errors.0)
+            .and_then(|e| e.detail)
+            .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned());
         ClientError::Refused {
             status,
             method,
             path: path.to_string(),
-            detail,
+            detail: detail.split_whitespace().collect::<Vec<_>>().join(" "),
         }
     }
 
@@ -349,13 +477,13 @@ impl PlacementClient {
         }
     }
 
-    /// Sends one request; the status and the JSON body (null when empty).
+    /// Sends one request; the status and the answer's body.
     pub fn send(
         &mut self,
         method: Method,
         path: &str,
         body: Option<&Value>,
-    ) -> Result<(u16, Value), ClientError> {
+    ) -> Result<(u16, Vec<u8>), ClientError> {
         self.requests += 1;
         let mut token = self.token(None)?;
         let mut renewed = false;
@@ -390,6 +518,22 @@ impl PlacementClient {
                         reason,
                     });
                 }
+                Err(Failure::TooLarge) => {
+                    self.sender = None;
+                    return Err(ClientError::TooLarge {
+                        method,
+                        path: path.to_string(),
+                        cap: self.max_answer_bytes,
+                    });
+                }
+                Err(Failure::OutOfTime) => {
+                    self.sender = None;
+                    return Err(ClientError::OutOfTime {
+                        method,
+                        path: path.to_string(),
+                        seconds: self.deadline.map_or(0, |(_, s)| s),
+                    });
+                }
             }
         }
     }
@@ -400,7 +544,20 @@ impl PlacementClient {
         path: &str,
         body: Option<&Value>,
         token: &str,
-    ) -> Result<(u16, Value), Failure> {
+    ) -> Result<(u16, Vec<u8>), Failure> {
+        // The run's deadline, when it comes before the request's own.
+        let mut wait = REQUEST_DEADLINE;
+        let mut run_ends_first = false;
+        if let Some((deadline, _)) = self.deadline {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Failure::OutOfTime);
+            }
+            if left <= wait {
+                (wait, run_ends_first) = (left, true);
+            }
+        }
+        let cap = self.max_answer_bytes;
         let prefix = self.base.path().trim_end_matches('/');
         let full = format!("{prefix}{path}");
         let authority = self
@@ -439,27 +596,18 @@ impl PlacementClient {
                     .await
                     .map_err(|e| Failure::Connection(format!("no answer: {e}")))?;
                 let status = response.status().as_u16();
-                let body = response
-                    .into_body()
-                    .collect()
-                    .await
-                    .map_err(|e| Failure::Connection(format!("the answer broke off: {e}")))?
-                    .to_bytes();
-                let value = if body.is_empty() {
-                    Value::Null
-                } else {
-                    serde_json::from_slice(&body).map_err(|e| {
-                        Failure::Answer(format!(
-                            "status {status} with a body that is not JSON ({e}): {}",
-                            String::from_utf8_lossy(&body[..body.len().min(200)])
-                        ))
-                    })?
-                };
-                Ok::<_, Failure>((sender, (status, value)))
+                let declared = response
+                    .headers()
+                    .get(header::CONTENT_LENGTH)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse::<u64>().ok());
+                let body = read_body(response.into_body(), declared, cap).await?;
+                Ok::<_, Failure>((sender, (status, body)))
             };
-            match tokio::time::timeout(REQUEST_DEADLINE, work).await {
+            match tokio::time::timeout(wait, work).await {
                 Ok(Ok((sender, answer))) => (Some(sender), Ok(answer)),
                 Ok(Err(e)) => (None, Err(e)),
+                Err(_) if run_ends_first => (None, Err(Failure::OutOfTime)),
                 Err(_) => (
                     None,
                     Err(Failure::Connection(format!(
@@ -479,6 +627,101 @@ enum Failure {
     Connection(String),
     /// An answer came, but not one this client can read.
     Answer(String),
+    /// The answer is longer than the client takes.
+    TooLarge,
+    /// The run's deadline passed.
+    OutOfTime,
+}
+
+/// An answer's body in one buffer, refused once more than `cap` bytes have arrived (or when
+/// it declares more). Each frame is copied as it comes and let go, so many small frames
+/// cost what their bytes do; the buffer never has room past `cap`, whatever length was
+/// declared, and what it holds is the bytes received.
+async fn read_body(
+    mut body: Incoming,
+    declared: Option<u64>,
+    cap: usize,
+) -> Result<Vec<u8>, Failure> {
+    if declared.is_some_and(|n| n > cap as u64) {
+        return Err(Failure::TooLarge);
+    }
+    // Room for the declared length (at most `cap`), so that a long answer is not copied
+    // as it grows: untouched room costs address space, not memory, if no bytes come.
+    let mut buf: Vec<u8> = Vec::with_capacity(declared.map_or(FIRST_ROOM, |n| n as usize));
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| Failure::Connection(format!("the answer broke off: {e}")))?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        let len = buf.len() + data.len();
+        if len > cap {
+            return Err(Failure::TooLarge);
+        }
+        if len > buf.capacity() {
+            // Doubling, up to a step; past it, room for the whole limit at once: address
+            // space, whose pages cost memory only as bytes fill them, where further
+            // doublings would each leave the last buffer behind in the allocator.
+            let room = if len <= DOUBLING_UP_TO {
+                len.max(buf.capacity() * 2).min(DOUBLING_UP_TO)
+            } else {
+                cap
+            };
+            buf.reserve_exact(room - buf.len());
+        }
+        buf.extend_from_slice(&data);
+    }
+    Ok(buf)
+}
+
+/// An answer's body read as `T`.
+fn parse<T: DeserializeOwned>(method: &Method, path: &str, body: &[u8]) -> Result<T, ClientError> {
+    serde_json::from_slice(body).map_err(|e| ClientError::Unexpected {
+        method: method.clone(),
+        path: path.to_string(),
+        reason: if e.is_syntax() || e.is_eof() {
+            format!(
+                "not JSON ({e}): {}",
+                String::from_utf8_lossy(&body[..body.len().min(200)])
+            )
+        } else {
+            e.to_string()
+        },
+    })
+}
+
+/// Placement's error answer: the first error's detail is all that is read of it.
+#[derive(Deserialize)]
+struct ErrorAnswer {
+    errors: First<ErrorEntry>,
+}
+
+#[derive(Deserialize)]
+struct ErrorEntry {
+    detail: Option<String>,
+}
+
+/// The first entry of a list; the others are skipped, not kept.
+struct First<T>(Option<T>);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for First<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<First<T>, D::Error> {
+        struct Visit<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Visit<T> {
+            type Value = First<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a list")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<First<T>, A::Error> {
+                let first = seq.next_element()?;
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(First(first))
+            }
+        }
+        d.deserialize_seq(Visit(std::marker::PhantomData))
+    }
 }
 
 async fn connect(

@@ -28,9 +28,9 @@ use kubeplace_policy::translate::resource_provider::{api_inventory, inventory};
 use kubeplace_policy::translate::{APPLIED, OVER_CAPACITY};
 
 use super::Exit;
-use super::placement_client::{Opening, PlacementClient, SourceAuth};
+use super::placement_client::{ClientError, Opening, PlacementClient, RunLimits, SourceAuth};
 use super::placement_snapshot::{
-    self, Consumer, Progress, Provider, Snapshot, parents_first, refused_whole,
+    self, Consumer, Progress, Provider, Scalar, Snapshot, parents_first, refused_whole,
 };
 use crate::operator::flags::ClusterFlags;
 use crate::placement_api::cluster::Cluster;
@@ -46,6 +46,8 @@ pub struct ExportArgs {
     pub to: Option<String>,
     #[command(flatten)]
     pub auth: SourceAuth,
+    #[command(flatten)]
+    pub limits: RunLimits,
     /// Manifest files, folders or `-` with the ResourceProviders and Allocations to export;
     /// without them, the cluster's (kubeconfig or in-cluster) and its registry of custom names.
     #[arg(short = 'f', long = "filename", num_args = 1..)]
@@ -104,6 +106,7 @@ pub fn main(args: &ExportArgs) -> Exit {
             return Exit::Failed;
         }
     };
+    client.bound(&args.limits, started);
     progress.say(&format!(
         "{} providers and {} consumers to export; reading {}",
         source.providers.len(),
@@ -113,6 +116,7 @@ pub fn main(args: &ExportArgs) -> Exit {
     let target = match placement_snapshot::read(
         &mut client,
         usize::from(args.auth.connections),
+        &args.limits,
         &mut progress,
     ) {
         Ok(t) => t,
@@ -165,27 +169,51 @@ pub fn main(args: &ExportArgs) -> Exit {
     Exit::Ok
 }
 
+/// What export reads of a write's answer: the generation it gave the provider.
+#[derive(Default, serde::Deserialize)]
+struct WriteAnswer {
+    /// Of a provider's inventories, traits or aggregates.
+    resource_provider_generation: Option<Scalar>,
+    /// Of a provider created, or read again.
+    generation: Option<Scalar>,
+}
+
 fn run(
     client: &mut PlacementClient,
     op: &Op,
     generations: &mut HashMap<String, u64>,
-) -> Result<(), super::placement_client::ClientError> {
+) -> Result<(), ClientError> {
+    // The generation a write's answer gives, if it is a whole number.
+    let generation = |got: Option<&Scalar>, field: &str, uuid: &str| match got {
+        None => Ok(None),
+        Some(g) => g.whole().map(Some).ok_or_else(|| ClientError::Unexpected {
+            method: op.method.clone(),
+            path: op.path.clone(),
+            reason: format!(
+                "provider {uuid}: its {field} is {g}, not a generation (a whole number, 0 or more)"
+            ),
+        }),
+    };
     for attempt in 0..2 {
         let mut body = op.body.clone();
         if let (Some(uuid), Some(b)) = (&op.generation_of, body.as_mut()) {
             b["resource_provider_generation"] = json!(generations.get(uuid).copied().unwrap_or(0));
         }
-        match client.write(op.method.clone(), &op.path, body.as_ref()) {
+        match client.write::<WriteAnswer>(op.method.clone(), &op.path, body.as_ref()) {
             Ok(answer) => {
-                if let Some(uuid) = &op.generation_of
-                    && let Some(g) = answer["resource_provider_generation"].as_u64()
-                {
-                    generations.insert(uuid.clone(), g);
+                if let Some(uuid) = &op.generation_of {
+                    let field = "resource_provider_generation";
+                    if let Some(g) =
+                        generation(answer.resource_provider_generation.as_ref(), field, uuid)?
+                    {
+                        generations.insert(uuid.clone(), g);
+                    }
                 }
                 if op.method == Method::POST && op.path == "/resource_providers" {
                     let uuid = op.body.as_ref().map(|b| b["uuid"].clone());
                     if let Some(Value::String(u)) = uuid {
-                        generations.insert(u, answer["generation"].as_u64().unwrap_or(0));
+                        let g = generation(answer.generation.as_ref(), "generation", &u)?;
+                        generations.insert(u, g.unwrap_or(0));
                     }
                 }
                 return Ok(());
@@ -193,8 +221,9 @@ fn run(
             // A generation moved by another write (allocations move it): read it, once.
             Err(e) if e.status() == Some(409) && attempt == 0 && op.generation_of.is_some() => {
                 let uuid = op.generation_of.clone().unwrap_or_default();
-                let p = client.get(&format!("/resource_providers/{uuid}"))?;
-                generations.insert(uuid, p["generation"].as_u64().unwrap_or(0));
+                let p: WriteAnswer = client.get(&format!("/resource_providers/{uuid}"))?;
+                let g = generation(p.generation.as_ref(), "generation", &uuid)?;
+                generations.insert(uuid, g.unwrap_or(0));
             }
             Err(e) => return Err(e),
         }

@@ -33,7 +33,7 @@ use kubeplace_policy::placement_records::{
 use kubeplace_policy::store::{Change, ObjectKey, Store};
 
 use super::Exit;
-use super::placement_client::{Opening, SourceAuth};
+use super::placement_client::{Opening, RunLimits, SourceAuth};
 use super::placement_snapshot::{self, Progress, Snapshot, refused_whole};
 use crate::operator::flags::ClusterFlags;
 use crate::placement_api::cluster::Cluster;
@@ -58,9 +58,11 @@ pub struct ImportArgs {
     pub from: Option<String>,
     #[command(flatten)]
     pub auth: SourceAuth,
+    #[command(flatten)]
+    pub limits: RunLimits,
     /// Write a manifest file (`-` for standard output) for `kubeplace placement serve -f`
-    /// instead of writing into the cluster. The file is replaced whole, through a temporary
-    /// file beside it, and only when something changed.
+    /// instead of writing into the cluster. The file is replaced whole, through a new
+    /// temporary file beside it, and only when something changed.
     #[arg(long, value_name = "PATH")]
     pub to_file: Option<PathBuf>,
     /// The manifest's format with `--to-file`.
@@ -118,10 +120,12 @@ pub fn main(args: &ImportArgs) -> Exit {
         }
         Err(Opening::Failed(e)) => return fail(&format!("{e}; nothing was written")),
     };
+    client.bound(&args.limits, started);
     progress.say(&format!("reading {}", client.url()));
     let snapshot = match placement_snapshot::read(
         &mut client,
         usize::from(args.auth.connections),
+        &args.limits,
         &mut progress,
     ) {
         Ok(s) => s,
@@ -133,7 +137,7 @@ pub fn main(args: &ImportArgs) -> Exit {
     };
     let exit = match &args.to_file {
         Some(path) => into_file(args, path, &desired, &mut progress),
-        None => into_cluster(args, &desired, &mut progress),
+        None => into_cluster(args, &desired, args.limits.deadline(started), &mut progress),
     };
     if exit == Exit::Ok {
         progress.say(&format!("done in {:.1} s", started.elapsed().as_secs_f64()));
@@ -525,8 +529,12 @@ fn used_names(desired: &Desired) -> BTreeSet<&str> {
 }
 
 /// Writes `text` to a temporary file beside `path`, then renames it over `path`: a reader
-/// (or a run cut short) sees the old file or the new one, never part of one.
+/// (or a run cut short) sees the old file or the new one, never part of one. The temporary
+/// file has a random name and is made new (`O_EXCL`): whatever is planted beside the target,
+/// a symbolic link included, is neither followed nor written. The file keeps the target's
+/// permissions, or has the usual ones (0666 less the umask) when there is none.
 fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
@@ -535,17 +543,20 @@ fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "manifest".to_string());
-    let temporary = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::File::create(&temporary)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&temporary, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temporary);
+    let before = std::fs::metadata(path).ok().map(|m| m.permissions());
+    let mut file = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        .permissions(std::fs::Permissions::from_mode(0o666))
+        .tempfile_in(dir)?;
+    if let Some(permissions) = before {
+        file.as_file().set_permissions(permissions)?;
     }
-    result
+    file.write_all(text.as_bytes())?;
+    file.as_file().sync_all()?;
+    // On failure the temporary file is removed when dropped.
+    file.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }
 
 /// An object as a manifest holds it: apiVersion, kind, name, annotations, spec.
@@ -597,7 +608,12 @@ fn render(objects: &[Object], format: ManifestFormat) -> String {
 
 // ---- into the cluster ----
 
-fn into_cluster(args: &ImportArgs, desired: &Desired, progress: &mut Progress) -> Exit {
+fn into_cluster(
+    args: &ImportArgs,
+    desired: &Desired,
+    deadline: Instant,
+    progress: &mut Progress,
+) -> Exit {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -715,6 +731,7 @@ fn into_cluster(args: &ImportArgs, desired: &Desired, progress: &mut Progress) -
         &steps,
         &existing,
         usize::from(args.writes),
+        (deadline, args.limits.timeout),
         progress,
     ));
     match written {
@@ -819,6 +836,7 @@ async fn write_objects(
     steps: &[Step],
     existing: &HashMap<ObjectKey, Object>,
     in_flight: usize,
+    (deadline, timeout): (Instant, usize),
     progress: &mut Progress,
 ) -> Result<Written, (usize, String)> {
     // Depth of each provider object, from its parent chain within the desired objects.
@@ -869,7 +887,18 @@ async fn write_objects(
         // A refusal ends the import after the rest of its level (no child is written
         // before its parent), so that the count written is what the cluster holds.
         let mut failed = None;
-        while let Some(result) = writes.next().await {
+        loop {
+            let next = tokio::time::timeout_at(deadline.into(), writes.next()).await;
+            let Ok(next) = next else {
+                return Err((
+                    written,
+                    format!(
+                        "the import took longer than --timeout ({timeout} s) (up to {} writes in flight were stopped, and may have been made)",
+                        in_flight.min(size)
+                    ),
+                ));
+            };
+            let Some(result) = next else { break };
             match result {
                 Ok(()) => {
                     written += 1;

@@ -11,17 +11,26 @@
 //! nothing changed in between: the snapshot is one state of Placement. Otherwise the providers
 //! that moved, and the consumers on them, are read again, until a round sees no change
 //! (at most [`MAX_ROUNDS`]).
+//!
+//! What Placement could not hold is refused, naming the provider or consumer: a uuid that is
+//! not one, a generation that is not a whole number, two providers whose uuids differ only
+//! in case (a uuid names one provider whatever its case). So is more than `--max-providers`
+//! providers, or `--max-allocations` allocations (counted as they are read, on the
+//! providers' side and on the consumers'). The answers are typed ([`answers`]).
+
+mod answers;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use kubeplace_api::Inventory;
-use serde_json::Value;
 
+pub(crate) use self::answers::Scalar;
+use self::answers::{ListError, shortened};
 use super::Exit;
-use super::placement_client::{ClientError, PlacementClient};
+use super::placement_client::{ClientError, PlacementClient, RunLimits};
 
 /// How many times the providers that moved are read again before giving up.
 pub const MAX_ROUNDS: usize = 8;
@@ -89,6 +98,63 @@ pub enum ReadError {
         moved: usize,
         example: String,
     },
+    #[error(
+        "Placement has more than {max} {what}, more than {flag} lets kubeplace read; raise {flag} for a Placement that large"
+    )]
+    TooMany {
+        what: &'static str,
+        max: usize,
+        flag: &'static str,
+    },
+    #[error(
+        "Placement lists {first} and {second}, whose uuids differ only in case: a uuid names one provider whatever its case, so Placement cannot hold both; delete one of them there first"
+    )]
+    SameUuid { first: String, second: String },
+}
+
+/// An answer that is not what Placement sends, naming what in it is wrong.
+fn unexpected(path: &str, reason: String) -> ReadError {
+    ReadError::Client(ClientError::Unexpected {
+        method: http::Method::GET,
+        path: path.to_string(),
+        reason,
+    })
+}
+
+/// `field` of `whose`, if it is a uuid; else why not.
+fn uuid_of(
+    got: &Scalar,
+    whose: &dyn Fn() -> String,
+    field: &str,
+    path: &str,
+) -> Result<String, ReadError> {
+    got.uuid().map(str::to_string).ok_or_else(|| {
+        unexpected(
+            path,
+            format!(
+                "{}: its {field} is {got}, not a uuid (32 hexadecimal digits in groups of 8-4-4-4-12)",
+                whose()
+            ),
+        )
+    })
+}
+
+/// `field` of `whose`, if it is a generation; else why not.
+fn generation_of(
+    got: &Scalar,
+    whose: &dyn Fn() -> String,
+    field: &str,
+    path: &str,
+) -> Result<u64, ReadError> {
+    got.whole().ok_or_else(|| {
+        unexpected(
+            path,
+            format!(
+                "{}: its {field} is {got}, not a generation (a whole number, 0 or more)",
+                whose()
+            ),
+        )
+    })
 }
 
 /// What the list of providers says of one.
@@ -139,10 +205,11 @@ impl Progress {
 }
 
 /// Reads the whole of Placement, consistently (see the module's doc), over `connections`
-/// connections side by side.
+/// connections side by side, within `limits`.
 pub fn read(
     client: &mut PlacementClient,
     connections: usize,
+    limits: &RunLimits,
     progress: &mut Progress,
 ) -> Result<Snapshot, ReadError> {
     let mut providers: HashMap<String, Provider> = HashMap::new();
@@ -153,7 +220,7 @@ pub fn read(
     for round in 1..=MAX_ROUNDS {
         let classes = custom_classes(client)?;
         let traits = custom_traits(client)?;
-        let listing = list_providers(client)?;
+        let listing = list_providers(client, limits.max_providers)?;
         // Forget what was read of providers that moved (or went) since.
         providers.retain(|uuid, p| {
             listing.get(uuid).is_some_and(|l| {
@@ -173,11 +240,18 @@ pub fn read(
             .iter()
             .filter(|(uuid, _)| !providers.contains_key(*uuid))
             .collect();
+        // Allocations held, on the providers' side and on the consumers', each counted
+        // against --max-allocations as they are read.
+        let allowance = |held: usize| Allowance {
+            held: AtomicUsize::new(held),
+            max: limits.max_allocations,
+        };
+        let on_providers = allowance(on_provider.values().map(BTreeMap::len).sum());
         let read = side_by_side(client, connections, &todo, "providers", progress, |c, t| {
-            read_provider(c, t.0, t.1)
+            read_provider(c, t.0, t.1, &on_providers)
         })?;
         for ((uuid, _), result) in todo.iter().zip(read) {
-            match result? {
+            match result {
                 Some((p, allocations)) => {
                     stale.extend(allocations.keys().cloned());
                     on_provider.insert((*uuid).clone(), allocations);
@@ -192,15 +266,16 @@ pub fn read(
             .flat_map(|a| a.keys().cloned())
             .collect();
         consumers.retain(|c, _| wanted.contains(c) && !stale.contains(c));
+        let on_consumers = allowance(consumers.values().map(|c| c.allocations.len()).sum());
         let todo: Vec<&String> = wanted
             .iter()
             .filter(|c| !consumers.contains_key(*c))
             .collect();
         let read = side_by_side(client, connections, &todo, "consumers", progress, |c, u| {
-            read_consumer(c, u)
+            read_consumer(c, u, &on_consumers)
         })?;
         for (uuid, result) in todo.iter().zip(read) {
-            match result? {
+            match result {
                 Some(c) => {
                     consumers.insert((*uuid).clone(), c);
                 }
@@ -225,7 +300,7 @@ pub fn read(
             }
         }
         // And the whole, read again, must be what was read.
-        let again = list_providers(client)?;
+        let again = list_providers(client, limits.max_providers)?;
         for (uuid, l) in &again {
             match providers.get(uuid) {
                 Some(p)
@@ -284,60 +359,114 @@ pub fn read(
 }
 
 fn custom_classes(client: &mut PlacementClient) -> Result<BTreeSet<String>, ClientError> {
-    let body = client.get("/resource_classes")?;
-    Ok(body["resource_classes"]
-        .as_array()
+    let body: answers::ResourceClasses = client.get("/resource_classes")?;
+    Ok(body
+        .resource_classes
         .into_iter()
-        .flatten()
-        .filter_map(|c| c["name"].as_str())
+        .map(|c| c.name)
         .filter(|n| n.starts_with("CUSTOM_"))
-        .map(str::to_string)
         .collect())
 }
 
 fn custom_traits(client: &mut PlacementClient) -> Result<BTreeSet<String>, ClientError> {
-    let body = client.get("/traits?name=startswith:CUSTOM_")?;
-    Ok(body["traits"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .map(str::to_string)
-        .collect())
+    let body: answers::Traits = client.get("/traits?name=startswith:CUSTOM_")?;
+    Ok(body.traits)
 }
 
-fn list_providers(client: &mut PlacementClient) -> Result<BTreeMap<String, Listed>, ClientError> {
+/// The providers Placement lists, by uuid: each uuid a uuid, each generation a whole
+/// number, no two uuids the same whatever their case; at most `max` of them.
+fn list_providers(
+    client: &mut PlacementClient,
+    max: usize,
+) -> Result<BTreeMap<String, Listed>, ReadError> {
     let path = "/resource_providers";
-    let body = client.get(path)?;
-    let list = body["resource_providers"]
-        .as_array()
-        .ok_or_else(|| unexpected(path, "no resource_providers list"))?;
+    let body = client.get_bytes(path)?;
+    let list = answers::provider_list(&body, max).map_err(|e| match e {
+        ListError::TooMany => ReadError::TooMany {
+            what: "providers",
+            max,
+            flag: "--max-providers",
+        },
+        ListError::Json(e) => unexpected(path, e.to_string()),
+    })?;
+    drop(body);
     let mut out = BTreeMap::new();
-    for p in list {
-        let uuid = p["uuid"]
-            .as_str()
-            .ok_or_else(|| unexpected(path, "a provider without a uuid"))?;
+    // Each uuid in lowercase, and the uuid as listed.
+    let mut seen: HashMap<String, String> = HashMap::with_capacity(list.len());
+    for (i, p) in list.into_iter().enumerate() {
+        let who = || {
+            format!(
+                "provider {:?} (the {} listed)",
+                shortened(&p.name),
+                ordinal(i + 1)
+            )
+        };
+        let uuid = uuid_of(&p.uuid, &who, "uuid", path)?;
+        let who = || format!("provider {:?} ({uuid})", shortened(&p.name));
+        let parent = match &p.parent_provider_uuid {
+            Some(parent) => Some(uuid_of(parent, &who, "parent_provider_uuid", path)?),
+            None => None,
+        };
+        let generation = generation_of(&p.generation, &who, "generation", path)?;
+        if let Some(other) = seen.insert(uuid.to_ascii_lowercase(), uuid.clone()) {
+            let name = out.get(&other).map_or("", |l: &Listed| l.name.as_str());
+            let first = format!("provider {:?} ({other})", shortened(name));
+            if other == uuid {
+                return Err(unexpected(
+                    path,
+                    format!("{first} and {} have the same uuid", who()),
+                ));
+            }
+            return Err(ReadError::SameUuid {
+                first,
+                second: who(),
+            });
+        }
         out.insert(
-            uuid.to_string(),
+            uuid,
             Listed {
-                name: p["name"].as_str().unwrap_or_default().to_string(),
-                parent: p["parent_provider_uuid"].as_str().map(str::to_string),
-                generation: p["generation"].as_u64().unwrap_or_default(),
+                name: p.name,
+                parent,
+                generation,
             },
         );
     }
     Ok(out)
 }
 
-fn unexpected(path: &str, reason: &str) -> ClientError {
-    ClientError::Unexpected {
-        method: http::Method::GET,
-        path: path.to_string(),
-        reason: reason.to_string(),
-    }
+/// `1st`, `2nd`, `3rd`, `4th`, … `11th`, `21st`.
+fn ordinal(n: usize) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
 }
 
 type OnProvider = BTreeMap<String, BTreeMap<String, i64>>;
+
+/// Allocations (one consumer's resources on one provider) held so far, and how many may be.
+struct Allowance {
+    held: AtomicUsize,
+    max: usize,
+}
+
+impl Allowance {
+    /// `n` more, unless that passes the limit.
+    fn take(&self, n: usize) -> Result<(), ReadError> {
+        if self.held.fetch_add(n, Ordering::Relaxed) + n > self.max {
+            return Err(ReadError::TooMany {
+                what: "allocations",
+                max: self.max,
+                flag: "--max-allocations",
+            });
+        }
+        Ok(())
+    }
+}
 
 /// A provider's inventories, traits, aggregates and allocations (by consumer), or `None`
 /// when it moved (or went) while they were read.
@@ -345,44 +474,60 @@ fn read_provider(
     client: &mut PlacementClient,
     uuid: &str,
     listed: &Listed,
-) -> Result<Option<(Provider, OnProvider)>, ClientError> {
-    let mut answers = Vec::new();
-    for what in ["inventories", "traits", "aggregates", "allocations"] {
-        let path = format!("/resource_providers/{uuid}/{what}");
-        match client.get(&path) {
-            Ok(body) => {
-                if body["resource_provider_generation"].as_u64() != Some(listed.generation) {
-                    return Ok(None);
-                }
-                answers.push(body);
+    allowance: &Allowance,
+) -> Result<Option<(Provider, OnProvider)>, ReadError> {
+    let who = || format!("provider {:?} ({uuid})", shortened(&listed.name));
+    let path = |what: &str| format!("/resource_providers/{uuid}/{what}");
+    // Each answer's generation; a provider that went is one that moved.
+    macro_rules! answer {
+        ($what:literal, $ty:ty) => {{
+            let p = path($what);
+            let body: $ty = match client.get(&p) {
+                Ok(body) => body,
+                Err(e) if e.status() == Some(404) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            };
+            let g = generation_of(
+                &body.resource_provider_generation,
+                &who,
+                "resource_provider_generation",
+                &p,
+            )?;
+            if g != listed.generation {
+                return Ok(None);
             }
-            Err(e) if e.status() == Some(404) => return Ok(None),
-            Err(e) => return Err(e),
-        }
+            body
+        }};
     }
-    let [inventories, traits, aggregates, allocations] =
-        <[Value; 4]>::try_from(answers).unwrap_or_else(|_| unreachable!("four answers were read"));
-    let inventories = inventories["inventories"]
-        .as_object()
+    let inventories = answer!("inventories", answers::Inventories);
+    let traits = answer!("traits", answers::ProviderTraits);
+    let aggregates = answer!("aggregates", answers::Aggregates);
+    let allocations = answer!("allocations", answers::ProviderAllocations);
+    let inventories = inventories
+        .inventories
         .into_iter()
-        .flatten()
-        .map(|(class, inv)| (class.clone(), inventory(inv)))
+        .map(|(class, i)| (class, inventory(i)))
         .collect();
-    let strings = |v: &Value, key: &str| -> BTreeSet<String> {
-        v[key]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .map(str::to_string)
-            .collect()
-    };
-    let on_provider = allocations["allocations"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .map(|(consumer, a)| (consumer.clone(), resources(&a["resources"])))
-        .collect();
+    let aggregates = aggregates
+        .aggregates
+        .iter()
+        .map(|a| uuid_of(a, &who, "aggregates", &path("aggregates")))
+        .collect::<Result<BTreeSet<String>, ReadError>>()?;
+    allowance.take(allocations.allocations.len())?;
+    let mut on_provider = BTreeMap::new();
+    for (consumer, a) in allocations.allocations {
+        if !kubeplace_core::placement::is_uuid(&consumer) {
+            return Err(unexpected(
+                &path("allocations"),
+                format!(
+                    "{}: it has allocations of consumer {:?}, which is not a uuid",
+                    who(),
+                    shortened(&consumer)
+                ),
+            ));
+        }
+        on_provider.insert(consumer, a.resources);
+    }
     Ok(Some((
         Provider {
             uuid: uuid.to_string(),
@@ -390,31 +535,22 @@ fn read_provider(
             parent: listed.parent.clone(),
             generation: listed.generation,
             inventories,
-            traits: strings(&traits, "traits"),
-            aggregates: strings(&aggregates, "aggregates"),
+            traits: traits.traits,
+            aggregates,
         },
         on_provider,
     )))
 }
 
-fn inventory(v: &Value) -> Inventory {
-    let int = |k: &str, d: i64| v[k].as_i64().unwrap_or(d);
+fn inventory(i: answers::Inventory) -> Inventory {
     Inventory {
-        total: int("total", 0),
-        reserved: int("reserved", 0),
-        min_unit: int("min_unit", 1),
-        max_unit: int("max_unit", i64::from(i32::MAX)),
-        step_size: int("step_size", 1),
-        allocation_ratio: v["allocation_ratio"].as_f64().unwrap_or(1.0),
+        total: i.total,
+        reserved: i.reserved,
+        min_unit: i.min_unit,
+        max_unit: i.max_unit,
+        step_size: i.step_size,
+        allocation_ratio: i.allocation_ratio,
     }
-}
-
-fn resources(v: &Value) -> BTreeMap<String, i64> {
-    v.as_object()
-        .into_iter()
-        .flatten()
-        .map(|(c, n)| (c.clone(), n.as_i64().unwrap_or_default()))
-        .collect()
 }
 
 /// A consumer's allocations, project, user, type and generation; `None` when it has none
@@ -422,27 +558,39 @@ fn resources(v: &Value) -> BTreeMap<String, i64> {
 fn read_consumer(
     client: &mut PlacementClient,
     uuid: &str,
-) -> Result<Option<Consumer>, ClientError> {
-    let body = client.get(&format!("/allocations/{uuid}"))?;
-    let allocations: BTreeMap<String, BTreeMap<String, i64>> = body["allocations"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .map(|(rp, a)| (rp.clone(), resources(&a["resources"])))
-        .collect();
-    if allocations.is_empty() {
+    allowance: &Allowance,
+) -> Result<Option<Consumer>, ReadError> {
+    let path = format!("/allocations/{uuid}");
+    let body: answers::ConsumerAllocations = client.get(&path)?;
+    if body.allocations.is_empty() {
         return Ok(None);
     }
-    let text = |k: &str| body[k].as_str().unwrap_or_default().to_string();
+    allowance.take(body.allocations.len())?;
+    let who = || format!("consumer {uuid}");
+    let mut allocations = BTreeMap::new();
+    for (rp, a) in body.allocations {
+        if !kubeplace_core::placement::is_uuid(&rp) {
+            return Err(unexpected(
+                &path,
+                format!(
+                    "{}: it has allocations on provider {:?}, which is not a uuid",
+                    who(),
+                    shortened(&rp)
+                ),
+            ));
+        }
+        allocations.insert(rp, a.resources);
+    }
+    let generation = match &body.consumer_generation {
+        None => None,
+        Some(g) => Some(generation_of(g, &who, "consumer_generation", &path)?),
+    };
     Ok(Some(Consumer {
         uuid: uuid.to_string(),
-        project_id: text("project_id"),
-        user_id: text("user_id"),
-        consumer_type: body["consumer_type"]
-            .as_str()
-            .unwrap_or("INSTANCE")
-            .to_string(),
-        generation: body["consumer_generation"].as_u64(),
+        project_id: body.project_id.unwrap_or_default(),
+        user_id: body.user_id.unwrap_or_default(),
+        consumer_type: body.consumer_type.unwrap_or_else(|| "INSTANCE".to_string()),
+        generation,
         allocations,
     }))
 }
@@ -493,21 +641,22 @@ pub(crate) fn parents_first(providers: HashMap<String, Provider>) -> Vec<Provide
 }
 
 /// `work` over every item, on `connections` connections of their own side by side (one
-/// thread each), the results in the items' order; progress from this thread.
+/// thread each), the results in the items' order; progress from this thread. The first
+/// error ends it: no connection takes another item after it.
 fn side_by_side<T: Sync, R: Send>(
     client: &mut PlacementClient,
     connections: usize,
     items: &[T],
     what: &str,
     progress: &mut Progress,
-    work: impl Fn(&mut PlacementClient, &T) -> R + Sync,
-) -> Result<Vec<R>, ClientError> {
+    work: impl Fn(&mut PlacementClient, &T) -> Result<R, ReadError> + Sync,
+) -> Result<Vec<R>, ReadError> {
     let total = items.len();
     if connections <= 1 || total < 2 * connections {
         let mut out = Vec::with_capacity(total);
         for (done, item) in items.iter().enumerate() {
             progress.tick(|| format!("reading {what}: {done}/{total}"));
-            out.push(work(client, item));
+            out.push(work(client, item)?);
         }
         return Ok(out);
     }
@@ -516,19 +665,29 @@ fn side_by_side<T: Sync, R: Send>(
         workers.push(client.sibling()?);
     }
     let done = AtomicUsize::new(0);
-    let mut results: Vec<(usize, R)> = std::thread::scope(|scope| {
+    let failed = AtomicBool::new(false);
+    let results: Vec<Result<Vec<(usize, R)>, ReadError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = workers
             .iter_mut()
             .enumerate()
             .map(|(w, c)| {
-                let (work, done) = (&work, &done);
+                let (work, done, failed) = (&work, &done, &failed);
                 scope.spawn(move || {
                     let mut out = Vec::new();
                     for (i, item) in items.iter().enumerate().skip(w).step_by(connections) {
-                        out.push((i, work(c, item)));
+                        if failed.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        match work(c, item) {
+                            Ok(r) => out.push((i, r)),
+                            Err(e) => {
+                                failed.store(true, Ordering::Relaxed);
+                                return Err(e);
+                            }
+                        }
                         done.fetch_add(1, Ordering::Relaxed);
                     }
-                    out
+                    Ok(out)
                 })
             })
             .collect();
@@ -538,12 +697,16 @@ fn side_by_side<T: Sync, R: Send>(
         }
         handles
             .into_iter()
-            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
             .collect()
     });
     client.requests += workers.iter().map(|w| w.requests).sum::<u64>();
-    results.sort_by_key(|(i, _)| *i);
-    Ok(results.into_iter().map(|(_, r)| r).collect())
+    let mut all = Vec::with_capacity(total);
+    for r in results {
+        all.extend(r?);
+    }
+    all.sort_by_key(|(i, _)| *i);
+    Ok(all.into_iter().map(|(_, r)| r).collect())
 }
 
 #[cfg(test)]
