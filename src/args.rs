@@ -42,17 +42,14 @@ pub struct KeystoneArgs {
 
 impl KeystoneArgs {
     /// The section read, or why it cannot be used.
-    pub fn config(
-        &self,
-    ) -> Result<Option<crate::placement_api::keystone::config::KeystoneConfig>, String> {
+    pub fn config(&self) -> Result<Option<crate::keystone::config::KeystoneConfig>, String> {
         let Some(path) = self.keystone_authtoken.as_deref() else {
             return Ok(None);
         };
-        let config =
-            crate::placement_api::keystone::config::load(path).map_err(|e| e.to_string())?;
+        let config = crate::keystone::config::load(path).map_err(|e| e.to_string())?;
         // The TLS settings (cafile, the system's CAs) are checked now, not at the first
         // request.
-        crate::placement_api::keystone::client::Client::new(
+        crate::keystone::client::Client::new(
             &config.identity_url,
             config.cafile.as_deref(),
             config.connect_timeout,

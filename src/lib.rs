@@ -13,6 +13,7 @@ pub mod cache;
 pub mod cli;
 pub(crate) mod controllers;
 pub(crate) mod health;
+pub mod keystone;
 pub(crate) mod locks;
 pub mod metrics;
 pub mod operator;

@@ -32,8 +32,8 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
 use crate::args::KeystoneArgs;
-use crate::placement_api::keystone::catalog::{self, Wanted};
-use crate::placement_api::keystone::service::{LoginError, ServiceUser};
+use crate::keystone::catalog::{self, Wanted};
+use crate::keystone::service::{LoginError, ServiceUser};
 use crate::serving::certs;
 
 /// The microversion every request is made at: Placement 16's last.

@@ -34,7 +34,7 @@ use super::placement_snapshot::{
 };
 use crate::operator::flags::ClusterFlags;
 use crate::placement_api::cluster::Cluster;
-use crate::placement_api::inventory_json;
+use kubeplace_core::placement::response::inventory_json;
 
 /// Arguments of `kubeplace placement export`.
 #[derive(clap::Args, Debug)]

@@ -1,16 +1,11 @@
 //! `kubeplace placement serve`: Placement's REST API over manifests loaded into memory.
 
 use super::Exit;
-use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
-
-use tokio_util::sync::CancellationToken;
 
 use crate::args::{KeystoneArgs, Searching};
-use crate::placement_api::{self, PlacementApi};
-use crate::serving::http::Lifecycle;
+use crate::operator::standalone::{self, Callers, Standalone, StandaloneError};
 
 /// Arguments of `kubeplace placement serve`.
 #[derive(clap::Args, Debug)]
@@ -113,70 +108,27 @@ pub fn main(args: &ServeArgs) -> Exit {
             return Exit::BadInput;
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("kubeplace placement serve: cannot start the runtime: {e}");
-            return Exit::Failed;
-        }
+    let callers = match keystone {
+        Some(config) => Callers::Keystone(Box::new(config)),
+        None if args.test_roles_from_headers => Callers::RolesFromHeaders,
+        None => Callers::Token(args.token.clone()),
     };
-    let providers = store.index().len();
-    let mut api =
-        PlacementApi::new(store, args.token.clone()).limiting_searches(args.searching.limits());
-    if let Some(config) = keystone {
-        let keystone = match placement_api::KeystoneAuth::new(config, runtime.handle().clone()) {
-            Ok(k) => k,
-            Err(e) => {
-                eprintln!("kubeplace placement serve: {e}");
-                return Exit::BadInput;
+    let served = standalone::serve(Standalone {
+        store,
+        callers,
+        searches: args.searching.limits(),
+        listen: args.listen,
+    });
+    match served {
+        Ok(()) => Exit::Ok,
+        Err(e) => {
+            eprintln!("kubeplace placement serve: {e}");
+            match e {
+                StandaloneError::Settings(_) => Exit::BadInput,
+                StandaloneError::Failed(_) => Exit::Failed,
             }
-        };
-        tracing::info!(
-            cache_seconds = keystone.cache_time().as_secs(),
-            ignored = %keystone.ignored_keys().join(","),
-            "tokens are validated by Keystone; --token is not taken"
-        );
-        api = api.authenticating_with(placement_api::Auth::Keystone {
-            keystone: Box::new(keystone),
-            kubernetes: None,
-        });
-    } else if args.test_roles_from_headers {
-        api = api.authenticating_with(placement_api::Auth::RoleHeaders);
+        }
     }
-    let api = Arc::new(api);
-    runtime.block_on(async move {
-        let (listener, bound) = match placement_api::bind(args.listen).await {
-            Ok(b) => b,
-            Err(e) => {
-                eprintln!(
-                    "kubeplace placement serve: cannot listen on {}: {e}",
-                    args.listen
-                );
-                return Exit::Failed;
-            }
-        };
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(
-            out,
-            "kubeplace placement serve: {providers} providers; listening on http://{bound}"
-        );
-        let _ = out.flush();
-        drop(out);
-        let cancel = CancellationToken::new();
-        let server = tokio::spawn(placement_api::serve(
-            api,
-            listener,
-            None,
-            Lifecycle::stop_at(cancel.clone()),
-        ));
-        let _ = crate::operator::shutdown::signal().await;
-        cancel.cancel();
-        let _ = server.await;
-        Exit::Ok
-    })
 }
 
 /// Logs to standard error: warnings and errors (a request that failed on an internal error,

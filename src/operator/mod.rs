@@ -5,7 +5,8 @@
 //! `flags.rs` holds its flags by concern; `certificate.rs` the serving certificate;
 //! `leader.rs` the election and the claims endpoint on the Lease; `fence.rs` the wait a new
 //! leader makes before deciding claims; `placement.rs` the Placement API over the cluster;
-//! `shutdown.rs` the signals and the drain.
+//! `shutdown.rs` the signals and the drain. `standalone.rs` is the assembly of
+//! `kubeplace placement serve`: the Placement API over a store of its own.
 
 mod certificate;
 mod fence;
@@ -13,6 +14,7 @@ pub mod flags;
 mod leader;
 mod placement;
 pub(crate) mod shutdown;
+pub mod standalone;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

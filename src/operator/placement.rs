@@ -18,8 +18,8 @@ use tracing::{info, warn};
 
 use crate::cache::SharedStore;
 use crate::controllers::trigger::Trigger;
+use crate::keystone::config::KeystoneConfig;
 use crate::placement_api::cluster::REGISTRY_CONFIGMAP;
-use crate::placement_api::keystone::config::KeystoneConfig;
 use crate::placement_api::{
     self, Auth, Cluster, KeystoneAuth, KubernetesAuth, PlacementApi, SearchLimits, Soundness,
 };

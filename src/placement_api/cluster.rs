@@ -23,7 +23,7 @@ use kubeplace_api::{Kind, Object};
 use kubeplace_policy::admission::BUSY_RETRY;
 use kubeplace_policy::store::ObjectKey;
 
-use super::wire::{ApiError, code};
+use crate::placement_api::request::wire::{ApiError, code};
 use kubeplace_policy::placement_records::{RegistryChange, apply_registry_changes};
 
 /// How many times saving the registries is tried while other replicas save theirs.

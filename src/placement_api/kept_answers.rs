@@ -11,7 +11,8 @@ use kubeplace_core::placement::kept_answers::{Asked, KeptAnswers};
 use kubeplace_core::placement::provider_tree::ProviderIndex;
 use kubeplace_core::placement::response::{CandidatesPart, ListPart};
 
-use super::{Call, Ctx};
+use crate::placement_api::request::call::Call;
+use crate::placement_api::request::ctx::Ctx;
 
 /// How many whole answers of each kind are kept, and of how many bytes in all: the bench
 /// cloud's four unlimited searches (the largest 34 MB) and their limited forms, and its

@@ -8,8 +8,13 @@ use kubeplace_api::Kind;
 use kubeplace_policy::store::{ObjectKey, Store};
 use serde_json::{Value, json};
 
-use super::wire::{INTERNAL_DETAIL, UNSOUND_DETAIL};
-use super::*;
+use super::auth::Caller;
+use super::request::call::Call;
+use super::request::ctx::Ctx;
+use super::request::version;
+use super::request::wire::{ApiError, INTERNAL_DETAIL, Reply, UNSOUND_DETAIL};
+use super::{PlacementApi, Soundness};
+use kubeplace_policy::placement_records::{Guard, State};
 
 /// An API with one provider, `cn1`; its uuid.
 fn api() -> (PlacementApi, String) {
@@ -65,7 +70,7 @@ fn guarded(api: &PlacementApi, work: impl FnOnce() -> Result<Reply, ApiError>) -
             .into_parts()
             .0,
         Bytes::from_static("body with é".as_bytes()),
-        super::Caller::Unrestricted,
+        Caller::Unrestricted,
     );
     let ctx = Ctx {
         mv: version::MAX,

@@ -4,11 +4,16 @@
 
 use http::{Method, StatusCode};
 
-use super::auth::Caller;
-use super::routes::{Methods, Route};
-use super::wire::{self, ApiError, Reply};
-use super::{Call, Ctx, PlacementApi, accept, body, policy};
-use super::{allocations, classes, extensions, inventories, providers, reshaper, traits};
+use crate::placement_api::PlacementApi;
+use crate::placement_api::auth::{Caller, policy};
+use crate::placement_api::handlers::{
+    allocations, classes, extensions, inventories, providers, reshaper, traits,
+};
+use crate::placement_api::request::call::Call;
+use crate::placement_api::request::ctx::Ctx;
+use crate::placement_api::request::routes::{Methods, Route};
+use crate::placement_api::request::wire::{self, ApiError, Reply};
+use crate::placement_api::request::{accept, body};
 
 /// Whether the request may go on to its handler, judged from its headers alone: the path
 /// names a route, which serves the method at the requested version, can answer it in JSON,

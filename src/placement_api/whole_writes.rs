@@ -24,7 +24,7 @@ use kubeplace_policy::store::writes::{
 };
 
 use super::cluster::{Cluster, Committed, FIELD_MANAGER, to_dynamic};
-use super::wire::{ApiError, code};
+use crate::placement_api::request::wire::{ApiError, code};
 
 /// How many steps applying one change takes at most (each retried step read again).
 const ATTEMPTS: u32 = 12;

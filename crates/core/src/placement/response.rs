@@ -37,6 +37,18 @@ fn root_of(index: &ProviderIndex, p: ProviderId) -> ProviderId {
     index.get(p).root.unwrap_or(p)
 }
 
+/// One inventory in Placement's JSON (its six fields).
+pub fn inventory_json(i: &super::Inventory) -> Value {
+    json!({
+        "total": i.total,
+        "reserved": i.reserved,
+        "min_unit": i.min_unit,
+        "max_unit": i.max_unit,
+        "step_size": i.step_size,
+        "allocation_ratio": i.allocation_ratio,
+    })
+}
+
 /// The `GET /allocation_candidates` body, written straight to the serializer: a large answer
 /// (tens of thousands of candidates, megabytes of JSON) is never built as a JSON tree first.
 /// Objects list their keys in sorted order, as a JSON tree would.

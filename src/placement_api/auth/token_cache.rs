@@ -6,8 +6,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::placement_api::policy::Credentials;
-use crate::placement_api::remembered::{Remembered, TokenDigest};
+use super::remembered::{Remembered, TokenDigest};
+use crate::placement_api::caller::Credentials;
 
 /// Tokens kept at most, valid ones and refused ones each.
 pub const KEPT: usize = 10_000;
@@ -180,7 +180,7 @@ mod tests {
             t.keep_refused(d(&token), "refused".into(), now);
         }
         let (_, refused) = t.len();
-        assert!(refused * (crate::placement_api::remembered::ENTRY_BYTES + 7) <= 1 << 20);
+        assert!(refused * (super::super::remembered::ENTRY_BYTES + 7) <= 1 << 20);
         assert!(refused > 1000, "{refused}");
         assert!(t.refused.bytes() <= 1 << 20, "{}", t.refused.bytes());
     }

@@ -9,10 +9,10 @@ use serde_json::{Value, json};
 use kubeplace_api::{Kind, Object};
 use kubeplace_core::placement::standard_resource_classes;
 
-use super::Call;
-use super::body;
 use super::traits::is_custom_name;
-use super::wire::{ApiError, Reply, empty, json_reply, located};
+use crate::placement_api::request::body;
+use crate::placement_api::request::call::Call;
+use crate::placement_api::request::wire::{ApiError, Reply, empty, json_reply, located};
 use kubeplace_policy::placement_records::State;
 
 fn class_json(name: &str) -> Value {

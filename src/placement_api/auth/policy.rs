@@ -11,6 +11,7 @@
 //! its own project (`GET /usages?project_id=` its project) and nothing else; tokens scoped
 //! to the system or a domain, and unscoped ones, are refused everything.
 
+use crate::placement_api::caller::Credentials;
 use http::Method;
 
 /// What a rule asks of a caller.
@@ -265,38 +266,6 @@ pub const TABLE: &[Entry] = &[
     ),
 ];
 
-/// What a caller's token says about it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Credentials {
-    /// Its roles, implied ones included (Keystone expands them).
-    pub roles: Vec<String>,
-    /// The project the token is scoped to.
-    pub project_id: Option<String>,
-    /// The token is scoped to the system.
-    pub system: bool,
-    /// The domain the token is scoped to.
-    pub domain_id: Option<String>,
-    /// Who the caller is (for logs).
-    pub user_id: Option<String>,
-}
-
-impl Credentials {
-    fn has(&self, role: &str) -> bool {
-        self.roles.iter().any(|r| r.eq_ignore_ascii_case(role))
-    }
-
-    /// The scope oslo.policy sees: system, domain, else project (an unscoped token too).
-    fn scope(&self) -> &'static str {
-        if self.system {
-            "system"
-        } else if self.domain_id.is_some() {
-            "domain"
-        } else {
-            "project"
-        }
-    }
-}
-
 /// The policy of a request, by method and path; `None` for a path not served (its 404 or
 /// 405 comes from the router).
 pub fn lookup(method: &Method, path: &str) -> Option<&'static Entry> {
@@ -305,7 +274,7 @@ pub fn lookup(method: &Method, path: &str) -> Option<&'static Entry> {
     } else {
         method.as_str()
     };
-    let segments = super::routes::segments(path);
+    let segments = crate::placement_api::request::routes::segments(path);
     TABLE.iter().find(|e| {
         let pattern: Vec<&str> = e.path.split('/').filter(|s| !s.is_empty()).collect();
         e.method == method

@@ -5,12 +5,6 @@
 //! while ([`cache`]). What the caller may do is then Placement's policy's to say
 //! (`super::policy`), from the roles and scope Keystone gave.
 
-pub mod cache;
-pub mod catalog;
-pub mod client;
-pub mod config;
-pub mod service;
-
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,11 +13,12 @@ use http::{Method, StatusCode};
 use serde_json::Value;
 use tokio::sync::OnceCell;
 
-use super::policy::Credentials;
 use super::remembered::TokenDigest;
-use cache::{Known, Tokens};
-use config::KeystoneConfig;
-use service::ServiceUser;
+use super::token_cache::{self, Known, Tokens};
+use crate::keystone::config::KeystoneConfig;
+use crate::keystone::instant_of;
+use crate::keystone::service::{self, ServiceUser};
+use crate::placement_api::caller::Credentials;
 
 /// Why a token was not taken.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,7 +54,7 @@ impl KeystoneAuth {
     ) -> Result<KeystoneAuth, String> {
         let challenge = format!("Keystone uri=\"{}\"", config.www_authenticate_uri);
         Ok(KeystoneAuth {
-            tokens: std::sync::Mutex::new(Tokens::new(config.cache_time, cache::KEPT)),
+            tokens: std::sync::Mutex::new(Tokens::new(config.cache_time, token_cache::KEPT)),
             asking: std::sync::Mutex::new(HashMap::new()),
             service: ServiceUser::new(config)?,
             runtime,
@@ -262,19 +257,6 @@ fn read_token(body: &[u8]) -> Result<(Credentials, Instant), Refused> {
     Ok((creds, expires))
 }
 
-/// The monotonic instant of a time Keystone wrote (`2026-11-28T10:00:00.000000Z`).
-fn instant_of(text: &str) -> Option<Instant> {
-    let at: jiff::Timestamp = text.parse().ok()?;
-    let now = jiff::Timestamp::now();
-    let now_instant = Instant::now();
-    if at <= now {
-        return Some(now_instant);
-    }
-    let ahead = now.duration_until(at);
-    let ahead = Duration::try_from(ahead).ok()?;
-    now_instant.checked_add(ahead)
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -282,6 +264,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::keystone::config;
 
     /// A stand-in for Keystone's token API, for the traffic of one validation: logins
     /// succeed; questions about tokens are answered `status` after `delay`, and counted.

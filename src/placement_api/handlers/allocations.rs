@@ -21,14 +21,16 @@ use kubeplace_core::placement::query::{decode_pairs, parse_candidates_query};
 use kubeplace_core::placement::response::candidates_body;
 use kubeplace_policy::store::ObjectKey;
 
-use super::body;
-use super::kept_answers::asked;
-use super::searches;
-use super::wire::{
+use crate::placement_api::PlacementApi;
+use crate::placement_api::kept_answers::asked;
+use crate::placement_api::request::body;
+use crate::placement_api::request::call::Call;
+use crate::placement_api::request::ctx::Ctx;
+use crate::placement_api::request::searches;
+use crate::placement_api::request::wire::{
     ApiError, Reply, ReplyBody, SpareParts, candidates_part, code, empty, json_bytes_reply,
     json_reply,
 };
-use super::{Call, Ctx, PlacementApi};
 use kubeplace_policy::placement_records::{
     CONSUMER_GENERATION_ANNOTATION, CONSUMER_TYPE_ANNOTATION, Consumer, PROJECT_ANNOTATION, State,
     UNKNOWN_CONSUMER_TYPE, UNKNOWN_PROJECT, USER_ANNOTATION,

@@ -4,7 +4,7 @@
 use http::StatusCode;
 use serde_json::{Map, Value};
 
-use super::Call;
+use super::call::Call;
 use super::wire::ApiError;
 
 /// Placement's largest integer (a signed 32-bit column).

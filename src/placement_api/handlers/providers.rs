@@ -22,13 +22,15 @@ use kubeplace_core::placement::response::{
 use kubeplace_policy::admission::{Operation, admit};
 use kubeplace_policy::store::ObjectKey;
 
-use super::body;
-use super::kept_answers::{Answers, ListKeeping, asked};
-use super::wire::{
+use crate::placement_api::PlacementApi;
+use crate::placement_api::kept_answers::{Answers, ListKeeping, asked};
+use crate::placement_api::request::body;
+use crate::placement_api::request::call::Call;
+use crate::placement_api::request::ctx::Ctx;
+use crate::placement_api::request::wire::{
     ApiError, Reply, ReplyBody, SpareParts, code, empty, json_bytes_reply, json_reply, list_part,
     located,
 };
-use super::{Call, Ctx, PlacementApi};
 use kubeplace_api::provider_name::{name_provider, object_name};
 use kubeplace_policy::placement_records::State;
 

@@ -19,9 +19,10 @@ use kubeplace_core::placement::query::{decode_pairs, parse_candidates_query};
 use kubeplace_policy::scheduling::headroom::{DEFAULT_CAP, HeadroomError, headroom_of_copy};
 use kubeplace_policy::store::Store;
 
-use super::searches;
-use super::wire::{ApiError, Reply, json_reply};
-use super::{Ctx, PlacementApi};
+use crate::placement_api::PlacementApi;
+use crate::placement_api::request::ctx::Ctx;
+use crate::placement_api::request::searches;
+use crate::placement_api::request::wire::{ApiError, Reply, json_reply};
 
 /// Servers one headroom question places at most. Each costs one bounded search (about a
 /// millisecond on a cloud of a few hundred hosts), so 10,000 answer within seconds, while

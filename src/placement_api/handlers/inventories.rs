@@ -10,10 +10,12 @@ use serde_json::{Map, Value, json};
 
 use kubeplace_api::{Inventory, SortedMap};
 use kubeplace_core::placement::Inventory as CoreInventory;
+use kubeplace_core::placement::response::inventory_json;
 
-use super::body::{self, MAX_INT};
-use super::wire::{ApiError, Reply, code, empty, json_reply, located};
-use super::{Call, Ctx};
+use crate::placement_api::request::body::{self, MAX_INT};
+use crate::placement_api::request::call::Call;
+use crate::placement_api::request::ctx::Ctx;
+use crate::placement_api::request::wire::{ApiError, Reply, code, empty, json_reply, located};
 use kubeplace_policy::placement_records::State;
 
 /// The inventory fields Placement takes, besides the generation.
@@ -25,18 +27,6 @@ pub(super) const FIELDS: [&str; 6] = [
     "step_size",
     "allocation_ratio",
 ];
-
-/// One inventory in Placement's JSON (its six fields).
-pub(crate) fn inventory_json(i: &CoreInventory) -> Value {
-    json!({
-        "total": i.total,
-        "reserved": i.reserved,
-        "min_unit": i.min_unit,
-        "max_unit": i.max_unit,
-        "step_size": i.step_size,
-        "allocation_ratio": i.allocation_ratio,
-    })
-}
 
 /// One inventory from a body, with Placement's defaults for the fields left out. Its
 /// capacity, `(total - reserved) × allocation_ratio` truncated, must be above 0 before 1.26

@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 
 use kubeplace_core::placement::response::{Buffers, CandidatesPart, ListPart};
 
-use super::Ctx;
+use super::ctx::Ctx;
 
 /// A response with its whole body.
 pub(crate) type Reply = Response<ReplyBody>;

@@ -15,8 +15,10 @@ use serde_json::Value;
 
 use super::allocations::{self, Wanted};
 use super::inventories::{self, FIELDS};
-use super::wire::{ApiError, Reply, code, empty};
-use super::{Call, Ctx, body};
+use crate::placement_api::request::body;
+use crate::placement_api::request::call::Call;
+use crate::placement_api::request::ctx::Ctx;
+use crate::placement_api::request::wire::{ApiError, Reply, code, empty};
 use kubeplace_policy::placement_records::State;
 
 /// One provider's new inventories, as asked.

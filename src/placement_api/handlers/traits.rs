@@ -12,9 +12,9 @@ use kubeplace_api::{Kind, Object};
 use kubeplace_core::placement::query::decode_pairs;
 use kubeplace_core::placement::standard_traits;
 
-use super::Call;
-use super::body;
-use super::wire::{ApiError, Reply, empty, json_reply, located};
+use crate::placement_api::request::body;
+use crate::placement_api::request::call::Call;
+use crate::placement_api::request::wire::{ApiError, Reply, empty, json_reply, located};
 use kubeplace_policy::placement_records::State;
 
 fn provider_traits(state: &State<'_>, name: &str) -> Vec<String> {
