@@ -1,5 +1,6 @@
 //! The install artefacts stay in step with the code: CRD copies, chart values
-//! and their schema, webhook coverage of every kind.
+//! and their schema, webhook coverage of every kind; and the documentation's
+//! links and `kubeplace` commands still lead somewhere.
 
 use serde_json::Value;
 
@@ -435,4 +436,207 @@ fn bench_names(cargo_toml: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// README.md and every `docs/*.md`, by path from the repository's root.
+fn documents() -> Vec<String> {
+    let mut docs: Vec<String> = std::fs::read_dir(format!("{ROOT}/docs"))
+        .expect("docs/")
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".md"))
+        .map(|name| format!("docs/{name}"))
+        .collect();
+    docs.sort();
+    docs.insert(0, "README.md".to_string());
+    docs
+}
+
+/// Each line of a Markdown text with its number and the info string of the fenced code
+/// block it is in (`None` outside one); the fences themselves are left out.
+fn lines_with_fences(text: &str) -> Vec<(usize, Option<String>, &str)> {
+    let mut fence: Option<String> = None;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if let Some(info) = line.trim_start().strip_prefix("```") {
+            fence = match fence {
+                Some(_) => None,
+                None => Some(info.trim().to_string()),
+            };
+            continue;
+        }
+        out.push((i + 1, fence.clone(), line));
+    }
+    out
+}
+
+/// The anchors GitHub gives a Markdown file's headings: lower case, every character but
+/// letters, digits, `-`, `_` and spaces dropped, spaces made hyphens, and a repeated
+/// anchor numbered `-1`, `-2`, ….
+fn heading_anchors(text: &str) -> std::collections::HashSet<String> {
+    let mut seen = std::collections::HashMap::<String, usize>::new();
+    let mut anchors = std::collections::HashSet::new();
+    for (_, fence, line) in lines_with_fences(text) {
+        let Some(heading) = line
+            .strip_prefix('#')
+            .map(|h| h.trim_start_matches('#'))
+            .filter(|h| h.starts_with(' ') && fence.is_none())
+        else {
+            continue;
+        };
+        let slug: String = heading
+            .trim()
+            .to_lowercase()
+            .chars()
+            .filter(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | ' '))
+            .map(|c| if c == ' ' { '-' } else { c })
+            .collect();
+        let n = seen.entry(slug.clone()).or_default();
+        anchors.insert(if *n == 0 {
+            slug.clone()
+        } else {
+            format!("{slug}-{n}")
+        });
+        *n += 1;
+    }
+    anchors
+}
+
+#[test]
+fn every_relative_link_in_the_docs_reaches_a_file_and_its_heading() {
+    let link = regex::Regex::new(r"\]\(([^)\s]+)\)").unwrap();
+    let scheme = regex::Regex::new(r"^[a-z][a-z0-9+.-]*:").unwrap();
+    let mut broken = Vec::new();
+    let mut checked = 0;
+    for doc in documents() {
+        let text = read(&doc);
+        let dir = std::path::Path::new(&doc).parent().unwrap().to_path_buf();
+        for (number, fence, line) in lines_with_fences(&text) {
+            if fence.is_some() {
+                continue;
+            }
+            for cap in link.captures_iter(line) {
+                let target = &cap[1];
+                if scheme.is_match(target) {
+                    continue;
+                }
+                checked += 1;
+                let (path, anchor) = target.split_once('#').unwrap_or((target, ""));
+                let file = if path.is_empty() {
+                    std::path::PathBuf::from(&doc)
+                } else {
+                    dir.join(path)
+                };
+                let on_disk = std::path::Path::new(ROOT).join(&file);
+                if !on_disk.exists() {
+                    broken.push(format!(
+                        "{doc}:{number}: {target}: no file {}",
+                        file.display()
+                    ));
+                } else if !anchor.is_empty()
+                    && file.extension().is_some_and(|e| e == "md")
+                    && !heading_anchors(&std::fs::read_to_string(&on_disk).unwrap())
+                        .contains(anchor)
+                {
+                    broken.push(format!(
+                        "{doc}:{number}: {target}: no heading with the anchor #{anchor} in {}",
+                        file.display()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(checked >= 50, "found only {checked} relative links");
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+/// The subcommands (one word, or two where the first has subcommands of its own) that the
+/// shell lines of a Markdown text's code blocks run `kubeplace` with, directly or through
+/// `cargo run … --`, with where each is written.
+fn kubeplace_commands(doc: &str, text: &str) -> Vec<(Vec<String>, String)> {
+    let word = regex::Regex::new(r"^[a-z][a-z-]*$").unwrap();
+    let mut out = Vec::new();
+    for (number, fence, line) in lines_with_fences(text) {
+        let Some(fence) = fence else { continue };
+        // A console block shows commands after `$ `; the other lines are their output.
+        let line = match fence.as_str() {
+            "console" => match line.trim_start().strip_prefix("$ ") {
+                Some(command) => command,
+                None => continue,
+            },
+            "" | "sh" | "bash" | "shell" => line,
+            _ => continue,
+        };
+        let line = match line.find(" #") {
+            Some(comment) => &line[..comment],
+            None => line,
+        };
+        if line.trim_start().starts_with('#') {
+            continue;
+        }
+        for command in line.split(['|', ';', '(']).flat_map(|c| c.split("&&")) {
+            let mut tokens = command
+                .split_whitespace()
+                .skip_while(|t| matches!(*t, "sudo" | "source" | "<" | "$" | "exec"));
+            let rest: Vec<&str> = match tokens.next() {
+                Some(t) if t == "kubeplace" || t.ends_with("/kubeplace") => tokens.collect(),
+                Some("cargo") => {
+                    let all: Vec<&str> = tokens.collect();
+                    match all.iter().position(|t| *t == "--") {
+                        Some(dashes) if all.first() == Some(&"run") => all[dashes + 1..].to_vec(),
+                        _ => continue,
+                    }
+                }
+                _ => continue,
+            };
+            let words: Vec<String> = rest
+                .iter()
+                .take_while(|t| word.is_match(t))
+                .take(2)
+                .map(|t| t.to_string())
+                .collect();
+            if !words.is_empty() {
+                out.push((words, format!("{doc}:{number}")));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_kubeplace_command_in_the_docs_code_blocks_exists() {
+    let help = |words: &[String]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_kubeplace"))
+            .arg("help")
+            .args(words)
+            .output()
+            .expect("kubeplace runs")
+    };
+    let mut commands = std::collections::BTreeMap::<Vec<String>, String>::new();
+    for doc in documents() {
+        for (words, at) in kubeplace_commands(&doc, &read(&doc)) {
+            commands.entry(words).or_insert(at);
+        }
+    }
+    assert!(
+        commands.keys().any(|w| w[0] == "apply") && commands.len() >= 5,
+        "found only {commands:?}"
+    );
+    let mut missing = Vec::new();
+    for (words, at) in &commands {
+        let first = help(&words[..1]);
+        if !first.status.success() {
+            missing.push(format!("{at}: kubeplace {}: no such command", words[0]));
+            continue;
+        }
+        // A second word is a subcommand only where the first has subcommands; otherwise
+        // it is an argument (`kubeplace completion bash`).
+        let has_subcommands = String::from_utf8_lossy(&first.stdout).contains("\nCommands:\n");
+        if words.len() == 2 && has_subcommands && !help(words).status.success() {
+            missing.push(format!(
+                "{at}: kubeplace {}: no such command",
+                words.join(" ")
+            ));
+        }
+    }
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
 }
