@@ -243,49 +243,8 @@ impl KindWatch {
                 Event::InitDone => {
                     reach.add(self.flush(&mut changes));
                     let listed = self.relist.take().unwrap_or_default();
-                    let keep: BTreeSet<ObjectKey> = listed.iter().map(ObjectKey::of).collect();
-                    // The list was taken a moment ago; what this process wrote since (a
-                    // Placement write's answer, stored at once) is newer than it. No object
-                    // in the list is newer than the list, so an object the store holds at a
-                    // later resourceVersion than any listed one was written after it.
-                    let newest_listed = listed
-                        .iter()
-                        .filter_map(|o| kubeplace_policy::store::resource_version(o.meta()))
-                        .max();
-                    let mut store = self.store();
-                    let written_since = |o: &Object| {
-                        matches!(
-                            (newest_listed, kubeplace_policy::store::resource_version(o.meta())),
-                            (Some(listed), Some(held)) if held > listed
-                        )
-                    };
-                    let gone: Vec<Change> = store
-                        .iter_shared()
-                        .filter(|(k, o)| {
-                            k.kind == self.kind
-                                && !keep.contains(*k)
-                                // Never in the API server: the mirror keeps it.
-                                && !o.is_mirrored()
-                                && !written_since(o)
-                                // Shown as a write decided it, its own event to come.
-                                && !store.holds_back(k)
-                        })
-                        .map(|(k, _)| Change::Delete(k.clone()))
-                        .collect();
-                    let listed: Vec<Object> = listed
-                        .into_iter()
-                        .filter(|o| {
-                            !store.get(&ObjectKey::of(o)).is_some_and(|held| {
-                                kubeplace_policy::store::newer_or_same(held, o) && held != o
-                            })
-                        })
-                        .collect();
-                    let (count, removed) = (listed.len(), gone.len());
-                    store.apply_listed(
-                        gone.into_iter()
-                            .chain(listed.into_iter().map(|o| Change::Put(Box::new(o)))),
-                    );
-                    drop(store);
+                    let relisted = self.store().apply_relist(self.kind, listed);
+                    let (count, removed) = (relisted.taken, relisted.removed);
                     info!(kind = %self.kind, objects = count, removed, "listed");
                     reach = Reach::every();
                     listed_now = true;

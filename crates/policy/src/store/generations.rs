@@ -22,6 +22,7 @@
 //! carry, so that reading a generation is a lookup.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, PoisonError};
 
 use kubeplace_api::{Allocation, Object, ResourceProvider};
 
@@ -218,6 +219,108 @@ impl GenerationRecords {
         if counts.is_empty() {
             self.by_provider.remove(provider);
         }
+    }
+}
+
+/// [`Store::provider_generations`]' table and the epoch it was made at. A copy of the
+/// store starts without one.
+#[derive(Debug, Default)]
+pub(super) struct GenerationsKept(std::sync::Mutex<Option<(u64, Arc<Vec<u64>>)>>);
+
+/// The table kept, if it was made at `epoch`.
+fn kept_at(kept: &Option<(u64, Arc<Vec<u64>>)>, epoch: u64) -> Option<Arc<Vec<u64>>> {
+    kept.as_ref()
+        .filter(|(at, _)| *at == epoch)
+        .map(|(_, table)| Arc::clone(table))
+}
+
+impl Clone for GenerationsKept {
+    fn clone(&self) -> Self {
+        GenerationsKept::default()
+    }
+}
+
+impl super::Store {
+    /// The provider generations recorded by Allocations ([`generations`]).
+    pub fn generation_records(&self) -> &GenerationRecords {
+        &self.generation_records
+    }
+
+    /// Follows a provider replaced by another (either may be absent) in
+    /// [`Store::provider_generation`]'s map, copying a shared map only when it changes.
+    pub(super) fn note_own_generation(
+        &mut self,
+        old: Option<&ResourceProvider>,
+        new: Option<&ResourceProvider>,
+    ) {
+        let now = new.map(|rp| {
+            (
+                rp.metadata.name.as_deref().unwrap_or_default(),
+                OwnGeneration::of(rp),
+            )
+        });
+        if let Some(old) = old {
+            let name = old.metadata.name.as_deref().unwrap_or_default();
+            if now.is_some_and(|(n, g)| n == name && self.own_generations.get(name) == Some(&g)) {
+                return;
+            }
+            if now.is_none_or(|(n, _)| n != name) {
+                self.generations_epoch += 1;
+                Arc::make_mut(&mut self.own_generations).remove(name);
+            }
+        }
+        if let Some((name, g)) = now
+            && self.own_generations.get(name) != Some(&g)
+        {
+            self.generations_epoch += 1;
+            Arc::make_mut(&mut self.own_generations).insert(name.to_string(), g);
+        }
+    }
+
+    /// A stored provider's Placement generation over a cluster, by object name: what its
+    /// object records with what its Allocations record (see [`generations`]).
+    pub fn provider_generation(&self, name: &str) -> Option<u64> {
+        self.own_generations
+            .get(name)
+            .map(|own| own.with_allocations(self.generation_records.max_offset(name)))
+    }
+
+    /// Every provider's generation over a cluster ([`Store::provider_generation`]) by
+    /// [`ProviderId::slot`] of the current index, 0 where no provider is: made once
+    /// and kept until a provider, an Allocation or the index changes, so that listing
+    /// thousands of providers reads a table instead of a lookup by name for each one.
+    pub fn provider_generations(&self) -> Arc<Vec<u64>> {
+        let mut kept = self.kept_generations();
+        if let Some(table) = kept_at(&kept, self.generations_epoch) {
+            return table;
+        }
+        let mut table = vec![0; self.index.slot_count()];
+        for (id, name) in self.index.named_slots() {
+            table[id.slot()] = self.provider_generation(name).unwrap_or(0);
+        }
+        let table = Arc::new(table);
+        *kept = Some((self.generations_epoch, Arc::clone(&table)));
+        table
+    }
+
+    /// Whether [`Store::provider_generations`] has its table made for the store as it is.
+    pub fn provider_generations_kept(&self) -> bool {
+        kept_at(&self.kept_generations(), self.generations_epoch).is_some()
+    }
+
+    pub(super) fn kept_generations(
+        &self,
+    ) -> std::sync::MutexGuard<'_, Option<(u64, Arc<Vec<u64>>)>> {
+        self.generations_kept
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A count that grows whenever a provider's generation may change or the index's slots
+    /// move (see [`Store::provider_generations`]).
+    pub fn generations_epoch(&self) -> u64 {
+        self.generations_epoch
     }
 }
 

@@ -2,29 +2,32 @@
 //! operator's watches fill. It keeps the provider index in step with every change, so
 //! admission and reconcile read one consistent view.
 
-use crate::translate::{consumer_allocations, is_refused, provider_record};
 use kubeplace_api::Kind;
 use kubeplace_api::ServerRef;
 
 pub mod charges;
+mod counts;
+mod gate;
+pub use gate::Relisted;
+mod config_merge;
 pub mod generations;
-mod mirrored;
 mod records;
 pub mod writes;
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 
-use records::config_entries;
+use config_merge::{changes_merge, note_merge_change};
+use generations::GenerationsKept;
 
-use kubeplace_api::{Object, ResourceProvider, Server, Status};
+use kubeplace_api::{Object, Server, Status};
 use kubeplace_core::extra_specs::registry::{Registry, Rejected};
 
 use crate::translate;
 use kubeplace_core::placement::ProviderIndex;
-use kubeplace_core::provider_config::{MergeResult, ProviderFacts, merge, merge_changed};
+use kubeplace_core::provider_config::{MergeResult, ProviderFacts};
 
 /// Where an object lives: kind, namespace (empty for cluster-scoped kinds) and name. Keys
 /// order by kind, then namespace, then name.
@@ -158,24 +161,6 @@ impl Change {
     }
 }
 
-/// [`Store::provider_generations`]' table and the epoch it was made at. A copy of the
-/// store starts without one.
-#[derive(Debug, Default)]
-struct GenerationsKept(std::sync::Mutex<Option<(u64, Arc<Vec<u64>>)>>);
-
-/// The table kept, if it was made at `epoch`.
-fn kept_at(kept: &Option<(u64, Arc<Vec<u64>>)>, epoch: u64) -> Option<Arc<Vec<u64>>> {
-    kept.as_ref()
-        .filter(|(at, _)| *at == epoch)
-        .map(|(_, table)| Arc::clone(table))
-}
-
-impl Clone for GenerationsKept {
-    fn clone(&self) -> Self {
-        GenerationsKept::default()
-    }
-}
-
 /// Objects by key, plus the provider index built from them.
 #[derive(Debug, Clone, Default)]
 pub struct Store {
@@ -216,53 +201,17 @@ pub struct Store {
     /// objects is a lookup, not a walk over every object (which cost a claim 2.4 ms at 35k
     /// providers).
     by_consumer: Arc<HashMap<String, BTreeSet<ObjectKey>>>,
-    /// Objects a write deleted here whose deletion the watch has not brought yet, with when
-    /// it was held: a late watch event of such an object (its status written meanwhile)
-    /// would bring it back until then. See [`Store::hold_deletion`].
-    deletions_held: BTreeMap<ObjectKey, HeldDeletion>,
-    /// Open PlacementWrites and what they hold ([`writes`]).
-    writes: writes::Writes,
-    /// Objects a write of this process has decided and not committed yet, by how many such
-    /// writes: watch events of them are older than the decision, or its own answer (put
-    /// by the writer), and are not taken meanwhile, so a reader never sees the decision
-    /// half undone by a late event.
-    decided: BTreeMap<ObjectKey, Decided>,
-    /// How many writes [`Store::hold_decided`] numbered.
-    decided_writes: u64,
     /// What each project's counted claims hold (shared like the index), changed in the
     /// same step as the index's count of a claim.
     charges: Arc<charges::Charges>,
     /// ProjectQuotas by the projects they govern, so a claim finds its quota in one lookup.
     quotas: Arc<HashMap<String, BTreeSet<ObjectKey>>>,
-    /// Mirrored objects whose name a written object holds ([`mirrored`]): the written one
-    /// stands in their place until it is deleted.
-    mirrored_aside: BTreeMap<ObjectKey, Object>,
+    /// Every watch change held back, and why ([`gate`]).
+    gate: gate::Gate,
 }
-
-/// An object writes of this process decided and have not committed.
-#[derive(Debug, Clone)]
-struct Decided {
-    /// How many.
-    writes: u32,
-    /// The object before the first of them: what the API server holds until one commits.
-    before: Option<Object>,
-    /// The first of them, by number: a write's objects change together or not at all.
-    write: u64,
-}
-
-/// A deletion held: since when, and of which object (its uid) when only that one is
-/// deleted; none, every version of the name.
-#[derive(Debug, Clone)]
-struct HeldDeletion {
-    since: std::time::Instant,
-    uid: Option<String>,
-}
-
-/// How long a deletion is held at most: far longer than the watch takes to bring it.
-const DELETION_HELD: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// How many deleted Allocations' uids the store remembers.
-const DELETED_CLAIMS_KEPT: usize = 4096;
+pub(super) const DELETED_CLAIMS_KEPT: usize = 4096;
 
 impl Store {
     /// An object by key.
@@ -329,188 +278,9 @@ impl Store {
         Arc::clone(&self.index)
     }
 
-    /// Holds the deletion of an object a write made (over a cluster: committed, or about to
-    /// be): until the watch brings the deletion, or [`DELETION_HELD`] passes, watch events
-    /// of the object ([`Store::apply_changes`]) are not taken.
-    pub fn hold_deletion(&mut self, key: ObjectKey, now: std::time::Instant) {
-        self.hold_deletion_of(key, None, now);
-    }
-
-    /// [`Store::hold_deletion`] of the object `deleted`: with a uid, only that object's late
-    /// events are held, and an object made under its name since is taken (and leaves the
-    /// hold in place: a write decided and undone puts and removes it again).
-    pub fn hold_deletion_of_object(
-        &mut self,
-        key: ObjectKey,
-        deleted: &Object,
-        now: std::time::Instant,
-    ) {
-        self.hold_deletion_of(key, deleted.meta().uid.clone(), now);
-    }
-
-    /// Holds the deletion of the object of `uid` only (any object of the name with none).
-    fn hold_deletion_of(&mut self, key: ObjectKey, uid: Option<String>, now: std::time::Instant) {
-        self.deletions_held
-            .retain(|_, held| now.duration_since(held.since) < DELETION_HELD);
-        self.deletions_held
-            .insert(key, HeldDeletion { since: now, uid });
-    }
-
-    /// Lets watch events of the object be taken again (the deletion was not made).
-    pub fn release_deletion(&mut self, key: &ObjectKey) {
-        self.deletions_held.remove(key);
-    }
-
-    /// Whether a put of `object` under `key` is of an object whose deletion is held.
-    fn deletion_held(&self, key: &ObjectKey, object: &Object) -> bool {
-        self.deletions_held.get(key).is_some_and(|held| {
-            held.since.elapsed() < DELETION_HELD
-                && held
-                    .uid
-                    .as_deref()
-                    .is_none_or(|uid| object.meta().uid.as_deref() == Some(uid))
-        })
-    }
-
-    /// The provider generations recorded by Allocations ([`generations`]).
-    pub fn generation_records(&self) -> &generations::GenerationRecords {
-        &self.generation_records
-    }
-
     /// The keys of a consumer's Allocations, in key order.
     pub fn allocations_of_consumer(&self, consumer: &str) -> impl Iterator<Item = &ObjectKey> {
         self.by_consumer.get(consumer).into_iter().flatten()
-    }
-
-    /// Follows an object's replacement in what is kept beside the objects: what providers
-    /// and Allocations say of generations, the keys by consumer, the quotas by project.
-    fn note_records(&mut self, old: Option<&Object>, new: Option<&Object>) {
-        fn provider(o: Option<&Object>) -> Option<&ResourceProvider> {
-            match o {
-                Some(Object::ResourceProvider(rp)) => Some(rp),
-                _ => None,
-            }
-        }
-        if provider(old).is_some() || provider(new).is_some() {
-            self.note_own_generation(provider(old), provider(new));
-            return;
-        }
-        let quota = |o: Option<&Object>| matches!(o, Some(Object::ProjectQuota(_)));
-        if quota(old) || quota(new) {
-            let quotas = Arc::make_mut(&mut self.quotas);
-            if let Some(o @ Object::ProjectQuota(q)) = old {
-                for project in charges::quota_projects(q) {
-                    if let Some(keys) = quotas.get_mut(&project) {
-                        keys.remove(&ObjectKey::of(o));
-                        if keys.is_empty() {
-                            quotas.remove(&project);
-                        }
-                    }
-                }
-            }
-            if let Some(o @ Object::ProjectQuota(q)) = new {
-                for project in charges::quota_projects(q) {
-                    quotas.entry(project).or_default().insert(ObjectKey::of(o));
-                }
-            }
-            return;
-        }
-        let allocation = |o: Option<&Object>| matches!(o, Some(Object::Allocation(_)));
-        if !(allocation(old) || allocation(new)) {
-            return;
-        }
-        self.generations_epoch += 1;
-        Arc::make_mut(&mut self.generation_records).replace(old, new);
-        let consumers = Arc::make_mut(&mut self.by_consumer);
-        if let Some(o @ Object::Allocation(a)) = old
-            && let Some(keys) = consumers.get_mut(&a.spec.consumer)
-        {
-            keys.remove(&ObjectKey::of(o));
-            if keys.is_empty() {
-                consumers.remove(&a.spec.consumer);
-            }
-        }
-        if let Some(o @ Object::Allocation(a)) = new {
-            consumers
-                .entry(a.spec.consumer.clone())
-                .or_default()
-                .insert(ObjectKey::of(o));
-        }
-    }
-
-    /// Follows a provider replaced by another (either may be absent) in
-    /// [`Store::provider_generation`]'s map, copying a shared map only when it changes.
-    fn note_own_generation(
-        &mut self,
-        old: Option<&ResourceProvider>,
-        new: Option<&ResourceProvider>,
-    ) {
-        let now = new.map(|rp| {
-            (
-                rp.metadata.name.as_deref().unwrap_or_default(),
-                generations::OwnGeneration::of(rp),
-            )
-        });
-        if let Some(old) = old {
-            let name = old.metadata.name.as_deref().unwrap_or_default();
-            if now.is_some_and(|(n, g)| n == name && self.own_generations.get(name) == Some(&g)) {
-                return;
-            }
-            if now.is_none_or(|(n, _)| n != name) {
-                self.generations_epoch += 1;
-                Arc::make_mut(&mut self.own_generations).remove(name);
-            }
-        }
-        if let Some((name, g)) = now
-            && self.own_generations.get(name) != Some(&g)
-        {
-            self.generations_epoch += 1;
-            Arc::make_mut(&mut self.own_generations).insert(name.to_string(), g);
-        }
-    }
-
-    /// A stored provider's Placement generation over a cluster, by object name: what its
-    /// object records with what its Allocations record (see [`generations`]).
-    pub fn provider_generation(&self, name: &str) -> Option<u64> {
-        self.own_generations
-            .get(name)
-            .map(|own| own.with_allocations(self.generation_records.max_offset(name)))
-    }
-
-    /// Every provider's generation over a cluster ([`Store::provider_generation`]) by
-    /// [`ProviderId::slot`] of the current index, 0 where no provider is: made once
-    /// and kept until a provider, an Allocation or the index changes, so that listing
-    /// thousands of providers reads a table instead of a lookup by name for each one.
-    pub fn provider_generations(&self) -> Arc<Vec<u64>> {
-        let mut kept = self.kept_generations();
-        if let Some(table) = kept_at(&kept, self.generations_epoch) {
-            return table;
-        }
-        let mut table = vec![0; self.index.slot_count()];
-        for (id, name) in self.index.named_slots() {
-            table[id.slot()] = self.provider_generation(name).unwrap_or(0);
-        }
-        let table = Arc::new(table);
-        *kept = Some((self.generations_epoch, Arc::clone(&table)));
-        table
-    }
-
-    /// Whether [`Store::provider_generations`] has its table made for the store as it is.
-    pub fn provider_generations_kept(&self) -> bool {
-        kept_at(&self.kept_generations(), self.generations_epoch).is_some()
-    }
-
-    fn kept_generations(&self) -> std::sync::MutexGuard<'_, Option<(u64, Arc<Vec<u64>>)>> {
-        self.generations_kept
-            .0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// A count that grows whenever a provider's generation may change or the index's slots
-    /// move (see [`Store::provider_generations`]).
-    pub fn generations_epoch(&self) -> u64 {
-        self.generations_epoch
     }
 
     /// The index to change: copied first when a search still holds it.
@@ -537,11 +307,6 @@ impl Store {
         self.revision
     }
 
-    /// The merge of every ProviderConfig into the providers.
-    pub(crate) fn config_merge(&self) -> &MergeResult {
-        &self.config_merge
-    }
-
     /// The ExtraSpecDefinitions in the store, in name order, compiled; those that do not
     /// compile are returned apart.
     pub fn custom_definitions(&self) -> (Registry, Vec<Rejected>) {
@@ -564,69 +329,6 @@ impl Store {
             matches!(self.get_cluster(Kind::ServiceProfile, p),
                      Some(Object::ServiceProfile(sp)) if sp.spec.enabled)
         })
-    }
-
-    /// Re-merges provider configs after providers alone changed (`changed`: each one's name
-    /// and what the merge read of it before; see [`merge_changed`]), working out only
-    /// theirs where that gives the answer a full merge would, else as
-    /// [`Self::refresh_config_merge`].
-    fn refresh_config_merge_for(
-        &mut self,
-        changed: &[(String, Option<ProviderFacts>)],
-    ) -> Vec<String> {
-        let entries = config_entries(self);
-        let Some(moved) = merge_changed(&mut self.config_merge, &self.index, &entries, changed)
-        else {
-            return self.refresh_config_merge();
-        };
-        // Every changed provider's additions are handed to the index, moved or not: one
-        // stored anew, or stored again over a version that had the class as its own, holds
-        // other additions than its merge outcome (the index skips those that are the same).
-        let names: std::collections::BTreeSet<&str> =
-            changed.iter().map(|(name, _)| name.as_str()).collect();
-        for name in names {
-            self.hand_config_additions(name);
-        }
-        moved
-    }
-
-    /// Gives the index what the current merge adds to a provider (nothing, when no entry
-    /// reaches it); the index skips additions it already has.
-    fn hand_config_additions(&mut self, name: &str) {
-        let (inventories, traits) = self
-            .config_merge
-            .providers
-            .get(name)
-            .map(|e| (e.inventories.clone(), e.traits.clone()))
-            .unwrap_or_default();
-        self.index_mut()
-            .set_config_additions(name, &inventories, &traits);
-    }
-
-    /// Re-merges provider configs after a provider or config changed, and puts what they add
-    /// into the index so candidate search and capacity checks see it. The providers whose
-    /// merge outcome (additions, configs applied, conflicts) changed, in name order.
-    fn refresh_config_merge(&mut self) -> Vec<String> {
-        let merged = merge(&self.index, &config_entries(self));
-        let touched: std::collections::BTreeSet<String> = self
-            .config_merge
-            .providers
-            .keys()
-            .chain(merged.providers.keys())
-            .cloned()
-            .collect();
-        let moved: Vec<String> = touched
-            .iter()
-            .filter(|name| self.config_merge.providers.get(*name) != merged.providers.get(*name))
-            .cloned()
-            .collect();
-        self.config_merge = merged;
-        // Given to the index even when the outcome is the same: a provider stored again
-        // meanwhile may have lost what configs added.
-        for name in &touched {
-            self.hand_config_additions(name);
-        }
-        moved
     }
 
     /// Creates or updates an object as the API server would on apply: the status is kept,
@@ -683,14 +385,16 @@ impl Store {
     /// Puts an object in exactly as given (an operator's watch event), keeping the index in step.
     pub fn put(&mut self, object: Object) -> Option<Object> {
         let kind = object.kind();
-        if !self.deletions_held.is_empty() {
+        if self.gate.holds_deletions() {
             // Put back (an undone deletion), or put under a name held for any object.
             let key = ObjectKey::of(&object);
-            if self.deletion_held(&key, &object) {
-                self.deletions_held.remove(&key);
+            if self.gate.deletion_held(&key, &object) {
+                self.gate.release_deletion(&key);
             }
         }
-        self.writes.put_directly(&ObjectKey::of(&object), &object);
+        self.gate
+            .writes
+            .put_directly(&ObjectKey::of(&object), &object);
         self.index_object(&object);
         self.revision += 1;
         let key = ObjectKey::of(&object);
@@ -701,22 +405,11 @@ impl Store {
         old.map(Arc::unwrap_or_clone)
     }
 
-    fn after_change(&mut self, kind: Kind) {
-        // The merge reads the ProviderConfigs' entries: with none at the last merge, a
-        // provider's change cannot make it other than empty (a file of providers and no
-        // configs would otherwise merge again after each one).
-        let nothing_to_merge =
-            kind == Kind::ResourceProvider && self.config_merge.configs.is_empty();
-        if changes_merge(kind) && !nothing_to_merge {
-            self.refresh_config_merge();
-        }
-    }
-
     /// Deletes an object; a mirrored object it stood in place of comes back.
     pub fn delete(&mut self, key: &ObjectKey) -> Option<Object> {
         let old = self.remove_unmerged(key)?;
         self.after_change(key.kind);
-        if let Some(mirrored) = self.mirrored_aside.remove(key) {
+        if let Some(mirrored) = self.gate.take_aside(key) {
             self.put(mirrored);
         }
         Some(old)
@@ -776,8 +469,8 @@ impl Store {
         // Each changed tree is packed for the search once, after every change is in.
         self.index_mut().defer_repacks();
         // Changes held too long for a write's record are taken first, in their order.
-        let due = if self.writes.any_due() {
-            self.writes.release(None)
+        let due = if self.gate.writes.any_due() {
+            self.gate.writes.release(None)
         } else {
             Vec::new()
         };
@@ -793,67 +486,28 @@ impl Store {
         moved
     }
 
-    /// One watch change, as [`writes`] says: held behind an unseen write, left out while the
-    /// object shows a write's change, or taken.
+    /// One watch change, as the [`gate`] decides: taken, held or skipped.
     fn take_change(&mut self, change: Change, batch: &mut Batch) {
-        let change = match self.mirror_change(change) {
-            Some(Change::Unmirror(key)) => {
-                self.delete_in_batch(key, batch);
-                return;
-            }
-            Some(change) => change,
-            None => return,
-        };
-        let key = change.key();
-        if self.decided.contains_key(&key) {
-            return;
-        }
-        // Taken late (held for a write, or judged before a write of this process put a
-        // newer object): what the store holds now decides.
-        if change.is_past(self.get(&key)) {
-            return;
-        }
-        match change {
-            Change::Put(object) => {
-                if key.kind == Kind::PlacementWrite {
-                    self.put_write(*object, batch);
-                    return;
-                }
-                let marked = writes::mark_of(&object)
-                    .filter(|mark| {
-                        batch.live && self.writes.waits(mark, std::time::SystemTime::now())
-                    })
-                    .map(str::to_string);
-                if let Some(mark) =
-                    marked.or_else(|| self.writes.holds_key(&key).map(str::to_string))
-                {
-                    self.writes.hold(Change::Put(object), mark);
-                    return;
-                }
-                if self.writes.takes_put(&key, &object) {
-                    self.put_in_batch(*object, batch);
+        let current = self.objects.get(&change.key()).cloned();
+        match self.gate.judge(change, current.as_deref(), batch.live) {
+            gate::Verdict::Skip | gate::Verdict::Held => {}
+            gate::Verdict::Unmirror(key) => self.delete_in_batch(key, batch),
+            gate::Verdict::Open(record) => self.put_write(*record, batch),
+            gate::Verdict::Close(key) => {
+                self.remove_unmerged(&key);
+                self.gate.writes.close(&key.name);
+                for change in self.gate.writes.release(Some(&key.name)) {
+                    self.take_change(change, batch);
                 }
             }
-            Change::Delete(_) | Change::DeleteOf { .. } => {
-                if key.kind == Kind::PlacementWrite {
-                    self.remove_unmerged(&key);
-                    self.writes.close(&key.name);
-                    for change in self.writes.release(Some(&key.name)) {
-                        self.take_change(change, batch);
-                    }
-                    return;
-                }
-                if let Some(mark) = self.writes.holds_key(&key).map(str::to_string) {
-                    self.writes.hold(change, mark);
-                    return;
-                }
-                self.writes.deleted(&key);
+            gate::Verdict::Take(Change::Put(object)) => self.put_in_batch(*object, batch),
+            gate::Verdict::Take(delete) => {
+                let key = delete.key();
                 self.delete_in_batch(key.clone(), batch);
-                if let Some(mirrored) = self.mirrored_aside.remove(&key) {
+                if let Some(mirrored) = self.gate.take_aside(&key) {
                     self.put_in_batch(mirrored, batch);
                 }
             }
-            Change::Unmirror(_) => unreachable!("taken above"),
         }
     }
 
@@ -861,7 +515,7 @@ impl Store {
     /// changes shows as the write leaves it; changes held for it are then taken.
     fn put_write(&mut self, object: Object, batch: &mut Batch) {
         let key = ObjectKey::of(&object);
-        let opens = !self.writes.is_open(&key.name) && !self.writes.is_closed(&key.name);
+        let opens = !self.gate.writes.is_open(&key.name) && !self.gate.writes.is_closed(&key.name);
         let planned = match (&object, opens) {
             // A record admission would refuse shows nothing.
             (Object::PlacementWrite(w), true) => writes::planned(w).unwrap_or_default(),
@@ -872,7 +526,8 @@ impl Store {
         if !opens {
             return;
         }
-        self.writes
+        self.gate
+            .writes
             .open(&key.name, planned.iter().map(|c| c.key.clone()).collect());
         for change in planned {
             let current = self.objects.get(&change.key);
@@ -896,8 +551,8 @@ impl Store {
                             after.set_status(status);
                         }
                     }
-                    self.deletions_held.remove(&change.key);
-                    self.writes.overlay(change.key.clone(), &key.name);
+                    self.gate.release_deletion(&change.key);
+                    self.gate.writes.overlay(change.key.clone(), &key.name);
                     self.put_in_batch(after, batch);
                 }
                 None => {
@@ -908,20 +563,18 @@ impl Store {
                         self.delete_in_batch(change.key.clone(), batch);
                     }
                     let uid = change.before.and_then(|b| b.uid);
-                    self.hold_deletion_of(change.key, uid, std::time::Instant::now());
+                    self.gate
+                        .hold_deletion(change.key, uid, std::time::Instant::now());
                 }
             }
         }
-        for change in self.writes.release(Some(&key.name)) {
+        for change in self.gate.writes.release(Some(&key.name)) {
             self.take_change(change, batch);
         }
     }
 
     fn put_in_batch(&mut self, object: Object, batch: &mut Batch) {
         let key = ObjectKey::of(&object);
-        if self.deletion_held(&key, &object) {
-            return;
-        }
         // A provider's index record and the merge are read from names and specs only: a
         // provider or provider config whose spec is unchanged (a status written back, a
         // label) changes neither. Watches deliver every status write, so with thousands of
@@ -945,108 +598,13 @@ impl Store {
     }
 
     fn delete_in_batch(&mut self, key: ObjectKey, batch: &mut Batch) {
-        self.deletions_held.remove(&key);
+        self.gate.release_deletion(&key);
         if let Some(old) = self.remove_unmerged(&key)
             && changes_merge(key.kind)
         {
             batch.remerge = true;
             note_merge_change(&mut batch.changed_providers, &key, Some(&old));
         }
-    }
-
-    /// The write that holds an object: open and changing it, or its change shown while the
-    /// object's own event has not arrived. Other writes of the object wait for it.
-    pub fn write_on(&self, key: &ObjectKey) -> Option<&str> {
-        self.writes.on(key)
-    }
-
-    /// Whether the object shows a write's decision that its own event has not brought yet
-    /// (a write of several objects, or one this process decided): a list of its kind that
-    /// lacks it does not delete it.
-    pub fn holds_back(&self, key: &ObjectKey) -> bool {
-        self.writes.is_overlaid(key) || self.decided.contains_key(key)
-    }
-
-    /// An open write's record.
-    pub fn open_write(&self, name: &str) -> Option<&kubeplace_api::PlacementWrite> {
-        if !self.writes.is_open(name) {
-            return None;
-        }
-        match self.get_cluster(Kind::PlacementWrite, name) {
-            Some(Object::PlacementWrite(w)) => Some(w),
-            _ => None,
-        }
-    }
-
-    /// Objects a write of this process decided and has not committed: the store shows the
-    /// decision, which the API server may yet refuse.
-    pub fn decided_here(&self) -> impl Iterator<Item = &ObjectKey> {
-        self.decided.keys()
-    }
-
-    /// The Allocations writes of this process decided and have not committed, each with
-    /// the version the API server held before the decision (none: it held none) and the
-    /// write it belongs to (the same number for the claims of one write).
-    pub fn claims_decided_here(
-        &self,
-    ) -> impl Iterator<Item = (&str, Option<&kubeplace_api::Allocation>, u64)> {
-        self.decided
-            .iter()
-            .filter(|(key, _)| key.kind == Kind::Allocation)
-            .map(|(key, decided)| {
-                let before = match &decided.before {
-                    Some(Object::Allocation(a)) => Some(a),
-                    _ => None,
-                };
-                (key.name.as_str(), before, decided.write)
-            })
-    }
-
-    /// Keeps watch events of the objects one write of this process decided from being
-    /// taken until [`Store::release_decided`]; each key comes with its object before the
-    /// decision.
-    pub fn hold_decided<'k>(
-        &mut self,
-        keys: impl IntoIterator<Item = (&'k ObjectKey, Option<&'k Object>)>,
-    ) {
-        self.decided_writes += 1;
-        let write = self.decided_writes;
-        for (key, before) in keys {
-            self.decided
-                .entry(key.clone())
-                .or_insert_with(|| Decided {
-                    writes: 0,
-                    before: before.cloned(),
-                    write,
-                })
-                .writes += 1;
-        }
-    }
-
-    /// The write committed (its objects put as written) or undone: watch events of them
-    /// are taken again.
-    pub fn release_decided<'k>(&mut self, keys: impl IntoIterator<Item = &'k ObjectKey>) {
-        for key in keys {
-            if let Some(decided) = self.decided.get_mut(key) {
-                decided.writes -= 1;
-                if decided.writes == 0 {
-                    self.decided.remove(key);
-                }
-            }
-        }
-    }
-
-    /// Closes a write this process made and finished: its objects as written are in the
-    /// store already (each put with [`Store::put`]), so its record, should its events come
-    /// later, opens nothing, and events of its objects held for it are dropped.
-    pub fn close_finished_write(&mut self, name: &str) {
-        self.writes.close(name);
-        self.writes.drop_held(name);
-    }
-
-    /// Whether the store has seen the write: open, or closed lately.
-    pub fn knows_write(&self, name: &str) -> bool {
-        self.writes.is_open(name) || self.writes.is_closed(name)
     }
 
     /// Sets an object's status; returns whether it changed.
@@ -1113,86 +671,6 @@ impl Store {
         }
         changed
     }
-
-    fn index_object(&mut self, object: &Object) {
-        match object {
-            Object::ResourceProvider(rp) => self.index_mut().upsert_provider(provider_record(rp)),
-            Object::Allocation(a) => {
-                let name = object.name();
-                // A refusal holds for the generation it was made for.
-                if self
-                    .refused
-                    .get(name)
-                    .is_some_and(|(generation, _)| *generation != a.metadata.generation)
-                {
-                    self.refused.remove(name);
-                }
-                if is_refused(a) || self.refused.contains_key(name) {
-                    self.stop_counting(name);
-                } else {
-                    self.count(name, a);
-                }
-            }
-            _ => {}
-        }
-    }
-
-    /// Stops counting an Allocation against its providers (while its claim is decided).
-    pub(crate) fn uncount(&mut self, name: &str) {
-        self.stop_counting(name);
-    }
-
-    /// Counts a claim against its providers and its project.
-    fn count(&mut self, name: &str, a: &kubeplace_api::Allocation) {
-        self.index_mut()
-            .upsert_allocations(name, consumer_allocations(a));
-        Arc::make_mut(&mut self.charges).set(name, charges::charge_of(a));
-    }
-
-    /// Stops counting a claim against its providers and its project.
-    fn stop_counting(&mut self, name: &str) {
-        self.index_mut().remove_allocations(name);
-        if self.charges.of_claim(name).is_some() {
-            Arc::make_mut(&mut self.charges).set(name, None);
-        }
-    }
-
-    /// What each project's counted claims hold.
-    pub fn charges(&self) -> &charges::Charges {
-        &self.charges
-    }
-
-    /// The ProjectQuotas that govern a project, in key order.
-    pub fn quotas_of(&self, project: &str) -> impl Iterator<Item = &ObjectKey> {
-        self.quotas.get(project).into_iter().flatten()
-    }
-
-    /// Counts an Allocation against its providers again.
-    pub(crate) fn recount(&mut self, name: &str) {
-        let shared = self.get_shared(&ObjectKey::cluster(Kind::Allocation, name));
-        if let Some(Object::Allocation(a)) = shared.as_deref() {
-            self.count(name, a);
-        }
-    }
-
-    /// Records that an Allocation's claim was refused, and why; it stops counting.
-    pub(crate) fn refuse(&mut self, name: &str, why: String) {
-        if let Some(Object::Allocation(a)) = self.get_cluster(Kind::Allocation, name) {
-            let generation = a.metadata.generation;
-            self.refused.insert(name.to_string(), (generation, why));
-            self.stop_counting(name);
-        }
-    }
-
-    /// Whether the Allocation with this uid was deleted (among the last few thousand).
-    pub fn claim_deleted(&self, uid: &str) -> bool {
-        self.deleted_claims.iter().rev().any(|u| u == uid)
-    }
-
-    /// Why an Allocation's claim was refused, when it was and its status does not say so yet.
-    pub fn refusal(&self, name: &str) -> Option<&str> {
-        self.refused.get(name).map(|(_, why)| why.as_str())
-    }
 }
 
 /// What a run of [`Store::apply_changes`] has to merge at its end.
@@ -1220,32 +698,6 @@ pub fn newer_or_same(stored: &Object, written: &Object) -> bool {
         (Some(s), Some(w)) => s >= w,
         _ => false,
     }
-}
-
-/// Whether a change of this kind changes the provider config merge.
-fn changes_merge(kind: Kind) -> bool {
-    matches!(kind, Kind::ResourceProvider | Kind::ProviderConfig)
-}
-
-/// Notes a change the provider config merge reads: a provider's, with what the merge read of
-/// it before (`old`), or a ProviderConfig's, after which every provider is merged again.
-fn note_merge_change(
-    changed: &mut Option<Vec<(String, Option<ProviderFacts>)>>,
-    key: &ObjectKey,
-    old: Option<&Object>,
-) {
-    let Some(list) = changed else { return };
-    if key.kind != Kind::ResourceProvider {
-        *changed = None;
-        return;
-    }
-    let facts = match old {
-        Some(Object::ResourceProvider(rp)) => Some(ProviderFacts {
-            uuid: crate::translate::provider_uuid(rp),
-        }),
-        _ => None,
-    };
-    list.push((key.name.clone(), facts));
 }
 
 #[cfg(test)]
