@@ -9,7 +9,7 @@ use kubeplace_api::cluster_source::ResourceSlice;
 use kubeplace_api::{Inventory, ResourceProvider, ResourceProviderSpec, SortedMap};
 use kubeplace_core::placement::{check_trait, derived_provider_uuid};
 
-use super::device_class::SlicePicks;
+use super::device_class::{SlicePicks, is_partition};
 use super::node_reach::{DevicePlace, Reach, place_of};
 use super::quantity::{COUNT, MIB, QuantityError, Rounding, Unit, in_units};
 use super::traits::trait_part;
@@ -114,15 +114,6 @@ pub(super) enum Holding {
     /// A partition of a partitionable device: not inventoried, so a claim on it holds
     /// nothing kubeplace counts.
     LeftOut,
-}
-
-/// Whether a device is a partition of a partitionable device (it consumes a slice's
-/// shared counters): left to kube-scheduler, which alone weighs partitions that overlap.
-pub(super) fn is_partition(device: &kubeplace_api::cluster_source::Device) -> bool {
-    device
-        .consumes_counters
-        .as_ref()
-        .is_some_and(|c| !c.is_empty())
 }
 
 /// Reads a shared device's [`DEVICE_CAPACITY_ANNOTATION`] back (resource class → capacity

@@ -1,5 +1,5 @@
 //! A selector's CEL expression, parsed as kube-apiserver parses it (cel-go's parser recursion
-//! limit, [`PARSE_DEPTH`]), turned into the tree [`super::eval`] walks: names resolved to
+//! limit, [`PARSE_DEPTH`]), turned into the tree the evaluator (`eval.rs`) walks: names resolved to
 //! `device` or a comprehension's variable, functions to what they are, and the macros'
 //! comprehensions to the shapes they have (a list built item by item, an `all`/`exists`
 //! fold, or neither).
@@ -9,7 +9,7 @@ use std::sync::Arc;
 use cel::common::ast::{CallExpr, EntryExpr, Expr, IdedExpr, LiteralValue, operators};
 use cel::parser::Parser;
 
-use super::eval::Value;
+use super::value::Value;
 
 /// How deep expressions may nest as the parser counts (`(`, calls, lists, maps): cel-go's
 /// default `MaxRecursionDepth`, which kube-apiserver keeps for DRA selectors.
@@ -223,7 +223,7 @@ pub fn compile(expression: &str) -> Result<Selector, CompileError> {
     let parsed = Parser::new()
         .max_recursion_depth(PARSE_DEPTH)
         .parse(expression)
-        .map_err(|e| CompileError::Parse(e.to_string()))?;
+        .map_err(|e| CompileError::Parse(one_line(&e.to_string())))?;
     let mut compiler = Compiler::default();
     let (root, depth) = compiler.node(&parsed, 1)?;
     let mut unknown_functions = compiler.unknown;
@@ -234,6 +234,27 @@ pub fn compile(expression: &str) -> Result<Selector, CompileError> {
         depth,
         unknown_functions,
     })
+}
+
+/// The parser's errors on one line, without the lines that point into the expression
+/// (an Event's note and a log line are read as one line).
+fn one_line(errors: &str) -> String {
+    errors
+        .lines()
+        .filter(|l| !l.starts_with('|'))
+        .map(|l| match l.strip_prefix("ERROR: <input>:") {
+            Some(rest) => format!("at {rest}"),
+            None => l.to_string(),
+        })
+        // The parser counts from one past the limit it is given.
+        .map(|l| {
+            l.replace(
+                &format!("Recursion limit of {} exceeded", PARSE_DEPTH + 1),
+                &format!("nested deeper than the {PARSE_DEPTH} levels cel-go parses"),
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 #[derive(Default)]

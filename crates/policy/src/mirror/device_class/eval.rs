@@ -16,11 +16,12 @@
 //! nothing absorbs it as `&&` or `||` absorb an error.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::compile::{Fold, Function, Node, Step};
+use super::value::{Key, List, Map, Value, type_name};
 use crate::mirror::quantity::in_thousandths;
 
 /// A chain of list joins deeper than this is copied into one list. Joins nest no deeper
@@ -36,119 +37,6 @@ const REGEX_CACHE: usize = 16;
 
 /// The largest program a `matches` pattern may compile to.
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
-
-/// A value of a selector's expression.
-#[derive(Clone, Debug)]
-pub enum Value {
-    Null,
-    Bool(bool),
-    Int(i64),
-    Uint(u64),
-    Double(f64),
-    String(Arc<str>),
-    Bytes(Arc<[u8]>),
-    List(List),
-    Map(Arc<Map>),
-}
-
-/// A map's entries.
-pub type Map = BTreeMap<Key, Value>;
-
-/// A map's key.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Key {
-    Bool(bool),
-    Int(i64),
-    Uint(u64),
-    String(Arc<str>),
-}
-
-/// A list: its elements, or two lists joined (as cel-go joins them, without a copy).
-#[derive(Clone, Debug)]
-pub struct List(Arc<ListNode>);
-
-#[derive(Debug)]
-enum ListNode {
-    Flat(Vec<Value>),
-    Joined {
-        left: List,
-        right: List,
-        len: usize,
-        depth: usize,
-    },
-}
-
-impl List {
-    pub fn new(items: Vec<Value>) -> List {
-        List(Arc::new(ListNode::Flat(items)))
-    }
-
-    pub fn len(&self) -> usize {
-        match &*self.0 {
-            ListNode::Flat(items) => items.len(),
-            ListNode::Joined { len, .. } => *len,
-        }
-    }
-
-    fn depth(&self) -> usize {
-        match &*self.0 {
-            ListNode::Flat(_) => 0,
-            ListNode::Joined { depth, .. } => *depth,
-        }
-    }
-
-    /// The element at `index`, walking down the joins.
-    fn get(&self, mut index: usize) -> Option<&Value> {
-        let mut list = self;
-        loop {
-            match &*list.0 {
-                ListNode::Flat(items) => return items.get(index),
-                ListNode::Joined { left, right, .. } => {
-                    if index < left.len() {
-                        list = left;
-                    } else {
-                        index -= left.len();
-                        list = right;
-                    }
-                }
-            }
-        }
-    }
-
-    /// The elements in order.
-    pub fn iter(&self) -> ListIter<'_> {
-        ListIter {
-            pending: vec![self],
-            current: [].iter(),
-        }
-    }
-}
-
-/// The elements of a [`List`], in order, the joins walked without recursion.
-pub struct ListIter<'a> {
-    pending: Vec<&'a List>,
-    current: std::slice::Iter<'a, Value>,
-}
-
-impl<'a> Iterator for ListIter<'a> {
-    type Item = &'a Value;
-
-    fn next(&mut self) -> Option<&'a Value> {
-        loop {
-            if let Some(v) = self.current.next() {
-                return Some(v);
-            }
-            let list = self.pending.pop()?;
-            match &*list.0 {
-                ListNode::Flat(items) => self.current = items.iter(),
-                ListNode::Joined { left, right, .. } => {
-                    self.pending.push(right);
-                    self.pending.push(left);
-                }
-            }
-        }
-    }
-}
 
 /// Why an evaluation stopped short of a value.
 #[derive(Debug, Clone, PartialEq)]
@@ -680,20 +568,6 @@ fn map_get<'m>(map: &'m Map, k: &Value) -> Option<&'m Value> {
     candidates.iter().find_map(|key| map.get(key))
 }
 
-pub fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Int(_) => "int",
-        Value::Uint(_) => "uint",
-        Value::Double(_) => "double",
-        Value::String(_) => "string",
-        Value::Bytes(_) => "bytes",
-        Value::List(_) => "list",
-        Value::Map(_) => "map",
-    }
-}
-
 /// CEL's `==` on values that are not lists or maps: numbers compare across types; values
 /// of other types differ.
 fn scalar_equal(a: &Value, b: &Value) -> bool {
@@ -778,32 +652,10 @@ fn add(a: &Value, b: &Value) -> Eval {
     }
 }
 
-/// Two lists joined: without a copy, unless the chain of joins is already deep (then the
-/// cost of the copy was charged).
+/// Two lists joined (see [`List::join`]); a list longer than an int counts is an error.
 fn join(a: &List, b: &List) -> Result<List, Halt> {
-    if a.len() == 0 {
-        return Ok(b.clone());
-    }
-    if b.len() == 0 {
-        return Ok(a.clone());
-    }
-    let Some(len) = a
-        .len()
-        .checked_add(b.len())
-        .filter(|l| i64::try_from(*l).is_ok())
-    else {
-        return error("a list longer than an int counts");
-    };
-    let depth = a.depth().max(b.depth()) + 1;
-    if depth > MAX_JOINS {
-        return Ok(List::new(a.iter().chain(b.iter()).cloned().collect()));
-    }
-    Ok(List(Arc::new(ListNode::Joined {
-        left: a.clone(),
-        right: b.clone(),
-        len,
-        depth,
-    })))
+    a.join(b, MAX_JOINS)
+        .map_or_else(|| error("a list longer than an int counts"), Ok)
 }
 
 fn arithmetic(

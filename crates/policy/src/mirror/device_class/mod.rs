@@ -30,14 +30,15 @@ use kubeplace_api::cluster_source::{Device, DeviceClass, ResourceSlice};
 use regex::Regex;
 
 use super::quantity::in_thousandths;
-use super::resource_slice::is_partition;
 use super::traits::trait_part;
-use eval::{Budget, Halt, Value};
+use eval::{Budget, Halt};
+use value::Value;
 
 mod compile;
 mod eval;
 #[cfg(test)]
 mod tests;
+mod value;
 
 /// The cost one selector's evaluation may take: DRA's `CELSelectorExpressionMaxCost`
 /// (k8s.io/api/resource/v1), which kube-scheduler sets as each selector's cost limit.
@@ -359,6 +360,15 @@ impl DeviceClasses {
     }
 }
 
+/// Whether a device is a partition of a partitionable device (it consumes a slice's
+/// shared counters): left to kube-scheduler, which alone weighs partitions that overlap.
+pub(in crate::mirror) fn is_partition(device: &kubeplace_api::cluster_source::Device) -> bool {
+    device
+        .consumes_counters
+        .as_ref()
+        .is_some_and(|c| !c.is_empty())
+}
+
 /// Whether every selector of a class holds for a device (`at` names it), each within
 /// [`COST_BUDGET`] and all within [`TIME_BUDGET`]; a budget exhausted is a problem reported
 /// once for the class's version.
@@ -453,7 +463,7 @@ fn device_value(driver: &str, device: &Device) -> Value {
             None => (driver.to_string(), name.to_string()),
         }
     };
-    let mut attributes: HashMap<String, eval::Map> = HashMap::new();
+    let mut attributes: HashMap<String, value::Map> = HashMap::new();
     for (name, a) in device.attributes.iter().flatten() {
         let value = if let Some(b) = a.bool {
             Value::Bool(b)
@@ -468,9 +478,9 @@ fn device_value(driver: &str, device: &Device) -> Value {
         attributes
             .entry(domain)
             .or_default()
-            .insert(eval::Key::String(Arc::from(id)), value);
+            .insert(value::Key::String(Arc::from(id)), value);
     }
-    let mut capacity: HashMap<String, eval::Map> = HashMap::new();
+    let mut capacity: HashMap<String, value::Map> = HashMap::new();
     for (name, c) in device.capacity.iter().flatten() {
         let Ok(amount) = in_thousandths(&c.value.0) else {
             continue;
@@ -479,17 +489,17 @@ fn device_value(driver: &str, device: &Device) -> Value {
         capacity
             .entry(domain)
             .or_default()
-            .insert(eval::Key::String(Arc::from(id)), Value::Int(amount));
+            .insert(value::Key::String(Arc::from(id)), Value::Int(amount));
     }
-    let by_domain = |m: HashMap<String, eval::Map>| -> Value {
+    let by_domain = |m: HashMap<String, value::Map>| -> Value {
         Value::Map(Arc::new(
             m.into_iter()
-                .map(|(d, v)| (eval::Key::String(Arc::from(d)), Value::Map(Arc::new(v))))
+                .map(|(d, v)| (value::Key::String(Arc::from(d)), Value::Map(Arc::new(v))))
                 .collect(),
         ))
     };
-    let field = |name: &str, value: Value| (eval::Key::String(Arc::from(name)), value);
-    Value::Map(Arc::new(eval::Map::from([
+    let field = |name: &str, value: Value| (value::Key::String(Arc::from(name)), value);
+    Value::Map(Arc::new(value::Map::from([
         field("driver", Value::String(Arc::from(driver))),
         field("attributes", by_domain(attributes)),
         field("capacity", by_domain(capacity)),
