@@ -170,22 +170,34 @@ impl Mirror {
     }
 
     /// Takes DeviceClasses changed apart from the mirror and the picks made with them
-    /// ([`Picking::pick_all`]): every slice and claim is mirrored again. Nothing changes
-    /// when the mirror's classes changed since [`Mirror::picking`] (the class changes, once
-    /// observed, pick here). The changes of ClusterSources observed after this find their
-    /// classes as they are and pick nothing again.
-    pub fn adopt(&mut self, picked: Picked) -> Observed {
+    /// ([`Picking::pick_all`]): every slice and claim is mirrored again. Not taken (`None`)
+    /// when the mirror's classes changed since [`Mirror::picking`]; then the class changes,
+    /// observed, pick here. Once taken, the DeviceClass changes it was made from are
+    /// recorded with [`Mirror::note_adopted`], not observed.
+    pub fn adopt(&mut self, picked: Picked) -> Option<Observed> {
+        if picked.base != self.classes.id() {
+            return None;
+        }
         let mut observed = Observed {
             changes: Vec::new(),
             outcome: Ok(Vec::new()),
             problems: Vec::new(),
         };
-        if picked.base != self.classes.id() || picked.classes.id() == self.classes.id() {
-            return observed;
+        if picked.classes.id() != self.classes.id() {
+            self.classes = picked.classes;
+            self.redo_devices(picked.picks, &mut observed.changes, &mut observed.problems);
         }
-        self.classes = picked.classes;
-        self.redo_devices(picked.picks, &mut observed.changes, &mut observed.problems);
-        observed
+        Some(observed)
+    }
+
+    /// Records that a DeviceClass [`Mirror::adopt`] took is `present` (created or changed)
+    /// or not (deleted): what [`Mirror::seen`] lists. Its classes are left as adopted.
+    pub fn note_adopted(&mut self, key: &SourceKey, present: bool) {
+        if present {
+            self.produced.insert(key.clone(), Vec::new());
+        } else {
+            self.produced.remove(key);
+        }
     }
 
     fn observe_with(&mut self, source: &ClusterSource, given: Option<SlicePicks>) -> Observed {

@@ -330,17 +330,18 @@ fn classes_changed_apart_are_adopted_whole_unless_the_mirrors_changed_since() {
     let mut stale = mirror.picking();
     stale.put_class(class);
     observe(&mut mirror, &mut store, &class_yaml("other"));
-    assert!(mirror.adopt(stale.pick_all()).changes.is_empty());
+    assert!(mirror.adopt(stale.pick_all()).is_none());
     let mut picking = mirror.picking();
     assert!(picking.put_class(class).is_empty());
     assert!(picking.changed());
-    let adopted = mirror.adopt(picking.pick_all());
+    let adopted = mirror.adopt(picking.pick_all()).unwrap();
     store.apply_changes(adopted.changes);
     assert_eq!(class_of_gpu_0(&store), ["CUSTOM_GPU"]);
-    // The class observed after finds it there: nothing is picked or changed again.
+    mirror.note_adopted(&gpu.key(), true);
+    assert_eq!(mirror.seen(SourceKind::DeviceClass).len(), 2);
+    // Observed after all the same, it finds the class there: nothing is picked again.
     let observed = mirror.observe(&gpu);
     assert!(observed.changes.is_empty() && observed.problems.is_empty());
-    assert_eq!(mirror.seen(SourceKind::DeviceClass).len(), 2);
 }
 
 #[test]

@@ -11,9 +11,9 @@
 //! sides), so doubling a list costs one unit and no memory; a chain of joins deeper than
 //! [`MAX_JOINS`] is copied into one list, for its elements' count in units.
 //!
-//! When the cost passes the budget or the deadline passes (checked every
-//! [`CLOCK_EVERY`] units and at each item of a comprehension), evaluation stops at once:
-//! nothing absorbs it as `&&` or `||` absorb an error.
+//! When the cost passes the budget or the deadline passes (checked every [`CLOCK_EVERY`]
+//! units of cost, and every [`CLOCK_EVERY`] items walked or elements compared), evaluation
+//! stops at once: nothing absorbs it as `&&` or `||` absorb an error.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -29,11 +29,11 @@ use crate::mirror::quantity::in_thousandths;
 /// bounds the walk down to an element.
 pub const MAX_JOINS: usize = 1_024;
 
-/// How often, in units of cost, the deadline is checked.
+/// How often, in units of cost or in steps of a walk, the deadline is checked.
 const CLOCK_EVERY: u64 = 1_024;
 
 /// Patterns compiled for `matches` kept during one evaluation.
-const REGEX_CACHE: usize = 16;
+const REGEX_CACHE: usize = 4;
 
 /// The largest program a `matches` pattern may compile to.
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
