@@ -110,6 +110,15 @@ fn size_of(v: &Value) -> usize {
     }
 }
 
+/// A string's or bytes' length; nothing for other values.
+fn text_len(v: &Value) -> usize {
+    match v {
+        Value::String(s) => s.len(),
+        Value::Bytes(b) => b.len(),
+        _ => 0,
+    }
+}
+
 impl Evaluator<'_> {
     fn charge(&mut self, units: u64) -> Result<(), Halt> {
         self.cost = self.cost.saturating_add(units);
@@ -333,7 +342,14 @@ impl Evaluator<'_> {
             (LowerAscii | UpperAscii | Quantity | IsQuantity | Semver | IsSemver, [s]) => {
                 tenth(size_of(s)).max(1)
             }
-            (Size, [s @ V::String(_)]) => tenth(size_of(s)).max(1),
+            // Work in proportion to a string's length that cel-go counts as one unit:
+            // charged by length, so that no unit takes long.
+            (Size | Int | Uint | Double | String | Bytes | Major | Minor | Patch, [s]) => {
+                tenth(text_len(s)).max(1)
+            }
+            (CompareTo | IsGreaterThan | IsLessThan, [a, b]) => {
+                tenth(text_len(a) + text_len(b)).max(1)
+            }
             _ => 1,
         };
         self.charge(charged)?;

@@ -354,12 +354,14 @@ fn the_evaluator_decides_as_the_interpreter_did() {
         r#"unknownFunction(1) || true"#,
         r#"@not_strictly_false(true)"#,
     ];
+    let mut refused = 0;
     for expression in expressions {
         if compile::compile(expression).is_err() {
             assert!(
                 cel::Program::compile(expression).is_err(),
                 "{expression}: the interpreter's parser takes it"
             );
+            refused += 1;
             continue;
         }
         assert_eq!(
@@ -368,6 +370,10 @@ fn the_evaluator_decides_as_the_interpreter_did() {
             "{expression}"
         );
     }
+    assert_eq!(
+        refused, 1,
+        "only `@not_strictly_false`, which no one can write"
+    );
 }
 
 #[test]
