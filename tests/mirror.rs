@@ -608,3 +608,186 @@ spec:
         "{nic}"
     );
 }
+
+/// A Node, the DeviceClasses given (name, selectors) and a slice of `devices` GPUs on it.
+fn cluster_with_classes(classes: &[(&str, Vec<String>)], devices: usize) -> String {
+    let mut docs = vec![
+        "apiVersion: v1\nkind: Node\nmetadata: {name: node1}\nstatus: {capacity: {cpu: '64', memory: 256Gi}}\n".to_string(),
+    ];
+    for (name, selectors) in classes {
+        let selectors: Vec<Value> = selectors
+            .iter()
+            .map(|e| json!({"cel": {"expression": e}}))
+            .collect();
+        docs.push(
+            json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                   "metadata": {"name": name}, "spec": {"selectors": selectors}})
+            .to_string(),
+        );
+    }
+    let devices: Vec<Value> = (0..devices)
+        .map(|d| json!({"name": format!("gpu-{d}"), "attributes": {"model": {"string": "a100"}}}))
+        .collect();
+    docs.push(
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+               "metadata": {"name": "node1-gpu"},
+               "spec": {"driver": "gpu.example.com", "nodeName": "node1",
+                        "pool": {"name": "node1", "generation": 1, "resourceSliceCount": 1},
+                        "devices": devices}})
+        .to_string(),
+    );
+    docs.join("\n---\n")
+}
+
+/// The device providers with inventory of `class`, read by `kubeplace placement`.
+fn providers_of(cluster: &str, class: &str) -> Vec<String> {
+    let query = format!("resources={class}:1");
+    let out = kubeplace(
+        &[
+            "placement",
+            "providers",
+            "-f",
+            "-",
+            "--query",
+            &query,
+            "--microversion",
+            "1.39",
+            "-o",
+            "json",
+        ],
+        Some(cluster),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    names(&json(&out), "resource_providers")
+}
+
+/// The warnings `kubeplace apply` prints for a cluster, which it must apply.
+fn apply_warnings(cluster: &str) -> Vec<String> {
+    let out = kubeplace(&["apply", "-f", "-"], Some(cluster));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    stderr.lines().map(str::to_string).collect()
+}
+
+/// `[1..n]`.
+fn numbers(n: usize) -> String {
+    let items: Vec<String> = (1..=n).map(|i| i.to_string()).collect();
+    format!("[{}]", items.join(","))
+}
+
+#[test]
+fn a_device_class_past_its_time_budget_selects_nothing_and_is_warned_about() {
+    // Each selector three loops over 45 numbers (about 850,000 of cost, under the 1,000,000
+    // kube-apiserver admits each); 32 of them took 48 s a device.
+    let l = numbers(45);
+    let selector = format!("{l}.all(a, {l}.all(b, {l}.all(c, a + b + c > 0)))");
+    let cluster = cluster_with_classes(
+        &[
+            ("hostile", vec![selector; 32]),
+            (
+                "z-gpu",
+                vec![r#"device.driver == "gpu.example.com""#.into()],
+            ),
+        ],
+        8,
+    );
+    let started = std::time::Instant::now();
+    let warnings = apply_warnings(&cluster);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        warnings,
+        [
+            "Warning: DeviceClass hostile: its selectors took longer than the time budget of 100ms on device gpu.example.com/node1/gpu-0: where they do, the class does not select the device"
+        ]
+    );
+    assert_eq!(
+        providers_of(&cluster, "CUSTOM_HOSTILE"),
+        Vec::<String>::new()
+    );
+    assert_eq!(providers_of(&cluster, "CUSTOM_Z_GPU").len(), 8);
+}
+
+#[test]
+fn a_selector_that_doubles_a_list_costs_no_memory_and_one_that_doubles_a_string_is_stopped() {
+    // 40 doublings: a list of 2^40 elements, or a string of a terabyte, if it were built.
+    let lists = format!("[[0]]{}.all(l, size(l) > 0)", ".map(l, l + l)".repeat(40));
+    let strings = format!(
+        r#"["x"]{}.all(s, size(s) > 0)"#,
+        ".map(s, s + s)".repeat(40)
+    );
+    // Classes are tried by name: `doubled-string` first.
+    let cluster = cluster_with_classes(
+        &[("doubled-string", vec![strings]), ("lists", vec![lists])],
+        1,
+    );
+    let started = std::time::Instant::now();
+    let warnings = apply_warnings(&cluster);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        providers_of(&cluster, "CUSTOM_LISTS").len(),
+        1,
+        "as cel-go joins lists"
+    );
+    assert_eq!(
+        warnings,
+        [
+            "Warning: DeviceClass doubled-string: selector 0 exceeded its cost budget of 1000000 on device gpu.example.com/node1/gpu-0: where it does, the class does not select the device (as kube-scheduler treats a cost limit exceeded)"
+        ]
+    );
+}
+
+#[test]
+fn selectors_nested_as_deep_as_kube_apiserver_admits_select_and_deeper_ones_are_warned_about() {
+    let nested = |depth: usize| {
+        let mut e = r#"device.driver == "gpu.example.com""#.to_string();
+        for i in 0..depth {
+            e = format!("[{i}].all(x{i}, {e})");
+        }
+        e
+    };
+    for depth in [96, 250] {
+        let cluster = cluster_with_classes(&[("deep", vec![nested(depth)])], 2);
+        assert_eq!(apply_warnings(&cluster), Vec::<String>::new(), "{depth}");
+        assert_eq!(providers_of(&cluster, "CUSTOM_DEEP").len(), 2, "{depth}");
+    }
+    let cluster = cluster_with_classes(&[("deeper", vec![nested(260)])], 2);
+    let warnings = apply_warnings(&cluster);
+    assert!(
+        warnings[0].starts_with("Warning: DeviceClass deeper: selector 0 does not compile, so the class selects no device: ")
+            && warnings[0].contains("nested deeper than the 250 levels cel-go parses"),
+        "{warnings:?}"
+    );
+    assert_eq!(providers_of(&cluster, "CUSTOM_GPU_EXAMPLE_COM").len(), 2);
+}
+
+#[test]
+fn a_device_class_that_does_not_compile_is_warned_about() {
+    let cluster = cluster_with_classes(
+        &[
+            ("broken", vec!["device.driver ==".into()]),
+            ("empty", vec![]),
+        ],
+        1,
+    );
+    let warnings = apply_warnings(&cluster);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(
+        warnings,
+        [
+            "Warning: DeviceClass broken: selector 0 does not compile, so the class selects no device: at 1:17: Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}"
+        ]
+    );
+    assert_eq!(providers_of(&cluster, "CUSTOM_GPU_EXAMPLE_COM").len(), 1);
+}

@@ -203,6 +203,7 @@ impl Applier {
                 )
             })
             .collect();
+        let mut class_problems = Vec::new();
         let (mut verdict, applied) = match doc.content {
             Err(e) => (Verdict::rejected(e.located(&doc.origin)), Applied::Nothing),
             // The API server decodes strictly before any admission: nothing else is asked.
@@ -228,6 +229,7 @@ impl Applier {
             // Not a kubeplace kind either: mirrored, as `kubeplace run --mirror-cluster` would.
             Ok(Content::Cluster(source)) => {
                 let observed = self.mirror.observe(&source);
+                class_problems = observed.problems;
                 store.finish_repacks();
                 store.apply_changes(observed.changes);
                 match observed.outcome {
@@ -278,6 +280,24 @@ impl Applier {
         };
         if validate == Validate::Warn {
             verdict.warnings.extend(unknown);
+        }
+        // A DeviceClass that does not compile or passes a budget (found when it is applied,
+        // or when a slice's devices are picked) is warned about where it was applied.
+        for problem in class_problems {
+            let class_item = self
+                .outcomes
+                .iter_mut()
+                .rev()
+                .find(|(kind, name, ..)| kind == "DeviceClass" && *name == problem.class);
+            match class_item {
+                _ if doc.kind == "DeviceClass" && doc.name == problem.class => {
+                    verdict.warnings.push(problem.problem.to_string())
+                }
+                Some((.., class_verdict, _)) => {
+                    class_verdict.warnings.push(problem.problem.to_string())
+                }
+                None => verdict.warnings.push(problem.to_string()),
+            }
         }
         self.outcomes
             .push((doc.kind, doc.name, source, verdict, applied));

@@ -173,5 +173,17 @@ fn main() {
         times[times.len() / 2],
         times[times.len() * 99 / 100]
     );
+    // What the classes picked: how many devices have each resource class.
+    let mut picked: std::collections::BTreeMap<String, usize> = Default::default();
+    for o in store.list(kubeplace_api::Kind::ResourceProvider) {
+        if let kubeplace_api::Object::ResourceProvider(rp) = o
+            && rp.spec.parent.is_some()
+        {
+            for class in rp.spec.inventories.keys() {
+                *picked.entry(class.clone()).or_default() += 1;
+            }
+        }
+    }
+    println!("devices by resource class: {picked:?}");
     std::hint::black_box((&mirror, &store));
 }

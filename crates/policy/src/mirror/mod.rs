@@ -6,15 +6,22 @@
 //! writes them or their statuses to the API server, and no write through admission or the
 //! Placement API changes them. [`Mirror`] keeps what each cluster object became and gives
 //! the store's changes as they move. One file per source kind: `node.rs`, `pod.rs`,
-//! `resource_slice.rs`, `resource_claim.rs`, `device_class.rs`; `node_reach.rs` the Nodes a
-//! device on no one Node reaches; `traits.rs` the label table;
-//! `quantity.rs` Kubernetes quantities.
+//! `resource_slice.rs`, `resource_claim.rs`, `device_class/` (selectors compiled and
+//! evaluated within budgets); `node_reach.rs` the Nodes a device on no one Node reaches;
+//! `traits.rs` the label table; `quantity.rs` Kubernetes quantities.
+//!
+//! Picking a device's DeviceClass evaluates CEL and may take up to a budget's time, so an
+//! operator can pick apart from the mirror: [`Mirror::device_classes`] and
+//! [`Mirror::picking`] give what picking needs, [`DeviceClasses::pick`] and
+//! [`Picking::pick_all`] pick (no lock held), and [`Mirror::observe_picked`] and
+//! [`Mirror::adopt`] take the picks. [`Mirror::observe`] picks as it goes.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use kubeplace_api::cluster_source::{
-    ClusterSource, DeviceRequestAllocationResult, MIRRORED_FROM_ANNOTATION, ResourceClaim,
-    ResourceSlice, SourceKey, SourceKind,
+    ClusterSource, DeviceClass, DeviceRequestAllocationResult, MIRRORED_FROM_ANNOTATION,
+    ResourceClaim, ResourceSlice, SourceKey, SourceKind,
 };
 use kubeplace_api::{
     Allocation, AllocationSpec, AllocationStatus, Condition, Object, ObjectMeta, ResourceProvider,
@@ -37,6 +44,9 @@ mod resource_claim;
 pub mod resource_slice;
 pub mod traits;
 
+pub use device_class::{
+    COST_BUDGET, ClassProblem, DeviceClasses, SelectorProblem, SlicePicks, TIME_BUDGET,
+};
 pub use device_reservation::{
     DeviceId, DeviceReservation, ReservedDevice, allocated_devices, consumed_by, device_list,
     device_of, device_reservations, reservation_allocation_problem, reservation_claim_problem,
@@ -86,12 +96,14 @@ impl MirrorError {
     }
 }
 
-/// What one cluster object's change did: the store's changes, and what the object is
-/// mirrored as now (or why it is not mirrored; then it is mirrored as nothing).
+/// What one cluster object's change did: the store's changes, what the object is
+/// mirrored as now (or why it is not mirrored; then it is mirrored as nothing), and the
+/// problems of DeviceClasses found on the way (each reported once).
 #[derive(Debug)]
 pub struct Observed {
     pub changes: Vec<Change>,
     pub outcome: Result<Vec<ObjectKey>, MirrorError>,
+    pub problems: Vec<ClassProblem>,
 }
 
 /// What the cluster's objects became. Pods are not kept (each maps alone); slices and
@@ -101,8 +113,8 @@ pub struct Observed {
 #[derive(Debug, Default)]
 pub struct Mirror {
     traits: TraitTable,
-    classes: device_class::DeviceClasses,
-    slices: BTreeMap<String, ResourceSlice>,
+    classes: DeviceClasses,
+    slices: BTreeMap<String, Arc<ResourceSlice>>,
     claims: BTreeMap<(String, String), ResourceClaim>,
     /// How a claim holds each device of the slices, by provider name: one of its resource
     /// class, or what it consumes of a shared device's counted capacities.
@@ -128,11 +140,71 @@ impl Mirror {
         }
     }
 
-    /// A cluster object created or changed.
+    /// A cluster object created or changed; a ResourceSlice's devices' classes are picked
+    /// here.
     pub fn observe(&mut self, source: &ClusterSource) -> Observed {
+        self.observe_with(source, None)
+    }
+
+    /// [`Mirror::observe`] of a ResourceSlice whose devices' classes were picked apart, with
+    /// the classes [`Mirror::device_classes`] gave. Picks made with classes that have
+    /// changed since are made again here.
+    pub fn observe_picked(&mut self, source: &ClusterSource, picks: SlicePicks) -> Observed {
+        self.observe_with(source, Some(picks))
+    }
+
+    /// The DeviceClasses devices are picked by now, to pick a slice's devices with apart
+    /// from the mirror (cheap: the compiled classes are shared).
+    pub fn device_classes(&self) -> DeviceClasses {
+        self.classes.clone()
+    }
+
+    /// What picking every device again after DeviceClasses change needs: the classes and
+    /// the slices (shared, not copied).
+    pub fn picking(&self) -> Picking {
+        Picking {
+            base: self.classes.id(),
+            classes: self.classes.clone(),
+            slices: self.slices.clone(),
+        }
+    }
+
+    /// Takes DeviceClasses changed apart from the mirror and the picks made with them
+    /// ([`Picking::pick_all`]): every slice and claim is mirrored again. Not taken (`None`)
+    /// when the mirror's classes changed since [`Mirror::picking`]; then the class changes,
+    /// observed, pick here. Once taken, the DeviceClass changes it was made from are
+    /// recorded with [`Mirror::note_adopted`], not observed.
+    pub fn adopt(&mut self, picked: Picked) -> Option<Observed> {
+        if picked.base != self.classes.id() {
+            return None;
+        }
+        let mut observed = Observed {
+            changes: Vec::new(),
+            outcome: Ok(Vec::new()),
+            problems: Vec::new(),
+        };
+        if picked.classes.id() != self.classes.id() {
+            self.classes = picked.classes;
+            self.redo_devices(picked.picks, &mut observed.changes, &mut observed.problems);
+        }
+        Some(observed)
+    }
+
+    /// Records that a DeviceClass [`Mirror::adopt`] took is `present` (created or changed)
+    /// or not (deleted): what [`Mirror::seen`] lists. Its classes are left as adopted.
+    pub fn note_adopted(&mut self, key: &SourceKey, present: bool) {
+        if present {
+            self.produced.insert(key.clone(), Vec::new());
+        } else {
+            self.produced.remove(key);
+        }
+    }
+
+    fn observe_with(&mut self, source: &ClusterSource, given: Option<SlicePicks>) -> Observed {
         let key = source.key();
         let from = key.to_string();
         let mut changes = Vec::new();
+        let mut problems = Vec::new();
         let made: Result<Vec<Object>, MirrorError> = match source {
             ClusterSource::Node(n) => match node::provider(n, &from, &self.traits) {
                 Ok(mut rp) => {
@@ -150,14 +222,18 @@ impl Mirror {
                 pod::allocation(p, &from).map(|a| a.into_iter().map(Object::Allocation).collect())
             }
             ClusterSource::ResourceSlice(s) => {
+                let picks = match given {
+                    Some(picks) if picks.classes_id() == self.classes.id() => picks,
+                    _ => self.pick(s, &mut problems),
+                };
                 let mut kept = (**s).clone();
                 // Nothing reads managedFields; kept they would be most of the slice.
                 kept.metadata.managed_fields = None;
-                let old = self.slices.insert(key.name.clone(), kept);
-                let moved = self.rehold(old.as_ref(), Some(s));
+                let old = self.slices.insert(key.name.clone(), Arc::new(kept));
+                let moved = self.rehold(old.as_deref(), Some((s, &picks)));
                 self.redo_claims_on(&moved, &mut changes);
                 self.reach(&key.name, resource_slice::reaches(s), &mut changes);
-                self.slice_objects(s, &from)
+                self.slice_objects(s, &picks, &from)
             }
             ClusterSource::ResourceClaim(c) => {
                 let mut kept = (**c).clone();
@@ -167,8 +243,9 @@ impl Mirror {
                 Ok(self.claim_objects(c, &from))
             }
             ClusterSource::DeviceClass(c) => {
-                if self.classes.put(c) {
-                    self.redo_devices(&mut changes);
+                if let Some(found) = self.classes.put(c) {
+                    problems.extend(found);
+                    self.redo_devices(HashMap::new(), &mut changes, &mut problems);
                 }
                 Ok(Vec::new())
             }
@@ -184,7 +261,11 @@ impl Mirror {
                 Err(e)
             }
         };
-        Observed { changes, outcome }
+        Observed {
+            changes,
+            outcome,
+            problems,
+        }
     }
 
     /// A cluster object deleted: what it was mirrored as goes.
@@ -193,7 +274,7 @@ impl Mirror {
         match key.kind {
             SourceKind::ResourceSlice => {
                 let old = self.slices.remove(&key.name);
-                let moved = self.rehold(old.as_ref(), None);
+                let moved = self.rehold(old.as_deref(), None);
                 self.redo_claims_on(&moved, &mut changes);
                 self.reach(&key.name, Vec::new(), &mut changes);
             }
@@ -203,7 +284,8 @@ impl Mirror {
             }
             SourceKind::DeviceClass => {
                 if self.classes.remove(&key.name) {
-                    self.redo_devices(&mut changes);
+                    // A class gone leaves nothing to report: its problems went with it.
+                    self.redo_devices(HashMap::new(), &mut changes, &mut Vec::new());
                 }
             }
             SourceKind::Node => {
@@ -234,8 +316,21 @@ impl Mirror {
         self.owners.len()
     }
 
-    fn slice_objects(&self, s: &ResourceSlice, from: &str) -> Result<Vec<Object>, MirrorError> {
-        resource_slice::providers(s, &self.classes, from)
+    /// The classes of a slice's devices, picked here; the problems found added to
+    /// `problems`.
+    fn pick(&self, s: &ResourceSlice, problems: &mut Vec<ClassProblem>) -> SlicePicks {
+        let picks = self.classes.pick(s);
+        problems.extend(picks.problems.iter().cloned());
+        picks
+    }
+
+    fn slice_objects(
+        &self,
+        s: &ResourceSlice,
+        picks: &SlicePicks,
+        from: &str,
+    ) -> Result<Vec<Object>, MirrorError> {
+        resource_slice::providers(s, picks, from)
             .map(|rps| rps.into_iter().map(Object::ResourceProvider).collect())
     }
 
@@ -298,7 +393,7 @@ impl Mirror {
     fn rehold(
         &mut self,
         old: Option<&ResourceSlice>,
-        new: Option<&ResourceSlice>,
+        new: Option<(&ResourceSlice, &SlicePicks)>,
     ) -> BTreeSet<String> {
         // What the old slice's devices hold is in the table already: read, not evaluated again.
         let before: BTreeMap<String, resource_slice::Holding> = old
@@ -312,7 +407,7 @@ impl Mirror {
             .filter_map(|name| Some((name.clone(), self.devices.get(&name)?.clone())))
             .collect();
         let after = new
-            .map(|s| resource_slice::device_holdings(s, &self.classes))
+            .map(|(s, picks)| resource_slice::device_holdings(s, picks))
             .unwrap_or_default();
         if before == after {
             return BTreeSet::new();
@@ -369,23 +464,43 @@ impl Mirror {
     }
 
     /// Mirrors every slice and claim again: a DeviceClass came, changed or went, and any
-    /// device's resource class may have moved with it.
-    fn redo_devices(&mut self, changes: &mut Vec<Change>) {
+    /// device's resource class may have moved with it. A slice's devices are picked here
+    /// unless `given` has picks for it as it is, made with the classes as they are.
+    fn redo_devices(
+        &mut self,
+        mut given: HashMap<String, (Arc<ResourceSlice>, SlicePicks)>,
+        changes: &mut Vec<Change>,
+        problems: &mut Vec<ClassProblem>,
+    ) {
+        let picks: Vec<SlicePicks> = self
+            .slices
+            .iter()
+            .map(|(name, s)| match given.remove(name) {
+                Some((picked, picks))
+                    if Arc::ptr_eq(&picked, s) && picks.classes_id() == self.classes.id() =>
+                {
+                    picks
+                }
+                _ => self.pick(s, problems),
+            })
+            .collect();
         self.devices = self
             .slices
             .values()
-            .flat_map(|s| resource_slice::device_holdings(s, &self.classes))
+            .zip(&picks)
+            .flat_map(|(s, picks)| resource_slice::device_holdings(s, picks))
             .collect();
         let slices: Vec<(SourceKey, Result<Vec<Object>, MirrorError>)> = self
             .slices
             .iter()
-            .map(|(name, s)| {
+            .zip(&picks)
+            .map(|((name, s), picks)| {
                 let key = SourceKey {
                     kind: SourceKind::ResourceSlice,
                     namespace: String::new(),
                     name: name.clone(),
                 };
-                let objects = self.slice_objects(s, &key.to_string());
+                let objects = self.slice_objects(s, picks, &key.to_string());
                 (key, objects)
             })
             .collect();
@@ -419,6 +534,67 @@ impl Mirror {
             changes.push(Change::Put(Box::new(object)));
         }
     }
+}
+
+/// DeviceClasses and slices taken from the mirror ([`Mirror::picking`]) to change the classes
+/// and pick every device again apart from it.
+#[derive(Debug)]
+pub struct Picking {
+    base: u64,
+    classes: DeviceClasses,
+    slices: BTreeMap<String, Arc<ResourceSlice>>,
+}
+
+impl Picking {
+    /// A DeviceClass created or changed (compiled here); the problems of its selectors.
+    pub fn put_class(&mut self, class: &DeviceClass) -> Vec<ClassProblem> {
+        self.classes.put(class).unwrap_or_default()
+    }
+
+    /// A DeviceClass deleted.
+    pub fn remove_class(&mut self, name: &str) {
+        self.classes.remove(name);
+    }
+
+    /// The DeviceClasses' names.
+    pub fn class_names(&self) -> Vec<String> {
+        self.classes.names().map(str::to_string).collect()
+    }
+
+    /// Whether the classes changed since they were taken.
+    pub fn changed(&self) -> bool {
+        self.classes.id() != self.base
+    }
+
+    /// Picks the class of every slice's devices with the classes as they are now: what
+    /// [`Mirror::adopt`] takes. The problems found are in [`Picked::problems`].
+    pub fn pick_all(self) -> Picked {
+        let mut problems = Vec::new();
+        let picks = self
+            .slices
+            .into_iter()
+            .map(|(name, slice)| {
+                let picks = self.classes.pick(&slice);
+                problems.extend(picks.problems.iter().cloned());
+                (name, (slice, picks))
+            })
+            .collect();
+        Picked {
+            base: self.base,
+            classes: self.classes,
+            picks,
+            problems,
+        }
+    }
+}
+
+/// DeviceClasses changed apart from the mirror and every slice's devices picked with them.
+#[derive(Debug)]
+pub struct Picked {
+    base: u64,
+    classes: DeviceClasses,
+    picks: HashMap<String, (Arc<ResourceSlice>, SlicePicks)>,
+    pub problems: Vec<ClassProblem>,
 }
 
 /// The results of a claim's allocation, none while it is not allocated.

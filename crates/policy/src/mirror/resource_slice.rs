@@ -9,7 +9,7 @@ use kubeplace_api::cluster_source::ResourceSlice;
 use kubeplace_api::{Inventory, ResourceProvider, ResourceProviderSpec, SortedMap};
 use kubeplace_core::placement::{check_trait, derived_provider_uuid};
 
-use super::device_class::DeviceClasses;
+use super::device_class::{SlicePicks, is_partition};
 use super::node_reach::{DevicePlace, Reach, place_of};
 use super::quantity::{COUNT, MIB, QuantityError, Rounding, Unit, in_units};
 use super::traits::trait_part;
@@ -114,15 +114,6 @@ pub(super) enum Holding {
     /// A partition of a partitionable device: not inventoried, so a claim on it holds
     /// nothing kubeplace counts.
     LeftOut,
-}
-
-/// Whether a device is a partition of a partitionable device (it consumes a slice's
-/// shared counters): left to kube-scheduler, which alone weighs partitions that overlap.
-fn is_partition(device: &kubeplace_api::cluster_source::Device) -> bool {
-    device
-        .consumes_counters
-        .as_ref()
-        .is_some_and(|c| !c.is_empty())
 }
 
 /// Reads a shared device's [`DEVICE_CAPACITY_ANNOTATION`] back (resource class → capacity
@@ -237,10 +228,9 @@ fn gcd(a: i64, b: i64) -> i64 {
 /// A slice that cannot be mirrored names none.
 pub(super) fn device_holdings(
     slice: &ResourceSlice,
-    classes: &DeviceClasses,
+    picks: &SlicePicks,
 ) -> BTreeMap<String, Holding> {
     let spec = &slice.spec;
-    let picker = classes.picker(&spec.driver);
     spec.devices
         .iter()
         .flatten()
@@ -249,12 +239,12 @@ pub(super) fn device_holdings(
             let holding = if is_partition(d) {
                 Holding::LeftOut
             } else if d.allow_multiple_allocations == Some(true) {
-                let (class, _) = picker.resource_class(d);
+                let (class, _) = picks.resource_class(i, &spec.driver);
                 let at = format!("spec.devices[{i}]");
                 let (_, counted) = shared_inventories(d, &class, &spec.driver, &at).ok()?;
                 Holding::Shared(counted)
             } else {
-                Holding::Whole(picker.resource_class(d).0)
+                Holding::Whole(picks.resource_class(i, &spec.driver).0)
             };
             Some((
                 device_provider_name(&spec.driver, &spec.pool.name, &d.name),
@@ -297,7 +287,7 @@ const MISC_SHARES_VIA_AGGREGATE: &str = "MISC_SHARES_VIA_AGGREGATE";
 /// the aggregate of the Nodes it reaches (see [`Reach::aggregate`]).
 pub(super) fn providers(
     slice: &ResourceSlice,
-    classes: &DeviceClasses,
+    picks: &SlicePicks,
     from: &str,
 ) -> Result<Vec<ResourceProvider>, MirrorError> {
     let spec = &slice.spec;
@@ -309,7 +299,6 @@ pub(super) fn providers(
     if pool.is_empty() {
         return Err(MirrorError::Missing("spec.pool.name".into()));
     }
-    let picker = classes.picker(driver);
     let mut out = Vec::new();
     for (i, device) in spec.devices.iter().flatten().enumerate() {
         if device.name.is_empty() {
@@ -318,7 +307,7 @@ pub(super) fn providers(
         if is_partition(device) {
             continue;
         }
-        let (class, class_name) = picker.resource_class(device);
+        let (class, class_name) = picks.resource_class(i, driver);
         let (parent, aggregates) = match place_of(slice, device) {
             DevicePlace::OnNode(node) => (Some(node), Vec::new()),
             DevicePlace::Shared(reach) => (None, vec![reach.aggregate(driver, pool)]),
@@ -401,6 +390,7 @@ pub(super) fn reaches(slice: &ResourceSlice) -> Vec<(String, Reach)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mirror::device_class::DeviceClasses;
 
     const NOT_A_QUANTITY: &str = " is not a Kubernetes quantity (a number with an optional suffix: m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei, or an exponent such as e3)";
 
@@ -421,7 +411,12 @@ spec:
     attributes: {mig-capable: {bool: true}, gpu.example.com/ecc: {bool: false}, model: {string: a100}}
   - name: gpu-1
 ");
-        let rps = providers(&s, &DeviceClasses::default(), "ResourceSlice/node1-gpu").unwrap();
+        let rps = providers(
+            &s,
+            &DeviceClasses::default().pick(&s),
+            "ResourceSlice/node1-gpu",
+        )
+        .unwrap();
         assert_eq!(rps.len(), 2);
         let rp = &rps[0];
         assert_eq!(
@@ -456,7 +451,7 @@ spec:
   - {name: vf-2, nodeSelector: {nodeSelectorTerms: [{matchExpressions: [{key: rack, operator: In, values: [a]}]}]}}
 ",
         );
-        let rps = providers(&s, &DeviceClasses::default(), "ResourceSlice/net").unwrap();
+        let rps = providers(&s, &DeviceClasses::default().pick(&s), "ResourceSlice/net").unwrap();
         assert_eq!(rps.len(), 3, "no provider of the pool's own");
         let all = Reach::AllNodes.aggregate("nic.example.com", "fabric/a");
         assert_eq!(
@@ -501,7 +496,12 @@ spec:
     capacity: {memory: {value: 40Gi}}
 ",
         );
-        let rps = providers(&s, &DeviceClasses::default(), "ResourceSlice/node1-vgpu").unwrap();
+        let rps = providers(
+            &s,
+            &DeviceClasses::default().pick(&s),
+            "ResourceSlice/node1-vgpu",
+        )
+        .unwrap();
         let totals = |rp: &ResourceProvider| -> Vec<(String, i64)> {
             rp.spec
                 .inventories
@@ -544,7 +544,7 @@ spec:
             totals(&rps[1]),
             [("CUSTOM_VGPU_EXAMPLE_COM".to_string(), 1)]
         );
-        let held = device_holdings(&s, &DeviceClasses::default());
+        let held = device_holdings(&s, &DeviceClasses::default().pick(&s));
         assert!(matches!(
             held.get("vgpu.example.com.node1.vgpu-0"),
             Some(Holding::Shared(counted)) if counted.len() == 3
@@ -557,7 +557,7 @@ spec:
             "metadata: {name: b}\nspec: {driver: d, nodeName: n, pool: {name: p, generation: 1, resourceSliceCount: 1}, devices: [{name: x, allowMultipleAllocations: true, capacity: {memory: {value: lots}}}]}\n",
         );
         assert_eq!(
-            providers(&bad, &DeviceClasses::default(), "x")
+            providers(&bad, &DeviceClasses::default().pick(&bad), "x")
                 .unwrap_err()
                 .to_string(),
             format!("field spec.devices[0].capacity.memory.value: \"lots\"{NOT_A_QUANTITY}")
@@ -582,7 +582,7 @@ spec:
       queues: {value: '10', requestPolicy: {validRange: {min: '3', step: '2'}}}
 ",
         );
-        let rps = providers(&s, &DeviceClasses::default(), "x").unwrap();
+        let rps = providers(&s, &DeviceClasses::default().pick(&s), "x").unwrap();
         let bounds = |class: &str| {
             let i = rps[0].spec.inventories.get(class).unwrap();
             (i.min_unit, i.max_unit, i.step_size)
@@ -597,7 +597,7 @@ spec:
         assert_eq!(bounds("CUSTOM_VGPU_EXAMPLE_COM_QUEUES"), (3, 10, 1));
         let bad = slice(&yaml_with_min_share("x"));
         assert_eq!(
-            providers(&bad, &DeviceClasses::default(), "x")
+            providers(&bad, &DeviceClasses::default().pick(&bad), "x")
                 .unwrap_err()
                 .to_string(),
             format!(
@@ -621,7 +621,7 @@ spec:
             "metadata: {name: s}\nspec: {driver: d, pool: {name: '', generation: 1, resourceSliceCount: 1}}\n",
         );
         assert_eq!(
-            providers(&missing, &DeviceClasses::default(), "x")
+            providers(&missing, &DeviceClasses::default().pick(&missing), "x")
                 .unwrap_err()
                 .to_string(),
             "field spec.pool.name is missing"

@@ -276,3 +276,81 @@ fn partitions_of_a_partitionable_device_are_left_to_kube_scheduler() {
         .collect();
     assert_eq!(providers, ["gpu.example.com.node1.gpu-1"]);
 }
+
+const SLICE: &str = "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: node1-gpu}\nspec:\n  driver: gpu.example.com\n  nodeName: node1\n  pool: {name: node1, generation: 1, resourceSliceCount: 1}\n  devices: [{name: gpu-0}]\n";
+
+fn class_yaml(name: &str) -> String {
+    format!(
+        "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {{name: {name}}}\nspec: {{selectors: [{{cel: {{expression: 'device.driver == \"gpu.example.com\"'}}}}]}}\n"
+    )
+}
+
+fn class_of_gpu_0(store: &Store) -> Vec<String> {
+    match store.get_cluster(Kind::ResourceProvider, "gpu.example.com.node1.gpu-0") {
+        Some(Object::ResourceProvider(rp)) => rp.spec.inventories.keys().cloned().collect(),
+        other => panic!("no provider: {other:?}"),
+    }
+}
+
+#[test]
+fn picks_made_apart_are_taken_and_stale_ones_made_again() {
+    let mut mirror = Mirror::default();
+    let mut store = Store::default();
+    observe(&mut mirror, &mut store, NODE);
+    observe(&mut mirror, &mut store, &class_yaml("gpu"));
+    let slice = source(SLICE);
+    let ClusterSource::ResourceSlice(s) = &slice else {
+        unreachable!()
+    };
+    let picks = mirror.device_classes().pick(s);
+    let observed = mirror.observe_picked(&slice, picks.clone());
+    assert!(observed.problems.is_empty());
+    store.apply_changes(observed.changes);
+    assert_eq!(class_of_gpu_0(&store), ["CUSTOM_GPU"]);
+    // A class comes between picking and mirroring: the picks are made again with it.
+    observe(&mut mirror, &mut store, &class_yaml("a-gpu"));
+    let observed = mirror.observe_picked(&slice, picks);
+    store.apply_changes(observed.changes);
+    assert_eq!(class_of_gpu_0(&store), ["CUSTOM_A_GPU"]);
+}
+
+#[test]
+fn classes_changed_apart_are_adopted_whole_unless_the_mirrors_changed_since() {
+    let mut mirror = Mirror::default();
+    let mut store = Store::default();
+    for yaml in [NODE, SLICE] {
+        observe(&mut mirror, &mut store, yaml);
+    }
+    assert_eq!(class_of_gpu_0(&store), ["CUSTOM_GPU_EXAMPLE_COM"]);
+    let gpu = source(&class_yaml("gpu"));
+    let ClusterSource::DeviceClass(class) = &gpu else {
+        unreachable!()
+    };
+    // Picked with classes the mirror no longer has: nothing is taken.
+    let mut stale = mirror.picking();
+    stale.put_class(class);
+    observe(&mut mirror, &mut store, &class_yaml("other"));
+    assert!(mirror.adopt(stale.pick_all()).is_none());
+    let mut picking = mirror.picking();
+    assert!(picking.put_class(class).is_empty());
+    assert!(picking.changed());
+    let adopted = mirror.adopt(picking.pick_all()).unwrap();
+    store.apply_changes(adopted.changes);
+    assert_eq!(class_of_gpu_0(&store), ["CUSTOM_GPU"]);
+    mirror.note_adopted(&gpu.key(), true);
+    assert_eq!(mirror.seen(SourceKind::DeviceClass).len(), 2);
+    // Observed after all the same, it finds the class there: nothing is picked again.
+    let observed = mirror.observe(&gpu);
+    assert!(observed.changes.is_empty() && observed.problems.is_empty());
+}
+
+#[test]
+fn a_class_that_does_not_compile_is_a_problem_of_its_observation() {
+    let mut mirror = Mirror::default();
+    let broken = "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: broken}\nspec: {selectors: [{cel: {expression: 'device.driver =='}}]}\n";
+    let observed = mirror.observe(&source(broken));
+    assert_eq!(observed.problems.len(), 1);
+    assert_eq!(observed.problems[0].class, "broken");
+    // Once for this version of the class.
+    assert!(mirror.observe(&source(broken)).problems.is_empty());
+}
