@@ -3,10 +3,15 @@
 //! leaves it empty or its record has not changed for a lease duration (judged by the
 //! replica's own clock, so clocks need not agree); a leader that cannot renew within the
 //! renew deadline steps down; a leader that shuts down releases the lease.
+//!
+//! The holder keeps on the lease the record of the claims it admitted that the API server
+//! may not show yet ([`IN_FLIGHT_ANNOTATION`]), and answers a claim `allowed` only once a
+//! write of the lease holding it has succeeded ([`Recording::durable`]). Every write is made
+//! from the version read (optimistic concurrency), so a holder that lost the lease cannot
+//! write it, and the replica that takes the lease over reads its predecessor's record in the
+//! version it replaces ([`Recorder::adopt`]).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -52,6 +57,40 @@ impl LeaseSettings {
 
 /// The prefix of the annotations that say where the leader decides claims.
 pub(crate) const CLAIMS_ANNOTATION_PREFIX: &str = "claims.kubeplace.io/";
+
+/// The holder's record of the claims it admitted that the API server may not show yet.
+pub(crate) const IN_FLIGHT_ANNOTATION: &str = "kubeplace.io/claims-in-flight";
+
+/// What the holder keeps on the lease of its claims in flight, and what a new holder does
+/// with its predecessor's.
+pub(crate) struct Recorder {
+    /// The record as it is now (the claims ledger's, as text).
+    pub current: Box<dyn Fn() -> String + Send + Sync>,
+    /// Takes over a predecessor's record, read from the lease this replica takes, before it
+    /// starts leading.
+    pub adopt: Box<dyn Fn(&str) + Send + Sync>,
+}
+
+/// A wait for the record to be written: answered once a write of the lease that started
+/// after the request has succeeded, or failed.
+type Durable = tokio::sync::oneshot::Sender<Result<(), String>>;
+
+/// Asks the elector to write the lease with the record as it is now, and waits.
+#[derive(Clone)]
+pub(crate) struct Recording(tokio::sync::mpsc::UnboundedSender<Durable>);
+
+impl Recording {
+    /// Waits until the record as it is now is on the lease; an error when this replica does
+    /// not hold the lease, or could not write it.
+    pub async fn durable(&self) -> Result<(), String> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.0
+            .send(tx)
+            .map_err(|_| "the leader election has stopped".to_string())?;
+        rx.await
+            .map_err(|_| "the leader election has stopped".to_string())?
+    }
+}
 
 /// What to do with the lease as it is now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,9 +162,11 @@ pub(crate) struct Elector {
     leader: watch::Sender<bool>,
     /// The annotations of the lease while another replica holds it.
     other: watch::Sender<Option<BTreeMap<String, String>>>,
-    /// Set when this replica created the lease: nobody led before it, so no claim of a
-    /// predecessor can still be on its way.
-    created: Arc<AtomicBool>,
+    /// The record of claims in flight, when this replica decides claims.
+    recorder: Option<Recorder>,
+    /// Requests for the record to be written.
+    requests: tokio::sync::mpsc::UnboundedReceiver<Durable>,
+    requester: tokio::sync::mpsc::UnboundedSender<Durable>,
 }
 
 fn conflict_or_exists(e: &kube::Error) -> bool {
@@ -136,6 +177,7 @@ impl Elector {
     /// An elector and the receiver that says whether this replica leads.
     pub fn new(client: Client, settings: LeaseSettings) -> (Elector, watch::Receiver<bool>) {
         let (leader, rx) = watch::channel(false);
+        let (requester, requests) = tokio::sync::mpsc::unbounded_channel();
         let elector = Elector {
             api: Api::namespaced(client, &settings.namespace),
             settings,
@@ -143,14 +185,22 @@ impl Elector {
             last_renewed: None,
             leader,
             other: watch::channel(None).0,
-            created: Arc::new(AtomicBool::new(false)),
+            recorder: None,
+            requests,
+            requester,
         };
         (elector, rx)
     }
 
-    /// Becomes true when this replica creates the lease (it had no holder before).
-    pub fn created_the_lease(&self) -> Arc<AtomicBool> {
-        self.created.clone()
+    /// Keeps `recorder`'s record of claims in flight on the lease while this replica holds it.
+    pub fn recording(mut self, recorder: Recorder) -> Elector {
+        self.recorder = Some(recorder);
+        self
+    }
+
+    /// What asks for the record to be written.
+    pub fn recording_handle(&self) -> Recording {
+        Recording(self.requester.clone())
     }
 
     /// The annotations of the lease whenever another replica holds it (none while this
@@ -187,15 +237,18 @@ impl Elector {
         };
         self.other
             .send_if_modified(|o| std::mem::replace(o, others.clone()) != others);
-        let creating = action == Action::Create;
         let result = match action {
             Action::Follow { .. } => return Ok(false),
             Action::Create => {
+                let mut annotations = self.settings.annotations.borrow().clone();
+                if let Some(recorder) = &self.recorder {
+                    annotations.insert(IN_FLIGHT_ANNOTATION.to_string(), (recorder.current)());
+                }
                 let lease = Lease {
                     metadata: ObjectMeta {
                         name: Some(self.settings.name.clone()),
                         namespace: Some(self.settings.namespace.clone()),
-                        annotations: Some(self.settings.annotations.borrow().clone()),
+                        annotations: Some(annotations),
                         ..Default::default()
                     },
                     spec: Some(LeaseSpec {
@@ -211,6 +264,22 @@ impl Elector {
             }
             action @ (Action::Renew | Action::Acquire) => {
                 let mut lease = current.unwrap_or_default();
+                // Taken over: the predecessor's claims in flight are counted from now on,
+                // and go on the lease again with this replica's record, in the write that
+                // takes it (should the write fail, they are counted a while longer than
+                // needed, never less).
+                if action == Action::Acquire
+                    && let (Some(recorder), Some(record)) = (
+                        &self.recorder,
+                        lease
+                            .metadata
+                            .annotations
+                            .as_ref()
+                            .and_then(|a| a.get(IN_FLIGHT_ANNOTATION)),
+                    )
+                {
+                    (recorder.adopt)(record);
+                }
                 let mut spec = spec.unwrap_or_default();
                 if action == Action::Acquire {
                     spec.holder_identity = Some(me.clone());
@@ -224,18 +293,16 @@ impl Elector {
                 let annotations = lease.metadata.annotations.get_or_insert_with(BTreeMap::new);
                 annotations.retain(|k, _| !k.starts_with(CLAIMS_ANNOTATION_PREFIX));
                 annotations.extend(self.settings.annotations.borrow().clone());
+                if let Some(recorder) = &self.recorder {
+                    annotations.insert(IN_FLIGHT_ANNOTATION.to_string(), (recorder.current)());
+                }
                 self.api
                     .replace(&self.settings.name, &PostParams::default(), &lease)
                     .await
             }
         };
         match result {
-            Ok(_) => {
-                if creating {
-                    self.created.store(true, Ordering::SeqCst);
-                }
-                Ok(true)
-            }
+            Ok(_) => Ok(true),
             Err(e) if conflict_or_exists(&e) => Ok(false),
             Err(e) => Err(e),
         }
@@ -255,6 +322,14 @@ impl Elector {
         spec.lease_duration_seconds = Some(1);
         spec.renew_time = Some(MicroTime(jiff::Timestamp::now()));
         lease.spec = Some(spec);
+        // What is still in flight goes to whoever takes the lease next.
+        if let Some(recorder) = &self.recorder {
+            lease
+                .metadata
+                .annotations
+                .get_or_insert_with(BTreeMap::new)
+                .insert(IN_FLIGHT_ANNOTATION.to_string(), (recorder.current)());
+        }
         match self
             .api
             .replace(&self.settings.name, &PostParams::default(), &lease)
@@ -280,28 +355,62 @@ impl Elector {
         }
     }
 
-    /// Holds the lease while it can until `cancel`, then releases it.
-    pub async fn run(mut self, cancel: CancellationToken) {
-        loop {
-            match self.try_acquire_or_renew().await {
-                Ok(true) => {
-                    self.last_renewed = Some(Instant::now());
-                    self.set_leader(true);
-                }
-                Ok(false) => self.set_leader(false),
-                Err(e) => {
-                    warn!(error = %e, lease = %self.settings.name, "cannot read or renew the leader lease");
-                    let overdue = self
-                        .last_renewed
-                        .is_none_or(|t| t.elapsed() > self.settings.renew_deadline);
-                    if overdue {
-                        self.set_leader(false);
-                    }
-                }
+    /// One round ([`Elector::try_acquire_or_renew`]) and what it means for leading; whether
+    /// this replica holds the lease afterwards.
+    async fn round(&mut self) -> bool {
+        let started = Instant::now();
+        match self.try_acquire_or_renew().await {
+            Ok(true) => {
+                // Counted from before the write: the lease may have been renewed later, never
+                // earlier.
+                self.last_renewed = Some(started);
+                self.set_leader(true);
+                true
             }
+            Ok(false) => {
+                self.set_leader(false);
+                false
+            }
+            Err(e) => {
+                warn!(error = %e, lease = %self.settings.name, "cannot read or renew the leader lease");
+                let overdue = self
+                    .last_renewed
+                    .is_none_or(|t| t.elapsed() > self.settings.renew_deadline);
+                if overdue {
+                    self.set_leader(false);
+                }
+                false
+            }
+        }
+    }
+
+    /// Holds the lease while it can until `cancel`, then releases it. Requests for the
+    /// record of claims in flight are answered by a write of the lease that started after
+    /// them: every request waiting when a write starts is answered by it.
+    pub async fn run(mut self, cancel: CancellationToken) {
+        let mut next_round = tokio::time::Instant::now();
+        loop {
             tokio::select! {
                 _ = cancel.cancelled() => break,
-                _ = tokio::time::sleep(self.settings.retry_period) => {}
+                _ = tokio::time::sleep_until(next_round) => {
+                    self.round().await;
+                    next_round = tokio::time::Instant::now() + self.settings.retry_period;
+                }
+                Some(first) = self.requests.recv() => {
+                    let mut waiting = vec![first];
+                    while let Ok(more) = self.requests.try_recv() {
+                        waiting.push(more);
+                    }
+                    let answer = if *self.leader.borrow() && self.round().await {
+                        next_round = tokio::time::Instant::now() + self.settings.retry_period;
+                        Ok(())
+                    } else {
+                        Err("this kubeplace replica does not hold the leader lease".to_string())
+                    };
+                    for w in waiting {
+                        let _ = w.send(answer.clone());
+                    }
+                }
             }
         }
         let leading = *self.leader.borrow();
@@ -443,14 +552,8 @@ mod tests {
             assert_eq!(sent["spec"]["leaseDurationSeconds"], 15);
             assert!(sent["spec"]["renewTime"].is_string());
         });
-        let created = e.created_the_lease();
-        assert!(!created.load(Ordering::SeqCst));
         assert!(e.try_acquire_or_renew().await.unwrap());
         api.await.unwrap();
-        assert!(
-            created.load(Ordering::SeqCst),
-            "nobody led before: no fence to wait out"
-        );
     }
 
     #[tokio::test]
@@ -483,10 +586,6 @@ mod tests {
         });
         assert!(e.try_acquire_or_renew().await.unwrap());
         api.await.unwrap();
-        assert!(
-            !e.created_the_lease().load(Ordering::SeqCst),
-            "a predecessor led: its claims may still be on their way"
-        );
     }
 
     #[tokio::test]

@@ -1,16 +1,13 @@
-//! The claims fence: a replica that starts leading decides no claim until its store holds
-//! every claim the previous leader decided.
+//! The claims fence: a replica that starts leading decides no claim until it counts every
+//! claim the previous leader decided.
 //!
-//! The old leader stops deciding at the latest its renew deadline after its last renewal,
-//! while the new one takes the lease a lease duration after it; a claim the old leader
-//! admitted can still be on its way to etcd for as long as the API server's webhook
-//! timeout. So the new leader waits that long, lists the Allocations, and waits until its
-//! store holds each at least as new. A replica that created the lease (a fresh install)
-//! had no predecessor and only lists.
+//! A claim the previous leader answered `allowed` is either in etcd already or in the record
+//! of claims in flight it kept on the lease, which the new leader read in the version of the
+//! lease it took and holds in its ledger ([`crate::controllers::lease`]). So the new leader
+//! waits for nothing but its own store: it lists the Allocations and waits until its store
+//! holds each at least as new, then decides.
 
 use std::future::Future;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use kube::Client;
@@ -22,9 +19,6 @@ use crate::cache::SharedStore;
 use kubeplace_api::Kind;
 use kubeplace_policy::store::resource_version;
 
-/// How long a claim admitted by the old leader may still be on its way to the API server:
-/// the webhook timeout the API server gives every review.
-pub(crate) const CLAIMS_FENCE: Duration = Duration::from_secs(10);
 /// Longest the new leader waits for its store to hold every Allocation the API server
 /// listed, before it lists again.
 const CLAIMS_CATCH_UP: Duration = Duration::from_secs(30);
@@ -64,7 +58,6 @@ pub(crate) async fn fence_claims(
     allocations: impl Allocations,
     store: SharedStore,
     mut leading: watch::Receiver<bool>,
-    created_the_lease: Arc<AtomicBool>,
     open: watch::Sender<bool>,
     cancel: CancellationToken,
 ) {
@@ -72,11 +65,10 @@ pub(crate) async fn fence_claims(
         let now_leading = *leading.borrow_and_update();
         open.send_replace(false);
         if now_leading {
-            let first_leader = created_the_lease.swap(false, Ordering::SeqCst);
             let opened = tokio::select! {
                 _ = cancel.cancelled() => return,
                 _ = leading.changed() => false,
-                caught_up = catch_up(&allocations, &store, first_leader) => caught_up,
+                caught_up = catch_up(&allocations, &store) => caught_up,
             };
             if opened {
                 open.send_replace(true);
@@ -92,12 +84,9 @@ pub(crate) async fn fence_claims(
     }
 }
 
-/// Waits out [`CLAIMS_FENCE`] (unless `first_leader`), then until the store holds every
-/// Allocation a fresh list shows (at least as new); true once it does.
-async fn catch_up(allocations: &impl Allocations, store: &SharedStore, first_leader: bool) -> bool {
-    if !first_leader {
-        tokio::time::sleep(CLAIMS_FENCE).await;
-    }
+/// Waits until the store holds every Allocation a fresh list shows (at least as new); true
+/// once it does.
+async fn catch_up(allocations: &impl Allocations, store: &SharedStore) -> bool {
     loop {
         let listed = match allocations.list().await {
             Ok(l) => l,
@@ -132,7 +121,7 @@ fn holds_every(store: &SharedStore, listed: &[(String, u64)]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
+    use std::sync::{Arc, Mutex};
 
     use super::*;
     use kubeplace_api::Object;
@@ -173,7 +162,7 @@ mod tests {
         cancel: CancellationToken,
     }
 
-    fn start(first_leader: bool) -> Running {
+    fn start() -> Running {
         let store = SharedStore::default();
         let listed = Fixed::default();
         *crate::locks::lock(&listed.0) = Some(Vec::new());
@@ -184,7 +173,6 @@ mod tests {
             listed.clone(),
             store.clone(),
             leading_rx,
-            Arc::new(AtomicBool::new(first_leader)),
             open_tx,
             cancel.clone(),
         ));
@@ -203,31 +191,17 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_new_leader_waits_out_the_fence_before_deciding() {
-        let r = start(false);
+    async fn a_new_leader_decides_as_soon_as_its_store_holds_what_is_listed() {
+        let r = start();
         r.leading.send_replace(true);
-        pass(CLAIMS_FENCE - Duration::from_millis(500)).await;
-        assert!(
-            !*r.open.borrow(),
-            "open before the old leader's claims could land"
-        );
-        pass(Duration::from_secs(1)).await;
+        pass(Duration::from_millis(200)).await;
         assert!(*r.open.borrow(), "the store holds every (no) claim: open");
         r.cancel.cancel();
     }
 
     #[tokio::test(start_paused = true)]
-    async fn the_replica_that_created_the_lease_decides_at_once() {
-        let r = start(true);
-        r.leading.send_replace(true);
-        pass(Duration::from_millis(200)).await;
-        assert!(*r.open.borrow());
-        r.cancel.cancel();
-    }
-
-    #[tokio::test(start_paused = true)]
     async fn the_fence_stays_closed_until_the_store_holds_each_claim_as_new_as_listed() {
-        let r = start(true);
+        let r = start();
         *crate::locks::lock(&r.listed.0) = Some(vec![("a".into(), 7), ("b".into(), 3)]);
         crate::locks::write(&r.store).put(allocation("a", 5));
         crate::locks::write(&r.store).put(allocation("b", 3));
@@ -242,7 +216,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_failed_list_is_tried_again() {
-        let r = start(true);
+        let r = start();
         *crate::locks::lock(&r.listed.0) = None;
         r.leading.send_replace(true);
         pass(Duration::from_secs(3)).await;
@@ -255,18 +229,20 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn losing_the_lead_closes_the_fence_and_leading_again_waits_again() {
-        let r = start(true);
+        let r = start();
         r.leading.send_replace(true);
         pass(Duration::from_millis(200)).await;
         assert!(*r.open.borrow());
         r.leading.send_replace(false);
         pass(Duration::from_millis(10)).await;
         assert!(!*r.open.borrow(), "a follower decides no claim");
-        // Leading again, the lease was not created here this time: the fence is waited out.
+        // Leading again, it lists again: a claim listed that the store lacks keeps it closed.
+        *crate::locks::lock(&r.listed.0) = Some(vec![("late".into(), 9)]);
         r.leading.send_replace(true);
         pass(Duration::from_secs(5)).await;
         assert!(!*r.open.borrow());
-        pass(CLAIMS_FENCE).await;
+        crate::locks::write(&r.store).put(allocation("late", 9));
+        pass(Duration::from_millis(200)).await;
         assert!(*r.open.borrow());
         r.cancel.cancel();
     }

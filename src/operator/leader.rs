@@ -1,7 +1,11 @@
 //! Leadership: the Lease this replica runs for, the address on it that other replicas pass
 //! claims to, and the fence a new leader waits behind before it decides claims.
 
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
 use kube::Client;
+use kubeplace_policy::claims::{InFlight, Ledger};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
@@ -10,7 +14,7 @@ use super::certificate::Serving;
 use super::fence::{Listed, fence_claims};
 use super::flags::Flags;
 use crate::cache::SharedStore;
-use crate::controllers::lease::{Elector, LeaseSettings};
+use crate::controllers::lease::{Elector, LeaseSettings, Recorder};
 use crate::webhook::claims_route::{ClaimsRoute, Endpoint};
 
 /// A replica that runs for leader: the elector to run, and the route claims take.
@@ -27,7 +31,7 @@ pub(crate) fn run_for_leader(
     flags: &Flags,
     identity: &str,
     client: &Client,
-    store: &SharedStore,
+    (store, ledger): (&SharedStore, &Arc<Mutex<Ledger>>),
     (webhook_port, serving): (u16, &Serving),
     cancel: CancellationToken,
 ) -> Candidacy {
@@ -57,12 +61,13 @@ pub(crate) fn run_for_leader(
         Err(e) => warn!("other replicas cannot pass claims to this one: {e}"),
     }
     let (elector, leading) = Elector::new(client.clone(), settings);
+    let elector = elector.recording(recorder(ledger));
+    let recording = elector.recording_handle();
     let (fence, fenced) = watch::channel(false);
     tokio::spawn(fence_claims(
         Listed(client.clone()),
         store.clone(),
         leading.clone(),
-        elector.created_the_lease(),
         fence,
         cancel,
     ));
@@ -71,7 +76,8 @@ pub(crate) fn run_for_leader(
         fenced,
         elector.other_leader(),
         Some(serving.resolver.clone()),
-    );
+    )
+    .recording_on(recording);
     Candidacy {
         elector,
         claims_route,
@@ -112,4 +118,25 @@ pub(crate) fn claims_endpoint(
         server_name,
         ca_pem,
     })
+}
+
+/// The record of claims in flight the lease carries: the ledger's, and the predecessor's
+/// taken into it.
+fn recorder(ledger: &Arc<Mutex<Ledger>>) -> Recorder {
+    let (mine, theirs) = (ledger.clone(), ledger.clone());
+    Recorder {
+        current: Box::new(move || {
+            crate::locks::lock(&mine)
+                .in_flight(Instant::now())
+                .to_text()
+        }),
+        adopt: Box::new(move |text| match InFlight::from_text(text) {
+            Ok(record) => {
+                let (claims, writes) = (record.claims.len(), record.writes.len());
+                crate::locks::lock(&theirs).adopt(record, Instant::now());
+                tracing::info!(claims, writes, "took over the previous leader's claims in flight");
+            }
+            Err(e) => warn!(error = %e, "the previous leader's record of claims in flight is not readable; its claims not yet in the store are not counted"),
+        }),
+    }
 }

@@ -184,7 +184,7 @@ pub async fn run(flags: Flags) -> Result<(), Error> {
             &flags,
             &shared.identity,
             &shared.client,
-            &shared.store,
+            (&shared.store, &shared.claims),
             (webhook_port, &certificate),
             stopping.cancel.clone(),
         )

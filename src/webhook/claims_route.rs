@@ -29,6 +29,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio_rustls::TlsConnector;
 
+use crate::controllers::lease::Recording;
 use crate::serving::certs::{self, CertResolver};
 
 /// The leader's webhook address (`HOST:PORT`), on the Lease.
@@ -86,6 +87,8 @@ pub struct ClaimsRoute {
     identity: Option<Arc<CertResolver>>,
     /// The TLS client for the leader's CA, made once per CA rather than once per claim.
     connector: Arc<Mutex<Option<(String, TlsConnector)>>>,
+    /// Writes the leader's record of claims in flight on its lease.
+    recording: Option<Recording>,
 }
 
 /// Where one Allocation review is decided.
@@ -113,6 +116,23 @@ impl ClaimsRoute {
             other,
             identity,
             connector: Arc::default(),
+            recording: None,
+        }
+    }
+
+    /// Claims this replica decides are `allowed` only once `recording` has written them on
+    /// the lease.
+    pub(crate) fn recording_on(mut self, recording: Recording) -> ClaimsRoute {
+        self.recording = Some(recording);
+        self
+    }
+
+    /// Waits until the claims decided here so far are on the lease (at once without a lease);
+    /// an error when they could not be written there (this replica no longer leads).
+    pub async fn durable(&self) -> Result<(), String> {
+        match &self.recording {
+            Some(recording) => recording.durable().await,
+            None => Ok(()),
         }
     }
 

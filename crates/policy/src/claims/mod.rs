@@ -12,10 +12,12 @@
 //!   allocated leaves the counted claims counted (Placement allows that), and no new claim
 //!   fits until usage falls.
 
+mod in_flight;
 mod ledger;
 mod settle;
 mod writes;
 
+pub use in_flight::{InFlight, RecordedCharge, RecordedClaim, RecordedWrite, UnreadableRecord};
 pub use ledger::{Ledger, MAX_HOLDS, PendingClaim};
 pub use settle::{any_undecided, record_admitted, settle};
 

@@ -175,6 +175,29 @@ impl Ledger {
         allowed()
     }
 
+    /// Holds a write a predecessor admitted (read from its record of writes in flight): its
+    /// objects held until the store shows the write; a change marked by the write is taken
+    /// as its own.
+    pub(super) fn hold_adopted_write(
+        &mut self,
+        name: String,
+        keys: Vec<ObjectKey>,
+        admitted_at: Instant,
+    ) {
+        self.writes.push(PendingWrite {
+            name,
+            changes: keys
+                .into_iter()
+                .map(|key| PlannedChange {
+                    key,
+                    before: None,
+                    after: None,
+                })
+                .collect(),
+            admitted_at,
+        });
+    }
+
     /// A write admitted here, not in the store's view yet, that changes `key`; `except` is
     /// left out.
     fn pending_write_on(&self, key: &ObjectKey, except: &str) -> Option<&str> {
