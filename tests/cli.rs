@@ -1555,3 +1555,44 @@ fn apply_and_headroom_know_quotas() {
     assert_eq!(json(&out)["withinQuota"]["servers"], 10);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn apply_prints_a_table_row_for_a_name_longer_than_a_column_can_pad() {
+    let name = "a".repeat(70_000);
+    let input = format!(
+        "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata: {{name: {name}}}\nspec: {{vcpus: 1, memoryMb: 1}}\n---\napiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata: {{name: small}}\nspec: {{vcpus: 1, memoryMb: 1}}\n"
+    );
+    let out = kubeplace(&["apply", "-f", "-"], Some(&input));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("Flavor  aaa"))
+        .expect("the long name's row");
+    // The name is cut to one column of 253 characters, the last an ellipsis.
+    let shown = row.split("  ").nth(1).unwrap();
+    assert_eq!(shown, format!("{}…", "a".repeat(252)), "{row:.400}");
+    assert!(row.contains("rejected"), "{row:.400}");
+    // The refusal quotes the name's start and says how long it is.
+    assert!(
+        row.contains(&format!(
+            "field metadata.name is \"{}\"…: it is 70000 characters long; at most 253 are allowed",
+            "a".repeat(64)
+        )),
+        "{row:.1000}"
+    );
+    assert!(row.len() < 1_000, "{row:.1000}");
+    assert!(
+        text.contains(&format!("Flavor  small{}  admitted", " ".repeat(248))),
+        "{text:.2000}"
+    );
+    // The JSON report keeps it whole.
+    let out = kubeplace(&["apply", "-f", "-", "-o", "json"], Some(&input));
+    assert_eq!(out.status.code(), Some(1));
+    item(&json(&out), "Flavor", &name);
+}

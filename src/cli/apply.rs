@@ -418,6 +418,23 @@ pub fn run(
     code
 }
 
+/// The widest a padded column of the table gets, in characters: the longest name
+/// Kubernetes accepts. A longer cell (a name that admission refuses) is cut with `…`, so
+/// the padding stays within what `format!` can pad (65,535) and the table readable; the
+/// JSON and YAML reports keep it whole.
+const MAX_COLUMN: usize = 253;
+
+/// A padded column's cell, cut to [`MAX_COLUMN`] characters.
+fn cell(text: &str) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(MAX_COLUMN) {
+        None => text.into(),
+        Some(_) => {
+            let (cut, _) = text.char_indices().nth(MAX_COLUMN - 1).expect("longer");
+            format!("{}…", &text[..cut]).into()
+        }
+    }
+}
+
 /// Rows from which the table is written on several threads.
 const ROWS_APART_FROM: usize = 4_096;
 
@@ -458,14 +475,15 @@ fn write_table(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
     ];
     let width = |c: usize| {
         rows.iter()
-            .map(|r| r[c].len())
+            .map(|r| r[c].chars().count().min(MAX_COLUMN))
             .chain([header[c].len()])
             .max()
             .unwrap_or(0)
     };
     let (w0, w1, w2) = (width(0), width(1), width(2));
     for r in std::iter::once(&header).chain(rows.iter()) {
-        writeln!(out, "{:w0$}  {:w1$}  {:w2$}  {}", r[0], r[1], r[2], r[3])?;
+        let (c0, c1, c2) = (cell(&r[0]), cell(&r[1]), cell(&r[2]));
+        writeln!(out, "{c0:w0$}  {c1:w1$}  {c2:w2$}  {}", r[3])?;
     }
     writeln!(
         out,

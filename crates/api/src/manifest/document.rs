@@ -89,20 +89,20 @@ pub enum DocumentError {
         "line {line}: field {field} is missing; kubeplace objects have apiVersion: {API_VERSION} and a kind"
     )]
     Missing { field: &'static str, line: u64 },
-    #[error("field kind is {kind:?}, which kubeplace does not serve{}; kubeplace's kinds are {} (and it reads core v1 Namespaces, and Nodes, Pods, ResourceSlices, ResourceClaims and DeviceClasses to mirror them)", hint(.suggestion), kind_names().join(", "))]
+    #[error("field kind is {}, which kubeplace does not serve{}; kubeplace's kinds are {} (and it reads core v1 Namespaces, and Nodes, Pods, ResourceSlices, ResourceClaims and DeviceClasses to mirror them)", shown(.kind), hint(.suggestion), kind_names().join(", "))]
     UnknownKind {
         kind: String,
         line: u64,
         suggestion: Option<String>,
     },
-    #[error("field apiVersion is {api_version:?}; {kind} is served as {served}")]
+    #[error("field apiVersion is {}; {kind} is served as {served}", shown(.api_version))]
     UnknownApiVersion {
         api_version: String,
         kind: String,
         served: &'static str,
         line: u64,
     },
-    #[error("field metadata.name is {name:?}: {why}")]
+    #[error("field metadata.name is {}: {why}", shown(.name))]
     BadName {
         name: String,
         line: u64,
@@ -137,6 +137,21 @@ impl DocumentError {
             self.line(),
             origin.document
         )
+    }
+}
+
+/// A refused name (or kind, or apiVersion) as the message shows it: whole up to the
+/// longest name Kubernetes takes, else its start, so a value of megabytes is not repeated
+/// in every report of it.
+fn shown(name: &str) -> String {
+    const LONGEST: usize = 253;
+    const SHOWN: usize = 64;
+    match name.char_indices().nth(LONGEST) {
+        None => format!("{name:?}"),
+        Some(_) => {
+            let (cut, _) = name.char_indices().nth(SHOWN).expect("longer");
+            format!("{:?}…", &name[..cut])
+        }
     }
 }
 
