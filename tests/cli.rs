@@ -1596,3 +1596,56 @@ fn apply_prints_a_table_row_for_a_name_longer_than_a_column_can_pad() {
     assert_eq!(out.status.code(), Some(1));
     item(&json(&out), "Flavor", &name);
 }
+
+/// Runs kubeplace with stdout discarded and stderr kept; its exit code, its peak resident
+/// set (VmHWM, read from /proc while it runs) in KiB, and its stderr.
+fn run_measured(args: &[&str], stderr_file: &std::path::Path) -> (Option<i32>, u64, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kubeplace"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(stderr_file).unwrap())
+        .spawn()
+        .expect("kubeplace runs");
+    let status_path = format!("/proc/{}/status", child.id());
+    let mut peak = 0;
+    let status = loop {
+        // The high-water mark only grows: the last reading before the exit is the peak.
+        if let Ok(status) = std::fs::read_to_string(&status_path)
+            && let Some(kb) = status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        {
+            peak = peak.max(kb);
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    let err = std::fs::read_to_string(stderr_file).unwrap();
+    (status.code(), peak, err)
+}
+
+/// Four megabytes of `{}` documents: each used to cost about 2 KB (1 GB in all); the stream
+/// is now refused once it holds more documents than its length allows, in bounded memory.
+#[test]
+fn apply_refuses_megabytes_of_empty_documents_in_bounded_memory() {
+    let dir = std::env::temp_dir().join(format!("kubeplace-empty-docs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("empty.yaml");
+    std::fs::write(&file, "---\n{}\n".repeat((4 << 20) / 7)).unwrap();
+    let (code, peak_kb, err) = run_measured(
+        &["apply", "-f", file.to_str().unwrap()],
+        &dir.join("stderr"),
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(code, Some(2), "{err:.2000}");
+    assert!(
+        err.contains("empty.yaml: more than 262143 documents in 4194302 bytes"),
+        "{err:.2000}"
+    );
+    assert!(peak_kb > 0 && peak_kb < 300 << 10, "peak RSS {peak_kb} KiB");
+}

@@ -161,6 +161,19 @@ fn hint(s: &Option<String>) -> String {
         .unwrap_or_default()
 }
 
+/// The documents of one stream count against its length: one a this many bytes. Every object
+/// kubeplace reads takes more (its `kind`, `apiVersion` and `metadata.name` alone do), so
+/// only a stream of empty or broken documents (`{}` again and again) reaches the limit, and
+/// what its documents and their messages hold stays in proportion to the bytes read.
+pub(super) const BYTES_A_DOCUMENT: usize = 16;
+/// However short a stream, it may hold this many documents.
+pub(super) const FEWEST_DOCUMENTS_ALLOWED: usize = 64;
+
+/// The most documents a stream of `bytes` may hold.
+pub(super) fn document_limit(bytes: usize) -> usize {
+    (bytes / BYTES_A_DOCUMENT).max(FEWEST_DOCUMENTS_ALLOWED)
+}
+
 /// Why the input could not be read at all (exit code 2).
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
@@ -171,4 +184,14 @@ pub enum ReadError {
     },
     #[error("{path}: not valid YAML or JSON: {message}")]
     Syntax { path: String, message: String },
+    #[error(
+        "{path}: more than {limit} documents in {bytes} bytes: a stream holds at most one document per {} bytes (and {} however short), and every object kubeplace reads is longer than that; the input is mostly empty or broken documents",
+        BYTES_A_DOCUMENT,
+        FEWEST_DOCUMENTS_ALLOWED
+    )]
+    TooManyDocuments {
+        path: String,
+        limit: usize,
+        bytes: usize,
+    },
 }
