@@ -1649,3 +1649,39 @@ fn apply_refuses_megabytes_of_empty_documents_in_bounded_memory() {
     );
     assert!(peak_kb > 0 && peak_kb < 300 << 10, "peak RSS {peak_kb} KiB");
 }
+
+/// A Flavor of 60,000 extra specs of the wrong form: refused in a message of kilobytes
+/// that says how many problems there were, as the webhook refuses it.
+#[test]
+fn apply_bounds_the_message_of_a_flavor_with_many_bad_extra_specs() {
+    let specs: String = (0..60_000)
+        .map(|i| format!("    hw:numa_cpus.{i}: \"x{i}\"\n"))
+        .collect();
+    let input = format!(
+        "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata: {{name: bad}}\nspec:\n  vcpus: 1\n  memoryMb: 1\n  extraSpecs:\n{specs}"
+    );
+    for output in ["json", "table"] {
+        let out = kubeplace(&["apply", "-f", "-", "-o", output], Some(&input));
+        assert_eq!(out.status.code(), Some(1), "{output}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(text.len() < 70_000, "{output}: {} bytes", text.len());
+        let message = if output == "json" {
+            item(&serde_json::from_str(&text).unwrap(), "Flavor", "bad")["admission"]["message"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        } else {
+            text
+        };
+        assert!(
+            message
+                .contains("Flavor \"bad\" has 60000 problems: spec.extraSpecs[\"hw:numa_cpus.0\"]"),
+            "{message:.300}"
+        );
+        assert!(
+            message.contains(" more problems (only the first "),
+            "{}",
+            &message[message.len().saturating_sub(300)..]
+        );
+    }
+}
