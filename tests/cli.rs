@@ -1644,7 +1644,7 @@ fn apply_refuses_megabytes_of_empty_documents_in_bounded_memory() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(code, Some(2), "{err:.2000}");
     assert!(
-        err.contains("empty.yaml: more than 262143 documents in 4194302 bytes"),
+        err.contains("empty.yaml: more than 131071 documents in 4194302 bytes"),
         "{err:.2000}"
     );
     assert!(peak_kb > 0 && peak_kb < 300 << 10, "peak RSS {peak_kb} KiB");

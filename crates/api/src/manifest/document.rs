@@ -165,7 +165,7 @@ fn hint(s: &Option<String>) -> String {
 /// kubeplace reads takes more (its `kind`, `apiVersion` and `metadata.name` alone do), so
 /// only a stream of empty or broken documents (`{}` again and again) reaches the limit, and
 /// what its documents and their messages hold stays in proportion to the bytes read.
-pub(super) const BYTES_A_DOCUMENT: usize = 16;
+pub(super) const BYTES_A_DOCUMENT: usize = 32;
 /// However short a stream, it may hold this many documents.
 pub(super) const FEWEST_DOCUMENTS_ALLOWED: usize = 64;
 

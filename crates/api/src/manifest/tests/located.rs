@@ -238,14 +238,14 @@ fn a_stream_of_more_documents_than_its_length_allows_is_refused() {
         ReadError::TooManyDocuments { limit, bytes, .. } => (limit, bytes),
         other => panic!("{other}"),
     };
-    // `{}` 100,000 times: 700,000 bytes allow 43,750 documents.
+    // `{}` 100,000 times: 700,000 bytes allow 21,875 documents.
     let empty = "---\n{}\n".repeat(100_000);
     let mut handed = 0;
     let err =
         crate::manifest::parse_stream_each("e.yaml", &empty, &mut |_| handed += 1).unwrap_err();
     assert!(
         err.to_string().starts_with(
-            "e.yaml: more than 43750 documents in 700000 bytes: a stream holds at most one document per 16 bytes (and 64 however short)"
+            "e.yaml: more than 21875 documents in 700000 bytes: a stream holds at most one document per 32 bytes (and 64 however short)"
         ),
         "{err}"
     );
@@ -255,8 +255,8 @@ fn a_stream_of_more_documents_than_its_length_allows_is_refused() {
             .unwrap_err()
             .to_string()
     );
-    assert_eq!(too_many(err), (43_750, 700_000));
-    assert_eq!(handed, 43_750);
+    assert_eq!(too_many(err), (21_875, 700_000));
+    assert_eq!(handed, 21_875);
     // The items of a List count as documents; in JSON they are counted before any is read.
     let list = format!(
         "{{\"kind\": \"List\", \"apiVersion\": \"v1\", \"items\": [{}]}}",
@@ -271,7 +271,7 @@ fn a_stream_of_more_documents_than_its_length_allows_is_refused() {
             .unwrap_err()
             .to_string()
     );
-    assert_eq!(too_many(err).0, list.len() / 16);
+    assert_eq!(too_many(err).0, list.len() / 32);
     assert_eq!(handed, 0);
     let yaml_list = format!(
         "kind: List\napiVersion: v1\nitems: [{}]\n",
@@ -279,7 +279,7 @@ fn a_stream_of_more_documents_than_its_length_allows_is_refused() {
     );
     assert_eq!(
         too_many(parse_stream("l.yaml", &yaml_list).unwrap_err()).0,
-        yaml_list.len() / 16
+        yaml_list.len() / 32
     );
     // A short stream may hold 64 documents whatever they are.
     let docs = parse_stream("s.yaml", &"---\n{}\n".repeat(64)).unwrap();
