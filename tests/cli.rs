@@ -1555,3 +1555,133 @@ fn apply_and_headroom_know_quotas() {
     assert_eq!(json(&out)["withinQuota"]["servers"], 10);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn apply_prints_a_table_row_for_a_name_longer_than_a_column_can_pad() {
+    let name = "a".repeat(70_000);
+    let input = format!(
+        "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata: {{name: {name}}}\nspec: {{vcpus: 1, memoryMb: 1}}\n---\napiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata: {{name: small}}\nspec: {{vcpus: 1, memoryMb: 1}}\n"
+    );
+    let out = kubeplace(&["apply", "-f", "-"], Some(&input));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("Flavor  aaa"))
+        .expect("the long name's row");
+    // The name is cut to one column of 253 characters, the last an ellipsis.
+    let shown = row.split("  ").nth(1).unwrap();
+    assert_eq!(shown, format!("{}…", "a".repeat(252)), "{row:.400}");
+    assert!(row.contains("rejected"), "{row:.400}");
+    // The refusal quotes the name's start and says how long it is.
+    assert!(
+        row.contains(&format!(
+            "field metadata.name is \"{}\"…: it is 70000 characters long; at most 253 are allowed",
+            "a".repeat(64)
+        )),
+        "{row:.1000}"
+    );
+    assert!(row.len() < 1_000, "{row:.1000}");
+    assert!(
+        text.contains(&format!("Flavor  small{}  admitted", " ".repeat(248))),
+        "{text:.2000}"
+    );
+    // The JSON report keeps it whole.
+    let out = kubeplace(&["apply", "-f", "-", "-o", "json"], Some(&input));
+    assert_eq!(out.status.code(), Some(1));
+    item(&json(&out), "Flavor", &name);
+}
+
+/// Runs kubeplace with stdout discarded and stderr kept; its exit code, its peak resident
+/// set (VmHWM, read from /proc while it runs) in KiB, and its stderr.
+fn run_measured(args: &[&str], stderr_file: &std::path::Path) -> (Option<i32>, u64, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kubeplace"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(stderr_file).unwrap())
+        .spawn()
+        .expect("kubeplace runs");
+    let status_path = format!("/proc/{}/status", child.id());
+    let mut peak = 0;
+    let status = loop {
+        // The high-water mark only grows: the last reading before the exit is the peak.
+        if let Ok(status) = std::fs::read_to_string(&status_path)
+            && let Some(kb) = status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        {
+            peak = peak.max(kb);
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    let err = std::fs::read_to_string(stderr_file).unwrap();
+    (status.code(), peak, err)
+}
+
+/// Four megabytes of `{}` documents: each used to cost about 2 KB (1 GB in all); the stream
+/// is now refused once it holds more documents than its length allows, in bounded memory.
+#[test]
+fn apply_refuses_megabytes_of_empty_documents_in_bounded_memory() {
+    let dir = std::env::temp_dir().join(format!("kubeplace-empty-docs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("empty.yaml");
+    std::fs::write(&file, "---\n{}\n".repeat((4 << 20) / 7)).unwrap();
+    let (code, peak_kb, err) = run_measured(
+        &["apply", "-f", file.to_str().unwrap()],
+        &dir.join("stderr"),
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(code, Some(2), "{err:.2000}");
+    assert!(
+        err.contains("empty.yaml: more than 131071 documents in 4194302 bytes"),
+        "{err:.2000}"
+    );
+    assert!(peak_kb > 0 && peak_kb < 300 << 10, "peak RSS {peak_kb} KiB");
+}
+
+/// A Flavor of 60,000 extra specs of the wrong form: refused in a message of kilobytes
+/// that says how many problems there were, as the webhook refuses it.
+#[test]
+fn apply_bounds_the_message_of_a_flavor_with_many_bad_extra_specs() {
+    let specs: String = (0..60_000)
+        .map(|i| format!("    hw:numa_cpus.{i}: \"x{i}\"\n"))
+        .collect();
+    let input = format!(
+        "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata: {{name: bad}}\nspec:\n  vcpus: 1\n  memoryMb: 1\n  extraSpecs:\n{specs}"
+    );
+    for output in ["json", "table"] {
+        let out = kubeplace(&["apply", "-f", "-", "-o", output], Some(&input));
+        assert_eq!(out.status.code(), Some(1), "{output}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(text.len() < 70_000, "{output}: {} bytes", text.len());
+        let message = if output == "json" {
+            item(&serde_json::from_str(&text).unwrap(), "Flavor", "bad")["admission"]["message"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        } else {
+            text
+        };
+        assert!(
+            message
+                .contains("Flavor \"bad\" has 60000 problems: spec.extraSpecs[\"hw:numa_cpus.0\"]"),
+            "{message:.300}"
+        );
+        assert!(
+            message.contains(" more problems (only the first "),
+            "{}",
+            &message[message.len().saturating_sub(300)..]
+        );
+    }
+}

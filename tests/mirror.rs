@@ -791,3 +791,114 @@ fn a_device_class_that_does_not_compile_is_warned_about() {
     );
     assert_eq!(providers_of(&cluster, "CUSTOM_GPU_EXAMPLE_COM").len(), 1);
 }
+/// A kubelet may label its own Node: the label trait.kubeplace.io/MISC_SHARES_VIA_AGGREGATE
+/// must not make it a provider that lends its cores to every tree of its aggregate.
+#[test]
+fn a_node_cannot_label_itself_a_sharing_provider() {
+    let cloud = "\
+apiVersion: v1
+kind: Node
+metadata: {name: small, labels: {rack: a}}
+status: {capacity: {cpu: '1', memory: 16Gi}}
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: lender
+  labels:
+    rack: a
+    trait.kubeplace.io/MISC_SHARES_VIA_AGGREGATE: 'true'
+    trait.kubeplace.io/HW_NUMA_ROOT: 'true'
+    trait.kubeplace.io/COMPUTE_STATUS_DISABLED: 'true'
+    trait.kubeplace.io/HW_CPU_X86_AVX2: 'true'
+    trait.kubeplace.io/CUSTOM_GOLD: 'true'
+status: {capacity: {cpu: '16'}}
+---
+# A pool reaching both Nodes puts them in one aggregate.
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: fabric-a}
+spec:
+  driver: nic.example.com
+  nodeSelector:
+    nodeSelectorTerms:
+    - matchExpressions: [{key: rack, operator: In, values: [a]}]
+  pool: {name: fabric-a, generation: 1, resourceSliceCount: 1}
+  devices: [{name: vf-0}]
+---
+apiVersion: kubeplace.io/v1alpha1
+kind: Flavor
+metadata: {name: big}
+spec: {vcpus: 8, memoryMb: 1024}
+";
+    let report = applied("-", Some(cloud));
+    let status = &item(&report, "Flavor", "big")["status"];
+    // small has the memory but one core; lender has cores but no memory and shares nothing.
+    assert_eq!(status["candidateCount"], 0, "{status}");
+
+    let providers = |query: &str| {
+        let out = kubeplace(
+            &[
+                "placement",
+                "providers",
+                "-f",
+                "-",
+                "--query",
+                query,
+                "--microversion",
+                "1.39",
+                "-o",
+                "json",
+            ],
+            Some(cloud),
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        names(&json(&out), "resource_providers")
+    };
+    assert_eq!(
+        providers("required=MISC_SHARES_VIA_AGGREGATE"),
+        ["nic.example.com.fabric-a.vf-0"]
+    );
+    assert_eq!(providers("required=CUSTOM_GOLD"), ["lender"]);
+    for label_only in ["HW_NUMA_ROOT", "COMPUTE_STATUS_DISABLED", "HW_CPU_X86_AVX2"] {
+        assert_eq!(
+            providers(&format!("required={label_only}")),
+            Vec::<String>::new(),
+            "{label_only}"
+        );
+    }
+}
+
+#[test]
+fn an_operators_rule_giving_a_reserved_trait_is_refused() {
+    let dir =
+        std::env::temp_dir().join(format!("kubeplace-mirror-reserved-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rules = dir.join("rules.yaml");
+    std::fs::write(
+        &rules,
+        "traits:\n- {label: example.com/storage, value: shared, trait: MISC_SHARES_VIA_AGGREGATE}\n",
+    )
+    .unwrap();
+    let out = kubeplace(
+        &[
+            "apply",
+            "-f",
+            "-",
+            "--mirror-traits",
+            rules.to_str().unwrap(),
+        ],
+        Some(""),
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("rule 0 (label \"example.com/storage\"): trait \"MISC_SHARES_VIA_AGGREGATE\" is not given from a label"),
+        "{err}"
+    );
+}

@@ -667,3 +667,71 @@ async fn a_leader_requiring_client_certificates_takes_claims_from_replicas() {
     );
     cancel.cancel();
 }
+
+/// A Flavor of 60,000 extra specs of the wrong form: denied within the webhook's own
+/// deadline, in a message of kilobytes that says how many problems there were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denial_of_many_problems_is_bounded_and_in_time() {
+    let s = start(cloud(), true).await;
+    let specs: serde_json::Map<String, Value> = (0..60_000)
+        .map(|i| (format!("hw:numa_cpus.{i}"), json!(format!("x{i}"))))
+        .collect();
+    let flavor = json!({
+        "apiVersion": "kubeplace.io/v1alpha1",
+        "kind": "Flavor",
+        "metadata": {"name": "bad"},
+        "spec": {"vcpus": 1, "memoryMb": 1, "extraSpecs": specs},
+    });
+    let started = std::time::Instant::now();
+    let r = s.review("CREATE", &flavor, None).await;
+    let took = started.elapsed();
+    assert!(!allowed(&r));
+    let m = message(&r);
+    assert!(
+        m.len() <= kubeplace_policy::admission::MAX_LISTED_BYTES,
+        "{} bytes",
+        m.len()
+    );
+    assert!(
+        m.starts_with("Flavor \"bad\" has 60000 problems: spec.extraSpecs[\"hw:numa_cpus.0\"]"),
+        "{m:.300}"
+    );
+    assert!(
+        m.contains(" more problems (only the first "),
+        "{}",
+        &m[m.len() - 200..]
+    );
+    // The webhook's deadline is 9 s; the API server's, 10 s.
+    assert!(took < Duration::from_secs(9), "{took:?}");
+}
+
+/// A review that cannot finish in time (here: the store held by a write for longer than the
+/// deadline) is answered at the webhook's deadline, not when the review ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_deadline_ends_a_review_that_takes_too_long() {
+    let s = start(cloud(), true).await;
+    let store = s.store.clone();
+    let (held_tx, held_rx) = std::sync::mpsc::channel();
+    let holder = std::thread::spawn(move || {
+        let _write = store.write().unwrap();
+        held_tx.send(()).unwrap();
+        std::thread::sleep(Duration::from_secs(12));
+    });
+    held_rx.recv().unwrap();
+    let flavor = json!({
+        "apiVersion": "kubeplace.io/v1alpha1",
+        "kind": "Flavor",
+        "metadata": {"name": "late"},
+        "spec": {"vcpus": 1, "memoryMb": 512},
+    });
+    let started = std::time::Instant::now();
+    let body = serde_json::to_vec(&review("CREATE", &flavor, None)).unwrap();
+    let r = s.post("flavors", body).await;
+    let took = started.elapsed();
+    assert!(!allowed(&r));
+    assert_eq!(message(&r), "the request took longer than 9 s");
+    assert!(took < Duration::from_secs(11), "{took:?}");
+    tokio::task::spawn_blocking(move || holder.join().unwrap())
+        .await
+        .unwrap();
+}

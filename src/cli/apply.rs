@@ -1,6 +1,7 @@
 //! `kubeplace apply`: the cluster's admission and reconcile, in memory, over manifest files.
 
 use super::Exit;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -166,7 +167,11 @@ pub struct Applier {
     /// Nodes, Pods and DRA objects read as the operator's `--mirror-cluster` reads them.
     mirror: Mirror,
     namespaces: Namespaces,
-    outcomes: Vec<(String, String, String, Verdict, Applied)>,
+    /// Each document's item, in the input's order, its status still to come.
+    outcomes: Vec<Item>,
+    /// What each admitted document became (by its place in `outcomes`): a refused one
+    /// became nothing and costs nothing here.
+    applied: Vec<(usize, Applied)>,
     /// Objects refused for a namespace that did not exist yet (by their place in
     /// `outcomes`): their message may point at a Namespace further on in the input.
     missing_namespaces: Vec<(usize, MissingNamespace)>,
@@ -183,6 +188,7 @@ impl Applier {
             mirror: Mirror::new(options.mirror_traits.clone()),
             namespaces: Namespaces::default(),
             outcomes: Vec::new(),
+            applied: Vec::new(),
             missing_namespaces: Vec::new(),
         }
     }
@@ -288,19 +294,25 @@ impl Applier {
                 .outcomes
                 .iter_mut()
                 .rev()
-                .find(|(kind, name, ..)| kind == "DeviceClass" && *name == problem.class);
+                .find(|item| item.kind == "DeviceClass" && item.name == problem.class);
             match class_item {
                 _ if doc.kind == "DeviceClass" && doc.name == problem.class => {
                     verdict.warnings.push(problem.problem.to_string())
                 }
-                Some((.., class_verdict, _)) => {
-                    class_verdict.warnings.push(problem.problem.to_string())
-                }
+                Some(item) => item.admission.warnings.push(problem.problem.to_string()),
                 None => verdict.warnings.push(problem.to_string()),
             }
         }
-        self.outcomes
-            .push((doc.kind, doc.name, source, verdict, applied));
+        if verdict.allowed && !matches!(applied, Applied::Nothing) {
+            self.applied.push((self.outcomes.len(), applied));
+        }
+        self.outcomes.push(Item {
+            kind: doc.kind,
+            name: doc.name,
+            source,
+            admission: verdict,
+            status: ItemStatus::Empty,
+        });
     }
 
     /// Reconciles what was applied and reports on each document.
@@ -311,11 +323,12 @@ impl Applier {
             mut store,
             namespaces,
             mut outcomes,
+            applied,
             missing_namespaces,
             ..
         } = self;
         for (at, missing) in missing_namespaces {
-            outcomes[at].3.message = namespaces.refusal(&missing);
+            outcomes[at].admission.message = namespaces.refusal(&missing);
         }
         store.finish_repacks();
         // Counted first, as the operator does: the statuses show the last count.
@@ -329,31 +342,26 @@ impl Applier {
         // one step rather than a search through tens of thousands of keys.
         let stored: HashMap<&ObjectKey, &Arc<Object>, foldhash::fast::RandomState> =
             store.iter_shared().collect();
-        let items = outcomes
-            .into_iter()
-            .map(|(kind, name, source, admission, applied)| {
-                let status = match (applied, admission.allowed) {
-                    (Applied::Object(k), true) => stored
-                        .get(&k)
-                        .map_or(ItemStatus::Missing, |o| ItemStatus::Object(Arc::clone(o))),
-                    (Applied::Namespace, true) => ItemStatus::Namespace,
-                    (Applied::Mirrored(keys), true) => ItemStatus::Mirrored(keys),
-                    _ => ItemStatus::Empty,
-                };
-                if admission.allowed {
-                    summary.admitted += 1;
-                } else {
-                    summary.rejected += 1;
-                }
-                Item {
-                    kind,
-                    name,
-                    source,
-                    admission,
-                    status,
-                }
-            })
-            .collect();
+        // The items are filled in where they are: a second list of tens of thousands would
+        // double what the report holds.
+        for (at, applied) in applied {
+            outcomes[at].status = match applied {
+                Applied::Object(k) => stored
+                    .get(&k)
+                    .map_or(ItemStatus::Missing, |o| ItemStatus::Object(Arc::clone(o))),
+                Applied::Namespace => ItemStatus::Namespace,
+                Applied::Mirrored(keys) => ItemStatus::Mirrored(keys),
+                Applied::Nothing => ItemStatus::Empty,
+            };
+        }
+        for item in &outcomes {
+            if item.admission.allowed {
+                summary.admitted += 1;
+            } else {
+                summary.rejected += 1;
+            }
+        }
+        let items = outcomes;
         drop(stored);
         (Report { items, summary }, store)
     }
@@ -407,14 +415,27 @@ pub fn run(
         }
     }
     // A line per object: one write per line would cost a system call each.
+    // Written as it is formatted: the text of a report is many times the input's size.
     let out = &mut std::io::BufWriter::new(out);
     let written = match output {
-        Output::Json => serde_json::to_string_pretty(&report)
-            .map(|s| writeln!(out, "{s}"))
-            .map_err(|e| e.to_string()),
-        Output::Yaml => serde_saphyr::to_string(&report)
-            .map(|s| write!(out, "{s}"))
-            .map_err(|e| e.to_string()),
+        Output::Json => match serde_json::to_writer_pretty(&mut *out, &report) {
+            Ok(()) => Ok(writeln!(out)),
+            Err(e) if e.is_io() => Ok(Err(e.into())),
+            Err(e) => Err(e.to_string()),
+        },
+        Output::Yaml => {
+            // The serializer's error hides the writer's: kept aside to report it as one.
+            let mut failed = None;
+            let mut writer = KeepError {
+                inner: &mut *out,
+                failed: &mut failed,
+            };
+            match serde_saphyr::to_io_writer(&mut writer, &report) {
+                Ok(()) => Ok(Ok(())),
+                Err(_) if failed.is_some() => Ok(Err(failed.take().expect("kept"))),
+                Err(e) => Err(e.to_string()),
+            }
+        }
         Output::Table => Ok(write_table(&report, out)),
     }
     .map(|w| w.and_then(|()| out.flush()));
@@ -438,60 +459,113 @@ pub fn run(
     code
 }
 
+/// A writer that keeps the first error of the one it writes to.
+struct KeepError<'a, W: Write> {
+    inner: &'a mut W,
+    failed: &'a mut Option<std::io::Error>,
+}
+
+impl<W: Write> Write for KeepError<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.inner.write(buf).inspect_err(|e| {
+            self.failed
+                .get_or_insert_with(|| std::io::Error::new(e.kind(), e.to_string()));
+        })
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// The widest a padded column of the table gets, in characters: the longest name
+/// Kubernetes accepts. A longer cell (a name that admission refuses) is cut with `…`, so
+/// the padding stays within what `format!` can pad (65,535) and the table readable; the
+/// JSON and YAML reports keep it whole.
+const MAX_COLUMN: usize = 253;
+
+/// A padded column's cell, cut to [`MAX_COLUMN`] characters.
+fn cell(text: &str) -> Cow<'_, str> {
+    match text.char_indices().nth(MAX_COLUMN) {
+        None => text.into(),
+        Some(_) => {
+            let (cut, _) = text.char_indices().nth(MAX_COLUMN - 1).expect("longer");
+            format!("{}…", &text[..cut]).into()
+        }
+    }
+}
+
 /// Rows from which the table is written on several threads.
 const ROWS_APART_FROM: usize = 4_096;
 
 fn write_table(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
-    let row = |i: &Item| {
-        let namespace = i.kind == NAMESPACE_KIND && i.admission.allowed;
-        let mirrored = matches!(i.status, ItemStatus::Mirrored(_));
-        let result = match (namespace, i.admission.allowed) {
-            (true, _) => "accepted",
-            (false, true) if mirrored => "mirrored",
-            (false, true) => "admitted",
-            (false, false) => "rejected",
-        };
-        let detail = if namespace {
-            "core v1 Namespace, not reviewed by kubeplace".to_string()
-        } else if let ItemStatus::Mirrored(keys) = &i.status {
-            mirrored_summary(keys)
-        } else if i.admission.allowed {
-            status_summary(&i.kind, &i.status)
-        } else {
-            i.admission.message.clone()
-        };
-        [i.kind.clone(), i.name.clone(), result.to_string(), detail]
-    };
-    // Tens of thousands of rows are written on every core.
+    // Tens of thousands of statuses are summed up on every core.
     let threads = threads_for(report.items.len(), ROWS_APART_FROM);
-    let rows: Vec<[String; 4]> = in_runs(&report.items, threads, |run| {
-        run.iter().map(row).collect::<Vec<_>>()
+    // Each run is a slice of references, so that a detail may borrow from its item.
+    let items: Vec<&Item> = report.items.iter().collect();
+    let details: Vec<Cow<'_, str>> = in_runs(&items, threads, |run| {
+        run.iter().map(|i| table_detail(i)).collect::<Vec<_>>()
     })
     .into_iter()
     .flatten()
     .collect();
-    let header = [
-        "KIND".to_string(),
-        "NAME".into(),
-        "RESULT".into(),
-        "DETAIL".into(),
-    ];
-    let width = |c: usize| {
-        rows.iter()
-            .map(|r| r[c].len())
+    let header = ["KIND", "NAME", "RESULT", "DETAIL"];
+    let width = |column: fn(&Item) -> &str, c: usize| {
+        report
+            .items
+            .iter()
+            .map(|i| column(i).chars().count().min(MAX_COLUMN))
             .chain([header[c].len()])
             .max()
             .unwrap_or(0)
     };
-    let (w0, w1, w2) = (width(0), width(1), width(2));
-    for r in std::iter::once(&header).chain(rows.iter()) {
-        writeln!(out, "{:w0$}  {:w1$}  {:w2$}  {}", r[0], r[1], r[2], r[3])?;
+    let w0 = width(|i| &i.kind, 0);
+    let w1 = width(|i| &i.name, 1);
+    let w2 = report
+        .items
+        .iter()
+        .map(|i| table_result(i).len())
+        .chain([header[2].len()])
+        .max()
+        .unwrap_or(0);
+    let (h0, h1, h2, h3) = (header[0], header[1], header[2], header[3]);
+    writeln!(out, "{h0:w0$}  {h1:w1$}  {h2:w2$}  {h3}")?;
+    for (i, detail) in report.items.iter().zip(&details) {
+        let (c0, c1, c2) = (cell(&i.kind), cell(&i.name), table_result(i));
+        writeln!(out, "{c0:w0$}  {c1:w1$}  {c2:w2$}  {detail}")?;
     }
     writeln!(
         out,
         "{} admitted, {} rejected",
         report.summary.admitted, report.summary.rejected
     )
+}
+
+/// The RESULT column of an item.
+fn table_result(i: &Item) -> &'static str {
+    let namespace = i.kind == NAMESPACE_KIND && i.admission.allowed;
+    let mirrored = matches!(i.status, ItemStatus::Mirrored(_));
+    match (namespace, i.admission.allowed) {
+        (true, _) => "accepted",
+        (false, true) if mirrored => "mirrored",
+        (false, true) => "admitted",
+        (false, false) => "rejected",
+    }
+}
+
+/// The DETAIL column of an item.
+fn table_detail(i: &Item) -> Cow<'_, str> {
+    if i.kind == NAMESPACE_KIND && i.admission.allowed {
+        "core v1 Namespace, not reviewed by kubeplace".into()
+    } else if let ItemStatus::Mirrored(keys) = &i.status {
+        mirrored_summary(keys).into()
+    } else if i.admission.allowed {
+        status_summary(&i.kind, &i.status).into()
+    } else {
+        // A refusal is shown as it is, not copied: a report of many small refused documents
+        // is mostly their messages.
+        i.admission.message.as_str().into()
+    }
 }
 
 /// What a cluster object is mirrored as, for the table.

@@ -134,22 +134,26 @@ impl Webhook {
         &self.metrics
     }
 
-    fn admit_now(
+    /// Admission's verdict, worked out on a blocking thread: the async workers stay free
+    /// meanwhile, and the request's deadline ([`REQUEST_TIMEOUT`]) can end the wait for a
+    /// review that takes too long (a Flavor of tens of thousands of extra specs, a store
+    /// held by a long write), where a review on the worker would run to its end first.
+    async fn admit_now(
         &self,
         op: Operation,
         object: &Object,
         old: Option<&Object>,
         dry_run: bool,
     ) -> Verdict {
-        match object {
-            // Claims, and writes of several objects, decided at one point. The ledger is
-            // taken before the store, as the Placement API takes them.
-            Object::Allocation(_) | Object::PlacementWrite(_) => {
-                let mut claims = crate::locks::lock(&self.claims);
-                let store = crate::locks::read(&self.store);
-                claims.decide(op, object, old, &store, Instant::now(), dry_run)
-            }
-            _ => admit(op, object, old, &crate::locks::read(&self.store)),
+        let (store, claims) = (self.store.clone(), self.claims.clone());
+        let (object, old) = (object.clone(), old.cloned());
+        let review = tokio::task::spawn_blocking(move || {
+            admit_in(&store, &claims, op, &object, old.as_ref(), dry_run)
+        });
+        match review.await {
+            Ok(verdict) => verdict,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => Verdict::rejected("kubeplace is shutting down; retry"),
         }
     }
 
@@ -363,12 +367,12 @@ impl Webhook {
         old: Option<&Object>,
         dry_run: bool,
     ) -> Verdict {
-        let verdict = self.admit_now(op, object, old, dry_run);
+        let verdict = self.admit_now(op, object, old, dry_run).await;
         if verdict.allowed || self.recheck_after.is_zero() {
             return verdict;
         }
         tokio::time::sleep(self.recheck_after).await;
-        let verdict = self.admit_now(op, object, old, dry_run);
+        let verdict = self.admit_now(op, object, old, dry_run).await;
         if verdict.allowed {
             return verdict;
         }
@@ -408,13 +412,34 @@ impl Webhook {
                     .all(|(kind, name)| store.get_cluster(*kind, name).is_some())
             };
             if arrived {
-                return Some(self.admit_now(op, object, old, dry_run));
+                return Some(self.admit_now(op, object, old, dry_run).await);
             }
             if tokio::time::Instant::now() >= deadline {
                 return None;
             }
             tokio::time::sleep(read_through::POLL).await;
         }
+    }
+}
+
+/// Admission's verdict on one object over the replica's store: claims, and writes of several
+/// objects, are decided at one point (the ledger taken before the store, as the Placement
+/// API takes them); any other object is judged against the store.
+fn admit_in(
+    store: &SharedStore,
+    claims: &Mutex<Ledger>,
+    op: Operation,
+    object: &Object,
+    old: Option<&Object>,
+    dry_run: bool,
+) -> Verdict {
+    match object {
+        Object::Allocation(_) | Object::PlacementWrite(_) => {
+            let mut claims = crate::locks::lock(claims);
+            let store = crate::locks::read(store);
+            claims.decide(op, object, old, &store, Instant::now(), dry_run)
+        }
+        _ => admit(op, object, old, &crate::locks::read(store)),
     }
 }
 

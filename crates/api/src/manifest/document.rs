@@ -89,20 +89,20 @@ pub enum DocumentError {
         "line {line}: field {field} is missing; kubeplace objects have apiVersion: {API_VERSION} and a kind"
     )]
     Missing { field: &'static str, line: u64 },
-    #[error("field kind is {kind:?}, which kubeplace does not serve{}; kubeplace's kinds are {} (and it reads core v1 Namespaces, and Nodes, Pods, ResourceSlices, ResourceClaims and DeviceClasses to mirror them)", hint(.suggestion), kind_names().join(", "))]
+    #[error("field kind is {}, which kubeplace does not serve{}; kubeplace's kinds are {} (and it reads core v1 Namespaces, and Nodes, Pods, ResourceSlices, ResourceClaims and DeviceClasses to mirror them)", shown(.kind), hint(.suggestion), kind_names().join(", "))]
     UnknownKind {
         kind: String,
         line: u64,
         suggestion: Option<String>,
     },
-    #[error("field apiVersion is {api_version:?}; {kind} is served as {served}")]
+    #[error("field apiVersion is {}; {kind} is served as {served}", shown(.api_version))]
     UnknownApiVersion {
         api_version: String,
         kind: String,
         served: &'static str,
         line: u64,
     },
-    #[error("field metadata.name is {name:?}: {why}")]
+    #[error("field metadata.name is {}: {why}", shown(.name))]
     BadName {
         name: String,
         line: u64,
@@ -140,10 +140,38 @@ impl DocumentError {
     }
 }
 
+/// A refused name (or kind, or apiVersion) as the message shows it: whole up to the
+/// longest name Kubernetes takes, else its start, so a value of megabytes is not repeated
+/// in every report of it.
+fn shown(name: &str) -> String {
+    const LONGEST: usize = 253;
+    const SHOWN: usize = 64;
+    match name.char_indices().nth(LONGEST) {
+        None => format!("{name:?}"),
+        Some(_) => {
+            let (cut, _) = name.char_indices().nth(SHOWN).expect("longer");
+            format!("{:?}…", &name[..cut])
+        }
+    }
+}
+
 fn hint(s: &Option<String>) -> String {
     s.as_ref()
         .map(|s| format!(" (did you mean {s}?)"))
         .unwrap_or_default()
+}
+
+/// The documents of one stream count against its length: one a this many bytes. Every object
+/// kubeplace reads takes more (its `kind`, `apiVersion` and `metadata.name` alone do), so
+/// only a stream of empty or broken documents (`{}` again and again) reaches the limit, and
+/// what its documents and their messages hold stays in proportion to the bytes read.
+pub(super) const BYTES_A_DOCUMENT: usize = 32;
+/// However short a stream, it may hold this many documents.
+pub(super) const FEWEST_DOCUMENTS_ALLOWED: usize = 64;
+
+/// The most documents a stream of `bytes` may hold.
+pub(super) fn document_limit(bytes: usize) -> usize {
+    (bytes / BYTES_A_DOCUMENT).max(FEWEST_DOCUMENTS_ALLOWED)
 }
 
 /// Why the input could not be read at all (exit code 2).
@@ -156,4 +184,14 @@ pub enum ReadError {
     },
     #[error("{path}: not valid YAML or JSON: {message}")]
     Syntax { path: String, message: String },
+    #[error(
+        "{path}: more than {limit} documents in {bytes} bytes: a stream holds at most one document per {} bytes (and {} however short), and every object kubeplace reads is longer than that; the input is mostly empty or broken documents",
+        BYTES_A_DOCUMENT,
+        FEWEST_DOCUMENTS_ALLOWED
+    )]
+    TooManyDocuments {
+        path: String,
+        limit: usize,
+        bytes: usize,
+    },
 }

@@ -19,8 +19,25 @@ use crate::{API_VERSION, Kind, Object};
 /// sends the text to [`parse_located`], whose messages name the line of the offending field:
 /// when it is not one JSON value, or an object in it has an error or an unknown field.
 ///
-/// [`parse_located`]: super::located::parse_located
+/// [`parse_located`]: super::located::parse_stream_located
+#[cfg(test)]
 pub(super) fn parse_json_fast(file: &str, text: &str, each: &mut dyn FnMut(Document)) -> bool {
+    parse_json_fast_within(file, text, usize::MAX, each).unwrap_or(false)
+}
+
+/// A `List` of more items than a stream may hold documents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct TooManyItems;
+
+/// [`parse_json_fast`], refusing a `List` of more than `limit` items before reading any:
+/// its items are counted without being parsed, where the located reader would build the
+/// whole list's tree before it could count them.
+pub(super) fn parse_json_fast_within(
+    file: &str,
+    text: &str,
+    limit: usize,
+    each: &mut dyn FnMut(Document),
+) -> Result<bool, TooManyItems> {
     use serde_json::value::RawValue;
     // A character JSON strings may carry and YAML refuses: the located reader, a YAML
     // parser, refuses the text, and the fast reader must not read what it refuses.
@@ -30,7 +47,7 @@ pub(super) fn parse_json_fast(file: &str, text: &str, each: &mut dyn FnMut(Docum
         line_separators: true,
     };
     if !text.trim_start().starts_with('{') || holds_a_character_outside(text, json_whitespace) {
-        return false;
+        return Ok(false);
     }
     #[derive(serde::Deserialize)]
     struct Top<'a> {
@@ -39,7 +56,7 @@ pub(super) fn parse_json_fast(file: &str, text: &str, each: &mut dyn FnMut(Docum
         items: Option<Vec<&'a RawValue>>,
     }
     let Ok(top) = serde_json::from_str::<Top<'_>>(text) else {
-        return false;
+        return Ok(false);
     };
     let items: Vec<&RawValue> = match top {
         Top {
@@ -48,9 +65,12 @@ pub(super) fn parse_json_fast(file: &str, text: &str, each: &mut dyn FnMut(Docum
         } if kind == "List" => items,
         _ => match serde_json::from_str::<&RawValue>(text) {
             Ok(item) => vec![item],
-            Err(_) => return false,
+            Err(_) => return Ok(false),
         },
     };
+    if items.len() > limit {
+        return Err(TooManyItems);
+    }
     // Each item with the line it starts on.
     let mut work: Vec<(&RawValue, u64)> = Vec::with_capacity(items.len());
     let (mut counted_to, mut line) = (0usize, 1u64);
@@ -96,7 +116,7 @@ pub(super) fn parse_json_fast(file: &str, text: &str, each: &mut dyn FnMut(Docum
             ControlFlow::Continue(())
         },
     );
-    complete
+    Ok(complete)
 }
 
 /// Line breaks in `text[from..to]` as YAML counts them, so that lines agree with the located
@@ -136,7 +156,7 @@ pub(super) const YAML_BYTES_A_RUN: usize = 256 << 10;
 /// `List` (whose items' lines the plain reader does not keep), or when an object in it has an
 /// error or an unknown field.
 ///
-/// [`parse_located`]: super::located::parse_located
+/// [`parse_located`]: super::located::parse_stream_located
 pub(super) fn parse_yaml_fast(file: &str, text: &str, each: &mut dyn FnMut(Document)) -> bool {
     let threads = if text.len() < PARALLEL_YAML_FROM {
         0

@@ -2,11 +2,19 @@
 //! message names the file, document and line of the field it is about. Slower than the fast
 //! readers, it reads every text they step aside from, and what it gives is what they must give.
 
+use std::cell::RefCell;
+use std::ops::ControlFlow;
+use std::sync::mpsc::SyncSender;
+
 use kubeplace_core::placement::closest;
 use kubeplace_core::yaml::{Located, Node};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer};
+use serde_saphyr::Spanned;
 
 use super::document::{
     Content, Document, DocumentError, NAMESPACE_API_VERSION, NAMESPACE_KIND, Origin, ReadError,
+    document_limit,
 };
 use super::names::{check_namespace_name, check_object_name, kind_names};
 use crate::cluster_source::{ClusterSource, SourceKind};
@@ -34,49 +42,176 @@ fn options_for(text: &str) -> serde_saphyr::Options {
 ///
 /// [`parse_stream`]: super::parse_stream
 pub fn parse_stream_located(file: &str, text: &str) -> Result<Vec<Document>, ReadError> {
-    parse_located(file, text)
-}
-
-/// [`parse_stream`] with every value's line and column kept.
-///
-/// [`parse_stream`]: super::parse_stream
-pub(super) fn parse_located(file: &str, text: &str) -> Result<Vec<Document>, ReadError> {
-    let roots: Vec<serde_saphyr::Spanned<Node>> =
-        serde_saphyr::from_multiple_with_options(text, options_for(text)).map_err(|e| {
-            ReadError::Syntax {
-                path: file.to_string(),
-                message: kubeplace_core::yaml::syntax_message(&e),
-            }
-        })?;
+    let limit = document_limit(text.len());
     let mut out = Vec::new();
-    for (i, root) in roots.into_iter().enumerate() {
-        let root = Located::from(root);
-        if matches!(root.node, Node::Null) {
-            continue;
+    let mut too_many = false;
+    parse_located_each(file, text, 0, &mut |d| {
+        if out.len() == limit {
+            too_many = true;
+            return ControlFlow::Break(());
         }
-        let origin = |line| Origin {
-            file: file.to_string(),
-            document: i + 1,
-            line,
-        };
-        if root
-            .get("kind")
-            .and_then(|k| k.to_json().as_str().map(str::to_string))
-            .as_deref()
-            == Some("List")
-            && let Some(Located {
-                node: Node::Seq(items),
-                ..
-            }) = root.get("items")
-        {
-            for item in items {
-                out.push(document(origin(item.line), item));
-            }
-            continue;
-        }
-        out.push(document(origin(root.line), &root));
+        out.push(d);
+        ControlFlow::Continue(())
+    })?;
+    if too_many {
+        return Err(ReadError::TooManyDocuments {
+            path: file.to_string(),
+            limit,
+            bytes: text.len(),
+        });
     }
     Ok(out)
+}
+
+/// Trees sent on together: one hand-over between the threads a tree would cost more than
+/// reading a small document.
+const TREES_A_BATCH: usize = 32;
+/// Batches parsed ahead of the one being made into documents.
+const BATCHES_IN_FLIGHT: usize = 4;
+
+/// On the parser's thread: where each batch of trees goes, and the batch being filled.
+struct Outbox {
+    sender: SyncSender<Vec<Spanned<Node>>>,
+    batch: Vec<Spanned<Node>>,
+}
+
+impl Outbox {
+    /// Adds a tree, sending the batch on when it is full; false when the reader has stopped.
+    fn add(&mut self, tree: Spanned<Node>) -> bool {
+        self.batch.push(tree);
+        self.batch.len() < TREES_A_BATCH || self.send()
+    }
+
+    /// Sends the batch on; false when the reader has stopped.
+    fn send(&mut self) -> bool {
+        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(TREES_A_BATCH));
+        batch.is_empty() || self.sender.send(batch).is_ok()
+    }
+}
+
+thread_local! {
+    /// On the parser's thread, where each document's tree goes (see [`parse_located_each`]).
+    static OUTBOX: RefCell<Option<Outbox>> = const { RefCell::new(None) };
+}
+
+/// A document's tree, sent on as soon as the parser has read it; a parser whose reader
+/// has stopped taking trees stops at the next document.
+struct SentOn;
+
+/// Why the parser stopped when the reader stopped taking trees.
+const STOPPED: &str = "the reader stopped";
+
+impl<'de> Deserialize<'de> for SentOn {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<SentOn, D::Error> {
+        let tree = Spanned::<Node>::deserialize(deserializer)?;
+        let taken = OUTBOX.with(|o| o.borrow_mut().as_mut().is_some_and(|o| o.add(tree)));
+        if taken {
+            Ok(SentOn)
+        } else {
+            Err(D::Error::custom(STOPPED))
+        }
+    }
+}
+
+/// The parser's collection of documents: they were sent on, nothing is kept.
+#[derive(Default)]
+struct NoneKept;
+
+impl Extend<SentOn> for NoneKept {
+    fn extend<I: IntoIterator<Item = SentOn>>(&mut self, documents: I) {
+        documents.into_iter().for_each(drop);
+    }
+}
+
+/// [`parse_stream`] with every value's line and column kept, handing each document after
+/// the first `skip` to `each` as soon as it is read. The parser reads the whole text (its
+/// messages and limits are the whole stream's) on a thread of its own and sends each
+/// document's tree on, a few ahead at most: one tree is made into documents while the next
+/// are parsed, and a stream of many documents costs what its documents become, never all
+/// their trees at once. `each` may stop the reading (`Break`); after a syntax error nothing
+/// more is handed over.
+///
+/// [`parse_stream`]: super::parse_stream
+pub(super) fn parse_located_each(
+    file: &str,
+    text: &str,
+    skip: usize,
+    each: &mut dyn FnMut(Document) -> ControlFlow<()>,
+) -> Result<(), ReadError> {
+    let mut made = 0usize;
+    let mut give = |document: Document| {
+        made += 1;
+        if made > skip {
+            each(document)
+        } else {
+            ControlFlow::Continue(())
+        }
+    };
+    std::thread::scope(|scope| {
+        let (sender, batches) = std::sync::mpsc::sync_channel(BATCHES_IN_FLIGHT);
+        let parser = scope.spawn(move || {
+            let outbox = Outbox {
+                sender,
+                batch: Vec::with_capacity(TREES_A_BATCH),
+            };
+            OUTBOX.with(|o| *o.borrow_mut() = Some(outbox));
+            let read = serde_saphyr::from_str_multiple_with_options::<SentOn, NoneKept>(
+                text,
+                options_for(text),
+            );
+            // The last batch goes on after the last document, and the reader's loop ends
+            // when the sender is gone.
+            if let Some(mut outbox) = OUTBOX.with(|o| o.borrow_mut().take()) {
+                outbox.send();
+            }
+            read.map(drop)
+        });
+        let mut stopped = false;
+        'trees: for (i, tree) in batches.iter().flatten().enumerate() {
+            let root = Located::from(tree);
+            if matches!(root.node, Node::Null) {
+                continue;
+            }
+            let origin = |line| Origin {
+                file: file.to_string(),
+                document: i + 1,
+                line,
+            };
+            if root
+                .get("kind")
+                .and_then(|k| k.to_json().as_str().map(str::to_string))
+                .as_deref()
+                == Some("List")
+                && let Some(Located {
+                    node: Node::Seq(items),
+                    ..
+                }) = root.get("items")
+            {
+                for item in items {
+                    if give(document(origin(item.line), item)).is_break() {
+                        stopped = true;
+                        break 'trees;
+                    }
+                }
+                continue;
+            }
+            if give(document(origin(root.line), &root)).is_break() {
+                stopped = true;
+                break;
+            }
+        }
+        drop(batches);
+        let read = parser
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        match read {
+            Err(e) if !stopped => Err(ReadError::Syntax {
+                path: file.to_string(),
+                message: kubeplace_core::yaml::syntax_message(&e),
+            }),
+            _ => Ok(()),
+        }
+    })
 }
 
 fn document(origin: Origin, root: &Located) -> Document {

@@ -8,9 +8,10 @@
 //!
 //! - `read.rs`: paths, folders and standard input; one file's text, to the right reader.
 //! - `document.rs`: [`Document`], its [`Origin`] and [`Content`], [`DocumentError`] and
-//!   [`ReadError`], and the core Namespace constants.
+//!   [`ReadError`], the core Namespace constants, and how many documents a stream of so
+//!   many bytes may hold (a stream of more is refused: every real object is longer).
 //! - `fast.rs`: the fast readers for clean JSON and plain YAML, large inputs on several threads.
-//! - `located.rs`: the located reader and its file/line messages.
+//! - `located.rs`: the located reader and its file/line messages, one document at a time.
 //! - `names.rs`: Kubernetes' rules for object and namespace names.
 //! - `tests/`: the fast readers against the located reader, and what a stream reads to.
 

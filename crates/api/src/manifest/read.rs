@@ -1,12 +1,14 @@
 //! Reading input: paths, folders and standard input, and one file's text, which the fast
 //! readers read when they can and the located reader reads from where they stepped aside.
 
+use std::cell::Cell;
 use std::io::Read;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
-use super::document::{Document, ReadError};
-use super::fast::{parse_json_fast, parse_yaml_fast};
-use super::located::parse_located;
+use super::document::{Document, ReadError, document_limit};
+use super::fast::{TooManyItems, parse_json_fast_within, parse_yaml_fast};
+use super::located::parse_located_each;
 
 /// Reads every path in order: `-` is standard input, a folder is read recursively in
 /// sorted order (`*.yaml`, `*.yml`, `*.json`), a file is read whatever its name.
@@ -89,26 +91,49 @@ pub fn parse_stream(file: &str, text: &str) -> Result<Vec<Document>, ReadError> 
 /// [`parse_stream`], handing each document to `each` as soon as it and every document before
 /// it are read. The fast readers go first; when one meets a document it cannot read cleanly
 /// after handing some over, the located reader reads the text again and hands over only
-/// the documents after those (the readers agree on every document both read).
+/// the documents after those (the readers agree on every document both read). A stream of
+/// more documents than [`document_limit`] allows is refused at the first one too many.
 pub fn parse_stream_each(
     file: &str,
     text: &str,
     each: &mut dyn FnMut(Document),
 ) -> Result<(), ReadError> {
-    let handed = std::cell::Cell::new(0usize);
-    let mut hand = |document| {
+    let limit = document_limit(text.len());
+    let handed = Cell::new(0usize);
+    let too_many = Cell::new(false);
+    let mut give = |document| {
+        if handed.get() == limit {
+            too_many.set(true);
+            return ControlFlow::Break(());
+        }
         handed.set(handed.get() + 1);
         each(document);
+        ControlFlow::Continue(())
     };
-    let mut complete = parse_json_fast(file, text, &mut hand);
+    // The fast readers hand over clean objects only, each longer than the limit's share.
+    let mut complete = match parse_json_fast_within(file, text, limit, &mut |d| {
+        let _ = give(d);
+    }) {
+        Ok(complete) => complete,
+        Err(TooManyItems) => {
+            too_many.set(true);
+            true
+        }
+    };
     if !complete && handed.get() == 0 {
-        complete = parse_yaml_fast(file, text, &mut hand);
+        complete = parse_yaml_fast(file, text, &mut |d| {
+            let _ = give(d);
+        });
     }
-    if !complete {
-        parse_located(file, text)?
-            .into_iter()
-            .skip(handed.get())
-            .for_each(each);
+    if !complete && !too_many.get() {
+        parse_located_each(file, text, handed.get(), &mut give)?;
+    }
+    if too_many.get() {
+        return Err(ReadError::TooManyDocuments {
+            path: file.to_string(),
+            limit,
+            bytes: text.len(),
+        });
     }
     Ok(())
 }

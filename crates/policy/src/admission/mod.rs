@@ -53,11 +53,73 @@ impl Verdict {
     }
 }
 
-/// Problems and warnings gathered while reviewing one object; every problem is reported.
+/// The most bytes of problems a denial lists, and of warnings a verdict carries: past it the
+/// rest are counted ("and 59,000 more problems"), not written. A Flavor of 60,000 bad extra
+/// specs is then denied in a message of kilobytes, not megabytes, through the webhook
+/// (whose answer the API server reads in full) as through `kubeplace apply`.
+pub const MAX_LISTED_BYTES: usize = 64 * 1024;
+
+/// Problems and warnings gathered while reviewing one object: every one counted, those that
+/// fit in [`MAX_LISTED_BYTES`] kept in order.
 #[derive(Debug, Default)]
 pub(crate) struct Review {
-    problems: Vec<String>,
-    warnings: Vec<String>,
+    problems: Listed,
+    warnings: Listed,
+}
+
+/// Texts kept in order while they fit in [`MAX_LISTED_BYTES`], and how many did not.
+#[derive(Debug, Default)]
+struct Listed {
+    kept: Vec<String>,
+    /// Bytes of `kept` and the separators between them.
+    bytes: usize,
+    /// Texts that came after the list was full.
+    more: usize,
+}
+
+/// How texts are joined in a message.
+const SEPARATOR: &str = "; ";
+/// Room left for the message's start (kind and name) and its end ("; and N more …").
+const LISTED_ROOM: usize = 1024;
+
+impl Listed {
+    fn push(&mut self, text: String) {
+        let budget = MAX_LISTED_BYTES - LISTED_ROOM;
+        let separator = if self.kept.is_empty() {
+            0
+        } else {
+            SEPARATOR.len()
+        };
+        if self.more > 0 || (!self.kept.is_empty() && self.bytes + separator + text.len() > budget)
+        {
+            self.more += 1;
+            return;
+        }
+        // The first text is kept whatever its length, cut to fit.
+        let text = if text.len() > budget {
+            cut_to(text, budget)
+        } else {
+            text
+        };
+        self.bytes += separator + text.len();
+        self.kept.push(text);
+    }
+
+    fn count(&self) -> usize {
+        self.kept.len() + self.more
+    }
+}
+
+/// `text` cut to at most `bytes` bytes, at a character's boundary, ending in `…`.
+fn cut_to(mut text: String, bytes: usize) -> String {
+    let ellipsis = '…';
+    let mut end = bytes.saturating_sub(ellipsis.len_utf8()).min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text.push(ellipsis);
+    text
 }
 
 impl Review {
@@ -70,18 +132,39 @@ impl Review {
     }
 
     fn into_verdict(self, kind: Kind, name: &str) -> Verdict {
-        let message = match self.problems.len() {
+        let Review { problems, warnings } = self;
+        let count = problems.count();
+        let message = match count {
             0 => String::new(),
-            1 => format!("{kind} {name:?} is invalid: {}", self.problems[0]),
-            n => format!(
-                "{kind} {name:?} has {n} problems: {}",
-                self.problems.join("; ")
-            ),
+            1 => format!("{kind} {name:?} is invalid: {}", problems.kept[0]),
+            n => {
+                let mut message = format!(
+                    "{kind} {name:?} has {n} problems: {}",
+                    problems.kept.join(SEPARATOR)
+                );
+                if problems.more > 0 {
+                    message += &format!(
+                        "{SEPARATOR}and {} more problem{} (only the first {} are listed)",
+                        problems.more,
+                        if problems.more == 1 { "" } else { "s" },
+                        problems.kept.len()
+                    );
+                }
+                message
+            }
         };
+        let mut listed_warnings = warnings.kept;
+        if warnings.more > 0 {
+            listed_warnings.push(format!(
+                "and {} more warning{}",
+                warnings.more,
+                if warnings.more == 1 { "" } else { "s" }
+            ));
+        }
         Verdict {
             allowed: message.is_empty(),
             message,
-            warnings: self.warnings,
+            warnings: listed_warnings,
         }
     }
 }
@@ -280,4 +363,97 @@ pub fn admit_with_pending(
         }
     }
     review.into_verdict(object.kind(), object.name())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_objects::object;
+
+    /// A Flavor with `n` extra specs of the right key and a value of the wrong form.
+    fn flavor_with_bad_specs(n: usize) -> Object {
+        let mut o = object(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata: {name: bad}\nspec: {vcpus: 1, memoryMb: 1}\n",
+        );
+        let Object::Flavor(f) = &mut o else {
+            unreachable!()
+        };
+        for i in 0..n {
+            f.spec
+                .extra_specs
+                .insert(format!("hw:numa_cpus.{i}"), format!("x{i}"));
+        }
+        o
+    }
+
+    /// The listed problems of a message, and the numbers its end gives.
+    fn listed_and_more(message: &str) -> (usize, usize, usize) {
+        let (list, tail) = message.rsplit_once("; and ").expect("a count of the rest");
+        let (more, listed) = tail
+            .strip_suffix(" are listed)")
+            .and_then(|t| t.split_once(" more problems (only the first "))
+            .expect(tail);
+        (
+            list.matches("spec.extraSpecs[").count(),
+            more.parse().unwrap(),
+            listed.parse().unwrap(),
+        )
+    }
+
+    #[test]
+    fn a_denial_of_many_problems_lists_the_first_and_counts_the_rest() {
+        let v = admit(
+            Operation::Create,
+            &flavor_with_bad_specs(60_000),
+            None,
+            &Store::default(),
+        );
+        assert!(!v.allowed);
+        assert!(v.message.len() <= MAX_LISTED_BYTES, "{}", v.message.len());
+        assert!(
+            v.message.starts_with(
+                "Flavor \"bad\" has 60000 problems: spec.extraSpecs[\"hw:numa_cpus.0\"]=\"x0\": \"x0\" does not have the expected form"
+            ),
+            "{:.300}",
+            v.message
+        );
+        let (written, more, listed) = listed_and_more(&v.message);
+        assert_eq!(written, listed);
+        assert_eq!(listed + more, 60_000);
+        assert!(listed > 100, "{listed}");
+        // A few problems are all listed, with no count of the rest.
+        let v = admit(
+            Operation::Create,
+            &flavor_with_bad_specs(3),
+            None,
+            &Store::default(),
+        );
+        assert!(v.message.starts_with("Flavor \"bad\" has 3 problems: "));
+        assert_eq!(v.message.matches("spec.extraSpecs[").count(), 3);
+        assert!(!v.message.contains("more problem"), "{}", v.message);
+    }
+
+    #[test]
+    fn one_long_problem_is_cut_and_warnings_are_bounded_too() {
+        let mut review = Review::default();
+        review.problem("é".repeat(MAX_LISTED_BYTES));
+        for i in 0..100_000 {
+            review.warn(format!("warning {i}"));
+        }
+        let v = review.into_verdict(Kind::Flavor, "f");
+        assert!(v.message.len() <= MAX_LISTED_BYTES, "{}", v.message.len());
+        assert!(v.message.starts_with("Flavor \"f\" is invalid: éé"));
+        assert!(v.message.ends_with("é…"));
+        let bytes: usize = v.warnings.iter().map(String::len).sum();
+        assert!(bytes <= MAX_LISTED_BYTES, "{bytes}");
+        assert_eq!(v.warnings[0], "warning 0");
+        let last = v.warnings.last().unwrap();
+        let more: usize = last
+            .strip_prefix("and ")
+            .and_then(|l| l.strip_suffix(" more warnings"))
+            .expect(last)
+            .parse()
+            .unwrap();
+        assert_eq!(v.warnings.len() - 1 + more, 100_000);
+    }
 }

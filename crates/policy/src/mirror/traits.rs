@@ -1,6 +1,9 @@
 //! Which traits a Node's labels give its provider: a table of rules, the defaults below
-//! (Node Feature Discovery's CPU flags, the architecture, kubeplace's own trait label) and
-//! the rules an operator adds in a file of the same format.
+//! (Node Feature Discovery's CPU flags, the architecture, kubeplace's own `CUSTOM_*` label)
+//! and the rules an operator adds in a file of the same format.
+//!
+//! A kubelet may label its own Node, so a label is not trusted with a trait that changes how
+//! Placement or kubeplace treat the provider ([`RESERVED_TRAITS`]): no rule gives one.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -28,6 +31,22 @@ pub struct TraitRule {
 struct RulesFile {
     #[serde(default)]
     traits: Vec<TraitRule>,
+}
+
+/// The traits that change how a provider is used rather than what it offers, which no rule
+/// gives: a Node labelled into sharing its inventory with every tree of its aggregates, into
+/// a NUMA cell, or out of being disabled would take what its labels cannot vouch for.
+/// `COMPUTE_NODE` and `COMPUTE_STATUS_DISABLED` are the mirror's own to set, from the object
+/// being a Node and from the Node being cordoned or tainted.
+pub const RESERVED_TRAITS: [&str; 4] = [
+    "COMPUTE_NODE",
+    "COMPUTE_STATUS_DISABLED",
+    "HW_NUMA_ROOT",
+    "MISC_SHARES_VIA_AGGREGATE",
+];
+
+fn is_reserved(trait_: &str) -> bool {
+    RESERVED_TRAITS.contains(&trait_)
 }
 
 /// Why a file of rules was refused.
@@ -65,8 +84,9 @@ pub const DEFAULT_RULES: &str = r#"traits:
 - {label: "kubernetes.io/arch", value: "s390x", trait: "HW_ARCH_S390X"}
 - {label: "kubernetes.io/arch", value: "s390x", trait: "COMPUTE_ARCH_S390X"}
 - {label: "kubernetes.io/arch", value: "riscv64", trait: "COMPUTE_ARCH_RISCV64"}
-# Any trait, by hand: `kubectl label node n1 trait.kubeplace.io/CUSTOM_GOLD=true`.
-- {label: "trait.kubeplace.io/{name}", value: "true", trait: "{name}"}
+# A custom trait, by hand: `kubectl label node n1 trait.kubeplace.io/CUSTOM_GOLD=true`.
+# Only CUSTOM_*: a standard trait by label takes a rule of the operator's own.
+- {label: "trait.kubeplace.io/CUSTOM_{name}", value: "true", trait: "CUSTOM_{name}"}
 "#;
 
 /// The rules in force: the defaults, then an operator's.
@@ -131,7 +151,7 @@ impl TraitTable {
                     .trait_
                     .replace("{name}", &name_part)
                     .replace("{value}", &trait_part(value));
-                if check_trait(&trait_).is_ok() {
+                if check_trait(&trait_).is_ok() && !is_reserved(&trait_) {
                     out.insert(trait_);
                 }
             }
@@ -178,6 +198,13 @@ fn read_rules(text: &str) -> Result<Vec<TraitRule>, TraitTableError> {
         // A trait with no placeholder must be one as written.
         if !rule.trait_.contains('{') {
             check_trait(&rule.trait_).map_err(|e| refuse(e.to_string()))?;
+            if is_reserved(&rule.trait_) {
+                return Err(refuse(format!(
+                    "trait {:?} is not given from a label: it changes how the provider is used, and a Node may label itself (reserved: {})",
+                    rule.trait_,
+                    RESERVED_TRAITS.join(", ")
+                )));
+            }
         } else if !(rule.trait_.starts_with("CUSTOM_")
             || rule.trait_.starts_with("HW_")
             || rule.trait_.starts_with("COMPUTE_")
@@ -240,6 +267,53 @@ mod tests {
             ("feature.node.kubernetes.io/cpu-cpuid.ASIMD", "true"),
         ]));
         assert!(arm.contains("HW_CPU_AARCH64_ASIMD") && arm.contains("HW_ARCH_AARCH64"));
+    }
+
+    #[test]
+    fn a_label_gives_only_custom_traits_and_never_a_reserved_one() {
+        let node = labels(&[
+            ("trait.kubeplace.io/MISC_SHARES_VIA_AGGREGATE", "true"),
+            ("trait.kubeplace.io/HW_NUMA_ROOT", "true"),
+            ("trait.kubeplace.io/COMPUTE_STATUS_DISABLED", "true"),
+            ("trait.kubeplace.io/COMPUTE_NODE", "true"),
+            ("trait.kubeplace.io/HW_CPU_X86_AVX2", "true"),
+            ("trait.kubeplace.io/CUSTOM_GOLD", "true"),
+            ("trait.kubeplace.io/CUSTOM_", "true"),
+        ]);
+        let traits: Vec<String> = TraitTable::default().traits(&node).into_iter().collect();
+        assert_eq!(traits, ["CUSTOM_GOLD"]);
+
+        // The operator's rule for standard traits by label gives them, but still none of the
+        // reserved ones, whatever the pattern makes of the label.
+        let table = TraitTable::with_rules(
+            "traits:\n- {label: 'trait.kubeplace.io/{name}', value: 'true', trait: '{name}'}\n- {label: example.com/role, trait: '{value}'}\n- {label: example.com/cell, trait: 'HW_NUMA_{value}'}\n",
+        )
+        .unwrap();
+        let mut node = node;
+        node.insert(
+            "example.com/role".into(),
+            "misc-shares-via-aggregate".into(),
+        );
+        node.insert("example.com/cell".into(), "root".into());
+        let traits: Vec<String> = table.traits(&node).into_iter().collect();
+        assert_eq!(traits, ["CUSTOM_GOLD", "HW_CPU_X86_AVX2"]);
+    }
+
+    #[test]
+    fn an_operators_rule_naming_a_reserved_trait_is_refused() {
+        for reserved in RESERVED_TRAITS {
+            let e = TraitTable::with_rules(&format!(
+                "traits:\n- {{label: example.com/tier, trait: CUSTOM_GOLD}}\n- {{label: example.com/share, value: 'yes', trait: {reserved}}}\n"
+            ))
+            .unwrap_err();
+            let text = e.to_string();
+            assert!(
+                text.starts_with("rule 1 (label \"example.com/share\"): trait \"")
+                    && text.contains(reserved)
+                    && text.contains("is not given from a label"),
+                "{text}"
+            );
+        }
     }
 
     #[test]

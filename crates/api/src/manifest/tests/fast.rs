@@ -10,7 +10,7 @@ use crate::fields::has_unknown_fields;
 use crate::manifest::fast::{
     PARALLEL_READ_FROM, PARALLEL_YAML_FROM, YAML_BYTES_A_RUN, parse_json_fast, parse_yaml_fast,
 };
-use crate::manifest::located::parse_located;
+use crate::manifest::located::parse_stream_located as parse_located;
 use crate::manifest::{ReadError, files_under, parse_stream, parse_stream_located};
 use crate::{Kind, Object};
 

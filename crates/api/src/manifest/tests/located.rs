@@ -229,3 +229,71 @@ fn lists_are_expanded() {
     assert_eq!(docs[0].origin.line, 4);
     assert!(docs[0].content.is_ok(), "{:?}", docs[0].content);
 }
+
+/// A stream of many tiny documents is refused at the first one more than its length
+/// allows, by every reader; the shortest real objects are far from that limit.
+#[test]
+fn a_stream_of_more_documents_than_its_length_allows_is_refused() {
+    let too_many = |err: ReadError| match err {
+        ReadError::TooManyDocuments { limit, bytes, .. } => (limit, bytes),
+        other => panic!("{other}"),
+    };
+    // `{}` 100,000 times: 700,000 bytes allow 21,875 documents.
+    let empty = "---\n{}\n".repeat(100_000);
+    let mut handed = 0;
+    let err =
+        crate::manifest::parse_stream_each("e.yaml", &empty, &mut |_| handed += 1).unwrap_err();
+    assert!(
+        err.to_string().starts_with(
+            "e.yaml: more than 21875 documents in 700000 bytes: a stream holds at most one document per 32 bytes (and 64 however short)"
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        err.to_string(),
+        parse_stream_located("e.yaml", &empty)
+            .unwrap_err()
+            .to_string()
+    );
+    assert_eq!(too_many(err), (21_875, 700_000));
+    assert_eq!(handed, 21_875);
+    // The items of a List count as documents; in JSON they are counted before any is read.
+    let list = format!(
+        "{{\"kind\": \"List\", \"apiVersion\": \"v1\", \"items\": [{}]}}",
+        vec!["{}"; 100_000].join(",")
+    );
+    let mut handed = 0;
+    let err =
+        crate::manifest::parse_stream_each("l.json", &list, &mut |_| handed += 1).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        parse_stream_located("l.json", &list)
+            .unwrap_err()
+            .to_string()
+    );
+    assert_eq!(too_many(err).0, list.len() / 32);
+    assert_eq!(handed, 0);
+    let yaml_list = format!(
+        "kind: List\napiVersion: v1\nitems: [{}]\n",
+        vec!["{}"; 100_000].join(", ")
+    );
+    assert_eq!(
+        too_many(parse_stream("l.yaml", &yaml_list).unwrap_err()).0,
+        yaml_list.len() / 32
+    );
+    // A short stream may hold 64 documents whatever they are.
+    let docs = parse_stream("s.yaml", &"---\n{}\n".repeat(64)).unwrap();
+    assert_eq!(docs.len(), 64);
+    assert!(parse_stream("s.yaml", &"---\n{}\n".repeat(65)).is_err());
+    // The shortest objects kubeplace reads, as tightly as they can be written, are read.
+    for shortest in [
+        "{kind: Namespace, apiVersion: v1, metadata: {name: a}}\n",
+        "{kind: Pod, apiVersion: v1, metadata: {name: a}}\n",
+        "{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"a\"}}\n",
+        "kind: Node\napiVersion: v1\nmetadata: {name: a}\n",
+    ] {
+        let stream = format!("---\n{shortest}").repeat(10_000);
+        let docs = parse_stream("short.yaml", &stream).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(docs.len(), 10_000);
+    }
+}
