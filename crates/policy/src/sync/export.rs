@@ -4,16 +4,23 @@
 //! aggregates set, consumers' allocations put, providers that are gone deleted (children
 //! first). Or everything Placement would refuse, found before the first write.
 //!
+//! Where that order would meet a refusal of Placement's, the plan goes round it: a provider
+//! whose name another takes first is renamed out of the way (providers that trade names);
+//! consumers' allocations are put in an order where each fits when its turn comes (one
+//! moves into room another frees), and a consumer's allocations are deleted first and put
+//! afresh when it holds a class its provider's inventory loses (Placement does not remove
+//! an inventory in use) or when consumers wait on each other's room.
+//!
 //! A write that carries a provider's generation names the provider; the writer fills the
 //! generation in as it goes (each write moves it).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 
 use kubeplace_core::placement::response::inventory_json;
 use serde_json::{Value, json};
 
-use super::snapshot::{Provider, Snapshot};
+use super::snapshot::{Allocations, Consumer, Provider, Snapshot};
 use crate::translate::resource_provider::inventory;
 
 /// An HTTP method the export writes with.
@@ -183,9 +190,11 @@ pub fn plan(source: &Snapshot, target: &Snapshot) -> Result<Vec<Op>, Vec<Untakab
             what: format!("create trait {t}"),
         });
     }
-    // Consumers gone first: their allocations may hold what a provider change needs.
+    let (puts, put_afresh) = consumers_in_order(source, target);
+    // Consumers gone first: their allocations may hold what a provider change needs. So
+    // are those whose allocations must be put afresh (see `consumers_in_order`).
     for c in target.consumers.keys() {
-        if !source.consumers.contains_key(c) {
+        if !source.consumers.contains_key(c) || put_afresh.contains(c.as_str()) {
             ops.push(Op {
                 method: Method::Delete,
                 path: format!("/allocations/{c}"),
@@ -194,6 +203,19 @@ pub fn plan(source: &Snapshot, target: &Snapshot) -> Result<Vec<Op>, Vec<Untakab
                 what: format!("delete the allocations of consumer {c}"),
             });
         }
+    }
+    // Providers whose names others take are renamed out of the way first.
+    for (old, name) in out_of_the_way(source, target) {
+        ops.push(Op {
+            method: Method::Put,
+            path: format!("/resource_providers/{}", old.uuid),
+            body: Some(json!({"name": name, "parent_provider_uuid": old.parent})),
+            generation_of: None,
+            what: format!(
+                "rename {} to {name:?} while another provider takes its name",
+                old.who()
+            ),
+        });
     }
     // Providers parents first (the source's order), so a parent exists before its child.
     for p in &source.providers {
@@ -256,17 +278,11 @@ pub fn plan(source: &Snapshot, target: &Snapshot) -> Result<Vec<Op>, Vec<Untakab
             });
         }
     }
-    for c in source.consumers.values() {
-        let old = target.consumers.get(&c.uuid);
-        let same = old.is_some_and(|o| {
-            o.allocations == c.allocations
-                && o.project_id == c.project_id
-                && o.user_id == c.user_id
-                && o.consumer_type == c.consumer_type
-        });
-        if same {
-            continue;
-        }
+    for c in puts {
+        let old = target
+            .consumers
+            .get(&c.uuid)
+            .filter(|_| !put_afresh.contains(c.uuid.as_str()));
         let allocations: serde_json::Map<String, Value> = c
             .allocations
             .iter()
@@ -299,6 +315,189 @@ pub fn plan(source: &Snapshot, target: &Snapshot) -> Result<Vec<Op>, Vec<Untakab
         }
     }
     Ok(ops)
+}
+
+/// Whether `c` is as `old` (no write needed).
+fn same_consumer(c: &Consumer, old: Option<&Consumer>) -> bool {
+    old.is_some_and(|o| {
+        o.allocations == c.allocations
+            && o.project_id == c.project_id
+            && o.user_id == c.user_id
+            && o.consumer_type == c.consumer_type
+    })
+}
+
+/// Each target provider whose name a different source provider takes before it has its
+/// own new name (in the source's order of creates and renames, which would otherwise meet
+/// Placement's "name taken"), with a name of its own meanwhile.
+fn out_of_the_way<'a>(source: &Snapshot, target: &'a Snapshot) -> Vec<(&'a Provider, String)> {
+    let there = target.by_uuid();
+    let mut aside: BTreeSet<&str> = BTreeSet::new();
+    // The creates and renames gone through in order, those set aside out of the way: a
+    // name still met sets its holder aside too, until none is met.
+    loop {
+        let mut holder: HashMap<&str, &str> = target
+            .providers
+            .iter()
+            .filter(|p| !aside.contains(p.uuid.as_str()))
+            .map(|p| (p.name.as_str(), p.uuid.as_str()))
+            .collect();
+        let mut more = Vec::new();
+        for p in &source.providers {
+            let old = there.get(p.uuid.as_str());
+            if old.is_some_and(|o| o.name == p.name) {
+                continue;
+            }
+            if let Some(q) = holder.get(p.name.as_str())
+                && *q != p.uuid
+            {
+                more.push(*q);
+            }
+            if let Some(o) = old {
+                holder.remove(o.name.as_str());
+            }
+            holder.insert(p.name.as_str(), p.uuid.as_str());
+        }
+        let before = aside.len();
+        aside.extend(more);
+        if aside.len() == before {
+            break;
+        }
+    }
+    let taken: BTreeSet<&str> = source
+        .providers
+        .iter()
+        .chain(&target.providers)
+        .map(|p| p.name.as_str())
+        .collect();
+    target
+        .providers
+        .iter()
+        .filter(|p| aside.contains(p.uuid.as_str()))
+        .map(|p| {
+            let name = (0..)
+                .map(|n| format!("kubeplace-export-{n}-{}", p.uuid))
+                .find(|n| !taken.contains(n.as_str()))
+                .unwrap_or_default();
+            (p, name)
+        })
+        .collect()
+}
+
+/// Resources held, by provider and class.
+type Usage<'a> = HashMap<(&'a str, &'a str), i64>;
+
+/// The consumers whose allocations are put, in an order each fits when its turn comes
+/// (by uuid where that does), and those of them whose allocations are deleted first and
+/// put afresh: a consumer holding a class its provider's inventory loses (Placement
+/// refuses to remove an inventory in use), and consumers that wait on each other's room.
+fn consumers_in_order<'a>(
+    source: &'a Snapshot,
+    target: &'a Snapshot,
+) -> (Vec<&'a Consumer>, BTreeSet<&'a str>) {
+    let inventories: HashMap<&str, &Provider> = source.by_uuid();
+    let pending: Vec<&Consumer> = source
+        .consumers
+        .values()
+        .filter(|c| !same_consumer(c, target.consumers.get(&c.uuid)))
+        .collect();
+    let old = |c: &str| target.consumers.get(c).map(|o| &o.allocations);
+    let mut afresh: BTreeSet<&str> = BTreeSet::new();
+    for c in &pending {
+        // A provider the source does not have is deleted after the puts: no matter.
+        let loses = old(&c.uuid).into_iter().flatten().any(|(rp, resources)| {
+            resources.keys().any(|class| {
+                inventories
+                    .get(rp.as_str())
+                    .is_some_and(|p| !p.inventories.contains_key(class))
+            })
+        });
+        if loses {
+            afresh.insert(&c.uuid);
+        }
+    }
+    loop {
+        // What the target's consumers hold once the gone and those put afresh are deleted.
+        let mut usage: Usage<'_> = HashMap::new();
+        for (uuid, c) in &target.consumers {
+            if source.consumers.contains_key(uuid) && !afresh.contains(uuid.as_str()) {
+                for (rp, resources) in &c.allocations {
+                    for (class, n) in resources {
+                        *usage.entry((rp.as_str(), class.as_str())).or_default() += n;
+                    }
+                }
+            }
+        }
+        let mut order = Vec::with_capacity(pending.len());
+        let mut waiting: Vec<&Consumer> = pending.clone();
+        loop {
+            let before = waiting.len();
+            waiting.retain(|c| {
+                let held = old(&c.uuid).filter(|_| !afresh.contains(c.uuid.as_str()));
+                if !fits(c, held, &usage, &inventories) {
+                    return true;
+                }
+                move_usage(&mut usage, held, -1);
+                move_usage(&mut usage, Some(&c.allocations), 1);
+                order.push(*c);
+                false
+            });
+            if waiting.is_empty() || waiting.len() == before {
+                break;
+            }
+        }
+        if waiting.is_empty() {
+            return (order, afresh);
+        }
+        // Those that wait on each other are deleted first: then each fits, as the
+        // source's state holds them all.
+        let before = afresh.len();
+        afresh.extend(waiting.iter().map(|c| c.uuid.as_str()));
+        if afresh.len() == before {
+            // Nothing more to free: the order by uuid, as Placement will say what it refuses.
+            return (pending, afresh);
+        }
+    }
+}
+
+/// Adds (`sign` 1) or takes away (-1) `allocations` to `usage`.
+fn move_usage<'a>(usage: &mut Usage<'a>, allocations: Option<&'a Allocations>, sign: i64) {
+    for (rp, resources) in allocations.into_iter().flatten() {
+        for (class, n) in resources {
+            *usage.entry((rp.as_str(), class.as_str())).or_default() += sign * n;
+        }
+    }
+}
+
+/// Whether Placement takes `c`'s allocations now, replacing `held`: each within its
+/// provider's capacity beside what others hold (compared as a float, as Placement does).
+fn fits(
+    c: &Consumer,
+    held: Option<&Allocations>,
+    usage: &Usage<'_>,
+    providers: &HashMap<&str, &Provider>,
+) -> bool {
+    c.allocations.iter().all(|(rp, resources)| {
+        resources.iter().all(|(class, n)| {
+            let Some(i) = providers
+                .get(rp.as_str())
+                .and_then(|p| p.inventories.get(class))
+            else {
+                return false;
+            };
+            let mine = held
+                .and_then(|h| h.get(rp))
+                .and_then(|r| r.get(class))
+                .copied()
+                .unwrap_or(0);
+            let others = usage
+                .get(&(rp.as_str(), class.as_str()))
+                .copied()
+                .unwrap_or(0)
+                - mine;
+            (others + n) as f64 <= (i.total - i.reserved) as f64 * i.allocation_ratio
+        })
+    })
 }
 
 #[cfg(test)]
@@ -356,6 +555,34 @@ mod tests {
         );
         // The same state on both sides: nothing.
         assert!(plan(&source, &source).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_consumer_moving_off_a_provider_that_goes_is_put_once() {
+        let mut cn1 = Provider::new("u1", "cn1", None);
+        cn1.inventories
+            .insert("VCPU".to_string(), kubeplace_api::Inventory::with_total(4));
+        let mut gone = cn1.clone();
+        (gone.uuid, gone.name) = ("u9".to_string(), "gone".to_string());
+        let source = Snapshot {
+            providers: vec![cn1.clone()],
+            consumers: BTreeMap::from([("c1".to_string(), consumer("c1", "u1", "INSTANCE"))]),
+            ..Default::default()
+        };
+        let target = Snapshot {
+            providers: vec![cn1, gone],
+            consumers: BTreeMap::from([("c1".to_string(), consumer("c1", "u9", "INSTANCE"))]),
+            ..Default::default()
+        };
+        let said: Vec<String> = plan(&source, &target)
+            .unwrap()
+            .iter()
+            .map(|o| format!("{} {}", o.method, o.path))
+            .collect();
+        assert_eq!(
+            said,
+            ["PUT /allocations/c1", "DELETE /resource_providers/u9"]
+        );
     }
 
     #[test]

@@ -6,8 +6,9 @@
 //!
 //! Every decision is here, as plain functions of snapshots, objects and a
 //! [`Store`](crate::store::Store); the command keeps the HTTP, the files and the
-//! cluster's writes. An import followed by an export gives back the Placement it read,
-//! generations excepted (Placement counts its own): the property test in `tests/`.
+//! cluster's writes. The property tests in `tests/`, over an in-memory Placement: an import
+//! followed by an export gives back the Placement it read, generations excepted (Placement
+//! counts its own); an export over any Placement leaves it showing the source.
 
 pub mod desired;
 pub mod export;

@@ -43,6 +43,20 @@ fn whole(v: &Value, field: &str) -> Result<i64, String> {
 }
 
 impl Placement {
+    /// A Placement that shows `snapshot`.
+    pub fn from(snapshot: &Snapshot) -> Placement {
+        Placement {
+            classes: snapshot.custom_classes.clone(),
+            traits: snapshot.custom_traits.clone(),
+            providers: snapshot
+                .providers
+                .iter()
+                .map(|p| (p.uuid.clone(), p.clone()))
+                .collect(),
+            consumers: snapshot.consumers.clone(),
+        }
+    }
+
     /// One write, as Placement answers it: done, or why it is refused.
     pub fn apply(&mut self, op: &Op) -> Result<(), String> {
         let parts: Vec<&str> = op.path.trim_start_matches('/').split('/').collect();
