@@ -7,9 +7,11 @@
 //! take) is found before the first write.
 //!
 //! Generations are Placement's own: a provider's and a consumer's generation in the target
-//! count the target's writes, not kubeplace's.
+//! count the target's writes, not kubeplace's. The snapshot of kubeplace's state and the
+//! plan of writes are the policy crate's ([`kubeplace_policy::sync`]); here are the reads,
+//! and the writes with the generations they carry.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -18,23 +20,16 @@ use http::Method;
 use kube::api::Api;
 use serde_json::{Value, json};
 
-use kubeplace_api::provider_name::placement_name;
-use kubeplace_api::{Allocation, Kind, Object, ResourceProvider};
-use kubeplace_policy::placement_records::{
-    CONSUMER_TYPE_ANNOTATION, PROJECT_ANNOTATION, UNKNOWN_PROJECT, USER_ANNOTATION,
-};
-use kubeplace_policy::store::{Change, ObjectKey, Store};
-use kubeplace_policy::translate::resource_provider::{api_inventory, inventory};
-use kubeplace_policy::translate::{APPLIED, OVER_CAPACITY};
+use kubeplace_api::{Allocation, Object, ResourceProvider};
+use kubeplace_policy::store::{Change, Store};
+use kubeplace_policy::sync::export::{self, Op};
+use kubeplace_policy::sync::{Snapshot, snapshot_of};
 
 use super::Exit;
 use super::placement_client::{ClientError, Opening, PlacementClient, RunLimits, SourceAuth};
-use super::placement_snapshot::{
-    self, Consumer, Progress, Provider, Scalar, Snapshot, parents_first, refused_whole,
-};
+use super::placement_snapshot::{self, Progress, Scalar, refused_whole};
 use crate::operator::flags::ClusterFlags;
 use crate::placement_api::cluster::Cluster;
-use kubeplace_core::placement::response::inventory_json;
 
 /// Arguments of `kubeplace placement export`.
 #[derive(clap::Args, Debug)]
@@ -60,17 +55,6 @@ pub struct ExportArgs {
     pub quiet: bool,
     #[command(flatten)]
     pub cluster: ClusterFlags,
-}
-
-/// One write into Placement.
-#[derive(Debug, Clone)]
-struct Op {
-    method: Method,
-    path: String,
-    body: Option<Value>,
-    /// The provider whose generation the body carries (and the answer moves).
-    generation_of: Option<String>,
-    what: String,
 }
 
 /// Runs the export; 0 done, 1 refused or failed, 2 bad input.
@@ -125,7 +109,7 @@ pub fn main(args: &ExportArgs) -> Exit {
             return Exit::Failed;
         }
     };
-    let ops = match plan(&source, &target) {
+    let ops = match export::plan(&source, &target) {
         Ok(ops) => ops,
         Err(refusals) => {
             return refused_whole(
@@ -178,6 +162,15 @@ struct WriteAnswer {
     generation: Option<Scalar>,
 }
 
+/// The HTTP method of a write.
+fn method(op: &Op) -> Method {
+    match op.method {
+        export::Method::Put => Method::PUT,
+        export::Method::Post => Method::POST,
+        export::Method::Delete => Method::DELETE,
+    }
+}
+
 fn run(
     client: &mut PlacementClient,
     op: &Op,
@@ -187,7 +180,7 @@ fn run(
     let generation = |got: Option<&Scalar>, field: &str, uuid: &str| match got {
         None => Ok(None),
         Some(g) => g.whole().map(Some).ok_or_else(|| ClientError::Unexpected {
-            method: op.method.clone(),
+            method: method(op),
             path: op.path.clone(),
             reason: format!(
                 "provider {uuid}: its {field} is {g}, not a generation (a whole number, 0 or more)"
@@ -199,7 +192,7 @@ fn run(
         if let (Some(uuid), Some(b)) = (&op.generation_of, body.as_mut()) {
             b["resource_provider_generation"] = json!(generations.get(uuid).copied().unwrap_or(0));
         }
-        match client.write::<WriteAnswer>(op.method.clone(), &op.path, body.as_ref()) {
+        match client.write::<WriteAnswer>(method(op), &op.path, body.as_ref()) {
             Ok(answer) => {
                 if let Some(uuid) = &op.generation_of {
                     let field = "resource_provider_generation";
@@ -209,7 +202,7 @@ fn run(
                         generations.insert(uuid.clone(), g);
                     }
                 }
-                if op.method == Method::POST && op.path == "/resource_providers" {
+                if op.creates_provider() {
                     let uuid = op.body.as_ref().map(|b| b["uuid"].clone());
                     if let Some(Value::String(u)) = uuid {
                         let g = generation(answer.generation.as_ref(), "generation", &u)?;
@@ -265,391 +258,4 @@ fn from_cluster(args: &ExportArgs) -> Result<Snapshot, String> {
             .map(|o| Change::Put(Box::new(o))),
     );
     Ok(snapshot_of(&store, &classes, &traits))
-}
-
-/// kubeplace's state as Placement would show it: each provider with its Placement name,
-/// uuid, parent, effective inventories and traits, aggregates; each consumer's allocations
-/// summed over its Allocation objects, with its project, user and type.
-fn snapshot_of(store: &Store, classes: &BTreeSet<String>, traits: &BTreeSet<String>) -> Snapshot {
-    let index = store.index();
-    let records = index.providers();
-    let uuid_of: HashMap<&str, &str> = records
-        .iter()
-        .map(|r| (r.name.as_str(), r.uuid.as_str()))
-        .collect();
-    let mut custom_classes = classes.clone();
-    let mut custom_traits = traits.clone();
-    let mut providers = Vec::new();
-    for r in &records {
-        let (inventories, effective_traits) = index
-            .effective(&r.name)
-            .unwrap_or_else(|| (r.inventories.clone(), r.traits.clone()));
-        let name = match store.get(&ObjectKey::cluster(Kind::ResourceProvider, &r.name)) {
-            Some(Object::ResourceProvider(rp)) => placement_name(rp),
-            _ => r.name.clone(),
-        };
-        custom_classes.extend(
-            inventories
-                .keys()
-                .filter(|c| c.starts_with("CUSTOM_"))
-                .cloned(),
-        );
-        custom_traits.extend(
-            effective_traits
-                .iter()
-                .filter(|t| t.starts_with("CUSTOM_"))
-                .cloned(),
-        );
-        providers.push(Provider {
-            uuid: r.uuid.clone(),
-            name,
-            parent: r
-                .parent
-                .as_deref()
-                .and_then(|p| uuid_of.get(p))
-                .map(|u| u.to_string()),
-            generation: 0,
-            inventories: inventories
-                .into_iter()
-                .map(|(c, i)| (c, api_inventory(&i)))
-                .collect(),
-            traits: effective_traits,
-            aggregates: r.aggregates.clone(),
-        });
-    }
-    let mut consumers: BTreeMap<String, Consumer> = BTreeMap::new();
-    for o in store.list(Kind::Allocation) {
-        let Object::Allocation(a) = o else { continue };
-        // A claim kubeplace refused (it counts nowhere) is not one Placement has either.
-        if refused(a)
-            || store
-                .refusal(a.metadata.name.as_deref().unwrap_or(""))
-                .is_some()
-        {
-            continue;
-        }
-        let ann = |k: &str| {
-            a.metadata
-                .annotations
-                .as_ref()
-                .and_then(|m| m.get(k))
-                .cloned()
-        };
-        let c = consumers
-            .entry(a.spec.consumer.clone())
-            .or_insert_with(|| Consumer {
-                uuid: a.spec.consumer.clone(),
-                project_id: ann(PROJECT_ANNOTATION).unwrap_or_else(|| UNKNOWN_PROJECT.to_string()),
-                user_id: ann(USER_ANNOTATION).unwrap_or_else(|| UNKNOWN_PROJECT.to_string()),
-                consumer_type: ann(CONSUMER_TYPE_ANNOTATION)
-                    .unwrap_or_else(|| "INSTANCE".to_string()),
-                generation: None,
-                allocations: BTreeMap::new(),
-            });
-        for pa in &a.spec.allocations {
-            let uuid = uuid_of
-                .get(pa.provider.as_str())
-                .map(|u| u.to_string())
-                .unwrap_or_else(|| format!("provider {:?}", pa.provider));
-            let on = c.allocations.entry(uuid).or_default();
-            for (class, n) in &pa.resources {
-                custom_classes.extend(class.starts_with("CUSTOM_").then(|| class.clone()));
-                *on.entry(class.clone()).or_default() += n;
-            }
-        }
-    }
-    Snapshot {
-        custom_classes,
-        custom_traits,
-        providers: parents_first(providers.into_iter().map(|p| (p.uuid.clone(), p)).collect()),
-        consumers,
-    }
-}
-
-/// Whether an Allocation's claim was refused after the fact (`Applied=False`,
-/// `OverCapacity`).
-fn refused(a: &Allocation) -> bool {
-    a.status.as_ref().is_some_and(|s| {
-        s.conditions
-            .iter()
-            .any(|c| c.type_ == APPLIED && c.status == "False" && c.reason == OVER_CAPACITY)
-    })
-}
-
-fn inventories_body(p: &Provider) -> Value {
-    let inventories: serde_json::Map<String, Value> = p
-        .inventories
-        .iter()
-        .map(|(c, i)| (c.clone(), inventory_json(&inventory(i))))
-        .collect();
-    json!({"inventories": inventories})
-}
-
-/// The writes that make `target` into `source`, or what Placement would refuse.
-fn plan(source: &Snapshot, target: &Snapshot) -> Result<Vec<Op>, Vec<String>> {
-    let mut refusals = Vec::new();
-    let there = target.by_uuid();
-    let here = source.by_uuid();
-    let target_names: HashMap<&str, &str> = target
-        .providers
-        .iter()
-        .map(|p| (p.name.as_str(), p.uuid.as_str()))
-        .collect();
-    for p in &source.providers {
-        if let Some(u) = target_names.get(p.name.as_str())
-            && *u != p.uuid
-            && here.get(u).is_none_or(|mine| mine.name == p.name)
-        {
-            refusals.push(format!(
-                "provider {:?} ({}): Placement has a provider of that name with uuid {u}; delete or rename it there first",
-                p.name, p.uuid
-            ));
-        }
-        if p.name.chars().count() > 200 {
-            refusals.push(format!(
-                "provider {:?} ({}): Placement takes names of at most 200 characters",
-                p.name, p.uuid
-            ));
-        }
-    }
-    for c in source.consumers.values() {
-        if !kubeplace_core::placement::is_placement_name(&c.consumer_type) {
-            refusals.push(format!(
-                "consumer {}: consumer type {:?} is not one Placement takes (A-Z, 0-9 and _)",
-                c.uuid, c.consumer_type
-            ));
-        }
-        for id in [&c.project_id, &c.user_id] {
-            if id.is_empty() || id.len() > 255 {
-                refusals.push(format!(
-                    "consumer {}: project or user id {id:?} is not 1-255 characters",
-                    c.uuid
-                ));
-            }
-        }
-        for rp in c.allocations.keys() {
-            if !here.contains_key(rp.as_str()) {
-                refusals.push(format!(
-                    "consumer {}: it has allocations on {rp}, which is not one of the providers exported",
-                    c.uuid
-                ));
-            }
-        }
-    }
-    if !refusals.is_empty() {
-        return Err(refusals);
-    }
-    let mut ops = Vec::new();
-    for class in source.custom_classes.difference(&target.custom_classes) {
-        ops.push(Op {
-            method: Method::PUT,
-            path: format!("/resource_classes/{class}"),
-            body: None,
-            generation_of: None,
-            what: format!("create resource class {class}"),
-        });
-    }
-    for t in source.custom_traits.difference(&target.custom_traits) {
-        ops.push(Op {
-            method: Method::PUT,
-            path: format!("/traits/{t}"),
-            body: None,
-            generation_of: None,
-            what: format!("create trait {t}"),
-        });
-    }
-    // Consumers gone first: their allocations may hold what a provider change needs.
-    for c in target.consumers.keys() {
-        if !source.consumers.contains_key(c) {
-            ops.push(Op {
-                method: Method::DELETE,
-                path: format!("/allocations/{c}"),
-                body: None,
-                generation_of: None,
-                what: format!("delete the allocations of consumer {c}"),
-            });
-        }
-    }
-    // A provider whose name another provider will take is renamed out of the way first.
-    for p in &source.providers {
-        let Some(old) = there.get(p.uuid.as_str()) else {
-            ops.push(Op {
-                method: Method::POST,
-                path: "/resource_providers".to_string(),
-                body: Some(json!({
-                    "name": p.name,
-                    "uuid": p.uuid,
-                    "parent_provider_uuid": p.parent,
-                })),
-                generation_of: None,
-                what: format!("create provider {:?} ({})", p.name, p.uuid),
-            });
-            continue;
-        };
-        if old.name != p.name || old.parent != p.parent {
-            ops.push(Op {
-                method: Method::PUT,
-                path: format!("/resource_providers/{}", p.uuid),
-                body: Some(json!({"name": p.name, "parent_provider_uuid": p.parent})),
-                generation_of: None,
-                what: format!("rename or move provider {:?} ({})", p.name, p.uuid),
-            });
-        }
-    }
-    for p in &source.providers {
-        let old = there.get(p.uuid.as_str());
-        let who = format!("provider {:?} ({})", p.name, p.uuid);
-        if old.map(|o| &o.inventories) != Some(&p.inventories)
-            && !(old.is_none() && p.inventories.is_empty())
-        {
-            ops.push(Op {
-                method: Method::PUT,
-                path: format!("/resource_providers/{}/inventories", p.uuid),
-                body: Some(inventories_body(p)),
-                generation_of: Some(p.uuid.clone()),
-                what: format!("set the inventories of {who}"),
-            });
-        }
-        if old.map(|o| &o.traits) != Some(&p.traits) && !(old.is_none() && p.traits.is_empty()) {
-            ops.push(Op {
-                method: Method::PUT,
-                path: format!("/resource_providers/{}/traits", p.uuid),
-                body: Some(json!({"traits": p.traits})),
-                generation_of: Some(p.uuid.clone()),
-                what: format!("set the traits of {who}"),
-            });
-        }
-        if old.map(|o| &o.aggregates) != Some(&p.aggregates)
-            && !(old.is_none() && p.aggregates.is_empty())
-        {
-            ops.push(Op {
-                method: Method::PUT,
-                path: format!("/resource_providers/{}/aggregates", p.uuid),
-                body: Some(json!({"aggregates": p.aggregates})),
-                generation_of: Some(p.uuid.clone()),
-                what: format!("set the aggregates of {who}"),
-            });
-        }
-    }
-    for c in source.consumers.values() {
-        let old = target.consumers.get(&c.uuid);
-        let same = old.is_some_and(|o| {
-            o.allocations == c.allocations
-                && o.project_id == c.project_id
-                && o.user_id == c.user_id
-                && o.consumer_type == c.consumer_type
-        });
-        if same {
-            continue;
-        }
-        let allocations: serde_json::Map<String, Value> = c
-            .allocations
-            .iter()
-            .map(|(rp, r)| (rp.clone(), json!({"resources": r})))
-            .collect();
-        ops.push(Op {
-            method: Method::PUT,
-            path: format!("/allocations/{}", c.uuid),
-            body: Some(json!({
-                "allocations": allocations,
-                "project_id": c.project_id,
-                "user_id": c.user_id,
-                "consumer_generation": old.and_then(|o| o.generation),
-                "consumer_type": c.consumer_type,
-            })),
-            generation_of: None,
-            what: format!("put the allocations of consumer {}", c.uuid),
-        });
-    }
-    // Providers gone last, children before their parents.
-    for p in target.providers.iter().rev() {
-        if !here.contains_key(p.uuid.as_str()) {
-            ops.push(Op {
-                method: Method::DELETE,
-                path: format!("/resource_providers/{}", p.uuid),
-                body: None,
-                generation_of: None,
-                what: format!("delete provider {:?} ({})", p.name, p.uuid),
-            });
-        }
-    }
-    Ok(ops)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::cli::placement_snapshot::tests::provider;
-
-    fn consumer(uuid: &str, rp: &str, consumer_type: &str) -> Consumer {
-        Consumer {
-            uuid: uuid.to_string(),
-            project_id: "p".to_string(),
-            user_id: "u".to_string(),
-            consumer_type: consumer_type.to_string(),
-            generation: None,
-            allocations: BTreeMap::from([(
-                rp.to_string(),
-                BTreeMap::from([("VCPU".to_string(), 1)]),
-            )]),
-        }
-    }
-
-    #[test]
-    fn only_differences_are_written_in_order() {
-        let mut cn1 = provider("u1", "cn1", None);
-        cn1.inventories
-            .insert("VCPU".to_string(), kubeplace_api::Inventory::with_total(4));
-        let numa = provider("u2", "cn1_NUMA0", Some("u1"));
-        let source = Snapshot {
-            custom_traits: BTreeSet::from(["CUSTOM_X".to_string()]),
-            providers: vec![cn1.clone(), numa],
-            consumers: BTreeMap::from([("c1".to_string(), consumer("c1", "u1", "INSTANCE"))]),
-            ..Default::default()
-        };
-        let target = Snapshot {
-            providers: vec![cn1, provider("u9", "gone", None)],
-            consumers: BTreeMap::from([("c9".to_string(), consumer("c9", "u9", "INSTANCE"))]),
-            ..Default::default()
-        };
-        let ops = plan(&source, &target).unwrap();
-        let said: Vec<String> = ops
-            .iter()
-            .map(|o| format!("{} {}", o.method, o.path))
-            .collect();
-        assert_eq!(
-            said,
-            [
-                "PUT /traits/CUSTOM_X",
-                "DELETE /allocations/c9",
-                "POST /resource_providers",
-                "PUT /allocations/c1",
-                "DELETE /resource_providers/u9",
-            ]
-        );
-        // The same state on both sides: nothing.
-        assert!(plan(&source, &source).unwrap().is_empty());
-    }
-
-    #[test]
-    fn what_placement_would_refuse_is_named_before_any_write() {
-        let source = Snapshot {
-            providers: vec![provider("u1", "cn1", None)],
-            consumers: BTreeMap::from([("c1".to_string(), consumer("c1", "u1", "vm-like"))]),
-            ..Default::default()
-        };
-        let target = Snapshot {
-            providers: vec![provider("u7", "cn1", None)],
-            ..Default::default()
-        };
-        let refusals = plan(&source, &target).unwrap_err();
-        assert!(
-            refusals[0].contains("\"cn1\" (u1)") && refusals[0].contains("u7"),
-            "{refusals:?}"
-        );
-        assert!(
-            refusals[1].contains("consumer c1") && refusals[1].contains("vm-like"),
-            "{refusals:?}"
-        );
-    }
 }

@@ -7,9 +7,12 @@
 //! objects it makes; every refusal (names kubeplace cannot carry, objects admission would
 //! refuse, objects in the cluster that contradict Placement's) found before anything is
 //! written; then only the differences with what is there (the file, or the cluster) are
-//! written. A second run finds none; a run cut short is finished by the next.
+//! written. A second run finds none; a run cut short is finished by the next. Every
+//! decision is the policy crate's ([`kubeplace_policy::sync`]); here are the reads and the
+//! writes, one sequence ([`import_into`]) over two sinks, the file and the cluster.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Display;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,33 +20,19 @@ use std::time::Instant;
 
 use futures::StreamExt;
 use kube::Client;
-use kube::api::{Api, ObjectMeta, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
-use kubeplace_api::provider_name::{NAME_ANNOTATION, name_provider, object_name, placement_name};
-use kubeplace_api::{
-    Allocation, AllocationSpec, Kind, Object, ProviderAllocation, ResourceProvider,
-    ResourceProviderSpec, SortedMap,
-};
-use kubeplace_core::placement::{check_resource_class, check_trait};
-use kubeplace_policy::admission::admit_and_store_in_order;
-use kubeplace_policy::placement_records::{
-    CONSUMER_TYPE_ANNOTATION, PROJECT_ANNOTATION, Registry, RegistryChange, USER_ANNOTATION,
-};
-use kubeplace_policy::store::{Change, ObjectKey, Store};
+use kubeplace_api::{Allocation, Object, ResourceProvider};
+use kubeplace_policy::store::ObjectKey;
+use kubeplace_policy::sync::import::{self, Level, Plan, Registered, describe};
+use kubeplace_policy::sync::{Desired, desired};
 
 use super::Exit;
 use super::placement_client::{Opening, RunLimits, SourceAuth};
-use super::placement_snapshot::{self, Progress, Snapshot, refused_whole};
+use super::placement_snapshot::{self, Progress, refused_whole};
 use crate::operator::flags::ClusterFlags;
 use crate::placement_api::cluster::Cluster;
-
-/// The uuid a provider object goes by: its spec's, or the one derived from its name.
-fn provider_uuid(rp: &ResourceProvider) -> String {
-    rp.spec.uuid.clone().unwrap_or_else(|| {
-        kubeplace_core::placement::derived_provider_uuid(rp.metadata.name.as_deref().unwrap_or(""))
-    })
-}
 
 /// The field manager of the import's writes.
 const FIELD_MANAGER: &str = "kubeplace-placement-import";
@@ -91,14 +80,6 @@ pub enum ManifestFormat {
     Json,
 }
 
-/// What kubeplace's objects for a Placement are.
-pub struct Desired {
-    /// Providers parents first, then Allocations by consumer.
-    pub objects: Vec<Object>,
-    pub custom_classes: BTreeSet<String>,
-    pub custom_traits: BTreeSet<String>,
-}
-
 /// Runs the import; 0 done (or nothing to do), 1 refused or failed, 2 bad arguments.
 pub fn main(args: &ImportArgs) -> Exit {
     let started = Instant::now();
@@ -136,8 +117,11 @@ pub fn main(args: &ImportArgs) -> Exit {
         Err(refusals) => return refuse(&refusals),
     };
     let exit = match &args.to_file {
-        Some(path) => into_file(args, path, &desired, &mut progress),
-        None => into_cluster(args, &desired, args.limits.deadline(started), &mut progress),
+        Some(path) => import_into(&mut IntoFile { args, path }, args, &desired, &mut progress),
+        None => match IntoCluster::open(args, args.limits.deadline(started)) {
+            Ok(mut sink) => import_into(&mut sink, args, &desired, &mut progress),
+            Err(exit) => exit,
+        },
     };
     if exit == Exit::Ok {
         progress.say(&format!("done in {:.1} s", started.elapsed().as_secs_f64()));
@@ -145,7 +129,7 @@ pub fn main(args: &ImportArgs) -> Exit {
     exit
 }
 
-fn refuse(refusals: &[String]) -> Exit {
+fn refuse(refusals: &[impl Display]) -> Exit {
     refused_whole(
         "kubeplace placement import",
         &format!(
@@ -156,236 +140,77 @@ fn refuse(refusals: &[String]) -> Exit {
     )
 }
 
-/// kubeplace's objects for a snapshot, or what kubeplace cannot carry of it (each naming
-/// the provider, consumer or name).
-pub fn desired(snapshot: &Snapshot) -> Result<Desired, Vec<String>> {
-    let mut refusals = Vec::new();
-    for class in &snapshot.custom_classes {
-        if let Err(e) = check_resource_class(class) {
-            refusals.push(format!("custom resource class {class}: {e}"));
-        }
-    }
-    for t in &snapshot.custom_traits {
-        if let Err(e) = check_trait(t) {
-            refusals.push(format!("custom trait {t}: {e}"));
-        }
-    }
-    let by_uuid = snapshot.by_uuid();
-    // Two Placement names that one object name would stand for.
-    let mut objects_named: HashMap<String, &str> = HashMap::new();
-    for p in &snapshot.providers {
-        let object = object_name(&p.name);
-        if let Some(other) = objects_named.insert(object.clone(), &p.uuid)
-            && let Some(o) = by_uuid.get(other)
-        {
-            refusals.push(format!(
-                "provider {:?} ({}): its object name {object:?} is also the object name of provider {:?} ({}); rename one of them in Placement first",
-                p.name, p.uuid, o.name, o.uuid
-            ));
-        }
-    }
-    let mut objects = Vec::with_capacity(snapshot.providers.len() + snapshot.consumers.len());
-    for p in &snapshot.providers {
-        let who = || format!("provider {:?} ({})", p.name, p.uuid);
-        for class in p.inventories.keys() {
-            if let Err(e) = check_resource_class(class) {
-                refusals.push(format!("{}: inventory of {class}: {e}", who()));
-            }
-        }
-        for t in &p.traits {
-            if let Err(e) = check_trait(t) {
-                refusals.push(format!("{}: trait {t}: {e}", who()));
-            }
-        }
-        let parent = match &p.parent {
-            Some(u) => match by_uuid.get(u.as_str()) {
-                Some(parent) => Some(object_name(&parent.name)),
-                None => {
-                    refusals.push(format!("{}: its parent {u} was not read", who()));
-                    None
-                }
-            },
-            None => None,
-        };
-        let spec = ResourceProviderSpec {
-            uuid: Some(p.uuid.clone()),
-            parent,
-            inventories: {
-                let mut m = SortedMap::new();
-                for (c, i) in &p.inventories {
-                    m.insert(c.clone(), i.clone());
-                }
-                m
-            },
-            traits: p.traits.iter().cloned().collect(),
-            aggregates: p.aggregates.iter().cloned().collect(),
-        };
-        let mut rp = ResourceProvider::new(&object_name(&p.name), spec);
-        name_provider(&mut rp, &p.name);
-        objects.push(Object::ResourceProvider(rp));
-    }
-    for c in snapshot.consumers.values() {
-        let mut allocations = Vec::new();
-        for (rp, resources) in &c.allocations {
-            match by_uuid.get(rp.as_str()) {
-                Some(p) => allocations.push(ProviderAllocation {
-                    provider: object_name(&p.name),
-                    resources: resources.clone(),
-                }),
-                None => refusals.push(format!(
-                    "consumer {}: it has allocations on provider {rp}, which was not read",
-                    c.uuid
-                )),
-            }
-        }
-        if !kubeplace_core::placement::is_uuid(&c.uuid) || c.uuid.to_lowercase() != c.uuid {
-            refusals.push(format!(
-                "consumer {:?}: its uuid cannot name an Allocation object (lowercase, with hyphens)",
-                c.uuid
-            ));
-        }
-        let mut a = Allocation::new(
-            &c.uuid,
-            AllocationSpec {
-                consumer: c.uuid.clone(),
-                allocations,
-            },
-        );
-        a.metadata.annotations = Some(BTreeMap::from([
-            (PROJECT_ANNOTATION.to_string(), c.project_id.clone()),
-            (USER_ANNOTATION.to_string(), c.user_id.clone()),
-            (
-                CONSUMER_TYPE_ANNOTATION.to_string(),
-                c.consumer_type.clone(),
-            ),
-        ]));
-        objects.push(Object::Allocation(a));
-    }
-    if refusals.is_empty() {
-        Ok(Desired {
-            objects,
-            custom_classes: snapshot.custom_classes.clone(),
-            custom_traits: snapshot.custom_traits.clone(),
-        })
-    } else {
-        Err(refusals)
-    }
+/// What is where the objects go.
+struct There {
+    objects: HashMap<ObjectKey, Object>,
+    /// The custom names kept there; `None` where nothing keeps names (a file).
+    registered: Option<Registered>,
 }
 
-/// What a write does to one object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Step {
-    Create,
-    Replace,
-    Same,
+/// Where an import writes: a manifest file, or the cluster.
+trait Sink {
+    /// What is there now.
+    fn read(&mut self) -> Result<There, Exit>;
+    /// Whether the objects replace what is there whole (a file), rather than land among it
+    /// (the cluster), which is then what refusals are found against.
+    fn replaces_whole(&self) -> bool;
+    /// What the summary adds of `n` objects there that Placement does not have.
+    fn others(&self, n: usize) -> String;
+    /// What to say before the summary.
+    fn warn(&self, _desired: &Desired, _progress: &mut Progress) {}
+    /// Writes the plan's changes.
+    fn write(
+        &mut self,
+        desired: &Desired,
+        plan: &Plan,
+        there: &There,
+        progress: &mut Progress,
+    ) -> Exit;
 }
 
-/// The managed part of an object: what import writes and compares.
-fn managed(o: &Object) -> Value {
-    match o {
-        Object::ResourceProvider(rp) => {
-            let mut spec = rp.spec.clone();
-            spec.traits.sort();
-            spec.aggregates.sort();
-            json!({
-                "name": placement_name(rp),
-                "spec": serde_json::to_value(&spec).unwrap_or_default(),
-            })
-        }
-        Object::Allocation(a) => {
-            let ann = |k: &str| {
-                a.metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|m| m.get(k))
-                    .cloned()
-            };
-            let mut spec = a.spec.clone();
-            spec.allocations.sort_by(|x, y| x.provider.cmp(&y.provider));
-            json!({
-                "spec": serde_json::to_value(&spec).unwrap_or_default(),
-                "project": ann(PROJECT_ANNOTATION),
-                "user": ann(USER_ANNOTATION),
-                "type": ann(CONSUMER_TYPE_ANNOTATION),
-            })
-        }
-        _ => Value::Null,
-    }
-}
-
-/// Each desired object's step against what is there.
-fn plan(desired: &Desired, existing: &HashMap<ObjectKey, Object>) -> Vec<Step> {
-    desired
-        .objects
-        .iter()
-        .map(|o| match existing.get(&ObjectKey::of(o)) {
-            None => Step::Create,
-            Some(old) if managed(old) == managed(o) => Step::Same,
-            Some(_) => Step::Replace,
-        })
-        .collect()
-}
-
-/// Objects admission would refuse, over `base` (what the cluster holds) with the desired
-/// objects written in order.
-fn admission_refusals(base: Vec<Object>, desired: &Desired) -> Vec<String> {
-    let mut store = Store::default();
-    store.apply_changes(base.into_iter().map(|o| Change::Put(Box::new(o))));
-    let mut refusals = Vec::new();
-    for o in &desired.objects {
-        let verdict = admit_and_store_in_order(&mut store, o.clone());
-        if !verdict.allowed {
-            refusals.push(format!("{}: {}", describe(o), verdict.message));
-        }
-    }
-    refusals
-}
-
-fn describe(o: &Object) -> String {
-    match o {
-        Object::ResourceProvider(rp) => format!(
-            "provider {:?} ({})",
-            placement_name(rp),
-            rp.spec.uuid.as_deref().unwrap_or_default()
-        ),
-        Object::Allocation(a) => format!("consumer {}", a.spec.consumer),
-        o => format!(
-            "{} {}",
-            o.kind().as_str(),
-            o.meta().name.as_deref().unwrap_or("")
-        ),
-    }
-}
-
-/// The counts of a plan, for people.
-fn summary(steps: &[Step], desired: &Desired, names: usize) -> String {
-    let count = |kind: Kind, step: Step| {
-        desired
-            .objects
-            .iter()
-            .zip(steps)
-            .filter(|(o, s)| o.kind() == kind && **s == step)
-            .count()
+/// The one sequence of an import: what is there read, refusals found, the plan made and
+/// said, then written (or, with --dry-run, listed).
+fn import_into(
+    sink: &mut dyn Sink,
+    args: &ImportArgs,
+    desired: &Desired,
+    progress: &mut Progress,
+) -> Exit {
+    let there = match sink.read() {
+        Ok(t) => t,
+        Err(exit) => return exit,
     };
-    format!(
-        "providers: {} to create, {} to replace, {} unchanged; consumers: {} to create, {} to replace, {} unchanged; custom names to register: {names}",
-        count(Kind::ResourceProvider, Step::Create),
-        count(Kind::ResourceProvider, Step::Replace),
-        count(Kind::ResourceProvider, Step::Same),
-        count(Kind::Allocation, Step::Create),
-        count(Kind::Allocation, Step::Replace),
-        count(Kind::Allocation, Step::Same),
-    )
+    let nothing = HashMap::new();
+    let among = if sink.replaces_whole() {
+        &nothing
+    } else {
+        &there.objects
+    };
+    let refusals = import::refusals(desired, among);
+    if !refusals.is_empty() {
+        return refuse(&refusals);
+    }
+    sink.warn(desired, progress);
+    let plan = import::plan(desired, &there.objects, there.registered.as_ref());
+    let others = if plan.others.is_empty() {
+        String::new()
+    } else {
+        sink.others(plan.others.len())
+    };
+    progress.say(&format!("{}{others}", plan.summary(desired)));
+    if args.dry_run {
+        print_dry_run(&plan, desired, &there, sink.replaces_whole());
+        return Exit::Ok;
+    }
+    sink.write(desired, &plan, &there, progress)
 }
 
-fn print_dry_run(steps: &[Step], desired: &Desired, names: &[String]) {
+/// The plan's writes on standard output: objects created and replaced, names registered,
+/// and objects a file replaced whole no longer has.
+fn print_dry_run(plan: &Plan, desired: &Desired, there: &There, removes_others: bool) {
     let mut out = std::io::stdout().lock();
-    for (o, s) in desired.objects.iter().zip(steps) {
-        let verb = match s {
-            Step::Create => "create",
-            Step::Replace => "replace",
-            Step::Same => continue,
-        };
+    for (o, s) in desired.objects.iter().zip(&plan.steps) {
+        let Some(verb) = s.verb() else { continue };
         let _ = writeln!(
             out,
             "{verb} {} {} ({})",
@@ -394,74 +219,11 @@ fn print_dry_run(steps: &[Step], desired: &Desired, names: &[String]) {
             describe(o)
         );
     }
-    for n in names {
-        let _ = writeln!(out, "register {n}");
+    for n in &plan.names {
+        let _ = writeln!(out, "register {}", n.name);
     }
-}
-
-// ---- into a file ----
-
-fn into_file(args: &ImportArgs, path: &Path, desired: &Desired, progress: &mut Progress) -> Exit {
-    let refusals = admission_refusals(Vec::new(), desired);
-    if !refusals.is_empty() {
-        return refuse(&refusals);
-    }
-    // Custom names no object uses are known to `serve` only through the objects.
-    let used = used_names(desired);
-    let unused: Vec<&String> = desired
-        .custom_classes
-        .iter()
-        .chain(&desired.custom_traits)
-        .filter(|n| !used.contains(n.as_str()))
-        .collect();
-    if !unused.is_empty() {
-        progress.say(&format!(
-            "warning: a manifest cannot carry custom names no object uses ({}); `serve -f` will not know them until created again (importing into a cluster keeps them)",
-            unused
-                .iter()
-                .map(|s| s.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
-    let text = render(&desired.objects, args.output);
-    let stdout = path.as_os_str() == "-";
-    let existing: HashMap<ObjectKey, Object> = if stdout || !path.exists() {
-        HashMap::new()
-    } else {
-        match kubeplace_api::manifest::read_paths(&[path.to_path_buf()], &mut std::io::empty()) {
-            Ok(docs) => docs
-                .into_iter()
-                .filter_map(|d| d.object().and_then(Result::ok))
-                .map(|o| (ObjectKey::of(&o), o))
-                .collect(),
-            Err(_) => HashMap::new(),
-        }
-    };
-    let steps = plan(desired, &existing);
-    let wanted: BTreeSet<ObjectKey> = desired.objects.iter().map(ObjectKey::of).collect();
-    let mut extra: Vec<&Object> = existing
-        .iter()
-        .filter(|(k, _)| !wanted.contains(*k))
-        .map(|(_, o)| o)
-        .collect();
-    extra.sort_by_key(|o| ObjectKey::of(o));
-    progress.say(&format!(
-        "{}{}",
-        summary(&steps, desired, 0),
-        if extra.is_empty() {
-            String::new()
-        } else {
-            format!(
-                "; {} object(s) in the file that Placement no longer has go",
-                extra.len()
-            )
-        }
-    ));
-    if args.dry_run {
-        print_dry_run(&steps, desired, &[]);
-        let mut out = std::io::stdout().lock();
-        for o in extra {
+    if removes_others {
+        for o in plan.others.iter().filter_map(|k| there.objects.get(k)) {
             let _ = writeln!(
                 out,
                 "remove {} {} ({})",
@@ -470,62 +232,104 @@ fn into_file(args: &ImportArgs, path: &Path, desired: &Desired, progress: &mut P
                 describe(o)
             );
         }
-        return Exit::Ok;
-    }
-    if stdout {
-        let mut out = std::io::stdout().lock();
-        return match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-            Ok(()) => Exit::Ok,
-            Err(e) => {
-                eprintln!("kubeplace placement import: writing standard output: {e}");
-                Exit::Failed
-            }
-        };
-    }
-    if std::fs::read_to_string(path).ok().as_deref() == Some(text.as_str()) {
-        progress.say(&format!(
-            "{} is up to date; nothing written",
-            path.display()
-        ));
-        return Exit::Ok;
-    }
-    match write_atomically(path, &text) {
-        Ok(()) => {
-            progress.say(&format!(
-                "wrote {} objects to {}",
-                desired.objects.len(),
-                path.display()
-            ));
-            Exit::Ok
-        }
-        Err(e) => {
-            eprintln!(
-                "kubeplace placement import: cannot write {}: {e}",
-                path.display()
-            );
-            Exit::Failed
-        }
     }
 }
 
-/// The custom names some object uses.
-fn used_names(desired: &Desired) -> BTreeSet<&str> {
-    let mut used = BTreeSet::new();
-    for o in &desired.objects {
-        match o {
-            Object::ResourceProvider(rp) => {
-                used.extend(rp.spec.inventories.keys().map(String::as_str));
-                used.extend(rp.spec.traits.iter().map(String::as_str));
+// ---- into a file ----
+
+/// A manifest file (`-`: standard output), replaced whole.
+struct IntoFile<'a> {
+    args: &'a ImportArgs,
+    path: &'a Path,
+}
+
+impl IntoFile<'_> {
+    fn stdout(&self) -> bool {
+        self.path.as_os_str() == "-"
+    }
+}
+
+impl Sink for IntoFile<'_> {
+    /// The objects of the file written before, if it can be read.
+    fn read(&mut self) -> Result<There, Exit> {
+        let objects = if self.stdout() || !self.path.exists() {
+            HashMap::new()
+        } else {
+            match kubeplace_api::manifest::read_paths(
+                &[self.path.to_path_buf()],
+                &mut std::io::empty(),
+            ) {
+                Ok(docs) => docs
+                    .into_iter()
+                    .filter_map(|d| d.object().and_then(Result::ok))
+                    .map(|o| (ObjectKey::of(&o), o))
+                    .collect(),
+                Err(_) => HashMap::new(),
             }
-            Object::Allocation(a) => {
-                for pa in &a.spec.allocations {
-                    used.extend(pa.resources.keys().map(String::as_str));
-                }
-            }
-            _ => {}
+        };
+        Ok(There {
+            objects,
+            registered: None,
+        })
+    }
+
+    fn replaces_whole(&self) -> bool {
+        true
+    }
+
+    fn others(&self, n: usize) -> String {
+        format!("; {n} object(s) in the file that Placement no longer has go")
+    }
+
+    /// Custom names no object uses are known to `serve` only through the objects.
+    fn warn(&self, desired: &Desired, progress: &mut Progress) {
+        let unused = import::unused_names(desired);
+        if !unused.is_empty() {
+            progress.say(&format!(
+                "warning: a manifest cannot carry custom names no object uses ({}); `serve -f` will not know them until created again (importing into a cluster keeps them)",
+                unused.join(", ")
+            ));
         }
     }
-    used
+
+    fn write(&mut self, desired: &Desired, _: &Plan, _: &There, progress: &mut Progress) -> Exit {
+        let path = self.path;
+        let text = render(&desired.objects, self.args.output);
+        if self.stdout() {
+            let mut out = std::io::stdout().lock();
+            return match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+                Ok(()) => Exit::Ok,
+                Err(e) => {
+                    eprintln!("kubeplace placement import: writing standard output: {e}");
+                    Exit::Failed
+                }
+            };
+        }
+        if std::fs::read_to_string(path).ok().as_deref() == Some(text.as_str()) {
+            progress.say(&format!(
+                "{} is up to date; nothing written",
+                path.display()
+            ));
+            return Exit::Ok;
+        }
+        match write_atomically(path, &text) {
+            Ok(()) => {
+                progress.say(&format!(
+                    "wrote {} objects to {}",
+                    desired.objects.len(),
+                    path.display()
+                ));
+                Exit::Ok
+            }
+            Err(e) => {
+                eprintln!(
+                    "kubeplace placement import: cannot write {}: {e}",
+                    path.display()
+                );
+                Exit::Failed
+            }
+        }
+    }
 }
 
 /// Writes `text` to a temporary file beside `path`, then renames it over `path`: a reader
@@ -608,215 +412,140 @@ fn render(objects: &[Object], format: ManifestFormat) -> String {
 
 // ---- into the cluster ----
 
-fn into_cluster(
-    args: &ImportArgs,
-    desired: &Desired,
+/// The cluster, through the API server; custom names into its registry ConfigMap.
+struct IntoCluster<'a> {
+    args: &'a ImportArgs,
     deadline: Instant,
-    progress: &mut Progress,
-) -> Exit {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("kubeplace placement import: cannot start the runtime: {e}");
-            return Exit::Failed;
-        }
-    };
-    let client = match runtime.block_on(crate::operator::client(&args.cluster)) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("kubeplace placement import: {e}");
-            return Exit::BadInput;
-        }
-    };
-    let fail = |what: String| {
-        eprintln!("kubeplace placement import: {what}");
-        Exit::Failed
-    };
-    // What the cluster holds.
-    let rps: Api<ResourceProvider> = Api::all(client.clone());
-    let allocs: Api<Allocation> = Api::all(client.clone());
-    let listed = runtime.block_on(async {
-        let r = rps.list(&Default::default()).await?;
-        let a = allocs.list(&Default::default()).await?;
-        Ok::<_, kube::Error>((r.items, a.items))
-    });
-    let (there_rps, there_allocs) = match listed {
-        Ok(l) => l,
-        Err(e) => {
-            return fail(format!(
-                "cannot list ResourceProviders and Allocations: {e}; nothing was written"
-            ));
-        }
-    };
-    let cluster = Cluster::new(
-        client.clone(),
-        runtime.handle().clone(),
-        args.cluster.namespace.clone(),
-    );
-    let (registered_traits, registered_classes) = match cluster.load_registries() {
-        Ok(r) => r,
-        Err(e) => return fail(format!("{e}; nothing was written")),
-    };
-    let mut existing: HashMap<ObjectKey, Object> = HashMap::new();
-    for rp in there_rps {
-        let o = Object::ResourceProvider(rp);
-        existing.insert(ObjectKey::of(&o), o);
-    }
-    for a in there_allocs {
-        let o = Object::Allocation(a);
-        existing.insert(ObjectKey::of(&o), o);
-    }
-    let mut refusals = contradictions(desired, &existing);
-    if refusals.is_empty() {
-        // Admission over what the cluster holds, with what import replaces left out of it
-        // (each is admitted again as an update).
-        refusals = admission_refusals(existing.values().cloned().collect(), desired);
-    }
-    if !refusals.is_empty() {
-        return refuse(&refusals);
-    }
-    let steps = plan(desired, &existing);
-    let names: Vec<RegistryChange> = desired
-        .custom_traits
-        .iter()
-        .filter(|t| !registered_traits.contains(*t))
-        .map(|t| RegistryChange {
-            registry: Registry::Traits,
-            name: t.clone(),
-            added: true,
+    runtime: tokio::runtime::Runtime,
+    client: Client,
+    cluster: Cluster,
+}
+
+impl<'a> IntoCluster<'a> {
+    /// The runtime and the client of the cluster the flags name.
+    fn open(args: &'a ImportArgs, deadline: Instant) -> Result<IntoCluster<'a>, Exit> {
+        let runtime = match tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+        {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("kubeplace placement import: cannot start the runtime: {e}");
+                return Err(Exit::Failed);
+            }
+        };
+        let client = match runtime.block_on(crate::operator::client(&args.cluster)) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("kubeplace placement import: {e}");
+                return Err(Exit::BadInput);
+            }
+        };
+        let cluster = Cluster::new(
+            client.clone(),
+            runtime.handle().clone(),
+            args.cluster.namespace.clone(),
+        );
+        Ok(IntoCluster {
+            args,
+            deadline,
+            runtime,
+            client,
+            cluster,
         })
-        .chain(
-            desired
-                .custom_classes
-                .iter()
-                .filter(|c| !registered_classes.contains(*c))
-                .map(|c| RegistryChange {
-                    registry: Registry::ResourceClasses,
-                    name: c.clone(),
-                    added: true,
-                }),
-        )
-        .collect();
-    let wanted: BTreeSet<ObjectKey> = desired.objects.iter().map(ObjectKey::of).collect();
-    let others = existing.keys().filter(|k| !wanted.contains(*k)).count();
-    progress.say(&format!(
-        "{}{}",
-        summary(&steps, desired, names.len()),
-        if others > 0 {
-            format!(
-                "; {others} ResourceProvider(s) and Allocation(s) of the cluster that this Placement does not have are left as they are"
-            )
-        } else {
-            String::new()
-        }
-    ));
-    if args.dry_run {
-        let listed: Vec<String> = names.iter().map(|n| n.name.clone()).collect();
-        print_dry_run(&steps, desired, &listed);
-        return Exit::Ok;
-    }
-    if !names.is_empty()
-        && let Err(e) = cluster.save_registry_changes(&names)
-    {
-        return fail(format!("{}; run the import again to finish", e.detail));
-    }
-    let started = Instant::now();
-    let written = runtime.block_on(write_objects(
-        client,
-        desired,
-        &steps,
-        &existing,
-        usize::from(args.writes),
-        (deadline, args.limits.timeout),
-        progress,
-    ));
-    match written {
-        Ok(Written {
-            providers,
-            providers_s,
-            allocations,
-            allocations_s,
-        }) => {
-            let n = providers + allocations;
-            let seconds = started.elapsed().as_secs_f64();
-            let rate = |n: usize, s: f64| n as f64 / s.max(1e-6);
-            progress.say(&format!(
-                "wrote {n} objects in {seconds:.1} s ({:.0} objects/s): {providers} ResourceProviders in {providers_s:.1} s ({:.0}/s), {allocations} Allocations in {allocations_s:.1} s ({:.0}/s)",
-                rate(n, seconds),
-                rate(providers, providers_s),
-                rate(allocations, allocations_s),
-            ));
-            Exit::Ok
-        }
-        Err((n, e)) => fail(format!(
-            "{e}; {n} objects were written before it, and running the import again writes the rest"
-        )),
     }
 }
 
-/// Objects in the cluster that say otherwise than Placement on something import does not
-/// overwrite: a provider's uuid, a consumer whose allocations live in another object.
-fn contradictions(desired: &Desired, existing: &HashMap<ObjectKey, Object>) -> Vec<String> {
-    let mut refusals = Vec::new();
-    let mut uuid_owner: HashMap<String, &str> = HashMap::new();
-    let mut consumer_objects: HashMap<&str, Vec<&str>> = HashMap::new();
-    for o in existing.values() {
-        match o {
-            Object::ResourceProvider(rp) => {
-                let uuid = provider_uuid(rp);
-                uuid_owner.insert(uuid, rp.metadata.name.as_deref().unwrap_or_default());
+fn fail(what: String) -> Exit {
+    eprintln!("kubeplace placement import: {what}");
+    Exit::Failed
+}
+
+impl Sink for IntoCluster<'_> {
+    /// The cluster's ResourceProviders and Allocations, and its registered custom names.
+    fn read(&mut self) -> Result<There, Exit> {
+        let rps: Api<ResourceProvider> = Api::all(self.client.clone());
+        let allocs: Api<Allocation> = Api::all(self.client.clone());
+        let listed = self.runtime.block_on(async {
+            let r = rps.list(&Default::default()).await?;
+            let a = allocs.list(&Default::default()).await?;
+            Ok::<_, kube::Error>((r.items, a.items))
+        });
+        let (there_rps, there_allocs) = listed.map_err(|e| {
+            fail(format!(
+                "cannot list ResourceProviders and Allocations: {e}; nothing was written"
+            ))
+        })?;
+        let (traits, classes) = self
+            .cluster
+            .load_registries()
+            .map_err(|e| fail(format!("{e}; nothing was written")))?;
+        let objects = there_rps
+            .into_iter()
+            .map(Object::ResourceProvider)
+            .chain(there_allocs.into_iter().map(Object::Allocation))
+            .map(|o| (ObjectKey::of(&o), o))
+            .collect();
+        Ok(There {
+            objects,
+            registered: Some(Registered { traits, classes }),
+        })
+    }
+
+    fn replaces_whole(&self) -> bool {
+        false
+    }
+
+    fn others(&self, n: usize) -> String {
+        format!(
+            "; {n} ResourceProvider(s) and Allocation(s) of the cluster that this Placement does not have are left as they are"
+        )
+    }
+
+    fn write(
+        &mut self,
+        desired: &Desired,
+        plan: &Plan,
+        there: &There,
+        progress: &mut Progress,
+    ) -> Exit {
+        if !plan.names.is_empty()
+            && let Err(e) = self.cluster.save_registry_changes(&plan.names)
+        {
+            return fail(format!("{}; run the import again to finish", e.detail));
+        }
+        let started = Instant::now();
+        let written = self.runtime.block_on(write_objects(
+            self.client.clone(),
+            plan.writes(desired, &there.objects),
+            usize::from(self.args.writes),
+            (self.deadline, self.args.limits.timeout),
+            progress,
+        ));
+        match written {
+            Ok(Written {
+                providers,
+                providers_s,
+                allocations,
+                allocations_s,
+            }) => {
+                let n = providers + allocations;
+                let seconds = started.elapsed().as_secs_f64();
+                let rate = |n: usize, s: f64| n as f64 / s.max(1e-6);
+                progress.say(&format!(
+                    "wrote {n} objects in {seconds:.1} s ({:.0} objects/s): {providers} ResourceProviders in {providers_s:.1} s ({:.0}/s), {allocations} Allocations in {allocations_s:.1} s ({:.0}/s)",
+                    rate(n, seconds),
+                    rate(providers, providers_s),
+                    rate(allocations, allocations_s),
+                ));
+                Exit::Ok
             }
-            Object::Allocation(a) => consumer_objects
-                .entry(a.spec.consumer.as_str())
-                .or_default()
-                .push(a.metadata.name.as_deref().unwrap_or_default()),
-            _ => {}
+            Err((n, e)) => fail(format!(
+                "{e}; {n} objects were written before it, and running the import again writes the rest"
+            )),
         }
     }
-    for o in &desired.objects {
-        let name = o.meta().name.as_deref().unwrap_or_default();
-        match o {
-            Object::ResourceProvider(rp) => {
-                let uuid = rp.spec.uuid.clone().unwrap_or_default();
-                if let Some(owner) = uuid_owner.get(&uuid).filter(|n| **n != name) {
-                    refusals.push(format!(
-                        "{}: the cluster's ResourceProvider {owner:?} already has its uuid",
-                        describe(o)
-                    ));
-                }
-                if let Some(Object::ResourceProvider(old)) = existing.get(&ObjectKey::of(o)) {
-                    let old_uuid = provider_uuid(old);
-                    if old_uuid != uuid {
-                        refusals.push(format!(
-                            "{}: the cluster's ResourceProvider {name:?} has uuid {old_uuid}; delete or rename it first",
-                            describe(o)
-                        ));
-                    }
-                }
-            }
-            Object::Allocation(a) => {
-                let others: Vec<&&str> = consumer_objects
-                    .get(a.spec.consumer.as_str())
-                    .into_iter()
-                    .flatten()
-                    .filter(|n| **n != name)
-                    .collect();
-                if !others.is_empty() {
-                    refusals.push(format!(
-                        "{}: the cluster holds its allocations in other Allocation objects ({}); delete them first",
-                        describe(o),
-                        others.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ")
-                    ));
-                }
-            }
-            _ => {}
-        }
-    }
-    refusals
 }
 
 /// What [`write_objects`] wrote, and how long each kind took.
@@ -827,47 +556,17 @@ struct Written {
     allocations_s: f64,
 }
 
-/// Writes every object whose step is not `Same`: providers a tree level at a time (parents
-/// exist before their children), then the Allocations; several in flight. What was
-/// written, or the count and the first failure.
+/// Writes the objects a level at a time (the plan's order: parents exist before their
+/// children, every provider before the Allocations), several in flight. What was written,
+/// or the count and the first failure.
 async fn write_objects(
     client: Client,
-    desired: &Desired,
-    steps: &[Step],
-    existing: &HashMap<ObjectKey, Object>,
+    levels: BTreeMap<Level, Vec<Object>>,
     in_flight: usize,
     (deadline, timeout): (Instant, usize),
     progress: &mut Progress,
 ) -> Result<Written, (usize, String)> {
-    // Depth of each provider object, from its parent chain within the desired objects.
-    let mut depth: HashMap<&str, usize> = HashMap::new();
-    let mut batches: BTreeMap<usize, Vec<Object>> = BTreeMap::new();
-    for (o, s) in desired.objects.iter().zip(steps) {
-        let d = match o {
-            Object::ResourceProvider(rp) => {
-                let d = rp
-                    .spec
-                    .parent
-                    .as_deref()
-                    .and_then(|p| depth.get(p))
-                    .map_or(0, |d| d + 1);
-                depth.insert(o.meta().name.as_deref().unwrap_or_default(), d);
-                d
-            }
-            // After every provider.
-            _ => usize::MAX,
-        };
-        if *s == Step::Same {
-            continue;
-        }
-        let mut o = o.clone();
-        // A replace keeps the object's other metadata and carries its resourceVersion.
-        if let Some(old) = existing.get(&ObjectKey::of(&o)) {
-            merge_metadata(&mut o, old.meta());
-        }
-        batches.entry(d).or_default().push(o);
-    }
-    let total: usize = batches.values().map(Vec::len).sum();
+    let total: usize = levels.values().map(Vec::len).sum();
     let client = Arc::new(client);
     let mut written = 0;
     let mut done = Written {
@@ -876,7 +575,7 @@ async fn write_objects(
         allocations: 0,
         allocations_s: 0.0,
     };
-    for (depth, batch) in batches {
+    for (level, batch) in levels {
         let started = Instant::now();
         let size = batch.len();
         let mut writes = futures::stream::iter(batch.into_iter().map(|o| {
@@ -913,7 +612,7 @@ async fn write_objects(
             return Err((written, e));
         }
         let seconds = started.elapsed().as_secs_f64();
-        if depth == usize::MAX {
+        if level == Level::Allocations {
             done.allocations += size;
             done.allocations_s += seconds;
         } else {
@@ -922,23 +621,6 @@ async fn write_objects(
         }
     }
     Ok(done)
-}
-
-fn merge_metadata(o: &mut Object, old: &ObjectMeta) {
-    let managed = [
-        NAME_ANNOTATION,
-        PROJECT_ANNOTATION,
-        USER_ANNOTATION,
-        CONSUMER_TYPE_ANNOTATION,
-    ];
-    let new_annotations = o.meta().annotations.clone().unwrap_or_default();
-    let mut annotations = old.annotations.clone().unwrap_or_default();
-    annotations.retain(|k, _| !managed.contains(&k.as_str()));
-    annotations.extend(new_annotations);
-    let meta = o.meta_mut();
-    meta.annotations = (!annotations.is_empty()).then_some(annotations);
-    meta.labels = old.labels.clone();
-    meta.resource_version = old.resource_version.clone();
 }
 
 async fn write_one(client: &Client, o: Object) -> Result<(), String> {
@@ -972,50 +654,4 @@ async fn write_one(client: &Client, o: Object) -> Result<(), String> {
         kube::Error::Api(s) => format!("the API server refused {what}: {}", s.message),
         e => format!("writing {what}: {e}"),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::cli::placement_snapshot::tests::provider;
-
-    #[test]
-    fn names_kubernetes_refuses_are_stored_as_the_api_stores_them() {
-        let snapshot = Snapshot {
-            providers: vec![
-                provider("a0000000-0000-4000-8000-000000000001", "cn1", None),
-                provider(
-                    "a0000000-0000-4000-8000-000000000002",
-                    "cn1_NUMA0",
-                    Some("a0000000-0000-4000-8000-000000000001"),
-                ),
-            ],
-            ..Default::default()
-        };
-        let d = desired(&snapshot).unwrap();
-        let Object::ResourceProvider(numa) = &d.objects[1] else {
-            panic!("a provider")
-        };
-        assert_eq!(numa.metadata.name, Some(object_name("cn1_NUMA0")));
-        assert_eq!(placement_name(numa), "cn1_NUMA0");
-        assert_eq!(numa.spec.parent.as_deref(), Some("cn1"));
-    }
-
-    #[test]
-    fn two_names_for_one_object_name_are_refused_naming_both() {
-        let derived = object_name("CN1");
-        let snapshot = Snapshot {
-            providers: vec![
-                provider("a0000000-0000-4000-8000-000000000001", "CN1", None),
-                provider("a0000000-0000-4000-8000-000000000002", &derived, None),
-            ],
-            ..Default::default()
-        };
-        let refusals = desired(&snapshot).err().unwrap();
-        assert_eq!(refusals.len(), 1, "{refusals:?}");
-        assert!(
-            refusals[0].contains("\"CN1\"") && refusals[0].contains(&derived),
-            "{refusals:?}"
-        );
-    }
 }

@@ -16,7 +16,8 @@
 //! not one, a generation that is not a whole number, two providers whose uuids differ only
 //! in case (a uuid names one provider whatever its case). So is more than `--max-providers`
 //! providers, or `--max-allocations` allocations (counted as they are read, on the
-//! providers' side and on the consumers'). The answers are typed ([`answers`]).
+//! providers' side and on the consumers'). The answers are typed ([`answers`]); the snapshot
+//! is the policy crate's ([`kubeplace_policy::sync::Snapshot`]).
 
 mod answers;
 
@@ -26,6 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use kubeplace_api::Inventory;
+use kubeplace_policy::sync::{Consumer, Provider, Snapshot, parents_first};
 
 pub(crate) use self::answers::Scalar;
 use self::answers::{ListError, shortened};
@@ -34,56 +36,6 @@ use super::placement_client::{ClientError, PlacementClient, RunLimits};
 
 /// How many times the providers that moved are read again before giving up.
 pub const MAX_ROUNDS: usize = 8;
-
-/// One provider as Placement has it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Provider {
-    pub uuid: String,
-    pub name: String,
-    /// The parent's uuid.
-    pub parent: Option<String>,
-    pub generation: u64,
-    pub inventories: BTreeMap<String, Inventory>,
-    pub traits: BTreeSet<String>,
-    pub aggregates: BTreeSet<String>,
-}
-
-/// One consumer as Placement has it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Consumer {
-    pub uuid: String,
-    pub project_id: String,
-    pub user_id: String,
-    pub consumer_type: String,
-    pub generation: Option<u64>,
-    /// Resources per provider uuid.
-    pub allocations: BTreeMap<String, BTreeMap<String, i64>>,
-}
-
-/// A whole Placement.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Snapshot {
-    pub custom_classes: BTreeSet<String>,
-    pub custom_traits: BTreeSet<String>,
-    /// Parents before their children; roots by name, then each tree depth-first by name.
-    pub providers: Vec<Provider>,
-    pub consumers: BTreeMap<String, Consumer>,
-}
-
-impl Snapshot {
-    /// The provider with this uuid.
-    pub fn provider(&self, uuid: &str) -> Option<&Provider> {
-        self.providers.iter().find(|p| p.uuid == uuid)
-    }
-
-    /// Providers by uuid.
-    pub fn by_uuid(&self) -> HashMap<&str, &Provider> {
-        self.providers
-            .iter()
-            .map(|p| (p.uuid.as_str(), p))
-            .collect()
-    }
-}
 
 /// Why a snapshot could not be taken.
 #[derive(Debug, thiserror::Error)]
@@ -597,47 +549,17 @@ fn read_consumer(
 
 /// Prints why an import or export refuses the whole of it, before anything is written, and
 /// exits Failed.
-pub(crate) fn refused_whole(command: &str, what: &str, refusals: &[String]) -> Exit {
+pub(crate) fn refused_whole(
+    command: &str,
+    what: &str,
+    refusals: &[impl std::fmt::Display],
+) -> Exit {
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "{command}: refused: {what}, and nothing was written:");
     for r in refusals {
         let _ = writeln!(err, "  {r}");
     }
     Exit::Failed
-}
-
-/// Providers ordered parents first: roots by name, each tree depth-first by name. A
-/// provider whose parent is missing (it cannot be, in a consistent read) comes last.
-pub(crate) fn parents_first(providers: HashMap<String, Provider>) -> Vec<Provider> {
-    let mut children: BTreeMap<Option<String>, Vec<(String, String)>> = BTreeMap::new();
-    for p in providers.values() {
-        let parent = p.parent.clone().filter(|u| providers.contains_key(u));
-        children
-            .entry(parent)
-            .or_default()
-            .push((p.name.clone(), p.uuid.clone()));
-    }
-    for list in children.values_mut() {
-        list.sort();
-    }
-    let mut out = Vec::with_capacity(providers.len());
-    let mut stack: Vec<String> = children
-        .get(&None)
-        .map(|l| l.iter().rev().map(|(_, u)| u.clone()).collect())
-        .unwrap_or_default();
-    let mut providers = providers;
-    while let Some(uuid) = stack.pop() {
-        if let Some(kids) = children.get(&Some(uuid.clone())) {
-            stack.extend(kids.iter().rev().map(|(_, u)| u.clone()));
-        }
-        if let Some(p) = providers.remove(&uuid) {
-            out.push(p);
-        }
-    }
-    let mut rest: Vec<Provider> = providers.into_values().collect();
-    rest.sort_by(|a, b| a.name.cmp(&b.name));
-    out.extend(rest);
-    out
 }
 
 /// `work` over every item, on `connections` connections of their own side by side (one
@@ -707,36 +629,4 @@ fn side_by_side<T: Sync, R: Send>(
     }
     all.sort_by_key(|(i, _)| *i);
     Ok(all.into_iter().map(|(_, r)| r).collect())
-}
-
-#[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-
-    /// A provider with no inventories, traits or aggregates.
-    pub(crate) fn provider(uuid: &str, name: &str, parent: Option<&str>) -> Provider {
-        Provider {
-            uuid: uuid.to_string(),
-            name: name.to_string(),
-            parent: parent.map(str::to_string),
-            generation: 0,
-            inventories: BTreeMap::new(),
-            traits: BTreeSet::new(),
-            aggregates: BTreeSet::new(),
-        }
-    }
-
-    #[test]
-    fn parents_come_before_their_children() {
-        let ps = [
-            provider("4", "b_child", Some("2")),
-            provider("1", "a", None),
-            provider("3", "a_child", Some("1")),
-            provider("2", "b", None),
-            provider("5", "a_grandchild", Some("3")),
-        ];
-        let ordered = parents_first(ps.into_iter().map(|p| (p.uuid.clone(), p)).collect());
-        let names: Vec<&str> = ordered.iter().map(|p| p.name.as_str()).collect();
-        assert_eq!(names, ["a", "a_child", "a_grandchild", "b", "b_child"]);
-    }
 }

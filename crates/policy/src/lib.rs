@@ -17,6 +17,7 @@ pub mod quota;
 pub mod scheduling;
 pub mod status;
 pub mod store;
+pub mod sync;
 pub mod translate;
 
 /// What unit tests of several modules build objects with.
