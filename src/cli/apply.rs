@@ -223,14 +223,7 @@ impl Applier {
             // Not a kubeplace kind: nothing to review, but the objects after it may use it.
             Ok(Content::Namespace(name)) => {
                 self.namespaces.create(name);
-                (
-                    Verdict {
-                        allowed: true,
-                        message: String::new(),
-                        warnings: Vec::new(),
-                    },
-                    Applied::Namespace,
-                )
+                (Verdict::allowed(), Applied::Namespace)
             }
             // Not a kubeplace kind either: mirrored, as `kubeplace run --mirror-cluster` would.
             Ok(Content::Cluster(source)) => {
@@ -241,8 +234,6 @@ impl Applier {
                 match observed.outcome {
                     Ok(keys) => (
                         Verdict {
-                            allowed: true,
-                            message: String::new(),
                             // A written object of the same name stands in its place.
                             warnings: keys
                                 .iter()
@@ -254,6 +245,7 @@ impl Applier {
                                     )
                                 })
                                 .collect(),
+                            ..Verdict::allowed()
                         },
                         Applied::Mirrored(keys),
                     ),

@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{ArgAction, ValueEnum};
 
@@ -162,6 +163,17 @@ pub struct LeaderFlags {
     /// Name of the leader Lease in --namespace.
     #[arg(long, value_name = "NAME", default_value = "kubeplace-leader")]
     pub lease_name: String,
+    /// How long the Lease stays held when its holder stops renewing it (whole seconds): how
+    /// soon another replica takes over from a leader that died. Claims wait that long, and
+    /// are not refused meanwhile unless it passes the webhook's wait.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = lease_seconds)]
+    pub leader_elect_lease_duration: Duration,
+    /// How long a leader keeps leading while renewals fail; less than the lease duration.
+    #[arg(long, value_name = "DURATION", default_value = "1500ms", value_parser = duration)]
+    pub leader_elect_renew_deadline: Duration,
+    /// How often the Lease is renewed by its holder and read by the others.
+    #[arg(long, value_name = "DURATION", default_value = "250ms", value_parser = duration)]
+    pub leader_elect_retry_period: Duration,
     /// The address (HOST:PORT) other replicas reach this one's webhook at, to pass it the
     /// claims to decide while it leads. Default: $POD_IP, else --webhook-host, with the
     /// webhook's port.
@@ -278,6 +290,17 @@ fn log_filter(text: &str) -> Result<String, String> {
 impl Flags {
     /// Flags that parse but cannot run together, said as the operator would fix them.
     pub fn check(&self) -> Result<(), String> {
+        let leader = &self.leader;
+        if leader.leader_elect_renew_deadline >= leader.leader_elect_lease_duration
+            || leader.leader_elect_retry_period >= leader.leader_elect_renew_deadline
+        {
+            return Err(format!(
+                "--leader-elect-retry-period ({:?}) < --leader-elect-renew-deadline ({:?}) < --leader-elect-lease-duration ({:?}) is needed: a leader must step down before its lease can be taken, and renew more often than it steps down",
+                leader.leader_elect_retry_period,
+                leader.leader_elect_renew_deadline,
+                leader.leader_elect_lease_duration
+            ));
+        }
         let tls = &self.tls;
         if tls.tls_cert_file.is_none() && !tls.self_signed && tls.tls_secret.is_none() {
             return Err("the webhook needs a certificate: give --tls-secret NAME --webhook-service SERVICE, --tls-cert-file and --tls-key-file, or --self-signed --webhook-host HOST".into());
@@ -327,5 +350,65 @@ impl Flags {
     /// tokens for the API server's own audience.
     pub fn placement_audience(&self) -> Option<&str> {
         Some(self.placement.placement_token_audience.as_str()).filter(|a| !a.is_empty())
+    }
+}
+
+/// A duration as `250ms`, `1.5s` or `2m`.
+fn duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .map_or((text, ""), |at| text.split_at(at));
+    let value: f64 = number.parse().map_err(|_| {
+        format!("{text:?} is not a duration; give a number and a unit, as 250ms, 1.5s or 2m")
+    })?;
+    let seconds = match unit {
+        "ms" => value / 1000.0,
+        "s" => value,
+        "m" => value * 60.0,
+        _ => {
+            return Err(format!(
+                "{text:?} has no unit kubeplace reads; give ms, s or m, as 250ms, 1.5s or 2m"
+            ));
+        }
+    };
+    if !(seconds > 0.0 && seconds <= 3600.0) {
+        return Err(format!(
+            "{text:?} is out of range; give more than 0 and at most 1h"
+        ));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// A lease duration: whole seconds, as a Lease holds them.
+fn lease_seconds(text: &str) -> Result<Duration, String> {
+    let d = duration(text)?;
+    if d.subsec_nanos() != 0 {
+        return Err(format!(
+            "{text:?} is not whole seconds; a Lease holds its duration in seconds (2s, 15s)"
+        ));
+    }
+    Ok(d)
+}
+
+#[cfg(test)]
+mod duration_tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_and_refuse_with_what_is_taken() {
+        assert_eq!(duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(duration("2m").unwrap(), Duration::from_secs(120));
+        assert!(duration("2").unwrap_err().contains("unit"));
+        assert!(duration("fast").unwrap_err().contains("250ms"));
+        assert!(duration("0s").unwrap_err().contains("more than 0"));
+        assert!(duration("2h").unwrap_err().contains("unit"));
+        assert_eq!(lease_seconds("2s").unwrap(), Duration::from_secs(2));
+        assert!(
+            lease_seconds("1500ms")
+                .unwrap_err()
+                .contains("whole seconds")
+        );
     }
 }

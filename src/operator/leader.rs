@@ -39,6 +39,9 @@ pub(crate) fn run_for_leader(
     let mut ca_changes = serving.ca_changes.clone();
     let mut settings =
         LeaseSettings::new(&flags.leader.lease_name, &flags.cluster.namespace, identity);
+    settings.lease_duration = flags.leader.leader_elect_lease_duration;
+    settings.renew_deadline = flags.leader.leader_elect_renew_deadline;
+    settings.retry_period = flags.leader.leader_elect_retry_period;
     match claims_endpoint(flags, webhook_port, ca_pem) {
         Ok(endpoint) => {
             let (annotations, rx) = watch::channel(endpoint.annotations());
@@ -134,9 +137,15 @@ fn recorder(ledger: &Arc<Mutex<Ledger>>) -> Recorder {
             Ok(record) => {
                 let (claims, writes) = (record.claims.len(), record.writes.len());
                 crate::locks::lock(&theirs).adopt(record, Instant::now());
-                tracing::info!(claims, writes, "took over the previous leader's claims in flight");
+                tracing::info!(
+                    claims,
+                    writes,
+                    "took over the previous leader's claims in flight"
+                );
             }
-            Err(e) => warn!(error = %e, "the previous leader's record of claims in flight is not readable; its claims not yet in the store are not counted"),
+            Err(e) => {
+                warn!(error = %e, "the previous leader's record of claims in flight is not readable; its claims not yet in the store are not counted")
+            }
         }),
     }
 }

@@ -20,10 +20,10 @@ use kube::api::{Api, DeleteParams, DynamicObject, PostParams, Preconditions};
 use std::collections::{BTreeMap, BTreeSet};
 
 use kubeplace_api::{Kind, Object};
-use kubeplace_policy::admission::BUSY_RETRY;
+use kubeplace_policy::admission::Refusal;
 use kubeplace_policy::store::ObjectKey;
 
-use crate::placement_api::request::wire::{ApiError, code};
+use crate::placement_api::request::wire::{ApiError, Written, code};
 use kubeplace_policy::placement_records::{RegistryChange, apply_registry_changes};
 
 /// How many times saving the registries is tried while other replicas save theirs.
@@ -323,38 +323,108 @@ fn whole_numbers_as_integers(value: &mut serde_json::Value) {
     }
 }
 
-/// What the API server's refusal of a step means to a Placement client.
+/// What the API server's refusal of a step means to a Placement client: its kind read from
+/// the Status' code and reason (the webhook's, as the API server passed it on, or the API
+/// server's own), answered as [`ApiError::refused`] answers every refusal.
 fn refused(kind: Kind, e: kube::Error) -> ApiError {
-    match e {
-        kube::Error::Api(s) if s.code == 409 => ApiError::conflict(format!(
+    let written = if kind == Kind::Allocation {
+        Written::Claim
+    } else {
+        Written::Provider
+    };
+    let kube::Error::Api(s) = e else {
+        return ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("the write could not be made in the cluster: {e}"),
+        );
+    };
+    let Some(refusal) = Refusal::of_status(s.code, &s.reason) else {
+        return ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("the write could not be made in the cluster: {}", s.message),
+        );
+    };
+    let detail = match (refusal, written) {
+        (Refusal::Stale, _) => format!(
             "Another writer changed the {kind} first ({}); read it again and retry.",
             s.message
-        ))
-        .with_code(code::CONCURRENT_UPDATE),
-        // Held by a write of several objects not finished yet: another writer's, first.
-        kube::Error::Api(s) if s.message.contains(BUSY_RETRY) => ApiError::conflict(format!(
+        ),
+        (Refusal::Busy, _) => format!(
             "Another writer is changing the {kind} ({}); read it again and retry.",
             s.message
-        ))
-        .with_code(code::CONCURRENT_UPDATE),
-        // The admission webhook's verdict: for an Allocation, the claim was refused.
-        kube::Error::Api(s) if kind == Kind::Allocation && matches!(s.code, 400 | 403 | 422) => {
-            ApiError::conflict(format!("Unable to allocate inventory: {}", s.message))
-        }
-        kube::Error::Api(s) if matches!(s.code, 400 | 403 | 422) => {
-            ApiError::bad_request(s.message.clone())
-        }
-        other => ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("the write could not be made in the cluster: {other}"),
         ),
-    }
+        (Refusal::Unavailable, _) => format!(
+            "Claims cannot be decided just now ({}); retry in a moment.",
+            s.message
+        ),
+        (_, Written::Claim) => format!("Unable to allocate inventory: {}", s.message),
+        (_, Written::Provider) => s.message.clone(),
+    };
+    ApiError::refused(refusal, written, detail)
 }
 
 #[cfg(test)]
 mod tests {
     use super::whole_numbers_as_integers;
     use serde_json::json;
+
+    /// Each kind of refusal, made by the webhook and passed on by the API server as a Status,
+    /// reaches a Placement client as Placement answers it: what time mends as 409
+    /// `placement.concurrent_update` (which Nova's report client retries), a claim that cannot
+    /// be made as 409 without a code, an invalid provider as 400.
+    #[test]
+    fn every_webhook_refusal_reaches_a_placement_client_as_its_kind() {
+        use kubeplace_policy::admission::Refusal;
+        for refusal in Refusal::ALL {
+            // What the API server answers the writer with, from the webhook's denial (whose
+            // code and reason are the refusal's: the webhook's own tests hold it to that).
+            let status = kube::core::Status {
+                code: refusal.code(),
+                reason: refusal.reason().to_string(),
+                message: "admission webhook \"x.kubeplace.io\" denied the request: why".into(),
+                ..kube::core::Status::failure("", "")
+            };
+            for kind in [
+                kubeplace_api::Kind::Allocation,
+                kubeplace_api::Kind::ResourceProvider,
+            ] {
+                let e = super::refused(kind, kube::Error::Api(Box::new(status.clone())));
+                let placement = (e.status.as_u16(), e.code);
+                let expected = match (refusal, kind) {
+                    (r, _) if r.is_retryable() => (409, super::code::CONCURRENT_UPDATE),
+                    (Refusal::Invalid, kubeplace_api::Kind::ResourceProvider) => {
+                        (400, super::code::UNDEFINED)
+                    }
+                    _ => (409, super::code::UNDEFINED),
+                };
+                assert_eq!(placement, expected, "{refusal:?} on {kind}: {}", e.detail);
+                if kind == kubeplace_api::Kind::Allocation && !refusal.is_retryable() {
+                    assert!(
+                        e.detail.starts_with("Unable to allocate inventory"),
+                        "{}",
+                        e.detail
+                    );
+                }
+            }
+        }
+    }
+
+    /// A refusal the API server makes on its own: an object changed since it was read is a
+    /// 409 to read again; a missing grant is the server's fault, a 503.
+    #[test]
+    fn the_api_servers_own_refusals_are_answered_by_their_kind() {
+        let status = |code: u16, reason: &str| {
+            kube::Error::Api(Box::new(kube::core::Status {
+                code,
+                reason: reason.into(),
+                ..kube::core::Status::failure("m", reason)
+            }))
+        };
+        let e = super::refused(kubeplace_api::Kind::Allocation, status(409, "Conflict"));
+        assert_eq!(e.code, super::code::CONCURRENT_UPDATE);
+        let e = super::refused(kubeplace_api::Kind::Allocation, status(403, "Forbidden"));
+        assert_eq!(e.status.as_u16(), 503);
+    }
 
     #[test]
     fn whole_numbers_are_sent_as_the_api_server_stores_them() {

@@ -17,14 +17,14 @@ use std::time::{Duration, SystemTime};
 use kube::api::{DeleteParams, PostParams, Preconditions};
 
 use kubeplace_api::{Kind, Object, PlacementWrite};
-use kubeplace_policy::admission::{BUSY_RETRY, READ_AGAIN};
+use kubeplace_policy::admission::Refusal;
 use kubeplace_policy::store::ObjectKey;
 use kubeplace_policy::store::writes::{
     HELD_AT_MOST, PlannedChange, Step, next_step, record, write_name,
 };
 
 use super::cluster::{Cluster, Committed, FIELD_MANAGER, to_dynamic};
-use crate::placement_api::request::wire::{ApiError, code};
+use crate::placement_api::request::wire::{ApiError, Written, code};
 
 /// How many steps applying one change takes at most (each retried step read again).
 const ATTEMPTS: u32 = 12;
@@ -225,30 +225,36 @@ fn nonce() -> u64 {
 }
 
 /// What the refusal of a write's record means to a Placement client: someone else changed
-/// what it was decided on (409 `placement.concurrent_update`, read again and retry), or the
-/// write does not fit (409, as a claim that does not fit).
+/// what it was decided on, or holds it, or nothing decides claims just now (409
+/// `placement.concurrent_update`, read again and retry); or the write does not fit (409, as a
+/// claim that does not fit). Its kind is read from the Status' code and reason.
 fn record_refused(e: kube::Error) -> ApiError {
-    match e {
-        kube::Error::Api(s) if matches!(s.code, 400 | 403 | 422) => {
-            let busy = s.message.contains(BUSY_RETRY) || s.message.contains(READ_AGAIN);
-            if busy {
-                ApiError::conflict(format!(
-                    "Another writer changed what this write reads first ({}); read it again and retry.",
-                    s.message
-                ))
-                .with_code(code::CONCURRENT_UPDATE)
-            } else {
-                ApiError::conflict(format!("Unable to allocate inventory: {}", s.message))
-            }
-        }
-        kube::Error::Api(s) if s.code == 409 => ApiError::conflict(format!(
-            "the write could not be recorded: {}; retry",
-            s.message
-        ))
-        .with_code(code::CONCURRENT_UPDATE),
-        other => ApiError::new(
+    let kube::Error::Api(s) = e else {
+        return ApiError::new(
             http::StatusCode::SERVICE_UNAVAILABLE,
-            format!("the write could not be recorded in the cluster: {other}"),
+            format!("the write could not be recorded in the cluster: {e}"),
+        );
+    };
+    match Refusal::of_status(s.code, &s.reason) {
+        Some(refusal) if refusal.is_retryable() => ApiError::refused(
+            refusal,
+            Written::Claim,
+            format!(
+                "Another writer changed what this write reads first, or claims cannot be decided just now ({}); read it again and retry.",
+                s.message
+            ),
+        ),
+        Some(refusal) => ApiError::refused(
+            refusal,
+            Written::Claim,
+            format!("Unable to allocate inventory: {}", s.message),
+        ),
+        None => ApiError::new(
+            http::StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "the write could not be recorded in the cluster: {}",
+                s.message
+            ),
         ),
     }
 }

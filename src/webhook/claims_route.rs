@@ -10,11 +10,12 @@
 //! requires client certificates (`--webhook-client-ca`) accepts it: the leader also trusts
 //! the CA that signs the replicas' certificates.
 //!
-//! A new leader decides nothing until it is sure it sees every claim its predecessor
-//! decided: it waits out the longest an admission can still be in flight (the webhook
-//! timeout), then lists the Allocations from the API server and waits until its store holds
-//! every one of them. Until then claims are refused with a message to retry; the bound on
-//! that unavailability is in docs/architecture.md.
+//! A new leader decides nothing until it counts every claim its predecessor decided: it holds
+//! its predecessor's record of claims in flight, read from the lease it took, then lists the
+//! Allocations from the API server and waits until its store holds every one of them. A
+//! review that arrives meanwhile, or while no replica leads, waits for a replica that decides
+//! ([`WAIT_FOR_DECIDER`]); only past that is it refused, as a refusal to retry (429 with
+//! `Retry-After`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -44,6 +45,11 @@ pub const FORWARDED_HEADER: &str = "x-kubeplace-forwarded";
 /// Longest a passed-on review may take: less than the API server's webhook timeout, so the
 /// replica can still answer with a reason.
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(8);
+
+/// Longest a review waits for a replica that decides claims: a leader lost and another
+/// elected (the lease's duration and a few retries), and the new one caught up. Together with
+/// the forward it stays within the webhook's own deadline.
+pub(crate) const WAIT_FOR_DECIDER: Duration = Duration::from_secs(5);
 /// The largest answer read from the leader.
 const MAX_ANSWER: usize = 1024 * 1024;
 
@@ -161,6 +167,52 @@ impl ClaimsRoute {
             None => Route::Refuse(
                 "no kubeplace replica leads at the moment, and only the leader decides claims; retry in a few seconds".into(),
             ),
+        }
+    }
+
+    /// [`ClaimsRoute::route`], waiting until `deadline` while no replica decides claims (no
+    /// leader, or one still catching up) for one that does.
+    pub async fn route_within(&self, forwarded: bool, deadline: tokio::time::Instant) -> Route {
+        let (mut leading, mut fenced, mut other) = (
+            self.leading.clone(),
+            self.fenced.clone(),
+            self.other.clone(),
+        );
+        loop {
+            let route = self.route(forwarded);
+            let waits = match &route {
+                Route::Refuse(_) => !forwarded,
+                _ => false,
+            };
+            if !waits || tokio::time::Instant::now() >= deadline {
+                return route;
+            }
+            tokio::select! {
+                _ = leading.changed() => {}
+                _ = fenced.changed() => {}
+                _ = other.changed() => {}
+                _ = tokio::time::sleep_until(deadline) => {}
+            }
+        }
+    }
+
+    /// Waits until the lease names another leader than the one at `endpoint`, or `deadline`.
+    pub async fn leader_changed(&self, endpoint: &Endpoint, deadline: tokio::time::Instant) {
+        let (mut leading, mut other) = (self.leading.clone(), self.other.clone());
+        let still = |other: &watch::Receiver<Option<BTreeMap<String, String>>>| {
+            other
+                .borrow()
+                .as_ref()
+                .and_then(Endpoint::from_annotations)
+                .as_ref()
+                == Some(endpoint)
+        };
+        while still(&other) && !*leading.borrow() {
+            tokio::select! {
+                _ = leading.changed() => {}
+                changed = other.changed() => if changed.is_err() { return },
+                _ = tokio::time::sleep_until(deadline) => return,
+            }
         }
     }
 

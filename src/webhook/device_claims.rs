@@ -8,7 +8,9 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 
 use kube::core::admission::{AdmissionResponse, Operation as K8sOperation};
+use kubeplace_api::Object;
 use kubeplace_api::cluster_source::ResourceClaim;
+use kubeplace_policy::admission::Refusal;
 use kubeplace_policy::mirror::{
     DeviceId, allocated_devices, claim_allocation, device_list, is_reservation_of_a_server,
     reservation_allocation_problem,
@@ -35,7 +37,9 @@ impl Webhook {
         ) {
             (Ok(Some(claim)), Ok(old)) => (claim, old),
             (Ok(None), _) => return answer("allowed", response),
-            (Err(e), _) | (_, Err(e)) => return answer("denied", denied(response, e)),
+            (Err(e), _) | (_, Err(e)) => {
+                return answer("denied", denied(response, Refusal::Invalid, e));
+            }
         };
         let now = allocated_devices(&claim);
         let before = old.as_ref().map(allocated_devices).unwrap_or_default();
@@ -46,7 +50,7 @@ impl Webhook {
             return answer("allowed", response);
         }
         if !self.wait_until_synced().await {
-            return answer("denied", denied(response, NOT_SYNCED));
+            return answer("denied", denied(response, Refusal::Unavailable, NOT_SYNCED));
         }
         if is_reservation_of_a_server(&claim.metadata) {
             return self.reservation(&claim, &added, response);
@@ -54,21 +58,31 @@ impl Webhook {
         if let Some(routed) = self.routed(KIND, PLURAL, body, forwarded, &response).await {
             return routed;
         }
-        let verdict = {
+        let decided = {
             let mut claims = crate::locks::lock(&self.claims);
             let store = crate::locks::read(&self.store);
             match claim_allocation(&claim, &store) {
                 None => None,
                 Some(held) => {
-                    Some(claims.decide_device_claim(&held, &store, Instant::now(), request.dry_run))
+                    let verdict =
+                        claims.decide_device_claim(&held, &store, Instant::now(), request.dry_run);
+                    Some((held, verdict))
                 }
             }
+        };
+        let verdict = match decided {
+            Some((held, verdict)) if verdict.allowed && !request.dry_run => {
+                Some(self.recorded(&Object::Allocation(held), verdict).await)
+            }
+            Some((_, verdict)) => Some(verdict),
+            None => None,
         };
         match verdict {
             Some(v) if !v.allowed => answer(
                 "denied",
                 denied(
                     response,
+                    v.refusal,
                     format!(
                         "kubeplace holds {} for another claim: {}",
                         device_list(&added),
@@ -91,7 +105,9 @@ impl Webhook {
             reservation_allocation_problem(&crate::locks::read(&self.store), claim, added);
         match problem {
             None => Answer::new(KIND, "allowed", response),
-            Some(problem) => Answer::new(KIND, "denied", denied(response, problem)),
+            Some(problem) => {
+                Answer::new(KIND, "denied", denied(response, Refusal::Denied, problem))
+            }
         }
     }
 }

@@ -10,7 +10,10 @@ use std::time::Duration;
 use http::{Method, Request, StatusCode};
 use hyper::body::Incoming;
 
-use super::{ADMISSION_API_VERSION, MAX_BODY, REQUEST_TIMEOUT, Webhook, invalid};
+use kube::core::admission::AdmissionResponse;
+use kubeplace_policy::admission::Refusal;
+
+use super::{ADMISSION_API_VERSION, MAX_BODY, REQUEST_TIMEOUT, Webhook, denied, invalid};
 use crate::serving::body::{BodyRoom, read_body};
 use crate::serving::http::{Reply, json, text};
 
@@ -54,33 +57,72 @@ pub async fn handle(webhook: Arc<Webhook>, request: Request<Incoming>) -> Reply 
     if request.method() != Method::POST {
         return text(StatusCode::METHOD_NOT_ALLOWED, "POST an AdmissionReview\n");
     }
-    let refuse = |message: String| {
+    // A review that cannot be answered in time, or whose body cannot be read, is refused
+    // in a response of the request's uid where the body names it (the API server takes no
+    // other), as one to retry when only time is short.
+    let refuse = |refusal: Refusal, message: String, uid: Option<String>| {
         webhook
             .metrics()
             .admission(resource, "invalid", Duration::ZERO);
-        let mut review = invalid(message, None).into_review();
+        let mut response = invalid(message, uid);
+        if refusal != Refusal::Invalid {
+            response = denied_again(response, refusal);
+        }
+        let mut review = response.into_review();
         review.types.api_version = ADMISSION_API_VERSION.into();
         review_reply(&review)
     };
     let forwarded = request
         .headers()
         .contains_key(super::claims_route::FORWARDED_HEADER);
-    let work = async {
-        let _share = ROOM
-            .take(request.headers(), MAX_BODY, REQUEST_TIMEOUT)
-            .await
-            .map_err(|e| e.to_string())?;
-        let body = read_body(request.into_body(), MAX_BODY)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok::<_, String>(webhook.review_from(&plural, &body, forwarded).await)
-    };
-    match tokio::time::timeout(REQUEST_TIMEOUT, work).await {
-        Ok(Ok(review)) => review_reply(&review),
-        Ok(Err(message)) => refuse(message),
-        Err(_) => refuse(format!(
+    let started = tokio::time::Instant::now();
+    let deadline = started + REQUEST_TIMEOUT;
+    let late = || {
+        format!(
             "the request took longer than {} s",
             REQUEST_TIMEOUT.as_secs()
-        )),
+        )
+    };
+    let _share = match tokio::time::timeout_at(
+        deadline,
+        ROOM.take(request.headers(), MAX_BODY, REQUEST_TIMEOUT),
+    )
+    .await
+    {
+        Ok(Ok(share)) => share,
+        Ok(Err(full)) => return refuse(Refusal::Unavailable, full.to_string(), None),
+        Err(_) => return refuse(Refusal::Unavailable, late(), None),
+    };
+    let body =
+        match tokio::time::timeout_at(deadline, read_body(request.into_body(), MAX_BODY)).await {
+            Ok(Ok(body)) => body,
+            Ok(Err(e)) => return refuse(Refusal::Invalid, e.to_string(), None),
+            Err(_) => return refuse(Refusal::Unavailable, late(), None),
+        };
+    match tokio::time::timeout_at(deadline, webhook.review_from(&plural, &body, forwarded)).await {
+        Ok(review) => review_reply(&review),
+        Err(_) => refuse(Refusal::Unavailable, late(), request_uid(&body)),
     }
+}
+
+/// The uid of the review a body carries, read without the rest of it.
+fn request_uid(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Review {
+        request: Option<Request>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Request {
+        uid: String,
+    }
+    serde_json::from_slice::<Review>(body)
+        .ok()?
+        .request
+        .map(|r| r.uid)
+}
+
+/// A refusal made as [`invalid`] made again as one of `refusal`'s kind.
+fn denied_again(response: AdmissionResponse, refusal: Refusal) -> AdmissionResponse {
+    let message = response.result.message.clone();
+    denied(response, refusal, message)
 }

@@ -22,6 +22,7 @@ use crate::metrics::Metrics;
 use claims_route::{ClaimsRoute, Route};
 use event_budget::EventBudget;
 use kubeplace_api::{API_VERSION, GROUP, Kind, Object};
+use kubeplace_policy::admission::Refusal;
 use kubeplace_policy::admission::{Operation, Verdict, admit};
 use kubeplace_policy::claims::Ledger;
 
@@ -102,13 +103,30 @@ pub fn invalid(message: impl Into<String>, uid: Option<String>) -> AdmissionResp
     r
 }
 
-/// A policy denial: code 403, which kubectl prints as
-/// `admission webhook "…" denied the request: <message>`.
-fn denied(response: AdmissionResponse, message: impl Into<String>) -> AdmissionResponse {
+/// A denial with the Status code and reason of its kind ([`Refusal::code`],
+/// [`Refusal::reason`]), which the API server passes to the client: kubectl prints
+/// `Error from server (<reason>): … admission webhook "…" denied the request: <message>`,
+/// and client-go retries a 429 after its `Retry-After`, which the API server sets from
+/// `details.retryAfterSeconds`.
+fn denied(
+    response: AdmissionResponse,
+    refusal: Refusal,
+    message: impl Into<String>,
+) -> AdmissionResponse {
     let mut r = response.deny(message.into());
     r.result.status = Some(kube::core::response::StatusSummary::Failure);
-    r.result.code = 403;
-    r.result.reason = "Forbidden".into();
+    r.result.code = refusal.code();
+    r.result.reason = refusal.reason().into();
+    if let Some(seconds) = refusal.retry_after_seconds() {
+        r.result.details = Some(kube::core::response::StatusDetails {
+            name: String::new(),
+            group: String::new(),
+            kind: String::new(),
+            uid: String::new(),
+            causes: Vec::new(),
+            retry_after_seconds: seconds,
+        });
+    }
     r
 }
 
@@ -241,10 +259,10 @@ impl Webhook {
             }
         };
         let response = AdmissionResponse::from(&request);
-        let deny = |message: String| Answer {
+        let deny = |refusal: Refusal, message: String| Answer {
             kind: label.clone(),
             verdict: "denied",
-            response: denied(response.clone(), message),
+            response: denied(response.clone(), refusal, message),
         };
         let (op, object, old) = match reviewed_objects(kind, &request) {
             Ok(Some(objects)) => objects,
@@ -256,10 +274,10 @@ impl Webhook {
                     response,
                 };
             }
-            Err(message) => return deny(message),
+            Err(message) => return deny(Refusal::Invalid, message),
         };
         if !self.wait_until_synced().await {
-            return deny(NOT_SYNCED.into());
+            return deny(Refusal::Unavailable, NOT_SYNCED.into());
         }
         if matches!(kind, Kind::Allocation | Kind::PlacementWrite)
             && let Some(answer) = self
@@ -268,9 +286,12 @@ impl Webhook {
         {
             return answer;
         }
-        let verdict = self
+        let mut verdict = self
             .decide(op, &object, old.as_ref(), request.dry_run)
             .await;
+        if verdict.allowed && !request.dry_run {
+            verdict = self.recorded(&object, verdict).await;
+        }
         let mut answer = if verdict.allowed {
             Answer {
                 kind: label,
@@ -280,10 +301,10 @@ impl Webhook {
         } else {
             // A dry run must change nothing (the webhook registers `sideEffects: None`),
             // and an Event is a write.
-            if !request.dry_run {
+            if !request.dry_run && !verdict.refusal.is_retryable() {
                 self.report_rejection(&object, &verdict.message);
             }
-            deny(verdict.message)
+            deny(verdict.refusal, verdict.message)
         };
         if !verdict.warnings.is_empty() {
             answer.response.warnings = Some(verdict.warnings);
@@ -293,7 +314,9 @@ impl Webhook {
 
     /// With several replicas, a claim is decided by the leader only: `None` when this
     /// replica decides it, else the answer (the leader's, or a refusal when there is none to
-    /// ask).
+    /// ask). While no replica decides claims (a leader being elected, a new one catching up,
+    /// one the lease still names that cannot be reached) the review waits, up to
+    /// [`claims_route::WAIT_FOR_DECIDER`], and is refused as [`Refusal::Unavailable`] after.
     async fn routed(
         &self,
         label: &str,
@@ -306,28 +329,69 @@ impl Webhook {
         let deny = |message: String| Answer {
             kind: label.to_string(),
             verdict: "denied",
-            response: denied(response.clone(), message),
+            response: denied(response.clone(), Refusal::Unavailable, message),
         };
-        match route.route(forwarded) {
-            Route::Decide => None,
-            Route::Refuse(reason) => Some(deny(reason)),
-            Route::Forward(endpoint) => {
-                Some(match self.forwarded(route, &endpoint, plural, body).await {
-                    Ok(mut leader) => {
-                        // The answer is to this request: its uid and its types (which are
-                        // not part of a response's JSON).
-                        leader.uid = response.uid.clone();
-                        leader.types = response.types.clone();
-                        Answer {
-                            kind: label.to_string(),
-                            verdict: if leader.allowed { "allowed" } else { "denied" },
-                            response: leader,
-                        }
-                    }
-                    Err(e) => deny(format!(
+        let deadline = tokio::time::Instant::now() + claims_route::WAIT_FOR_DECIDER;
+        loop {
+            let endpoint = match route.route_within(forwarded, deadline).await {
+                Route::Decide => return None,
+                Route::Refuse(reason) => return Some(deny(reason)),
+                Route::Forward(endpoint) => endpoint,
+            };
+            match self.forwarded(route, &endpoint, plural, body).await {
+                Ok(mut leader) => {
+                    // The answer is to this request: its uid and its types (which are not
+                    // part of a response's JSON).
+                    leader.uid = response.uid.clone();
+                    leader.types = response.types.clone();
+                    return Some(Answer {
+                        kind: label.to_string(),
+                        verdict: if leader.allowed { "allowed" } else { "denied" },
+                        response: leader,
+                    });
+                }
+                // The lease may still name a leader that is gone: wait for it to name another.
+                Err(_) if tokio::time::Instant::now() < deadline => {
+                    route.leader_changed(&endpoint, deadline).await;
+                }
+                Err(e) => {
+                    return Some(deny(format!(
                         "claims are decided by kubeplace's leader, and it could not be asked: {e}; retry"
-                    )),
-                })
+                    )));
+                }
+            }
+        }
+    }
+
+    /// Takes a claim admitted here to the lease's record of claims in flight before it is
+    /// answered `allowed` (with several replicas): a replica that takes the lease over then
+    /// counts it. Refused as [`Refusal::Unavailable`], and taken back from the ledger, when it
+    /// cannot be written there (this replica no longer leads).
+    async fn recorded(&self, object: &Object, verdict: Verdict) -> Verdict {
+        let Some(route) = &self.claims_route else {
+            return verdict;
+        };
+        if !matches!(object, Object::Allocation(_) | Object::PlacementWrite(_)) {
+            return verdict;
+        }
+        match route.durable().await {
+            Ok(()) => verdict,
+            Err(why) => {
+                let mut ledger = crate::locks::lock(&self.claims);
+                match object {
+                    Object::PlacementWrite(_) => ledger.withdraw_write(object.name()),
+                    _ => ledger.withdraw(
+                        object.name(),
+                        object.meta().uid.as_deref(),
+                        object.meta().generation,
+                    ),
+                }
+                Verdict::refused(
+                    Refusal::Unavailable,
+                    format!(
+                        "the claim could not be recorded where the next leader reads it ({why}); retry"
+                    ),
+                )
             }
         }
     }
@@ -561,6 +625,34 @@ fn reviewed_objects(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each kind of refusal is answered with its Status code and reason, and one that only
+    /// time mends with a retry hint, which the API server turns into `Retry-After`.
+    #[test]
+    fn each_kind_of_refusal_is_its_status() {
+        let request: AdmissionRequest<DynamicObject> = serde_json::from_value(serde_json::json!({
+            "uid": "u", "kind": {"group": "", "version": "v1", "kind": "X"},
+            "resource": {"group": "", "version": "v1", "resource": "xs"},
+            "operation": "CREATE", "userInfo": {}, "name": "x",
+            "dryRun": false, "options": null, "object": null, "oldObject": null
+        }))
+        .unwrap();
+        for refusal in Refusal::ALL {
+            let r = denied(AdmissionResponse::from(&request), refusal, "why");
+            assert!(!r.allowed);
+            assert_eq!(
+                (r.result.code, r.result.reason.as_str()),
+                (refusal.code(), refusal.reason()),
+                "{refusal:?}"
+            );
+            assert_eq!(
+                r.result.details.as_ref().map(|d| d.retry_after_seconds),
+                refusal.retry_after_seconds(),
+                "{refusal:?}"
+            );
+            assert_eq!(r.result.message, "why");
+        }
+    }
     use http::{Method, Request, Response};
     use kube::Client;
     use kube::client::Body;
@@ -620,7 +712,8 @@ mod tests {
             let review = webhook.review("flavors", body).await;
             let response = review.response.expect("a response");
             assert!(!response.allowed, "the flavor is denied");
-            assert_eq!(response.result.code, 403);
+            assert_eq!(response.result.code, 422, "an invalid object");
+            assert_eq!(response.result.reason, "Invalid");
         }
         let mut paths = Vec::new();
         while let Ok(Some((request, send))) =

@@ -6,6 +6,7 @@
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionResponse, Operation as K8sOperation};
 use kubeplace_api::cluster_source::{Pod, ResourceClaim};
+use kubeplace_policy::admission::Refusal;
 use kubeplace_policy::mirror::{
     RESERVATION_LABEL, reservation_claim_problem, reservation_pod_problem,
 };
@@ -44,7 +45,7 @@ impl Webhook {
             return answer("allowed", response);
         }
         if !self.wait_until_synced().await {
-            return answer("denied", denied(response, NOT_SYNCED));
+            return answer("denied", denied(response, Refusal::Unavailable, NOT_SYNCED));
         }
         let problem = {
             let store = crate::locks::read(&self.store);
@@ -66,6 +67,7 @@ impl Webhook {
                 "denied",
                 denied(
                     response,
+                    Refusal::Denied,
                     format!(
                         "{} {:?} is not a reservation kubeplace makes: {problem}",
                         request.kind.kind, request.name

@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use kubeplace_core::placement::response::{Buffers, CandidatesPart, ListPart};
 
 use super::ctx::Ctx;
+use kubeplace_policy::admission::Refusal;
 
 /// A response with its whole body.
 pub(crate) type Reply = Response<ReplyBody>;
@@ -279,6 +280,22 @@ impl ApiError {
         .with_code(code::CONCURRENT_UPDATE)
     }
 
+    /// A refused write as Placement answers it, every kind of refusal mapped here once: what
+    /// time mends (an object another write holds, a version changed since, nothing deciding
+    /// claims just now) is Placement's 409 `placement.concurrent_update`, which its clients
+    /// retry; a claim that does not fit, or is over quota or invalid, is Placement's 409 for
+    /// a claim that cannot be made; an invalid provider write is a 400; a mirrored object or
+    /// one that is not written here, a 409.
+    pub(crate) fn refused(refusal: Refusal, of: Written, detail: String) -> ApiError {
+        match (refusal, of) {
+            (r, _) if r.is_retryable() => {
+                ApiError::conflict(detail).with_code(code::CONCURRENT_UPDATE)
+            }
+            (Refusal::Invalid, Written::Provider) => ApiError::bad_request(detail),
+            _ => ApiError::conflict(detail),
+        }
+    }
+
     /// The API stopped answering: an internal error left its state in doubt.
     pub(crate) fn unsound() -> ApiError {
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, UNSOUND_DETAIL)
@@ -314,8 +331,15 @@ impl From<kubeplace_policy::placement_records::RecordError> for ApiError {
             E::StaleGeneration { sent, current } => {
                 ApiError::stale("resource provider", sent, current)
             }
-            E::ProviderRefused(_) => ApiError::bad_request(e.to_string()),
-            E::AllocationRefused(_) | E::Mirrored { .. } => ApiError::conflict(e.to_string()),
+            E::ProviderRefused(refusal, _) => {
+                ApiError::refused(refusal, Written::Provider, e.to_string())
+            }
+            E::AllocationRefused(refusal, _) => {
+                ApiError::refused(refusal, Written::Claim, e.to_string())
+            }
+            E::Mirrored { .. } => {
+                ApiError::refused(Refusal::Mirrored, Written::Provider, e.to_string())
+            }
             E::Busy { ref key, .. } => {
                 let held = Some(Box::new(key.clone()));
                 ApiError {
@@ -326,6 +350,14 @@ impl From<kubeplace_policy::placement_records::RecordError> for ApiError {
             E::ReadOnly => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         }
     }
+}
+
+/// What a refused write was writing: Placement answers a claim it cannot make apart from a
+/// provider it cannot write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Written {
+    Claim,
+    Provider,
 }
 
 /// A request id in Placement's `req-<uuid>` form, unique within the process.

@@ -59,7 +59,7 @@ pub(super) fn review(
     if let Err(refusal) =
         crate::quota::check_claim(store, &pending.charges, name, &versions, charge.as_ref())
     {
-        review.problem(refusal.to_string());
+        review.refuse(super::Refusal::OverQuota, refusal.to_string());
     }
 }
 
@@ -123,7 +123,10 @@ pub(super) fn review_capacity(
             let mine = previous.map_or(0, |p| p.amount(&pa.provider, class));
             let used = index.used(&pa.provider, class) - mine + pending.of(&pa.provider, class);
             if let Err(e) = inv.admits(used, *amount) {
-                review.problem(format!("{at}: {class} on {:?}: {e}", pa.provider));
+                review.refuse(
+                    super::Refusal::NoRoom,
+                    format!("{at}: {class} on {:?}: {e}", pa.provider),
+                );
             }
         }
     }

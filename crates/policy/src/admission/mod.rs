@@ -13,10 +13,13 @@ mod image;
 mod placement_write;
 mod project_quota;
 mod provider_config;
+mod refusal;
 mod resource_provider;
 mod server;
 mod server_group;
 mod service_profile;
+
+pub use refusal::Refusal;
 
 pub use allocation::PendingUsage;
 pub use provider_config::{COMPUTE_NODE_ID, identification_key};
@@ -40,15 +43,35 @@ pub struct Verdict {
     pub allowed: bool,
     pub message: String,
     pub warnings: Vec<String>,
+    /// What kind of refusal it is, when it is one ([`Refusal`]): each surface says it in
+    /// its own terms, beside the message.
+    #[serde(skip)]
+    pub refusal: Refusal,
 }
 
 impl Verdict {
-    /// A rejection with a message and no warnings.
+    /// Allowed, with no warnings.
+    pub fn allowed() -> Verdict {
+        Verdict {
+            allowed: true,
+            message: String::new(),
+            warnings: Vec::new(),
+            refusal: Refusal::default(),
+        }
+    }
+
+    /// A rejection of an invalid object, with a message and no warnings.
     pub fn rejected(message: impl Into<String>) -> Verdict {
+        Verdict::refused(Refusal::Invalid, message)
+    }
+
+    /// A refusal of this kind, with a message and no warnings.
+    pub fn refused(refusal: Refusal, message: impl Into<String>) -> Verdict {
         Verdict {
             allowed: false,
             message: message.into(),
             warnings: Vec::new(),
+            refusal,
         }
     }
 }
@@ -65,6 +88,9 @@ pub const MAX_LISTED_BYTES: usize = 64 * 1024;
 pub(crate) struct Review {
     problems: Listed,
     warnings: Listed,
+    /// The kind of the refusal, when every problem is of one that is not [`Refusal::Invalid`]
+    /// (a claim that fits nowhere, or is over quota); an invalid object is invalid first.
+    kind: Option<Refusal>,
 }
 
 /// Texts kept in order while they fit in [`MAX_LISTED_BYTES`], and how many did not.
@@ -123,7 +149,19 @@ fn cut_to(mut text: String, bytes: usize) -> String {
 }
 
 impl Review {
+    /// A problem with the object itself.
     pub(crate) fn problem(&mut self, p: impl Into<String>) {
+        self.refuse(Refusal::Invalid, p);
+    }
+
+    /// A problem of `kind`: the verdict is of the first kind found, unless some problem
+    /// makes the object invalid.
+    pub(crate) fn refuse(&mut self, kind: Refusal, p: impl Into<String>) {
+        self.kind = match self.kind {
+            _ if kind == Refusal::Invalid => Some(Refusal::Invalid),
+            None => Some(kind),
+            Some(first) => Some(first),
+        };
         self.problems.push(p.into());
     }
 
@@ -132,7 +170,11 @@ impl Review {
     }
 
     fn into_verdict(self, kind: Kind, name: &str) -> Verdict {
-        let Review { problems, warnings } = self;
+        let Review {
+            problems,
+            warnings,
+            kind: refusal,
+        } = self;
         let count = problems.count();
         let message = match count {
             0 => String::new(),
@@ -165,6 +207,7 @@ impl Review {
             allowed: message.is_empty(),
             message,
             warnings: listed_warnings,
+            refusal: refusal.unwrap_or_default(),
         }
     }
 }
@@ -219,19 +262,25 @@ pub fn admit_and_store_in_order(store: &mut Store, object: Object) -> Verdict {
 /// with the cluster object it comes from and is never written.
 fn mirrored_refusal(store: &Store, object: &Object) -> Option<Verdict> {
     if object.is_mirrored() {
-        return Some(Verdict::rejected(format!(
-            "{} {:?} carries {}, which only the cluster mirror sets",
-            object.kind(),
-            object.name(),
-            kubeplace_api::cluster_source::MIRRORED_FROM_ANNOTATION
-        )));
+        return Some(Verdict::refused(
+            Refusal::Mirrored,
+            format!(
+                "{} {:?} carries {}, which only the cluster mirror sets",
+                object.kind(),
+                object.name(),
+                kubeplace_api::cluster_source::MIRRORED_FROM_ANNOTATION
+            ),
+        ));
     }
     let from = store.get(&ObjectKey::of(object))?.mirrored_from()?;
-    Some(Verdict::rejected(format!(
-        "{} {:?} is mirrored from {from}: it changes with that object in the cluster and is not written; choose another name",
-        object.kind(),
-        object.name()
-    )))
+    Some(Verdict::refused(
+        Refusal::Mirrored,
+        format!(
+            "{} {:?} is mirrored from {from}: it changes with that object in the cluster and is not written; choose another name",
+            object.kind(),
+            object.name()
+        ),
+    ))
 }
 
 /// A change of an object an open PlacementWrite changes: allowed when it is that write's
@@ -246,21 +295,17 @@ fn held_by_write(store: &Store, write: &str, object: &Object) -> Verdict {
         .flatten()
         .find(|c| c.key == key)
         .is_some_and(|c| crate::store::writes::is_own_change(write, &c, object, store.get(&key)));
-    Verdict {
-        allowed: own,
-        message: if own {
-            String::new()
-        } else {
-            crate::store::writes::held_message(&key, write)
-        },
-        warnings: Vec::new(),
+    if own {
+        Verdict::allowed()
+    } else {
+        Verdict::refused(
+            Refusal::Busy,
+            crate::store::writes::held_message(&key, write),
+        )
     }
 }
 
-pub use crate::store::writes::BUSY_RETRY;
-
-/// How a refusal of a write decided on an older version ends: what callers match to read
-/// again and retry (Placement's 409 `placement.concurrent_update`).
+/// How a refusal of a write decided on an older version ends.
 pub const READ_AGAIN: &str = "read it again and retry";
 
 /// Whether a claim's change leaves what it charges, and to whom, alone (its project or
@@ -312,11 +357,7 @@ pub fn admit_with_pending(
     if operation == Operation::Update
         && old.is_some_and(|old| old.same_spec(object) && same_charge(old, object))
     {
-        return Verdict {
-            allowed: true,
-            message: String::new(),
-            warnings: Vec::new(),
-        };
+        return Verdict::allowed();
     }
     if let Some(write) = store.write_on(&ObjectKey::of(object)) {
         return held_by_write(store, write, object);

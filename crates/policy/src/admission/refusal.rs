@@ -133,11 +133,21 @@ mod tests {
     #[test]
     fn the_api_servers_own_refusals_are_read_too() {
         assert_eq!(Refusal::of_status(409, "Conflict"), Some(Refusal::Stale));
-        assert_eq!(Refusal::of_status(409, "AlreadyExists"), Some(Refusal::Stale));
-        assert_eq!(Refusal::of_status(429, "TooManyRequests"), Some(Refusal::Unavailable));
+        assert_eq!(
+            Refusal::of_status(409, "AlreadyExists"),
+            Some(Refusal::Stale)
+        );
+        assert_eq!(
+            Refusal::of_status(429, "TooManyRequests"),
+            Some(Refusal::Unavailable)
+        );
         assert_eq!(Refusal::of_status(422, "Invalid"), Some(Refusal::Invalid));
         assert_eq!(Refusal::of_status(403, "Denied"), Some(Refusal::Denied));
-        assert_eq!(Refusal::of_status(403, "Forbidden"), None, "RBAC: a fault of the server's grants");
+        assert_eq!(
+            Refusal::of_status(403, "Forbidden"),
+            None,
+            "RBAC: a fault of the server's grants"
+        );
         assert_eq!(Refusal::of_status(500, "InternalError"), None);
         assert_eq!(Refusal::of_status(503, "ServiceUnavailable"), None);
     }

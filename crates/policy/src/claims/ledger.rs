@@ -94,14 +94,10 @@ impl Ledger {
                 (_, Some(old)) if old.same_spec(object) => {
                     admit(operation, object, Some(old), store)
                 }
-                _ => Verdict {
-                    allowed: false,
-                    message: format!(
-                        "PlacementWrite {:?} is made as it was decided; its spec is not changed",
-                        object.name()
-                    ),
-                    warnings: Vec::new(),
-                },
+                _ => Verdict::rejected(format!(
+                    "PlacementWrite {:?} is made as it was decided; its spec is not changed",
+                    object.name()
+                )),
             };
         }
         if let Some(verdict) = self.held_by_pending_write(object) {

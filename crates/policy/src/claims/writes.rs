@@ -9,7 +9,7 @@ use std::time::Instant;
 use kubeplace_api::{Object, PlacementWrite};
 
 use super::{Ledger, PendingClaim};
-use crate::admission::{Operation, READ_AGAIN, Verdict, admit, admit_with_pending};
+use crate::admission::{Operation, READ_AGAIN, Refusal, Verdict, admit, admit_with_pending};
 use crate::store::writes::{PlannedChange, held_message, is_own_change, planned};
 use crate::store::{ObjectKey, Store};
 use crate::translate::takes;
@@ -22,20 +22,12 @@ pub(crate) struct PendingWrite {
     pub admitted_at: Instant,
 }
 
-fn refused(message: String) -> Verdict {
-    Verdict {
-        allowed: false,
-        message,
-        warnings: Vec::new(),
-    }
+fn refused(refusal: Refusal, message: String) -> Verdict {
+    Verdict::refused(refusal, message)
 }
 
 fn allowed() -> Verdict {
-    Verdict {
-        allowed: true,
-        message: String::new(),
-        warnings: Vec::new(),
-    }
+    Verdict::allowed()
 }
 
 /// Whether the store's object is still the one the change was decided on: the same uid and
@@ -78,7 +70,10 @@ impl Ledger {
         let changes = match planned(write) {
             Ok(changes) => changes,
             Err(problem) => {
-                return refused(format!("PlacementWrite {name:?} is invalid: {problem}"));
+                return refused(
+                    Refusal::Invalid,
+                    format!("PlacementWrite {name:?} is invalid: {problem}"),
+                );
             }
         };
         let mut shown = false;
@@ -89,7 +84,7 @@ impl Ledger {
                 .filter(|w| *w != name)
                 .or_else(|| self.pending_write_on(&change.key, name));
             if let Some(other) = other {
-                return refused(held_message(&change.key, other));
+                return refused(Refusal::Busy, held_message(&change.key, other));
             }
             // A claim of it admitted a moment ago that the store does not show: the write
             // may rest on an older version. Not so where the store shows the write's own
@@ -106,14 +101,18 @@ impl Ledger {
                 && change.key.kind == kubeplace_api::Kind::Allocation
                 && self.pending.iter().any(|p| p.name == change.key.name)
             {
-                return refused(format!(
-                    "{what} was changed a moment ago and the change is not in view yet; {READ_AGAIN}"
-                ));
+                return refused(
+                    Refusal::Stale,
+                    format!(
+                        "{what} was changed a moment ago and the change is not in view yet; {READ_AGAIN}"
+                    ),
+                );
             }
             if !decided_on(store.get(&change.key), change) {
-                return refused(format!(
-                    "{what} changed since the write was decided; {READ_AGAIN}"
-                ));
+                return refused(
+                    Refusal::Stale,
+                    format!("{what} changed since the write was decided; {READ_AGAIN}"),
+                );
             }
         }
         // The state the write leaves, all of its changes in, judged as one.
@@ -138,7 +137,10 @@ impl Ledger {
         if let Err(refusal) =
             crate::quota::check_write(store, &after, shown, &pending.charges, claims)
         {
-            return refused(format!("PlacementWrite {name:?}: {refusal}"));
+            return refused(
+                Refusal::OverQuota,
+                format!("PlacementWrite {name:?}: {refusal}"),
+            );
         }
         for change in &changes {
             let verdict = match &change.after {
@@ -222,7 +224,7 @@ impl Ledger {
         Some(if is_own_change(write, change, object, None) {
             allowed()
         } else {
-            refused(held_message(&key, write))
+            refused(Refusal::Busy, held_message(&key, write))
         })
     }
 }
@@ -230,7 +232,6 @@ impl Ledger {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admission::BUSY_RETRY;
     use kubeplace_api::{Kind, WRITE_ANNOTATION};
     use std::time::Duration;
 
@@ -310,7 +311,7 @@ mod tests {
         let again = allocation("b", 2, 1, Some("w3"));
         let verdict = decide(&mut ledger, &store, &write(&store, "w3", &[again], &[]));
         assert!(
-            !verdict.allowed && verdict.message.contains(BUSY_RETRY),
+            !verdict.allowed && verdict.refusal == Refusal::Busy,
             "{}",
             verdict.message
         );

@@ -13,12 +13,12 @@ pub enum RecordError {
         "resource provider generation {sent} is not the current one ({current}); read it again and retry"
     )]
     StaleGeneration { sent: i64, current: u64 },
-    /// Admission refused a provider write; its message.
-    #[error("{0}")]
-    ProviderRefused(String),
-    /// Admission refused a claim; its message.
-    #[error("Unable to allocate inventory: {0}")]
-    AllocationRefused(String),
+    /// Admission refused a provider write: why, and its message.
+    #[error("{1}")]
+    ProviderRefused(crate::admission::Refusal, String),
+    /// Admission refused a claim: why, and its message.
+    #[error("Unable to allocate inventory: {1}")]
+    AllocationRefused(crate::admission::Refusal, String),
     /// The object is held by a write of several objects that is not finished yet.
     #[error("{}", crate::store::writes::held_message(key, write))]
     Busy {

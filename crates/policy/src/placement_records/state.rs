@@ -513,7 +513,10 @@ impl<'a> State<'a> {
         if verdict.allowed {
             Ok(())
         } else {
-            Err(RecordError::ProviderRefused(verdict.message))
+            Err(RecordError::ProviderRefused(
+                verdict.refusal,
+                verdict.message,
+            ))
         }
     }
 
@@ -530,7 +533,10 @@ impl<'a> State<'a> {
         };
         let verdict = admit_and_store_beside(store, object, &pending);
         if !verdict.allowed {
-            return Err(RecordError::AllocationRefused(verdict.message));
+            return Err(RecordError::AllocationRefused(
+                verdict.refusal,
+                verdict.message,
+            ));
         }
         Ok(())
     }

@@ -87,7 +87,7 @@ fn a_claim_over_capacity_is_refused_and_leaves_nothing_behind() {
         .write_allocation(claim("a2", CONSUMER, 2))
         .unwrap_err();
     assert!(
-        matches!(&refused, RecordError::AllocationRefused(m) if m.contains("VCPU")),
+        matches!(&refused, RecordError::AllocationRefused(crate::admission::Refusal::NoRoom, m) if m.contains("VCPU")),
         "{refused}"
     );
     assert!(
@@ -150,7 +150,7 @@ fn over_a_cluster_a_provider_write_carries_the_generation_the_api_server_will_gi
     rp.spec.parent = Some("cn1".to_string());
     let refused = state.write_provider(rp).unwrap_err();
     assert!(
-        matches!(refused, RecordError::ProviderRefused(_)),
+        matches!(refused, RecordError::ProviderRefused(..)),
         "{refused}"
     );
 }
@@ -270,7 +270,7 @@ fn the_apis_claims_are_decided_beside_the_claims_admitted_and_not_yet_shown() {
 
     let mut state = locked(&store, &book, Backing::Cluster, true).beside_ledger(&mut ledger);
     match state.write_allocation(claim(other, other, 2)) {
-        Err(RecordError::AllocationRefused(message)) => {
+        Err(RecordError::AllocationRefused(_, message)) => {
             assert!(message.contains("capacity"), "{message}")
         }
         answer => panic!("the API's claim was not refused: {answer:?}"),
