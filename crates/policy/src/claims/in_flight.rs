@@ -299,6 +299,41 @@ mod tests {
         assert!(verdict.allowed, "held 31 s in all: let go");
     }
 
+    /// The record stays within what a Lease's annotations hold: past its bytes, a claim
+    /// waits (refused, to retry) for those on their way.
+    #[test]
+    fn the_record_is_bounded_in_bytes() {
+        let mut store = store();
+        store.put(object(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata: {name: cn1}\nspec: {inventories: {VCPU: {total: 100000}}}\n",
+        ));
+        let now = Instant::now();
+        let mut ledger = Ledger::with_max_holds(Duration::from_secs(30), 100_000);
+        let mut refused = None;
+        for i in 0..5000 {
+            let v = ledger.decide(
+                crate::admission::Operation::Create,
+                &claim(&format!("c{i}"), 1),
+                None,
+                &store,
+                now,
+                false,
+            );
+            if !v.allowed {
+                refused = Some(v);
+                break;
+            }
+        }
+        let refused = refused.expect("refused before 5,000 claims");
+        assert_eq!(refused.refusal, crate::admission::Refusal::Unavailable);
+        let text = ledger.in_flight(now).to_text();
+        assert!(text.len() <= 200 * 1024, "{} bytes", text.len());
+        assert!(
+            ledger.record_bytes() >= text.len() / 2,
+            "the estimate is of the record"
+        );
+    }
+
     #[test]
     fn a_bad_record_is_an_error_not_a_panic() {
         assert!(InFlight::from_text("{").is_err());

@@ -52,6 +52,11 @@ pub struct Ledger {
 /// moment before the watch delivers them.
 pub const MAX_HOLDS: usize = 1024;
 
+/// Bytes the record of what the ledger holds may take ([`Ledger::in_flight`]), about: the
+/// leader keeps it on its Lease, whose annotations hold 256 KiB in all. Past it, claims wait
+/// for those on their way (refused, to retry in a moment).
+pub const RECORD_BYTES: usize = 160 * 1024;
+
 impl Ledger {
     /// A ledger that holds an unseen claim's capacity for at most `hold`, and at most
     /// [`MAX_HOLDS`] claims at once.
@@ -74,6 +79,41 @@ impl Ledger {
         &self.pending
     }
 
+    /// About how many bytes [`Ledger::in_flight`]'s record of what is held takes.
+    pub fn record_bytes(&self) -> usize {
+        let claims: usize = self
+            .pending
+            .iter()
+            .map(|p| {
+                let takes: usize = p
+                    .takes
+                    .keys()
+                    .map(|(provider, class)| provider.len() + class.len() + 32)
+                    .sum();
+                let charge = p.charge.as_ref().map_or(0, |c| {
+                    c.project.len()
+                        + c.consumer.len()
+                        + c.resources.keys().map(|k| k.len() + 24).sum::<usize>()
+                        + 48
+                });
+                p.name.len() + p.uid.as_ref().map_or(0, String::len) + takes + charge + 64
+            })
+            .sum();
+        let writes: usize = self
+            .writes
+            .iter()
+            .map(|w| {
+                w.name.len()
+                    + w.changes
+                        .iter()
+                        .map(|c| c.key.name.len() + 32)
+                        .sum::<usize>()
+                    + 48
+            })
+            .sum();
+        claims + writes
+    }
+
     /// Decides one write of an object: for an Allocation, against the store and every claim
     /// pending; other kinds as admission always does. An admitted Allocation is remembered
     /// unless `dry_run` (the API server will not store it).
@@ -87,6 +127,19 @@ impl Ledger {
         dry_run: bool,
     ) -> Verdict {
         self.forget_seen(store, now);
+        if matches!(object, Object::Allocation(_) | Object::PlacementWrite(_))
+            && operation != Operation::Delete
+            && !dry_run
+            && self.record_bytes() > RECORD_BYTES
+        {
+            return Verdict::refused(
+                crate::admission::Refusal::Unavailable,
+                format!(
+                    "{} claims admitted a moment ago are still on their way to the store; retry in a moment",
+                    self.pending.len()
+                ),
+            );
+        }
         if let Object::PlacementWrite(write) = object {
             return match (operation, old) {
                 (Operation::Create, _) => self.decide_write(write, store, now, dry_run),
