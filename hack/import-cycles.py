@@ -8,14 +8,16 @@ files of one folder (`placement/packed_tree.rs` ↔ `placement/inventory.rs`). R
     hack/import-cycles.py            # every crate of the workspace
     hack/import-cycles.py src        # one source root
     hack/import-cycles.py --map      # also print which top-level module uses which
+    hack/import-cycles.py --climbs   # also list imports that climb: a module using what an
+                                     # ancestor module's own file defines (tests left out)
 """
 import os
 import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PATH = re.compile(r"\b(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)+|::\{)")
-GROUP = re.compile(r"\b(crate|super|self)::\{([^}]*)\}", re.S)
+PATH = re.compile(r"\b(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)+)(::\{)?")
+GROUP = re.compile(r"\b(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)*)::\{([^}]*)\}", re.S)
 
 
 def modules(src):
@@ -37,12 +39,15 @@ def references(text, here):
     """Module paths a file names, resolved against its own module path."""
     refs = []
     for m in GROUP.finditer(text):
-        for item in m.group(2).split(","):
+        base = [s for s in m.group(2).split("::") if s]
+        for item in m.group(3).split(","):
             item = item.strip().split(" as ")[0]
-            if item:
-                refs.append((m.group(1), item.split("::")))
+            if item == "self":
+                refs.append((m.group(1), base))
+            elif item:
+                refs.append((m.group(1), base + item.split("::")))
     for m in PATH.finditer(text):
-        if m.group(2) == "::{":
+        if m.group(3):
             continue
         refs.append((m.group(1), m.group(2).strip(":").split("::")))
     for anchor, segs in refs:
@@ -89,12 +94,36 @@ def cycles(graph):
     return out
 
 
+def without_tests(text):
+    """A file's text before its test module: what tests import is not the file's map."""
+    at = text.find("#[cfg(test)]\nmod ")
+    return text if at < 0 else text[:at]
+
+
+TEST_MODULE = re.compile(r"#\[cfg\(test\)\]\s*(?:pub(?:\([a-z]+\))?\s+)?mod\s+([a-z_0-9]+)\s*;")
+
+
+def test_modules(mods):
+    """Modules of their own file declared under `#[cfg(test)]`: tests, left out of climbs."""
+    out = set()
+    for path, here in mods.items():
+        for m in TEST_MODULE.finditer(open(path, encoding="utf-8").read()):
+            out.add(here + (m.group(1),))
+    return out
+
+
 def check(src):
     mods = modules(src)
     known = set(mods.values())
-    top, folder = {}, {}
+    tests = test_modules(mods)
+    top, folder, climbs = {}, {}, []
     for path, here in mods.items():
         text = open(path, encoding="utf-8").read()
+        for ref in references(without_tests(text), here) if here not in tests else ():
+            while ref and ref not in known:
+                ref = ref[:-1]
+            if ref and len(ref) < len(here) and here[: len(ref)] == ref:
+                climbs.append(("::".join(here), "::".join(ref)))
         for ref in references(text, here):
             while ref and ref not in known:
                 ref = ref[:-1]
@@ -112,13 +141,14 @@ def check(src):
                 folder.setdefault(a, set()).add(b)
     found = [("::".join(c[0][:-1]) or "crate", ["::".join(m) for m in c]) for c in cycles(folder)]
     found += [("crate", c) for c in cycles(top)]
-    return found, top
+    return found, top, sorted(set(climbs))
 
 
 def main():
     args = sys.argv[1:]
     show_map = "--map" in args
-    args = [a for a in args if a != "--map"]
+    show_climbs = "--climbs" in args
+    args = [a for a in args if a not in ("--map", "--climbs")]
     roots = args or [
         os.path.join(ROOT, "src"),
         *sorted(
@@ -128,11 +158,15 @@ def main():
     ]
     bad = 0
     for src in roots:
-        found, top = check(src)
+        found, top, climbs = check(src)
         if show_map:
             print(f"{os.path.relpath(src, ROOT)}:")
             for module in sorted(top):
                 print(f"  {module} -> {', '.join(sorted(top[module]))}")
+        if show_climbs:
+            for module, ancestor in climbs:
+                print(f"{os.path.relpath(src, ROOT)}: {module} climbs to {ancestor}")
+            print(f"{os.path.relpath(src, ROOT)}: {len(climbs)} imports climb")
         for where, cycle in found:
             bad += 1
             print(f"{os.path.relpath(src, ROOT)}: {where}: {' ↔ '.join(cycle)}")

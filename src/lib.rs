@@ -11,6 +11,7 @@
 pub mod args;
 pub mod cache;
 pub mod cli;
+pub(crate) mod cluster_writer;
 pub(crate) mod controllers;
 pub(crate) mod health;
 pub mod keystone;

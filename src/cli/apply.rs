@@ -1,6 +1,6 @@
 //! `kubeplace apply`: the cluster's admission and reconcile, in memory, over manifest files.
 
-use super::Exit;
+use super::exit::Exit;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::Output;
+use super::output::Output;
 use kubeplace_api::manifest::{Content, Document, NAMESPACE_KIND, read_paths_each};
 use kubeplace_api::{Kind, Object};
 use kubeplace_core::placement::weighers::Weighers;

@@ -6,7 +6,7 @@ use std::io::Write;
 use clap::CommandFactory;
 use clap_complete::Shell;
 
-use super::Cli;
+use super::command_line::Cli;
 
 /// Writes the script for `shell` to `out`.
 pub(crate) fn write(shell: Shell, out: &mut dyn Write) {

@@ -1,7 +1,7 @@
 //! `kubeplace extra-specs`: reference docs, Glance metadefs, and checking extra specs or
 //! image properties from the command line.
 
-use super::Exit;
+use super::exit::Exit;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -9,7 +9,7 @@ use clap::{Subcommand, ValueEnum};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::Output;
+use super::output::Output;
 use kubeplace_api::Object;
 use kubeplace_api::manifest::read_paths;
 use kubeplace_core::extra_specs::docs::{self, Format};

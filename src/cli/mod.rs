@@ -1,9 +1,12 @@
 //! The `kubeplace` command: one file per subcommand, and the exit codes they share.
 
 pub mod apply;
+pub(crate) mod command_line;
 pub(crate) mod completion;
 pub mod crds;
+mod exit;
 pub(crate) mod extra_specs;
+mod output;
 pub mod placement;
 mod placement_client;
 pub mod placement_export;
@@ -15,183 +18,14 @@ pub mod provider_config;
 pub mod run;
 
 use std::io::{Read, Write};
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::Parser;
 
-use crate::args::{HeadroomCap, MirrorTraits, Weighing};
-
-/// How every subcommand ends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Exit {
-    /// Done, and every object, file or URL passed.
-    Ok,
-    /// Done, and something was refused: an object rejected, a query Placement would answer
-    /// with an error, a URL that did not answer 2xx; or the operator failed.
-    Failed,
-    /// The input could not be read or the arguments cannot work together.
-    BadInput,
-}
-
-impl Exit {
-    /// The exit for a process exit code of 0, 1 or 2 (anything above 2 is bad input).
-    pub fn from_code(code: u8) -> Exit {
-        match code {
-            0 => Exit::Ok,
-            1 => Exit::Failed,
-            _ => Exit::BadInput,
-        }
-    }
-
-    /// The process exit code: 0, 1 or 2.
-    pub fn code(self) -> u8 {
-        match self {
-            Exit::Ok => 0,
-            Exit::Failed => 1,
-            Exit::BadInput => 2,
-        }
-    }
-}
-
-impl From<Exit> for ExitCode {
-    fn from(exit: Exit) -> ExitCode {
-        ExitCode::from(exit.code())
-    }
-}
-
-/// kubeplace: OpenStack's scheduling vocabulary (flavors, extra specs, provider trees,
-/// Placement's allocation candidates) as Kubernetes custom resources.
-#[derive(Parser, Debug)]
-#[command(name = "kubeplace", version, about, long_about = None)]
-pub(crate) struct Cli {
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-/// Output formats.
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Output {
-    /// A table for people.
-    Table,
-    /// YAML.
-    Yaml,
-    /// JSON.
-    Json,
-}
-
-#[derive(Subcommand, Debug)]
-pub enum Command {
-    /// Run admission and reconcile over manifests with no cluster, and print each object's
-    /// verdict and status. Exit 0 when every object is admitted, 1 when any is rejected,
-    /// 2 when input cannot be read.
-    Apply {
-        /// Files, folders (read recursively, sorted) or `-` for standard input.
-        #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
-        files: Vec<PathBuf>,
-        /// Output format.
-        #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
-        output: Output,
-        /// Fields the kind's schema does not name, as kubectl's `--validate`: `strict`
-        /// (or `true`) refuses the object, as the API server does by default; `warn` and
-        /// `ignore` (or `false`) apply it without them, `warn` with a warning each.
-        #[arg(
-            long,
-            value_enum,
-            default_value_t = apply::Validate::Strict,
-            num_args = 0..=1,
-            require_equals = true,
-            default_missing_value = "strict"
-        )]
-        validate: apply::Validate,
-        #[command(flatten)]
-        weighing: Weighing,
-        #[command(flatten)]
-        headroom: HeadroomCap,
-        #[command(flatten)]
-        mirror: MirrorTraits,
-    },
-    /// Print every CustomResourceDefinition as YAML.
-    Crds,
-    /// Run the operator: watches and status controllers, the admission webhook (HTTPS), and
-    /// health, readiness and metrics endpoints, against the cluster of the kubeconfig or the
-    /// in-cluster service account.
-    Run(Box<crate::operator::Flags>),
-    /// Placement's GET queries over ResourceProvider and Allocation manifests, answered
-    /// as Placement would (JSON in Placement's shape at the microversion), and Placement's
-    /// REST API served over them.
-    Placement {
-        #[command(subcommand)]
-        call: PlacementCall,
-    },
-    /// Nova's provider config files: validate them as nova-compute loads them, or convert them
-    /// into ProviderConfig manifests.
-    ProviderConfig {
-        #[command(subcommand)]
-        command: provider_config::ProviderConfigCommand,
-    },
-    /// The extra spec registry: reference docs, Glance metadefs, and checks of single
-    /// extra specs or image properties.
-    #[command(subcommand)]
-    ExtraSpecs(extra_specs::ExtraSpecsCommand),
-    /// GET each URL and say whether it answered 2xx (exit 0) or not (exit 1): the chart's
-    /// `helm test` runs it against the release's Services.
-    Probe(probe::ProbeArgs),
-    /// Print a shell completion script: `source <(kubeplace completion bash)`, or write it
-    /// where the shell loads completions from (bash, zsh, fish, elvish, powershell).
-    Completion {
-        /// The shell to complete in.
-        shell: clap_complete::Shell,
-    },
-}
-
-/// The Placement calls `kubeplace placement` answers.
-#[derive(Subcommand, Debug)]
-pub enum PlacementCall {
-    /// `GET /allocation_candidates?QUERY`.
-    Candidates(PlacementArgs),
-    /// `GET /resource_providers?QUERY`.
-    Providers(PlacementArgs),
-    /// How many more servers of a flavor fit, placed one by one with the scheduler's
-    /// choice and claims; with `--without`, after draining those providers' trees.
-    Headroom(placement::HeadroomArgs),
-    /// Placement's REST API (microversions 1.0–1.39, reads and writes) over an in-memory
-    /// store seeded from manifests; docs/placement-api.md.
-    Serve(placement_serve::ServeArgs),
-    /// Copy a live Placement's whole state (custom classes and traits, providers,
-    /// inventories, traits, aggregates, consumers' allocations) into the cluster, or into a
-    /// manifest file with `--to-file`; only differences are written.
-    Import(Box<placement_import::ImportArgs>),
-    /// Write kubeplace's state (the cluster's, or manifest files with `-f`) into a live
-    /// Placement, empty or the one it came from; only differences are written.
-    Export(Box<placement_export::ExportArgs>),
-}
-
-/// Arguments of a Placement call.
-#[derive(clap::Args, Debug)]
-pub struct PlacementArgs {
-    /// Files, folders or `-` with ResourceProvider, Allocation (and ProviderConfig) objects.
-    #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
-    pub files: Vec<PathBuf>,
-    /// Placement's query string, e.g. `resources=VCPU:1,MEMORY_MB:512&required=!CUSTOM_GOLD`.
-    #[arg(long)]
-    pub query: String,
-    /// Placement microversion, 1.10 to 1.39 or `latest`.
-    #[arg(long, default_value = "1.39")]
-    pub microversion: String,
-    /// Output format: `json` (Placement's shape; with `--explain`, the explanation under
-    /// the key `explain`), or `text` (the explanation alone; the default with `--explain`).
-    #[arg(short = 'o', long, value_parser = ["json", "text"])]
-    pub output: Option<String>,
-    /// Say where the candidates were lost, in order, with counts: per request group, over
-    /// the provider trees, when the groups are combined, and by `limit` (candidates only).
-    #[arg(long)]
-    pub explain: bool,
-    /// Answer the query this many times after loading and print the median and fastest
-    /// time in milliseconds to standard error (for speed comparisons).
-    #[arg(long, hide = true, default_value_t = 0)]
-    pub time_repeat: usize,
-}
+use command_line::{Cli, Command, PlacementCall};
+pub use exit::Exit;
+pub use output::Output;
+pub use placement::PlacementArgs;
 
 /// What the binary does to its process for a command, which this crate cannot do itself (it
 /// forbids unsafe code).

@@ -1,6 +1,6 @@
 //! `kubeplace placement candidates|providers`: Placement's GET queries over manifests.
 
-use super::Exit;
+use super::exit::Exit;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
@@ -17,6 +17,32 @@ use kubeplace_policy::mirror::Mirror;
 use kubeplace_policy::placement_records::{Backing, Book};
 use kubeplace_policy::scheduling::headroom::{DEFAULT_CAP, Headroom};
 use kubeplace_policy::store::{Change, Store};
+
+/// Arguments of a Placement call.
+#[derive(clap::Args, Debug)]
+pub struct PlacementArgs {
+    /// Files, folders or `-` with ResourceProvider, Allocation (and ProviderConfig) objects.
+    #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
+    /// Placement's query string, e.g. `resources=VCPU:1,MEMORY_MB:512&required=!CUSTOM_GOLD`.
+    #[arg(long)]
+    pub query: String,
+    /// Placement microversion, 1.10 to 1.39 or `latest`.
+    #[arg(long, default_value = "1.39")]
+    pub microversion: String,
+    /// Output format: `json` (Placement's shape; with `--explain`, the explanation under
+    /// the key `explain`), or `text` (the explanation alone; the default with `--explain`).
+    #[arg(short = 'o', long, value_parser = ["json", "text"])]
+    pub output: Option<String>,
+    /// Say where the candidates were lost, in order, with counts: per request group, over
+    /// the provider trees, when the groups are combined, and by `limit` (candidates only).
+    #[arg(long)]
+    pub explain: bool,
+    /// Answer the query this many times after loading and print the median and fastest
+    /// time in milliseconds to standard error (for speed comparisons).
+    #[arg(long, hide = true, default_value_t = 0)]
+    pub time_repeat: usize,
+}
 
 /// Which Placement call to answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,7 +147,7 @@ enum Shape {
     Text,
 }
 
-fn shape(call: Call, args: &super::PlacementArgs) -> Result<Shape, String> {
+fn shape(call: Call, args: &PlacementArgs) -> Result<Shape, String> {
     match (call, args.explain, args.output.as_deref()) {
         (Call::Providers, true, _) => Err(
             "--explain explains allocation candidates; use it with `kubeplace placement candidates`"
@@ -155,7 +181,7 @@ pub(crate) fn explained(
 /// Runs the subcommand; returns the exit code.
 pub fn run(
     call: Call,
-    args: &super::PlacementArgs,
+    args: &PlacementArgs,
     stdin: &mut dyn Read,
     out: &mut dyn Write,
     err: &mut dyn Write,

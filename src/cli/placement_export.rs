@@ -25,11 +25,11 @@ use kubeplace_policy::store::{Change, Store};
 use kubeplace_policy::sync::export::{self, Op};
 use kubeplace_policy::sync::{Snapshot, snapshot_of};
 
-use super::Exit;
+use super::exit::Exit;
 use super::placement_client::{ClientError, Opening, PlacementClient, RunLimits, SourceAuth};
 use super::placement_snapshot::{self, Progress, Scalar, refused_whole};
+use crate::cluster_writer::Cluster;
 use crate::operator::flags::ClusterFlags;
-use crate::placement_api::cluster::Cluster;
 
 /// Arguments of `kubeplace placement export`.
 #[derive(clap::Args, Debug)]

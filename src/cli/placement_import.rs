@@ -28,11 +28,11 @@ use kubeplace_policy::store::ObjectKey;
 use kubeplace_policy::sync::import::{self, Level, Plan, Registered, describe};
 use kubeplace_policy::sync::{Desired, desired};
 
-use super::Exit;
+use super::exit::Exit;
 use super::placement_client::{Opening, RunLimits, SourceAuth};
 use super::placement_snapshot::{self, Progress, refused_whole};
+use crate::cluster_writer::Cluster;
 use crate::operator::flags::ClusterFlags;
-use crate::placement_api::cluster::Cluster;
 
 /// The field manager of the import's writes.
 const FIELD_MANAGER: &str = "kubeplace-placement-import";
@@ -513,7 +513,7 @@ impl Sink for IntoCluster<'_> {
         if !plan.names.is_empty()
             && let Err(e) = self.cluster.save_registry_changes(&plan.names)
         {
-            return fail(format!("{}; run the import again to finish", e.detail));
+            return fail(format!("{e}; run the import again to finish"));
         }
         let started = Instant::now();
         let written = self.runtime.block_on(write_objects(

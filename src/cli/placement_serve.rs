@@ -1,6 +1,6 @@
 //! `kubeplace placement serve`: Placement's REST API over manifests loaded into memory.
 
-use super::Exit;
+use super::exit::Exit;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 

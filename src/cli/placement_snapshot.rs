@@ -31,7 +31,7 @@ use kubeplace_policy::sync::{Consumer, Provider, Snapshot, parents_first};
 
 pub(crate) use self::answers::Scalar;
 use self::answers::{ListError, shortened};
-use super::Exit;
+use super::exit::Exit;
 use super::placement_client::{ClientError, PlacementClient, RunLimits};
 
 /// How many times the providers that moved are read again before giving up.

@@ -3,7 +3,7 @@
 //! release's Services: readiness, the webhook over TLS checked against its CA, and the
 //! Placement API.
 
-use super::Exit;
+use super::exit::Exit;
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -1,14 +1,14 @@
 //! `kubeplace provider-config`: Nova's provider config files, validated as nova-compute would
 //! load them, and converted into ProviderConfig manifests.
 
-use super::Exit;
+use super::exit::Exit;
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
 
-use super::Output;
+use super::output::Output;
 use kubeplace_api::ProviderConfig;
 use kubeplace_core::provider_config::directory::{Report, Verdict, validate_paths};
 use kubeplace_core::provider_config::file::{check_parsed, parse_text};

@@ -3,7 +3,7 @@
 
 use tracing::error;
 
-use super::Exit;
+use super::exit::Exit;
 use crate::operator::{self, Flags, flags::LogFormat};
 
 /// Runs the operator until SIGTERM or Ctrl-C.

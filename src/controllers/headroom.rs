@@ -80,7 +80,7 @@ impl HeadroomCounter {
             let started = Instant::now();
             tokio::select! {
                 _ = cancel.cancelled() => return,
-                ok = super::leading_and_ready(&mut self.leader, &mut self.ready) => if !ok { return },
+                ok = super::leading::leading_and_ready(&mut self.leader, &mut self.ready) => if !ok { return },
             }
             let revision = crate::locks::read(&self.store).revision();
             if counted_at != Some(revision) {

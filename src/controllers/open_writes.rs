@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::cache::SharedStore;
-use crate::placement_api::Cluster;
+use crate::cluster_writer::Cluster;
 use kubeplace_api::{Kind, Object, PlacementWrite};
 use kubeplace_policy::store::writes::decided_at;
 
@@ -34,7 +34,10 @@ impl OpenWrites {
     /// Runs until `cancel`, finishing left writes while this replica leads.
     pub async fn run(self, cancel: CancellationToken) {
         let (leader, ready) = (self.leader.clone(), self.ready.clone());
-        super::every_while_leading(leader, ready, &cancel, LOOK_EVERY, || self.finish_left()).await;
+        super::leading::every_while_leading(leader, ready, &cancel, LOOK_EVERY, || {
+            self.finish_left()
+        })
+        .await;
     }
 
     /// Finishes the writes left open.

@@ -263,7 +263,7 @@ impl Reconciler {
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => break,
-                ok = super::leading_and_ready(&mut self.leader, &mut self.ready) => if !ok { break },
+                ok = super::leading::leading_and_ready(&mut self.leader, &mut self.ready) => if !ok { break },
             }
             let pending = tokio::select! {
                 _ = cancel.cancelled() => break,

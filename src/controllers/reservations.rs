@@ -44,7 +44,7 @@ impl Reservations {
     /// Runs until `cancel`, keeping the pods in step while this replica leads.
     pub async fn run(self, cancel: CancellationToken) {
         let (leader, ready) = (self.leader.clone(), self.ready.clone());
-        super::every_while_leading(leader, ready, &cancel, LOOK_EVERY, || async {
+        super::leading::every_while_leading(leader, ready, &cancel, LOOK_EVERY, || async {
             if let Err(e) = self.pass().await {
                 warn!(error = %e, "reservation pods could not be brought in step; trying again");
             }

@@ -1,7 +1,7 @@
 //! kubeplace's own login to Keystone as the section's service user: password
 //! authentication scoped to its project, the token held and renewed before it expires or
 //! when a server stops taking it. The Placement API validates callers' tokens with it
-//! (`super::KeystoneAuth`); `placement import` and `export` send it to a live Placement and
+//! (`placement_api::auth::keystone::KeystoneAuth`); `placement import` and `export` send it to a live Placement and
 //! read Placement's endpoint from the catalog of its first login.
 
 use std::time::{Duration, Instant};
@@ -186,7 +186,7 @@ impl ServiceUser {
             .map_err(|e| failed(format!("its answer is not JSON: {e}")))?;
         let expires = value["token"]["expires_at"]
             .as_str()
-            .and_then(super::instant_of)
+            .and_then(super::time::instant_of)
             .ok_or_else(|| failed("its answer has no readable expires_at".into()))?;
         Ok(Login {
             token,

@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
-use super::Error;
+use super::error::Error;
 use super::flags::Flags;
 use crate::serving::certs;
 use crate::serving::tls_secret::{Lifetimes, TlsSecret};

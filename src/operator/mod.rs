@@ -9,6 +9,7 @@
 //! `kubeplace placement serve`: the Placement API over a store of its own.
 
 mod certificate;
+mod error;
 mod fence;
 pub mod flags;
 mod leader;
@@ -17,7 +18,7 @@ pub(crate) mod shutdown;
 pub mod standalone;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,6 +30,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+pub use error::Error;
 pub use flags::Flags;
 
 use crate::cache::SharedStore;
@@ -39,10 +41,9 @@ use crate::controllers::watch::{self as kind_watches, Synced, kind_watch};
 use crate::health::{self, Health};
 use crate::metrics::Metrics;
 use crate::placement_api::Soundness;
-use crate::serving::certs::{self, CertError};
+use crate::serving::certs;
 use crate::serving::client_auth::{self, ClientCas};
 use crate::serving::http::{self, Lifecycle};
-use crate::serving::tls_secret::TlsSecretError;
 use crate::webhook::claims_route::ClaimsRoute;
 use crate::webhook::{Webhook, config, endpoint};
 use flags::ClusterFlags;
@@ -51,45 +52,6 @@ use kubeplace_api::cluster_source::SourceKind;
 use leader::Candidacy;
 use placement::PlacementOverCluster;
 use shutdown::Stop;
-
-/// Why the operator could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("--kubeconfig {}: {source}", path.display())]
-    Kubeconfig {
-        path: PathBuf,
-        source: kube::config::KubeconfigError,
-    },
-    #[error("no kubeconfig and not in a cluster: {0}")]
-    NoCluster(#[source] kube::config::InferConfigError),
-    #[error("cannot build the API client: {0}")]
-    Client(#[source] kube::Error),
-    #[error("cannot listen on {addr} for {what}: {source}")]
-    Listen {
-        addr: SocketAddr,
-        what: &'static str,
-        source: std::io::Error,
-    },
-    #[error(transparent)]
-    Certificate(#[from] CertError),
-    #[error(transparent)]
-    TlsSecret(#[from] TlsSecretError),
-    #[error("cannot start the webhook's server: {0}")]
-    WebhookServer(#[source] std::io::Error),
-    #[error("cannot create or update ValidatingWebhookConfiguration {name:?}: {source}")]
-    Register { name: String, source: kube::Error },
-    #[error("--webhook-client-ca {}: {reason}", path.display())]
-    WebhookClientCa { path: PathBuf, reason: String },
-    #[error("{0}")]
-    MirrorTraits(String),
-}
-
-impl Error {
-    /// Whether the operator's input is at fault (exit 2) rather than its surroundings.
-    pub fn is_bad_input(&self) -> bool {
-        matches!(self, Error::WebhookClientCa { .. })
-    }
-}
 
 /// What every part of a running operator shares.
 struct Shared {
@@ -559,7 +521,7 @@ fn lead_and_reconcile(
     tokio::spawn(
         crate::controllers::open_writes::OpenWrites {
             store: shared.store.clone(),
-            cluster: crate::placement_api::Cluster::new(
+            cluster: crate::cluster_writer::Cluster::new(
                 shared.client.clone(),
                 tokio::runtime::Handle::current(),
                 flags.cluster.namespace.clone(),

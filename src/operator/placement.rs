@@ -17,11 +17,11 @@ use tokio_rustls::TlsAcceptor;
 use tracing::{info, warn};
 
 use crate::cache::SharedStore;
+use crate::cluster_writer::{Cluster, REGISTRY_CONFIGMAP};
 use crate::controllers::trigger::Trigger;
 use crate::keystone::config::KeystoneConfig;
-use crate::placement_api::cluster::REGISTRY_CONFIGMAP;
 use crate::placement_api::{
-    self, Auth, Cluster, KeystoneAuth, KubernetesAuth, PlacementApi, SearchLimits, Soundness,
+    self, Auth, KeystoneAuth, KubernetesAuth, PlacementApi, SearchLimits, Soundness,
 };
 use crate::serving::http::{Lifecycle, run_apart};
 use kubeplace_core::placement::weighers::Weighers;

@@ -7,8 +7,8 @@ use std::panic::{self, AssertUnwindSafe};
 use bytes::Bytes;
 use http::{Method, Request};
 
-use crate::placement_api::PlacementApi;
-use crate::placement_api::auth::Caller;
+use crate::placement_api::api::PlacementApi;
+use crate::placement_api::caller::Caller;
 use crate::placement_api::panics::{Noting, body_excerpt, panic_message};
 use crate::placement_api::request::call::Call;
 use crate::placement_api::request::ctx::Ctx;

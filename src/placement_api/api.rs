@@ -8,12 +8,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use crate::cache::SharedStore;
+use crate::cluster_writer::Cluster;
+use crate::cluster_writer::in_flight;
 use crate::placement_api::auth::Auth;
-use crate::placement_api::cluster::Cluster;
 use crate::placement_api::request::intake;
 use crate::placement_api::request::searches::{SearchLimits, Searches};
 use crate::placement_api::request::wire::{self, ApiError};
-use crate::placement_api::{in_flight, kept_answers, panics};
+use crate::placement_api::{kept_answers, panics};
 use kubeplace_core::placement::weighers::Weighers;
 use kubeplace_policy::claims::Ledger;
 use kubeplace_policy::placement_records::{Backing, Book, Guard, Journal, State};
@@ -347,7 +348,7 @@ impl PlacementApi {
                 let reach = journal_reach(&store, &journal);
                 drop(store);
                 self.report(reach);
-                Err(e)
+                Err(e.into())
             }
             Err(panic) => {
                 let _ = self.undo_or_lose(&journal);

@@ -16,20 +16,16 @@ mod answer;
 mod api;
 pub mod auth;
 pub(crate) mod caller;
-pub(crate) mod cluster;
 mod handlers;
-mod in_flight;
 mod kept_answers;
 mod panics;
 mod request;
 mod router;
 mod serve;
-mod whole_writes;
 
 pub use api::{PlacementApi, Soundness};
 pub use auth::keystone::KeystoneAuth;
 pub use auth::{Auth, KubernetesAuth};
-pub use cluster::Cluster;
 pub use kubeplace_policy::placement_records::{
     Backing, Book, CONSUMER_TYPE_ANNOTATION, PROJECT_ANNOTATION, USER_ANNOTATION,
 };

@@ -8,12 +8,12 @@ use kubeplace_api::Kind;
 use kubeplace_policy::store::{ObjectKey, Store};
 use serde_json::{Value, json};
 
-use super::auth::Caller;
+use super::api::{PlacementApi, Soundness};
+use super::caller::Caller;
 use super::request::call::Call;
 use super::request::ctx::Ctx;
 use super::request::version;
 use super::request::wire::{ApiError, INTERNAL_DETAIL, Reply, UNSOUND_DETAIL};
-use super::{PlacementApi, Soundness};
 use kubeplace_policy::placement_records::{Guard, State};
 
 /// An API with one provider, `cn1`; its uuid.

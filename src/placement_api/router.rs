@@ -4,8 +4,9 @@
 
 use http::{Method, StatusCode};
 
-use crate::placement_api::PlacementApi;
-use crate::placement_api::auth::{Caller, policy};
+use crate::placement_api::api::PlacementApi;
+use crate::placement_api::auth::policy;
+use crate::placement_api::caller::Caller;
 use crate::placement_api::handlers::{
     allocations, classes, extensions, inventories, providers, reshaper, traits,
 };

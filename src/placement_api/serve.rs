@@ -11,9 +11,9 @@ use hyper::body::Incoming;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
-use crate::placement_api::PlacementApi;
 use crate::placement_api::answer::needs_token;
-use crate::placement_api::auth::Caller;
+use crate::placement_api::api::PlacementApi;
+use crate::placement_api::caller::Caller;
 use crate::placement_api::request::call::Call;
 use crate::placement_api::request::ctx::Ctx;
 use crate::placement_api::request::searches::{self, StopOnDrop};

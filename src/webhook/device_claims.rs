@@ -16,7 +16,7 @@ use kubeplace_policy::mirror::{
     reservation_allocation_problem,
 };
 
-use super::{Answer, NOT_SYNCED, Webhook, denied, invalid, read_object, read_review};
+use super::review::{Answer, NOT_SYNCED, Webhook, denied, invalid, read_object, read_review};
 
 /// The path's plural, and the kind counted in the metrics.
 pub(crate) const PLURAL: &str = "resourceclaims";

@@ -13,7 +13,7 @@ use hyper::body::Incoming;
 use kube::core::admission::AdmissionResponse;
 use kubeplace_policy::admission::Refusal;
 
-use super::{ADMISSION_API_VERSION, MAX_BODY, REQUEST_TIMEOUT, Webhook, denied, invalid};
+use super::review::{ADMISSION_API_VERSION, MAX_BODY, REQUEST_TIMEOUT, Webhook, denied, invalid};
 use crate::serving::body::{BodyRoom, read_body};
 use crate::serving::http::{Reply, json, text};
 

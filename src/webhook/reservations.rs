@@ -11,7 +11,7 @@ use kubeplace_policy::mirror::{
     RESERVATION_LABEL, reservation_claim_problem, reservation_pod_problem,
 };
 
-use super::{Answer, NOT_SYNCED, Webhook, denied, invalid, read_object, read_review};
+use super::review::{Answer, NOT_SYNCED, Webhook, denied, invalid, read_object, read_review};
 
 /// The path's plural, and the kind counted in the metrics.
 pub(crate) const PLURAL: &str = "reservations";

@@ -16,8 +16,8 @@ use tokio::sync::OnceCell;
 use super::remembered::TokenDigest;
 use super::token_cache::{self, Known, Tokens};
 use crate::keystone::config::KeystoneConfig;
-use crate::keystone::instant_of;
 use crate::keystone::service::{self, ServiceUser};
+use crate::keystone::time::instant_of;
 use crate::placement_api::caller::Credentials;
 
 /// Why a token was not taken.

@@ -16,7 +16,7 @@ use k8s_openapi::api::authorization::v1::{
 use kube::Client;
 use kube::api::{Api, PostParams};
 
-use super::Refusal;
+use super::refusal::Refusal;
 use super::remembered::{Remembered, TokenDigest};
 
 /// The API group and resource RBAC rules name to grant the Placement API.

@@ -21,7 +21,7 @@ use kubeplace_core::placement::query::{decode_pairs, parse_candidates_query};
 use kubeplace_core::placement::response::candidates_body;
 use kubeplace_policy::store::ObjectKey;
 
-use crate::placement_api::PlacementApi;
+use crate::placement_api::api::PlacementApi;
 use crate::placement_api::kept_answers::asked;
 use crate::placement_api::request::body;
 use crate::placement_api::request::call::Call;

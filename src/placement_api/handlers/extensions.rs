@@ -19,7 +19,7 @@ use kubeplace_core::placement::query::{decode_pairs, parse_candidates_query};
 use kubeplace_policy::scheduling::headroom::{DEFAULT_CAP, HeadroomError, headroom_of_copy};
 use kubeplace_policy::store::Store;
 
-use crate::placement_api::PlacementApi;
+use crate::placement_api::api::PlacementApi;
 use crate::placement_api::request::ctx::Ctx;
 use crate::placement_api::request::searches;
 use crate::placement_api::request::wire::{ApiError, Reply, json_reply};

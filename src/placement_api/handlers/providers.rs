@@ -22,7 +22,7 @@ use kubeplace_core::placement::response::{
 use kubeplace_policy::admission::{Operation, admit};
 use kubeplace_policy::store::ObjectKey;
 
-use crate::placement_api::PlacementApi;
+use crate::placement_api::api::PlacementApi;
 use crate::placement_api::kept_answers::{Answers, ListKeeping, asked};
 use crate::placement_api::request::body;
 use crate::placement_api::request::call::Call;

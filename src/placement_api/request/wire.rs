@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use kubeplace_core::placement::response::{Buffers, CandidatesPart, ListPart};
 
 use super::ctx::Ctx;
+use crate::cluster_writer::{WriteError, Written};
 use kubeplace_policy::admission::Refusal;
 
 /// A response with its whole body.
@@ -315,6 +316,29 @@ impl From<kubeplace_core::placement::query::QueryError> for ApiError {
     }
 }
 
+/// A write the cluster did not take, as Placement answers it.
+impl From<WriteError> for ApiError {
+    fn from(e: WriteError) -> ApiError {
+        match e {
+            WriteError::Refused {
+                refusal,
+                written,
+                detail,
+            } => ApiError::refused(refusal, written, detail),
+            WriteError::KeptChanging(detail) => {
+                ApiError::conflict(detail).with_code(code::CONCURRENT_UPDATE)
+            }
+            WriteError::Unavailable(detail) => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, detail)
+            }
+            WriteError::Internal => ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                WriteError::Internal.to_string(),
+            ),
+        }
+    }
+}
+
 /// The detail of a 500: the same for every fault, so no answer carries the server's internals
 /// or a request's input back.
 pub(crate) const INTERNAL_DETAIL: &str = "kubeplace met an internal error while answering this request and did not complete it; the server's log has the details under this request_id.";
@@ -350,14 +374,6 @@ impl From<kubeplace_policy::placement_records::RecordError> for ApiError {
             E::ReadOnly => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         }
     }
-}
-
-/// What a refused write was writing: Placement answers a claim it cannot make apart from a
-/// provider it cannot write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Written {
-    Claim,
-    Provider,
 }
 
 /// A request id in Placement's `req-<uuid>` form, unique within the process.
@@ -563,6 +579,7 @@ pub(crate) fn closing(mut reply: Reply) -> Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster_writer::refused_by_api_server;
     use http_body_util::BodyExt;
 
     /// A streamed body of these parts.
@@ -623,5 +640,71 @@ mod tests {
             assert_eq!(&got[..], &whole[..], "round {round}");
             drop(got);
         }
+    }
+
+    /// Each kind of refusal, made by the webhook and passed on by the API server as a Status,
+    /// reaches a Placement client as Placement answers it: what time mends as 409
+    /// `placement.concurrent_update` (which Nova's report client retries), a claim that cannot
+    /// be made as 409 without a code, an invalid provider as 400.
+    #[test]
+    fn every_webhook_refusal_reaches_a_placement_client_as_its_kind() {
+        for refusal in Refusal::ALL {
+            // What the API server answers the writer with, from the webhook's denial (whose
+            // code and reason are the refusal's: the webhook's own tests hold it to that).
+            let status = kube::core::Status {
+                code: refusal.code(),
+                reason: refusal.reason().to_string(),
+                message: "admission webhook \"x.kubeplace.io\" denied the request: why".into(),
+                ..kube::core::Status::failure("", "")
+            };
+            for kind in [
+                kubeplace_api::Kind::Allocation,
+                kubeplace_api::Kind::ResourceProvider,
+            ] {
+                let e = ApiError::from(refused_by_api_server(
+                    kind,
+                    kube::Error::Api(Box::new(status.clone())),
+                ));
+                let placement = (e.status.as_u16(), e.code);
+                let expected = match (refusal, kind) {
+                    (r, _) if r.is_retryable() => (409, code::CONCURRENT_UPDATE),
+                    (Refusal::Invalid, kubeplace_api::Kind::ResourceProvider) => {
+                        (400, code::UNDEFINED)
+                    }
+                    _ => (409, code::UNDEFINED),
+                };
+                assert_eq!(placement, expected, "{refusal:?} on {kind}: {}", e.detail);
+                if kind == kubeplace_api::Kind::Allocation && !refusal.is_retryable() {
+                    assert!(
+                        e.detail.starts_with("Unable to allocate inventory"),
+                        "{}",
+                        e.detail
+                    );
+                }
+            }
+        }
+    }
+
+    /// A refusal the API server makes on its own: an object changed since it was read is a
+    /// 409 to read again; a missing grant is the server's fault, a 503.
+    #[test]
+    fn the_api_servers_own_refusals_are_answered_by_their_kind() {
+        let status = |code: u16, reason: &str| {
+            kube::Error::Api(Box::new(kube::core::Status {
+                code,
+                reason: reason.into(),
+                ..kube::core::Status::failure("m", reason)
+            }))
+        };
+        let e = ApiError::from(refused_by_api_server(
+            kubeplace_api::Kind::Allocation,
+            status(409, "Conflict"),
+        ));
+        assert_eq!(e.code, code::CONCURRENT_UPDATE);
+        let e = ApiError::from(refused_by_api_server(
+            kubeplace_api::Kind::Allocation,
+            status(403, "Forbidden"),
+        ));
+        assert_eq!(e.status.as_u16(), 503);
     }
 }

@@ -23,8 +23,8 @@ use kubeplace_policy::store::writes::{
     HELD_AT_MOST, PlannedChange, Step, next_step, record, write_name,
 };
 
-use super::cluster::{Cluster, Committed, FIELD_MANAGER, to_dynamic};
-use crate::placement_api::request::wire::{ApiError, Written, code};
+use super::error::{WriteError, Written};
+use super::writer::{Cluster, Committed, FIELD_MANAGER, to_dynamic};
 
 /// How many steps applying one change takes at most (each retried step read again).
 const ATTEMPTS: u32 = 12;
@@ -43,7 +43,7 @@ impl Cluster {
     pub(crate) async fn commit_whole(
         &self,
         changes: &[JournalChange],
-    ) -> Result<Committed, ApiError> {
+    ) -> Result<Committed, WriteError> {
         let name = write_name(SystemTime::now(), nonce());
         let (record, planned) = record(&name, &self.writer, changes);
         let records = self.api(Kind::PlacementWrite);
@@ -62,7 +62,7 @@ impl Cluster {
             match self.apply(&name, change, Some(before.clone()), true).await {
                 Ok(object) => written.extend(object),
                 Err(e) => {
-                    tracing::warn!(write = %name, kind = %change.key.kind, name = %change.key.name, error = %e.detail,
+                    tracing::warn!(write = %name, kind = %change.key.kind, name = %change.key.name, error = %e,
                         "a change of a recorded Placement write could not be made now; the leader finishes it");
                     return Ok(Committed {
                         objects: written,
@@ -107,7 +107,7 @@ impl Cluster {
                 .map_err(|e| {
                     format!(
                         "the {} {} could not be written: {}",
-                        change.key.kind, change.key.name, e.detail
+                        change.key.kind, change.key.name, e
                     )
                 })?;
         }
@@ -134,14 +134,11 @@ impl Cluster {
         change: &PlannedChange,
         mut known: Option<Option<Object>>,
         mark_deletion: bool,
-    ) -> Result<Option<Object>, ApiError> {
+    ) -> Result<Option<Object>, WriteError> {
         let api = self.api(change.key.kind);
         let name = &change.key.name;
         let unavailable = |e: kube::Error| {
-            ApiError::new(
-                http::StatusCode::SERVICE_UNAVAILABLE,
-                format!("the write could not be made in the cluster: {e}"),
-            )
+            WriteError::Unavailable(format!("the write could not be made in the cluster: {e}"))
         };
         let params = PostParams {
             field_manager: Some(FIELD_MANAGER.to_string()),
@@ -151,10 +148,9 @@ impl Cluster {
             let current = match known.take() {
                 Some(known) => known,
                 None => self.read(&change.key).await.map_err(|e| {
-                    ApiError::new(
-                        http::StatusCode::SERVICE_UNAVAILABLE,
-                        format!("the write could not be made in the cluster: {e}"),
-                    )
+                    WriteError::Unavailable(format!(
+                        "the write could not be made in the cluster: {e}"
+                    ))
                 })?,
             };
             let step = next_step(write, change, current.as_ref(), mark_deletion);
@@ -201,21 +197,17 @@ impl Cluster {
                 Err(e) => return Err(unavailable(e)),
             }
         }
-        Err(ApiError::conflict(format!(
+        Err(WriteError::KeptChanging(format!(
             "the {} {name} kept changing while a recorded write was applied to it",
             change.key.kind
-        ))
-        .with_code(code::CONCURRENT_UPDATE))
+        )))
     }
 }
 
 /// A failure to encode or read an object: a fault of kubeplace's, answered as one.
-fn internal(e: impl std::fmt::Display) -> ApiError {
+fn internal(e: impl std::fmt::Display) -> WriteError {
     tracing::error!(error = %e, "a recorded Placement write could not be encoded or read");
-    ApiError::new(
-        http::StatusCode::INTERNAL_SERVER_ERROR,
-        "the write could not be encoded for the cluster".to_string(),
-    )
+    WriteError::Internal
 }
 
 /// A number no other write of this process has: the process id and a count.
@@ -228,33 +220,28 @@ fn nonce() -> u64 {
 /// what it was decided on, or holds it, or nothing decides claims just now (409
 /// `placement.concurrent_update`, read again and retry); or the write does not fit (409, as a
 /// claim that does not fit). Its kind is read from the Status' code and reason.
-fn record_refused(e: kube::Error) -> ApiError {
+fn record_refused(e: kube::Error) -> WriteError {
     let kube::Error::Api(s) = e else {
-        return ApiError::new(
-            http::StatusCode::SERVICE_UNAVAILABLE,
-            format!("the write could not be recorded in the cluster: {e}"),
-        );
+        return WriteError::Unavailable(format!(
+            "the write could not be recorded in the cluster: {e}"
+        ));
     };
     match Refusal::of_status(s.code, &s.reason) {
-        Some(refusal) if refusal.is_retryable() => ApiError::refused(
+        Some(refusal) => WriteError::Refused {
             refusal,
-            Written::Claim,
-            format!(
-                "Another writer changed what this write reads first, or claims cannot be decided just now ({}); read it again and retry.",
-                s.message
-            ),
-        ),
-        Some(refusal) => ApiError::refused(
-            refusal,
-            Written::Claim,
-            format!("Unable to allocate inventory: {}", s.message),
-        ),
-        None => ApiError::new(
-            http::StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "the write could not be recorded in the cluster: {}",
-                s.message
-            ),
-        ),
+            written: Written::Claim,
+            detail: if refusal.is_retryable() {
+                format!(
+                    "Another writer changed what this write reads first, or claims cannot be decided just now ({}); read it again and retry.",
+                    s.message
+                )
+            } else {
+                format!("Unable to allocate inventory: {}", s.message)
+            },
+        },
+        None => WriteError::Unavailable(format!(
+            "the write could not be recorded in the cluster: {}",
+            s.message
+        )),
     }
 }

@@ -13,7 +13,6 @@
 //! and every replica learns them. A write saves only the names it created or deleted, from
 //! the ConfigMap's current resourceVersion, so replicas saving at once keep each other's.
 
-use http::StatusCode;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams, Preconditions};
@@ -23,7 +22,7 @@ use kubeplace_api::{Kind, Object};
 use kubeplace_policy::admission::Refusal;
 use kubeplace_policy::store::ObjectKey;
 
-use crate::placement_api::request::wire::{ApiError, Written, code};
+use super::error::{WriteError, Written};
 use kubeplace_policy::placement_records::{RegistryChange, apply_registry_changes};
 
 /// How many times saving the registries is tried while other replicas save theirs.
@@ -81,7 +80,7 @@ impl Cluster {
     pub(crate) fn commit(
         &self,
         changes: &[(ObjectKey, Option<Object>, Option<Object>)],
-    ) -> Result<Committed, ApiError> {
+    ) -> Result<Committed, WriteError> {
         match changes {
             [] => Ok(Committed::default()),
             [(key, before, after)] => self
@@ -103,7 +102,7 @@ impl Cluster {
         key: &ObjectKey,
         before: Option<&Object>,
         after: Option<&Object>,
-    ) -> Result<Option<Object>, ApiError> {
+    ) -> Result<Option<Object>, WriteError> {
         let mut version = before.and_then(|b| b.meta().resource_version.clone());
         for _ in 0..STATUS_RETRIES {
             match self.try_step(key, before, after, version.clone()).await {
@@ -112,23 +111,22 @@ impl Cluster {
                     let current = api
                         .get_opt(&key.name)
                         .await
-                        .map_err(|e| refused(key.kind, e))?;
+                        .map_err(|e| refused_by_api_server(key.kind, e))?;
                     let same_spec = current.as_ref().is_some_and(|c| {
                         c.metadata.generation == before.and_then(|b| b.meta().generation)
                     });
                     if !same_spec {
-                        return Err(refused(key.kind, kube::Error::Api(s)));
+                        return Err(refused_by_api_server(key.kind, kube::Error::Api(s)));
                     }
                     version = current.and_then(|c| c.metadata.resource_version);
                 }
-                other => return other.map_err(|e| refused(key.kind, e)),
+                other => return other.map_err(|e| refused_by_api_server(key.kind, e)),
             }
         }
-        Err(ApiError::conflict(format!(
+        Err(WriteError::KeptChanging(format!(
             "the {} {} kept changing while it was written; retry",
             key.kind, key.name
-        ))
-        .with_code(code::CONCURRENT_UPDATE))
+        )))
     }
 
     async fn try_step(
@@ -217,15 +215,15 @@ impl Cluster {
     /// Adds and removes names in the registries kept in the cluster. Each attempt reads the
     /// ConfigMap and writes it back from the resourceVersion it read, so names another
     /// replica saved in between are kept: its write makes this one conflict and try again.
-    pub(crate) fn save_registry_changes(&self, changes: &[RegistryChange]) -> Result<(), ApiError> {
+    pub(crate) fn save_registry_changes(
+        &self,
+        changes: &[RegistryChange],
+    ) -> Result<(), WriteError> {
         let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.namespace);
         let unavailable = |e: kube::Error| {
-            ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!(
-                    "the registry of custom traits and resource classes could not be saved in ConfigMap {REGISTRY_CONFIGMAP}: {e}"
-                ),
-            )
+            WriteError::Unavailable(format!(
+                "the registry of custom traits and resource classes could not be saved in ConfigMap {REGISTRY_CONFIGMAP}: {e}"
+            ))
         };
         for _ in 0..REGISTRY_ATTEMPTS {
             let found = self
@@ -268,10 +266,9 @@ impl Cluster {
                 Err(e) => return Err(unavailable(e)),
             }
         }
-        Err(ApiError::conflict(format!(
+        Err(WriteError::KeptChanging(format!(
             "ConfigMap {REGISTRY_CONFIGMAP} kept changing under {REGISTRY_ATTEMPTS} attempts to save the registry; retry."
-        ))
-        .with_code(code::CONCURRENT_UPDATE))
+        )))
     }
 }
 
@@ -323,26 +320,22 @@ fn whole_numbers_as_integers(value: &mut serde_json::Value) {
     }
 }
 
-/// What the API server's refusal of a step means to a Placement client: its kind read from
-/// the Status' code and reason (the webhook's, as the API server passed it on, or the API
-/// server's own), answered as [`ApiError::refused`] answers every refusal.
-fn refused(kind: Kind, e: kube::Error) -> ApiError {
+/// What the API server's refusal of a step means, read from the Status' code and reason (the
+/// webhook's, as the API server passed it on, or the API server's own).
+pub(crate) fn refused_by_api_server(kind: Kind, e: kube::Error) -> WriteError {
     let written = if kind == Kind::Allocation {
         Written::Claim
     } else {
         Written::Provider
     };
     let kube::Error::Api(s) = e else {
-        return ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("the write could not be made in the cluster: {e}"),
-        );
+        return WriteError::Unavailable(format!("the write could not be made in the cluster: {e}"));
     };
     let Some(refusal) = Refusal::of_status(s.code, &s.reason) else {
-        return ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("the write could not be made in the cluster: {}", s.message),
-        );
+        return WriteError::Unavailable(format!(
+            "the write could not be made in the cluster: {}",
+            s.message
+        ));
     };
     let detail = match (refusal, written) {
         (Refusal::Stale, _) => format!(
@@ -360,71 +353,17 @@ fn refused(kind: Kind, e: kube::Error) -> ApiError {
         (_, Written::Claim) => format!("Unable to allocate inventory: {}", s.message),
         (_, Written::Provider) => s.message.clone(),
     };
-    ApiError::refused(refusal, written, detail)
+    WriteError::Refused {
+        refusal,
+        written,
+        detail,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::whole_numbers_as_integers;
     use serde_json::json;
-
-    /// Each kind of refusal, made by the webhook and passed on by the API server as a Status,
-    /// reaches a Placement client as Placement answers it: what time mends as 409
-    /// `placement.concurrent_update` (which Nova's report client retries), a claim that cannot
-    /// be made as 409 without a code, an invalid provider as 400.
-    #[test]
-    fn every_webhook_refusal_reaches_a_placement_client_as_its_kind() {
-        use kubeplace_policy::admission::Refusal;
-        for refusal in Refusal::ALL {
-            // What the API server answers the writer with, from the webhook's denial (whose
-            // code and reason are the refusal's: the webhook's own tests hold it to that).
-            let status = kube::core::Status {
-                code: refusal.code(),
-                reason: refusal.reason().to_string(),
-                message: "admission webhook \"x.kubeplace.io\" denied the request: why".into(),
-                ..kube::core::Status::failure("", "")
-            };
-            for kind in [
-                kubeplace_api::Kind::Allocation,
-                kubeplace_api::Kind::ResourceProvider,
-            ] {
-                let e = super::refused(kind, kube::Error::Api(Box::new(status.clone())));
-                let placement = (e.status.as_u16(), e.code);
-                let expected = match (refusal, kind) {
-                    (r, _) if r.is_retryable() => (409, super::code::CONCURRENT_UPDATE),
-                    (Refusal::Invalid, kubeplace_api::Kind::ResourceProvider) => {
-                        (400, super::code::UNDEFINED)
-                    }
-                    _ => (409, super::code::UNDEFINED),
-                };
-                assert_eq!(placement, expected, "{refusal:?} on {kind}: {}", e.detail);
-                if kind == kubeplace_api::Kind::Allocation && !refusal.is_retryable() {
-                    assert!(
-                        e.detail.starts_with("Unable to allocate inventory"),
-                        "{}",
-                        e.detail
-                    );
-                }
-            }
-        }
-    }
-
-    /// A refusal the API server makes on its own: an object changed since it was read is a
-    /// 409 to read again; a missing grant is the server's fault, a 503.
-    #[test]
-    fn the_api_servers_own_refusals_are_answered_by_their_kind() {
-        let status = |code: u16, reason: &str| {
-            kube::Error::Api(Box::new(kube::core::Status {
-                code,
-                reason: reason.into(),
-                ..kube::core::Status::failure("m", reason)
-            }))
-        };
-        let e = super::refused(kubeplace_api::Kind::Allocation, status(409, "Conflict"));
-        assert_eq!(e.code, super::code::CONCURRENT_UPDATE);
-        let e = super::refused(kubeplace_api::Kind::Allocation, status(403, "Forbidden"));
-        assert_eq!(e.status.as_u16(), 503);
-    }
 
     #[test]
     fn whole_numbers_are_sent_as_the_api_server_stores_them() {
