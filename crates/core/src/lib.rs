@@ -10,6 +10,7 @@
 #![deny(rust_2018_idioms)]
 
 pub mod extra_specs;
+pub mod numa;
 pub mod placement;
 pub mod provider_config;
 pub mod quota;
