@@ -78,6 +78,9 @@ pub(crate) struct Recorder {
 /// after the request has succeeded, or failed.
 type Durable = tokio::sync::oneshot::Sender<Result<(), String>>;
 
+/// Why a record of claims in flight could not be written.
+const NOT_HOLDING: &str = "this kubeplace replica does not hold the leader lease";
+
 /// Asks the elector to write the lease with the record as it is now, and waits.
 #[derive(Clone)]
 pub(crate) struct Recording(tokio::sync::mpsc::UnboundedSender<Durable>);
@@ -311,15 +314,16 @@ impl Elector {
         }
     }
 
-    /// Releases the lease if this replica holds it: no holder, a one-second duration.
-    pub async fn release(&mut self) -> Result<(), kube::Error> {
+    /// Releases the lease if this replica holds it: no holder, a one-second duration, and the
+    /// record of claims in flight as it is now. Whether it was written so.
+    pub async fn release(&mut self) -> Result<bool, kube::Error> {
         self.leader.send_replace(false);
         let Some(mut lease) = self.api.get_opt(&self.settings.name).await? else {
-            return Ok(());
+            return Ok(false);
         };
         let mut spec = lease.spec.clone().unwrap_or_default();
         if holder(&spec) != Some(self.settings.identity.as_str()) {
-            return Ok(());
+            return Ok(false);
         }
         spec.holder_identity = None;
         spec.lease_duration_seconds = Some(1);
@@ -338,8 +342,8 @@ impl Elector {
             .replace(&self.settings.name, &PostParams::default(), &lease)
             .await
         {
-            Ok(_) => Ok(()),
-            Err(e) if conflict_or_exists(&e) => Ok(()),
+            Ok(_) => Ok(true),
+            Err(e) if conflict_or_exists(&e) => Ok(false),
             Err(e) => Err(e),
         }
     }
@@ -387,10 +391,54 @@ impl Elector {
         }
     }
 
+    /// Leads as [`Elector::lead_until`] says, then says on `released` that the lease is let go, and follows it
+    /// (reads only, never taking it) until `serving` ends: a replica that stops serves
+    /// reviews through its drain, and passes them on to whoever takes the lease as soon as
+    /// it is taken, instead of waiting for a leader it can no longer see.
+    pub async fn run_then_follow(
+        mut self,
+        cancel: CancellationToken,
+        serving: CancellationToken,
+        released: tokio::sync::oneshot::Sender<()>,
+    ) {
+        self.lead_until(cancel).await;
+        let _ = released.send(());
+        let mut next_round = tokio::time::Instant::now();
+        loop {
+            tokio::select! {
+                _ = serving.cancelled() => break,
+                _ = tokio::time::sleep_until(next_round) => {
+                    self.follow_round().await;
+                    next_round = tokio::time::Instant::now() + self.settings.retry_period;
+                }
+                Some(w) = self.requests.recv() => {
+                    let _ = w.send(Err(NOT_HOLDING.to_string()));
+                }
+            }
+        }
+    }
+
+    /// Reads the lease and publishes its annotations when another replica holds it.
+    async fn follow_round(&mut self) {
+        match self.api.get_opt(&self.settings.name).await {
+            Ok(current) => {
+                let me = self.settings.identity.as_str();
+                let others = current
+                    .filter(|l| l.spec.as_ref().and_then(holder).is_some_and(|h| h != me))
+                    .map(|l| l.metadata.annotations.unwrap_or_default());
+                self.other
+                    .send_if_modified(|o| std::mem::replace(o, others.clone()) != others);
+            }
+            Err(e) => {
+                warn!(error = %e, lease = %self.settings.name, "cannot read the leader lease")
+            }
+        }
+    }
+
     /// Holds the lease while it can until `cancel`, then releases it. Requests for the
     /// record of claims in flight are answered by a write of the lease that started after
     /// them: every request waiting when a write starts is answered by it.
-    pub async fn run(mut self, cancel: CancellationToken) {
+    async fn lead_until(&mut self, cancel: CancellationToken) {
         let mut next_round = tokio::time::Instant::now();
         loop {
             tokio::select! {
@@ -408,7 +456,7 @@ impl Elector {
                         next_round = tokio::time::Instant::now() + self.settings.retry_period;
                         Ok(())
                     } else {
-                        Err("this kubeplace replica does not hold the leader lease".to_string())
+                        Err(NOT_HOLDING.to_string())
                     };
                     for w in waiting {
                         let _ = w.send(answer.clone());
@@ -416,14 +464,32 @@ impl Elector {
                 }
             }
         }
-        let leading = *self.leader.borrow();
-        if leading {
-            match self.release().await {
-                Ok(()) => info!(lease = %self.settings.name, "released the leader lease"),
-                Err(e) => warn!(error = %e, "cannot release the leader lease"),
-            }
+        // Claims decided before the release wait for their record: the release writes it.
+        let mut waiting = Vec::new();
+        while let Ok(w) = self.requests.try_recv() {
+            waiting.push(w);
         }
+        let leading = *self.leader.borrow();
+        let recorded = leading
+            && match self.release().await {
+                Ok(written) => {
+                    info!(lease = %self.settings.name, "released the leader lease");
+                    written
+                }
+                Err(e) => {
+                    warn!(error = %e, "cannot release the leader lease");
+                    false
+                }
+            };
         self.leader.send_replace(false);
+        let answer = if recorded {
+            Ok(())
+        } else {
+            Err(NOT_HOLDING.to_string())
+        };
+        for w in waiting {
+            let _ = w.send(answer.clone());
+        }
     }
 }
 
@@ -659,10 +725,61 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn once_released_follows_the_lease_until_serving_ends() {
+        let (e, mut rx, mut handle) = elector();
+        let other = e.other_leader();
+        let (cancel, serving) = (CancellationToken::new(), CancellationToken::new());
+        let (released, was_released) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(e.run_then_follow(cancel.clone(), serving.clone(), released));
+        expect(&mut handle, Method::GET, PATH, 200, lease(Some("me"), 0)).await;
+        expect(&mut handle, Method::PUT, PATH, 200, lease(Some("me"), 0)).await;
+        rx.wait_for(|l| *l).await.unwrap();
+        cancel.cancel();
+        expect(&mut handle, Method::GET, PATH, 200, lease(Some("me"), 0)).await;
+        expect(&mut handle, Method::PUT, PATH, 200, lease(None, 0)).await;
+        was_released.await.unwrap();
+        assert!(!*rx.borrow());
+        // Released, it reads the lease and learns who took it; it never writes.
+        let mut taken = lease(Some("them"), 1);
+        taken["metadata"]["annotations"] = json!({"claims.kubeplace.io/address": "10.0.0.2:8443"});
+        expect(&mut handle, Method::GET, PATH, 200, taken).await;
+        let mut seen = other.clone();
+        seen.wait_for(|o| o.is_some()).await.unwrap();
+        assert_eq!(
+            other
+                .borrow()
+                .as_ref()
+                .unwrap()
+                .get("claims.kubeplace.io/address")
+                .map(String::as_str),
+            Some("10.0.0.2:8443")
+        );
+        serving.cancel();
+        // A read already on its way is answered; nothing but reads comes.
+        let mut task = task;
+        loop {
+            tokio::select! {
+                done = &mut task => { done.unwrap(); break; }
+                request = handle.next_request() => {
+                    let Some((request, send)) = request else { break };
+                    assert_eq!(request.method(), Method::GET, "a released replica wrote the lease");
+                    let body = serde_json::to_vec(&lease(Some("them"), 1)).unwrap();
+                    send.send_response(Response::builder().status(200).body(Body::from(body)).unwrap());
+                }
+            }
+        }
+        assert_no_request(&mut handle).await;
+    }
+
+    #[tokio::test]
     async fn run_leads_then_releases_on_cancel() {
         let (e, mut rx, mut handle) = elector();
         let cancel = CancellationToken::new();
-        let task = tokio::spawn(e.run(cancel.clone()));
+        let until = cancel.clone();
+        let task = tokio::spawn(async move {
+            let mut e = e;
+            e.lead_until(until).await;
+        });
         expect(&mut handle, Method::GET, PATH, 200, lease(Some("me"), 0)).await;
         expect(&mut handle, Method::PUT, PATH, 200, lease(Some("me"), 0)).await;
         rx.wait_for(|l| *l).await.unwrap();

@@ -17,7 +17,7 @@ use tracing::{info, warn};
 
 use crate::cache::SharedStore;
 use kubeplace_api::Kind;
-use kubeplace_policy::store::resource_version;
+use kubeplace_policy::store::{ObjectKey, resource_version};
 
 /// Longest the new leader waits for its store to hold every Allocation the API server
 /// listed, before it lists again.
@@ -102,6 +102,8 @@ async fn catch_up(allocations: &impl Allocations, store: &SharedStore) -> bool {
                 return true;
             }
             if tokio::time::Instant::now() >= deadline {
+                let missing = not_held(store, &listed);
+                warn!(count = missing.len(), first = ?missing.first(), "the store does not hold every Allocation listed yet; listing again");
                 break;
             }
             tokio::time::sleep(STORE_POLL).await;
@@ -109,14 +111,36 @@ async fn catch_up(allocations: &impl Allocations, store: &SharedStore) -> bool {
     }
 }
 
-/// Whether the store holds each listed Allocation at its listed version or newer.
+/// The listed Allocations the store does not hold at their listed version: name, listed
+/// version, the store's.
+fn not_held(store: &SharedStore, listed: &[(String, u64)]) -> Vec<(String, u64, Option<u64>)> {
+    let store = crate::locks::read(store);
+    listed
+        .iter()
+        .filter(|(name, want)| !held(&store, name, *want))
+        .map(|(name, want)| {
+            let version = store
+                .get_cluster(Kind::Allocation, name)
+                .map(|o| resource_version(o.meta()).unwrap_or(0));
+            (name.clone(), *want, version)
+        })
+        .collect()
+}
+
+/// Whether the store holds each listed Allocation at its listed version or newer, or shows
+/// it as a write holds it: an open write of several objects (its record counted as one claim)
+/// whose own change of it has not reached the API server yet, because it waits for this
+/// very fence to be decided.
 fn holds_every(store: &SharedStore, listed: &[(String, u64)]) -> bool {
     let store = crate::locks::read(store);
-    listed.iter().all(|(name, want)| {
-        store
-            .get_cluster(Kind::Allocation, name)
-            .is_some_and(|o| resource_version(o.meta()).unwrap_or(0) >= *want)
-    })
+    listed.iter().all(|(name, want)| held(&store, name, *want))
+}
+
+fn held(store: &kubeplace_policy::store::Store, name: &str, want: u64) -> bool {
+    store
+        .get_cluster(Kind::Allocation, name)
+        .is_some_and(|o| resource_version(o.meta()).unwrap_or(0) >= want)
+        || store.holds_back(&ObjectKey::cluster(Kind::Allocation, name))
 }
 
 #[cfg(test)]
@@ -211,6 +235,27 @@ mod tests {
         crate::locks::write(&r.store).put(allocation("a", 7));
         pass(Duration::from_millis(200)).await;
         assert!(*r.open.borrow());
+        r.cancel.cancel();
+    }
+
+    /// A write of this replica holds a claim whose new version waits for this fence: the
+    /// store shows the write's decision, and the fence opens (else each waits for the other).
+    #[tokio::test(start_paused = true)]
+    async fn a_claim_a_write_here_holds_counts_as_held() {
+        let r = start();
+        *crate::locks::lock(&r.listed.0) = Some(vec![("moved".into(), 7)]);
+        crate::locks::write(&r.store).put(allocation("moved", 5));
+        r.leading.send_replace(true);
+        pass(Duration::from_secs(5)).await;
+        assert!(!*r.open.borrow(), "moved is at 5 in the store, listed at 7");
+        let key = ObjectKey::cluster(Kind::Allocation, "moved");
+        let before = allocation("moved", 5);
+        crate::locks::write(&r.store).hold_decided([(&key, Some(&before))]);
+        pass(Duration::from_millis(200)).await;
+        assert!(
+            *r.open.borrow(),
+            "the write that holds it is counted as its claim"
+        );
         r.cancel.cancel();
     }
 

@@ -189,7 +189,13 @@ pub async fn run(flags: Flags) -> Result<(), Error> {
             &stopping,
         ));
     }
-    let running = lead_and_reconcile(&flags, &shared, candidacy, &stopping.cancel);
+    let running = lead_and_reconcile(
+        &flags,
+        &shared,
+        candidacy,
+        &stopping.cancel,
+        &stopping.serving,
+    );
     info!(
         identity = %shared.identity,
         webhook = %flags.webhook.webhook_addr,
@@ -467,7 +473,8 @@ async fn register_webhook(
 
 /// The tasks that run while leading, for the stop to wait on.
 struct Running {
-    elector: Option<JoinHandle<()>>,
+    /// Says when the lease is let go (the elector then follows it until serving ends).
+    released: Option<tokio::sync::oneshot::Receiver<()>>,
     reconciling: JoinHandle<()>,
     /// Held so that a replica without election stays the leader until the end.
     _always: watch::Sender<bool>,
@@ -480,11 +487,17 @@ fn lead_and_reconcile(
     shared: &Shared,
     candidacy: Option<Candidacy>,
     cancel: &CancellationToken,
+    serving: &CancellationToken,
 ) -> Running {
     let (always, mut leader) = watch::channel(!flags.leader.leader_elect);
-    let mut elector = None;
+    let mut released = None;
     if let Some(c) = candidacy {
-        elector = Some(tokio::spawn(c.elector.run(cancel.clone())));
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        tokio::spawn(
+            c.elector
+                .run_then_follow(cancel.clone(), serving.clone(), tx),
+        );
+        released = Some(rx);
         leader = c.claims_route.leading;
     }
     {
@@ -565,7 +578,7 @@ fn lead_and_reconcile(
         retries: Retries::default(),
     };
     Running {
-        elector,
+        released,
         reconciling: tokio::spawn(reconciler.run(cancel.clone())),
         _always: always,
     }
@@ -594,7 +607,7 @@ async fn stop(
         "shutting down: not ready, serving until the drain ends"
     );
     stopping.cancel.cancel();
-    if let Some(task) = running.elector
+    if let Some(task) = running.released
         && tokio::time::timeout(Duration::from_secs(5), task)
             .await
             .is_err()

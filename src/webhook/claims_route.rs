@@ -53,6 +53,14 @@ pub(crate) const WAIT_FOR_DECIDER: Duration = Duration::from_secs(5);
 /// The largest answer read from the leader.
 const MAX_ANSWER: usize = 1024 * 1024;
 
+/// Returns when `rx` changes; never once its sender is gone (a stopped elector says no more),
+/// so a wait on it does not spin.
+async fn changed<T>(rx: &mut watch::Receiver<T>) {
+    if rx.changed().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
 /// Where the leader decides claims.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
@@ -188,9 +196,9 @@ impl ClaimsRoute {
                 return route;
             }
             tokio::select! {
-                _ = leading.changed() => {}
-                _ = fenced.changed() => {}
-                _ = other.changed() => {}
+                _ = changed(&mut leading) => {}
+                _ = changed(&mut fenced) => {}
+                _ = changed(&mut other) => {}
                 _ = tokio::time::sleep_until(deadline) => {}
             }
         }

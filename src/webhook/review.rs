@@ -124,6 +124,13 @@ pub(crate) fn denied(
     r
 }
 
+/// Whether an answer is a refusal to retry because its replica could not decide.
+fn unavailable(answer: &AdmissionResponse) -> bool {
+    !answer.allowed
+        && answer.result.code == Refusal::Unavailable.code()
+        && answer.result.reason == Refusal::Unavailable.reason()
+}
+
 impl Webhook {
     pub fn new(store: SharedStore, ready: watch::Receiver<bool>, metrics: Arc<Metrics>) -> Webhook {
         Webhook {
@@ -292,14 +299,27 @@ impl Webhook {
             verdict: "denied",
             response: denied(response.clone(), Refusal::Unavailable, message),
         };
-        let deadline = tokio::time::Instant::now() + claims_route::WAIT_FOR_DECIDER;
+        let started = tokio::time::Instant::now();
+        let deadline = started + claims_route::WAIT_FOR_DECIDER;
         loop {
-            let endpoint = match route.route_within(forwarded, deadline).await {
+            let route_taken = route.route_within(forwarded, deadline).await;
+            tracing::debug!(kind = label, forwarded, waited_ms = started.elapsed().as_millis() as u64, route = ?route_taken, "routed a claim");
+            let endpoint = match route_taken {
                 Route::Decide => return None,
                 Route::Refuse(reason) => return Some(deny(reason)),
                 Route::Forward(endpoint) => endpoint,
             };
             match self.forwarded(route, &endpoint, plural, body).await {
+                // It no longer leads, or cannot decide yet (a handover under way): ask whoever
+                // the lease names next, within the deadline, rather than refuse at once.
+                Ok(leader) if unavailable(&leader) && tokio::time::Instant::now() < deadline => {
+                    tracing::debug!(
+                        kind = label,
+                        waited_ms = started.elapsed().as_millis() as u64,
+                        "the leader asked cannot decide now"
+                    );
+                    route.leader_changed(&endpoint, deadline).await;
+                }
                 Ok(mut leader) => {
                     // The answer is to this request: its uid and its types (which are not
                     // part of a response's JSON).
@@ -312,7 +332,8 @@ impl Webhook {
                     });
                 }
                 // The lease may still name a leader that is gone: wait for it to name another.
-                Err(_) if tokio::time::Instant::now() < deadline => {
+                Err(e) if tokio::time::Instant::now() < deadline => {
+                    tracing::debug!(kind = label, error = %e, waited_ms = started.elapsed().as_millis() as u64, "the leader could not be asked");
                     route.leader_changed(&endpoint, deadline).await;
                 }
                 Err(e) => {

@@ -76,6 +76,16 @@ impl Ledger {
                 );
             }
         };
+        // The same record asked about again (each webhook of a configuration that names
+        // several, or the API server trying a call again): the answer it had. Its own claims,
+        // held since, are not someone else's claims on their way.
+        if self
+            .writes
+            .iter()
+            .any(|w| w.name == name && w.changes == changes)
+        {
+            return allowed();
+        }
         let mut shown = false;
         for change in &changes {
             let what = format!("{} {:?}", change.key.kind, change.key.name);
@@ -310,6 +320,28 @@ mod tests {
         // And another write of them is refused too.
         let again = allocation("b", 2, 1, Some("w3"));
         let verdict = decide(&mut ledger, &store, &write(&store, "w3", &[again], &[]));
+        assert!(
+            !verdict.allowed && verdict.refusal == Refusal::Busy,
+            "{}",
+            verdict.message
+        );
+    }
+
+    /// The API server asks each webhook of its configuration, and may ask again: a record
+    /// decided here is decided the same way the second time, on a leader whose store does not
+    /// show the write (a Placement API on another replica wrote it).
+    #[test]
+    fn the_same_record_asked_again_gets_the_same_answer() {
+        let store = full();
+        let mut ledger = Ledger::new(Duration::from_secs(30));
+        let b = allocation("b", 2, 4, Some("w1"));
+        let record = write(&store, "w1", std::slice::from_ref(&b), &["a"]);
+        assert!(decide(&mut ledger, &store, &record).allowed);
+        let again = decide(&mut ledger, &store, &record);
+        assert!(again.allowed, "{}", again.message);
+        // Another record of the same objects still waits for it.
+        let other = write(&store, "w2", &[allocation("b", 2, 4, Some("w2"))], &["a"]);
+        let verdict = decide(&mut ledger, &store, &other);
         assert!(
             !verdict.allowed && verdict.refusal == Refusal::Busy,
             "{}",
