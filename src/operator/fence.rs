@@ -22,6 +22,10 @@ use kubeplace_policy::store::{ObjectKey, resource_version};
 /// Longest the new leader waits for its store to hold every Allocation the API server
 /// listed, before it lists again.
 const CLAIMS_CATCH_UP: Duration = Duration::from_secs(30);
+/// After how long a catch-up that still waits is worth a warning at each list.
+const SLOW_CATCH_UP: Duration = Duration::from_secs(5);
+/// How soon the Allocations are listed again while the store lacks one the last list had.
+const ABSENT_RELIST: Duration = Duration::from_secs(1);
 /// Wait before listing again after a failed list.
 const LIST_RETRY: Duration = Duration::from_secs(1);
 /// How often the store is looked at while it catches up.
@@ -87,6 +91,7 @@ pub(crate) async fn fence_claims(
 /// Waits until the store holds every Allocation a fresh list shows (at least as new); true
 /// once it does.
 async fn catch_up(allocations: &impl Allocations, store: &SharedStore) -> bool {
+    let started = tokio::time::Instant::now();
     loop {
         let listed = match allocations.list().await {
             Ok(l) => l,
@@ -96,14 +101,26 @@ async fn catch_up(allocations: &impl Allocations, store: &SharedStore) -> bool {
                 continue;
             }
         };
-        let deadline = tokio::time::Instant::now() + CLAIMS_CATCH_UP;
+        let listed_at = tokio::time::Instant::now();
         loop {
-            if holds_every(store, &listed) {
+            let missing = not_held(store, &listed);
+            if missing.is_empty() {
                 return true;
             }
-            if tokio::time::Instant::now() >= deadline {
-                let missing = not_held(store, &listed);
-                warn!(count = missing.len(), first = ?missing.first(), "the store does not hold every Allocation listed yet; listing again");
+            // An Allocation the store lacks may have been deleted since the list (a server
+            // deleted, a consumer released): no event will bring it back, a new list leaves it
+            // out. One the store holds at an older version is on its way.
+            let absent = missing.iter().any(|(_, _, version)| version.is_none());
+            let wait = if absent {
+                ABSENT_RELIST
+            } else {
+                CLAIMS_CATCH_UP
+            };
+            if listed_at.elapsed() >= wait {
+                if !absent || started.elapsed() >= SLOW_CATCH_UP {
+                    warn!(count = missing.len(), first = ?missing.first(), waited_s = started.elapsed().as_secs(),
+                        "the store does not hold every Allocation listed yet; listing again");
+                }
                 break;
             }
             tokio::time::sleep(STORE_POLL).await;
@@ -127,15 +144,10 @@ fn not_held(store: &SharedStore, listed: &[(String, u64)]) -> Vec<(String, u64, 
         .collect()
 }
 
-/// Whether the store holds each listed Allocation at its listed version or newer, or shows
-/// it as a write holds it: an open write of several objects (its record counted as one claim)
+/// Whether the store holds a listed Allocation at its listed version or newer, or shows it
+/// as a write holds it: an open write of several objects (its record counted as one claim)
 /// whose own change of it has not reached the API server yet, because it waits for this
 /// very fence to be decided.
-fn holds_every(store: &SharedStore, listed: &[(String, u64)]) -> bool {
-    let store = crate::locks::read(store);
-    listed.iter().all(|(name, want)| held(&store, name, *want))
-}
-
 fn held(store: &kubeplace_policy::store::Store, name: &str, want: u64) -> bool {
     store
         .get_cluster(Kind::Allocation, name)
@@ -256,6 +268,21 @@ mod tests {
             *r.open.borrow(),
             "the write that holds it is counted as its claim"
         );
+        r.cancel.cancel();
+    }
+
+    /// An Allocation listed and deleted before the store saw it never arrives: a new list,
+    /// within a second or two, leaves it out.
+    #[tokio::test(start_paused = true)]
+    async fn an_allocation_deleted_since_the_list_is_listed_again_soon() {
+        let r = start();
+        *crate::locks::lock(&r.listed.0) = Some(vec![("gone".into(), 4)]);
+        r.leading.send_replace(true);
+        pass(Duration::from_millis(300)).await;
+        assert!(!*r.open.borrow(), "listed, and not in the store");
+        *crate::locks::lock(&r.listed.0) = Some(Vec::new());
+        pass(ABSENT_RELIST + Duration::from_millis(300)).await;
+        assert!(*r.open.borrow(), "the next list leaves it out");
         r.cancel.cancel();
     }
 
