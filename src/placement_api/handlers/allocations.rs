@@ -407,8 +407,27 @@ pub(crate) fn post(state: &mut State<'_>, ctx: &Ctx, call: &Call) -> Result<Repl
 /// consumer emptied, those it had; a consumer leaving a provider for another does not move
 /// the one left) and the consumers' records are updated.
 pub(super) fn apply(state: &mut State<'_>, plans: Vec<Plan>) -> Result<(), ApiError> {
-    let previous = plans.iter().map(|p| state.consumer(&p.consumer)).collect();
+    let previous = plans.iter().map(|p| before(state, &p.consumer)).collect();
     apply_after(state, plans, previous)
+}
+
+/// A consumer as it was before a write: its record, and the providers (by name) its
+/// allocations were on.
+pub(super) struct Before {
+    record: Option<Consumer>,
+    providers: BTreeSet<String>,
+}
+
+/// `consumer` as it is now, for [`apply_after`].
+pub(super) fn before(state: &State<'_>, consumer: &str) -> Before {
+    Before {
+        record: state.consumer(consumer),
+        providers: state
+            .consumer_allocations(consumer)
+            .into_iter()
+            .flat_map(|(_, a)| a.spec.allocations.into_iter().map(|pa| pa.provider))
+            .collect(),
+    }
 }
 
 /// [`apply`], given each consumer as it was before the write (a write that removed the
@@ -416,27 +435,23 @@ pub(super) fn apply(state: &mut State<'_>, plans: Vec<Plan>) -> Result<(), ApiEr
 pub(super) fn apply_after(
     state: &mut State<'_>,
     plans: Vec<Plan>,
-    previous: Vec<Option<Consumer>>,
+    previous: Vec<Before>,
 ) -> Result<(), ApiError> {
     let olds: Vec<Vec<(ObjectKey, Allocation)>> = plans
         .iter()
         .map(|p| state.consumer_allocations(&p.consumer))
         .collect();
-    let records: Vec<Option<Consumer>> = plans
-        .iter()
-        .zip(previous)
-        .map(|(p, previous)| record(p, previous))
-        .collect();
     let mut touched: BTreeSet<String> = BTreeSet::new();
-    for (p, old) in plans.iter().zip(&olds) {
+    let mut records: Vec<Option<Consumer>> = Vec::new();
+    for (p, previous) in plans.iter().zip(previous) {
         if p.entries.is_empty() {
-            touched.extend(
-                old.iter()
-                    .flat_map(|(_, a)| a.spec.allocations.iter().map(|pa| pa.provider.clone())),
-            );
+            touched.extend(previous.providers);
         } else {
             touched.extend(p.entries.iter().map(|pa| pa.provider.clone()));
         }
+        records.push(record(p, previous.record));
+    }
+    for old in &olds {
         for (key, _) in old {
             state.delete(key)?;
         }

@@ -1,0 +1,313 @@
+//! Placement's contract where clients read more than statuses: the same requests sent to
+//! real Placement 16 (`hack/placement-serve.py`, the virtualenv of `hack/placement-venv.sh`)
+//! and to `kubeplace placement serve`, the answers compared as clients read them.
+
+mod placement_server;
+#[path = "support/real_placement.rs"]
+mod real_placement;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use placement_server::Server;
+use real_placement::RealPlacement;
+use serde_json::{Value, json};
+
+/// An answer as a client reads it: its status and the body's text.
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    body: String,
+}
+
+impl Reply {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+/// One request to `url` (`http://HOST:PORT`) with exactly these headers.
+fn send(
+    url: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> Reply {
+    let addr = url.trim_start_matches("http://").trim_end_matches('/');
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    let body = body.unwrap_or("");
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        request.push_str(&format!("{k}: {v}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    stream.write_all(request.as_bytes()).expect("send");
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).expect("read");
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text.split_once("\r\n\r\n").expect("a header block");
+    let status = head
+        .lines()
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok())
+        .expect("a status line");
+    Reply {
+        status,
+        body: body.to_string(),
+    }
+}
+
+/// A call as Placement's clients make it: the admin token (with the roles Placement's
+/// noauth2 needs for the reshaper), a microversion, a JSON body.
+fn call(url: &str, method: &str, path: &str, mv: &str, body: Option<&Value>) -> Reply {
+    let version = format!("placement {mv}");
+    let text = body.map(Value::to_string);
+    let mut headers = vec![
+        ("X-Auth-Token", "admin"),
+        ("X-Roles", "admin,member,reader,service"),
+        ("OpenStack-API-Version", version.as_str()),
+        ("Accept", "application/json"),
+    ];
+    if text.is_some() {
+        headers.push(("Content-Type", "application/json"));
+    }
+    send(url, method, path, &headers, text.as_deref())
+}
+
+/// Both servers, fresh: real Placement first, then kubeplace.
+struct Both {
+    placement: RealPlacement,
+    kubeplace: Server,
+}
+
+impl Both {
+    fn start(kubeplace_args: &[&str]) -> Both {
+        Both {
+            placement: RealPlacement::start(),
+            kubeplace: Server::start(kubeplace_args),
+        }
+    }
+
+    fn urls(&self) -> [(&'static str, String); 2] {
+        [
+            ("Placement", self.placement.url.clone()),
+            ("kubeplace", self.kubeplace.url()),
+        ]
+    }
+
+    /// The same call to both; each one's answer.
+    fn call(&self, method: &str, path: &str, mv: &str, body: Option<&Value>) -> [Reply; 2] {
+        self.urls()
+            .map(|(_, url)| call(&url, method, path, mv, body))
+    }
+
+    /// The same call to both, which must answer 2xx.
+    #[track_caller]
+    fn ok(&self, method: &str, path: &str, mv: &str, body: Option<&Value>) -> [Reply; 2] {
+        let replies = self.call(method, path, mv, body);
+        for ((who, _), r) in self.urls().iter().zip(&replies) {
+            assert!(
+                (200..300).contains(&r.status),
+                "{who}: {method} {path}: {} {}",
+                r.status,
+                r.body
+            );
+        }
+        replies
+    }
+}
+
+const CN: &str = "c0a80001-0000-4000-8000-00000000cc01";
+const CN_GPU: &str = "c0a80001-0000-4000-8000-00000000cc11";
+const VM: &str = "9a000000-0000-4000-8000-00000000cc01";
+const PROJECT: &str = "6f1d0e52-0000-4000-8000-00000000cc0a";
+
+fn inventory(total: i64) -> Value {
+    json!({"total": total})
+}
+
+/// A compute node with VGPU inventory, a child that will take it, and an instance holding
+/// VCPU and VGPU on the compute node.
+fn vgpu_cloud(both: &Both) {
+    both.ok(
+        "POST",
+        "/resource_providers",
+        "1.39",
+        Some(&json!({"name": "cn", "uuid": CN})),
+    );
+    both.ok(
+        "POST",
+        "/resource_providers",
+        "1.39",
+        Some(&json!({"name": "cn_gpu", "uuid": CN_GPU, "parent_provider_uuid": CN})),
+    );
+    both.ok(
+        "PUT",
+        &format!("/resource_providers/{CN}/inventories"),
+        "1.39",
+        Some(&json!({"resource_provider_generation": 0,
+                     "inventories": {"VCPU": inventory(8), "VGPU": inventory(4)}})),
+    );
+    both.ok(
+        "PUT",
+        &format!("/allocations/{VM}"),
+        "1.39",
+        Some(
+            &json!({"allocations": {CN: {"resources": {"VCPU": 2, "VGPU": 1}}},
+                     "project_id": PROJECT, "user_id": PROJECT,
+                     "consumer_generation": null, "consumer_type": "INSTANCE"}),
+        ),
+    );
+}
+
+/// What a client reads of the cloud: each provider's generation and inventories, the
+/// consumer's generation and allocations.
+fn cloud_view(url: &str) -> Value {
+    let provider = |uuid: &str| {
+        let r = call(
+            url,
+            "GET",
+            &format!("/resource_providers/{uuid}/inventories"),
+            "1.39",
+            None,
+        )
+        .json();
+        json!({"generation": r["resource_provider_generation"],
+               "inventories": r["inventories"].as_object().map(|m| m.keys().cloned().collect::<Vec<_>>())})
+    };
+    let consumer = call(url, "GET", &format!("/allocations/{VM}"), "1.39", None).json();
+    json!({"cn": provider(CN), "cn_gpu": provider(CN_GPU),
+           "consumer generation": consumer["consumer_generation"],
+           "allocations": consumer["allocations"]})
+}
+
+/// A reshape that takes the VGPU inventory from the compute node while the instance's
+/// VGPU stays there is inventory in use, as in Placement (the allocations are judged
+/// against the old and new inventories together, the inventories last); nothing changes.
+/// The reshape that moves the allocation too leaves the same generations as Placement's.
+#[test]
+fn reshape_refuses_inventory_in_use_and_moves_generations_as_placement() {
+    let both = Both::start(&[]);
+    vgpu_cloud(&both);
+    let [before_p, before_k] = both.urls().map(|(_, url)| cloud_view(&url));
+    assert_eq!(before_p, before_k);
+    let reshape = |allocation_on: &str, cn_generation: &Value, gpu_generation: &Value| {
+        json!({
+            "inventories": {
+                CN: {"resource_provider_generation": cn_generation, "inventories": {"VCPU": inventory(8)}},
+                CN_GPU: {"resource_provider_generation": gpu_generation, "inventories": {"VGPU": inventory(4)}},
+            },
+            "allocations": {VM: {
+                "allocations": if allocation_on == CN {
+                    json!({CN: {"resources": {"VCPU": 2, "VGPU": 1}}})
+                } else {
+                    json!({CN: {"resources": {"VCPU": 2}}, CN_GPU: {"resources": {"VGPU": 1}}})
+                },
+                "project_id": PROJECT, "user_id": PROJECT,
+                "consumer_generation": before_p["consumer generation"],
+                "consumer_type": "INSTANCE"}},
+        })
+    };
+    let left = reshape(
+        CN,
+        &before_p["cn"]["generation"],
+        &before_p["cn_gpu"]["generation"],
+    );
+    for ((who, url), r) in
+        both.urls()
+            .iter()
+            .zip(both.call("POST", "/reshaper", "1.39", Some(&left)))
+    {
+        assert_eq!(r.status, 409, "{who}: {}", r.body);
+        assert_eq!(
+            r.json()["errors"][0]["code"],
+            "placement.inventory.inuse",
+            "{who}: {}",
+            r.body
+        );
+        assert_eq!(
+            cloud_view(url),
+            before_p,
+            "{who}: the refused reshape changed something"
+        );
+    }
+    let moved = reshape(
+        CN_GPU,
+        &before_p["cn"]["generation"],
+        &before_p["cn_gpu"]["generation"],
+    );
+    both.ok("POST", "/reshaper", "1.39", Some(&moved));
+    let [after_p, after_k] = both.urls().map(|(_, url)| cloud_view(&url));
+    assert_eq!(after_k, after_p);
+    // An older microversion (1.30, the reshaper's first) judges it the same way.
+    let back = json!({
+        "inventories": {
+            CN: {"resource_provider_generation": after_p["cn"]["generation"],
+                 "inventories": {"VCPU": inventory(8), "VGPU": inventory(4)}},
+            CN_GPU: {"resource_provider_generation": after_p["cn_gpu"]["generation"], "inventories": {}},
+        },
+        "allocations": {VM: {
+            "allocations": {CN: {"resources": {"VCPU": 2}}, CN_GPU: {"resources": {"VGPU": 1}}},
+            "project_id": PROJECT, "user_id": PROJECT,
+            "consumer_generation": after_p["consumer generation"]}},
+    });
+    for ((who, _), r) in both
+        .urls()
+        .iter()
+        .zip(both.call("POST", "/reshaper", "1.30", Some(&back)))
+    {
+        assert_eq!(r.status, 409, "{who}: {}", r.body);
+        assert_eq!(
+            r.json()["errors"][0]["code"],
+            "placement.inventory.inuse",
+            "{who}"
+        );
+    }
+}
+
+/// A reshape that empties a consumer and gives a provider no inventories moves the
+/// generations as Placement's: the provider the consumer left once for that, once for its
+/// inventories (and no interim step for a provider given none).
+#[test]
+fn reshape_emptying_a_consumer_moves_generations_as_placement() {
+    let both = Both::start(&[]);
+    vgpu_cloud(&both);
+    let before = cloud_view(&both.placement.url);
+    let moved = json!({
+        "inventories": {
+            CN: {"resource_provider_generation": before["cn"]["generation"], "inventories": {"VCPU": inventory(8)}},
+            CN_GPU: {"resource_provider_generation": before["cn_gpu"]["generation"], "inventories": {"VGPU": inventory(4)}},
+        },
+        "allocations": {VM: {
+            "allocations": {CN: {"resources": {"VCPU": 2}}, CN_GPU: {"resources": {"VGPU": 1}}},
+            "project_id": PROJECT, "user_id": PROJECT,
+            "consumer_generation": before["consumer generation"], "consumer_type": "INSTANCE"}},
+    });
+    both.ok("POST", "/reshaper", "1.39", Some(&moved));
+    let after = cloud_view(&both.placement.url);
+    assert_eq!(cloud_view(&both.kubeplace.url()), after);
+    let emptied = json!({
+        "inventories": {
+            CN: {"resource_provider_generation": after["cn"]["generation"],
+                 "inventories": {"VCPU": inventory(8), "VGPU": inventory(4)}},
+            CN_GPU: {"resource_provider_generation": after["cn_gpu"]["generation"], "inventories": {}},
+        },
+        "allocations": {VM: {
+            "allocations": {},
+            "project_id": PROJECT, "user_id": PROJECT,
+            "consumer_generation": after["consumer generation"], "consumer_type": "INSTANCE"}},
+    });
+    both.ok("POST", "/reshaper", "1.39", Some(&emptied));
+    let [p, k] = both.urls().map(|(_, url)| cloud_view(&url));
+    assert_eq!(k, p);
+}
