@@ -25,6 +25,82 @@ impl Reply {
     fn json(&self) -> Value {
         serde_json::from_str(&self.body).unwrap_or(Value::Null)
     }
+
+    /// The keys of the object at `pointer`, in the order the body writes them.
+    fn keys_at(&self, pointer: &str) -> Vec<String> {
+        let written: Written = serde_json::from_str(&self.body).expect("JSON");
+        let mut at = &written;
+        for key in pointer.split('/').filter(|k| !k.is_empty()) {
+            at = match at {
+                Written::Object(fields) => {
+                    &fields
+                        .iter()
+                        .find(|(k, _)| k == key)
+                        .unwrap_or_else(|| panic!("no {key} in {}", self.body))
+                        .1
+                }
+                Written::Other => panic!("{pointer} is not in {}", self.body),
+            };
+        }
+        match at {
+            Written::Object(fields) => fields.iter().map(|(k, _)| k.clone()).collect(),
+            Written::Other => panic!("{pointer} is not an object in {}", self.body),
+        }
+    }
+}
+
+/// A JSON value's objects with their keys in the order written.
+enum Written {
+    Object(Vec<(String, Written)>),
+    Other,
+}
+
+impl<'de> serde::Deserialize<'de> for Written {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Written;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("JSON")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<Written, A::Error> {
+                let mut fields = Vec::new();
+                while let Some((k, v)) = m.next_entry::<String, Written>()? {
+                    fields.push((k, v));
+                }
+                Ok(Written::Object(fields))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut s: A,
+            ) -> Result<Written, A::Error> {
+                while s.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(Written::Other)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Written, E> {
+                Ok(Written::Other)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Written, E> {
+                Ok(Written::Other)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Written, E> {
+                Ok(Written::Other)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Written, E> {
+                Ok(Written::Other)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Written, E> {
+                Ok(Written::Other)
+            }
+            fn visit_unit<E>(self) -> Result<Written, E> {
+                Ok(Written::Other)
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 /// One request to `url` (`http://HOST:PORT`) with exactly these headers.
@@ -310,4 +386,145 @@ fn reshape_emptying_a_consumer_moves_generations_as_placement() {
     both.ok("POST", "/reshaper", "1.39", Some(&emptied));
     let [p, k] = both.urls().map(|(_, url)| cloud_view(&url));
     assert_eq!(k, p);
+}
+
+/// Three providers whose uuids sort otherwise than they are written.
+const P_A: &str = "aaaaaaaa-0000-4000-8000-0000000000a1";
+const P_B: &str = "bbbbbbbb-0000-4000-8000-0000000000b1";
+const P_C: &str = "cccccccc-0000-4000-8000-0000000000c1";
+const VM2: &str = "9a000000-0000-4000-8000-00000000cc02";
+
+fn three_providers(both: &Both) {
+    for (name, uuid) in [("a", P_A), ("b", P_B), ("c", P_C)] {
+        both.ok(
+            "POST",
+            "/resource_providers",
+            "1.39",
+            Some(&json!({"name": name, "uuid": uuid})),
+        );
+        both.ok(
+            "PUT",
+            &format!("/resource_providers/{uuid}/inventories"),
+            "1.39",
+            Some(&json!({"resource_provider_generation": 0,
+                         "inventories": {"VCPU": inventory(64), "MEMORY_MB": inventory(65536)}})),
+        );
+    }
+}
+
+/// A body's `allocations` object with its providers in the order given (a JSON object's
+/// keys in that order, which `json!` would sort).
+fn allocations_in_order(providers: &[(&str, i64)]) -> String {
+    let entries: Vec<String> = providers
+        .iter()
+        .map(|(uuid, vcpu)| {
+            format!(r#""{uuid}": {{"resources": {{"VCPU": {vcpu}, "MEMORY_MB": 128}}}}"#)
+        })
+        .collect();
+    format!("{{{}}}", entries.join(", "))
+}
+
+/// Both servers' `allocations` keys of a consumer at `mv`, which must be equal; they are
+/// returned.
+#[track_caller]
+fn providers_listed(both: &Both, consumer: &str, mv: &str) -> Vec<String> {
+    let [p, k] = both.ok("GET", &format!("/allocations/{consumer}"), mv, None);
+    let (p, k) = (p.keys_at("/allocations"), k.keys_at("/allocations"));
+    assert_eq!(
+        k, p,
+        "GET /allocations/{consumer} at {mv}: kubeplace lists {k:?}, Placement {p:?}"
+    );
+    k
+}
+
+/// A consumer's providers come back in the order they were written, whatever their uuids'
+/// order, through PUT, POST /allocations and the reshaper, at every microversion that
+/// shows them; a rewrite lists them in its own order.
+#[test]
+fn a_consumers_providers_come_back_in_the_order_written() {
+    let both = Both::start(&[]);
+    three_providers(&both);
+    let raw = |method: &str, path: &str, mv: &str, body: String| {
+        for (who, url) in both.urls() {
+            let version = format!("placement {mv}");
+            let r = send(
+                &url,
+                method,
+                path,
+                &[
+                    ("X-Auth-Token", "admin"),
+                    ("X-Roles", "admin,member,reader,service"),
+                    ("OpenStack-API-Version", &version),
+                    ("Content-Type", "application/json"),
+                ],
+                Some(&body),
+            );
+            assert!(
+                (200..300).contains(&r.status),
+                "{who}: {method} {path} {body}: {} {}",
+                r.status,
+                r.body
+            );
+        }
+    };
+    let put = |order: &[(&str, i64)], generation: Value, mv: &str| {
+        raw(
+            "PUT",
+            &format!("/allocations/{VM}"),
+            mv,
+            format!(
+                r#"{{"allocations": {}, "project_id": "{PROJECT}", "user_id": "{PROJECT}", "consumer_generation": {generation}}}"#,
+                allocations_in_order(order)
+            ),
+        )
+    };
+    put(&[(P_C, 1), (P_A, 2), (P_B, 3)], Value::Null, "1.28");
+    for mv in ["1.0", "1.12", "1.28", "1.38", "1.39"] {
+        assert_eq!(providers_listed(&both, VM, mv), [P_C, P_A, P_B], "at {mv}");
+    }
+    // A rewrite is listed in its own order.
+    put(&[(P_B, 3), (P_A, 2)], json!(1), "1.28");
+    assert_eq!(providers_listed(&both, VM, "1.39"), [P_B, P_A]);
+    // Several consumers at once, each in its own order.
+    raw(
+        "POST",
+        "/allocations",
+        "1.28",
+        format!(
+            r#"{{"{VM2}": {{"allocations": {}, "project_id": "{PROJECT}", "user_id": "{PROJECT}", "consumer_generation": null}},
+                "{VM}": {{"allocations": {}, "project_id": "{PROJECT}", "user_id": "{PROJECT}", "consumer_generation": 2}}}}"#,
+            allocations_in_order(&[(P_B, 1), (P_C, 1), (P_A, 1)]),
+            allocations_in_order(&[(P_A, 1), (P_C, 1)]),
+        ),
+    );
+    assert_eq!(providers_listed(&both, VM2, "1.39"), [P_B, P_C, P_A]);
+    assert_eq!(providers_listed(&both, VM, "1.39"), [P_A, P_C]);
+    // A reshape writes the consumer in its body's order too.
+    let generation = |uuid: &str| {
+        both.ok("GET", &format!("/resource_providers/{uuid}"), "1.39", None)[0].json()["generation"]
+            .clone()
+    };
+    raw(
+        "POST",
+        "/reshaper",
+        "1.39",
+        format!(
+            r#"{{"inventories": {{"{P_A}": {{"resource_provider_generation": {}, "inventories": {{"VCPU": {{"total": 64}}, "MEMORY_MB": {{"total": 65536}}}}}}}},
+                "allocations": {{"{VM}": {{"allocations": {}, "project_id": "{PROJECT}", "user_id": "{PROJECT}", "consumer_generation": 3, "consumer_type": "INSTANCE"}}}}}}"#,
+            generation(P_A),
+            allocations_in_order(&[(P_C, 1), (P_B, 1), (P_A, 1)]),
+        ),
+    );
+    assert_eq!(providers_listed(&both, VM, "1.39"), [P_C, P_B, P_A]);
+    // Before 1.12 a list of providers, in its order.
+    raw(
+        "PUT",
+        &format!("/allocations/{VM2}"),
+        "1.0",
+        format!(
+            r#"{{"allocations": [{{"resource_provider": {{"uuid": "{P_C}"}}, "resources": {{"VCPU": 1}}}},
+                                {{"resource_provider": {{"uuid": "{P_A}"}}, "resources": {{"VCPU": 1}}}}]}}"#
+        ),
+    );
+    assert_eq!(providers_listed(&both, VM2, "1.0"), [P_C, P_A]);
 }

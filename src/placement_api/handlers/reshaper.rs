@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::allocations::{self, Wanted};
 use super::inventories::{self, FIELDS};
-use crate::placement_api::request::body;
+use crate::placement_api::request::body::{self, KeyOrder};
 use crate::placement_api::request::call::Call;
 use crate::placement_api::request::ctx::Ctx;
 use crate::placement_api::request::wire::{ApiError, Reply, code, empty};
@@ -78,15 +78,20 @@ pub(crate) fn reshape(state: &mut State<'_>, ctx: &Ctx, call: &Call) -> Result<R
         }
         given.push((uuid, generation, inventories));
     }
+    let written = KeyOrder::of(call);
+    let written = written.get("allocations");
     let mut wanted_by_consumer: Vec<(String, Wanted)> = Vec::new();
-    for (consumer, entry) in given_allocations {
-        let consumer = allocations::consumer_uuid(consumer)?;
+    for (key, entry) in given_allocations {
+        let consumer = allocations::consumer_uuid(key)?;
         let Value::Object(entry) = entry else {
             return Err(body::invalid(format!(
                 "allocations.{consumer} is {entry}, not an object"
             )));
         };
-        wanted_by_consumer.push((consumer, allocations::parse_consumer(ctx, entry, true)?));
+        wanted_by_consumer.push((
+            consumer,
+            allocations::parse_consumer(ctx, entry, written.get(key), true)?,
+        ));
     }
 
     // Every provider must exist before any generation is judged, so that the answer does
