@@ -528,3 +528,185 @@ fn a_consumers_providers_come_back_in_the_order_written() {
     );
     assert_eq!(providers_listed(&both, VM2, "1.0"), [P_C, P_A]);
 }
+
+/// Aggregates in each form Placement takes for a uuid (no hyphens as `uuid4().hex` writes
+/// them, upper case, braced, a urn, hyphens elsewhere).
+const AGGREGATES_AS_GIVEN: [&str; 5] = [
+    "0a1b2c3d4e5f40718293a4b5c6d7e8f9",
+    "0A1B2C3D-4E5F-4071-8293-A4B5C6D7E8F0",
+    "{0a1b2c3d-4e5f-4071-8293-a4b5c6d7e8f1}",
+    "urn:uuid:0a1b2c3d-4e5f-4071-8293-a4b5c6d7e8f2",
+    "0a1b-2c3d-4e5f-4071-8293-a4b5-c6d7-e8f3",
+];
+
+/// Aggregates come back as the strings they were given, in every form Placement takes, at
+/// every microversion of the aggregates API (the list form before 1.19, the object form
+/// with the provider's generation after); `member_of` matches the string as given only.
+#[test]
+fn aggregates_come_back_as_given() {
+    let both = Both::start(&[]);
+    for (name, uuid) in [("a", P_A), ("b", P_B)] {
+        both.ok(
+            "POST",
+            "/resource_providers",
+            "1.39",
+            Some(&json!({"name": name, "uuid": uuid})),
+        );
+    }
+    let same = |replies: [Reply; 2], what: &str| {
+        let [p, k] = replies;
+        assert_eq!(
+            k.status, p.status,
+            "{what}: kubeplace {}, Placement {}",
+            k.body, p.body
+        );
+        assert_eq!(k.json(), p.json(), "{what}");
+        k.json()
+    };
+    // The list form (1.1 to 1.18): the answer and a read back.
+    let path_a = format!("/resource_providers/{P_A}/aggregates");
+    let set = same(
+        both.ok(
+            "PUT",
+            &path_a,
+            "1.1",
+            Some(&json!(AGGREGATES_AS_GIVEN[..2])),
+        ),
+        "PUT at 1.1",
+    );
+    assert_eq!(set["aggregates"], json!(AGGREGATES_AS_GIVEN[..2]));
+    // Placement lists a provider's aggregates in the order of a Python set: they are
+    // compared as a set, the rest of the answer as it is.
+    let sorted = |r: &Reply| {
+        let mut v = r.json();
+        let mut listed: Vec<String> = serde_json::from_value(v["aggregates"].take()).unwrap();
+        listed.sort();
+        (listed, v)
+    };
+    let as_set = |given: &[&str]| {
+        let mut v: Vec<String> = given.iter().map(|s| s.to_string()).collect();
+        v.sort();
+        v
+    };
+    for mv in ["1.1", "1.18", "1.19", "1.39"] {
+        let [p, k] = both.ok("GET", &path_a, mv, None);
+        assert_eq!(sorted(&k), sorted(&p), "GET at {mv}");
+        assert_eq!(
+            sorted(&k).0,
+            as_set(&AGGREGATES_AS_GIVEN[..2]),
+            "GET at {mv}"
+        );
+    }
+    // The object form (1.19 on), every form at once.
+    let path_b = format!("/resource_providers/{P_B}/aggregates");
+    let set = same(
+        both.ok(
+            "PUT",
+            &path_b,
+            "1.19",
+            Some(&json!({"aggregates": AGGREGATES_AS_GIVEN, "resource_provider_generation": 0})),
+        ),
+        "PUT at 1.19",
+    );
+    assert_eq!(set["aggregates"], json!(AGGREGATES_AS_GIVEN));
+    let [p, k] = both.ok("GET", &path_b, "1.39", None);
+    assert_eq!(sorted(&k), sorted(&p), "GET at 1.39");
+    assert_eq!(sorted(&k).0, as_set(&AGGREGATES_AS_GIVEN));
+    // member_of compares the strings: the hyphenless one matches as given, its hyphenated
+    // form names another aggregate.
+    let uuids = |r: Value| -> Vec<String> {
+        r["resource_providers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["uuid"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let hex = AGGREGATES_AS_GIVEN[0];
+    let query = format!("/resource_providers?member_of={hex}");
+    let got = same(both.ok("GET", &query, "1.3", None), "member_of as given");
+    assert_eq!(uuids(got), [P_A, P_B].map(String::from));
+    let dashed = "0a1b2c3d-4e5f-4071-8293-a4b5c6d7e8f9";
+    let query = format!("/resource_providers?member_of=in:{dashed}");
+    let got = same(both.ok("GET", &query, "1.3", None), "member_of hyphenated");
+    assert_eq!(uuids(got), Vec::<String>::new());
+    // What Placement refuses, kubeplace refuses: 31 digits, a stray character.
+    for bad in [
+        "0a1b2c3d4e5f40718293a4b5c6d7e8f",
+        "0a1b2c3d4e5f40718293a4b5c6d7e8fg",
+    ] {
+        let [p, k] = both.call(
+            "PUT",
+            &path_b,
+            "1.39",
+            Some(&json!({"aggregates": [bad], "resource_provider_generation": 1})),
+        );
+        assert_eq!(
+            (k.status, p.status),
+            (400, 400),
+            "{bad}: {} / {}",
+            k.body,
+            p.body
+        );
+    }
+}
+
+/// A manifest's provider may list aggregates in any form Placement takes: admission (as
+/// `kubeplace apply` runs it) takes it, and `serve -f` answers them as written.
+#[test]
+fn aggregates_as_given_in_a_manifest() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cloud.yaml");
+    let listed: Vec<String> = AGGREGATES_AS_GIVEN
+        .iter()
+        .map(|a| format!("'{a}'"))
+        .collect();
+    std::fs::write(
+        &file,
+        format!(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata:\n  name: a\nspec:\n  uuid: {P_A}\n  aggregates: [{}]\n",
+            listed.join(", ")
+        ),
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+    let (ok, out, err) = kubeplace(&["apply", "-f", file]);
+    assert!(ok, "apply: {out}{err}");
+    let served = Server::start(&["-f", file]);
+    let r = call(
+        &served.url(),
+        "GET",
+        &format!("/resource_providers/{P_A}/aggregates"),
+        "1.39",
+        None,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let mut got: Vec<String> = serde_json::from_value(r.json()["aggregates"].clone()).unwrap();
+    got.sort();
+    let mut want: Vec<String> = AGGREGATES_AS_GIVEN.iter().map(|s| s.to_string()).collect();
+    want.sort();
+    assert_eq!(got, want);
+    let hex = AGGREGATES_AS_GIVEN[0];
+    let r = call(
+        &served.url(),
+        "GET",
+        &format!("/resource_providers?member_of={hex}"),
+        "1.3",
+        None,
+    );
+    assert_eq!(r.json()["resource_providers"][0]["uuid"], P_A, "{}", r.body);
+}
+
+/// Runs `kubeplace ARGS`; whether it succeeded, its stdout and its stderr.
+fn kubeplace(args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubeplace"))
+        .args(args)
+        .env_remove("OS_TOKEN")
+        .output()
+        .expect("kubeplace runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

@@ -179,9 +179,55 @@ pub fn is_uuid(s: &str) -> bool {
     s.len() == 36 && uuid::Uuid::try_parse(s).is_ok()
 }
 
+/// Whether Placement takes `s` where it wants something like a uuid (an aggregate in a
+/// body or in `member_of`): oslo.utils' `is_uuid_like`, which leaves out every `urn:` and
+/// `uuid:`, the braces at either end and every hyphen, and then wants 32 hex digits. The
+/// string itself is what Placement keeps and compares, in whichever of these forms.
+pub fn is_uuid_like(s: &str) -> bool {
+    let bare = s.replace("urn:", "").replace("uuid:", "");
+    let digits = bare
+        .trim_matches(|c| c == '{' || c == '}')
+        .chars()
+        .filter(|c| *c != '-');
+    let mut n = 0usize;
+    for c in digits {
+        if !c.is_ascii_hexdigit() {
+            return false;
+        }
+        n += 1;
+    }
+    n == 32
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uuid_like_is_oslo_utils_rule() {
+        for ok in [
+            "01234567-89ab-cdef-0123-456789abcdef",
+            "0123456789abcdef0123456789ABCDEF",
+            "{01234567-89ab-cdef-0123-456789abcdef}",
+            "urn:uuid:01234567-89ab-cdef-0123-456789abcdef",
+            "0123-4567-89ab-cdef-0123-4567-89ab-cdef",
+            "{{0123456789abcdef0123456789abcdef}}",
+        ] {
+            assert!(is_uuid_like(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "0123456789abcdef0123456789abcde",
+            "0123456789abcdef0123456789abcdef0",
+            "0123456789abcdef0123456789abcdeg",
+            " 0123456789abcdef0123456789abcdef",
+            "0123456789abcdef_0123456789abcdef",
+            "0123456789abcdef0123456789abcdeＡ",
+            "x{0123456789abcdef0123456789abcdef}",
+        ] {
+            assert!(!is_uuid_like(bad), "{bad}");
+        }
+    }
 
     #[test]
     fn edit_distance_counts_edits() {
