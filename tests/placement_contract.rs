@@ -711,6 +711,55 @@ fn kubeplace(args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// Aggregates in any form Placement takes survive `import --to-file` and `serve -f` as the
+/// strings they were.
+#[test]
+fn aggregates_as_given_survive_a_file_import() {
+    let placement = RealPlacement::start();
+    let url = placement.url.as_str();
+    let r = call(
+        url,
+        "POST",
+        "/resource_providers",
+        "1.39",
+        Some(&json!({"name": "a", "uuid": P_A})),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = call(
+        url,
+        "PUT",
+        &format!("/resource_providers/{P_A}/aggregates"),
+        "1.39",
+        Some(&json!({"aggregates": AGGREGATES_AS_GIVEN, "resource_provider_generation": 0})),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cloud.yaml");
+    let file = file.to_str().unwrap();
+    let (ok, out, err) = kubeplace(&[
+        "placement",
+        "import",
+        "--from",
+        url,
+        "--token",
+        "admin",
+        "--to-file",
+        file,
+    ]);
+    assert!(ok, "import: {out}{err}");
+    let served = Server::start(&["-f", file]);
+    let path = format!("/resource_providers/{P_A}/aggregates");
+    let [want, got] = [url.to_string(), served.url()].map(|u| {
+        let r = call(&u, "GET", &path, "1.39", None);
+        assert_eq!(r.status, 200, "{}", r.body);
+        let mut listed: Vec<String> =
+            serde_json::from_value(r.json()["aggregates"].clone()).unwrap();
+        listed.sort();
+        listed
+    });
+    assert_eq!(got, want);
+}
+
 /// Custom names Placement holds that no provider uses: a trait, a resource class.
 const UNUSED_TRAIT: &str = "CUSTOM_NO_PROVIDER_HAS_IT";
 const UNUSED_CLASS: &str = "CUSTOM_NO_INVENTORY_OF_IT";
