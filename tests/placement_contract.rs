@@ -876,3 +876,79 @@ fn custom_names_no_provider_uses_survive_a_file_import() {
         );
     }
 }
+
+/// Trait lists in Placement's order: standard traits before custom ones (custom ones
+/// created in name order, which kubeplace's order of them is) in a provider's traits,
+/// provider summaries at 1.17 and 1.39 and `GET /traits?name=startswith:`; by name in the
+/// answer to setting them and in `GET /traits?name=in:`, where Placement looks the names up.
+#[test]
+fn trait_lists_put_standard_traits_first() {
+    let both = Both::start(&[]);
+    for name in ["CUSTOM_A", "CUSTOM_B"] {
+        both.ok("PUT", &format!("/traits/{name}"), "1.39", None);
+    }
+    both.ok(
+        "POST",
+        "/resource_providers",
+        "1.39",
+        Some(&json!({"name": "a", "uuid": P_A})),
+    );
+    both.ok(
+        "PUT",
+        &format!("/resource_providers/{P_A}/inventories"),
+        "1.39",
+        Some(&json!({"resource_provider_generation": 0, "inventories": {"VCPU": inventory(4)}})),
+    );
+    let traits = json!({"resource_provider_generation": 1,
+                        "traits": ["CUSTOM_B", "HW_NUMA_ROOT", "CUSTOM_A"]});
+    let same = |[p, k]: [Reply; 2], what: &str| {
+        assert_eq!(k.json(), p.json(), "{what}");
+    };
+    same(
+        both.ok(
+            "PUT",
+            &format!("/resource_providers/{P_A}/traits"),
+            "1.39",
+            Some(&traits),
+        ),
+        "PUT traits",
+    );
+    same(
+        both.ok(
+            "GET",
+            &format!("/resource_providers/{P_A}/traits"),
+            "1.39",
+            None,
+        ),
+        "GET a provider's traits",
+    );
+    same(
+        both.ok(
+            "GET",
+            "/traits?name=in:CUSTOM_B,HW_NUMA_ROOT,CUSTOM_A",
+            "1.39",
+            None,
+        ),
+        "GET /traits?name=in:",
+    );
+    same(
+        both.ok("GET", "/traits?name=startswith:CUSTOM_", "1.39", None),
+        "GET /traits?name=startswith:",
+    );
+    let [_, k] = both.ok(
+        "GET",
+        &format!("/resource_providers/{P_A}/traits"),
+        "1.39",
+        None,
+    );
+    assert_eq!(
+        k.json()["traits"],
+        json!(["HW_NUMA_ROOT", "CUSTOM_A", "CUSTOM_B"])
+    );
+    for mv in ["1.17", "1.39"] {
+        let [p, k] = both.ok("GET", "/allocation_candidates?resources=VCPU:1", mv, None);
+        let summary = |r: &Reply| r.json()["provider_summaries"][P_A]["traits"].clone();
+        assert_eq!(summary(&k), summary(&p), "summaries at {mv}");
+        assert_eq!(summary(&k), json!(["HW_NUMA_ROOT", "CUSTOM_A", "CUSTOM_B"]));
+    }
+}
