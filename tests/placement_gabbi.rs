@@ -21,12 +21,6 @@ use serde_json::Value;
 /// Tests real Placement passes and kubeplace answers otherwise, by file and name; each is
 /// in docs/placement-api.md's differences.
 const KNOWN: &[(&str, &str)] = &[
-    // Trait lists in name order, where Placement lists standard traits, then custom ones
-    // in the order they were created.
-    (
-        "allocation-candidates-root-required.yaml",
-        "limit to multiattach-capable unsuffixed sharing",
-    ),
     // No CORS.
     ("cors.yaml", "valid options request"),
     ("cors.yaml", "invalid options request"),

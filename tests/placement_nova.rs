@@ -11,6 +11,8 @@
 #[path = "support/nova.rs"]
 mod nova;
 mod placement_server;
+#[path = "support/real_placement.rs"]
+mod real_placement;
 
 use placement_server::Server;
 use serde_json::{Value, json};
@@ -155,5 +157,42 @@ fn nova_report_client_uses_kubeplace_as_placement() {
     assert_eq!(
         consumer["allocations"]["5a000000-0000-4000-8000-000000000001"]["resources"],
         json!({"DISK_GB": 500})
+    );
+}
+
+/// Nova's test_update_from_provider_tree_reshape, through its report client, against
+/// kubeplace and against real Placement 16: every step reads the same tree and
+/// allocations, and the reshape that would take inventory from under allocations still on
+/// it fails as Placement fails it, with `placement.inventory.inuse` (Nova's resource
+/// tracker reads the code).
+#[test]
+fn nova_reshape_scenario_answers_as_placement() {
+    let python = nova::nova_python();
+    let placement = real_placement::RealPlacement::start();
+    let (control_ok, control, control_err) = nova::run_reshape(&python, &placement.url, "admin");
+    assert!(
+        control_ok,
+        "the scenario fails on real Placement: {control_err}"
+    );
+    let s = Server::start(&[]);
+    let (ok, steps, stderr) = nova::run_reshape(&python, &s.url(), "admin");
+    let names: Vec<&str> = steps.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        control.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+        "stderr: {stderr}"
+    );
+    for ((name, got), (_, want)) in steps.iter().zip(&control) {
+        assert_eq!(got["got"], want["got"], "step {name:?}");
+    }
+    assert!(ok, "{stderr}");
+    let refused = &steps
+        .iter()
+        .find(|(n, _)| n == "reshape leaving allocations on removed inventory")
+        .expect("the refused reshape's step")
+        .1["got"];
+    assert_eq!(
+        refused,
+        &json!({"raised": "ReshapeFailed", "code": "placement.inventory.inuse", "inventory.inuse in message": true})
     );
 }

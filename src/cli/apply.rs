@@ -225,6 +225,8 @@ impl Applier {
                 self.namespaces.create(name);
                 (Verdict::allowed(), Applied::Namespace)
             }
+            // The custom names Placement holds: nothing to review, nothing to apply.
+            Ok(Content::Registry(_)) => (Verdict::allowed(), Applied::Nothing),
             // Not a kubeplace kind either: mirrored, as `kubeplace run --mirror-cluster` would.
             Ok(Content::Cluster(source)) => {
                 let observed = self.mirror.observe(&source);

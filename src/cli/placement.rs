@@ -62,11 +62,14 @@ pub(crate) fn load_state(files: &[PathBuf], stdin: &mut dyn Read) -> Result<Stor
     // mirrored as `kubeplace apply` mirrors them.
     let mut mirror = Mirror::default();
     let mut changes = Vec::new();
+    let mut store = Store::default();
     for doc in documents {
         let origin = doc.origin.clone();
         match doc.content {
             Ok(Content::Object(o)) => changes.push(Change::Put(Box::new(o))),
             Ok(Content::Namespace(_)) => {}
+            // Custom names no object needs to use: they exist, as in Placement.
+            Ok(Content::Registry(names)) => store.seed_custom_names(&names),
             Ok(Content::Cluster(source)) => {
                 let observed = mirror.observe(&source);
                 observed
@@ -77,7 +80,6 @@ pub(crate) fn load_state(files: &[PathBuf], stdin: &mut dyn Read) -> Result<Stor
             Err(e) => return Err(e.located(&origin)),
         }
     }
-    let mut store = Store::default();
     store.apply_changes(changes);
     Ok(store)
 }

@@ -23,6 +23,7 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
+use kubeplace_api::manifest::{CONFIGMAP_API_VERSION, CONFIGMAP_KIND, REGISTRY_CONFIGMAP};
 use kubeplace_api::{Allocation, Object, ResourceProvider};
 use kubeplace_policy::store::ObjectKey;
 use kubeplace_policy::sync::import::{self, Level, Plan, Registered, describe};
@@ -281,20 +282,9 @@ impl Sink for IntoFile<'_> {
         format!("; {n} object(s) in the file that Placement no longer has go")
     }
 
-    /// Custom names no object uses are known to `serve` only through the objects.
-    fn warn(&self, desired: &Desired, progress: &mut Progress) {
-        let unused = import::unused_names(desired);
-        if !unused.is_empty() {
-            progress.say(&format!(
-                "warning: a manifest cannot carry custom names no object uses ({}); `serve -f` will not know them until created again (importing into a cluster keeps them)",
-                unused.join(", ")
-            ));
-        }
-    }
-
     fn write(&mut self, desired: &Desired, _: &Plan, _: &There, progress: &mut Progress) -> Exit {
         let path = self.path;
-        let text = render(&desired.objects, self.args.output);
+        let text = render(desired, self.args.output);
         if self.stdout() {
             let mut out = std::io::stdout().lock();
             return match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
@@ -384,10 +374,35 @@ fn manifest_value(o: &Object) -> Value {
     })
 }
 
-fn render(objects: &[Object], format: ManifestFormat) -> String {
+/// The registry ConfigMap as the cluster keeps it (one name a line), holding every custom
+/// trait and resource class of the Placement, so that a file carries the names no object
+/// uses as a cluster import does; `None` when there are none.
+fn registry_value(desired: &Desired) -> Option<Value> {
+    if desired.custom_traits.is_empty() && desired.custom_classes.is_empty() {
+        return None;
+    }
+    let lines = |names: &std::collections::BTreeSet<String>| {
+        names.iter().map(|n| format!("{n}\n")).collect::<String>()
+    };
+    Some(json!({
+        "apiVersion": CONFIGMAP_API_VERSION,
+        "kind": CONFIGMAP_KIND,
+        "metadata": {"name": REGISTRY_CONFIGMAP},
+        "data": {
+            "traits": lines(&desired.custom_traits),
+            "resourceClasses": lines(&desired.custom_classes),
+        },
+    }))
+}
+
+fn render(desired: &Desired, format: ManifestFormat) -> String {
+    let registry = registry_value(desired);
     match format {
         ManifestFormat::Json => {
-            let items: Vec<Value> = objects.iter().map(manifest_value).collect();
+            let items: Vec<Value> = registry
+                .into_iter()
+                .chain(desired.objects.iter().map(manifest_value))
+                .collect();
             let mut text = serde_json::to_string_pretty(&json!({
                 "apiVersion": "v1",
                 "kind": "List",
@@ -401,9 +416,12 @@ fn render(objects: &[Object], format: ManifestFormat) -> String {
             let mut text = String::from(
                 "# kubeplace placement import: a live Placement's providers and consumers\n",
             );
-            for o in objects {
+            for value in registry
+                .into_iter()
+                .chain(desired.objects.iter().map(manifest_value))
+            {
                 text.push_str("---\n");
-                text.push_str(&serde_saphyr::to_string(&manifest_value(o)).unwrap_or_default());
+                text.push_str(&serde_saphyr::to_string(&value).unwrap_or_default());
             }
             text
         }

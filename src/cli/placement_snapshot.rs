@@ -463,7 +463,17 @@ fn read_provider(
     let aggregates = aggregates
         .aggregates
         .iter()
-        .map(|a| uuid_of(a, &who, "aggregates", &path("aggregates")))
+        .map(|a| {
+            a.aggregate().map(str::to_string).ok_or_else(|| {
+                unexpected(
+                    &path("aggregates"),
+                    format!(
+                        "{}: its aggregates lists {a}, not a uuid (32 hexadecimal digits, with or without hyphens)",
+                        who()
+                    ),
+                )
+            })
+        })
         .collect::<Result<BTreeSet<String>, ReadError>>()?;
     allowance.take(allocations.allocations.len())?;
     let mut on_provider = BTreeMap::new();

@@ -484,6 +484,7 @@ impl PlacementApi {
     fn undo(&self, journal: &Journal) -> Result<(), ApiError> {
         if journal.changes.is_empty()
             && journal.generations_before.is_empty()
+            && journal.consumers_before.is_empty()
             && journal.registry_changes.is_empty()
         {
             return Ok(());
@@ -503,6 +504,7 @@ impl PlacementApi {
             .map_err(|_| self.lose_soundness("the store's lock is poisoned"))?;
         let mut state = State::new(Guard::Write(store), Guard::Write(book), self.backing);
         state.restore_generations(&journal.generations_before)?;
+        state.restore_consumers(&journal.consumers_before)?;
         if journal.decided_held {
             state.release_decided(journal.changes.iter().map(|(key, _, _)| key))?;
         }

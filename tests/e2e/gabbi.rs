@@ -40,11 +40,6 @@ const FILES: &[&str] = &[
 /// Tests real Placement passes that the API over a cluster answers otherwise, by file and
 /// name, each for a reason docs/placement-api.md gives under *Over a cluster*.
 const OVER_A_CLUSTER: &[(&str, &str)] = &[
-    // Trait lists in name order (as with `placement serve`).
-    (
-        "allocation-candidates-root-required.yaml",
-        "limit to multiattach-capable unsuffixed sharing",
-    ),
     // Kubernetes RBAC decides who may call, not Placement's roles: every request carries
     // the writer's token here, so the tests of a non-admin caller are not refused.
     ("reshaper.yaml", "reshaper requires admin not user"),

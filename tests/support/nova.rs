@@ -69,8 +69,26 @@ pub fn run_client_keystone(
     )
 }
 
+/// Runs `hack/nova-reshape.py` (Nova's test_update_from_provider_tree_reshape through its
+/// report client) against `url` with `token`; as [`run_client`].
+pub fn run_reshape(
+    python: &PathBuf,
+    url: &str,
+    token: &str,
+) -> (bool, Vec<(String, Value)>, String) {
+    run_script(python, "nova-reshape.py", &[url, token])
+}
+
 fn run_with(python: &PathBuf, args: &[&str]) -> (bool, Vec<(String, Value)>, String) {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/hack/nova-report-client.py");
+    run_script(python, "nova-report-client.py", args)
+}
+
+fn run_script(
+    python: &PathBuf,
+    script: &str,
+    args: &[&str],
+) -> (bool, Vec<(String, Value)>, String) {
+    let script = format!("{}/hack/{script}", env!("CARGO_MANIFEST_DIR"));
     let out = Command::new(python)
         .arg(script)
         .args(args)

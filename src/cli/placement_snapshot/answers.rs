@@ -45,6 +45,15 @@ impl Scalar {
         }
     }
 
+    /// The text, if Placement takes it as an aggregate's uuid (32 hexadecimal digits, with
+    /// or without hyphens, braces or `urn:uuid:`), kept as Placement keeps it: as given.
+    pub fn aggregate(&self) -> Option<&str> {
+        match self {
+            Scalar::Text(s) if kubeplace_core::placement::is_uuid_like(s) => Some(s),
+            _ => None,
+        }
+    }
+
     /// The number, if it is a whole one, 0 or more.
     pub fn whole(&self) -> Option<u64> {
         match self {

@@ -6,7 +6,7 @@
 //! the state's write lock, so concurrent claims cannot oversubscribe a provider. Seeded
 //! consumers may have several Allocation objects; a write replaces them all.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::LazyLock;
 
 use http::StatusCode;
@@ -23,7 +23,7 @@ use kubeplace_policy::store::ObjectKey;
 
 use crate::placement_api::api::PlacementApi;
 use crate::placement_api::kept_answers::asked;
-use crate::placement_api::request::body;
+use crate::placement_api::request::body::{self, KeyOrder};
 use crate::placement_api::request::call::Call;
 use crate::placement_api::request::ctx::Ctx;
 use crate::placement_api::request::searches;
@@ -50,41 +50,103 @@ fn by_provider(state: &State<'_>, consumer: &str) -> BTreeMap<String, BTreeMap<S
     out
 }
 
-/// `GET /allocations/{consumer}`.
+/// A consumer's resources per provider name, summed over its Allocation objects, the
+/// providers in the order the objects list them (the order they were written in).
+fn in_written_order(state: &State<'_>, consumer: &str) -> Vec<(String, BTreeMap<String, i64>)> {
+    let mut out = InOrder::default();
+    for (_, a) in state.consumer_allocations(consumer) {
+        for pa in a.spec.allocations {
+            let resources = out.entry(pa.provider);
+            for (class, n) in pa.resources {
+                *resources.entry(class).or_insert(0) += n;
+            }
+        }
+    }
+    out.list
+}
+
+/// Resources per provider, the providers in the order first named: a provider named again
+/// (a list's entries, one uuid in two cases, several Allocation objects) keeps its first
+/// place.
+#[derive(Default)]
+struct InOrder {
+    list: Vec<(String, BTreeMap<String, i64>)>,
+    place: HashMap<String, usize>,
+}
+
+impl InOrder {
+    fn entry(&mut self, provider: String) -> &mut BTreeMap<String, i64> {
+        let at = match self.place.get(&provider) {
+            Some(at) => *at,
+            None => {
+                self.place.insert(provider.clone(), self.list.len());
+                self.list.push((provider, BTreeMap::new()));
+                self.list.len() - 1
+            }
+        };
+        &mut self.list[at].1
+    }
+}
+
+/// A consumer's allocations answer: `allocations` with its providers in the order given,
+/// then the other fields.
+struct ConsumerBody {
+    allocations: Vec<(String, Value)>,
+    rest: Map<String, Value>,
+}
+
+impl serde::Serialize for ConsumerBody {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        struct InOrder<'a>(&'a [(String, Value)]);
+        impl serde::Serialize for InOrder<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_map(self.0.iter().map(|(k, v)| (k, v)))
+            }
+        }
+        let mut m = s.serialize_map(Some(1 + self.rest.len()))?;
+        m.serialize_entry("allocations", &InOrder(&self.allocations))?;
+        for (k, v) in &self.rest {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+/// `GET /allocations/{consumer}`: its providers in the order its allocations were last
+/// written, as Placement lists them (the order of their rows).
 pub(crate) fn show(state: &State<'_>, ctx: &Ctx, consumer: &str) -> Result<Reply, ApiError> {
-    let mut allocations = Map::new();
-    for (provider, resources) in by_provider(state, consumer) {
+    let mut allocations = Vec::new();
+    for (provider, resources) in in_written_order(state, consumer) {
         let Some(uuid) = state.uuid_of(&provider) else {
             continue;
         };
-        allocations.insert(
-            uuid.clone(),
-            json!({"generation": state.generation(&uuid), "resources": resources}),
-        );
+        let entry = json!({"generation": state.generation(&uuid), "resources": resources});
+        allocations.push((uuid, entry));
     }
-    let mut v = json!({"allocations": allocations});
-    if let Some(c) = state.consumer(consumer).filter(|_| !allocations_empty(&v)) {
+    let mut rest = Map::new();
+    if let Some(c) = state.consumer(consumer).filter(|_| !allocations.is_empty()) {
         if ctx.mv.0 >= 12 {
-            v["project_id"] = Value::from(c.project_id.clone());
-            v["user_id"] = Value::from(c.user_id.clone());
+            rest.insert("project_id".into(), Value::from(c.project_id.clone()));
+            rest.insert("user_id".into(), Value::from(c.user_id.clone()));
         }
         if ctx.mv.0 >= 28 {
-            v["consumer_generation"] = Value::from(c.generation);
+            rest.insert("consumer_generation".into(), Value::from(c.generation));
         }
         if ctx.mv.0 >= 38 {
-            v["consumer_type"] = Value::from(c.consumer_type.clone());
+            rest.insert("consumer_type".into(), Value::from(c.consumer_type.clone()));
         }
     }
-    Ok(json_reply(StatusCode::OK, &v))
+    Ok(json_reply(
+        StatusCode::OK,
+        &ConsumerBody { allocations, rest },
+    ))
 }
 
-fn allocations_empty(v: &Value) -> bool {
-    v["allocations"].as_object().is_none_or(Map::is_empty)
-}
-
-/// What a PUT asks for: amounts per provider uuid, and the consumer's attributes.
+/// What a PUT asks for: amounts per provider uuid (the providers in the order the body
+/// wrote them), and the consumer's attributes.
 pub(super) struct Wanted {
-    resources: BTreeMap<String, BTreeMap<String, i64>>,
+    resources: Vec<(String, BTreeMap<String, i64>)>,
     project_id: Option<String>,
     user_id: Option<String>,
     pub(super) consumer_generation: Option<i64>,
@@ -133,14 +195,16 @@ fn parse_resources(at: &str, v: Option<&Value>) -> Result<BTreeMap<String, i64>,
 
 /// Reads one consumer's allocations in the form of the version: a list before 1.12, an
 /// object keyed by provider uuid from 1.12 (which may be empty from 1.28, and in
-/// `POST /allocations`, to remove the allocations).
+/// `POST /allocations`, to remove the allocations). `written` is the consumer's entry as
+/// the body wrote it, whose order of providers is kept.
 pub(super) fn parse_consumer(
     ctx: &Ctx,
     b: &Map<String, Value>,
+    written: &KeyOrder,
     may_be_empty: bool,
 ) -> Result<Wanted, ApiError> {
     body::only(b, &put_fields(ctx))?;
-    let mut resources: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+    let mut resources = InOrder::default();
     match (body::required(b, "allocations")?, ctx.mv.0 >= 12) {
         (Value::Array(items), false) if !items.is_empty() => {
             for (i, item) in items.iter().enumerate() {
@@ -153,23 +217,25 @@ pub(super) fn parse_consumer(
                         body::invalid(format!("{at}.resource_provider.uuid is required: a uuid"))
                     })?;
                 let r = parse_resources(&at, item.get("resources"))?;
-                resources
-                    .entry(body::normalize_uuid(uuid))
-                    .or_default()
-                    .extend(r);
+                resources.entry(body::normalize_uuid(uuid)).extend(r);
             }
         }
         (Value::Object(m), true) if !m.is_empty() || may_be_empty => {
-            for (uuid, entry) in m {
+            // The keys in the body's order (the map's own order is sorted).
+            let order = written
+                .get("allocations")
+                .in_order(m.keys().map(String::as_str));
+            for uuid in order {
+                let value = &m[uuid];
                 let at = format!("allocations.{uuid}");
                 if !body::is_uuid(uuid) {
                     return Err(body::invalid(format!("{at}: {uuid:?} is not a uuid")));
                 }
-                if let Value::Object(e) = entry {
+                if let Value::Object(e) = value {
                     body::only(e, &["resources", "generation"])?;
                 }
-                let r = parse_resources(&at, entry.get("resources"))?;
-                resources.insert(body::normalize_uuid(uuid), r);
+                let r = parse_resources(&at, value.get("resources"))?;
+                *resources.entry(body::normalize_uuid(uuid)) = r;
             }
         }
         (v, _) => {
@@ -215,7 +281,7 @@ pub(super) fn parse_consumer(
         )));
     }
     Ok(Wanted {
-        resources,
+        resources: resources.list,
         project_id: body::string(b, "project_id", 255)?,
         user_id: body::string(b, "user_id", 255)?,
         consumer_generation,
@@ -364,7 +430,12 @@ pub(crate) fn put(
     call: &Call,
 ) -> Result<Reply, ApiError> {
     let consumer = consumer_uuid(consumer)?;
-    let wanted = parse_consumer(ctx, &body::object(call)?, ctx.mv.0 >= 28)?;
+    let wanted = parse_consumer(
+        ctx,
+        &body::object(call)?,
+        &KeyOrder::of(call),
+        ctx.mv.0 >= 28,
+    )?;
     let p = plan(state, ctx, consumer, wanted)?;
     apply(state, vec![p])?;
     Ok(empty(StatusCode::NO_CONTENT))
@@ -382,15 +453,19 @@ pub(crate) fn post(state: &mut State<'_>, ctx: &Ctx, call: &Call) -> Result<Repl
     }
     // Every consumer's entry is judged before any is planned: a malformed body is a 400
     // even when a generation in it is also stale.
+    let written = KeyOrder::of(call);
     let mut wanted = Vec::new();
-    for (consumer, entry) in &b {
-        let consumer = consumer_uuid(consumer)?;
+    for (key, entry) in &b {
+        let consumer = consumer_uuid(key)?;
         let Value::Object(entry) = entry else {
             return Err(body::invalid(format!(
                 "{consumer}: {entry} is not an object"
             )));
         };
-        wanted.push((consumer, parse_consumer(ctx, entry, true)?));
+        wanted.push((
+            consumer,
+            parse_consumer(ctx, entry, written.get(key), true)?,
+        ));
     }
     let mut plans = Vec::new();
     for (consumer, w) in wanted {
@@ -407,8 +482,27 @@ pub(crate) fn post(state: &mut State<'_>, ctx: &Ctx, call: &Call) -> Result<Repl
 /// consumer emptied, those it had; a consumer leaving a provider for another does not move
 /// the one left) and the consumers' records are updated.
 pub(super) fn apply(state: &mut State<'_>, plans: Vec<Plan>) -> Result<(), ApiError> {
-    let previous = plans.iter().map(|p| state.consumer(&p.consumer)).collect();
+    let previous = plans.iter().map(|p| before(state, &p.consumer)).collect();
     apply_after(state, plans, previous)
+}
+
+/// A consumer as it was before a write: its record, and the providers (by name) its
+/// allocations were on.
+pub(super) struct Before {
+    record: Option<Consumer>,
+    providers: BTreeSet<String>,
+}
+
+/// `consumer` as it is now, for [`apply_after`].
+pub(super) fn before(state: &State<'_>, consumer: &str) -> Before {
+    Before {
+        record: state.consumer(consumer),
+        providers: state
+            .consumer_allocations(consumer)
+            .into_iter()
+            .flat_map(|(_, a)| a.spec.allocations.into_iter().map(|pa| pa.provider))
+            .collect(),
+    }
 }
 
 /// [`apply`], given each consumer as it was before the write (a write that removed the
@@ -416,27 +510,23 @@ pub(super) fn apply(state: &mut State<'_>, plans: Vec<Plan>) -> Result<(), ApiEr
 pub(super) fn apply_after(
     state: &mut State<'_>,
     plans: Vec<Plan>,
-    previous: Vec<Option<Consumer>>,
+    previous: Vec<Before>,
 ) -> Result<(), ApiError> {
     let olds: Vec<Vec<(ObjectKey, Allocation)>> = plans
         .iter()
         .map(|p| state.consumer_allocations(&p.consumer))
         .collect();
-    let records: Vec<Option<Consumer>> = plans
-        .iter()
-        .zip(previous)
-        .map(|(p, previous)| record(p, previous))
-        .collect();
     let mut touched: BTreeSet<String> = BTreeSet::new();
-    for (p, old) in plans.iter().zip(&olds) {
+    let mut records: Vec<Option<Consumer>> = Vec::new();
+    for (p, previous) in plans.iter().zip(previous) {
         if p.entries.is_empty() {
-            touched.extend(
-                old.iter()
-                    .flat_map(|(_, a)| a.spec.allocations.iter().map(|pa| pa.provider.clone())),
-            );
+            touched.extend(previous.providers);
         } else {
             touched.extend(p.entries.iter().map(|pa| pa.provider.clone()));
         }
+        records.push(record(p, previous.record));
+    }
+    for old in &olds {
         for (key, _) in old {
             state.delete(key)?;
         }

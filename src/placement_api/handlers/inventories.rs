@@ -112,23 +112,33 @@ pub(super) fn known_class(state: &State<'_>, uuid: &str, class: &str) -> Result<
 }
 
 /// A new set of inventories must keep every class the provider has allocations of
-/// (Placement's 409 `inventory.inuse`).
+/// (Placement's 409 `inventory.inuse`, naming every such class).
 pub(super) fn keeps_classes_in_use(
     state: &State<'_>,
     uuid: &str,
     name: &str,
     inventories: &SortedMap<String, Inventory>,
 ) -> Result<(), ApiError> {
-    for class in effective(state, name).keys() {
-        let n = used(state, name, class);
-        if !inventories.contains_key(class) && n > 0 {
-            return Err(ApiError::conflict(format!(
-                "update conflict: Inventory for '{class}' on resource provider '{uuid}' in use ({n} allocated)."
-            ))
-            .with_code(code::INVENTORY_INUSE));
-        }
+    let in_use: Vec<(String, i64)> = effective(state, name)
+        .into_keys()
+        .filter(|class| !inventories.contains_key(class))
+        .map(|class| {
+            let n = used(state, name, &class);
+            (class, n)
+        })
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    if in_use.is_empty() {
+        return Ok(());
     }
-    Ok(())
+    let classes: Vec<&str> = in_use.iter().map(|(c, _)| c.as_str()).collect();
+    let amounts: Vec<String> = in_use.iter().map(|(c, n)| format!("{n} {c}")).collect();
+    Err(ApiError::conflict(format!(
+        "update conflict: Inventory for '{}' on resource provider '{uuid}' in use ({} allocated).",
+        classes.join(", "),
+        amounts.join(", ")
+    ))
+    .with_code(code::INVENTORY_INUSE))
 }
 
 /// Stores the provider's new inventories and moves its generation.

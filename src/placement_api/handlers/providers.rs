@@ -11,7 +11,6 @@ use http::StatusCode;
 use serde_json::{Map, Value, json};
 
 use kubeplace_api::{Kind, Object, ResourceProvider, ResourceProviderSpec, SortedMap};
-use kubeplace_core::placement::derived_provider_uuid;
 use kubeplace_core::placement::kept_answers::Asked;
 use kubeplace_core::placement::list_parts::ListParts;
 use kubeplace_core::placement::query::parse_providers_query;
@@ -19,6 +18,7 @@ use kubeplace_core::placement::resource_providers::matching_providers_within;
 use kubeplace_core::placement::response::{
     Listed, ProvidersStream, provider_links, providers_json_parts,
 };
+use kubeplace_core::placement::{derived_provider_uuid, is_uuid_like};
 use kubeplace_policy::admission::{Operation, admit};
 use kubeplace_policy::store::ObjectKey;
 
@@ -480,18 +480,22 @@ pub(crate) fn set_aggregates(
             "aggregates is {list}, not a list of uuids"
         )));
     };
-    let mut sent = Vec::new();
+    // Placement keeps each aggregate as the string it was given (with or without hyphens,
+    // in any case, braced or as a urn), compares them as strings and answers with them.
+    let mut sent: Vec<String> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for item in &items {
-        match item.as_str().filter(|s| body::is_uuid(s)) {
+        match item.as_str().filter(|s| is_uuid_like(s)) {
             Some(s) if !seen.insert(s) => {
                 return Err(body::invalid(format!(
                     "aggregates lists {s} more than once; give each aggregate once"
                 )));
             }
-            Some(s) => sent.push(body::normalize_uuid(s)),
+            Some(s) => sent.push(s.to_string()),
             None => {
-                return Err(body::invalid(format!("aggregates: {item} is not a uuid")));
+                return Err(body::invalid(format!(
+                    "aggregates: {item} is not a uuid (32 hex digits, with or without hyphens)"
+                )));
             }
         }
     }
@@ -500,7 +504,6 @@ pub(crate) fn set_aggregates(
     }
     let mut aggregates = sent.clone();
     aggregates.sort();
-    aggregates.dedup();
     let mut rp = state.provider_object(&name)?;
     rp.spec.aggregates = aggregates;
     state.write_provider(rp)?;

@@ -3,10 +3,14 @@
 //! node to new child providers (VGPU to one provider per physical GPU).
 //!
 //! Every check that can be made first is (body, providers, classes, generations); then the
-//! consumers' old allocations go, the inventories change, and the new allocations are
-//! written through the claim path, seeing the new inventories. Any refusal on the way
-//! undoes all of it (the write path puts back what a failed write changed), so a reshape
-//! happens whole or not at all.
+//! parts are judged in Placement's order: the consumers' old allocations go, each provider
+//! given inventories holds what it had and what it is given at once (so the new
+//! allocations can land before the old classes leave), the new allocations are written
+//! through the claim path, and last each provider's inventories become what was given,
+//! where a class still allocated is refused as in use (409 `placement.inventory.inuse`,
+//! which Nova's report client tells apart). Any refusal on the way undoes all of it (the
+//! write path puts back what a failed write changed), so a reshape happens whole or not at
+//! all.
 
 use kubeplace_api::SortedMap;
 
@@ -15,7 +19,7 @@ use serde_json::Value;
 
 use super::allocations::{self, Wanted};
 use super::inventories::{self, FIELDS};
-use crate::placement_api::request::body;
+use crate::placement_api::request::body::{self, KeyOrder};
 use crate::placement_api::request::call::Call;
 use crate::placement_api::request::ctx::Ctx;
 use crate::placement_api::request::wire::{ApiError, Reply, code, empty};
@@ -74,15 +78,20 @@ pub(crate) fn reshape(state: &mut State<'_>, ctx: &Ctx, call: &Call) -> Result<R
         }
         given.push((uuid, generation, inventories));
     }
+    let written = KeyOrder::of(call);
+    let written = written.get("allocations");
     let mut wanted_by_consumer: Vec<(String, Wanted)> = Vec::new();
-    for (consumer, entry) in given_allocations {
-        let consumer = allocations::consumer_uuid(consumer)?;
+    for (key, entry) in given_allocations {
+        let consumer = allocations::consumer_uuid(key)?;
         let Value::Object(entry) = entry else {
             return Err(body::invalid(format!(
                 "allocations.{consumer} is {entry}, not an object"
             )));
         };
-        wanted_by_consumer.push((consumer, allocations::parse_consumer(ctx, entry, true)?));
+        wanted_by_consumer.push((
+            consumer,
+            allocations::parse_consumer(ctx, entry, written.get(key), true)?,
+        ));
     }
 
     // Every provider must exist before any generation is judged, so that the answer does
@@ -117,24 +126,34 @@ pub(crate) fn reshape(state: &mut State<'_>, ctx: &Ctx, call: &Call) -> Result<R
 
     // The consumers' old allocations go first, so that the classes they used can leave
     // the providers that had them.
-    let previous: Vec<_> = consumers.iter().map(|(c, _)| state.consumer(c)).collect();
+    let previous: Vec<_> = consumers
+        .iter()
+        .map(|(c, _)| allocations::before(state, c))
+        .collect();
     for (consumer, _) in &consumers {
         for (key, _) in state.consumer_allocations(consumer) {
             state.delete(&key)?;
         }
     }
-    for p in providers {
-        inventories::keeps_classes_in_use(state, &p.uuid, &p.name, &p.inventories)?;
-        inventories::store_inventories(state, &p.uuid, &p.name, p.inventories)?;
-        // Placement moves the generation of a reshaped provider twice for its inventories
-        // (as the differential against Placement 16 shows), then once more if it is given
-        // allocations.
-        state.bump(&p.uuid)?;
+    // Each provider given inventories holds its own and the given ones together while the
+    // allocations move (Placement's interim inventories; one move of its generation). A
+    // provider given none keeps its inventories until the end.
+    for p in providers.iter().filter(|p| !p.inventories.is_empty()) {
+        let mut interim = state.provider_object(&p.name)?.spec.inventories;
+        for (class, inventory) in p.inventories.iter() {
+            interim.insert(class.clone(), inventory.clone());
+        }
+        inventories::store_inventories(state, &p.uuid, &p.name, interim)?;
     }
     let plans = consumers
         .into_iter()
         .map(|(consumer, wanted)| allocations::plan_checked(state, consumer, wanted))
         .collect::<Result<Vec<_>, _>>()?;
     allocations::apply_after(state, plans, previous)?;
+    // Then the inventories asked for: a class that allocations still hold cannot go.
+    for p in providers {
+        inventories::keeps_classes_in_use(state, &p.uuid, &p.name, &p.inventories)?;
+        inventories::store_inventories(state, &p.uuid, &p.name, p.inventories)?;
+    }
     Ok(empty(StatusCode::NO_CONTENT))
 }

@@ -10,24 +10,47 @@ use serde_json::{Value, json};
 
 use kubeplace_api::{Kind, Object};
 use kubeplace_core::placement::query::decode_pairs;
-use kubeplace_core::placement::standard_traits;
+use kubeplace_core::placement::{standard_traits, trait_order};
 
 use crate::placement_api::request::body;
 use crate::placement_api::request::call::Call;
 use crate::placement_api::request::wire::{ApiError, Reply, empty, json_reply, located};
 use kubeplace_policy::placement_records::State;
 
-fn provider_traits(state: &State<'_>, name: &str) -> Vec<String> {
-    state
+/// A provider's effective traits, in the order Placement reads them back: by name where it
+/// looks them up by name (the answer to setting them), else in the order of their rows
+/// (standard traits first).
+fn provider_traits(state: &State<'_>, name: &str, order: Order) -> Vec<String> {
+    let mut traits: Vec<String> = state
         .store()
         .index()
         .effective(name)
         .map(|(_, traits)| traits.into_iter().collect())
-        .unwrap_or_default()
+        .unwrap_or_default();
+    order.sort(&mut traits);
+    traits
 }
 
-fn provider_body(state: &State<'_>, uuid: &str, name: &str) -> Value {
-    json!({"traits": provider_traits(state, name),
+/// How Placement orders a list of traits: its SQL reads them by the name's index when it
+/// asks for names it was given (`name=in:`, the answer to a PUT), else in the order of the
+/// rows, which puts the standard traits before every custom one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Order {
+    ByName,
+    Rows,
+}
+
+impl Order {
+    fn sort(self, traits: &mut [String]) {
+        match self {
+            Order::ByName => traits.sort(),
+            Order::Rows => traits.sort_by(|a, b| trait_order(a).cmp(&trait_order(b))),
+        }
+    }
+}
+
+fn provider_body(state: &State<'_>, uuid: &str, name: &str, order: Order) -> Value {
+    json!({"traits": provider_traits(state, name, order),
            "resource_provider_generation": state.generation(uuid)})
 }
 
@@ -36,7 +59,7 @@ pub(crate) fn of_provider(state: &State<'_>, uuid: &str) -> Result<Reply, ApiErr
     let name = state.provider_name(uuid)?;
     Ok(json_reply(
         StatusCode::OK,
-        &provider_body(state, uuid, &name),
+        &provider_body(state, uuid, &name, Order::Rows),
     ))
 }
 
@@ -101,7 +124,7 @@ pub(crate) fn set_on_provider(
     store_traits(state, uuid, &name, traits.into_iter().collect())?;
     Ok(json_reply(
         StatusCode::OK,
-        &provider_body(state, uuid, &name),
+        &provider_body(state, uuid, &name, Order::ByName),
     ))
 }
 
@@ -130,10 +153,12 @@ pub(crate) fn list(state: &State<'_>, query: &str) -> Result<Reply, ApiError> {
     let pairs = decode_pairs(query).map_err(ApiError::from)?;
     let mut names: BTreeSet<String> = standard_traits().iter().map(|t| t.to_string()).collect();
     names.extend(state.custom_traits().iter().cloned());
+    let mut order = Order::Rows;
     for (key, value) in &pairs {
         match key.as_str() {
             "name" => {
                 if let Some(list) = value.strip_prefix("in:") {
+                    order = Order::ByName;
                     let wanted: BTreeSet<&str> = list.split(',').map(str::trim).collect();
                     names.retain(|n| wanted.contains(n.as_str()));
                 } else if let Some(prefix) = value.strip_prefix("startswith:") {
@@ -164,6 +189,8 @@ pub(crate) fn list(state: &State<'_>, query: &str) -> Result<Reply, ApiError> {
             }
         }
     }
+    let mut names: Vec<String> = names.into_iter().collect();
+    order.sort(&mut names);
     Ok(json_reply(StatusCode::OK, &json!({"traits": names})))
 }
 

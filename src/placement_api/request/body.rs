@@ -1,6 +1,8 @@
 //! Request bodies: the media type, the JSON, and fields checked one by one with errors
 //! that name the field, the value and what is accepted.
 
+use std::collections::BTreeMap;
+
 use http::StatusCode;
 use serde_json::{Map, Value};
 
@@ -170,10 +172,116 @@ pub(crate) fn provider_generation(body: &Map<String, Value>) -> Result<i64, ApiE
     })
 }
 
+/// A body's objects with their keys in the order the body wrote them, read beside its JSON
+/// (whose maps sort their keys): where Placement lists back what it was given (a consumer's
+/// providers), it lists it in the order it was written.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) enum KeyOrder {
+    /// Each key with its place among the keys; a key written twice keeps its first place
+    /// (and, as in the JSON, its last value). Keyed by name so that looking keys up stays
+    /// cheap in an object of many thousands.
+    Object(BTreeMap<String, (usize, KeyOrder)>),
+    #[default]
+    Other,
+}
+
+impl KeyOrder {
+    /// The body's order; nothing when it is not JSON (the JSON reader says why).
+    pub(crate) fn of(call: &Call) -> KeyOrder {
+        serde_json::from_slice(&call.body).unwrap_or_default()
+    }
+
+    /// The value of `key` in this object (nothing for a missing key or another value).
+    pub(crate) fn get(&self, key: &str) -> &KeyOrder {
+        static NOTHING: KeyOrder = KeyOrder::Other;
+        match self {
+            KeyOrder::Object(fields) => fields.get(key).map_or(&NOTHING, |(_, v)| v),
+            KeyOrder::Other => &NOTHING,
+        }
+    }
+
+    /// Where `key` was written among this object's keys.
+    pub(crate) fn place(&self, key: &str) -> Option<usize> {
+        match self {
+            KeyOrder::Object(fields) => fields.get(key).map(|(at, _)| *at),
+            KeyOrder::Other => None,
+        }
+    }
+
+    /// `keys` in the order written; keys this object does not have follow, in their own
+    /// order.
+    pub(crate) fn in_order<'k>(&self, keys: impl Iterator<Item = &'k str>) -> Vec<&'k str> {
+        let mut keys: Vec<&str> = keys.collect();
+        keys.sort_by_key(|k| self.place(k).unwrap_or(usize::MAX));
+        keys
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for KeyOrder {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Order;
+        impl<'de> serde::de::Visitor<'de> for Order {
+            type Value = KeyOrder;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<KeyOrder, A::Error> {
+                let mut fields: BTreeMap<String, (usize, KeyOrder)> = BTreeMap::new();
+                while let Some((k, v)) = m.next_entry::<String, KeyOrder>()? {
+                    let place = fields.len();
+                    fields.entry(k).or_insert((place, KeyOrder::Other)).1 = v;
+                }
+                Ok(KeyOrder::Object(fields))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut s: A,
+            ) -> Result<KeyOrder, A::Error> {
+                while s.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(KeyOrder::Other)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<KeyOrder, E> {
+                Ok(KeyOrder::Other)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<KeyOrder, E> {
+                Ok(KeyOrder::Other)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<KeyOrder, E> {
+                Ok(KeyOrder::Other)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<KeyOrder, E> {
+                Ok(KeyOrder::Other)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<KeyOrder, E> {
+                Ok(KeyOrder::Other)
+            }
+            fn visit_unit<E>(self) -> Result<KeyOrder, E> {
+                Ok(KeyOrder::Other)
+            }
+        }
+        d.deserialize_any(Order)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn written_keeps_the_order_of_keys() {
+        let w: KeyOrder = serde_json::from_str(
+            r#"{"b": {"z": 1, "a": [{"q": 2}], "m": null}, "a": 2, "b": {"y": {}}}"#,
+        )
+        .unwrap();
+        assert_eq!(w.in_order(["a", "b", "c"].into_iter()), ["b", "a", "c"]);
+        assert_eq!(w.get("b").in_order(["z", "y"].into_iter()), ["y", "z"]);
+        assert_eq!(w.get("missing").place("y"), None);
+        assert_eq!(w.get("a"), &KeyOrder::Other);
+    }
 
     #[test]
     fn a_uuid_is_hyphenated_and_lower_case() {

@@ -58,6 +58,25 @@ pub enum Content {
     /// A Node, Pod, ResourceSlice, ResourceClaim or DeviceClass: not a kubeplace kind
     /// either, read to be mirrored as providers and allocations.
     Cluster(ClusterSource),
+    /// The core `v1` ConfigMap [`REGISTRY_CONFIGMAP`]: the custom traits and resource
+    /// classes Placement holds whether or not an object uses them, in the object the
+    /// cluster keeps them in.
+    Registry(CustomNames),
+}
+
+/// The ConfigMap that keeps Placement's custom traits and resource classes: over a cluster
+/// in the operator's namespace, in a manifest the same object read offline.
+pub const REGISTRY_CONFIGMAP: &str = "kubeplace-placement-registry";
+/// `apiVersion` and `kind` of the registry ConfigMap.
+pub const CONFIGMAP_API_VERSION: &str = "v1";
+pub const CONFIGMAP_KIND: &str = "ConfigMap";
+
+/// Custom traits and resource classes that exist whether or not an object uses them: the
+/// registry ConfigMap's `data.traits` and `data.resourceClasses`, one `CUSTOM_` name a line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CustomNames {
+    pub traits: Vec<String>,
+    pub resource_classes: Vec<String>,
 }
 
 impl Document {
@@ -65,7 +84,7 @@ impl Document {
     pub fn object(self) -> Option<Result<Object, DocumentError>> {
         match self.content {
             Ok(Content::Object(o)) => Some(Ok(o)),
-            Ok(Content::Namespace(_) | Content::Cluster(_)) => None,
+            Ok(Content::Namespace(_) | Content::Cluster(_) | Content::Registry(_)) => None,
             Err(e) => Some(Err(e)),
         }
     }
@@ -89,7 +108,7 @@ pub enum DocumentError {
         "line {line}: field {field} is missing; kubeplace objects have apiVersion: {API_VERSION} and a kind"
     )]
     Missing { field: &'static str, line: u64 },
-    #[error("field kind is {}, which kubeplace does not serve{}; kubeplace's kinds are {} (and it reads core v1 Namespaces, and Nodes, Pods, ResourceSlices, ResourceClaims and DeviceClasses to mirror them)", shown(.kind), hint(.suggestion), kind_names().join(", "))]
+    #[error("field kind is {}, which kubeplace does not serve{}; kubeplace's kinds are {} (and it reads core v1 Namespaces, the ConfigMap {REGISTRY_CONFIGMAP} of custom traits and resource classes, and Nodes, Pods, ResourceSlices, ResourceClaims and DeviceClasses to mirror them)", shown(.kind), hint(.suggestion), kind_names().join(", "))]
     UnknownKind {
         kind: String,
         line: u64,

@@ -6,15 +6,15 @@ use std::cell::RefCell;
 use std::ops::ControlFlow;
 use std::sync::mpsc::SyncSender;
 
-use kubeplace_core::placement::closest;
+use kubeplace_core::placement::{NameError, check_resource_class, check_trait, closest};
 use kubeplace_core::yaml::{Located, Node};
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 use serde_saphyr::Spanned;
 
 use super::document::{
-    Content, Document, DocumentError, NAMESPACE_API_VERSION, NAMESPACE_KIND, Origin, ReadError,
-    document_limit,
+    CONFIGMAP_API_VERSION, CONFIGMAP_KIND, Content, CustomNames, Document, DocumentError,
+    NAMESPACE_API_VERSION, NAMESPACE_KIND, Origin, REGISTRY_CONFIGMAP, ReadError, document_limit,
 };
 use super::names::{check_namespace_name, check_object_name, kind_names};
 use crate::cluster_source::{ClusterSource, SourceKind};
@@ -232,6 +232,8 @@ fn document(origin: Origin, root: &Located) -> Document {
         // Read as the kubelet and the drivers write them: fields of newer versions are
         // left to those versions.
         Ok(Content::Cluster(_)) => Vec::new(),
+        // Its fields are judged as it is read: another one is refused.
+        Ok(Content::Registry(_)) => Vec::new(),
         Err(_) => Vec::new(),
     };
     Document {
@@ -269,6 +271,9 @@ fn to_content(root: &Located) -> Result<Content, DocumentError> {
     let (api_version, api_line) = field("apiVersion")?;
     if kind == NAMESPACE_KIND {
         return to_namespace(root, api_version, api_line);
+    }
+    if kind == CONFIGMAP_KIND {
+        return to_registry(root, api_version, api_line);
     }
     if let Some(source_kind) = SourceKind::from_name(&kind) {
         return to_cluster_source(root, source_kind, api_version, api_line);
@@ -363,6 +368,119 @@ fn to_cluster_source(
                 message: e.message,
             }
         })
+}
+
+/// The registry ConfigMap: `apiVersion: v1`, its name, and in `data` the custom traits and
+/// resource classes, one a line (as the operator writes it). Any other ConfigMap, another
+/// key in `data` or a name that is not a custom one is refused, naming it.
+fn to_registry(root: &Located, api_version: String, line: u64) -> Result<Content, DocumentError> {
+    if api_version != CONFIGMAP_API_VERSION {
+        return Err(DocumentError::UnknownApiVersion {
+            api_version,
+            kind: CONFIGMAP_KIND.into(),
+            served: CONFIGMAP_API_VERSION,
+            line,
+        });
+    }
+    let name_node = root.get("metadata").and_then(|m| m.get("name"));
+    let name = name_node
+        .and_then(|n| n.to_json().as_str().map(str::to_string))
+        .unwrap_or_default();
+    if name != REGISTRY_CONFIGMAP {
+        return Err(DocumentError::BadName {
+            name,
+            line: name_node.map_or(root.line, |n| n.line),
+            why: format!(
+                "the one ConfigMap kubeplace reads is {REGISTRY_CONFIGMAP}, its custom traits and resource classes"
+            ),
+        });
+    }
+    let schema = |path: String, at: &Located, message: String| DocumentError::Schema {
+        path,
+        line: at.line,
+        message,
+    };
+    if let Node::Map(fields) = &root.node
+        && let Some((field, at)) = fields
+            .iter()
+            .find(|(k, _)| !["apiVersion", "kind", "metadata", "data"].contains(&k.as_str()))
+    {
+        return Err(schema(
+            field.clone(),
+            at,
+            "a field kubeplace does not read; the registry ConfigMap holds its names in data.traits and data.resourceClasses".into(),
+        ));
+    }
+    let mut names = CustomNames::default();
+    let Some(data) = root.get("data") else {
+        return Ok(Content::Registry(names));
+    };
+    let entries = match &data.node {
+        Node::Map(entries) => entries.as_slice(),
+        Node::Null => &[],
+        _ => {
+            return Err(schema(
+                "data".into(),
+                data,
+                "must be a mapping with the keys traits and resourceClasses".into(),
+            ));
+        }
+    };
+    for (key, value) in entries {
+        let path = format!("data.{key}");
+        let (list, what, check): (_, _, NameCheck) = match key.as_str() {
+            "traits" => (&mut names.traits, "trait", check_trait),
+            "resourceClasses" => (
+                &mut names.resource_classes,
+                "resource class",
+                check_resource_class,
+            ),
+            _ => {
+                return Err(schema(
+                    path,
+                    value,
+                    "a key kubeplace does not read; the registry ConfigMap's keys are traits and resourceClasses"
+                        .into(),
+                ));
+            }
+        };
+        let text = match &value.node {
+            Node::String(text) => text.as_str(),
+            Node::Null => "",
+            _ => {
+                return Err(schema(
+                    path,
+                    value,
+                    format!("must be a string of custom {what} names, one a line"),
+                ));
+            }
+        };
+        for name in text.lines().map(str::trim).filter(|n| !n.is_empty()) {
+            let refusal = if !name.starts_with("CUSTOM_") {
+                Some(format!("is not a custom {what} (CUSTOM_ and A-Z, 0-9, _)"))
+            } else {
+                check(name).err().map(|e| e.to_string())
+            };
+            if let Some(why) = refusal {
+                return Err(schema(path, value, format!("{}: {why}", shown_name(name))));
+            }
+            if !list.iter().any(|n| n == name) {
+                list.push(name.to_string());
+            }
+        }
+    }
+    Ok(Content::Registry(names))
+}
+
+/// Placement's rule for the names of one registry.
+type NameCheck = fn(&str) -> Result<(), NameError>;
+
+/// A name as a message shows it: quoted, and cut after 64 characters.
+fn shown_name(name: &str) -> String {
+    match name.char_indices().nth(64) {
+        None => format!("{name:?}"),
+        Some((cut, _)) => format!("{:?}…", &name[..cut]),
+    }
 }
 
 /// A core Namespace: `apiVersion: v1` and a name the API server would take.

@@ -24,8 +24,9 @@ mod read;
 mod tests;
 
 pub use document::{
-    Content, Document, DocumentError, INITIAL_NAMESPACES, NAMESPACE_API_VERSION, NAMESPACE_KIND,
-    Origin, ReadError,
+    CONFIGMAP_API_VERSION, CONFIGMAP_KIND, Content, CustomNames, Document, DocumentError,
+    INITIAL_NAMESPACES, NAMESPACE_API_VERSION, NAMESPACE_KIND, Origin, REGISTRY_CONFIGMAP,
+    ReadError,
 };
 pub use kubeplace_core::yaml::{Located, Node};
 pub use located::parse_stream_located;

@@ -26,9 +26,12 @@ pub(crate) struct NameRanks {
 
 impl NameRanks {
     pub(crate) fn of(index: &ProviderIndex) -> Self {
-        fn ranks<'a>(names: impl Iterator<Item = (u32, &'a str)>) -> Vec<u32> {
+        fn ranks<'a, K: Ord>(
+            names: impl Iterator<Item = (u32, &'a str)>,
+            order: impl Fn(&'a str) -> K,
+        ) -> Vec<u32> {
             let mut sorted: Vec<(u32, &str)> = names.collect();
-            sorted.sort_unstable_by_key(|(_, name)| *name);
+            sorted.sort_unstable_by_key(|(_, name)| order(name));
             let mut rank = vec![0; sorted.len()];
             for (position, (raw, _)) in sorted.iter().enumerate() {
                 rank[*raw as usize] = position as u32;
@@ -42,8 +45,12 @@ impl NameRanks {
             .chain(index.traits.iter().map(|(_, n)| n))
             .all(is_plain);
         NameRanks {
-            classes: ranks(index.classes.iter().map(|(id, n)| (id.raw(), n))),
-            traits: ranks(index.traits.iter().map(|(id, n)| (id.raw(), n))),
+            classes: ranks(index.classes.iter().map(|(id, n)| (id.raw(), n)), |n| n),
+            // Placement's order of traits: the standard ones first.
+            traits: ranks(
+                index.traits.iter().map(|(id, n)| (id.raw(), n)),
+                super::trait_order,
+            ),
             plain,
         }
     }

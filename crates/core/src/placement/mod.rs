@@ -179,9 +179,85 @@ pub fn is_uuid(s: &str) -> bool {
     s.len() == 36 && uuid::Uuid::try_parse(s).is_ok()
 }
 
+/// Whether Placement takes `s` where it wants something like a uuid (an aggregate in a
+/// body or in `member_of`): oslo.utils' `is_uuid_like`, which leaves out every `urn:` and
+/// `uuid:`, the braces at either end and every hyphen, and then wants 32 hex digits. The
+/// string itself is what Placement keeps and compares, in whichever of these forms.
+pub fn is_uuid_like(s: &str) -> bool {
+    let bare = s.replace("urn:", "").replace("uuid:", "");
+    let digits = bare
+        .trim_matches(|c| c == '{' || c == '}')
+        .chars()
+        .filter(|c| *c != '-');
+    let mut n = 0usize;
+    for c in digits {
+        if !c.is_ascii_hexdigit() {
+            return false;
+        }
+        n += 1;
+    }
+    n == 32
+}
+
+/// Where a trait goes in the lists Placement answers (`GET /traits`, a provider's traits,
+/// provider summaries): Placement lists traits in the order of their rows, the standard
+/// ones (written at its first start) before every custom one. kubeplace keeps no creation
+/// order, so each part is in name order.
+pub fn trait_order(name: &str) -> (bool, &str) {
+    (name.starts_with("CUSTOM_"), name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn standard_traits_come_before_custom_ones() {
+        let mut traits = vec![
+            "CUSTOM_A",
+            "HW_NUMA_ROOT",
+            "CUSTOM_",
+            "COMPUTE_NODE",
+            "CUSTOMER",
+        ];
+        traits.sort_by_key(|t| trait_order(t));
+        assert_eq!(
+            traits,
+            [
+                "COMPUTE_NODE",
+                "CUSTOMER",
+                "HW_NUMA_ROOT",
+                "CUSTOM_",
+                "CUSTOM_A"
+            ]
+        );
+    }
+
+    #[test]
+    fn uuid_like_is_oslo_utils_rule() {
+        for ok in [
+            "01234567-89ab-cdef-0123-456789abcdef",
+            "0123456789abcdef0123456789ABCDEF",
+            "{01234567-89ab-cdef-0123-456789abcdef}",
+            "urn:uuid:01234567-89ab-cdef-0123-456789abcdef",
+            "0123-4567-89ab-cdef-0123-4567-89ab-cdef",
+            "{{0123456789abcdef0123456789abcdef}}",
+        ] {
+            assert!(is_uuid_like(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "0123456789abcdef0123456789abcde",
+            "0123456789abcdef0123456789abcdef0",
+            "0123456789abcdef0123456789abcdeg",
+            " 0123456789abcdef0123456789abcdef",
+            "0123456789abcdef_0123456789abcdef",
+            "0123456789abcdef0123456789abcdeＡ",
+            "x{0123456789abcdef0123456789abcdef}",
+        ] {
+            assert!(!is_uuid_like(bad), "{bad}");
+        }
+    }
 
     #[test]
     fn edit_distance_counts_edits() {

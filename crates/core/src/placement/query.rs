@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::microversion::Microversion;
-use super::{check_resource_class, check_trait};
+use super::{check_resource_class, check_trait, is_uuid_like};
 
 /// A malformed query: Placement answers these with 400 Bad Request.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -272,11 +272,6 @@ fn parse_member_of(value: &str) -> Result<(BTreeSet<String>, BTreeSet<String>), 
     } else {
         (aggs, BTreeSet::new())
     })
-}
-
-/// Placement accepts uuids with or without hyphens, in any case.
-fn is_uuid_like(s: &str) -> bool {
-    uuid::Uuid::try_parse(s).is_ok()
 }
 
 /// Checks every parameter name against the microversion; unknown ones are errors.

@@ -4,7 +4,7 @@ use super::Review;
 use crate::store::Store;
 use crate::translate::{inventory, provider_uuid};
 use kubeplace_api::ResourceProvider;
-use kubeplace_core::placement::{check_resource_class, check_trait, is_uuid};
+use kubeplace_core::placement::{check_resource_class, check_trait, is_uuid, is_uuid_like};
 
 pub(super) fn review(rp: &ResourceProvider, store: &Store, review: &mut Review) {
     let name = rp.metadata.name.as_deref().unwrap_or("");
@@ -59,9 +59,9 @@ pub(super) fn review(rp: &ResourceProvider, store: &Store, review: &mut Review) 
         }
     }
     for a in &rp.spec.aggregates {
-        if !is_uuid(a) {
+        if !is_uuid_like(a) {
             review.problem(format!(
-                "spec.aggregates: {a:?} is not a uuid; aggregates are named by uuid"
+                "spec.aggregates: {a:?} is not a uuid; aggregates are named by uuid (32 hex digits, with or without hyphens)"
             ));
         }
     }

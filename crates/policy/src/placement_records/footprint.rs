@@ -113,6 +113,7 @@ mod tests {
                 })
                 .collect(),
             generations_before: Vec::new(),
+            consumers_before: Vec::new(),
             registry_changes: Vec::new(),
         }
     }

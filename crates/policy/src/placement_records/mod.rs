@@ -125,8 +125,13 @@ impl Book {
         book
     }
 
-    /// Adds every CUSTOM_ trait and resource class the stored objects use to the registries.
+    /// Adds every CUSTOM_ trait and resource class the stored objects use, and those a
+    /// manifest's registry ConfigMap lists, to the registries.
     pub fn learn_registries(&mut self, store: &Store) {
+        let seeded = store.seeded_custom_names();
+        self.custom_traits.extend(seeded.traits.iter().cloned());
+        self.custom_classes
+            .extend(seeded.resource_classes.iter().cloned());
         let index = store.index();
         let custom = |n: &&str| n.starts_with("CUSTOM_");
         self.custom_classes

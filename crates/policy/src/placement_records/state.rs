@@ -54,6 +54,8 @@ pub struct State<'a> {
     journal: Vec<(ObjectKey, Option<Object>)>,
     /// Provider generations (in memory) before their first change in this request.
     generations_before: Vec<(String, Option<u64>)>,
+    /// Consumers' records (in memory) before their first change in this request.
+    consumers_before: Vec<(String, Option<Consumer>)>,
     /// Over a cluster: each provider's generation before the request first changed it or
     /// an Allocation on it, and how many times the request moved it.
     started_at: BTreeMap<String, u64>,
@@ -72,6 +74,8 @@ pub struct State<'a> {
 pub struct Journal {
     pub changes: Vec<(ObjectKey, Option<Object>, Option<Object>)>,
     pub generations_before: Vec<(String, Option<u64>)>,
+    /// Consumers' records (in memory) before the write changed them.
+    pub consumers_before: Vec<(String, Option<Consumer>)>,
     pub registry_changes: Vec<RegistryChange>,
     /// The store holds back watch events of the changed objects: release them
     /// ([`Store::release_decided`]) once the write is committed or undone.
@@ -86,6 +90,7 @@ impl<'a> State<'a> {
             backing,
             journal: Vec::new(),
             generations_before: Vec::new(),
+            consumers_before: Vec::new(),
             started_at: BTreeMap::new(),
             bumps: BTreeMap::new(),
             registry_changes: Vec::new(),
@@ -127,6 +132,7 @@ impl<'a> State<'a> {
         Journal {
             changes,
             generations_before: self.generations_before,
+            consumers_before: self.consumers_before,
             registry_changes: self.registry_changes,
             decided_held: self.decided_held,
         }
@@ -495,15 +501,31 @@ impl<'a> State<'a> {
             // is made before the write is committed, and a client takes the generation it
             // gives for its next write (Nova's report client does), so the stored copy
             // carries the generation the API server will give it.
-            if let Some(Object::ResourceProvider(current)) = self.store.get_cluster(
-                Kind::ResourceProvider,
-                rp.metadata.name.as_deref().unwrap_or(""),
-            ) {
-                rp.metadata.generation = if current.spec == rp.spec {
-                    current.metadata.generation
-                } else {
-                    current.metadata.generation.map(|g| g + 1)
-                };
+            // The API server sees one write of the object per request, from what it held
+            // before the request to what the request leaves: a provider written twice in
+            // one request (the reshaper's interim inventories, then the final ones) moves
+            // once, or not at all when it ends as it began.
+            let name = rp.metadata.name.as_deref().unwrap_or("");
+            let key = ObjectKey::cluster(Kind::ResourceProvider, name);
+            let committed = match self.journal.iter().find(|(k, _)| *k == key) {
+                Some((_, before)) => before.as_ref(),
+                None => self.store.get(&key),
+            };
+            match committed {
+                Some(Object::ResourceProvider(current)) => {
+                    rp.metadata.generation = if current.spec == rp.spec {
+                        current.metadata.generation
+                    } else {
+                        current.metadata.generation.map(|g| g + 1)
+                    };
+                }
+                // Made earlier in this request: the API server creates it once.
+                None => {
+                    if let Some(Object::ResourceProvider(made)) = self.store.get(&key) {
+                        rp.metadata.generation = made.metadata.generation;
+                    }
+                }
+                Some(_) => {}
             }
         }
         let object = Object::ResourceProvider(rp);
@@ -603,10 +625,29 @@ impl<'a> State<'a> {
         record: Option<Consumer>,
     ) -> Result<(), RecordError> {
         let book = self.book.get_mut()?;
+        if !self.consumers_before.iter().any(|(c, _)| c == consumer) {
+            let before = book.consumers.get(consumer).cloned();
+            self.consumers_before.push((consumer.to_string(), before));
+        }
         match record {
             Some(r) => book.consumers.insert(consumer.to_string(), r),
             None => book.consumers.remove(consumer),
         };
+        Ok(())
+    }
+
+    /// Puts consumers' records back as they were before a failed write.
+    pub fn restore_consumers(
+        &mut self,
+        before: &[(String, Option<Consumer>)],
+    ) -> Result<(), RecordError> {
+        let book = self.book.get_mut()?;
+        for (consumer, record) in before {
+            match record {
+                Some(r) => book.consumers.insert(consumer.clone(), r.clone()),
+                None => book.consumers.remove(consumer),
+            };
+        }
         Ok(())
     }
 

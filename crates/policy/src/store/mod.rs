@@ -22,6 +22,7 @@ use std::sync::Arc;
 use config_merge::{changes_merge, note_merge_change};
 use generations::GenerationsKept;
 
+use kubeplace_api::manifest::CustomNames;
 use kubeplace_api::{Object, Server, Status};
 use kubeplace_core::extra_specs::registry::{Registry, Rejected};
 
@@ -208,12 +209,35 @@ pub struct Store {
     quotas: Arc<HashMap<String, BTreeSet<ObjectKey>>>,
     /// Every watch change held back, and why ([`gate`]).
     gate: gate::Gate,
+    /// Custom traits and resource classes a manifest's registry ConfigMap lists, which
+    /// exist whether or not an object uses them (shared like the index).
+    seeded_names: Arc<CustomNames>,
 }
 
 /// How many deleted Allocations' uids the store remembers.
 pub(super) const DELETED_CLAIMS_KEPT: usize = 4096;
 
 impl Store {
+    /// Adds the custom names of a manifest's registry ConfigMap (each kept once).
+    pub fn seed_custom_names(&mut self, names: &CustomNames) {
+        let seeded = Arc::make_mut(&mut self.seeded_names);
+        for name in &names.traits {
+            if !seeded.traits.contains(name) {
+                seeded.traits.push(name.clone());
+            }
+        }
+        for name in &names.resource_classes {
+            if !seeded.resource_classes.contains(name) {
+                seeded.resource_classes.push(name.clone());
+            }
+        }
+    }
+
+    /// The custom names seeded from a manifest's registry ConfigMap.
+    pub fn seeded_custom_names(&self) -> &CustomNames {
+        &self.seeded_names
+    }
+
     /// An object by key.
     pub fn get(&self, key: &ObjectKey) -> Option<&Object> {
         self.objects.get(key).map(|o| &**o)

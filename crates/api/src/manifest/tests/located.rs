@@ -5,7 +5,8 @@ use std::path::Path;
 
 use super::GOOD;
 use crate::manifest::{
-    Content, DocumentError, Origin, ReadError, files_under, parse_stream, parse_stream_located,
+    Content, CustomNames, DocumentError, Origin, ReadError, files_under, parse_stream,
+    parse_stream_located,
 };
 
 #[test]
@@ -216,6 +217,72 @@ fn namespaces_are_read_and_checked() {
     let err = dotted[0].content.clone().unwrap_err();
     assert_eq!(err.line(), 4);
     assert!(err.to_string().contains("a DNS label"), "{err}");
+}
+
+/// The registry ConfigMap is read as the custom names it lists, one a line, each once; any
+/// other ConfigMap, field, key or name is refused, naming it.
+#[test]
+fn the_registry_configmap_is_read_and_checked() {
+    let registry = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kubeplace-placement-registry\n  namespace: kubeplace\ndata:\n  traits: |\n    CUSTOM_B\n    CUSTOM_A\n    CUSTOM_B\n  resourceClasses: \"CUSTOM_R\\n\"\n";
+    let docs = parse_stream("r.yaml", registry).unwrap();
+    assert_eq!(
+        docs[0].content,
+        Ok(Content::Registry(CustomNames {
+            traits: vec!["CUSTOM_B".into(), "CUSTOM_A".into()],
+            resource_classes: vec!["CUSTOM_R".into()],
+        }))
+    );
+    assert_eq!(docs[0].clone().object(), None);
+    let empty =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kubeplace-placement-registry\n";
+    let docs = parse_stream("r.yaml", empty).unwrap();
+    assert_eq!(
+        docs[0].content,
+        Ok(Content::Registry(CustomNames::default()))
+    );
+    for (from, to, line, says) in [
+        (
+            "name: kubeplace-placement-registry",
+            "name: other",
+            4,
+            "field metadata.name is \"other\": the one ConfigMap kubeplace reads is kubeplace-placement-registry",
+        ),
+        (
+            "  traits:",
+            "  trait:",
+            8,
+            "field data.trait: a key kubeplace does not read",
+        ),
+        (
+            "CUSTOM_A",
+            "HW_CPU_X86_AVX2",
+            8,
+            "field data.traits: \"HW_CPU_X86_AVX2\": is not a custom trait",
+        ),
+        (
+            "CUSTOM_R",
+            "CUSTOM_r",
+            11,
+            "field data.resourceClasses: \"CUSTOM_r\": resource class \"CUSTOM_r\" has characters",
+        ),
+        (
+            "\ndata:",
+            "\nbinaryData: {}\ndata:",
+            6,
+            "field binaryData: a field kubeplace does not read",
+        ),
+        (
+            "apiVersion: v1",
+            "apiVersion: v2",
+            1,
+            "field apiVersion is \"v2\"; ConfigMap is served as v1",
+        ),
+    ] {
+        let docs = parse_stream("r.yaml", &registry.replace(from, to)).unwrap();
+        let err = docs[0].content.clone().unwrap_err();
+        assert!(err.to_string().starts_with(says), "{from} -> {to}: {err}");
+        assert_eq!(err.line(), line, "{from} -> {to}: {err}");
+    }
 }
 
 #[test]
