@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use crate::cache::SharedStore;
 use crate::cluster_writer::Cluster;
 use crate::cluster_writer::in_flight;
+use crate::metrics::PlacementMetrics;
 use crate::placement_api::auth::Auth;
 use crate::placement_api::request::intake;
 use crate::placement_api::request::searches::{SearchLimits, Searches};
@@ -83,6 +84,8 @@ pub struct PlacementApi {
     pub(crate) ledger: Option<Arc<Mutex<Ledger>>>,
     /// Whole answers kept for the index they were made from.
     pub(crate) answers: Arc<kept_answers::Answers>,
+    /// What its serving layer counts: requests, latency, searches refused and queued.
+    pub(crate) metrics: Arc<PlacementMetrics>,
 }
 
 impl PlacementApi {
@@ -107,6 +110,7 @@ impl PlacementApi {
             committed: None,
             ledger: None,
             answers: Arc::new(kept_answers::Answers::new()),
+            metrics: Arc::default(),
         }
     }
 
@@ -135,6 +139,7 @@ impl PlacementApi {
             committed: None,
             ledger: None,
             answers: Arc::new(kept_answers::Answers::new()),
+            metrics: Arc::default(),
         }
     }
 
@@ -165,6 +170,12 @@ impl PlacementApi {
     /// Decides the API's claims beside `ledger`, the admission webhook's on this replica.
     pub fn deciding_beside(mut self, ledger: Arc<Mutex<Ledger>>) -> PlacementApi {
         self.ledger = Some(ledger);
+        self
+    }
+
+    /// Counts its requests and searches into `metrics` (the operator's, registered).
+    pub fn measured_by(mut self, metrics: PlacementMetrics) -> PlacementApi {
+        self.metrics = Arc::new(metrics);
         self
     }
 
