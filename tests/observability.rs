@@ -12,7 +12,10 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use placement_server::{CLOUD, CN1, LIGHT_SEARCH, Server, accelerator_cloud, heavy_search_running};
+use placement_server::{
+    CLOUD, CN1, CN2, LIGHT_SEARCH, Server, accelerator_cloud, heavy_search_running,
+};
+use serde_json::json;
 
 /// A port free at the moment it is asked for.
 fn free_port() -> u16 {
@@ -182,6 +185,48 @@ fn placement_requests_are_counted_by_route_template_status_and_microversion() {
         Some(0.0),
         "{text}"
     );
+}
+
+#[test]
+fn claims_the_api_decides_are_counted_and_its_refusals_by_reason() {
+    let (s, port) = serve_with_metrics(&["-f", CLOUD]);
+    let claim = |consumer: &str, vcpu: u64| {
+        let body = json!({"allocations": {CN2: {"resources": {"VCPU": vcpu}}},
+                          "project_id": "p", "user_id": "u",
+                          "consumer_generation": null, "consumer_type": "INSTANCE"});
+        s.call(
+            "PUT",
+            &format!("/allocations/{consumer}"),
+            Some("1.39"),
+            Some(&body),
+        )
+        .status
+    };
+    assert_eq!(claim("9a000000-0000-4000-8000-0000000000b1", 3), 204);
+    // cn2 has 4 VCPU: 3 taken, 2 more do not fit.
+    assert_eq!(claim("9a000000-0000-4000-8000-0000000000b2", 2), 409);
+    // Deleting a claim claims nothing.
+    s.call(
+        "DELETE",
+        "/allocations/9a000000-0000-4000-8000-0000000000b1",
+        Some("1.39"),
+        None,
+    )
+    .expect(204);
+    let text = scrape(port);
+    for (series, want) in [
+        (r#"kubeplace_claims_decided_total{kind="Allocation"}"#, 2.0),
+        (
+            r#"kubeplace_claims_refused_total{kind="Allocation",reason="no_room"}"#,
+            1.0,
+        ),
+        (
+            r#"kubeplace_claims_refused_total{kind="Allocation",reason="over_quota"}"#,
+            0.0,
+        ),
+    ] {
+        assert_eq!(value(&text, series), Some(want), "{series}\n{text}");
+    }
 }
 
 #[test]

@@ -57,6 +57,32 @@ pub struct RefusalLabels {
     pub reason: String,
 }
 
+/// Claims decided and refused, counted by the webhook and by the Placement API (which
+/// refuses a claim that cannot be made before it reaches the cluster).
+#[derive(Clone, Debug, Default)]
+pub struct ClaimMetrics {
+    /// Claims this replica decided (Allocations, writes of several objects, devices'
+    /// claims), by kind.
+    pub decided: Family<KindLabel, Counter>,
+    /// Of those, the ones refused, by kind and kind of refusal.
+    pub refused: Family<RefusalLabels, Counter>,
+}
+
+impl ClaimMetrics {
+    /// Counts a claim decided; `refused` with its kind of refusal.
+    pub fn claim(&self, kind: &str, refused: Option<Refusal>) {
+        self.decided.get_or_create(&kind_label(kind)).inc();
+        if let Some(refusal) = refused {
+            self.refused
+                .get_or_create(&RefusalLabels {
+                    kind: kind.to_string(),
+                    reason: refusal_label(refusal).to_string(),
+                })
+                .inc();
+        }
+    }
+}
+
 /// Every metric, registered once in [`Metrics::registry`].
 pub struct Metrics {
     registry: Registry,
@@ -91,11 +117,8 @@ pub struct Metrics {
     pub headroom_counting: Gauge,
     /// Headroom rounds that counted every Flavor.
     pub headroom_rounds: Counter,
-    /// Claims this replica decided (Allocations, writes of several objects, devices'
-    /// claims), by kind.
-    pub claims_decided: Family<KindLabel, Counter>,
-    /// Of those, the ones refused, by kind and kind of refusal.
-    pub claims_refused: Family<RefusalLabels, Counter>,
+    /// Claims decided and refused (the Placement API counts into the same families).
+    pub claims: ClaimMetrics,
     /// The Placement API's figures.
     pub placement: PlacementMetrics,
     /// 1, labelled with the version.
@@ -123,7 +146,7 @@ impl Metrics {
     /// Creates and registers every metric.
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("kubeplace");
-        let m = Metrics {
+        let mut m = Metrics {
             reconciles: Family::default(),
             reconcile_errors: Family::default(),
             reconcile_duration: Family::new_with_constructor(seconds),
@@ -139,8 +162,7 @@ impl Metrics {
             watch_errors: Family::default(),
             headroom_counting: Gauge::default(),
             headroom_rounds: Counter::default(),
-            claims_decided: Family::default(),
-            claims_refused: Family::default(),
+            claims: ClaimMetrics::default(),
             placement: PlacementMetrics::default(),
             build_info: Family::default(),
             process: ProcessMetrics::default(),
@@ -240,22 +262,24 @@ impl Metrics {
         registry.register(
             "claims_decided",
             "Claims this replica decided (Allocations, PlacementWrites, ResourceClaims' devices), by kind",
-            m.claims_decided.clone(),
+            m.claims.decided.clone(),
         );
         registry.register(
             "claims_refused",
             "Claims this replica refused, by kind and kind of refusal (no_room, over_quota, busy, stale, unavailable, invalid, mirrored, denied)",
-            m.claims_refused.clone(),
+            m.claims.refused.clone(),
         );
         // Every kind of refusal of an Allocation is there from the start, at 0, so that a
         // rate over the first refusal sees it rise.
         for refusal in Refusal::ALL {
-            let _ = m.claims_refused.get_or_create(&RefusalLabels {
+            let _ = m.claims.refused.get_or_create(&RefusalLabels {
                 kind: "Allocation".into(),
                 reason: refusal_label(refusal).into(),
             });
         }
-        let _ = m.claims_decided.get_or_create(&kind_label("Allocation"));
+        let _ = m.claims.decided.get_or_create(&kind_label("Allocation"));
+        // The API's refusals count with the webhook's.
+        m.placement.claims = m.claims.clone();
         m.placement.register(&mut registry);
         Metrics {
             registry,
@@ -277,15 +301,7 @@ impl Metrics {
 
     /// Counts a claim this replica decided; `refused` with its kind of refusal.
     pub fn claim(&self, kind: &str, refused: Option<Refusal>) {
-        self.claims_decided.get_or_create(&kind_label(kind)).inc();
-        if let Some(refusal) = refused {
-            self.claims_refused
-                .get_or_create(&RefusalLabels {
-                    kind: kind.to_string(),
-                    reason: refusal_label(refusal).to_string(),
-                })
-                .inc();
-        }
+        self.claims.claim(kind, refused);
     }
 
     /// The metrics in Prometheus' text format.

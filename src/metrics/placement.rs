@@ -14,6 +14,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
+use super::ClaimMetrics;
 use super::histograms::{Histograms, seconds};
 
 /// A request: its route's template, method, status and microversion.
@@ -85,19 +86,27 @@ pub enum WriteOutcome {
 impl WriteMetrics {
     /// Counts one write.
     pub fn count(&self, outcome: WriteOutcome) {
-        let (outcome, refusal) = match outcome {
-            WriteOutcome::Written => ("written", "none"),
-            WriteOutcome::Refused(r) => ("refused", refusal_label(r)),
-            WriteOutcome::KeptChanging => ("kept_changing", "none"),
-            WriteOutcome::Unavailable => ("unavailable", "none"),
-            WriteOutcome::Internal => ("internal", "none"),
-        };
-        self.writes
-            .get_or_create(&WriteLabels {
-                outcome: outcome.to_string(),
-                refusal: refusal.to_string(),
-            })
-            .inc();
+        self.writes.get_or_create(&write_labels(outcome)).inc();
+    }
+
+    /// Makes the series of `outcome`, at 0 until counted.
+    fn touch(&self, outcome: WriteOutcome) {
+        let _ = self.writes.get_or_create(&write_labels(outcome));
+    }
+}
+
+/// The labels of a write's outcome.
+fn write_labels(outcome: WriteOutcome) -> WriteLabels {
+    let (outcome, refusal) = match outcome {
+        WriteOutcome::Written => ("written", "none"),
+        WriteOutcome::Refused(r) => ("refused", refusal_label(r)),
+        WriteOutcome::KeptChanging => ("kept_changing", "none"),
+        WriteOutcome::Unavailable => ("unavailable", "none"),
+        WriteOutcome::Internal => ("internal", "none"),
+    };
+    WriteLabels {
+        outcome: outcome.to_string(),
+        refusal: refusal.to_string(),
     }
 }
 
@@ -126,6 +135,8 @@ pub struct PlacementMetrics {
     pub searches_queued: Counter,
     pub keystone: KeystoneMetrics,
     pub cluster: WriteMetrics,
+    /// The claims it decided itself: the operator's claim families, shared.
+    pub claims: ClaimMetrics,
 }
 
 impl Default for PlacementMetrics {
@@ -137,6 +148,7 @@ impl Default for PlacementMetrics {
             searches_queued: Counter::default(),
             keystone: KeystoneMetrics::default(),
             cluster: WriteMetrics::default(),
+            claims: ClaimMetrics::default(),
         }
     }
 }
@@ -179,6 +191,19 @@ impl PlacementMetrics {
             "Placement API writes committed to the API server (one object, or several recorded whole), by outcome (written, refused, kept_changing, unavailable, internal) and kind of refusal",
             self.cluster.writes.clone(),
         );
+        // Every outcome is there from the start, at 0: a rate over the first one sees it
+        // rise, and a query of it finds the metric before anything happened.
+        for outcome in ["valid", "invalid", "unavailable"] {
+            let _ = self.keystone.validations.get_or_create(&OutcomeLabel {
+                outcome: outcome.to_string(),
+            });
+        }
+        for outcome in [WriteOutcome::Written, WriteOutcome::Unavailable] {
+            self.cluster.touch(outcome);
+        }
+        for refusal in Refusal::ALL {
+            self.cluster.touch(WriteOutcome::Refused(refusal));
+        }
     }
 
     /// Counts one answered request. Labels are bounded whatever the caller sends: a route
