@@ -227,6 +227,59 @@ fn every_metric_the_charts_alerts_and_dashboard_read_is_on_a_real_operators_metr
         "{expiry} against {now}"
     );
 
+    // What kubectl shows at a glance: a provider's usages, and with -o wide its totals; a
+    // Flavor's headroom, and with -o wide why one more would not fit.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let providers = loop {
+        let out = cp.kubectl(&["get", "resourceprovider", HOST, "-o", "wide"]);
+        if out.stdout.contains(r#"{"VCPU":8}"#) {
+            break out.stdout;
+        }
+        assert!(Instant::now() < deadline, "{}{}", out.stdout, out.stderr);
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    // kubectl aligns each cell under its column's header; an empty cell is blanks.
+    let header = providers.lines().next().unwrap();
+    let row = providers.lines().nth(1).unwrap();
+    let at = |column: &str| {
+        let start = header
+            .find(&format!(" {column} "))
+            .map(|i| i + 1)
+            .unwrap_or_else(|| panic!("no column {column}: {providers}"));
+        let end = header[start..]
+            .find(char::is_whitespace)
+            .map(|n| start + n)
+            .and_then(|e| {
+                header[e..]
+                    .find(|c: char| !c.is_whitespace())
+                    .map(|n| e + n)
+            })
+            .unwrap_or(row.len());
+        row.get(start..end.min(row.len()))
+            .unwrap_or("")
+            .trim()
+            .to_string()
+    };
+    assert_eq!(at("USAGES"), r#"{"VCPU":8}"#, "{providers}");
+    assert_eq!(
+        (at("VCPU"), at("RAM"), at("DISK")),
+        ("16".into(), "8192".into(), String::new()),
+        "{providers}"
+    );
+    let flavors = cp
+        .kubectl(&["get", "flavor", "e2e.obs", "-o", "wide"])
+        .ok()
+        .to_string();
+    assert!(
+        flavors.lines().next().unwrap().contains("HEADROOM")
+            && flavors.lines().next().unwrap().contains("STOPPED BY"),
+        "{flavors}"
+    );
+    assert!(
+        flavors.contains(" 5 ") && flavors.contains("VCPU"),
+        "{flavors}"
+    );
+
     let exposed = monitoring::exposed_families(&text);
     let queried = monitoring::queried_families(&monitoring::rendered(monitoring::ALL_ON));
     let missing: Vec<_> = queried
