@@ -280,6 +280,48 @@ fn every_metric_the_charts_alerts_and_dashboard_read_is_on_a_real_operators_metr
         "{flavors}"
     );
 
+    // `kubeplace top` over the cluster: the statuses the operator wrote.
+    let top = std::process::Command::new(env!("CARGO_BIN_EXE_kubeplace"))
+        .args(["top", "--kubeconfig", cp.kubeconfig.to_str().unwrap()])
+        .args(["-o", "json", "-n", "0", "--class", "VCPU"])
+        .output()
+        .unwrap();
+    assert!(
+        top.status.success(),
+        "{}",
+        String::from_utf8_lossy(&top.stderr)
+    );
+    let top: serde_json::Value = serde_json::from_slice(&top.stdout).unwrap();
+    let host = top["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["name"] == HOST)
+        .unwrap_or_else(|| panic!("{top:#}"));
+    assert_eq!(
+        (
+            &host["classes"]["VCPU"]["used"],
+            &host["classes"]["VCPU"]["capacity"]
+        ),
+        (&json!(8), &json!(28)),
+        "{top:#}"
+    );
+    let flavor = top["flavors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "e2e.obs")
+        .unwrap_or_else(|| panic!("{top:#}"));
+    assert_eq!(flavor["headroom"], 5, "{top:#}");
+    assert!(
+        top["projects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["namespace"] == NS && p["limit"] == "class:VCPU" && p["used"] == 8),
+        "{top:#}"
+    );
+
     let exposed = monitoring::exposed_families(&text);
     let queried = monitoring::queried_families(&monitoring::rendered(monitoring::ALL_ON));
     let missing: Vec<_> = queried
