@@ -399,6 +399,39 @@ mod tests {
     }
 
     #[test]
+    fn capacity_only_while_leading_in_one_exposition() {
+        let mut store = kubeplace_policy::store::Store::default();
+        let cn1 = "apiVersion: kubeplace.io/v1alpha1
+kind: ResourceProvider
+metadata: {name: cn1}
+spec: {inventories: {VCPU: {total: 8}}}
+";
+        for doc in kubeplace_api::manifest::parse_stream("t.yaml", cn1).unwrap() {
+            store.apply(doc.object().unwrap().unwrap());
+        }
+        let m = Metrics::new();
+        m.report_capacity(
+            Arc::new(std::sync::RwLock::new(store)),
+            CapacitySettings::default(),
+        );
+        let series = r#"openstack_placement_resource_total{hostname="cn1",resourcetype="VCPU"} 8"#;
+        // A follower holds the same figures: one copy, the leader's, keeps sum() right.
+        assert!(!m.encode().contains("openstack_placement_resource"));
+        m.leader.set(1);
+        let text = m.encode();
+        assert!(text.contains(series), "{text}");
+        // Each family once, and one `# EOF` at the end, whatever registry wrote it.
+        let mut families = std::collections::BTreeSet::new();
+        for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {
+            assert!(families.insert(line.to_string()), "{line} twice:\n{text}");
+        }
+        assert_eq!(text.matches("# EOF").count(), 1, "{text}");
+        assert!(text.trim_end().ends_with("# EOF"));
+        m.leader.set(0);
+        assert!(!m.encode().contains("openstack_placement_resource"));
+    }
+
+    #[test]
     fn build_watch_errors_and_the_process() {
         let m = Metrics::new();
         m.watch_error(Kind::Flavor);
