@@ -151,6 +151,33 @@ fn bad_input_is_refused_with_what_would_be_accepted() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let out = top(&["-f", CLOUD, "-n", "-1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("\"-1\" is not a number of rows; give a whole number, 0 (every row) or more"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // An object kubectl would refuse is left out, named with why.
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: kubeplace.io/v1alpha1\nkind: ResourceProvider\nmetadata: {name: cn9}\nspec: {inventories: {VCPU: {total: -4}}}\n",
+    )
+    .unwrap();
+    let out = top(&["hosts", "-f", bad.to_str().unwrap(), "-o", "json"]);
+    assert_eq!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("ResourceProvider cn9")
+            && err.contains("rejected and left out")
+            && err.contains("total"),
+        "{err}"
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["hosts"], serde_json::json!([]));
     let out = top(&["everything", "-f", CLOUD]);
     assert_eq!(out.status.code(), Some(2));
     assert!(

@@ -42,12 +42,21 @@ pub struct TopArgs {
     #[arg(long)]
     pub providers: bool,
     /// Rows per section at most; 0 shows every one.
-    #[arg(short = 'n', long, value_name = "N", default_value_t = 10)]
+    #[arg(short = 'n', long, value_name = "N", default_value_t = 10,
+          allow_hyphen_values = true, value_parser = rows)]
     pub limit: usize,
     #[command(flatten)]
     pub headroom: HeadroomCap,
     #[command(flatten)]
     pub cluster: ClusterFlags,
+}
+
+/// A count of rows. A negative one reaches this parser (rather than being taken for a flag)
+/// so that the refusal says what is accepted.
+fn rows(value: &str) -> Result<usize, String> {
+    value.parse().map_err(|_| {
+        format!("{value:?} is not a number of rows; give a whole number, 0 (every row) or more")
+    })
 }
 
 /// The sections `kubeplace top` shows.
@@ -226,11 +235,12 @@ fn from_files(args: &TopArgs, stdin: &mut dyn Read, err: &mut dyn Write) -> Resu
     read_paths_each(&args.files, stdin, &mut |document| applier.apply(document))
         .map_err(|e| e.to_string())?;
     let (report, store) = applier.finish();
-    if report.summary.rejected > 0 {
+    // As kubectl would refuse them: left out, each named with why.
+    for item in report.items.iter().filter(|i| !i.admission.allowed) {
         let _ = writeln!(
             err,
-            "kubeplace top: {} object(s) rejected and left out (kubeplace apply says why)",
-            report.summary.rejected
+            "kubeplace top: {} {} ({}) rejected and left out: {}",
+            item.kind, item.name, item.source, item.admission.message
         );
     }
     Ok(store)
