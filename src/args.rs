@@ -36,7 +36,7 @@ pub struct CapacityArgs {
     /// Which hosts' capacity /metrics reports under openstack-exporter's names
     /// (`openstack_placement_resource_*` by hostname and resourcetype): `hosts`, one set per
     /// tree root with its tree summed; `providers`, one per provider as openstack-exporter
-    /// reports Placement; `off`, per zone only (docs/observability.md).
+    /// reports Placement; `off`, none: zones, Flavors and quotas only (docs/observability.md).
     #[arg(long, value_enum, value_name = "PER", default_value_t = CapacityMetrics::Hosts)]
     pub capacity_metrics: CapacityMetrics,
     /// Hosts (or providers) whose capacity is reported at most, the first by name; the rest
