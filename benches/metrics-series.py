@@ -5,7 +5,8 @@ Writes the cloud of benches/placement-vs-real.py (and benches/cluster/: compute 
 two NUMA cells and one or two SR-IOV functions, ten sharing DISK_GB pools; 10,000 trees are
 45,010 providers) as manifests, serves it with `kubeplace placement serve --metrics-addr`
 under each `--capacity-metrics` setting (the same capacity code the operator's leader
-reports with), scrapes /metrics and prints the series, the bytes and the scrape's time.
+reports with), scrapes /metrics and prints the series, the bytes, the scrape's time and the
+server's peak resident memory before and after scraping (VmHWM).
 
     cargo build --release
     python3 benches/metrics-series.py --trees 10000
@@ -42,6 +43,14 @@ def free_port():
         return s.getsockname()[1]
 
 
+def peak_mib(pid):
+    """The process's peak resident memory so far (VmHWM), in MiB."""
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def families(text):
     """Series per metric family (a histogram's or counter's suffixes folded in)."""
     out = {}
@@ -70,7 +79,7 @@ def main():
             path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
             manifests += ["-f", str(path)]
         print(f"{args.trees} trees; {args.kubeplace}")
-        print(f"{'setting':36} {'series':>9} {'capacity':>9} {'bytes':>11} {'scrape ms':>10}")
+        print(f"{'setting':36} {'series':>9} {'capacity':>9} {'bytes':>11} {'scrape ms':>10} {'peak MiB before/after':>22}")
         for name, flags in SETTINGS:
             port = free_port()
             server = subprocess.Popen(
@@ -83,10 +92,12 @@ def main():
                 if "listening on" not in line:
                     sys.exit(f"kubeplace placement serve said {line!r}")
                 url = f"http://127.0.0.1:{port}/metrics"
+                before = peak_mib(server.pid)
                 urllib.request.urlopen(url).read()  # the first scrape warms nothing up; timed below
                 started = time.monotonic()
                 text = urllib.request.urlopen(url).read().decode()
                 took = (time.monotonic() - started) * 1000
+                after = peak_mib(server.pid)
             finally:
                 server.terminate()
                 server.wait()
@@ -95,7 +106,7 @@ def main():
             capacity = sum(n for f, n in fams.items()
                            if f.startswith("openstack_placement_") or f.startswith("kubeplace_zone_")
                            or f.startswith("kubeplace_capacity_"))
-            print(f"{name:36} {total:>9,} {capacity:>9,} {len(text):>11,} {took:>10.0f}")
+            print(f"{name:36} {total:>9,} {capacity:>9,} {len(text):>11,} {took:>10.0f} {before:>10.0f} / {after:<9.0f}")
 
 
 if __name__ == "__main__":
