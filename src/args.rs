@@ -2,11 +2,13 @@
 //! (`kubeplace apply`, `placement headroom`, `run`), how many servers a Flavor's
 //! headroom counts (`apply`, `run`), and how much search work the Placement API takes on
 //! (`placement serve`, `run`); Keystone's `[keystone_authtoken]` section (`placement
-//! serve`, `run`, `placement import`, `export`).
+//! serve`, `run`, `placement import`, `export`); which capacity `/metrics` reports
+//! (`placement serve`, `run`).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::metrics::{CapacityMetrics, CapacitySettings, DEFAULT_MAX_HOSTS};
 use crate::placement_api::SearchLimits;
 
 use kubeplace_core::placement::weighers::Weighers;
@@ -25,6 +27,32 @@ pub struct Weighing {
         default_value = "spread=1"
     )]
     pub weighers: Weighers,
+}
+
+/// `--capacity-metrics`, `--capacity-metrics-max-hosts`: which hosts' capacity `/metrics`
+/// reports under openstack-exporter's names, and how many at most.
+#[derive(clap::Args, Debug, Clone)]
+pub struct CapacityArgs {
+    /// Which hosts' capacity /metrics reports under openstack-exporter's names
+    /// (`openstack_placement_resource_*` by hostname and resourcetype): `hosts`, one set per
+    /// tree root with its tree summed; `providers`, one per provider as openstack-exporter
+    /// reports Placement; `off`, none: zones, Flavors and quotas only (docs/observability.md).
+    #[arg(long, value_enum, value_name = "PER", default_value_t = CapacityMetrics::Hosts)]
+    pub capacity_metrics: CapacityMetrics,
+    /// Hosts (or providers) whose capacity is reported at most, the first by name; the rest
+    /// are counted in kubeplace_capacity_hosts_omitted. About four series per class each.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_HOSTS)]
+    pub capacity_metrics_max_hosts: usize,
+}
+
+impl CapacityArgs {
+    /// How capacity is reported on /metrics.
+    pub fn settings(&self) -> CapacitySettings {
+        CapacitySettings {
+            per: self.capacity_metrics,
+            max_hosts: self.capacity_metrics_max_hosts,
+        }
+    }
 }
 
 /// `--keystone-authtoken`: a Keystone and kubeplace's service user in it.

@@ -7,7 +7,7 @@ use clap::{Parser, Subcommand};
 use super::output::Output;
 use super::{
     apply, extra_specs, placement, placement_export, placement_import, placement_serve, probe,
-    provider_config,
+    provider_config, top,
 };
 use crate::args::{HeadroomCap, MirrorTraits, Weighing};
 
@@ -77,6 +77,10 @@ pub enum Command {
     /// GET each URL and say whether it answered 2xx (exit 0) or not (exit 1): the chart's
     /// `helm test` runs it against the release's Services.
     Probe(probe::ProbeArgs),
+    /// The cloud at a glance: hosts ranked by the share of a class they use, Flavors by how
+    /// many more servers of them fit, projects by their quotas' use; from the cluster or
+    /// from manifest files (`-f`), as a table with bars, JSON or YAML.
+    Top(Box<top::TopArgs>),
     /// Print a shell completion script: `source <(kubeplace completion bash)`, or write it
     /// where the shell loads completions from (bash, zsh, fish, elvish, powershell).
     Completion {

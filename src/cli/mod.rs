@@ -16,6 +16,7 @@ mod placement_snapshot;
 pub mod probe;
 pub mod provider_config;
 pub mod run;
+pub mod top;
 
 use std::io::{Read, Write};
 use std::process::ExitCode;
@@ -85,6 +86,7 @@ fn command(command: Command, process: Process) -> Exit {
             run::main(*flags)
         }
         Command::Probe(args) => probe::main(&args),
+        Command::Top(args) => with_stdio(|i, o, e| top::main(&args, i, o, e)),
         Command::Completion { shell } => with_stdio(|_, o, _| {
             completion::write(shell, o);
             Exit::Ok

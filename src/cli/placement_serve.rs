@@ -4,7 +4,7 @@ use super::exit::Exit;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use crate::args::{KeystoneArgs, Searching};
+use crate::args::{CapacityArgs, KeystoneArgs, Searching};
 use crate::operator::standalone::{self, Callers, Standalone, StandaloneError};
 
 /// Arguments of `kubeplace placement serve`.
@@ -32,6 +32,13 @@ pub struct ServeArgs {
     pub test_roles_from_headers: bool,
     #[command(flatten)]
     pub searching: Searching,
+    /// Also serve Prometheus metrics (`/metrics`, with `/healthz` and `/readyz`) on this
+    /// address, plain HTTP: the API's requests, searches and Keystone checks, and the
+    /// served cloud's capacity (docs/observability.md).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics_addr: Option<SocketAddr>,
+    #[command(flatten)]
+    pub capacity: CapacityArgs,
 }
 
 /// The token Placement's noauth2 takes, and so every Placement client's example config.
@@ -118,6 +125,8 @@ pub fn main(args: &ServeArgs) -> Exit {
         callers,
         searches: args.searching.limits(),
         listen: args.listen,
+        metrics: args.metrics_addr,
+        capacity: args.capacity.settings(),
     });
     match served {
         Ok(()) => Exit::Ok,

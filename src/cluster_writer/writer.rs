@@ -23,6 +23,7 @@ use kubeplace_policy::admission::Refusal;
 use kubeplace_policy::store::ObjectKey;
 
 use super::error::{WriteError, Written};
+use crate::metrics::{WriteMetrics, WriteOutcome};
 use kubeplace_policy::placement_records::{RegistryChange, apply_registry_changes};
 
 /// How many times saving the registries is tried while other replicas save theirs.
@@ -41,6 +42,8 @@ pub struct Cluster {
     namespace: String,
     /// Who records writes of several objects (the replica's identity).
     pub(crate) writer: String,
+    /// Each commit's outcome.
+    counted: WriteMetrics,
 }
 
 /// What a commit made.
@@ -61,7 +64,14 @@ impl Cluster {
             runtime,
             namespace,
             writer: "kubeplace".to_string(),
+            counted: WriteMetrics::default(),
         }
+    }
+
+    /// Counts each commit's outcome into `metrics` (the operator's, registered).
+    pub fn counting_in(mut self, metrics: WriteMetrics) -> Cluster {
+        self.counted = metrics;
+        self
     }
 
     /// Records writes of several objects as written by `identity`.
@@ -78,6 +88,23 @@ impl Cluster {
     /// server; several as one recorded write (`Cluster::commit_whole`), all or nothing.
     /// The objects as written.
     pub(crate) fn commit(
+        &self,
+        changes: &[(ObjectKey, Option<Object>, Option<Object>)],
+    ) -> Result<Committed, WriteError> {
+        let committed = self.commit_uncounted(changes);
+        if !changes.is_empty() {
+            self.counted.count(match &committed {
+                Ok(_) => WriteOutcome::Written,
+                Err(WriteError::Refused { refusal, .. }) => WriteOutcome::Refused(*refusal),
+                Err(WriteError::KeptChanging(_)) => WriteOutcome::KeptChanging,
+                Err(WriteError::Unavailable(_)) => WriteOutcome::Unavailable,
+                Err(WriteError::Internal) => WriteOutcome::Internal,
+            });
+        }
+        committed
+    }
+
+    fn commit_uncounted(
         &self,
         changes: &[(ObjectKey, Option<Object>, Option<Object>)],
     ) -> Result<Committed, WriteError> {

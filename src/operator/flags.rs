@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{ArgAction, ValueEnum};
 
-use crate::args::{HeadroomCap, KeystoneArgs, MirrorTraits, Searching, Weighing};
+use crate::args::{CapacityArgs, HeadroomCap, KeystoneArgs, MirrorTraits, Searching, Weighing};
 
 /// Every flag of `kubeplace run`.
 #[derive(clap::Args, Debug, Clone)]
@@ -253,6 +253,8 @@ pub struct ServingFlags {
     /// replica, so rollouts refuse no request. A second signal, or Ctrl-C, stops at once.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     pub drain_seconds: u64,
+    #[command(flatten)]
+    pub capacity: CapacityArgs,
 }
 
 /// Log formats.

@@ -118,6 +118,9 @@ pub async fn run(flags: Flags) -> Result<(), Error> {
         placement: Soundness::new(),
         claims: crate::webhook::claims_ledger(),
     };
+    shared
+        .metrics
+        .report_capacity(shared.store.clone(), flags.serving.capacity.settings());
     let serving = CancellationToken::new();
     let (not_ready, not_ready_rx) = watch::channel(false);
     let stopping = Stopping {
@@ -137,6 +140,9 @@ pub async fn run(flags: Flags) -> Result<(), Error> {
         stopping.serving.clone(),
     )
     .await?;
+    shared
+        .metrics
+        .report_certificate(certificate.resolver.clone());
     // Servers first, so the webhook answers as soon as it is registered.
     let listeners = Listeners::bind(&flags).await?;
     let webhook_port = listeners.webhook_port;
@@ -419,6 +425,7 @@ fn serve_placement(
         keystone: flags.placement.keystone.config().ok().flatten(),
         identity: shared.identity.clone(),
         claims: shared.claims.clone(),
+        metrics: shared.metrics.placement.clone(),
     };
     tokio::spawn(api.serve((listener, tls), stopping.lifecycle.clone()))
 }

@@ -20,6 +20,7 @@ use crate::cache::SharedStore;
 use crate::cluster_writer::{Cluster, REGISTRY_CONFIGMAP};
 use crate::controllers::trigger::Trigger;
 use crate::keystone::config::KeystoneConfig;
+use crate::metrics::PlacementMetrics;
 use crate::placement_api::{
     self, Auth, KeystoneAuth, KubernetesAuth, PlacementApi, SearchLimits, Soundness,
 };
@@ -55,6 +56,8 @@ pub(crate) struct PlacementOverCluster {
     pub identity: String,
     /// The webhook's claims ledger, beside which the API decides its claims.
     pub claims: Arc<std::sync::Mutex<kubeplace_policy::claims::Ledger>>,
+    /// Where it counts its requests, Keystone's validations and its writes.
+    pub metrics: PlacementMetrics,
 }
 
 impl PlacementOverCluster {
@@ -99,7 +102,8 @@ impl PlacementOverCluster {
         let runtime = tokio::runtime::Handle::current();
         let registry: Api<ConfigMap> = Api::namespaced(client.clone(), &self.namespace);
         let cluster = Cluster::new(client.clone(), runtime.clone(), self.namespace)
-            .writing_as(&self.identity);
+            .writing_as(&self.identity)
+            .counting_in(self.metrics.cluster.clone());
         if tls.is_none() {
             warn!(
                 "the Placement API serves plain HTTP (no --placement-tls): callers' tokens travel in clear text"
@@ -114,7 +118,11 @@ impl PlacementOverCluster {
             ),
         }
         let kubernetes = KubernetesAuth::new(client, runtime.clone(), self.audience);
-        let auth = match self.keystone.map(|c| KeystoneAuth::new(c, runtime)) {
+        let keystone_metrics = self.metrics.keystone.clone();
+        let auth = match self
+            .keystone
+            .map(|c| KeystoneAuth::new(c, runtime).map(|k| k.counting_in(keystone_metrics)))
+        {
             None => Auth::Kubernetes(kubernetes),
             Some(Ok(keystone)) => {
                 info!(
@@ -141,6 +149,7 @@ impl PlacementOverCluster {
                 .limiting_searches(self.searches)
                 .reporting_to(self.soundness)
                 .deciding_beside(self.claims)
+                .measured_by(self.metrics)
                 .on_commit(move |reach| trigger.reach(reach)),
         );
         refresh(api.clone()).await;

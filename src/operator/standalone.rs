@@ -8,7 +8,10 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::controllers::watch::Synced;
+use crate::health::{self, Health};
 use crate::keystone::config::KeystoneConfig;
+use crate::metrics::{CapacitySettings, Metrics};
 use crate::placement_api::{self, Auth, KeystoneAuth, PlacementApi, SearchLimits};
 use crate::serving::http::Lifecycle;
 use kubeplace_policy::store::Store;
@@ -29,6 +32,10 @@ pub struct Standalone {
     pub callers: Callers,
     pub searches: SearchLimits,
     pub listen: SocketAddr,
+    /// Where `/metrics` is served, if anywhere.
+    pub metrics: Option<SocketAddr>,
+    /// Which capacity it reports.
+    pub capacity: CapacitySettings,
 }
 
 /// Why it stopped before serving.
@@ -50,13 +57,19 @@ pub fn serve(standalone: Standalone) -> Result<(), StandaloneError> {
         .build()
         .map_err(|e| StandaloneError::Failed(format!("cannot start the runtime: {e}")))?;
     let providers = standalone.store.index().len();
-    let mut api =
-        PlacementApi::new(standalone.store, String::new()).limiting_searches(standalone.searches);
+    let metrics = Arc::new(Metrics::new());
+    let mut api = PlacementApi::new(standalone.store, String::new())
+        .limiting_searches(standalone.searches)
+        .measured_by(metrics.placement.clone());
+    // The one decider of its own store: it reports the capacity it serves.
+    metrics.leader.set(1);
+    metrics.report_capacity(api.store.clone(), standalone.capacity);
     api = match standalone.callers {
         Callers::Token(token) => api.authenticating_with(Auth::Token(token)),
         Callers::Keystone(config) => {
             let keystone = KeystoneAuth::new(*config, runtime.handle().clone())
-                .map_err(StandaloneError::Settings)?;
+                .map_err(StandaloneError::Settings)?
+                .counting_in(metrics.placement.keystone.clone());
             tracing::info!(
                 cache_seconds = keystone.cache_time().as_secs(),
                 ignored = %keystone.ignored_keys().join(","),
@@ -75,14 +88,38 @@ pub fn serve(standalone: Standalone) -> Result<(), StandaloneError> {
         let (listener, bound) = placement_api::bind(listen)
             .await
             .map_err(|e| StandaloneError::Failed(format!("cannot listen on {listen}: {e}")))?;
+        let cancel = CancellationToken::new();
+        // Its metrics are named before the API's address, which scripts read last on the line.
+        let mut metrics_at = String::new();
+        let mut health = None;
+        if let Some(addr) = standalone.metrics {
+            let (metrics_listener, metrics_bound) = placement_api::bind(addr).await.map_err(|e| {
+                StandaloneError::Failed(format!("cannot listen on {addr} for metrics: {e}"))
+            })?;
+            metrics_at = format!("metrics on http://{metrics_bound}/metrics; ");
+            let (synced, ready) = Synced::new(0);
+            let (_, stopping) = tokio::sync::watch::channel(false);
+            let state = Health {
+                metrics,
+                ready,
+                synced,
+                stopping,
+                placement: api.soundness(),
+            };
+            health = Some(tokio::spawn(crate::serving::http::serve(
+                metrics_listener,
+                None,
+                move |req| health::handle(state.clone(), req),
+                Lifecycle::stop_at(cancel.clone()),
+            )));
+        }
         let mut out = std::io::stdout().lock();
         let _ = writeln!(
             out,
-            "kubeplace placement serve: {providers} providers; listening on http://{bound}"
+            "kubeplace placement serve: {providers} providers; {metrics_at}listening on http://{bound}"
         );
         let _ = out.flush();
         drop(out);
-        let cancel = CancellationToken::new();
         let server = tokio::spawn(placement_api::serve(
             api,
             listener,
@@ -92,6 +129,9 @@ pub fn serve(standalone: Standalone) -> Result<(), StandaloneError> {
         let _ = super::shutdown::signal().await;
         cancel.cancel();
         let _ = server.await;
+        if let Some(health) = health {
+            let _ = health.await;
+        }
         Ok(())
     })
 }

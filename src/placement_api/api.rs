@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use crate::cache::SharedStore;
 use crate::cluster_writer::Cluster;
 use crate::cluster_writer::in_flight;
+use crate::metrics::PlacementMetrics;
 use crate::placement_api::auth::Auth;
 use crate::placement_api::request::intake;
 use crate::placement_api::request::searches::{SearchLimits, Searches};
@@ -83,6 +84,8 @@ pub struct PlacementApi {
     pub(crate) ledger: Option<Arc<Mutex<Ledger>>>,
     /// Whole answers kept for the index they were made from.
     pub(crate) answers: Arc<kept_answers::Answers>,
+    /// What its serving layer counts: requests, latency, searches refused and queued.
+    pub(crate) metrics: Arc<PlacementMetrics>,
 }
 
 impl PlacementApi {
@@ -107,6 +110,7 @@ impl PlacementApi {
             committed: None,
             ledger: None,
             answers: Arc::new(kept_answers::Answers::new()),
+            metrics: Arc::default(),
         }
     }
 
@@ -135,6 +139,7 @@ impl PlacementApi {
             committed: None,
             ledger: None,
             answers: Arc::new(kept_answers::Answers::new()),
+            metrics: Arc::default(),
         }
     }
 
@@ -165,6 +170,12 @@ impl PlacementApi {
     /// Decides the API's claims beside `ledger`, the admission webhook's on this replica.
     pub fn deciding_beside(mut self, ledger: Arc<Mutex<Ledger>>) -> PlacementApi {
         self.ledger = Some(ledger);
+        self
+    }
+
+    /// Counts its requests and searches into `metrics` (the operator's, registered).
+    pub fn measured_by(mut self, metrics: PlacementMetrics) -> PlacementApi {
+        self.metrics = Arc::new(metrics);
         self
     }
 
@@ -268,7 +279,16 @@ impl PlacementApi {
     ) -> Result<T, ApiError> {
         let Some(cluster) = &self.cluster else {
             let _serial = self.writes.lock().unwrap_or_else(PoisonError::into_inner);
-            return self.decide(&f).map(|(value, _)| value);
+            // Alone, the API decides every claim itself.
+            return match self.decide(&f) {
+                Ok((value, journal)) => {
+                    if let Some(kind) = claimed(&journal) {
+                        self.metrics.claims.claim(kind, None);
+                    }
+                    Ok(value)
+                }
+                Err(e) => Err(self.counted_refusal(e)),
+            };
         };
         let waiting_since = std::time::Instant::now();
         let (value, journal, _ticket) = loop {
@@ -284,7 +304,9 @@ impl PlacementApi {
                     }
                     continue;
                 }
-                Err(e) => return Err(e),
+                // Refused here, the claim never reaches the webhook: counted here. One
+                // allowed is counted where the webhook decides it.
+                Err(e) => return Err(self.counted_refusal(e)),
             };
             match self.in_flight.enter(journal.footprint()) {
                 Ok(ticket) => break (value, journal, ticket),
@@ -356,6 +378,14 @@ impl PlacementApi {
                 panic::resume_unwind(panic);
             }
         }
+    }
+
+    /// Counts a claim refused before it was written, then gives the error back.
+    fn counted_refusal(&self, e: ApiError) -> ApiError {
+        if let Some(refusal) = e.refused_claim {
+            self.metrics.claims.claim("Allocation", Some(refusal));
+        }
+        e
     }
 
     /// Asks for the statuses a write reached to be reconciled (over a cluster).
@@ -548,3 +578,13 @@ fn put_unless_older(store: &mut Store, object: kubeplace_api::Object) {
 const HELD_WAIT: std::time::Duration = std::time::Duration::from_secs(8);
 /// How often it looks.
 const HELD_POLL: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// The kind of claim a decided write made, if it made one: an Allocation made or replaced
+/// (one deleted claims nothing).
+fn claimed(journal: &Journal) -> Option<&'static str> {
+    journal
+        .changes
+        .iter()
+        .any(|(key, _, after)| key.kind == kubeplace_api::Kind::Allocation && after.is_some())
+        .then_some("Allocation")
+}

@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::Bytes;
 use http::{HeaderMap, Request};
@@ -16,9 +17,32 @@ use crate::placement_api::api::PlacementApi;
 use crate::placement_api::caller::Caller;
 use crate::placement_api::request::call::Call;
 use crate::placement_api::request::ctx::Ctx;
+use crate::placement_api::request::routes::Route;
 use crate::placement_api::request::searches::{self, StopOnDrop};
 use crate::placement_api::request::wire::{self, ApiError, Reply};
 use crate::placement_api::request::{in_place, intake, version};
+
+/// Answers a request and counts it: by its route's template, method, status and the
+/// microversion answered, and its time until the answer's headers are ready.
+async fn measured(api: Arc<PlacementApi>, request: Request<Incoming>) -> Reply {
+    let started = Instant::now();
+    let method = request.method().clone();
+    let route = Route::of(request.uri().path()).map_or("unknown", |r| r.template());
+    let metrics = api.metrics.clone();
+    let reply = handle(api, request).await;
+    let microversion = reply
+        .headers()
+        .get("openstack-api-version")
+        .and_then(|v| v.to_str().ok());
+    metrics.request(
+        route,
+        &method,
+        reply.status().as_u16(),
+        microversion,
+        started.elapsed(),
+    );
+    reply
+}
 
 /// Checks the caller from the headers, then reads the body and answers.
 async fn handle(api: Arc<PlacementApi>, request: Request<Incoming>) -> Reply {
@@ -65,8 +89,16 @@ async fn handle(api: Arc<PlacementApi>, request: Request<Incoming>) -> Reply {
         };
     let turn = if searches::is_search(&call.method, &call.path) {
         match api.searches.turn().await {
-            Ok(turn) => Some(turn),
-            Err(e) => return early_error(&call.headers, request_id, e),
+            Ok(turn) => {
+                if turn.queued {
+                    api.metrics.searches_queued.inc();
+                }
+                Some(turn)
+            }
+            Err(e) => {
+                api.metrics.searches_refused.inc();
+                return early_error(&call.headers, request_id, e);
+            }
         }
     } else {
         None
@@ -137,7 +169,7 @@ pub async fn serve(
     tls: Option<TlsAcceptor>,
     lifecycle: crate::serving::http::Lifecycle,
 ) {
-    let handler = move |request: Request<Incoming>| handle(api.clone(), request);
+    let handler = move |request: Request<Incoming>| measured(api.clone(), request);
     crate::serving::http::serve(listener, tls, handler, lifecycle).await;
 }
 

@@ -77,6 +77,11 @@ impl Webhook {
             Some((_, verdict)) => Some(verdict),
             None => None,
         };
+        if let Some(v) = &verdict
+            && !request.dry_run
+        {
+            self.metrics.claim(KIND, (!v.allowed).then_some(v.refusal));
+        }
         match verdict {
             Some(v) if !v.allowed => answer(
                 "denied",

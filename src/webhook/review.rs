@@ -260,6 +260,10 @@ impl Webhook {
         if verdict.allowed && !request.dry_run {
             verdict = self.recorded(&object, verdict).await;
         }
+        if matches!(kind, Kind::Allocation | Kind::PlacementWrite) && !request.dry_run {
+            self.metrics
+                .claim(&label, (!verdict.allowed).then_some(verdict.refusal));
+        }
         let mut answer = if verdict.allowed {
             Answer {
                 kind: label,
@@ -294,10 +298,14 @@ impl Webhook {
         response: &AdmissionResponse,
     ) -> Option<Answer> {
         let route = self.claims_route.as_ref()?;
-        let deny = |message: String| Answer {
-            kind: label.to_string(),
-            verdict: "denied",
-            response: denied(response.clone(), Refusal::Unavailable, message),
+        // Refused here for want of a replica that decides: counted as this replica's.
+        let deny = |message: String| {
+            self.metrics.claim(label, Some(Refusal::Unavailable));
+            Answer {
+                kind: label.to_string(),
+                verdict: "denied",
+                response: denied(response.clone(), Refusal::Unavailable, message),
+            }
         };
         let started = tokio::time::Instant::now();
         let deadline = started + claims_route::WAIT_FOR_DECIDER;

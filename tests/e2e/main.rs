@@ -23,6 +23,7 @@ mod keystone;
 mod mirror;
 mod node;
 mod nova;
+mod observability;
 mod placement_api;
 mod placement_crashes;
 mod placement_import;

@@ -49,6 +49,13 @@ use super::Condition;
         description = "Servers of this flavor that still fit (at least, when capped)"
     ),
     printcolumn(
+        name = "Stopped By",
+        type_ = "string",
+        json_path = ".status.headroom.stoppedBy",
+        description = "Why one more server of this flavor would not fit",
+        priority = 1
+    ),
+    printcolumn(
         name = "Valid",
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Valid\")].status",

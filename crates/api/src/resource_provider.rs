@@ -38,6 +38,33 @@ use super::{Condition, SortedMap};
         priority = 1
     ),
     printcolumn(
+        name = "Usages",
+        type_ = "string",
+        json_path = ".status.usages",
+        description = "Amount in use per resource class"
+    ),
+    printcolumn(
+        name = "VCPU",
+        type_ = "integer",
+        json_path = ".status.effectiveInventories.VCPU.total",
+        description = "VCPU inventory total (after provider configs)",
+        priority = 1
+    ),
+    printcolumn(
+        name = "RAM",
+        type_ = "integer",
+        json_path = ".status.effectiveInventories.MEMORY_MB.total",
+        description = "MEMORY_MB inventory total in MiB (after provider configs)",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Disk",
+        type_ = "integer",
+        json_path = ".status.effectiveInventories.DISK_GB.total",
+        description = "DISK_GB inventory total in GiB (after provider configs)",
+        priority = 1
+    ),
+    printcolumn(
         name = "Ready",
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Ready\")].status",

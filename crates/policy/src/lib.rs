@@ -8,6 +8,7 @@
 #![deny(rust_2018_idioms)]
 
 pub mod admission;
+pub mod capacity;
 pub mod claims;
 pub mod mirror;
 pub mod namespaces;

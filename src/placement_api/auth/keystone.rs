@@ -18,6 +18,7 @@ use super::token_cache::{self, Known, Tokens};
 use crate::keystone::config::KeystoneConfig;
 use crate::keystone::service::{self, ServiceUser};
 use crate::keystone::time::instant_of;
+use crate::metrics::KeystoneMetrics;
 use crate::placement_api::caller::Credentials;
 
 /// Why a token was not taken.
@@ -44,6 +45,8 @@ pub struct KeystoneAuth {
     asking: std::sync::Mutex<HashMap<TokenDigest, Arc<OnceCell<Validation>>>>,
     /// `Keystone uri="…"`, the `WWW-Authenticate` of a 401.
     challenge: String,
+    /// Validations by outcome, and answers from the cache.
+    counted: KeystoneMetrics,
 }
 
 impl KeystoneAuth {
@@ -59,7 +62,14 @@ impl KeystoneAuth {
             service: ServiceUser::new(config)?,
             runtime,
             challenge,
+            counted: KeystoneMetrics::default(),
         })
+    }
+
+    /// Counts validations and cache hits into `metrics` (the operator's, registered).
+    pub fn counting_in(mut self, metrics: KeystoneMetrics) -> KeystoneAuth {
+        self.counted = metrics;
+        self
     }
 
     /// The `WWW-Authenticate` value of a 401.
@@ -92,8 +102,14 @@ impl KeystoneAuth {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .recall(&key, Instant::now());
         match recalled {
-            Some(Known::Valid(creds)) => return Ok(creds),
-            Some(Known::Refused(why)) => return Err(Refused::Invalid(why)),
+            Some(Known::Valid(creds)) => {
+                self.counted.cache_hits.inc();
+                return Ok(creds);
+            }
+            Some(Known::Refused(why)) => {
+                self.counted.cache_hits.inc();
+                return Err(Refused::Invalid(why));
+            }
             None => {}
         }
         let asking = self
@@ -139,10 +155,16 @@ impl KeystoneAuth {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         match &answer {
-            Ok((creds, expires)) => tokens.keep_valid(key, creds.clone(), *expires, now),
-            Err(Refused::Invalid(why)) => tokens.keep_refused(key, why.clone(), now),
+            Ok((creds, expires)) => {
+                self.counted.validated("valid");
+                tokens.keep_valid(key, creds.clone(), *expires, now)
+            }
+            Err(Refused::Invalid(why)) => {
+                self.counted.validated("invalid");
+                tokens.keep_refused(key, why.clone(), now)
+            }
             // Not kept: the next request asks again.
-            Err(Refused::Unavailable(_)) => {}
+            Err(Refused::Unavailable(_)) => self.counted.validated("unavailable"),
         }
         answer
     }

@@ -71,6 +71,34 @@ impl<'p> Route<'p> {
         })
     }
 
+    /// The route's path template, as the metrics label requests with it.
+    pub(crate) fn template(&self) -> &'static str {
+        use Route as R;
+        match self {
+            R::Root => "/",
+            R::Providers => "/resource_providers",
+            R::Provider(_) => "/resource_providers/{uuid}",
+            R::Inventories(_) => "/resource_providers/{uuid}/inventories",
+            R::Inventory(..) => "/resource_providers/{uuid}/inventories/{resource_class}",
+            R::ProviderTraits(_) => "/resource_providers/{uuid}/traits",
+            R::ProviderAggregates(_) => "/resource_providers/{uuid}/aggregates",
+            R::ProviderUsages(_) => "/resource_providers/{uuid}/usages",
+            R::ProviderAllocations(_) => "/resource_providers/{uuid}/allocations",
+            R::Traits => "/traits",
+            R::Trait(_) => "/traits/{name}",
+            R::Classes => "/resource_classes",
+            R::Class(_) => "/resource_classes/{name}",
+            R::Consumer(_) => "/allocations/{consumer_uuid}",
+            R::Explain => "/kubeplace/explain",
+            R::Headroom => "/kubeplace/headroom",
+            R::Quotas => "/kubeplace/quotas",
+            R::Candidates => "/allocation_candidates",
+            R::Allocations => "/allocations",
+            R::Usages => "/usages",
+            R::Reshaper => "/reshaper",
+        }
+    }
+
     /// Whether a request of `method` here is a search, bounded by the API's search limits.
     pub(crate) fn is_search(&self, method: &Method) -> bool {
         method == Method::GET

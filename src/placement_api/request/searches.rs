@@ -70,6 +70,8 @@ pub(crate) struct Searches {
 /// A search's turn: its place among the running ones, given back when dropped.
 pub(crate) struct Turn {
     _permit: OwnedSemaphorePermit,
+    /// Whether it waited in the queue for it.
+    pub(crate) queued: bool,
 }
 
 impl Searches {
@@ -90,7 +92,10 @@ impl Searches {
     /// ends first.
     pub(crate) async fn turn(&self) -> Result<Turn, ApiError> {
         if let Ok(permit) = self.running.clone().try_acquire_owned() {
-            return Ok(Turn { _permit: permit });
+            return Ok(Turn {
+                _permit: permit,
+                queued: false,
+            });
         }
         let queued = self.waiting.fetch_add(1, Ordering::AcqRel);
         let _leave = Leave(&self.waiting);
@@ -101,7 +106,10 @@ impl Searches {
             )));
         }
         match tokio::time::timeout(self.limits.wait, self.running.clone().acquire_owned()).await {
-            Ok(Ok(permit)) => Ok(Turn { _permit: permit }),
+            Ok(Ok(permit)) => Ok(Turn {
+                _permit: permit,
+                queued: true,
+            }),
             // The semaphore is never closed; were it, the server is stopping.
             Ok(Err(_)) => Err(busy("the server is stopping".to_string())),
             Err(_) => Err(busy(format!(

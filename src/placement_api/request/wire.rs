@@ -240,6 +240,8 @@ pub(crate) struct ApiError {
     /// The object a write of several objects, not finished yet, holds: the request may
     /// wait for it and be decided again.
     pub held: Option<Box<kubeplace_policy::store::ObjectKey>>,
+    /// A claim refused, and the kind of refusal: counted with the webhook's refusals.
+    pub refused_claim: Option<Refusal>,
 }
 
 impl ApiError {
@@ -252,6 +254,7 @@ impl ApiError {
             allow: None,
             retry_after: None,
             held: None,
+            refused_claim: None,
         }
     }
 
@@ -288,12 +291,16 @@ impl ApiError {
     /// a claim that cannot be made; an invalid provider write is a 400; a mirrored object or
     /// one that is not written here, a 409.
     pub(crate) fn refused(refusal: Refusal, of: Written, detail: String) -> ApiError {
-        match (refusal, of) {
+        let error = match (refusal, of) {
             (r, _) if r.is_retryable() => {
                 ApiError::conflict(detail).with_code(code::CONCURRENT_UPDATE)
             }
             (Refusal::Invalid, Written::Provider) => ApiError::bad_request(detail),
             _ => ApiError::conflict(detail),
+        };
+        ApiError {
+            refused_claim: (of == Written::Claim).then_some(refusal),
+            ..error
         }
     }
 

@@ -11,6 +11,7 @@
 //!   member lists that find them by class, trait and aggregate, and the parent and child
 //!   links that keep every tree whole whatever order providers come in.
 //! - `usages`: consumers' allocations, the usages they add up to, and free amounts.
+//! - `figures`: every provider's inventories and usages read in one pass.
 //! - `lookups`: one provider or all of them read back: records, inventories, traits,
 //!   aggregates, uuids.
 //! - `trees`: a provider's root, children and tree, and why a tree is not well formed.
@@ -29,6 +30,9 @@ use super::interner::{HashMap, Interner};
 use super::packed_tree::PackedTrees;
 use super::provider::Provider;
 
+pub use figures::{ClassFigures, ProviderFigures};
+
+mod figures;
 mod lookups;
 mod orders;
 mod packs;

@@ -1,6 +1,15 @@
-//! Prometheus metrics of the operator: reconciles, status writes, admission requests,
-//! the index and watches. Served as text on `/metrics`.
+//! Prometheus metrics of the operator: reconciles, status writes, admission requests and
+//! the claims decided, the index and watches, the serving certificate; the Placement API's
+//! requests, searches, Keystone checks and cluster writes (`placement.rs`); capacity per
+//! host, zone, Flavor and project (`capacity.rs`); the process (`process.rs`). Served as
+//! text on `/metrics`; every name is listed in docs/observability.md.
 
+mod capacity;
+mod histograms;
+mod placement;
+mod process;
+
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use kubeplace_api::Kind;
@@ -8,8 +17,18 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+
+pub use capacity::{CapacityMetrics, CapacitySettings, DEFAULT_MAX_HOSTS};
+pub use placement::{KeystoneMetrics, PlacementMetrics, WriteMetrics, WriteOutcome, refusal_label};
+
+use crate::cache::SharedStore;
+use crate::serving::certs::CertResolver;
+use capacity::CapacitySource;
+use histograms::{Histograms, seconds};
+use kubeplace_policy::admission::Refusal;
+use process::ProcessMetrics;
 
 /// A kind label.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -31,11 +50,37 @@ pub struct WatchLabels {
     pub event: String,
 }
 
-type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+/// A claim refused: the kind of object and the kind of refusal.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusalLabels {
+    pub kind: String,
+    pub reason: String,
+}
 
-fn seconds() -> Histogram {
-    // 100 µs to about 13 s.
-    Histogram::new(exponential_buckets(0.0001, 2.0, 18))
+/// Claims decided and refused, counted by the webhook and by the Placement API (which
+/// refuses a claim that cannot be made before it reaches the cluster).
+#[derive(Clone, Debug, Default)]
+pub struct ClaimMetrics {
+    /// Claims this replica decided (Allocations, writes of several objects, devices'
+    /// claims), by kind.
+    pub decided: Family<KindLabel, Counter>,
+    /// Of those, the ones refused, by kind and kind of refusal.
+    pub refused: Family<RefusalLabels, Counter>,
+}
+
+impl ClaimMetrics {
+    /// Counts a claim decided; `refused` with its kind of refusal.
+    pub fn claim(&self, kind: &str, refused: Option<Refusal>) {
+        self.decided.get_or_create(&kind_label(kind)).inc();
+        if let Some(refusal) = refused {
+            self.refused
+                .get_or_create(&RefusalLabels {
+                    kind: kind.to_string(),
+                    reason: refusal_label(refusal).to_string(),
+                })
+                .inc();
+        }
+    }
 }
 
 /// Every metric, registered once in [`Metrics::registry`].
@@ -72,103 +117,23 @@ pub struct Metrics {
     pub headroom_counting: Gauge,
     /// Headroom rounds that counted every Flavor.
     pub headroom_rounds: Counter,
+    /// Claims decided and refused (the Placement API counts into the same families).
+    pub claims: ClaimMetrics,
+    /// The Placement API's figures.
+    pub placement: PlacementMetrics,
     /// 1, labelled with the version.
     build_info: Family<BuildLabels, Gauge>,
     process: ProcessMetrics,
+    /// Where capacity is read from at each scrape, once the operator says.
+    capacity: OnceLock<CapacitySource>,
+    /// The serving certificate, whose expiry is read at each scrape.
+    certificate: OnceLock<Arc<CertResolver>>,
 }
 
 /// The running binary's version.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BuildLabels {
     pub version: String,
-}
-
-/// The process's own figures, read from /proc when the metrics are scraped (the standard
-/// `process_*` names, so dashboards made for other exporters work).
-#[derive(Default)]
-struct ProcessMetrics {
-    cpu_seconds: Gauge<f64, std::sync::atomic::AtomicU64>,
-    resident_memory_bytes: Gauge,
-    virtual_memory_bytes: Gauge,
-    open_fds: Gauge,
-    start_time_seconds: Gauge,
-    threads: Gauge,
-}
-
-impl ProcessMetrics {
-    fn register(&self, registry: &mut Registry) {
-        let process = registry.sub_registry_with_prefix("process");
-        process.register(
-            "cpu_seconds_total",
-            "User and system CPU time of the process, in seconds",
-            self.cpu_seconds.clone(),
-        );
-        process.register(
-            "resident_memory_bytes",
-            "Resident memory of the process, in bytes",
-            self.resident_memory_bytes.clone(),
-        );
-        process.register(
-            "virtual_memory_bytes",
-            "Virtual memory of the process, in bytes",
-            self.virtual_memory_bytes.clone(),
-        );
-        process.register(
-            "open_fds",
-            "Open file descriptors of the process",
-            self.open_fds.clone(),
-        );
-        process.register(
-            "start_time_seconds",
-            "When the process started, in seconds since the Unix epoch",
-            self.start_time_seconds.clone(),
-        );
-        process.register("threads", "Threads of the process", self.threads.clone());
-    }
-
-    /// Reads /proc/self; figures it cannot read keep their last value.
-    fn refresh(&self) {
-        let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
-            return;
-        };
-        // Fields after the command name (which may hold spaces), from field 3 on.
-        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-            return;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<u64>().ok());
-        let ticks = PROC_TICKS_PER_SECOND;
-        if let (Some(utime), Some(stime)) = (field(14), field(15)) {
-            self.cpu_seconds.set((utime + stime) as f64 / ticks);
-        }
-        if let Some(threads) = field(20) {
-            self.threads.set(threads as i64);
-        }
-        if let Some(vsize) = field(23) {
-            self.virtual_memory_bytes.set(vsize as i64);
-        }
-        if let Some(rss_pages) = field(24) {
-            self.resident_memory_bytes.set((rss_pages * 4096) as i64);
-        }
-        if let (Some(start_ticks), Some(boot)) = (field(22), boot_time()) {
-            self.start_time_seconds
-                .set((boot + start_ticks as f64 / ticks) as i64);
-        }
-        if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
-            self.open_fds.set(fds.count() as i64);
-        }
-    }
-}
-
-/// Clock ticks per second of /proc's times: 100 on every Linux kubeplace runs on.
-const PROC_TICKS_PER_SECOND: f64 = 100.0;
-
-/// The system's boot time, in seconds since the epoch (`btime` of /proc/stat).
-fn boot_time() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    stat.lines()
-        .find_map(|l| l.strip_prefix("btime "))
-        .and_then(|v| v.trim().parse().ok())
 }
 
 impl Default for Metrics {
@@ -181,7 +146,7 @@ impl Metrics {
     /// Creates and registers every metric.
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("kubeplace");
-        let m = Metrics {
+        let mut m = Metrics {
             reconciles: Family::default(),
             reconcile_errors: Family::default(),
             reconcile_duration: Family::new_with_constructor(seconds),
@@ -197,8 +162,12 @@ impl Metrics {
             watch_errors: Family::default(),
             headroom_counting: Gauge::default(),
             headroom_rounds: Counter::default(),
+            claims: ClaimMetrics::default(),
+            placement: PlacementMetrics::default(),
             build_info: Family::default(),
             process: ProcessMetrics::default(),
+            capacity: OnceLock::new(),
+            certificate: OnceLock::new(),
             registry: Registry::default(),
             unprefixed: Registry::default(),
         };
@@ -290,11 +259,49 @@ impl Metrics {
             "Headroom rounds that counted every Flavor",
             m.headroom_rounds.clone(),
         );
+        registry.register(
+            "claims_decided",
+            "Claims this replica decided (Allocations, PlacementWrites, ResourceClaims' devices), by kind",
+            m.claims.decided.clone(),
+        );
+        registry.register(
+            "claims_refused",
+            "Claims this replica refused, by kind and kind of refusal (no_room, over_quota, busy, stale, unavailable, invalid, mirrored, denied)",
+            m.claims.refused.clone(),
+        );
+        // Every kind of refusal of an Allocation is there from the start, at 0, so that a
+        // rate over the first refusal sees it rise.
+        for refusal in Refusal::ALL {
+            let _ = m.claims.refused.get_or_create(&RefusalLabels {
+                kind: "Allocation".into(),
+                reason: refusal_label(refusal).into(),
+            });
+        }
+        let _ = m.claims.decided.get_or_create(&kind_label("Allocation"));
+        // The API's refusals count with the webhook's.
+        m.placement.claims = m.claims.clone();
+        m.placement.register(&mut registry);
         Metrics {
             registry,
             unprefixed,
             ..m
         }
+    }
+
+    /// Reports capacity from `store` at each scrape, as `settings` say (once; a second
+    /// call is ignored). Only while this replica leads.
+    pub fn report_capacity(&self, store: SharedStore, settings: CapacitySettings) {
+        let _ = self.capacity.set(CapacitySource { store, settings });
+    }
+
+    /// Reports the expiry of the certificate `resolver` serves, as it is renewed.
+    pub fn report_certificate(&self, resolver: Arc<CertResolver>) {
+        let _ = self.certificate.set(resolver);
+    }
+
+    /// Counts a claim this replica decided; `refused` with its kind of refusal.
+    pub fn claim(&self, kind: &str, refused: Option<Refusal>) {
+        self.claims.claim(kind, refused);
     }
 
     /// The metrics in Prometheus' text format.
@@ -303,6 +310,20 @@ impl Metrics {
         let mut out = String::new();
         // Writing into a String cannot fail. Each registry ends with `# EOF`; only the last may.
         let _ = prometheus_client::encoding::text::encode_registry(&mut out, &self.unprefixed);
+        if let Some(expiry) = self.certificate.get().and_then(|r| not_after(r)) {
+            out.push_str(
+                "# HELP kubeplace_serving_certificate_expiry_timestamp_seconds When the certificate the webhook and Placement API serve expires, in seconds since the Unix epoch\n\
+                 # TYPE kubeplace_serving_certificate_expiry_timestamp_seconds gauge\n",
+            );
+            out.push_str(&format!(
+                "kubeplace_serving_certificate_expiry_timestamp_seconds {expiry}\n"
+            ));
+        }
+        if self.leader.get() == 1
+            && let Some(capacity) = self.capacity.get()
+        {
+            capacity.encode(&mut out);
+        }
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
     }
@@ -336,6 +357,14 @@ impl Metrics {
     }
 }
 
+/// When the leaf certificate `resolver` serves now expires, in seconds since the epoch.
+fn not_after(resolver: &CertResolver) -> Option<i64> {
+    let key = resolver.current();
+    let leaf = key.cert.first()?;
+    let (_, cert) = x509_parser::parse_x509_certificate(leaf.as_ref()).ok()?;
+    Some(cert.validity().not_after.timestamp())
+}
+
 /// The label of a kind.
 pub(crate) fn kind_label(kind: impl std::fmt::Display) -> KindLabel {
     KindLabel {
@@ -367,6 +396,39 @@ mod tests {
         assert!(text.contains("kubeplace_leader 1"));
         assert!(text.contains("kubeplace_headroom_counting 1"), "{text}");
         assert!(text.contains("kubeplace_headroom_rounds_total 1"), "{text}");
+    }
+
+    #[test]
+    fn capacity_only_while_leading_in_one_exposition() {
+        let mut store = kubeplace_policy::store::Store::default();
+        let cn1 = "apiVersion: kubeplace.io/v1alpha1
+kind: ResourceProvider
+metadata: {name: cn1}
+spec: {inventories: {VCPU: {total: 8}}}
+";
+        for doc in kubeplace_api::manifest::parse_stream("t.yaml", cn1).unwrap() {
+            store.apply(doc.object().unwrap().unwrap());
+        }
+        let m = Metrics::new();
+        m.report_capacity(
+            Arc::new(std::sync::RwLock::new(store)),
+            CapacitySettings::default(),
+        );
+        let series = r#"openstack_placement_resource_total{hostname="cn1",resourcetype="VCPU"} 8"#;
+        // A follower holds the same figures: one copy, the leader's, keeps sum() right.
+        assert!(!m.encode().contains("openstack_placement_resource"));
+        m.leader.set(1);
+        let text = m.encode();
+        assert!(text.contains(series), "{text}");
+        // Each family once, and one `# EOF` at the end, whatever registry wrote it.
+        let mut families = std::collections::BTreeSet::new();
+        for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {
+            assert!(families.insert(line.to_string()), "{line} twice:\n{text}");
+        }
+        assert_eq!(text.matches("# EOF").count(), 1, "{text}");
+        assert!(text.trim_end().ends_with("# EOF"));
+        m.leader.set(0);
+        assert!(!m.encode().contains("openstack_placement_resource"));
     }
 
     #[test]
