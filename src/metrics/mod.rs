@@ -5,7 +5,9 @@
 //! text on `/metrics`; every name is listed in docs/observability.md.
 
 mod capacity;
+mod claims;
 mod histograms;
+mod labels;
 mod placement;
 mod process;
 
@@ -21,7 +23,11 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 pub use capacity::{CapacityMetrics, CapacitySettings, DEFAULT_MAX_HOSTS};
-pub use placement::{KeystoneMetrics, PlacementMetrics, WriteMetrics, WriteOutcome, refusal_label};
+pub use claims::ClaimMetrics;
+pub(crate) use labels::kind_label;
+pub use labels::refusal_label;
+pub use labels::{KindLabel, RefusalLabels, VerdictLabels, WatchLabels};
+pub use placement::{KeystoneMetrics, PlacementMetrics, WriteMetrics, WriteOutcome};
 
 use crate::cache::SharedStore;
 use crate::serving::certs::CertResolver;
@@ -29,59 +35,6 @@ use capacity::CapacitySource;
 use histograms::{Histograms, seconds};
 use kubeplace_policy::admission::Refusal;
 use process::ProcessMetrics;
-
-/// A kind label.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct KindLabel {
-    pub kind: String,
-}
-
-/// An admission outcome: kind and `allowed`, `denied` or `invalid` (unreadable request).
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct VerdictLabels {
-    pub kind: String,
-    pub verdict: String,
-}
-
-/// A watch event: kind and `apply`, `delete` or `relist`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct WatchLabels {
-    pub kind: String,
-    pub event: String,
-}
-
-/// A claim refused: the kind of object and the kind of refusal.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RefusalLabels {
-    pub kind: String,
-    pub reason: String,
-}
-
-/// Claims decided and refused, counted by the webhook and by the Placement API (which
-/// refuses a claim that cannot be made before it reaches the cluster).
-#[derive(Clone, Debug, Default)]
-pub struct ClaimMetrics {
-    /// Claims this replica decided (Allocations, writes of several objects, devices'
-    /// claims), by kind.
-    pub decided: Family<KindLabel, Counter>,
-    /// Of those, the ones refused, by kind and kind of refusal.
-    pub refused: Family<RefusalLabels, Counter>,
-}
-
-impl ClaimMetrics {
-    /// Counts a claim decided; `refused` with its kind of refusal.
-    pub fn claim(&self, kind: &str, refused: Option<Refusal>) {
-        self.decided.get_or_create(&kind_label(kind)).inc();
-        if let Some(refusal) = refused {
-            self.refused
-                .get_or_create(&RefusalLabels {
-                    kind: kind.to_string(),
-                    reason: refusal_label(refusal).to_string(),
-                })
-                .inc();
-        }
-    }
-}
 
 /// Every metric, registered once in [`Metrics::registry`].
 pub struct Metrics {
@@ -363,13 +316,6 @@ fn not_after(resolver: &CertResolver) -> Option<i64> {
     let leaf = key.cert.first()?;
     let (_, cert) = x509_parser::parse_x509_certificate(leaf.as_ref()).ok()?;
     Some(cert.validity().not_after.timestamp())
-}
-
-/// The label of a kind.
-pub(crate) fn kind_label(kind: impl std::fmt::Display) -> KindLabel {
-    KindLabel {
-        kind: kind.to_string(),
-    }
 }
 
 #[cfg(test)]

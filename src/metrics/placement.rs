@@ -14,8 +14,9 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
-use super::ClaimMetrics;
+use super::claims::ClaimMetrics;
 use super::histograms::{Histograms, seconds};
+use super::labels::refusal_label;
 
 /// A request: its route's template, method, status and microversion.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -107,20 +108,6 @@ fn write_labels(outcome: WriteOutcome) -> WriteLabels {
     WriteLabels {
         outcome: outcome.to_string(),
         refusal: refusal.to_string(),
-    }
-}
-
-/// A kind of refusal as the metrics label it.
-pub fn refusal_label(refusal: Refusal) -> &'static str {
-    match refusal {
-        Refusal::Invalid => "invalid",
-        Refusal::NoRoom => "no_room",
-        Refusal::OverQuota => "over_quota",
-        Refusal::Busy => "busy",
-        Refusal::Stale => "stale",
-        Refusal::Unavailable => "unavailable",
-        Refusal::Mirrored => "mirrored",
-        Refusal::Denied => "denied",
     }
 }
 
