@@ -143,6 +143,91 @@ impl Searching {
     }
 }
 
+/// `--cors-*`: which other origins' web pages may call the Placement API, as Placement's
+/// `[cors]` section says (oslo.middleware's options and defaults). Off without an origin.
+#[derive(clap::Args, Debug, Clone)]
+pub struct CorsArgs {
+    /// An origin whose pages may call the API (`https://horizon.example.com`, scheme and
+    /// host and an optional port, no path; `*` for any); repeat it or give several separated
+    /// by commas. Without one, no cross-origin request is answered as such.
+    #[arg(long = "cors-allowed-origin", value_name = "ORIGIN", value_delimiter = ',',
+          value_parser = cors_origin)]
+    pub allowed_origin: Vec<String>,
+    /// Whether a cross-origin request may carry the user's credentials.
+    #[arg(long = "cors-allow-credentials", value_name = "BOOL", default_value_t = true,
+          action = clap::ArgAction::Set)]
+    pub allow_credentials: bool,
+    /// Headers of an answer a page may read beyond the simple ones, comma separated.
+    #[arg(long = "cors-expose-headers", value_name = "HEADER", value_delimiter = ',',
+          value_parser = cors_header)]
+    pub expose_headers: Vec<String>,
+    /// Seconds a browser may keep the answer to a preflight; 0 sends no Access-Control-Max-Age.
+    #[arg(long = "cors-max-age", value_name = "SECONDS", default_value_t = 3600)]
+    pub max_age: u32,
+    /// Methods a cross-origin request may use, comma separated.
+    #[arg(long = "cors-allow-methods", value_name = "METHOD", value_delimiter = ',',
+          value_parser = cors_header,
+          default_values_t = crate::placement_api::cors::DEFAULT_METHODS.iter().map(|m| m.to_string()))]
+    pub allow_methods: Vec<String>,
+    /// Headers a cross-origin request may send beyond the simple ones, comma separated
+    /// (e.g. X-Auth-Token,OpenStack-API-Version).
+    #[arg(long = "cors-allow-headers", value_name = "HEADER", value_delimiter = ',',
+          value_parser = cors_header)]
+    pub allow_headers: Vec<String>,
+}
+
+impl CorsArgs {
+    /// The settings these flags give.
+    pub fn cors(&self) -> crate::placement_api::cors::Cors {
+        crate::placement_api::cors::Cors {
+            allowed_origins: self.allowed_origin.clone(),
+            allow_credentials: self.allow_credentials,
+            expose_headers: self.expose_headers.clone(),
+            max_age: Some(self.max_age).filter(|a| *a > 0),
+            allow_methods: self.allow_methods.clone(),
+            allow_headers: self.allow_headers.clone(),
+        }
+    }
+}
+
+/// An origin as a browser sends it: `*`, or `http://` or `https://`, a host and an optional
+/// port, nothing after.
+fn cors_origin(value: &str) -> Result<String, String> {
+    let accepted = "give `*` or an origin as a browser sends it: http:// or https://, a host and an optional :port, no path or trailing slash (e.g. https://horizon.example.com)";
+    if value == "*" {
+        return Ok(value.to_string());
+    }
+    let rest = value
+        .strip_prefix("https://")
+        .or_else(|| value.strip_prefix("http://"));
+    match rest {
+        Some(host)
+            if !host.is_empty()
+                && host.chars().all(|c| {
+                    c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']')
+                }) =>
+        {
+            Ok(value.to_string())
+        }
+        _ => Err(format!("{value:?} is not an origin; {accepted}")),
+    }
+}
+
+/// A header or method name: letters, digits and `-`, `_`, `.`.
+fn cors_header(value: &str) -> Result<String, String> {
+    if !value.is_empty()
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    {
+        Ok(value.to_string())
+    } else {
+        Err(format!(
+            "{value:?} is not a header or method name; give letters, digits, '-', '_' or '.' (e.g. OpenStack-API-Version)"
+        ))
+    }
+}
+
 fn a_count(value: &str) -> Result<usize, String> {
     value
         .parse()

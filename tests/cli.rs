@@ -1685,3 +1685,65 @@ fn apply_bounds_the_message_of_a_flavor_with_many_bad_extra_specs() {
         );
     }
 }
+
+/// CORS settings are checked as the flags are read: an origin that is not one, a header
+/// name that cannot be, each exit 2 naming the flag, the value and what is taken; for
+/// `placement serve` and for `run` alike.
+#[test]
+fn cors_flags_refuse_what_is_not_an_origin_or_a_header_name() {
+    for (args, flag, value, accepted) in [
+        (
+            vec![
+                "placement",
+                "serve",
+                "--cors-allowed-origin",
+                "horizon.example.com",
+            ],
+            "--cors-allowed-origin",
+            "\"horizon.example.com\" is not an origin",
+            "http:// or https://",
+        ),
+        (
+            vec![
+                "placement",
+                "serve",
+                "--cors-allowed-origin",
+                "https://h.example.com/",
+            ],
+            "--cors-allowed-origin",
+            "\"https://h.example.com/\" is not an origin",
+            "no path or trailing slash",
+        ),
+        (
+            vec![
+                "placement",
+                "serve",
+                "--cors-allow-headers",
+                "X-Auth-Token,bad header",
+            ],
+            "--cors-allow-headers",
+            "\"bad header\" is not a header or method name",
+            "letters, digits",
+        ),
+        (
+            vec![
+                "run",
+                "--placement-addr",
+                "127.0.0.1:0",
+                "--cors-allowed-origin",
+                "ftp://x",
+            ],
+            "--cors-allowed-origin",
+            "\"ftp://x\" is not an origin",
+            "http:// or https://",
+        ),
+    ] {
+        let out = kubeplace(&args, None);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(flag) && err.contains(value) && err.contains(accepted),
+            "{args:?}: {err}"
+        );
+    }
+}

@@ -21,10 +21,6 @@ use serde_json::Value;
 /// Tests real Placement passes and kubeplace answers otherwise, by file and name; each is
 /// in docs/placement-api.md's differences.
 const KNOWN: &[(&str, &str)] = &[
-    // No CORS.
-    ("cors.yaml", "valid options request"),
-    ("cors.yaml", "invalid options request"),
-    ("cors.yaml", "valid get request"),
     // `serve` takes one token: another (`user`) is a 403 before the version or the
     // method is looked at, where Placement's noauth2 takes any token and its policy
     // decides after them.
@@ -36,7 +32,6 @@ const KNOWN: &[(&str, &str)] = &[
         "microversion.yaml",
         "error in application produces microversion headers",
     ),
-    ("non-cors.yaml", "options request not allowed"),
 ];
 
 /// Tests of the policy files real Placement passes and kubeplace fails, by file and name;

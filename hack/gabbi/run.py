@@ -370,6 +370,29 @@ class ControlServer:
         self.thread.join()
 
 
+# Settings a file's fixture gives Placement, as `placement serve` flags: the CORS files
+# call with the token `user` (any token passes Placement's noauth2) and CORSFixture sets
+# `[cors] allowed_origin` and `allow_headers`.
+FILE_SETTINGS = {
+    'cors.yaml': ['--token', 'user',
+                  '--cors-allowed-origin', 'http://valid.example.com',
+                  '--cors-allow-headers', 'openstack-api-version'],
+    'non-cors.yaml': ['--token', 'user'],
+}
+
+
+def file_settings(path):
+    """The `placement serve` flags that stand for the file's fixture's settings."""
+    return FILE_SETTINGS.get(os.path.basename(path), [])
+
+
+def settings_token(settings):
+    """The token a file's settings give `placement serve`, if they give one."""
+    if '--token' in settings:
+        return settings[settings.index('--token') + 1]
+    return None
+
+
 class KubeplaceServer:
     """`kubeplace placement serve` on a free port: with the static token
     `admin`, or, for the policy/RBAC files (roles_from_headers), with
@@ -377,12 +400,13 @@ class KubeplaceServer:
     from the headers as Placement's noauth2 does under those files' fixtures,
     and judges them by kubeplace's policy table (Placement 16's defaults)."""
 
-    def __init__(self, binary, log_path, roles_from_headers=False):
+    def __init__(self, binary, log_path, roles_from_headers=False, extra=()):
         self.log = open(log_path, 'ab')
         auth = (['--test-roles-from-headers'] if roles_from_headers
                 else ['--token', 'admin'])
         self.proc = subprocess.Popen(
-            [binary, 'placement', 'serve', '--listen', '127.0.0.1:0'] + auth,
+            [binary, 'placement', 'serve', '--listen', '127.0.0.1:0'] + auth
+            + list(extra),
             stdout=subprocess.PIPE, stderr=self.log, stdin=subprocess.DEVNULL)
         line = self.proc.stdout.readline().decode()
         m = re.search(r'listening on http://127\.0\.0\.1:(\d+)', line)
@@ -747,10 +771,12 @@ def isolate(path, suite_dict, state, index, started, conf, args,
             finally:
                 c.close()
             kp = KubeplaceServer(kubeplace_bin, args.kubeplace_log,
-                                 roles_from_headers=is_policy_file(path))
+                                 roles_from_headers=is_policy_file(path),
+                                 extra=file_settings(path))
             holder['kp'] = kp
             try:
-                notes, diff = load_into(kp.port, st)
+                notes, diff = load_into(kp.port, st,
+                                        settings_token(file_settings(path)))
                 holder['notes'] = notes + diff
             except ReplayError as exc:
                 holder['notes'] = ['replay failed: %s' % exc]
@@ -834,11 +860,14 @@ def run_file(path, args, fixtures_mod, kubeplace_bin):
             rec['time_kubeplace'] = round(time.time() - t2, 2)
         elif not args.no_kubeplace:
             t2 = time.time()
+            settings = file_settings(path)
             server = KubeplaceServer(kubeplace_bin, args.kubeplace_log,
-                                     roles_from_headers=is_policy_file(path))
+                                     roles_from_headers=is_policy_file(path),
+                                     extra=settings)
             try:
                 try:
-                    notes, diff = load_into(server.port, state)
+                    notes, diff = load_into(server.port, state,
+                                            settings_token(settings))
                     rec['replay_notes_kubeplace'] = notes
                     rec['replay_diff_kubeplace'] = diff
                 except ReplayError as exc:

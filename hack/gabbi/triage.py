@@ -90,8 +90,9 @@ DEFECTS = [
      '`"consumer_type": "unknown"`; usages grouped under `unknown`',
      '`INSTANCE`; no `unknown` group'),
     ('cors',
-     'No CORS: Placement with `[cors] allowed_origin` answers preflight '
-     'OPTIONS and adds Access-Control-* headers',
+     'CORS: Placement with `[cors] allowed_origin` answers preflight '
+     'OPTIONS and adds Access-Control-* headers (run.py serves the CORS '
+     'files with the same settings as --cors-* flags)',
      'OPTIONS / with Origin and Access-Control-Request-Method; GET / with '
      'Origin',
      '200 with access-control-allow-origin/-headers',

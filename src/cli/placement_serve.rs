@@ -4,7 +4,7 @@ use super::exit::Exit;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use crate::args::{CapacityArgs, KeystoneArgs, Searching};
+use crate::args::{CapacityArgs, CorsArgs, KeystoneArgs, Searching};
 use crate::operator::standalone::{self, Callers, Standalone, StandaloneError};
 
 /// Arguments of `kubeplace placement serve`.
@@ -32,6 +32,8 @@ pub struct ServeArgs {
     pub test_roles_from_headers: bool,
     #[command(flatten)]
     pub searching: Searching,
+    #[command(flatten)]
+    pub cors: CorsArgs,
     /// Also serve Prometheus metrics (`/metrics`, with `/healthz` and `/readyz`) on this
     /// address, plain HTTP: the API's requests, searches and Keystone checks, and the
     /// served cloud's capacity (docs/observability.md).
@@ -124,6 +126,7 @@ pub fn main(args: &ServeArgs) -> Exit {
         store,
         callers,
         searches: args.searching.limits(),
+        cors: args.cors.cors(),
         listen: args.listen,
         metrics: args.metrics_addr,
         capacity: args.capacity.settings(),

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use clap::{ArgAction, ValueEnum};
 
-use crate::args::{CapacityArgs, HeadroomCap, KeystoneArgs, MirrorTraits, Searching, Weighing};
+use crate::args::{
+    CapacityArgs, CorsArgs, HeadroomCap, KeystoneArgs, MirrorTraits, Searching, Weighing,
+};
 
 /// Every flag of `kubeplace run`.
 #[derive(clap::Args, Debug, Clone)]
@@ -216,6 +218,8 @@ pub struct PlacementFlags {
     pub keystone: KeystoneArgs,
     #[command(flatten)]
     pub searching: Searching,
+    #[command(flatten)]
+    pub cors: CorsArgs,
 }
 
 /// The audience the Placement API asks tokens to be issued for, unless told otherwise.

@@ -421,6 +421,7 @@ fn serve_placement(
         weighers: flags.scheduling.weighing.weighers.clone(),
         soundness: shared.placement.clone(),
         searches: flags.placement.searching.limits(),
+        cors: flags.placement.cors.cors(),
         audience: flags.placement_audience().map(str::to_string),
         keystone: flags.placement.keystone.config().ok().flatten(),
         identity: shared.identity.clone(),

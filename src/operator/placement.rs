@@ -48,6 +48,8 @@ pub(crate) struct PlacementOverCluster {
     pub soundness: Soundness,
     /// How much search work it takes on at once.
     pub searches: SearchLimits,
+    /// Which other origins' pages may call it.
+    pub cors: crate::placement_api::cors::Cors,
     /// The audience callers' tokens must be issued for (`None`: the API server's own).
     pub audience: Option<String>,
     /// Keystone's `[keystone_authtoken]`, when Keystone tokens are taken beside Kubernetes'.
@@ -147,6 +149,7 @@ impl PlacementOverCluster {
             PlacementApi::over_cluster(self.store, cluster, auth)
                 .weighing_by(self.weighers)
                 .limiting_searches(self.searches)
+                .allowing_origins(self.cors)
                 .reporting_to(self.soundness)
                 .deciding_beside(self.claims)
                 .measured_by(self.metrics)

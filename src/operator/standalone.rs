@@ -31,6 +31,8 @@ pub struct Standalone {
     pub store: Store,
     pub callers: Callers,
     pub searches: SearchLimits,
+    /// Which other origins' pages may call it.
+    pub cors: crate::placement_api::cors::Cors,
     pub listen: SocketAddr,
     /// Where `/metrics` is served, if anywhere.
     pub metrics: Option<SocketAddr>,
@@ -60,6 +62,7 @@ pub fn serve(standalone: Standalone) -> Result<(), StandaloneError> {
     let metrics = Arc::new(Metrics::new());
     let mut api = PlacementApi::new(standalone.store, String::new())
         .limiting_searches(standalone.searches)
+        .allowing_origins(standalone.cors)
         .measured_by(metrics.placement.clone());
     // The one decider of its own store: it reports the capacity it serves.
     metrics.leader.set(1);

@@ -12,6 +12,7 @@ use crate::cluster_writer::Cluster;
 use crate::cluster_writer::in_flight;
 use crate::metrics::PlacementMetrics;
 use crate::placement_api::auth::Auth;
+use crate::placement_api::cors::Cors;
 use crate::placement_api::request::intake;
 use crate::placement_api::request::searches::{SearchLimits, Searches};
 use crate::placement_api::request::wire::{self, ApiError};
@@ -86,6 +87,8 @@ pub struct PlacementApi {
     pub(crate) answers: Arc<kept_answers::Answers>,
     /// What its serving layer counts: requests, latency, searches refused and queued.
     pub(crate) metrics: Arc<PlacementMetrics>,
+    /// Which other origins' pages may call it (off unless an origin is allowed).
+    pub(crate) cors: Arc<Cors>,
 }
 
 impl PlacementApi {
@@ -111,6 +114,7 @@ impl PlacementApi {
             ledger: None,
             answers: Arc::new(kept_answers::Answers::new()),
             metrics: Arc::default(),
+            cors: Arc::default(),
         }
     }
 
@@ -140,6 +144,7 @@ impl PlacementApi {
             ledger: None,
             answers: Arc::new(kept_answers::Answers::new()),
             metrics: Arc::default(),
+            cors: Arc::default(),
         }
     }
 
@@ -156,6 +161,12 @@ impl PlacementApi {
     }
 
     /// Bounds the searches run at once, queued, and their deadline (see [`SearchLimits`]).
+    /// Answers cross-origin requests as these settings say.
+    pub fn allowing_origins(mut self, cors: Cors) -> PlacementApi {
+        self.cors = Arc::new(cors);
+        self
+    }
+
     pub fn limiting_searches(mut self, limits: SearchLimits) -> PlacementApi {
         self.searches = Searches::new(limits);
         self

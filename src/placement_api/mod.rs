@@ -16,6 +16,7 @@ mod answer;
 mod api;
 pub mod auth;
 pub(crate) mod caller;
+pub mod cors;
 mod handlers;
 mod kept_answers;
 mod panics;

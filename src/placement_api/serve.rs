@@ -29,7 +29,15 @@ async fn measured(api: Arc<PlacementApi>, request: Request<Incoming>) -> Reply {
     let method = request.method().clone();
     let route = Route::of(request.uri().path()).map_or("unknown", |r| r.template());
     let metrics = api.metrics.clone();
-    let reply = handle(api, request).await;
+    // Cross-origin requests are judged outside everything else, as Placement's CORS layer
+    // sits outside its authentication: a preflight needs no token.
+    let cors = api.cors.clone();
+    let ask = cors.ask(&method, request.headers());
+    let reply = match &ask {
+        Some(ask) if ask.is_preflight() => cors.preflight(ask),
+        Some(ask) => cors.decorate(ask, handle(api, request).await),
+        None => handle(api, request).await,
+    };
     let microversion = reply
         .headers()
         .get("openstack-api-version")
