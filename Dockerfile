@@ -10,7 +10,7 @@ COPY src ./src
 COPY crates ./crates
 COPY schemas ./schemas
 # Cargo reads every declared target when it loads the package, benches included.
-COPY benches/cluster_claims.rs benches/webhook_load.rs benches/quota_claims.rs benches/placement_api_cluster.rs ./benches/
+COPY benches/cluster_claims.rs benches/webhook_load.rs benches/quota_claims.rs benches/placement_api_cluster.rs benches/failover_soak.rs ./benches/
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked --bin kubeplace \
