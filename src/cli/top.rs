@@ -518,14 +518,14 @@ pub fn table(report: &Report) -> String {
             c => format!("the share of {c} used"),
         };
         let _ = writeln!(out, "HOSTS by {by} ({} of {})", s.hosts_shown, s.hosts);
-        let name_w = hosts.iter().map(|h| h.name.len()).max().unwrap_or(4).max(4);
-        let zone_w = hosts.iter().map(|h| h.zone.len()).max().unwrap_or(4).max(4);
-        let class_w = hosts
-            .iter()
-            .flat_map(|h| h.classes.keys().map(String::len))
-            .max()
-            .unwrap_or(5)
-            .max(5);
+        let name_w = width(hosts.iter().map(|h| h.name.as_str()), 4);
+        let zone_w = width(hosts.iter().map(|h| h.zone.as_str()), 4);
+        let class_w = width(
+            hosts
+                .iter()
+                .flat_map(|h| h.classes.keys().map(String::as_str)),
+            5,
+        );
         let _ = writeln!(
             out,
             "{:name_w$}  {:zone_w$}  {:class_w$}  {:<w$}  {:>5}  USED/CAPACITY",
@@ -568,12 +568,7 @@ pub fn table(report: &Report) -> String {
             "FLAVORS by servers that still fit, the fewest first ({} of {})",
             s.flavors_shown, s.flavors
         );
-        let name_w = flavors
-            .iter()
-            .map(|f| f.name.len())
-            .max()
-            .unwrap_or(6)
-            .max(6);
+        let name_w = width(flavors.iter().map(|f| f.name.as_str()), 6);
         let most = report.most_headroom.max(1);
         let _ = writeln!(
             out,
@@ -610,24 +605,9 @@ pub fn table(report: &Report) -> String {
             "PROJECTS by the share of a limit used ({} of {} limits)",
             s.project_limits_shown, s.project_limits
         );
-        let ns_w = projects
-            .iter()
-            .map(|p| p.namespace.len())
-            .max()
-            .unwrap_or(9)
-            .max(9);
-        let proj_w = projects
-            .iter()
-            .map(|p| p.project.len())
-            .max()
-            .unwrap_or(7)
-            .max(7);
-        let limit_w = projects
-            .iter()
-            .map(|p| p.limit.len())
-            .max()
-            .unwrap_or(5)
-            .max(5);
+        let ns_w = width(projects.iter().map(|p| p.namespace.as_str()), 9);
+        let proj_w = width(projects.iter().map(|p| p.project.as_str()), 7);
+        let limit_w = width(projects.iter().map(|p| p.limit.as_str()), 5);
         let _ = writeln!(
             out,
             "{:ns_w$}  {:proj_w$}  {:limit_w$}  {:<w$}  {:>5}  USED/LIMIT",
@@ -663,6 +643,11 @@ pub fn table(report: &Report) -> String {
         out.pop();
     }
     out
+}
+
+/// A column's width: its longest cell, and at least `min` (the heading's).
+fn width<'a>(cells: impl Iterator<Item = &'a str>, min: usize) -> usize {
+    cells.map(str::len).fold(min, usize::max)
 }
 
 #[cfg(test)]

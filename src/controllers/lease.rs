@@ -241,8 +241,7 @@ impl Elector {
                 .map(|l| l.metadata.annotations.clone().unwrap_or_default()),
             _ => None,
         };
-        self.other
-            .send_if_modified(|o| std::mem::replace(o, others.clone()) != others);
+        self.publish_other(others);
         let result = match action {
             Action::Follow { .. } => return Ok(false),
             Action::Create => {
@@ -348,6 +347,13 @@ impl Elector {
         }
     }
 
+    /// Publishes the lease's annotations while another replica holds it (none otherwise);
+    /// only a change wakes the receivers.
+    fn publish_other(&self, others: Option<BTreeMap<String, String>>) {
+        self.other
+            .send_if_modified(|o| std::mem::replace(o, others.clone()) != others);
+    }
+
     fn set_leader(&self, leading: bool) {
         // Only a change wakes the receivers: a renewal is not news.
         if self
@@ -426,8 +432,7 @@ impl Elector {
                 let others = current
                     .filter(|l| l.spec.as_ref().and_then(holder).is_some_and(|h| h != me))
                     .map(|l| l.metadata.annotations.unwrap_or_default());
-                self.other
-                    .send_if_modified(|o| std::mem::replace(o, others.clone()) != others);
+                self.publish_other(others);
             }
             Err(e) => {
                 warn!(error = %e, lease = %self.settings.name, "cannot read the leader lease")

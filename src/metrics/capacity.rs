@@ -130,54 +130,50 @@ fn gauge<L: EncodeLabelSet, V: EncodeGaugeValue>(
     Ok(())
 }
 
+/// One series per host and resource class, labelled as openstack-exporter labels them, with
+/// the value `pick` takes from the class's amounts.
+fn host_series<V>(
+    hosts: &[Host],
+    pick: fn(&Amounts) -> V,
+) -> impl Iterator<Item = ([(&'static str, &str); 2], V)> {
+    hosts.iter().flat_map(move |h| {
+        h.classes.iter().map(move |(class, a)| {
+            (
+                [
+                    ("hostname", h.shown_name.as_str()),
+                    ("resourcetype", class.as_str()),
+                ],
+                pick(a),
+            )
+        })
+    })
+}
+
 impl Collector for Snapshot {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
-        let host_series = |pick: fn(&Amounts) -> i64| {
-            self.hosts.iter().flat_map(move |h| {
-                h.classes.iter().map(move |(class, a)| {
-                    (
-                        [
-                            ("hostname", h.shown_name.as_str()),
-                            ("resourcetype", class.as_str()),
-                        ],
-                        pick(a),
-                    )
-                })
-            })
-        };
         gauge(
             &mut encoder,
             "openstack_placement_resource_total",
             "Inventory total of a resource class on a host (openstack-exporter's name)",
-            host_series(|a| a.total),
+            host_series(&self.hosts, |a| a.total),
         )?;
         gauge(
             &mut encoder,
             "openstack_placement_resource_reserved",
             "Inventory reserved of a resource class on a host (openstack-exporter's name)",
-            host_series(|a| a.reserved),
+            host_series(&self.hosts, |a| a.reserved),
         )?;
         gauge(
             &mut encoder,
             "openstack_placement_resource_usage",
             "Amount of a resource class claims hold on a host (openstack-exporter's name)",
-            host_series(|a| a.used),
+            host_series(&self.hosts, |a| a.used),
         )?;
         gauge(
             &mut encoder,
             "openstack_placement_resource_allocation_ratio",
             "Allocation ratio of a resource class on a host; for a tree, the one that makes (total - reserved) * ratio its capacity (openstack-exporter's name)",
-            self.hosts.iter().flat_map(|h| {
-                h.classes.iter().map(move |(class, a)| {
-                    (
-                        [
-                            ("hostname", h.shown_name.as_str()),
-                            ("resourcetype", class.as_str()),
-                        ],
-                        a.allocation_ratio,
-                    )
-                })
-            }),
+            host_series(&self.hosts, |a| a.allocation_ratio),
         )?;
         gauge(
             &mut encoder,

@@ -134,25 +134,18 @@ fn not_held(store: &SharedStore, listed: &[(String, u64)]) -> Vec<(String, u64, 
     let store = crate::locks::read(store);
     listed
         .iter()
-        .filter(|(name, want)| !held(&store, name, *want))
-        .map(|(name, want)| {
+        .filter_map(|(name, want)| {
             let version = store
                 .get_cluster(Kind::Allocation, name)
                 .map(|o| resource_version(o.meta()).unwrap_or(0));
-            (name.clone(), *want, version)
+            // Held at its listed version or newer, or shown as a write holds it: an open write
+            // of several objects (its record counted as one claim) whose own change of it has
+            // not reached the API server yet, because it waits for this very fence.
+            let held = version.is_some_and(|v| v >= *want)
+                || store.holds_back(&ObjectKey::cluster(Kind::Allocation, name));
+            (!held).then(|| (name.clone(), *want, version))
         })
         .collect()
-}
-
-/// Whether the store holds a listed Allocation at its listed version or newer, or shows it
-/// as a write holds it: an open write of several objects (its record counted as one claim)
-/// whose own change of it has not reached the API server yet, because it waits for this
-/// very fence to be decided.
-fn held(store: &kubeplace_policy::store::Store, name: &str, want: u64) -> bool {
-    store
-        .get_cluster(Kind::Allocation, name)
-        .is_some_and(|o| resource_version(o.meta()).unwrap_or(0) >= want)
-        || store.holds_back(&ObjectKey::cluster(Kind::Allocation, name))
 }
 
 #[cfg(test)]

@@ -132,11 +132,7 @@ impl Cors {
             return reply;
         }
         let headers = reply.headers_mut();
-        put(headers, "vary", "Origin");
-        put(headers, "access-control-allow-origin", &origin);
-        if self.allow_credentials {
-            put(headers, "access-control-allow-credentials", "true");
-        }
+        self.allow_origin(headers, &origin);
         if let Some(age) = self.max_age.filter(|a| *a > 0) {
             put(headers, "access-control-max-age", &age.to_string());
         }
@@ -160,15 +156,7 @@ impl Cors {
         if headers.contains_key("access-control-allow-origin") {
             return reply;
         }
-        let vary = match headers.get("vary").and_then(|v| v.to_str().ok()) {
-            Some(v) => format!("{v},Origin"),
-            None => "Origin".to_string(),
-        };
-        put(headers, "vary", &vary);
-        put(headers, "access-control-allow-origin", &origin);
-        if self.allow_credentials {
-            put(headers, "access-control-allow-credentials", "true");
-        }
+        self.allow_origin(headers, &origin);
         if !self.expose_headers.is_empty() {
             put(
                 headers,
@@ -177,6 +165,22 @@ impl Cors {
             );
         }
         reply
+    }
+}
+
+impl Cors {
+    /// The headers every answer to an allowed origin carries: `Vary: Origin` (added to any
+    /// `Vary` there), the origin, and credentials when allowed.
+    fn allow_origin(&self, headers: &mut HeaderMap, origin: &str) {
+        let vary = match headers.get("vary").and_then(|v| v.to_str().ok()) {
+            Some(v) => format!("{v},Origin"),
+            None => "Origin".to_string(),
+        };
+        put(headers, "vary", &vary);
+        put(headers, "access-control-allow-origin", origin);
+        if self.allow_credentials {
+            put(headers, "access-control-allow-credentials", "true");
+        }
     }
 }
 

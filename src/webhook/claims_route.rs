@@ -217,7 +217,7 @@ impl ClaimsRoute {
         };
         while still(&other) && !*leading.borrow() {
             tokio::select! {
-                _ = leading.changed() => {}
+                _ = changed(&mut leading) => {}
                 changed = other.changed() => if changed.is_err() { return },
                 _ = tokio::time::sleep_until(deadline) => return,
             }

@@ -301,11 +301,11 @@ impl Webhook {
         // Refused here for want of a replica that decides: counted as this replica's.
         let deny = |message: String| {
             self.metrics.claim(label, Some(Refusal::Unavailable));
-            Answer {
-                kind: label.to_string(),
-                verdict: "denied",
-                response: denied(response.clone(), Refusal::Unavailable, message),
-            }
+            Answer::new(
+                label,
+                "denied",
+                denied(response.clone(), Refusal::Unavailable, message),
+            )
         };
         let started = tokio::time::Instant::now();
         let deadline = started + claims_route::WAIT_FOR_DECIDER;
@@ -333,11 +333,8 @@ impl Webhook {
                     // part of a response's JSON).
                     leader.uid = response.uid.clone();
                     leader.types = response.types.clone();
-                    return Some(Answer {
-                        kind: label.to_string(),
-                        verdict: if leader.allowed { "allowed" } else { "denied" },
-                        response: leader,
-                    });
+                    let verdict = if leader.allowed { "allowed" } else { "denied" };
+                    return Some(Answer::new(label, verdict, leader));
                 }
                 // The lease may still name a leader that is gone: wait for it to name another.
                 Err(e) if tokio::time::Instant::now() < deadline => {

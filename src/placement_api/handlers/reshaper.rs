@@ -140,9 +140,7 @@ pub(crate) fn reshape(state: &mut State<'_>, ctx: &Ctx, call: &Call) -> Result<R
     // provider given none keeps its inventories until the end.
     for p in providers.iter().filter(|p| !p.inventories.is_empty()) {
         let mut interim = state.provider_object(&p.name)?.spec.inventories;
-        for (class, inventory) in p.inventories.iter() {
-            interim.insert(class.clone(), inventory.clone());
-        }
+        interim.extend(p.inventories.iter().map(|(c, i)| (c.clone(), i.clone())));
         inventories::store_inventories(state, &p.uuid, &p.name, interim)?;
     }
     let plans = consumers
