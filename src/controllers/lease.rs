@@ -165,6 +165,8 @@ pub(crate) struct Elector {
     settings: LeaseSettings,
     observed: Observed,
     last_renewed: Option<Instant>,
+    /// The lease as this replica last wrote it while holding it: a release starts from it.
+    held: Option<Lease>,
     leader: watch::Sender<bool>,
     /// The annotations of the lease while another replica holds it.
     other: watch::Sender<Option<BTreeMap<String, String>>>,
@@ -189,6 +191,7 @@ impl Elector {
             settings,
             observed: Observed::default(),
             last_renewed: None,
+            held: None,
             leader,
             other: watch::channel(None).0,
             recorder: None,
@@ -307,19 +310,40 @@ impl Elector {
             }
         };
         match result {
-            Ok(_) => Ok(true),
-            Err(e) if conflict_or_exists(&e) => Ok(false),
+            Ok(written) => {
+                self.held = Some(written);
+                Ok(true)
+            }
+            Err(e) if conflict_or_exists(&e) => {
+                self.held = None;
+                Ok(false)
+            }
             Err(e) => Err(e),
         }
     }
 
     /// Releases the lease if this replica holds it: no holder, a one-second duration, and the
-    /// record of claims in flight as it is now. Whether it was written so.
+    /// record of claims in flight as it is now. Whether it was written so. One write, from
+    /// the lease as last written here; read again only when another changed it since.
     pub async fn release(&mut self) -> Result<bool, kube::Error> {
         self.leader.send_replace(false);
-        let Some(mut lease) = self.api.get_opt(&self.settings.name).await? else {
+        if let Some(held) = self.held.take() {
+            match self.write_released(held).await {
+                Err(e) if conflict_or_exists(&e) => {}
+                written => return written,
+            }
+        }
+        let Some(lease) = self.api.get_opt(&self.settings.name).await? else {
             return Ok(false);
         };
+        match self.write_released(lease).await {
+            Err(e) if conflict_or_exists(&e) => Ok(false),
+            written => written,
+        }
+    }
+
+    /// Writes `lease` released, if this replica is its holder; whether it was written.
+    async fn write_released(&self, mut lease: Lease) -> Result<bool, kube::Error> {
         let mut spec = lease.spec.clone().unwrap_or_default();
         if holder(&spec) != Some(self.settings.identity.as_str()) {
             return Ok(false);
@@ -336,15 +360,10 @@ impl Elector {
                 .get_or_insert_with(BTreeMap::new)
                 .insert(IN_FLIGHT_ANNOTATION.to_string(), (recorder.current)());
         }
-        match self
-            .api
+        self.api
             .replace(&self.settings.name, &PostParams::default(), &lease)
             .await
-        {
-            Ok(_) => Ok(true),
-            Err(e) if conflict_or_exists(&e) => Ok(false),
-            Err(e) => Err(e),
-        }
+            .map(|_| true)
     }
 
     /// Publishes the lease's annotations while another replica holds it (none otherwise);
@@ -740,7 +759,7 @@ mod tests {
         expect(&mut handle, Method::PUT, PATH, 200, lease(Some("me"), 0)).await;
         rx.wait_for(|l| *l).await.unwrap();
         cancel.cancel();
-        expect(&mut handle, Method::GET, PATH, 200, lease(Some("me"), 0)).await;
+        // Released in one write, from the lease as last written.
         expect(&mut handle, Method::PUT, PATH, 200, lease(None, 0)).await;
         was_released.await.unwrap();
         assert!(!*rx.borrow());
@@ -789,10 +808,33 @@ mod tests {
         expect(&mut handle, Method::PUT, PATH, 200, lease(Some("me"), 0)).await;
         rx.wait_for(|l| *l).await.unwrap();
         cancel.cancel();
-        expect(&mut handle, Method::GET, PATH, 200, lease(Some("me"), 0)).await;
         let sent = expect(&mut handle, Method::PUT, PATH, 200, lease(None, 0)).await;
         assert!(sent["spec"].get("holderIdentity").is_none());
         task.await.unwrap();
+        assert!(!*rx.borrow());
+    }
+
+    /// A release whose write from the lease last written meets a change (409) reads the
+    /// lease again and releases it from there.
+    #[tokio::test]
+    async fn a_release_that_meets_a_change_reads_the_lease_again() {
+        let (mut e, mut rx, mut handle) = elector();
+        let cancel = CancellationToken::new();
+        let until = cancel.clone();
+        let task = tokio::spawn(async move {
+            e.lead_until(until).await;
+            e
+        });
+        expect(&mut handle, Method::GET, PATH, 200, lease(Some("me"), 0)).await;
+        expect(&mut handle, Method::PUT, PATH, 200, lease(Some("me"), 0)).await;
+        rx.wait_for(|l| *l).await.unwrap();
+        cancel.cancel();
+        let conflict = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409});
+        expect(&mut handle, Method::PUT, PATH, 409, conflict).await;
+        expect(&mut handle, Method::GET, PATH, 200, lease(Some("me"), 1)).await;
+        let sent = expect(&mut handle, Method::PUT, PATH, 200, lease(None, 1)).await;
+        assert!(sent["spec"].get("holderIdentity").is_none());
+        let _ = task.await.unwrap();
         assert!(!*rx.borrow());
     }
 }

@@ -23,7 +23,7 @@ use kubeplace_api::Kind;
 use kubeplace_api::Object;
 use kubeplace_api::cluster_source::SourceKind;
 use kubeplace_policy::status::Reach;
-use kubeplace_policy::store::{Change, ObjectKey, Store};
+use kubeplace_policy::store::{Change, ObjectKey, Store, resource_version};
 
 /// Which kinds have their initial list in the store; ready when all have (kubeplace's
 /// kinds, and the cluster's kinds the mirror reads when it runs).
@@ -197,9 +197,12 @@ impl KindWatch {
         let mut reach = Reach::default();
         let mut status_only = Vec::new();
         let mut listed_now = false;
+        // The newest resourceVersion among the events taken, noted once they are applied.
+        let mut newest: Option<u64> = None;
         for event in events {
             match event {
                 Event::Apply(o) => {
+                    newest = newest.max(version_of(&o));
                     self.metrics.watch_event(self.kind, "apply");
                     if let Some(object) = self.read(&o) {
                         let change = Change::Put(Box::new(object));
@@ -213,6 +216,7 @@ impl KindWatch {
                     }
                 }
                 Event::Delete(o) => {
+                    newest = newest.max(version_of(&o));
                     self.metrics.watch_event(self.kind, "delete");
                     let key = ObjectKey {
                         kind: self.kind,
@@ -243,6 +247,12 @@ impl KindWatch {
                 Event::InitDone => {
                     reach.add(self.flush(&mut changes));
                     let listed = self.relist.take().unwrap_or_default();
+                    // A list shows every change up to its newest object's version.
+                    let listed_through = listed
+                        .iter()
+                        .filter_map(|o| resource_version(o.meta()))
+                        .max();
+                    newest = newest.max(listed_through);
                     let relisted = self.store().apply_relist(self.kind, listed);
                     let (count, removed) = (relisted.taken, relisted.removed);
                     info!(kind = %self.kind, objects = count, removed, "listed");
@@ -252,6 +262,9 @@ impl KindWatch {
             }
         }
         reach.add(self.flush(&mut changes));
+        if let Some(newest) = newest {
+            self.store().note_watched(self.kind, newest);
+        }
         if !reach.is_empty() {
             self.trigger.reach(reach);
         }
@@ -262,6 +275,11 @@ impl KindWatch {
             self.synced.mark(self.kind);
         }
     }
+}
+
+/// An event's object's resourceVersion.
+fn version_of(o: &DynamicObject) -> Option<u64> {
+    o.metadata.resource_version.as_deref()?.parse().ok()
 }
 
 /// What a watch event does to the store ([`KindWatch::judge`]).
@@ -418,6 +436,33 @@ mod tests {
             16,
             "the newer copy stays"
         );
+    }
+
+    /// How far the watch has brought the kind: the newest event's version once applied, a
+    /// relist's newest object only once the relist is taken.
+    #[test]
+    fn the_store_knows_how_far_the_watch_has_brought_the_kind() {
+        let (mut w, store, _trigger, _ready) = setup();
+        let at = |name: &str, rv: &str| {
+            let mut p = provider(name, 1);
+            p.metadata.resource_version = Some(rv.into());
+            p
+        };
+        let through = || {
+            store
+                .read()
+                .unwrap()
+                .watched_through(Kind::ResourceProvider)
+        };
+        assert_eq!(through(), 0);
+        w.handle_batch([Event::Apply(at("a", "7")), Event::Delete(at("b", "9"))]);
+        assert_eq!(through(), 9, "a deletion's version counts");
+        w.handle_batch([Event::Init, Event::InitApply(at("a", "12"))]);
+        assert_eq!(through(), 9, "a relist not yet taken shows nothing");
+        w.handle_batch([Event::InitApply(at("c", "11")), Event::InitDone]);
+        assert_eq!(through(), 12);
+        w.handle(Event::Apply(at("a", "10")));
+        assert_eq!(through(), 12, "never goes back");
     }
 
     #[test]

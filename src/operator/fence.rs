@@ -132,17 +132,22 @@ async fn catch_up(allocations: &impl Allocations, store: &SharedStore) -> bool {
 /// version, the store's.
 fn not_held(store: &SharedStore, listed: &[(String, u64)]) -> Vec<(String, u64, Option<u64>)> {
     let store = crate::locks::read(store);
+    let watched = store.watched_through(Kind::Allocation);
     listed
         .iter()
         .filter_map(|(name, want)| {
             let version = store
                 .get_cluster(Kind::Allocation, name)
                 .map(|o| resource_version(o.meta()).unwrap_or(0));
-            // Held at its listed version or newer, or shown as a write holds it: an open write
-            // of several objects (its record counted as one claim) whose own change of it has
-            // not reached the API server yet, because it waits for this very fence.
-            let held = version.is_some_and(|v| v >= *want)
-                || store.holds_back(&ObjectKey::cluster(Kind::Allocation, name));
+            // Held at its listed version or newer; or gone from a store whose watch has
+            // brought every change past that version (deleted since the list); or shown as a
+            // write holds it: an open write of several objects (its record counted as one
+            // claim) whose own change of it has not reached the API server yet, because it
+            // waits for this very fence.
+            let held = match version {
+                Some(v) => v >= *want,
+                None => watched >= *want,
+            } || store.holds_back(&ObjectKey::cluster(Kind::Allocation, name));
             (!held).then(|| (name.clone(), *want, version))
         })
         .collect()
@@ -276,6 +281,26 @@ mod tests {
         *crate::locks::lock(&r.listed.0) = Some(Vec::new());
         pass(ABSENT_RELIST + Duration::from_millis(300)).await;
         assert!(*r.open.borrow(), "the next list leaves it out");
+        r.cancel.cancel();
+    }
+
+    /// Once the store's watch has brought a change newer than an absent Allocation's listed
+    /// version, its deletion was among them: nothing is waited for, no list is needed.
+    #[tokio::test(start_paused = true)]
+    async fn an_allocation_the_watch_has_seen_deleted_is_not_waited_for() {
+        let r = start();
+        *crate::locks::lock(&r.listed.0) = Some(vec![("gone".into(), 4), ("kept".into(), 6)]);
+        crate::locks::write(&r.store).put(allocation("kept", 6));
+        crate::locks::write(&r.store).note_watched(Kind::Allocation, 3);
+        r.leading.send_replace(true);
+        pass(Duration::from_millis(300)).await;
+        assert!(
+            !*r.open.borrow(),
+            "the watch is behind the listed version: it may yet bring it"
+        );
+        crate::locks::write(&r.store).note_watched(Kind::Allocation, 5);
+        pass(Duration::from_millis(200)).await;
+        assert!(*r.open.borrow(), "the watch is past it: it was deleted");
         r.cancel.cancel();
     }
 

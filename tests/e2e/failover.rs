@@ -361,6 +361,21 @@ fn keep_logs(leader: &Operator, follower: &Operator) {
     }
 }
 
+/// A replica's log lines of leading, the fence, shutting down and warnings: where a
+/// handover's time went.
+fn timeline(replica: &Operator) -> String {
+    std::fs::read_to_string(&replica.process.log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| {
+            ["lease", "fence", "shutting", "WARN", "drain"]
+                .iter()
+                .any(|w| l.contains(w))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Takes the leader away as `loss` says; returns when it went.
 fn lose(cp: &super::ControlPlane, leader: &Operator, loss: Loss) -> Instant {
     match loss {
@@ -501,7 +516,9 @@ fn writers_ride_through(loss: Loss) {
     assert!(taken_after > 0, "no write was taken after the leader went");
     assert!(
         p99 <= loss.bound(),
-        "writes waited {p99:?} (p99) after the leader went ({loss:?})"
+        "writes waited {p99:?} (p99) after the leader went ({loss:?}); the old leader:\n{}\nthe new one:\n{}",
+        timeline(&leader),
+        timeline(&follower)
     );
 
     if loss == Loss::Handover {

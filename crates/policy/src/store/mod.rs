@@ -212,12 +212,27 @@ pub struct Store {
     /// Custom traits and resource classes a manifest's registry ConfigMap lists, which
     /// exist whether or not an object uses them (shared like the index).
     seeded_names: Arc<CustomNames>,
+    /// Per kind, the newest resourceVersion its watch has brought ([`Store::note_watched`]).
+    watched_through: HashMap<Kind, u64>,
 }
 
 /// How many deleted Allocations' uids the store remembers.
 pub(super) const DELETED_CLAIMS_KEPT: usize = 4096;
 
 impl Store {
+    /// Notes that the watch of `kind` has brought, in order, every change of its objects up
+    /// to `version` (an event's resourceVersion, or the newest of a list's objects). A
+    /// listed object the store lacks whose version is at most this was deleted since.
+    pub fn note_watched(&mut self, kind: Kind, version: u64) {
+        let through = self.watched_through.entry(kind).or_insert(0);
+        *through = (*through).max(version);
+    }
+
+    /// The newest resourceVersion the watch of `kind` has brought (0 before any).
+    pub fn watched_through(&self, kind: Kind) -> u64 {
+        self.watched_through.get(&kind).copied().unwrap_or(0)
+    }
+
     /// Adds the custom names of a manifest's registry ConfigMap (each kept once).
     pub fn seed_custom_names(&mut self, names: &CustomNames) {
         let seeded = Arc::make_mut(&mut self.seeded_names);
