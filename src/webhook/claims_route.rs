@@ -50,6 +50,9 @@ const FORWARD_TIMEOUT: Duration = Duration::from_secs(8);
 /// elected (the lease's duration and a few retries), and the new one caught up. Together with
 /// the forward it stays within the webhook's own deadline.
 pub(crate) const WAIT_FOR_DECIDER: Duration = Duration::from_secs(5);
+/// Longest a review passed on waits at a leader still catching up: with the wait of the
+/// replica that passed it on and the forward, within the webhook's own deadline.
+pub(crate) const WAIT_AT_LEADER: Duration = Duration::from_secs(3);
 /// The largest answer read from the leader.
 const MAX_ANSWER: usize = 1024 * 1024;
 
@@ -188,8 +191,11 @@ impl ClaimsRoute {
         );
         loop {
             let route = self.route(forwarded);
+            // A review passed on waits only at a leader catching up, which decides it as soon
+            // as it has caught up; one passed to a replica that does not lead goes back at
+            // once, to be passed to whoever does.
             let waits = match &route {
-                Route::Refuse(_) => !forwarded,
+                Route::Refuse(_) => !forwarded || *self.leading.borrow(),
                 _ => false,
             };
             if !waits || tokio::time::Instant::now() >= deadline {
@@ -360,6 +366,31 @@ mod tests {
         assert!(
             matches!(route(false, false, Some(BTreeMap::new())).route(false), Route::Refuse(m) if m.contains("annotations"))
         );
+    }
+
+    /// A review passed on to a leader still catching up waits there and is decided as soon
+    /// as the fence opens (its sender would otherwise wait for a leader change that never
+    /// comes); one passed to a replica that does not lead is sent back at once.
+    #[tokio::test(start_paused = true)]
+    async fn a_review_passed_on_waits_at_a_leader_catching_up_only() {
+        let (leading, leading_rx) = watch::channel(true);
+        let (fenced, fenced_rx) = watch::channel(false);
+        let r = ClaimsRoute::new(leading_rx, fenced_rx, watch::channel(None).1, None);
+        let deadline = tokio::time::Instant::now() + WAIT_AT_LEADER;
+        let opening = async {
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            fenced.send_replace(true);
+        };
+        let (route, ()) = tokio::join!(r.route_within(true, deadline), opening);
+        assert_eq!(route, Route::Decide);
+        fenced.send_replace(false);
+        leading.send_replace(false);
+        let asked = tokio::time::Instant::now();
+        assert!(matches!(
+            r.route_within(true, asked + WAIT_AT_LEADER).await,
+            Route::Refuse(_)
+        ));
+        assert_eq!(asked.elapsed(), Duration::ZERO, "sent back without waiting");
     }
 
     #[test]

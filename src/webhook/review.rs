@@ -308,7 +308,12 @@ impl Webhook {
             )
         };
         let started = tokio::time::Instant::now();
-        let deadline = started + claims_route::WAIT_FOR_DECIDER;
+        let deadline = started
+            + if forwarded {
+                claims_route::WAIT_AT_LEADER
+            } else {
+                claims_route::WAIT_FOR_DECIDER
+            };
         loop {
             let route_taken = route.route_within(forwarded, deadline).await;
             tracing::debug!(kind = label, forwarded, waited_ms = started.elapsed().as_millis() as u64, route = ?route_taken, "routed a claim");
