@@ -205,6 +205,91 @@ fn a_server_can_lose_its_finalizer_after_its_flavor_is_gone() {
     );
 }
 
+/// An Image with these properties.
+fn image_with(name: &str, properties: &[(&str, &str)]) -> String {
+    let props: String = properties
+        .iter()
+        .map(|(k, v)| format!("\n    {k}: {v:?}"))
+        .collect();
+    let props = if props.is_empty() {
+        " {}".to_string()
+    } else {
+        props
+    };
+    format!(
+        "apiVersion: kubeplace.io/v1alpha1\nkind: Image\nmetadata:\n  name: {name}\nspec:\n  properties:{props}\n---\n"
+    )
+}
+
+/// A flavor and image that make no guest Nova would boot are refused at create, resize and
+/// rebuild, with Nova's reason; a pair that does is admitted.
+#[test]
+fn a_flavor_and_image_nova_would_not_boot_are_refused_with_novas_reason() {
+    let extra = |specs: &[(&str, &str)]| {
+        let lines: String = specs
+            .iter()
+            .map(|(k, v)| format!("    {k}: {v:?}\n"))
+            .collect();
+        format!("  extraSpecs:\n{lines}")
+    };
+    let base = node("cn1", 8, &[])
+        + &flavor("plain", 2, "")
+        + &flavor(
+            "two-cells",
+            4,
+            &extra(&[
+                ("hw:numa_nodes", "2"),
+                ("hw:numa_cpus.0", "0,1"),
+                ("hw:numa_mem.0", "256"),
+                ("hw:numa_cpus.1", "2"),
+                ("hw:numa_mem.1", "256"),
+            ]),
+        )
+        + &flavor("shared", 2, &extra(&[("hw:cpu_policy", "shared")]))
+        + &image_with("img", &[])
+        + &image_with("wants-pinning", &[("hw_cpu_policy", "dedicated")]);
+    let verdict = |yaml: &str| {
+        let (report, _) = run(yaml);
+        report.items.last().unwrap().admission.clone()
+    };
+    let refused = verdict(&(base.clone() + &server("s", "two-cells", "img", "")));
+    assert!(!refused.allowed);
+    assert!(
+        refused
+            .message
+            .contains("flavor \"two-cells\" with image \"img\" makes no guest Nova would boot")
+            && refused.message.contains("ImageNUMATopologyCPUsUnassigned")
+            && refused.message.contains("vCPUs 3"),
+        "{}",
+        refused.message
+    );
+    let refused = verdict(&(base.clone() + &server("s", "shared", "wants-pinning", "")));
+    assert!(
+        !refused.allowed && refused.message.contains("ImageCPUPinningForbidden"),
+        "{}",
+        refused.message
+    );
+    assert!(verdict(&(base.clone() + &server("s", "plain", "wants-pinning", ""))).allowed);
+    // Resize and rebuild are judged by the pair they choose.
+    let running = base.clone() + &server("s", "plain", "img", "");
+    let resized = verdict(&(running.clone() + &server("s", "two-cells", "img", "")));
+    assert!(
+        !resized.allowed && resized.message.contains("ImageNUMATopologyCPUsUnassigned"),
+        "{}",
+        resized.message
+    );
+    let rebuilt = verdict(
+        &(base.clone()
+            + &server("s", "shared", "img", "")
+            + &server("s", "shared", "wants-pinning", "")),
+    );
+    assert!(
+        !rebuilt.allowed && rebuilt.message.contains("ImageCPUPinningForbidden"),
+        "{}",
+        rebuilt.message
+    );
+}
+
 #[test]
 fn rebuild_keeps_the_allocation_or_is_rejected_naming_the_traits() {
     let base = node("cn1", 8, &["HW_CPU_X86_AVX2"])

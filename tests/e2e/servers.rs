@@ -124,6 +124,35 @@ fn servers_are_placed_rebuilt_resized_and_give_capacity_back_when_deleted() {
     )
     .ok();
     server_field(cp, "s3", "{.status.conditions[0].reason}", "NoValidHost");
+    // A flavor and image Nova would not boot together are refused through kubectl, with
+    // Nova's reason: a shared-CPU flavor, an image that asks for pinned CPUs.
+    cp.kubectl_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata:\n  name: e2e.shared\nspec:\n  vcpus: 1\n  memoryMb: 512\n  extraSpecs:\n    hw:cpu_policy: shared\n---\napiVersion: kubeplace.io/v1alpha1\nkind: Image\nmetadata:\n  name: e2e-pinned\nspec:\n  properties: {hw_cpu_policy: dedicated}\n",
+    )
+    .ok();
+    let mut refused = cp.kubectl_stdin(
+        &["apply", "-f", "-"],
+        &server("s-pinned", "e2e.shared", "e2e-pinned"),
+    );
+    // Until the webhook's store holds the flavor and image just made.
+    for _ in 0..20 {
+        if !refused.stderr.contains("does not exist") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+        refused = cp.kubectl_stdin(
+            &["apply", "-f", "-"],
+            &server("s-pinned", "e2e.shared", "e2e-pinned"),
+        );
+    }
+    assert!(
+        !refused.success
+            && refused.stderr.contains("makes no guest Nova would boot")
+            && refused.stderr.contains("ImageCPUPinningForbidden"),
+        "{}",
+        refused.stderr
+    );
     let table = cp.kubectl(&["get", "servers", "-n", NS]).ok().to_string();
     let row = |name: &str| {
         table

@@ -1,9 +1,11 @@
-//! Server admission: the flavor and image exist, flavor metadata uses only the keys its
-//! service profile allows, and a rebuild (a new image) fits the providers the server holds.
+//! Server admission: the flavor and image exist and make a guest Nova would boot (its NUMA,
+//! pinning and page size specs agree), flavor metadata uses only the keys its service
+//! profile allows, and a rebuild (a new image) fits the providers the server holds.
 
 use super::Review;
 use kubeplace_api::allocation_name;
 use kubeplace_api::{Object, Server};
+use kubeplace_core::numa::{GuestSource, guest_topology};
 use kubeplace_core::placement::rebuild::missing_traits;
 
 use crate::store::Store;
@@ -93,6 +95,27 @@ pub(super) fn review(server: &Server, old: Option<&Server>, store: &Store, revie
                     "spec.flavorMeta[{key:?}] is not allowed; {accepted}"
                 ));
             }
+        }
+    }
+    // The guest the flavor and image make, as Nova builds it at boot, resize and rebuild:
+    // a pair Nova refuses is refused here, with Nova's reason. Judged when either is chosen,
+    // so a server admitted before stays admissible.
+    let chosen_now = old
+        .is_none_or(|o| o.spec.flavor != server.spec.flavor || o.spec.image != server.spec.image);
+    if let (true, Some(f), Some(i)) = (chosen_now, flavor, image) {
+        let source = GuestSource {
+            vcpus: u32::try_from(f.spec.vcpus).unwrap_or(0),
+            memory_mib: u64::try_from(f.spec.memory_mb).unwrap_or(0),
+            extra_specs: &f.spec.extra_specs,
+            image: &i.spec.properties,
+        };
+        if let Err(e) = guest_topology(source) {
+            review.problem(format!(
+                "flavor {:?} with image {:?} makes no guest Nova would boot: {e} (Nova: {}); change the flavor's extra specs or the image's properties, or choose others",
+                server.spec.flavor,
+                server.spec.image,
+                e.nova_name()
+            ));
         }
     }
     // A rebuild keeps the allocation: the new image must fit the providers already held.
