@@ -39,12 +39,20 @@ fn flavor(name: &str, vcpus: i64, extra: &str) -> String {
     )
 }
 
+/// An Image requiring these traits.
 fn image(name: &str, traits: &[&str]) -> String {
-    let props: String = traits
+    let keys: Vec<String> = traits.iter().map(|t| format!("trait:{t}")).collect();
+    let properties: Vec<(&str, &str)> = keys.iter().map(|k| (k.as_str(), "required")).collect();
+    image_with(name, &properties)
+}
+
+/// An Image with these properties.
+fn image_with(name: &str, properties: &[(&str, &str)]) -> String {
+    let props: String = properties
         .iter()
-        .map(|t| format!("\n    trait:{t}: required"))
+        .map(|(k, v)| format!("\n    {k}: {v:?}"))
         .collect();
-    let props = if traits.is_empty() {
+    let props = if props.is_empty() {
         " {}".to_string()
     } else {
         props
@@ -203,22 +211,6 @@ fn a_server_can_lose_its_finalizer_after_its_flavor_is_gone() {
         "{}",
         verdict.message
     );
-}
-
-/// An Image with these properties.
-fn image_with(name: &str, properties: &[(&str, &str)]) -> String {
-    let props: String = properties
-        .iter()
-        .map(|(k, v)| format!("\n    {k}: {v:?}"))
-        .collect();
-    let props = if props.is_empty() {
-        " {}".to_string()
-    } else {
-        props
-    };
-    format!(
-        "apiVersion: kubeplace.io/v1alpha1\nkind: Image\nmetadata:\n  name: {name}\nspec:\n  properties:{props}\n---\n"
-    )
 }
 
 /// A flavor and image that make no guest Nova would boot are refused at create, resize and
