@@ -11,6 +11,11 @@ copied into placement.conf) it authenticates with Keystone through keystonemiddl
 Placement does: the reference tests/placement_keystone.rs holds kubeplace to.
 --database-url takes an SQLAlchemy URL of an empty database instead of SQLite in DIR
 (e.g. mysql+pymysql://root@localhost/placement?unix_socket=/run/mysqld.sock, with PyMySQL).
+--proxy-headers believes a proxy's Forwarded and X-Forwarded-* headers, which decide the
+URLs it answers with. Placement's http_proxy_to_wsgi middleware reads
+[oslo_middleware] enable_proxy_headers_parsing from oslo.config's process-wide object,
+which Placement's WSGI application never loads from placement.conf (it has a ConfigOpts of
+its own): the option is set there, in this process, as a deployment that loads it would.
 --workers N serves from N processes sharing the listening socket (each with its own
 database connections): reads then use N cores, as a Placement behind uWSGI or mod_wsgi
 with several processes does. Keep one worker for a Placement that is written to: SQLite
@@ -18,7 +23,7 @@ refuses a write when two processes each hold a read transaction that wants to wr
 The workers end with the parent (SIGTERM or SIGKILL).
 
     $(hack/placement-venv.sh)/bin/python hack/placement-serve.py DIR [--port P]
-        [--keystone-authtoken FILE] [--database-url URL] [--workers N]
+        [--keystone-authtoken FILE] [--database-url URL] [--workers N] [--proxy-headers]
 """
 import argparse
 import ctypes
@@ -51,6 +56,9 @@ def main():
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--database-url")
     ap.add_argument("--keystone-authtoken")
+    ap.add_argument("--proxy-headers", action="store_true",
+                    help="believe Forwarded and X-Forwarded-* ([oslo_middleware] "
+                         "enable_proxy_headers_parsing)")
     ap.add_argument("--workers", type=int, default=1,
                     help="processes serving the one socket (1 to 16; keep 1 for writes)")
     args = ap.parse_args()
@@ -76,6 +84,11 @@ def main():
             "[placement]\nrandomize_allocation_candidates = False\n"
             % (os.path.join(d, "placement.log"), strategy, database)
         )
+    if args.proxy_headers:
+        from oslo_config import cfg
+        from oslo_middleware import http_proxy_to_wsgi
+        cfg.CONF.register_opts(http_proxy_to_wsgi.OPTS, group="oslo_middleware")
+        cfg.CONF.set_override("enable_proxy_headers_parsing", True, group="oslo_middleware")
     env = dict(os.environ, OS_PLACEMENT_CONFIG_DIR=d)
     manage = os.path.join(os.path.dirname(sys.executable), "placement-manage")
     subprocess.run([manage, "--config-file", conf, "db", "sync"], env=env, check=True,

@@ -143,6 +143,18 @@ impl Searching {
     }
 }
 
+/// `--placement-proxy-headers`: whether the Placement API believes the proxy in front of
+/// it about the scheme, host and path prefix its callers used, as Placement does with
+/// `[oslo_middleware] enable_proxy_headers_parsing`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ProxyArgs {
+    /// Build `Location` URLs from the proxy's `Forwarded` header (its first entry's proto
+    /// and host), else `X-Forwarded-Proto` and `X-Forwarded-Host`, and `X-Forwarded-Prefix`.
+    /// Only behind a proxy that sets (or strips) them: a caller could otherwise name any.
+    #[arg(long = "placement-proxy-headers")]
+    pub proxy_headers: bool,
+}
+
 /// `--cors-*`: which other origins' web pages may call the Placement API, as Placement's
 /// `[cors]` section says (oslo.middleware's options and defaults). Off without an origin.
 #[derive(clap::Args, Debug, Clone)]

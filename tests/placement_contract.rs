@@ -14,10 +14,11 @@ use placement_server::Server;
 use real_placement::RealPlacement;
 use serde_json::{Value, json};
 
-/// An answer as a client reads it: its status and the body's text.
+/// An answer as a client reads it: its status, its `Location` and the body's text.
 #[derive(Debug)]
 struct Reply {
     status: u16,
+    location: Option<String>,
     body: String,
 }
 
@@ -103,7 +104,8 @@ impl<'de> serde::Deserialize<'de> for Written {
     }
 }
 
-/// One request to `url` (`http://HOST:PORT`) with exactly these headers.
+/// One request to `url` (`http://HOST:PORT`) with exactly these headers (and a `Host`
+/// naming the address, unless they give one).
 fn send(
     url: &str,
     method: &str,
@@ -118,9 +120,12 @@ fn send(
         .expect("timeout");
     let body = body.unwrap_or("");
     let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
     );
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        request.push_str(&format!("Host: {addr}\r\n"));
+    }
     for (k, v) in headers {
         request.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -137,8 +142,14 @@ fn send(
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|s| s.parse().ok())
         .expect("a status line");
+    let location = head.lines().find_map(|l| {
+        let (name, value) = l.split_once(':')?;
+        name.eq_ignore_ascii_case("location")
+            .then(|| value.trim().to_string())
+    });
     Reply {
         status,
+        location,
         body: body.to_string(),
     }
 }
@@ -950,5 +961,89 @@ fn trait_lists_put_standard_traits_first() {
         let summary = |r: &Reply| r.json()["provider_summaries"][P_A]["traits"].clone();
         assert_eq!(summary(&k), summary(&p), "summaries at {mv}");
         assert_eq!(summary(&k), json!(["HW_NUMA_ROOT", "CUSTOM_A", "CUSTOM_B"]));
+    }
+}
+
+/// `Location` follows how the caller reached the server: the `Host` it named (without the
+/// port its scheme implies), and, only where the proxy's headers are believed, `Forwarded`
+/// (its first entry) over `X-Forwarded-Proto`/`-Host`, and `X-Forwarded-Prefix`. Compared
+/// with real Placement with `[oslo_middleware] enable_proxy_headers_parsing` off and on.
+#[test]
+fn location_follows_how_the_caller_reached_the_server() {
+    let cases: &[&[(&str, &str)]] = &[
+        &[("Host", "placement.example:8778")],
+        &[("Host", "placement.example:80")],
+        &[
+            ("Host", "placement.example:443"),
+            ("X-Forwarded-Proto", "https"),
+        ],
+        &[
+            ("Host", "10.0.0.5:8778"),
+            ("X-Forwarded-Proto", "https"),
+            ("X-Forwarded-Host", "api.example"),
+            ("X-Forwarded-Prefix", "/placement"),
+        ],
+        &[
+            ("Host", "10.0.0.5:8778"),
+            ("X-Forwarded-Proto", "http"),
+            (
+                "Forwarded",
+                "for=192.0.2.60;proto=https;host=api.example:443, proto=http;host=inner",
+            ),
+        ],
+        &[
+            ("Host", "10.0.0.5:8778"),
+            ("X-Forwarded-Proto", "https"),
+            ("Forwarded", "for=192.0.2.60"),
+        ],
+        &[
+            ("Host", "10.0.0.5:8778"),
+            ("Forwarded", "Proto=HTTPS;Host=api.example:443"),
+        ],
+    ];
+    for trusted in [false, true] {
+        let placement = if trusted {
+            RealPlacement::start_with_proxy_headers()
+        } else {
+            RealPlacement::start()
+        };
+        let kubeplace = Server::start(if trusted {
+            &["--placement-proxy-headers"]
+        } else {
+            &[]
+        });
+        let urls = [placement.url.clone(), kubeplace.url()];
+        for (i, case) in cases.iter().enumerate() {
+            let uuid = format!("c0a80001-0000-4000-8000-0000000010{i:02}");
+            let body = json!({"name": format!("origin-{i}"), "uuid": uuid}).to_string();
+            let trait_path = format!("/traits/CUSTOM_ORIGIN_{i}");
+            let answers: Vec<[(u16, Option<String>); 2]> = urls
+                .iter()
+                .map(|url| {
+                    let mut headers = vec![
+                        ("X-Auth-Token", "admin"),
+                        ("OpenStack-API-Version", "placement 1.19"),
+                        ("Content-Type", "application/json"),
+                    ];
+                    headers.extend_from_slice(case);
+                    let made = send(url, "POST", "/resource_providers", &headers, Some(&body));
+                    let put = send(url, "PUT", &trait_path, &headers, None);
+                    [(made.status, made.location), (put.status, put.location)]
+                })
+                .collect();
+            assert_eq!(
+                answers[0], answers[1],
+                "Placement, then kubeplace, proxy headers believed: {trusted}, headers {case:?}"
+            );
+            assert_eq!(answers[1][0].0, 201, "{:?}", answers[1]);
+            assert!(
+                answers[1][1]
+                    .1
+                    .as_deref()
+                    .is_some_and(|l| l.ends_with(&trait_path)),
+                "{:?}",
+                answers[1]
+            );
+        }
     }
 }

@@ -4,7 +4,7 @@ use super::exit::Exit;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use crate::args::{CapacityArgs, CorsArgs, KeystoneArgs, Searching};
+use crate::args::{CapacityArgs, CorsArgs, KeystoneArgs, ProxyArgs, Searching};
 use crate::operator::standalone::{self, Callers, Standalone, StandaloneError};
 
 /// Arguments of `kubeplace placement serve`.
@@ -34,6 +34,8 @@ pub struct ServeArgs {
     pub searching: Searching,
     #[command(flatten)]
     pub cors: CorsArgs,
+    #[command(flatten)]
+    pub proxy: ProxyArgs,
     /// Also serve Prometheus metrics (`/metrics`, with `/healthz` and `/readyz`) on this
     /// address, plain HTTP: the API's requests, searches and Keystone checks, and the
     /// served cloud's capacity (docs/observability.md).
@@ -127,6 +129,7 @@ pub fn main(args: &ServeArgs) -> Exit {
         callers,
         searches: args.searching.limits(),
         cors: args.cors.cors(),
+        proxy_headers: args.proxy.proxy_headers,
         listen: args.listen,
         metrics: args.metrics_addr,
         capacity: args.capacity.settings(),

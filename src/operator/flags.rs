@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::{ArgAction, ValueEnum};
 
 use crate::args::{
-    CapacityArgs, CorsArgs, HeadroomCap, KeystoneArgs, MirrorTraits, Searching, Weighing,
+    CapacityArgs, CorsArgs, HeadroomCap, KeystoneArgs, MirrorTraits, ProxyArgs, Searching, Weighing,
 };
 
 /// Every flag of `kubeplace run`.
@@ -220,6 +220,8 @@ pub struct PlacementFlags {
     pub searching: Searching,
     #[command(flatten)]
     pub cors: CorsArgs,
+    #[command(flatten)]
+    pub proxy: ProxyArgs,
 }
 
 /// The audience the Placement API asks tokens to be issued for, unless told otherwise.

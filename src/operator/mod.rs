@@ -422,6 +422,7 @@ fn serve_placement(
         soundness: shared.placement.clone(),
         searches: flags.placement.searching.limits(),
         cors: flags.placement.cors.cors(),
+        proxy_headers: flags.placement.proxy.proxy_headers,
         audience: flags.placement_audience().map(str::to_string),
         keystone: flags.placement.keystone.config().ok().flatten(),
         identity: shared.identity.clone(),

@@ -21,6 +21,7 @@ use crate::cluster_writer::{Cluster, REGISTRY_CONFIGMAP};
 use crate::controllers::trigger::Trigger;
 use crate::keystone::config::KeystoneConfig;
 use crate::metrics::PlacementMetrics;
+use crate::placement_api::origin::Origin;
 use crate::placement_api::{
     self, Auth, KeystoneAuth, KubernetesAuth, PlacementApi, SearchLimits, Soundness,
 };
@@ -50,6 +51,8 @@ pub(crate) struct PlacementOverCluster {
     pub searches: SearchLimits,
     /// Which other origins' pages may call it.
     pub cors: crate::placement_api::cors::Cors,
+    /// Whether a proxy's headers say how callers reached it.
+    pub proxy_headers: bool,
     /// The audience callers' tokens must be issued for (`None`: the API server's own).
     pub audience: Option<String>,
     /// Keystone's `[keystone_authtoken]`, when Keystone tokens are taken beside Kubernetes'.
@@ -150,6 +153,10 @@ impl PlacementOverCluster {
                 .weighing_by(self.weighers)
                 .limiting_searches(self.searches)
                 .allowing_origins(self.cors)
+                .served_as(Origin {
+                    https: tls.is_some(),
+                    proxy_headers: self.proxy_headers,
+                })
                 .reporting_to(self.soundness)
                 .deciding_beside(self.claims)
                 .measured_by(self.metrics)

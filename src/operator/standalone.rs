@@ -12,6 +12,7 @@ use crate::controllers::watch::Synced;
 use crate::health::{self, Health};
 use crate::keystone::config::KeystoneConfig;
 use crate::metrics::{CapacitySettings, Metrics};
+use crate::placement_api::origin::Origin;
 use crate::placement_api::{self, Auth, KeystoneAuth, PlacementApi, SearchLimits};
 use crate::serving::http::Lifecycle;
 use kubeplace_policy::store::Store;
@@ -33,6 +34,8 @@ pub struct Standalone {
     pub searches: SearchLimits,
     /// Which other origins' pages may call it.
     pub cors: crate::placement_api::cors::Cors,
+    /// Whether a proxy's headers say how callers reached it.
+    pub proxy_headers: bool,
     pub listen: SocketAddr,
     /// Where `/metrics` is served, if anywhere.
     pub metrics: Option<SocketAddr>,
@@ -63,6 +66,10 @@ pub fn serve(standalone: Standalone) -> Result<(), StandaloneError> {
     let mut api = PlacementApi::new(standalone.store, String::new())
         .limiting_searches(standalone.searches)
         .allowing_origins(standalone.cors)
+        .served_as(Origin {
+            https: false,
+            proxy_headers: standalone.proxy_headers,
+        })
         .measured_by(metrics.placement.clone());
     // The one decider of its own store: it reports the capacity it serves.
     metrics.leader.set(1);

@@ -31,7 +31,9 @@ impl PlacementApi {
         } else {
             Caller::Unrestricted
         };
-        self.answer(&Call::new(parts, body, caller), request_id)
+        let mut call = Call::new(parts, body, caller);
+        call.origin = self.origin;
+        self.answer(&call, request_id)
     }
 
     /// What the server answers a request from its headers alone, before any of its body is

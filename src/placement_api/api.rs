@@ -13,6 +13,7 @@ use crate::cluster_writer::in_flight;
 use crate::metrics::PlacementMetrics;
 use crate::placement_api::auth::Auth;
 use crate::placement_api::cors::Cors;
+use crate::placement_api::origin::Origin;
 use crate::placement_api::request::intake;
 use crate::placement_api::request::searches::{SearchLimits, Searches};
 use crate::placement_api::request::wire::{self, ApiError};
@@ -89,6 +90,8 @@ pub struct PlacementApi {
     pub(crate) metrics: Arc<PlacementMetrics>,
     /// Which other origins' pages may call it (off unless an origin is allowed).
     pub(crate) cors: Arc<Cors>,
+    /// How callers reach it: the scheme and host of the URLs it answers with.
+    pub(crate) origin: Origin,
 }
 
 impl PlacementApi {
@@ -115,6 +118,7 @@ impl PlacementApi {
             answers: Arc::new(kept_answers::Answers::new()),
             metrics: Arc::default(),
             cors: Arc::default(),
+            origin: Origin::default(),
         }
     }
 
@@ -145,6 +149,7 @@ impl PlacementApi {
             answers: Arc::new(kept_answers::Answers::new()),
             metrics: Arc::default(),
             cors: Arc::default(),
+            origin: Origin::default(),
         }
     }
 
@@ -160,13 +165,20 @@ impl PlacementApi {
         self
     }
 
-    /// Bounds the searches run at once, queued, and their deadline (see [`SearchLimits`]).
     /// Answers cross-origin requests as these settings say.
     pub fn allowing_origins(mut self, cors: Cors) -> PlacementApi {
         self.cors = Arc::new(cors);
         self
     }
 
+    /// Answers with URLs as callers reach it through `origin` (its scheme, and whether a
+    /// proxy's headers are believed).
+    pub fn served_as(mut self, origin: Origin) -> PlacementApi {
+        self.origin = origin;
+        self
+    }
+
+    /// Bounds the searches run at once, queued, and their deadline (see [`SearchLimits`]).
     pub fn limiting_searches(mut self, limits: SearchLimits) -> PlacementApi {
         self.searches = Searches::new(limits);
         self

@@ -19,6 +19,7 @@ pub(crate) mod caller;
 pub mod cors;
 mod handlers;
 mod kept_answers;
+pub mod origin;
 mod panics;
 mod request;
 mod router;

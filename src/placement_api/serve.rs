@@ -74,6 +74,7 @@ async fn handle(api: Arc<PlacementApi>, request: Request<Incoming>) -> Reply {
         Caller::Unrestricted
     };
     let mut call = Call::new(parts, Bytes::new(), caller);
+    call.origin = api.origin;
     // Nor does a caller the route's policy refuses, or a request the route would refuse
     // from its headers alone: the same answer as after reading the body, sent before it.
     if intake::has_body(&call.headers)

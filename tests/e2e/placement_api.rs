@@ -887,6 +887,29 @@ fn the_placement_api_serves_https_for_its_services_names() {
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(status, 200, "{name}: {body}");
     }
+    // What it answers with names it as it was reached: over TLS, by the Service's name.
+    let writer = token(cp, "placement-writer");
+    let put = Command::new("curl")
+        .args(["-sS", "--max-time", "30", "--resolve"])
+        .arg(format!("{name}:{port}:127.0.0.1"))
+        .arg("--cacert")
+        .arg(&ca)
+        .args(["-X", "PUT", "-D", "-", "-o", "/dev/null"])
+        .args(["-H", "OpenStack-API-Version: placement 1.39"])
+        .arg("-H")
+        .arg(format!("X-Auth-Token: {writer}"))
+        .arg(format!(
+            "https://{name}:{port}/traits/CUSTOM_E2E_TLS_LOCATION"
+        ))
+        .output()
+        .expect("curl runs");
+    let head = String::from_utf8_lossy(&put.stdout).to_ascii_lowercase();
+    assert!(
+        head.contains(&format!(
+            "location: https://{name}:{port}/traits/custom_e2e_tls_location"
+        )),
+        "{head}"
+    );
     // By a name the certificate is not for, the check fails.
     let other = Tls {
         name: "kubeplace-metrics.default.svc",

@@ -70,6 +70,12 @@ impl RealPlacement {
         ])
     }
 
+    /// A fresh, empty Placement that believes a proxy's `Forwarded` and `X-Forwarded-*`
+    /// headers (`[oslo_middleware] enable_proxy_headers_parsing`).
+    pub fn start_with_proxy_headers() -> RealPlacement {
+        RealPlacement::start_with(&["--proxy-headers"])
+    }
+
     fn start_with(args: &[&str]) -> RealPlacement {
         let python = python();
         let dir = tempfile::tempdir().expect("a temporary directory");

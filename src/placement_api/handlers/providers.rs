@@ -297,16 +297,10 @@ pub(crate) fn create(state: &mut State<'_>, ctx: &Ctx, call: &Call) -> Result<Re
     Ok(located(reply, &location))
 }
 
-/// An absolute URL on this server, as Placement gives in `Location`.
+/// An absolute URL on this server as the caller reached it, as Placement gives in
+/// `Location`.
 pub(crate) fn location(call: &Call, path: &str) -> String {
-    match call
-        .headers
-        .get(http::header::HOST)
-        .and_then(|h| h.to_str().ok())
-    {
-        Some(host) => format!("http://{host}{path}"),
-        None => path.to_string(),
-    }
+    call.origin.url(&call.headers, path)
 }
 
 /// `PUT /resource_providers/{uuid}`: the name, and from 1.14 the parent.

@@ -4,6 +4,7 @@ use bytes::Bytes;
 use http::{HeaderMap, Method};
 
 use crate::placement_api::caller::Caller;
+use crate::placement_api::origin::Origin;
 use crate::placement_api::request::in_place;
 use kubeplace_core::placement::candidates::Stop;
 
@@ -20,6 +21,8 @@ pub(crate) struct Call {
     pub caller: Caller,
     /// Set while it is tried on the thread that read it ([`in_place`]).
     pub in_place: in_place::InPlace,
+    /// How it reached the server: what its answer's URLs say.
+    pub origin: Origin,
 }
 
 impl Call {
@@ -33,6 +36,7 @@ impl Call {
             stop: Stop::new(),
             caller,
             in_place: in_place::InPlace::default(),
+            origin: Origin::default(),
         }
     }
 }
