@@ -2792,3 +2792,68 @@ fn short_and_long_searches_answer_as_the_command_does() {
     }
     let _ = std::fs::remove_file(cloud);
 }
+
+/// One log line a request (at INFO under `kubeplace::placement_api::access`): the request id
+/// answered, the caller's global request id when it has Placement's form (ignored
+/// otherwise, and never answered back), the route, status and microversion.
+#[test]
+fn each_request_is_logged_with_its_request_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("serve.log");
+    let server = placement_server::Server::start_logging(
+        &[],
+        &[("RUST_LOG", "warn,kubeplace::placement_api::access=info")],
+        &log,
+    );
+    let global = "req-0f1e2d3c-4b5a-4968-8776-655443322110";
+    let asked = |id: &str| {
+        server.raw(
+            "GET",
+            "/resource_providers",
+            &[
+                ("X-Auth-Token", "admin".to_string()),
+                ("OpenStack-API-Version", "placement 1.14".to_string()),
+                ("X-OpenStack-Request-ID", id.to_string()),
+            ],
+            None,
+        )
+    };
+    let kept = asked(global);
+    let ignored = asked("not-a-request-id");
+    let answered = |a: &placement_server::Answer| {
+        a.header("x-openstack-request-id")
+            .expect("a request id")
+            .to_string()
+    };
+    let (kept_id, ignored_id) = (answered(&kept), answered(&ignored));
+    assert_ne!(kept_id, global, "the caller's id is not answered back");
+    assert!(kept_id.starts_with("req-"));
+    drop(server);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let line_of = |id: &str| {
+        text.lines()
+            .find(|l| {
+                l.contains(&format!("request_id=\"{id}\""))
+                    || l.contains(&format!("request_id={id}"))
+            })
+            .unwrap_or_else(|| panic!("no line for {id} in:\n{text}"))
+            .to_string()
+    };
+    let first = line_of(&kept_id);
+    for want in [
+        "kubeplace::placement_api::access",
+        "method=GET",
+        "/resource_providers",
+        "status=200",
+        "placement 1.14",
+        global,
+    ] {
+        assert!(first.contains(want), "{want} not in {first}");
+    }
+    let second = line_of(&ignored_id);
+    assert!(
+        second.contains("global_request_id=\"-\"") || second.contains("global_request_id=-"),
+        "{second}"
+    );
+    assert!(!second.contains("not-a-request-id"), "{second}");
+}

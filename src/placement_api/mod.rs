@@ -12,6 +12,7 @@
 //! webhook hold the same capacity and validity rules. docs/placement-api.md lists what is
 //! served and every difference from Placement.
 
+pub mod access;
 mod answer;
 mod api;
 pub mod auth;

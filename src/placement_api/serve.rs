@@ -12,6 +12,7 @@ use hyper::body::Incoming;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
+use crate::placement_api::access;
 use crate::placement_api::answer::needs_token;
 use crate::placement_api::api::PlacementApi;
 use crate::placement_api::caller::Caller;
@@ -22,12 +23,15 @@ use crate::placement_api::request::searches::{self, StopOnDrop};
 use crate::placement_api::request::wire::{self, ApiError, Reply};
 use crate::placement_api::request::{in_place, intake, version};
 
-/// Answers a request and counts it: by its route's template, method, status and the
-/// microversion answered, and its time until the answer's headers are ready.
+/// Answers a request, counts it (by its route's template, method, status and the
+/// microversion answered, and its time until the answer's headers are ready) and logs it:
+/// one line a request, as Placement's request log writes one.
 async fn measured(api: Arc<PlacementApi>, request: Request<Incoming>) -> Reply {
     let started = Instant::now();
     let method = request.method().clone();
     let route = Route::of(request.uri().path()).map_or("unknown", |r| r.template());
+    let path = request.uri().path().to_string();
+    let global = access::global_request_id(request.headers()).map(str::to_string);
     let metrics = api.metrics.clone();
     // Cross-origin requests are judged outside everything else, as Placement's CORS layer
     // sits outside its authentication: a preflight needs no token.
@@ -49,10 +53,18 @@ async fn measured(api: Arc<PlacementApi>, request: Request<Incoming>) -> Reply {
         microversion,
         started.elapsed(),
     );
+    access::log(&access::Line {
+        method: &method,
+        path: &path,
+        reply: &reply,
+        global_request_id: global.as_deref(),
+        took: started.elapsed(),
+    });
     reply
 }
 
-/// Checks the caller from the headers, then reads the body and answers.
+/// Checks the caller from the headers, then reads the body and answers; the answer carries
+/// who the caller was, for the request's log line.
 async fn handle(api: Arc<PlacementApi>, request: Request<Incoming>) -> Reply {
     let request_id = api.next_request_id();
     let (parts, body) = request.into_parts();
@@ -73,6 +85,20 @@ async fn handle(api: Arc<PlacementApi>, request: Request<Incoming>) -> Reply {
     } else {
         Caller::Unrestricted
     };
+    let who = access::Who::of(&caller);
+    let mut reply = answer_checked(api, parts, body, caller, request_id).await;
+    reply.extensions_mut().insert(who);
+    reply
+}
+
+/// Reads the body of a request whose caller was checked, and answers it.
+async fn answer_checked(
+    api: Arc<PlacementApi>,
+    parts: http::request::Parts,
+    body: Incoming,
+    caller: Caller,
+    request_id: String,
+) -> Reply {
     let mut call = Call::new(parts, Bytes::new(), caller);
     call.origin = api.origin;
     // Nor does a caller the route's policy refuses, or a request the route would refuse

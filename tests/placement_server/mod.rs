@@ -41,13 +41,24 @@ impl Server {
     /// Starts `kubeplace placement serve --listen 127.0.0.1:0` with `args`, and waits for
     /// its `listening on` line.
     pub fn start(args: &[&str]) -> Server {
+        Server::spawn(args, &[], Stdio::inherit())
+    }
+
+    /// [`Server::start`] with `env` set and its standard error written to `log`.
+    pub fn start_logging(args: &[&str], env: &[(&str, &str)], log: &std::path::Path) -> Server {
+        let file = std::fs::File::create(log).expect("the log file");
+        Server::spawn(args, env, Stdio::from(file))
+    }
+
+    fn spawn(args: &[&str], env: &[(&str, &str)], stderr: Stdio) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_kubeplace"))
             .args(["placement", "serve", "--listen", "127.0.0.1:0"])
             .args(args)
             .env_remove("KUBEPLACE_PLACEMENT_TOKEN")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("kubeplace placement serve starts");
         let stdout = child.stdout.take().expect("stdout");
