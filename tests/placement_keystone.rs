@@ -676,3 +676,35 @@ fn a_section_that_cannot_be_honoured_stops_serve_naming_the_key() {
     assert_eq!(status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("loopback"), "{stderr}");
 }
+
+/// The request log names a Keystone caller: the user its token was issued to and the
+/// project it is scoped to, as Keystone knows them.
+#[test]
+fn the_request_log_names_a_keystone_caller() {
+    let ks = Keystone::start();
+    let ini = ks.authtoken_file("authtoken.ini", &ks.url, "");
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("serve.log");
+    let ours = Server::start_logging(
+        &["--keystone-authtoken", ini.to_str().expect("a UTF-8 path")],
+        &[("RUST_LOG", "warn,kubeplace::placement_api::access=info")],
+        &log,
+    );
+    let token = ks.token("nova", Scope::Project("service"));
+    assert_eq!(
+        status(&ours.url(), &token, "GET", "/resource_providers", None),
+        200
+    );
+    drop(ours);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.contains("kubeplace::placement_api::access") && l.contains("status=200"))
+        .unwrap_or_else(|| panic!("no request line in:\n{text}"));
+    let (user, project) = (&ks.users["nova"], ks.project("service"));
+    assert!(
+        line.contains(&format!("user=\"{user}\""))
+            && line.contains(&format!("project=\"{project}\"")),
+        "{line}"
+    );
+}
