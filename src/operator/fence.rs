@@ -140,14 +140,15 @@ fn not_held(store: &SharedStore, listed: &[(String, u64)]) -> Vec<(String, u64, 
                 .get_cluster(Kind::Allocation, name)
                 .map(|o| resource_version(o.meta()).unwrap_or(0));
             // Held at its listed version or newer; or gone from a store whose watch has
-            // brought every change past that version (deleted since the list); or shown as a
-            // write holds it: an open write of several objects (its record counted as one
-            // claim) whose own change of it has not reached the API server yet, because it
-            // waits for this very fence.
+            // brought every change past that version (deleted since the list), unless its
+            // change waits for a write's record; or shown as a write holds it: an open write
+            // of several objects (its record counted as one claim) whose own change of it has
+            // not reached the API server yet, because it waits for this very fence.
+            let key = ObjectKey::cluster(Kind::Allocation, name);
             let held = match version {
                 Some(v) => v >= *want,
-                None => watched >= *want,
-            } || store.holds_back(&ObjectKey::cluster(Kind::Allocation, name));
+                None => watched >= *want && !store.holds_for_record(&key),
+            } || store.holds_back(&key);
             (!held).then(|| (name.clone(), *want, version))
         })
         .collect()
@@ -301,6 +302,33 @@ mod tests {
         crate::locks::write(&r.store).note_watched(Kind::Allocation, 5);
         pass(Duration::from_millis(200)).await;
         assert!(*r.open.borrow(), "the watch is past it: it was deleted");
+        r.cancel.cancel();
+    }
+
+    /// An absent Allocation whose change waits for a write's record is waited for, however
+    /// far the watch has gone: the store does not count it yet.
+    #[tokio::test(start_paused = true)]
+    async fn an_allocation_held_for_a_write_record_is_waited_for() {
+        let r = start();
+        *crate::locks::lock(&r.listed.0) = Some(vec![("marked".into(), 4)]);
+        let mut marked = allocation("marked", 4);
+        let mark = kubeplace_policy::store::writes::write_name(std::time::SystemTime::now(), 7);
+        marked.meta_mut().annotations =
+            Some([(kubeplace_api::WRITE_ANNOTATION.to_string(), mark)].into());
+        {
+            let mut store = crate::locks::write(&r.store);
+            store.apply_changes([kubeplace_policy::store::Change::Put(Box::new(
+                marked.clone(),
+            ))]);
+            store.note_watched(Kind::Allocation, 9);
+            assert!(store.holds_for_record(&ObjectKey::cluster(Kind::Allocation, "marked")));
+        }
+        r.leading.send_replace(true);
+        pass(Duration::from_millis(300)).await;
+        assert!(!*r.open.borrow(), "held for its record: not counted yet");
+        crate::locks::write(&r.store).put(allocation("marked", 4));
+        pass(Duration::from_millis(200)).await;
+        assert!(*r.open.borrow());
         r.cancel.cancel();
     }
 

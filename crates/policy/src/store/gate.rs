@@ -204,6 +204,11 @@ impl Gate {
     pub(super) fn holds_back(&self, key: &ObjectKey) -> bool {
         self.writes.is_overlaid(key) || self.decided.contains_key(key)
     }
+
+    /// Whether a change of the object waits for a PlacementWrite's record.
+    pub(super) fn holds_for_record(&self, key: &ObjectKey) -> bool {
+        self.writes.holds_key(key).is_some()
+    }
 }
 
 /// What a relist changed ([`Store::apply_relist`]).
@@ -360,6 +365,12 @@ impl Store {
     /// lacks it does not delete it.
     pub fn holds_back(&self, key: &ObjectKey) -> bool {
         self.gate.holds_back(key)
+    }
+
+    /// Whether a watch change of the object is held for a PlacementWrite's record that has
+    /// not arrived: the store does not show it yet, whatever the watch has brought since.
+    pub fn holds_for_record(&self, key: &ObjectKey) -> bool {
+        self.gate.holds_for_record(key)
     }
 
     /// An open write's record.
