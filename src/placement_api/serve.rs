@@ -42,23 +42,18 @@ async fn measured(api: Arc<PlacementApi>, request: Request<Incoming>) -> Reply {
         Some(ask) => cors.decorate(ask, handle(api, request).await),
         None => handle(api, request).await,
     };
+    let took = started.elapsed();
     let microversion = reply
         .headers()
         .get("openstack-api-version")
         .and_then(|v| v.to_str().ok());
-    metrics.request(
-        route,
-        &method,
-        reply.status().as_u16(),
-        microversion,
-        started.elapsed(),
-    );
+    metrics.request(route, &method, reply.status().as_u16(), microversion, took);
     access::log(&access::Line {
         method: &method,
         path: &path,
         reply: &reply,
         global_request_id: global.as_deref(),
-        took: started.elapsed(),
+        took,
     });
     reply
 }
