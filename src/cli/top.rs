@@ -4,7 +4,7 @@
 //! `kubeplace apply` does, headroom counted) or from the cluster (the statuses the operator
 //! wrote). A table with bars, JSON or YAML.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
@@ -17,7 +17,7 @@ use crate::args::HeadroomCap;
 use crate::operator::flags::ClusterFlags;
 use kubeplace_api::Object;
 use kubeplace_api::manifest::read_paths_each;
-use kubeplace_policy::capacity::{self, Amounts, FlavorRoom, Host, ProjectUse, Scope};
+use kubeplace_policy::capacity::{self, Amounts, FlavorRoom, ProjectUse, Ranked, Scope};
 use kubeplace_policy::store::{Change, Store};
 
 /// Arguments of `kubeplace top`.
@@ -248,11 +248,6 @@ fn from_files(args: &TopArgs, stdin: &mut dyn Read, err: &mut dyn Write) -> Resu
 
 /// The cluster's objects that capacity reads, with the statuses the operator wrote.
 fn from_cluster(flags: &ClusterFlags) -> Result<Store, String> {
-    use kube::Api;
-    use kubeplace_api::{
-        Aggregate, Allocation, Flavor, ProjectQuota, ProviderConfig, ResourceProvider,
-    };
-
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -261,64 +256,34 @@ fn from_cluster(flags: &ClusterFlags) -> Result<Store, String> {
         let client = crate::operator::client(flags)
             .await
             .map_err(|e| e.to_string())?;
-        let params = Default::default();
-        let listed = |what: &str, e: kube::Error| format!("cannot list {what}: {e}");
         let mut objects: Vec<Object> = Vec::new();
-        let rps = Api::<ResourceProvider>::all(client.clone())
-            .list(&params)
-            .await;
-        objects.extend(
-            rps.map_err(|e| listed("ResourceProviders", e))?
-                .items
-                .into_iter()
-                .map(Object::ResourceProvider),
-        );
-        let allocs = Api::<Allocation>::all(client.clone()).list(&params).await;
-        objects.extend(
-            allocs
-                .map_err(|e| listed("Allocations", e))?
-                .items
-                .into_iter()
-                .map(Object::Allocation),
-        );
-        let aggs = Api::<Aggregate>::all(client.clone()).list(&params).await;
-        objects.extend(
-            aggs.map_err(|e| listed("Aggregates", e))?
-                .items
-                .into_iter()
-                .map(Object::Aggregate),
-        );
-        let configs = Api::<ProviderConfig>::all(client.clone())
-            .list(&params)
-            .await;
-        objects.extend(
-            configs
-                .map_err(|e| listed("ProviderConfigs", e))?
-                .items
-                .into_iter()
-                .map(Object::ProviderConfig),
-        );
-        let flavors = Api::<Flavor>::all(client.clone()).list(&params).await;
-        objects.extend(
-            flavors
-                .map_err(|e| listed("Flavors", e))?
-                .items
-                .into_iter()
-                .map(Object::Flavor),
-        );
-        let quotas = Api::<ProjectQuota>::all(client).list(&params).await;
-        objects.extend(
-            quotas
-                .map_err(|e| listed("ProjectQuotas", e))?
-                .items
-                .into_iter()
-                .map(Object::ProjectQuota),
-        );
+        objects.extend(listed(&client, "ResourceProviders", Object::ResourceProvider).await?);
+        objects.extend(listed(&client, "Allocations", Object::Allocation).await?);
+        objects.extend(listed(&client, "Aggregates", Object::Aggregate).await?);
+        objects.extend(listed(&client, "ProviderConfigs", Object::ProviderConfig).await?);
+        objects.extend(listed(&client, "Flavors", Object::Flavor).await?);
+        objects.extend(listed(&client, "ProjectQuotas", Object::ProjectQuota).await?);
         Ok::<_, String>(objects)
     })?;
     let mut store = Store::default();
     store.apply_changes(objects.into_iter().map(|o| Change::Put(Box::new(o))));
     Ok(store)
+}
+
+/// Every object of kind `K` in the cluster, as `Object`s.
+async fn listed<K>(
+    client: &kube::Client,
+    what: &str,
+    object: fn(K) -> Object,
+) -> Result<Vec<Object>, String>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    kube::Api::<K>::all(client.clone())
+        .list(&Default::default())
+        .await
+        .map(|list| list.items.into_iter().map(object).collect())
+        .map_err(|e| format!("cannot list {what}: {e}"))
 }
 
 /// The report of `store` as `args` ask for it.
@@ -337,12 +302,9 @@ pub fn report(store: &Store, args: &TopArgs) -> Result<Report, String> {
         };
         let all = capacity::hosts(store, scope);
         summary.hosts = all.len();
-        let ranked = ranked(all, args.class.as_deref())?;
-        let rows: Vec<HostRow> = ranked
-            .into_iter()
-            .take(limit)
-            .map(host_row(args.class.as_deref()))
-            .collect();
+        let ranked = capacity::rank_hosts(all, args.class.as_deref())
+            .map_err(|e| format!("--class {}: {e}", e.class))?;
+        let rows: Vec<HostRow> = ranked.into_iter().take(limit).map(host_row).collect();
         summary.hosts_shown = rows.len();
         Some(rows)
     } else {
@@ -378,52 +340,10 @@ pub fn report(store: &Store, args: &TopArgs) -> Result<Report, String> {
     })
 }
 
-/// The share a host is ranked by: of `class`, or the largest of any class.
-fn share(host: &Host, class: Option<&str>) -> Option<f64> {
-    match class {
-        Some(c) => host.classes.get(c).map(Amounts::used_fraction),
-        None => host
-            .classes
-            .values()
-            .map(Amounts::used_fraction)
-            .max_by(f64::total_cmp),
-    }
-}
-
-/// Hosts, the most used first (by name among equals); with `class`, only those with it.
-fn ranked(hosts: Vec<Host>, class: Option<&str>) -> Result<Vec<Host>, String> {
-    if let Some(c) = class
-        && !hosts.iter().any(|h| h.classes.contains_key(c))
-    {
-        let known: BTreeSet<&str> = hosts
-            .iter()
-            .flat_map(|h| h.classes.keys().map(String::as_str))
-            .collect();
-        let known: Vec<&str> = known.into_iter().collect();
-        return Err(format!(
-            "--class {c}: no host has inventory of {c}; the classes of this cloud are {}",
-            if known.is_empty() {
-                "none (it has no inventory)".to_string()
-            } else {
-                known.join(", ")
-            }
-        ));
-    }
-    let mut hosts: Vec<(f64, Host)> = hosts
-        .into_iter()
-        .filter(|h| class.is_none_or(|c| h.classes.contains_key(c)))
-        .map(|h| (share(&h, class).unwrap_or(0.0), h))
-        .collect();
-    hosts.sort_by(|(a, ha), (b, hb)| {
-        b.total_cmp(a)
-            .then_with(|| ha.shown_name.cmp(&hb.shown_name))
-    });
-    Ok(hosts.into_iter().map(|(_, h)| h).collect())
-}
-
-fn host_row(class: Option<&str>) -> impl Fn(Host) -> HostRow + '_ {
-    move |h| HostRow {
-        used_fraction: share(&h, class).and_then(finite),
+fn host_row(ranked: Ranked) -> HostRow {
+    let Ranked { share, host: h } = ranked;
+    HostRow {
+        used_fraction: share.and_then(finite),
         placement_name: (h.shown_name != h.name).then(|| h.shown_name.clone()),
         classes: h
             .classes

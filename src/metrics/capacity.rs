@@ -92,7 +92,11 @@ impl Snapshot {
         store: &kubeplace_policy::store::Store,
         settings: CapacitySettings,
     ) -> Snapshot {
-        let trees = capacity::hosts(store, Scope::Trees);
+        // One walk over the providers, whichever series are on.
+        let (trees, providers) = match settings.per {
+            CapacityMetrics::Providers => capacity::trees_and_providers(store),
+            _ => (capacity::hosts(store, Scope::Trees), Vec::new()),
+        };
         let zones = capacity::zones(&trees);
         let mut zone_hosts: BTreeMap<String, usize> = BTreeMap::new();
         for tree in &trees {
@@ -100,7 +104,7 @@ impl Snapshot {
         }
         let mut hosts = match settings.per {
             CapacityMetrics::Hosts => trees,
-            CapacityMetrics::Providers => capacity::hosts(store, Scope::Providers),
+            CapacityMetrics::Providers => providers,
             CapacityMetrics::Off => Vec::new(),
         };
         let omitted = hosts.len().saturating_sub(settings.max_hosts);

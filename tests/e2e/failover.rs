@@ -364,16 +364,7 @@ fn keep_logs(leader: &Operator, follower: &Operator) {
 /// A replica's log lines of leading, the fence, shutting down and warnings: where a
 /// handover's time went.
 fn timeline(replica: &Operator) -> String {
-    std::fs::read_to_string(&replica.process.log)
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| {
-            ["lease", "fence", "shutting", "WARN", "drain"]
-                .iter()
-                .any(|w| l.contains(w))
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    replica.log_lines(&["lease", "fence", "shutting", "WARN", "drain"], usize::MAX)
 }
 
 /// Takes the leader away as `loss` says; returns when it went.

@@ -629,6 +629,18 @@ pub struct Operator {
 }
 
 impl Operator {
+    /// The first `most` lines of its log that contain any of `words`: where a test's time
+    /// went, printed when it fails.
+    pub fn log_lines(&self, words: &[&str], most: usize) -> String {
+        std::fs::read_to_string(&self.process.log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| words.iter().any(|w| l.contains(w)))
+            .take(most)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
     /// Starts it and waits until its webhook is registered and it reports ready.
     pub fn start(cp: &ControlPlane, name: &str, extra: &[&str]) -> Operator {
         Operator::start_named(cp, name, "kubeplace", extra)

@@ -120,17 +120,7 @@ fn claim(port: u16, writer: &str, host: &str, who: &str, project: &str, vcpu: u6
 
 /// A replica's warnings and errors, and its lines on leading and the fence.
 fn warnings(replica: &super::Operator) -> String {
-    std::fs::read_to_string(&replica.process.log)
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| {
-            ["WARN", "ERROR", "lease", "fence"]
-                .iter()
-                .any(|w| l.contains(w))
-        })
-        .take(60)
-        .collect::<Vec<_>>()
-        .join("\n")
+    replica.log_lines(&["WARN", "ERROR", "lease", "fence"], 60)
 }
 
 /// What `GET /kubeplace/quotas` says a project uses of a limit.

@@ -102,6 +102,21 @@ pub struct Host {
 /// Providers outside a well-formed tree (a parent missing, a cycle) are left out: no claim
 /// can be placed on them.
 pub fn hosts(store: &Store, scope: Scope) -> Vec<Host> {
+    let (trees, providers) = walk(store, scope == Scope::Providers);
+    match scope {
+        Scope::Trees => trees,
+        Scope::Providers => providers,
+    }
+}
+
+/// [`hosts`] of both scopes, from one walk over the providers: trees, then providers.
+pub fn trees_and_providers(store: &Store) -> (Vec<Host>, Vec<Host>) {
+    walk(store, true)
+}
+
+/// The trees, and the providers too when `providers` (else none), each sorted by the name
+/// Placement shows.
+fn walk(store: &Store, providers: bool) -> (Vec<Host>, Vec<Host>) {
     let index = store.index();
     let zones = Zones::read(store);
     // Each root's zone first: a tree's providers share it.
@@ -115,49 +130,101 @@ pub fn hosts(store: &Store, scope: Scope) -> Vec<Host> {
             .and_then(|r| root_zone.get(r).cloned())
             .unwrap_or_else(|| DEFAULT_ZONE.to_string())
     };
-    let mut out: Vec<Host> = match scope {
-        Scope::Providers => all
-            .iter()
-            .map(|f| Host {
-                name: f.name.to_string(),
-                shown_name: f.shown_name.to_string(),
-                zone: zone_of(f),
-                classes: f
-                    .classes
-                    .iter()
-                    .map(|c| (c.class.to_string(), Amounts::of(c.inventory, c.used)))
-                    .collect(),
-            })
-            .collect(),
-        Scope::Trees => {
-            let mut trees: HashMap<&str, Host> = HashMap::new();
-            for f in all.iter().filter(|f| f.is_root()) {
-                trees.insert(
-                    f.name,
-                    Host {
-                        name: f.name.to_string(),
-                        shown_name: f.shown_name.to_string(),
-                        zone: zone_of(f),
-                        classes: BTreeMap::new(),
-                    },
-                );
-            }
-            for f in &all {
-                let Some(host) = f.root.and_then(|r| trees.get_mut(r)) else {
-                    continue;
-                };
-                for c in &f.classes {
-                    host.classes
-                        .entry(c.class.to_string())
-                        .or_default()
-                        .add(&Amounts::of(c.inventory, c.used));
-                }
-            }
-            trees.into_values().collect()
-        }
+    let host = |f: &ProviderFigures<'_>| Host {
+        name: f.name.to_string(),
+        shown_name: f.shown_name.to_string(),
+        zone: zone_of(f),
+        classes: BTreeMap::new(),
     };
-    out.sort_by(|a, b| a.shown_name.cmp(&b.shown_name).then(a.name.cmp(&b.name)));
-    out
+    let mut trees: HashMap<&str, Host> = all
+        .iter()
+        .filter(|f| f.is_root())
+        .map(|f| (f.name, host(f)))
+        .collect();
+    let mut own: Vec<Host> = Vec::new();
+    for f in &all {
+        let amounts: Vec<(String, Amounts)> = f
+            .classes
+            .iter()
+            .map(|c| (c.class.to_string(), Amounts::of(c.inventory, c.used)))
+            .collect();
+        if let Some(tree) = f.root.and_then(|r| trees.get_mut(r)) {
+            for (class, a) in &amounts {
+                tree.classes.entry(class.clone()).or_default().add(a);
+            }
+        }
+        if providers {
+            own.push(Host {
+                classes: amounts.into_iter().collect(),
+                ..host(f)
+            });
+        }
+    }
+    let by_shown = |a: &Host, b: &Host| a.shown_name.cmp(&b.shown_name).then(a.name.cmp(&b.name));
+    let mut trees: Vec<Host> = trees.into_values().collect();
+    trees.sort_by(by_shown);
+    own.sort_by(by_shown);
+    (trees, own)
+}
+
+impl Host {
+    /// The share it is ranked by: of `class`, or the largest of any class.
+    pub fn share(&self, class: Option<&str>) -> Option<f64> {
+        match class {
+            Some(c) => self.classes.get(c).map(Amounts::used_fraction),
+            None => self
+                .classes
+                .values()
+                .map(Amounts::used_fraction)
+                .max_by(f64::total_cmp),
+        }
+    }
+}
+
+/// A host and the share it was ranked by ([`Host::share`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ranked {
+    pub share: Option<f64>,
+    pub host: Host,
+}
+
+/// No host has inventory of the class hosts were to be ranked by.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no host has inventory of {class}; the classes of this cloud are {}", if .known.is_empty() { "none (it has no inventory)".to_string() } else { .known.join(", ") })]
+pub struct NoSuchClass {
+    pub class: String,
+    /// The classes some host has, by name.
+    pub known: Vec<String>,
+}
+
+/// Hosts, the most used first (by shown name among equals): by the share of `class`, only
+/// those with it; without it, by the largest share of any class.
+pub fn rank_hosts(hosts: Vec<Host>, class: Option<&str>) -> Result<Vec<Ranked>, NoSuchClass> {
+    if let Some(c) = class
+        && !hosts.iter().any(|h| h.classes.contains_key(c))
+    {
+        let known: std::collections::BTreeSet<&String> =
+            hosts.iter().flat_map(|h| h.classes.keys()).collect();
+        return Err(NoSuchClass {
+            class: c.to_string(),
+            known: known.into_iter().cloned().collect(),
+        });
+    }
+    let mut ranked: Vec<Ranked> = hosts
+        .into_iter()
+        .filter(|h| class.is_none_or(|c| h.classes.contains_key(c)))
+        .map(|host| Ranked {
+            share: host.share(class),
+            host,
+        })
+        .collect();
+    ranked.sort_by(|a, b| {
+        b.share
+            .unwrap_or(0.0)
+            .total_cmp(&a.share.unwrap_or(0.0))
+            .then_with(|| a.host.shown_name.cmp(&b.host.shown_name))
+    });
+    Ok(ranked)
 }
 
 /// Each zone's figures by class, summed over its hosts: (zone, class) → figures.
@@ -352,6 +419,40 @@ spec:
   allocations:
   - {provider: cn1-numa0, resources: {VCPU: 5}}
   - {provider: cn2, resources: {VCPU: 4}}";
+
+    /// One walk gives both scopes as each alone gives it.
+    #[test]
+    fn trees_and_providers_are_each_scope() {
+        let s = store(&[CN1, NUMA0, NUMA1, CN2, ZONE_A, CLAIM]);
+        assert_eq!(
+            trees_and_providers(&s),
+            (hosts(&s, Scope::Trees), hosts(&s, Scope::Providers))
+        );
+        assert_eq!(hosts(&s, Scope::Providers).len(), 4);
+    }
+
+    /// The most used first, by name among equals; by a class, only hosts with it; a class
+    /// no host has is refused with the classes there are.
+    #[test]
+    fn hosts_rank_by_the_share_they_use() {
+        let s = store(&[CN1, NUMA0, NUMA1, CN2, ZONE_A, CLAIM]);
+        let names = |r: Vec<Ranked>| r.into_iter().map(|r| r.host.name).collect::<Vec<_>>();
+        let trees = hosts(&s, Scope::Trees);
+        assert_eq!(
+            names(rank_hosts(trees.clone(), None).unwrap()),
+            ["cn2", "cn1"]
+        );
+        let by_disk = rank_hosts(trees.clone(), Some("DISK_GB")).unwrap();
+        assert_eq!(by_disk.len(), 1);
+        assert_eq!(by_disk[0].share, Some(0.0));
+        let refused = rank_hosts(trees, Some("VCPUS")).unwrap_err();
+        assert_eq!(refused.known, ["DISK_GB", "VCPU"]);
+        assert!(
+            refused
+                .to_string()
+                .contains("the classes of this cloud are DISK_GB, VCPU")
+        );
+    }
 
     #[test]
     fn a_tree_sums_its_providers_in_its_roots_zone() {
