@@ -70,9 +70,12 @@ pub(crate) struct Recorder {
     /// The record as it is now (the claims ledger's, as text).
     pub current: Box<dyn Fn() -> String + Send + Sync>,
     /// Takes over a predecessor's record, read from the lease this replica takes, before it
-    /// starts leading.
-    pub adopt: Box<dyn Fn(&str) + Send + Sync>,
+    /// starts leading; `None` when the lease it takes or creates carries none.
+    pub adopt: Adopt,
 }
+
+/// What takes a predecessor's record over ([`Recorder::adopt`]).
+pub(crate) type Adopt = Box<dyn Fn(Option<&str>) + Send + Sync>;
 
 /// A wait for the record to be written: answered once a write of the lease that started
 /// after the request has succeeded, or failed.
@@ -250,6 +253,7 @@ impl Elector {
             Action::Create => {
                 let mut annotations = self.settings.annotations.borrow().clone();
                 if let Some(recorder) = &self.recorder {
+                    (recorder.adopt)(None);
                     annotations.insert(IN_FLIGHT_ANNOTATION.to_string(), (recorder.current)());
                 }
                 let lease = Lease {
@@ -277,16 +281,14 @@ impl Elector {
                 // takes it (should the write fail, they are counted a while longer than
                 // needed, never less).
                 if action == Action::Acquire
-                    && let (Some(recorder), Some(record)) = (
-                        &self.recorder,
-                        lease
-                            .metadata
-                            .annotations
-                            .as_ref()
-                            .and_then(|a| a.get(IN_FLIGHT_ANNOTATION)),
-                    )
+                    && let Some(recorder) = &self.recorder
                 {
-                    (recorder.adopt)(record);
+                    let record = lease
+                        .metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(IN_FLIGHT_ANNOTATION));
+                    (recorder.adopt)(record.map(String::as_str));
                 }
                 let mut spec = spec.unwrap_or_default();
                 if action == Action::Acquire {
@@ -519,6 +521,8 @@ impl Elector {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{Arc, Mutex};
+
     use http::{Method, Request, Response, StatusCode};
     use kube::client::Body;
     use serde_json::{Value, json};
@@ -679,6 +683,44 @@ mod tests {
         });
         assert!(e.try_acquire_or_renew().await.unwrap());
         api.await.unwrap();
+    }
+
+    /// Each lease taken hands its record (or that it has none) to the new holder, before
+    /// the write that takes it.
+    #[tokio::test]
+    async fn taking_a_lease_hands_over_its_record_or_its_lack_of_one() {
+        let (e, _rx, mut handle) = elector();
+        let adopted: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
+        let seen = adopted.clone();
+        let mut e = e.recording(Recorder {
+            current: Box::new(|| "mine".to_string()),
+            adopt: Box::new(move |record| {
+                seen.lock().unwrap().push(record.map(str::to_string));
+            }),
+        });
+        let api = tokio::spawn(async move {
+            let mut released = lease(None, 3);
+            released["metadata"]["annotations"] = json!({ (IN_FLIGHT_ANNOTATION): "theirs" });
+            expect(&mut handle, Method::GET, PATH, 200, released).await;
+            let sent = expect(&mut handle, Method::PUT, PATH, 200, lease(Some("me"), 4)).await;
+            assert_eq!(
+                sent["metadata"]["annotations"][IN_FLIGHT_ANNOTATION],
+                "mine"
+            );
+            expect(&mut handle, Method::GET, PATH, 200, lease(Some("me"), 4)).await;
+            expect(&mut handle, Method::PUT, PATH, 200, lease(Some("me"), 4)).await;
+            expect(&mut handle, Method::GET, PATH, 200, lease(None, 4)).await;
+            expect(&mut handle, Method::PUT, PATH, 200, lease(Some("me"), 5)).await;
+        });
+        assert!(e.try_acquire_or_renew().await.unwrap());
+        assert!(e.try_acquire_or_renew().await.unwrap(), "renewed");
+        assert!(e.try_acquire_or_renew().await.unwrap(), "taken again");
+        api.await.unwrap();
+        assert_eq!(
+            *adopted.lock().unwrap(),
+            vec![Some("theirs".to_string()), None],
+            "a renewal hands nothing over; a lease taken without a record says so"
+        );
     }
 
     #[tokio::test]

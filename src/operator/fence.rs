@@ -3,9 +3,12 @@
 //!
 //! A claim the previous leader answered `allowed` is either in etcd already or in the record
 //! of claims in flight it kept on the lease, which the new leader read in the version of the
-//! lease it took and holds in its ledger ([`crate::controllers::lease`]). So the new leader
-//! waits for nothing but its own store: it lists the Allocations and waits until its store
-//! holds each at least as new, then decides.
+//! lease it took and holds in its ledger ([`crate::controllers::lease`]). The record also
+//! says how far the previous leader's store had come ([`SeenThrough`]): every claim it no
+//! longer records was seen by then. So the new leader waits for nothing but its own store
+//! to come as far, which it usually has already, and decides. Without such a point (no
+//! predecessor, or one that did not keep it), or when its store does not get there soon, it
+//! lists the Allocations and waits until its store holds each at least as new.
 
 use std::future::Future;
 use std::time::Duration;
@@ -17,8 +20,14 @@ use tracing::{info, warn};
 
 use crate::cache::SharedStore;
 use kubeplace_api::Kind;
+use kubeplace_policy::claims::SeenThrough;
 use kubeplace_policy::store::{ObjectKey, resource_version};
 
+/// Longest the new leader waits for its store to come as far as its predecessor's had,
+/// before it lists the Allocations instead.
+const POINT_CATCH_UP: Duration = Duration::from_secs(5);
+/// How often the store is looked at while it comes to the predecessor's point.
+const POINT_POLL: Duration = Duration::from_millis(10);
 /// Longest the new leader waits for its store to hold every Allocation the API server
 /// listed, before it lists again.
 const CLAIMS_CATCH_UP: Duration = Duration::from_secs(30);
@@ -57,11 +66,12 @@ impl Allocations for Listed {
 
 /// Opens the claims decision point (`open` true) when this replica starts leading, once it
 /// is sure it sees every claim the previous leader decided; closes it when it stops
-/// leading. Returns at `cancel`.
+/// leading. `taken_over` is the point the predecessor's store had come to, as read from the
+/// lease this replica took. Returns at `cancel`.
 pub(crate) async fn fence_claims(
     allocations: impl Allocations,
     store: SharedStore,
-    mut leading: watch::Receiver<bool>,
+    (mut leading, taken_over): (watch::Receiver<bool>, watch::Receiver<Option<SeenThrough>>),
     open: watch::Sender<bool>,
     cancel: CancellationToken,
 ) {
@@ -69,17 +79,16 @@ pub(crate) async fn fence_claims(
         let now_leading = *leading.borrow_and_update();
         open.send_replace(false);
         if now_leading {
-            let opened = tokio::select! {
+            let point = *taken_over.borrow();
+            let started = tokio::time::Instant::now();
+            let caught_up = tokio::select! {
                 _ = cancel.cancelled() => return,
-                _ = leading.changed() => false,
-                caught_up = catch_up(&allocations, &store) => caught_up,
+                _ = leading.changed() => continue,
+                caught_up = catch_up(&allocations, &store, point) => caught_up,
             };
-            if opened {
-                open.send_replace(true);
-                info!("deciding claims: every claim the previous leader decided is in the store");
-            } else {
-                continue;
-            }
+            open.send_replace(true);
+            info!(by = ?caught_up, waited_ms = started.elapsed().as_millis() as u64,
+                "deciding claims: every claim the previous leader decided is counted");
         }
         tokio::select! {
             _ = cancel.cancelled() => return,
@@ -88,10 +97,36 @@ pub(crate) async fn fence_claims(
     }
 }
 
-/// Waits until the store holds every Allocation a fresh list shows (at least as new); true
-/// once it does.
-async fn catch_up(allocations: &impl Allocations, store: &SharedStore) -> bool {
+/// How a new leader came to count every claim its predecessor decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CaughtUp {
+    /// Its store came as far as the predecessor's had.
+    AtPredecessorsPoint,
+    /// Its store held every Allocation a list showed.
+    Listed,
+}
+
+/// Waits until the store has come to the predecessor's `point`, or else holds every
+/// Allocation a fresh list shows (at least as new).
+async fn catch_up(
+    allocations: &impl Allocations,
+    store: &SharedStore,
+    point: Option<SeenThrough>,
+) -> CaughtUp {
     let started = tokio::time::Instant::now();
+    if let Some(point) = point {
+        while started.elapsed() < POINT_CATCH_UP {
+            if point.reached_by(&crate::locks::read(store)) {
+                return CaughtUp::AtPredecessorsPoint;
+            }
+            tokio::time::sleep(POINT_POLL).await;
+        }
+        warn!(
+            ?point,
+            waited_s = started.elapsed().as_secs(),
+            "the store has not come as far as the previous leader's; listing the Allocations instead"
+        );
+    }
     loop {
         let listed = match allocations.list().await {
             Ok(l) => l,
@@ -105,7 +140,7 @@ async fn catch_up(allocations: &impl Allocations, store: &SharedStore) -> bool {
         loop {
             let missing = not_held(store, &listed);
             if missing.is_empty() {
-                return true;
+                return CaughtUp::Listed;
             }
             // An Allocation the store lacks may have been deleted since the list (a server
             // deleted, a consumer released): no event will bring it back, a new list leaves it
@@ -193,6 +228,7 @@ mod tests {
         store: SharedStore,
         listed: Fixed,
         leading: watch::Sender<bool>,
+        taken_over: watch::Sender<Option<SeenThrough>>,
         open: watch::Receiver<bool>,
         cancel: CancellationToken,
     }
@@ -202,12 +238,13 @@ mod tests {
         let listed = Fixed::default();
         *crate::locks::lock(&listed.0) = Some(Vec::new());
         let (leading, leading_rx) = watch::channel(false);
+        let (taken_over, taken_over_rx) = watch::channel(None);
         let (open_tx, open) = watch::channel(false);
         let cancel = CancellationToken::new();
         tokio::spawn(fence_claims(
             listed.clone(),
             store.clone(),
-            leading_rx,
+            (leading_rx, taken_over_rx),
             open_tx,
             cancel.clone(),
         ));
@@ -215,9 +252,62 @@ mod tests {
             store,
             listed,
             leading,
+            taken_over,
             open,
             cancel,
         }
+    }
+
+    /// Taking over a lease that says how far the predecessor's store had come, the new
+    /// leader lists nothing: it decides once its own store has come as far.
+    #[tokio::test(start_paused = true)]
+    async fn a_new_leader_decides_once_its_store_comes_to_its_predecessors_point() {
+        let r = start();
+        // A list would fail: only the point can open the fence.
+        *crate::locks::lock(&r.listed.0) = None;
+        crate::locks::write(&r.store).note_watched(Kind::Allocation, 40);
+        r.taken_over.send_replace(Some(SeenThrough {
+            allocations: 42,
+            writes: 3,
+        }));
+        r.leading.send_replace(true);
+        pass(Duration::from_secs(1)).await;
+        assert!(
+            !*r.open.borrow(),
+            "the store is at 40, the predecessor's at 42"
+        );
+        crate::locks::write(&r.store).note_watched(Kind::Allocation, 42);
+        pass(Duration::from_secs(1)).await;
+        assert!(
+            !*r.open.borrow(),
+            "its PlacementWrite records are not as far yet"
+        );
+        crate::locks::write(&r.store).note_watched(Kind::PlacementWrite, 5);
+        pass(POINT_POLL * 2).await;
+        assert!(*r.open.borrow());
+        r.cancel.cancel();
+    }
+
+    /// A store that does not come to the predecessor's point soon (a relist that left out
+    /// the newest object, deleted since) is judged by a list instead.
+    #[tokio::test(start_paused = true)]
+    async fn a_point_not_reached_soon_falls_back_to_a_list() {
+        let r = start();
+        *crate::locks::lock(&r.listed.0) = Some(vec![("kept".into(), 30)]);
+        crate::locks::write(&r.store).put(allocation("kept", 30));
+        r.taken_over.send_replace(Some(SeenThrough {
+            allocations: 99,
+            writes: 0,
+        }));
+        r.leading.send_replace(true);
+        pass(POINT_CATCH_UP - Duration::from_millis(100)).await;
+        assert!(!*r.open.borrow(), "still waiting for the point");
+        pass(Duration::from_millis(400)).await;
+        assert!(
+            *r.open.borrow(),
+            "the list shows the store holds every claim"
+        );
+        r.cancel.cancel();
     }
 
     /// Lets the fence's task run for `d` of (paused) time.

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use kube::Client;
-use kubeplace_policy::claims::{InFlight, Ledger};
+use kubeplace_policy::claims::{InFlight, Ledger, SeenThrough};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
@@ -64,13 +64,14 @@ pub(crate) fn run_for_leader(
         Err(e) => warn!("other replicas cannot pass claims to this one: {e}"),
     }
     let (elector, leading) = Elector::new(client.clone(), settings);
-    let elector = elector.recording(recorder(ledger));
+    let (takeover, taken_over) = watch::channel(None);
+    let elector = elector.recording(recorder(ledger, store, takeover));
     let recording = elector.recording_handle();
     let (fence, fenced) = watch::channel(false);
     tokio::spawn(fence_claims(
         Listed(client.clone()),
         store.clone(),
-        leading.clone(),
+        (leading.clone(), taken_over),
         fence,
         cancel,
     ));
@@ -123,29 +124,43 @@ pub(crate) fn claims_endpoint(
     })
 }
 
-/// The record of claims in flight the lease carries: the ledger's, and the predecessor's
-/// taken into it.
-fn recorder(ledger: &Arc<Mutex<Ledger>>) -> Recorder {
-    let (mine, theirs) = (ledger.clone(), ledger.clone());
+/// The record of claims in flight the lease carries: the ledger's, with how far the store
+/// had come; the predecessor's taken into the ledger, and the point its store had come to
+/// sent to the fence (`None` when the lease taken carries no such point).
+fn recorder(
+    ledger: &Arc<Mutex<Ledger>>,
+    store: &SharedStore,
+    takeover: watch::Sender<Option<SeenThrough>>,
+) -> Recorder {
+    let (mine, theirs, store) = (ledger.clone(), ledger.clone(), store.clone());
     Recorder {
         current: Box::new(move || {
-            crate::locks::lock(&mine)
-                .in_flight(Instant::now())
-                .to_text()
+            let mut record = crate::locks::lock(&mine).in_flight(Instant::now());
+            // Read after the ledger: every claim it no longer records was seen by then.
+            record.seen_through = Some(SeenThrough::of(&crate::locks::read(&store)));
+            record.to_text()
         }),
-        adopt: Box::new(move |text| match InFlight::from_text(text) {
-            Ok(record) => {
-                let (claims, writes) = (record.claims.len(), record.writes.len());
-                crate::locks::lock(&theirs).adopt(record, Instant::now());
-                tracing::info!(
-                    claims,
-                    writes,
-                    "took over the previous leader's claims in flight"
-                );
-            }
-            Err(e) => {
-                warn!(error = %e, "the previous leader's record of claims in flight is not readable; its claims not yet in the store are not counted")
-            }
+        adopt: Box::new(move |text| {
+            let point = match text.map(InFlight::from_text) {
+                None => None,
+                Some(Ok(record)) => {
+                    let (claims, writes) = (record.claims.len(), record.writes.len());
+                    let point = record.seen_through;
+                    crate::locks::lock(&theirs).adopt(record, Instant::now());
+                    tracing::info!(
+                        claims,
+                        writes,
+                        seen_through = ?point,
+                        "took over the previous leader's claims in flight"
+                    );
+                    point
+                }
+                Some(Err(e)) => {
+                    warn!(error = %e, "the previous leader's record of claims in flight is not readable; its claims not yet in the store are not counted");
+                    None
+                }
+            };
+            takeover.send_replace(point);
         }),
     }
 }

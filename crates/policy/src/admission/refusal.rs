@@ -83,8 +83,10 @@ impl Refusal {
 
     /// The kind of a Kubernetes Status, read back by its code and reason: a webhook's
     /// refusal as the API server passed it on, or the API server's own (409 on an object
-    /// changed since it was read is [`Refusal::Stale`]). `None` for a status no write
-    /// refusal has (a server fault, a missing RBAC grant).
+    /// changed since it was read is [`Refusal::Stale`]; 500, 503 and 504, its own fault or a
+    /// webhook it could not reach, such as a replica that has just died, are
+    /// [`Refusal::Unavailable`]: nothing was stored, and the same write a moment later is
+    /// judged afresh). `None` for a status no write refusal has (a missing RBAC grant).
     pub fn of_status(code: u16, reason: &str) -> Option<Refusal> {
         if let Some(kind) = Refusal::ALL
             .into_iter()
@@ -94,7 +96,7 @@ impl Refusal {
         }
         match code {
             409 => Some(Refusal::Stale),
-            429 => Some(Refusal::Unavailable),
+            429 | 500 | 503 | 504 => Some(Refusal::Unavailable),
             422 | 400 => Some(Refusal::Invalid),
             _ => None,
         }
@@ -114,6 +116,21 @@ mod tests {
                 "{kind:?}"
             );
         }
+    }
+
+    /// The API server's own faults, and a webhook it could not call (a replica killed while
+    /// its endpoint was still listed), are retried; a missing grant is not.
+    #[test]
+    fn the_api_servers_own_faults_are_retried_and_a_missing_grant_is_not() {
+        for code in [500, 503, 504] {
+            assert_eq!(
+                Refusal::of_status(code, "InternalError"),
+                Some(Refusal::Unavailable),
+                "{code}"
+            );
+        }
+        assert_eq!(Refusal::of_status(403, "Forbidden"), None);
+        assert_eq!(Refusal::of_status(401, "Unauthorized"), None);
     }
 
     #[test]
@@ -148,7 +165,5 @@ mod tests {
             None,
             "RBAC: a fault of the server's grants"
         );
-        assert_eq!(Refusal::of_status(500, "InternalError"), None);
-        assert_eq!(Refusal::of_status(503, "ServiceUnavailable"), None);
     }
 }

@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::ledger::{Ledger, PendingClaim};
-use crate::store::ObjectKey;
 use crate::store::charges::Charge;
+use crate::store::{ObjectKey, Store};
+use kubeplace_api::Kind;
 
 /// The record: claims and writes of several objects admitted and not yet shown by the
 /// leader's store.
@@ -22,6 +23,37 @@ pub struct InFlight {
     pub claims: Vec<RecordedClaim>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub writes: Vec<RecordedWrite>,
+    /// How far the leader's store had come when the record was taken: every claim it
+    /// stopped recording was seen at or before this point. A successor whose store has come
+    /// as far counts every claim its predecessor admitted, without listing them. Absent in
+    /// records written before this was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seen_through: Option<SeenThrough>,
+}
+
+/// A point in the watches of the kinds a claim is counted from: the newest resourceVersion
+/// of Allocations and of PlacementWrite records a store has taken.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeenThrough {
+    pub allocations: u64,
+    pub writes: u64,
+}
+
+impl SeenThrough {
+    /// How far `store` has come: the newest version of each kind it holds or was brought,
+    /// by its watch or put in directly.
+    pub fn of(store: &Store) -> SeenThrough {
+        SeenThrough {
+            allocations: store.taken_through(Kind::Allocation),
+            writes: store.taken_through(Kind::PlacementWrite),
+        }
+    }
+
+    /// Whether `store`'s watches have brought, in order, every change up to this point.
+    pub fn reached_by(&self, store: &Store) -> bool {
+        store.watched_through(Kind::Allocation) >= self.allocations
+            && store.watched_through(Kind::PlacementWrite) >= self.writes
+    }
 }
 
 /// One claim admitted: the Allocation's version and what it takes.
@@ -122,6 +154,7 @@ impl Ledger {
                     age_ms: age(w.admitted_at, now),
                 })
                 .collect(),
+            seen_through: None,
         }
     }
 
@@ -283,7 +316,7 @@ mod tests {
                 charge: None,
                 age_ms: 29_000,
             }],
-            writes: Vec::new(),
+            ..InFlight::default()
         };
         let mut successor = Ledger::new(Duration::from_secs(30));
         successor.adopt(record, now);
@@ -339,5 +372,53 @@ mod tests {
         assert!(InFlight::from_text("{").is_err());
         assert!(InFlight::from_text("{\"claims\": 3}").is_err());
         assert_eq!(InFlight::from_text("{}").unwrap(), InFlight::default());
+    }
+
+    #[test]
+    fn the_point_a_store_has_come_to_travels_with_the_record() {
+        let mut record = InFlight::default();
+        assert_eq!(record.to_text(), "{}", "nothing to say: nothing written");
+        record.seen_through = Some(SeenThrough {
+            allocations: 41,
+            writes: 7,
+        });
+        let back = InFlight::from_text(&record.to_text()).unwrap();
+        assert_eq!(back, record);
+        let older = InFlight::from_text(r#"{"claims":[]}"#).unwrap();
+        assert_eq!(older.seen_through, None, "a record kept without the point");
+    }
+
+    #[test]
+    fn a_store_reaches_a_point_only_through_its_watches() {
+        let mut store = Store::default();
+        let mut claim = claim("a", 1);
+        claim.meta_mut().resource_version = Some("12".into());
+        store.put(claim);
+        store.note_watched(Kind::Allocation, 9);
+        let point = SeenThrough::of(&store);
+        assert_eq!(
+            point,
+            SeenThrough {
+                allocations: 12,
+                writes: 0
+            },
+            "what was put in directly counts for where the store has come"
+        );
+        assert!(
+            !point.reached_by(&store),
+            "an object put in directly says nothing of the changes before it"
+        );
+        store.note_watched(Kind::Allocation, 12);
+        assert!(point.reached_by(&store));
+        let further = SeenThrough {
+            allocations: 12,
+            writes: 3,
+        };
+        assert!(
+            !further.reached_by(&store),
+            "each kind's watch must come as far"
+        );
+        store.note_watched(Kind::PlacementWrite, 3);
+        assert!(further.reached_by(&store));
     }
 }

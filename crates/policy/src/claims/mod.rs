@@ -17,7 +17,9 @@ mod ledger;
 mod settle;
 mod writes;
 
-pub use in_flight::{InFlight, RecordedCharge, RecordedClaim, RecordedWrite, UnreadableRecord};
+pub use in_flight::{
+    InFlight, RecordedCharge, RecordedClaim, RecordedWrite, SeenThrough, UnreadableRecord,
+};
 pub use ledger::{Ledger, MAX_HOLDS, PendingClaim};
 pub use settle::{any_undecided, record_admitted, settle};
 

@@ -214,6 +214,8 @@ pub struct Store {
     seeded_names: Arc<CustomNames>,
     /// Per kind, the newest resourceVersion its watch has brought ([`Store::note_watched`]).
     watched_through: HashMap<Kind, u64>,
+    /// Per kind, the newest resourceVersion put in directly ([`Store::put`]).
+    put_through: HashMap<Kind, u64>,
 }
 
 /// How many deleted Allocations' uids the store remembers.
@@ -231,6 +233,13 @@ impl Store {
     /// The newest resourceVersion the watch of `kind` has brought (0 before any).
     pub fn watched_through(&self, kind: Kind) -> u64 {
         self.watched_through.get(&kind).copied().unwrap_or(0)
+    }
+
+    /// The newest resourceVersion of `kind` the store has taken, by its watch or put in
+    /// directly (0 before any).
+    pub fn taken_through(&self, kind: Kind) -> u64 {
+        let put = self.put_through.get(&kind).copied().unwrap_or(0);
+        self.watched_through(kind).max(put)
     }
 
     /// Adds the custom names of a manifest's registry ConfigMap (each kept once).
@@ -434,6 +443,10 @@ impl Store {
         self.gate
             .writes
             .put_directly(&ObjectKey::of(&object), &object);
+        if let Some(version) = resource_version(object.meta()) {
+            let through = self.put_through.entry(kind).or_insert(0);
+            *through = (*through).max(version);
+        }
         self.index_object(&object);
         self.revision += 1;
         let key = ObjectKey::of(&object);
