@@ -6,8 +6,8 @@ use clap::{Parser, Subcommand};
 
 use super::output::Output;
 use super::{
-    apply, extra_specs, placement, placement_export, placement_import, placement_serve, probe,
-    provider_config, top,
+    apply, extra_specs, placement, placement_export, placement_import, placement_register,
+    placement_serve, probe, provider_config, top,
 };
 use crate::args::{HeadroomCap, MirrorTraits, Weighing};
 
@@ -109,4 +109,9 @@ pub enum PlacementCall {
     /// Write kubeplace's state (the cluster's, or manifest files with `-f`) into a live
     /// Placement, empty or the one it came from; only differences are written.
     Export(Box<placement_export::ExportArgs>),
+    /// Register Placement in Keystone: the `placement` service, its public, internal and
+    /// admin endpoints in a region, and (with --service-password-file) kubeplace's service
+    /// user with its role in the service project; only what differs is changed, and
+    /// --dry-run changes nothing.
+    Register(Box<placement_register::RegisterArgs>),
 }

@@ -11,6 +11,7 @@ pub mod placement;
 mod placement_client;
 pub mod placement_export;
 pub mod placement_import;
+pub mod placement_register;
 pub mod placement_serve;
 mod placement_snapshot;
 pub mod probe;
@@ -76,6 +77,7 @@ fn command(command: Command, process: Process) -> Exit {
             PlacementCall::Headroom(a) => with_stdio(|i, o, e| placement::headroom(a, i, o, e)),
             PlacementCall::Import(a) => placement_import::main(a),
             PlacementCall::Export(a) => placement_export::main(a),
+            PlacementCall::Register(a) => placement_register::main(a),
         },
         Command::ProviderConfig { command } => {
             with_stdio(|_, o, e| provider_config::run(&command, o, e))

@@ -427,7 +427,7 @@ fn unquote(value: &str) -> &str {
 
 /// Keystone's v3 identity URL from `auth_url`: as given when it ends in `/v3`, else with
 /// `/v3` added (keystoneauth finds it by discovery; Keystone serves it there).
-fn identity_url(auth_url: &str) -> Result<String, String> {
+pub(crate) fn identity_url(auth_url: &str) -> Result<String, String> {
     let url = auth_url.trim_end_matches('/');
     let uri: http::Uri = url.parse().map_err(|_| {
         format!("[keystone_authtoken] auth_url = {auth_url:?} is not a URL; give http(s)://HOST[:PORT][/PATH]")

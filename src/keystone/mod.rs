@@ -7,5 +7,6 @@
 pub mod catalog;
 pub mod client;
 pub mod config;
+pub mod registration;
 pub mod service;
 pub(crate) mod time;

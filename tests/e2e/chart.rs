@@ -1096,3 +1096,130 @@ fn the_keystone_secret_reaches_kubeplace_run() {
     let said = bad.fails();
     assert!(said.contains("secretName"), "{said}");
 }
+
+/// The chart's Keystone registration Job: helm renders it as a post-install and
+/// post-upgrade hook, the API server accepts it, and its arguments, run with an admin's
+/// `OS_*` (as its Secret gives them), register Placement in a real Keystone: the
+/// public URL given, the internal and admin ones the Placement Service's, and the service
+/// user.
+#[test]
+fn the_charts_registration_job_registers_placement_in_keystone() {
+    use super::keystone_support::{Keystone, http};
+    let cp = support::cluster();
+    let rendered = cp.helm(&[
+        "template",
+        "kubeplace",
+        "charts/kubeplace",
+        "--namespace",
+        "e2e-register",
+        "--show-only",
+        "templates/keystone-register-job.yaml",
+        "--set",
+        "placement.register.enabled=true",
+        "--set",
+        "placement.register.adminSecretName=openstack-admin",
+        "--set",
+        "placement.register.publicUrl=https://placement.example.com",
+        "--set",
+        "placement.register.serviceUserSecretName=placement-user",
+    ]);
+    let job: serde_json::Value = serde_saphyr::from_str(rendered.ok()).unwrap();
+    assert_eq!(
+        job["metadata"]["annotations"]["helm.sh/hook"],
+        "post-install,post-upgrade"
+    );
+    let container = &job["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        container["envFrom"][0]["secretRef"]["name"],
+        "openstack-admin"
+    );
+    let args: Vec<String> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        args.contains(&"--internal-url=https://kubeplace-placement.e2e-register.svc:8778".into()),
+        "{args:?}"
+    );
+
+    // The arguments as the Job runs them, the password file where the test keeps it.
+    let ks = Keystone::start();
+    let dir = tempfile::tempdir().unwrap();
+    let password = dir.path().join("password");
+    std::fs::write(&password, "from-the-secret\n").unwrap();
+    let args: Vec<String> = args
+        .into_iter()
+        .map(|a| match a.strip_prefix("--service-password-file=") {
+            Some(_) => format!("--service-password-file={}", password.display()),
+            None => a,
+        })
+        .collect();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubeplace"))
+        .args(&args)
+        .env("OS_AUTH_URL", format!("{}/v3", ks.url))
+        .env("OS_USERNAME", "admin")
+        .env("OS_PASSWORD", &ks.admin_password)
+        .env("OS_PROJECT_NAME", "admin")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (status, _, body) = http(
+        "POST",
+        &format!("{}/v3/auth/tokens", ks.url),
+        &[],
+        Some(&serde_json::json!({"auth": {
+            "identity": {"methods": ["password"], "password": {"user": {
+                "name": "placement", "domain": {"name": "Default"},
+                "password": "from-the-secret"}}},
+            "scope": {"project": {"name": "service", "domain": {"name": "Default"}}}}})),
+    );
+    assert_eq!(status, 201, "the service user logs in: {body}");
+    let mut urls: Vec<(String, String)> = body["token"]["catalog"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["type"] == "placement")
+        .flat_map(|s| s["endpoints"].as_array().unwrap().clone())
+        .map(|e| {
+            (
+                e["interface"].as_str().unwrap().to_string(),
+                e["url"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    urls.sort();
+    assert_eq!(
+        urls,
+        [
+            (
+                "admin".to_string(),
+                "https://kubeplace-placement.e2e-register.svc:8778".to_string()
+            ),
+            (
+                "internal".to_string(),
+                "https://kubeplace-placement.e2e-register.svc:8778".to_string()
+            ),
+            (
+                "public".to_string(),
+                "https://placement.example.com".to_string()
+            ),
+        ]
+    );
+
+    // The API server accepts the Job.
+    cp.kubectl(&["create", "namespace", "e2e-register"]);
+    let applied = cp.kubectl_stdin(&["apply", "--dry-run=server", "-f", "-"], rendered.ok());
+    assert!(
+        applied
+            .ok()
+            .contains("job.batch/kubeplace-keystone-register created (server dry run)"),
+        "{}",
+        applied.ok()
+    );
+}
