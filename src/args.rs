@@ -59,22 +59,26 @@ impl CapacityArgs {
 #[derive(clap::Args, Debug, Clone)]
 pub struct KeystoneArgs {
     /// An oslo-style INI file (e.g. placement.conf) whose [keystone_authtoken] section names
-    /// a Keystone and a service user (auth_type = password). `placement serve` and `run`
-    /// validate each request's X-Auth-Token with it, and callers may do what Placement's
-    /// default policies give their roles; `placement import` and `export` log in as the
-    /// user and find Placement in the catalog (region_name, valid_interfaces) unless given
-    /// its URL (docs/placement-api.md, Keystone).
-    #[arg(long, value_name = "FILE")]
-    pub keystone_authtoken: Option<PathBuf>,
+    /// a Keystone and a service user (auth_type = password, or v3applicationcredential).
+    /// Given again, or as a directory (its *.conf files in name order), the files are read
+    /// in that order and a later key replaces an earlier one, as oslo.config reads
+    /// --config-file and --config-dir. `placement serve` and `run` validate each request's
+    /// X-Auth-Token with it, and callers may do what Placement's default policies give
+    /// their roles; `placement import` and `export` log in as the user and find Placement
+    /// in the catalog (region_name, valid_interfaces) unless given its URL
+    /// (docs/placement-api.md, Keystone).
+    #[arg(long, value_name = "FILE|DIR")]
+    pub keystone_authtoken: Vec<PathBuf>,
 }
 
 impl KeystoneArgs {
     /// The section read, or why it cannot be used.
     pub fn config(&self) -> Result<Option<crate::keystone::config::KeystoneConfig>, String> {
-        let Some(path) = self.keystone_authtoken.as_deref() else {
+        if self.keystone_authtoken.is_empty() {
             return Ok(None);
-        };
-        let config = crate::keystone::config::load(path).map_err(|e| e.to_string())?;
+        }
+        let config = crate::keystone::config::load_all(&self.keystone_authtoken)
+            .map_err(|e| e.to_string())?;
         // The TLS settings (cafile, the system's CAs) are checked now, not at the first
         // request.
         crate::keystone::client::Client::new(
@@ -83,7 +87,7 @@ impl KeystoneArgs {
             config.connect_timeout,
             config.request_timeout,
         )
-        .map_err(|e| format!("--keystone-authtoken {}: {e}", path.display()))?;
+        .map_err(|e| format!("--keystone-authtoken: {e}"))?;
         Ok(Some(config))
     }
 }

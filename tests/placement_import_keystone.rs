@@ -25,13 +25,22 @@ const ROOT: &str = "c0a80001-0000-4000-8000-00000000a001";
 const CHILD: &str = "c0a80001-0000-4000-8000-00000000a002";
 const CONSUMER: &str = "9a000000-0000-4000-8000-00000000a001";
 
-/// Runs `kubeplace ARGS` with no token in the environment.
+/// Runs `kubeplace ARGS` with no token or OpenStack login in the environment.
 fn kubeplace(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kubeplace"))
-        .args(args)
-        .env_remove("OS_TOKEN")
-        .output()
-        .expect("kubeplace runs")
+    kubeplace_with(args, &[])
+}
+
+/// Runs `kubeplace ARGS` with `env` alone of the OpenStack variables.
+fn kubeplace_with(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubeplace"));
+    cmd.args(args);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("OS_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.envs(env.iter().copied());
+    cmd.output().expect("kubeplace runs")
 }
 
 fn text(b: &[u8]) -> String {
@@ -645,7 +654,7 @@ fn a_token_and_a_keystone_section_exclude_each_other_and_a_url_or_section_is_nee
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("'--token <TOKEN>' cannot be used with '--keystone-authtoken <FILE>'"),
+        err.contains("'--token <TOKEN>' cannot be used with '--keystone-authtoken <FILE|DIR>'"),
         "{err}"
     );
     let out = kubeplace(&["placement", "export", "-f", "/dev/null"]);
@@ -670,4 +679,120 @@ fn a_token_and_a_keystone_section_exclude_each_other_and_a_url_or_section_is_nee
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("auth_type = \"v3token\""), "{err}");
+}
+
+/// `import` and `export` log in as openstackclient does: an openrc file's `OS_*`
+/// variables, or a cloud of clouds.yaml (`--os-cloud`, `OS_CLOUD`) with its password in
+/// secure.yaml; Placement found in the catalog either way.
+#[test]
+fn an_openrc_files_variables_and_a_cloud_of_clouds_yaml_log_in() {
+    let ks = Keystone::start();
+    let placement_ini = ks.authtoken_file("placement.ini", &ks.url, "");
+    let source = RealPlacement::start_with_keystone(&placement_ini);
+    let admin = ks.admin_token();
+    seed(&source.url, &admin);
+    let want = reads(&source.url, &admin);
+    ks.add_placement_endpoint("RegionOfSource", &source.url);
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("cloud.yaml");
+    let m = path(&manifest);
+
+    let auth_url = format!("{}/v3", ks.url);
+    let openrc = [
+        ("OS_AUTH_URL", auth_url.as_str()),
+        ("OS_USERNAME", "placement"),
+        ("OS_PASSWORD", ks.password.as_str()),
+        ("OS_PROJECT_NAME", "service"),
+        ("OS_USER_DOMAIN_NAME", "Default"),
+        ("OS_PROJECT_DOMAIN_NAME", "Default"),
+        ("OS_REGION_NAME", "RegionOfSource"),
+    ];
+    let out = kubeplace_with(&["placement", "import", "--to-file", m], &openrc);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!(
+            "Placement's endpoint in Keystone's catalog: {}",
+            source.url
+        )),
+        "{err}"
+    );
+    let kube = serve(&manifest);
+    assert_eq!(
+        reads(&kube.1, "admin"),
+        want,
+        "imported with the OS_* variables"
+    );
+    drop(kube);
+
+    // clouds.yaml names the cloud; its password is in secure.yaml under HOME.
+    let clouds = dir.path().join("clouds.yaml");
+    std::fs::write(
+        &clouds,
+        format!(
+            "clouds:\n  kubeplace-test:\n    region_name: RegionOfSource\n    auth:\n      auth_url: {}\n      username: placement\n      project_name: service\n      user_domain_name: Default\n      project_domain_name: Default\n",
+            ks.url
+        ),
+    )
+    .unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(home.join(".config/openstack")).unwrap();
+    std::fs::write(
+        home.join(".config/openstack/secure.yaml"),
+        format!(
+            "clouds:\n  kubeplace-test:\n    auth:\n      password: {}\n",
+            ks.password
+        ),
+    )
+    .unwrap();
+    let cloud_env = [
+        ("OS_CLIENT_CONFIG_FILE", path(&clouds)),
+        ("HOME", path(&home)),
+    ];
+    let out = kubeplace_with(
+        &[
+            "placement",
+            "export",
+            "--os-cloud",
+            "kubeplace-test",
+            "-f",
+            m,
+        ],
+        &cloud_env,
+    );
+    let err = text(&out.stderr);
+    assert!(
+        out.status.success() && err.contains("0 writes to make"),
+        "exported back where it came from, nothing to change: {err}"
+    );
+
+    // OS_CLOUD names it too; a wrong password in secure.yaml is a login refused.
+    std::fs::write(
+        home.join(".config/openstack/secure.yaml"),
+        "clouds:\n  kubeplace-test:\n    auth:\n      password: wrong\n",
+    )
+    .unwrap();
+    let mut env = cloud_env.to_vec();
+    env.push(("OS_CLOUD", "kubeplace-test"));
+    let out = kubeplace_with(&["placement", "import", "--to-file", "-"], &env);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("refused the login") && err.contains("401"),
+        "{err}"
+    );
+    let out = kubeplace_with(
+        &[
+            "placement",
+            "import",
+            "--os-cloud",
+            "nowhere",
+            "--to-file",
+            "-",
+        ],
+        &cloud_env,
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("has no cloud \"nowhere\""), "{err}");
 }

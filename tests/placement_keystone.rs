@@ -633,10 +633,7 @@ fn a_section_that_cannot_be_honoured_stops_serve_naming_the_key() {
     let dir = tempfile::tempdir().unwrap();
     let section = "[keystone_authtoken]\nauth_url = http://127.0.0.1:1/v3\nauth_type = password\nusername = placement\npassword = p\nproject_name = service\nuser_domain_name = Default\nproject_domain_name = Default\n";
     for (extra, said) in [
-        (
-            "auth_type = v3applicationcredential\n",
-            "auth_type = \"v3applicationcredential\"",
-        ),
+        ("auth_type = v3token\n", "auth_type = \"v3token\""),
         ("insecure = true\n", "insecure = \"true\""),
         (
             "token_cache_time = forever\n",
@@ -706,5 +703,110 @@ fn the_request_log_names_a_keystone_caller() {
         line.contains(&format!("user=\"{user}\""))
             && line.contains(&format!("project=\"{project}\"")),
         "{line}"
+    );
+}
+
+/// kubeplace logs in with an application credential (`auth_type = v3applicationcredential`)
+/// and validates callers' tokens with it; the section split over a file and a directory of
+/// `*.conf` files, as deployers keep placement.conf and placement.conf.d. A deleted
+/// application credential is refused at the next login, with what to check.
+#[test]
+fn an_application_credential_over_a_config_directory_logs_in_and_a_deleted_one_is_named() {
+    let ks = Keystone::start();
+    let placement_token = ks.token("placement", Scope::Project("service"));
+    let user = &ks.users["placement"];
+    let (made_status, _, made) = http(
+        "POST",
+        &format!("{}/v3/users/{user}/application_credentials", ks.url),
+        &[("X-Auth-Token", &placement_token)],
+        Some(&json!({"application_credential": {"name": "kubeplace",
+            "roles": [{"name": "service"}]}})),
+    );
+    assert_eq!(made_status, 201, "{made}");
+    let id = made["application_credential"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let secret = made["application_credential"]["secret"].as_str().unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let main = dir.path().join("placement.conf");
+    std::fs::write(
+        &main,
+        format!(
+            "[DEFAULT]\ndebug = false\n[keystone_authtoken]\nauth_url = {}\nauth_type = password\nusername = placement\npassword = wrong\nproject_name = service\nuser_domain_name = Default\nproject_domain_name = Default\n",
+            ks.url
+        ),
+    )
+    .unwrap();
+    let conf_d = dir.path().join("placement.conf.d");
+    std::fs::create_dir(&conf_d).unwrap();
+    std::fs::write(
+        conf_d.join("50-application-credential.conf"),
+        format!(
+            "[keystone_authtoken]\nauth_type = v3applicationcredential\napplication_credential_id = {id}\napplication_credential_secret = {secret}\n"
+        ),
+    )
+    .unwrap();
+    let ours = Server::start(&[
+        "--keystone-authtoken",
+        main.to_str().unwrap(),
+        "--keystone-authtoken",
+        conf_d.to_str().unwrap(),
+    ]);
+    let admin = ks.token("demo-admin", Scope::Project("demo"));
+    let (s, _, body) = call(
+        &ours.url(),
+        Some(&admin),
+        "GET",
+        "/resource_providers",
+        None,
+        &[],
+    );
+    assert_eq!(
+        s, 200,
+        "a caller's token validated by the application credential's login: {body}"
+    );
+    let reader = ks.token("demo-reader", Scope::Project("demo"));
+    assert_eq!(
+        status(
+            &ours.url(),
+            &reader,
+            "POST",
+            "/resource_providers",
+            Some(&json!({"name": "x"}))
+        ),
+        403,
+        "the caller's roles still decide"
+    );
+
+    // The application credential deleted: a client that logs in with it is told what to check.
+    let (s, _, body) = http(
+        "DELETE",
+        &format!("{}/v3/users/{user}/application_credentials/{id}", ks.url),
+        &[("X-Auth-Token", &placement_token)],
+        None,
+    );
+    assert_eq!(s, 204, "{body}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubeplace"))
+        .args([
+            "placement",
+            "import",
+            "--to-file",
+            "-",
+            "--keystone-authtoken",
+        ])
+        .arg(&main)
+        .arg("--keystone-authtoken")
+        .arg(&conf_d)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "refused the login of application credential id {id}"
+        )) && err.contains("may have expired or been deleted"),
+        "{err}"
     );
 }

@@ -33,6 +33,7 @@ use tokio_rustls::TlsConnector;
 
 use crate::args::KeystoneArgs;
 use crate::keystone::catalog::{self, Wanted};
+use crate::keystone::config::KeystoneConfig;
 use crate::keystone::service::{LoginError, ServiceUser};
 use crate::serving::certs;
 
@@ -131,10 +132,22 @@ pub struct SourceAuth {
     /// The token sent in `X-Auth-Token` (a Keystone token of an admin, or the static token of
     /// a Placement with `auth_strategy = noauth2`, which takes `admin`) [default: $OS_TOKEN,
     /// else admin]. Not with --keystone-authtoken.
-    #[arg(long, value_name = "TOKEN", conflicts_with = "keystone_authtoken")]
+    #[arg(long, value_name = "TOKEN", conflicts_with_all = ["keystone_authtoken", "os_cloud"])]
     pub token: Option<String>,
     #[command(flatten)]
     pub keystone: KeystoneArgs,
+    /// Log in as cloud NAME of clouds.yaml (OS_CLIENT_CONFIG_FILE, ./clouds.yaml,
+    /// ~/.config/openstack/clouds.yaml, /etc/openstack/clouds.yaml; secrets from
+    /// secure.yaml), as openstackclient does, and find Placement in the catalog. Without
+    /// it, --token or --keystone-authtoken, the OS_* variables of an openrc file are used
+    /// when OS_AUTH_URL is set.
+    #[arg(
+        long,
+        env = "OS_CLOUD",
+        value_name = "NAME",
+        conflicts_with = "keystone_authtoken"
+    )]
+    pub os_cloud: Option<String>,
     /// The CA (PEM) an `https://` Placement's certificate is checked against [default: the
     /// `cafile` of --keystone-authtoken's section, if any].
     #[arg(long, value_name = "PATH")]
@@ -218,6 +231,22 @@ pub enum Opening {
 }
 
 impl SourceAuth {
+    /// The Keystone login asked for: `--keystone-authtoken`, `--os-cloud`, or the `OS_*`
+    /// variables when no token is given; `None` for a static token.
+    fn login(&self) -> Result<Option<KeystoneConfig>, String> {
+        let var = |k: &str| std::env::var(k).ok();
+        if let Some(cloud) = &self.os_cloud {
+            return crate::keystone::clouds::from_clouds_yaml(cloud, var).map(Some);
+        }
+        if let Some(config) = self.keystone.config()? {
+            return Ok(Some(config));
+        }
+        if self.token.is_some() || std::env::var_os("OS_TOKEN").is_some() {
+            return Ok(None);
+        }
+        crate::keystone::clouds::from_environment(var)
+    }
+
     /// A client of `url` (given with `flag`), or of the Placement endpoint in Keystone's
     /// catalog when none is given; and a line saying where the endpoint came from. With
     /// Keystone, the service user logs in first, so bad credentials or an unreachable
@@ -227,7 +256,7 @@ impl SourceAuth {
         url: Option<&str>,
         flag: &str,
     ) -> Result<(PlacementClient, Option<String>), Opening> {
-        let config = self.keystone.config().map_err(Opening::BadInput)?;
+        let config = self.login().map_err(Opening::BadInput)?;
         let Some(config) = config else {
             let token = self
                 .token
@@ -236,7 +265,7 @@ impl SourceAuth {
                 .unwrap_or_else(|| "admin".to_string());
             let url = url.ok_or_else(|| {
                 Opening::BadInput(format!(
-                    "give {flag} URL, or --keystone-authtoken FILE to find Placement in Keystone's catalog"
+                    "give {flag} URL, or --keystone-authtoken FILE to find Placement in Keystone's catalog (or --os-cloud NAME, or an openrc file's OS_* variables)"
                 ))
             })?;
             let client =

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use serde_json::json;
 
 use super::exit::Exit;
-use crate::keystone::config::{self, Domain, KeystoneConfig, Named};
+use crate::keystone::config::{self, Credential, Domain, KeystoneConfig, Named};
 use crate::keystone::registration::{Admin, Desired, DesiredUser};
 use crate::keystone::service::ServiceUser;
 
@@ -240,15 +240,17 @@ fn admin_login(args: &RegisterArgs) -> Result<KeystoneConfig, String> {
     Ok(KeystoneConfig {
         www_authenticate_uri: identity_url.clone(),
         identity_url,
-        user: Named::Name {
-            name: args.os_username.clone(),
-            domain: Domain::Name(args.os_user_domain_name.clone()),
+        credential: Credential::Password {
+            user: Named::Name {
+                name: args.os_username.clone(),
+                domain: Domain::Name(args.os_user_domain_name.clone()),
+            },
+            project: Named::Name {
+                name: args.os_project_name.clone(),
+                domain: Domain::Name(args.os_project_domain_name.clone()),
+            },
+            password: args.os_password.clone(),
         },
-        project: Named::Name {
-            name: args.os_project_name.clone(),
-            domain: Domain::Name(args.os_project_domain_name.clone()),
-        },
-        password: args.os_password.clone(),
         cafile: args.os_cacert.clone(),
         cache_time: std::time::Duration::ZERO,
         connect_timeout: config::DEFAULT_CONNECT_TIMEOUT,

@@ -28,11 +28,8 @@ pub struct KeystoneConfig {
     /// What a 401's `WWW-Authenticate: Keystone uri="…"` names (`www_authenticate_uri`,
     /// else the deprecated `auth_uri`, else `auth_url`).
     pub www_authenticate_uri: String,
-    /// The service user kubeplace validates tokens as.
-    pub user: Named,
-    /// The project its token is scoped to.
-    pub project: Named,
-    pub password: String,
+    /// How kubeplace logs in: the service user's password, or an application credential.
+    pub credential: Credential,
     /// A PEM bundle of the CAs Keystone's certificate is checked against (`cafile`);
     /// without it, the system's.
     pub cafile: Option<PathBuf>,
@@ -57,6 +54,25 @@ pub struct KeystoneConfig {
 pub enum Named {
     Id(String),
     Name { name: String, domain: Domain },
+}
+
+/// How the service user logs in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credential {
+    /// `auth_type = password`: the user, the project its token is scoped to, the password.
+    Password {
+        user: Named,
+        project: Named,
+        password: String,
+    },
+    /// `auth_type = v3applicationcredential`: an application credential, by id or by name
+    /// with its user; its token is scoped to the project it was made in.
+    ApplicationCredential {
+        id: Option<String>,
+        name: Option<String>,
+        user: Option<Named>,
+        secret: String,
+    },
 }
 
 /// A domain by id or name.
@@ -99,6 +115,9 @@ const USED: &[&str] = &[
     "region_name",
     "interface",
     "valid_interfaces",
+    "application_credential_id",
+    "application_credential_name",
+    "application_credential_secret",
 ];
 
 /// Keys keystonemiddleware or keystoneauth take that change nothing here: where the
@@ -205,16 +224,77 @@ pub struct ConfigError {
 
 /// Reads the section from `path`.
 pub fn load(path: &Path) -> Result<KeystoneConfig, ConfigError> {
-    let error = |reason: String| ConfigError {
-        path: path.display().to_string(),
-        reason,
-    };
-    let text = std::fs::read_to_string(path).map_err(|e| error(format!("cannot read it: {e}")))?;
-    parse(&text).map_err(error)
+    load_all(&[path.to_path_buf()])
 }
+
+/// Reads the section from several files and directories, as oslo.config reads
+/// `--config-file` and `--config-dir`: in the order given, a directory's `*.conf` files in
+/// name order, a key in a later file replacing the same key in an earlier one.
+pub fn load_all(paths: &[PathBuf]) -> Result<KeystoneConfig, ConfigError> {
+    let named = paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut files = Vec::new();
+    for path in paths {
+        let error = |reason: String| ConfigError {
+            path: path.display().to_string(),
+            reason,
+        };
+        if path.is_dir() {
+            let entries =
+                std::fs::read_dir(path).map_err(|e| error(format!("cannot list it: {e}")))?;
+            let mut confs: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "conf") && !p.is_dir())
+                .collect();
+            confs.sort();
+            files.extend(confs);
+        } else {
+            files.push(path.clone());
+        }
+    }
+    let mut keys: Vec<(String, String)> = Vec::new();
+    let mut found = false;
+    for file in &files {
+        let error = |reason: String| ConfigError {
+            path: file.display().to_string(),
+            reason,
+        };
+        let text =
+            std::fs::read_to_string(file).map_err(|e| error(format!("cannot read it: {e}")))?;
+        if let Some(section) = section_keys(&text).map_err(error)? {
+            found = true;
+            for (key, value) in section {
+                keys.retain(|(k, _)| *k != key);
+                keys.push((key, value));
+            }
+        }
+    }
+    if !found {
+        return Err(ConfigError {
+            path: named,
+            reason: NO_SECTION.into(),
+        });
+    }
+    from_keys(&keys).map_err(|reason| ConfigError {
+        path: named,
+        reason,
+    })
+}
+
+const NO_SECTION: &str = "it has no [keystone_authtoken] section; give the file whose [keystone_authtoken] section configures keystonemiddleware (as in placement.conf)";
 
 /// Reads the section from the text of an INI file.
 pub fn parse(text: &str) -> Result<KeystoneConfig, String> {
+    let keys = section_keys(text)?.ok_or(NO_SECTION)?;
+    from_keys(&keys)
+}
+
+/// The `[keystone_authtoken]` section's keys (in lower case) and values of an INI file's
+/// text, a later line of a key replacing an earlier one; `None` without the section.
+fn section_keys(text: &str) -> Result<Option<Vec<(String, String)>>, String> {
     let ini = ini::Ini::load_from_str_opt(
         text,
         ini::ParseOption {
@@ -229,9 +309,7 @@ pub fn parse(text: &str) -> Result<KeystoneConfig, String> {
     )
     .map_err(|e| format!("not an INI file: line {}: {}", e.line + 1, e.msg))?;
     let Some(section) = ini.section(Some("keystone_authtoken")) else {
-        return Err(
-            "it has no [keystone_authtoken] section; give the file whose [keystone_authtoken] section configures keystonemiddleware (as in placement.conf)".into(),
-        );
+        return Ok(None);
     };
     let mut keys: Vec<(String, String)> = Vec::new();
     for (key, value) in section.iter() {
@@ -241,6 +319,11 @@ pub fn parse(text: &str) -> Result<KeystoneConfig, String> {
         keys.retain(|(k, _)| *k != key);
         keys.push((key, value));
     }
+    Ok(Some(keys))
+}
+
+/// The configuration the section's keys make.
+pub(crate) fn from_keys(keys: &[(String, String)]) -> Result<KeystoneConfig, String> {
     let get = |name: &str| {
         keys.iter()
             .find(|(k, _)| k == name)
@@ -248,7 +331,7 @@ pub fn parse(text: &str) -> Result<KeystoneConfig, String> {
             .filter(|v| !v.is_empty())
     };
     let mut ignored = Vec::new();
-    for (key, value) in &keys {
+    for (key, value) in keys {
         if let Some((_, why)) = REFUSED.iter().find(|(k, _)| k == key) {
             if value.is_empty() {
                 continue;
@@ -269,19 +352,20 @@ pub fn parse(text: &str) -> Result<KeystoneConfig, String> {
     }
 
     let auth_type = get("auth_type").or(get("auth_plugin"));
-    match auth_type {
-        Some("password" | "v3password") => {}
+    let application_credential = match auth_type {
+        Some("password" | "v3password") => false,
+        Some("v3applicationcredential" | "applicationcredential") => true,
         Some(other) => {
             return Err(format!(
-                "[keystone_authtoken] auth_type = {other:?}: kubeplace authenticates its service user with a password; give auth_type = password (or v3password)"
+                "[keystone_authtoken] auth_type = {other:?}: kubeplace logs in with a password or an application credential; give auth_type = password (or v3password) or v3applicationcredential"
             ));
         }
         None => {
             return Err(
-                "[keystone_authtoken] auth_type is missing; give auth_type = password with username, password, project_name, user_domain_name and project_domain_name".into(),
+                "[keystone_authtoken] auth_type is missing; give auth_type = password with username, password, project_name, user_domain_name and project_domain_name, or auth_type = v3applicationcredential with application_credential_id and application_credential_secret".into(),
             );
         }
-    }
+    };
     if let Some(version) = get("auth_version")
         && !matches!(version, "v3" | "3" | "v3.0" | "3.0")
     {
@@ -327,25 +411,56 @@ pub fn parse(text: &str) -> Result<KeystoneConfig, String> {
     let default_domain = get("default_domain_id")
         .map(|d| Domain::Id(d.into()))
         .or(get("default_domain_name").map(|d| Domain::Name(d.into())));
-    let user = named(
-        "user",
-        get("user_id"),
-        get("username").or(get("user_name")),
-        get("user_domain_id"),
-        get("user_domain_name"),
-        default_domain.clone(),
-    )?;
-    let project = named(
-        "project",
-        get("project_id").or(get("tenant_id")),
-        get("project_name").or(get("tenant_name")),
-        get("project_domain_id"),
-        get("project_domain_name"),
-        default_domain,
-    )?;
-    let password = get("password")
-        .ok_or("[keystone_authtoken] password is missing; give the service user's password")?
-        .to_string();
+    let user = || {
+        named(
+            "user",
+            get("user_id"),
+            get("username").or(get("user_name")),
+            get("user_domain_id"),
+            get("user_domain_name"),
+            default_domain.clone(),
+        )
+    };
+    let credential = if application_credential {
+        let secret = get("application_credential_secret")
+            .ok_or("[keystone_authtoken] application_credential_secret is missing; give the secret Keystone answered when the application credential was made")?
+            .to_string();
+        let id = get("application_credential_id").map(str::to_string);
+        let name = get("application_credential_name").map(str::to_string);
+        let user = match (&id, &name) {
+            (Some(_), _) => None,
+            (None, Some(_)) => Some(user()?),
+            (None, None) => {
+                return Err(
+                    "[keystone_authtoken] application_credential_id is missing; give it (or application_credential_name with username and user_domain_name)".into(),
+                );
+            }
+        };
+        Credential::ApplicationCredential {
+            id,
+            name,
+            user,
+            secret,
+        }
+    } else {
+        let user = user()?;
+        let project = named(
+            "project",
+            get("project_id").or(get("tenant_id")),
+            get("project_name").or(get("tenant_name")),
+            get("project_domain_id"),
+            get("project_domain_name"),
+            default_domain.clone(),
+        )?;
+        let password = get("password")
+            .ok_or("[keystone_authtoken] password is missing; give the service user's password")?
+            .to_string();
+        Credential::Password {
+            user,
+            project,
+            password,
+        }
+    };
     let cache_time = match get("token_cache_time") {
         None => DEFAULT_CACHE_TIME,
         Some(v) => match v.parse::<i64>() {
@@ -383,9 +498,7 @@ pub fn parse(text: &str) -> Result<KeystoneConfig, String> {
     Ok(KeystoneConfig {
         identity_url,
         www_authenticate_uri,
-        user,
-        project,
-        password,
+        credential,
         cafile: get("cafile").map(PathBuf::from),
         cache_time,
         connect_timeout,
@@ -500,9 +613,12 @@ mod tests {
         let c = parse(PLACEMENT_CONF).unwrap();
         assert_eq!(c.identity_url, "http://keystone:5000/v3");
         assert_eq!(c.www_authenticate_uri, "http://keystone.example:5000");
-        assert_eq!(c.password, "s3cr\\et;#x");
+        let Credential::Password { user, password, .. } = &c.credential else {
+            panic!("a password login: {:?}", c.credential);
+        };
+        assert_eq!(password, "s3cr\\et;#x");
         assert_eq!(
-            c.user,
+            *user,
             Named::Name {
                 name: "placement".into(),
                 domain: Domain::Name("Default".into())
@@ -572,15 +688,113 @@ mod tests {
         .unwrap();
         assert_eq!(c.identity_url, "https://k/identity/v3");
         assert_eq!(c.www_authenticate_uri, "https://k/identity/v3/");
-        assert_eq!(c.user, Named::Id("u1".into()));
         assert_eq!(
-            c.project,
-            Named::Name {
-                name: "s".into(),
-                domain: Domain::Id("default".into())
+            c.credential,
+            Credential::Password {
+                user: Named::Id("u1".into()),
+                project: Named::Name {
+                    name: "s".into(),
+                    domain: Domain::Id("default".into())
+                },
+                password: "x".into()
             }
         );
         assert_eq!(c.cache_time, Duration::ZERO);
         assert_eq!(c.connect_timeout, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn an_application_credential_by_id_or_by_name_with_its_user() {
+        let base =
+            "[keystone_authtoken]\nauth_url = http://k:5000\nauth_type = v3applicationcredential\n";
+        let c = parse(&format!(
+            "{base}application_credential_id = ac1\napplication_credential_secret = s\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            c.credential,
+            Credential::ApplicationCredential {
+                id: Some("ac1".into()),
+                name: None,
+                user: None,
+                secret: "s".into()
+            }
+        );
+        let c = parse(&format!(
+            "{base}application_credential_name = kubeplace\nusername = placement\nuser_domain_name = Default\napplication_credential_secret = s\n"
+        ))
+        .unwrap();
+        assert!(matches!(
+            c.credential,
+            Credential::ApplicationCredential {
+                user: Some(Named::Name { .. }),
+                ..
+            }
+        ));
+        for (extra, said) in [
+            (
+                "application_credential_id = ac1\n",
+                "application_credential_secret is missing",
+            ),
+            (
+                "application_credential_secret = s\n",
+                "application_credential_id is missing",
+            ),
+            (
+                "application_credential_name = n\napplication_credential_secret = s\n",
+                "username is missing",
+            ),
+        ] {
+            let e = parse(&format!("{base}{extra}")).unwrap_err();
+            assert!(e.contains(said), "{e}");
+        }
+    }
+
+    /// Files and directories read as oslo.config reads them: in the order given, a
+    /// directory's `*.conf` in name order, a later key replacing an earlier one.
+    #[test]
+    fn several_files_and_directories_are_merged_in_oslo_configs_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let main = dir.path().join("placement.conf");
+        std::fs::write(&main, PLACEMENT_CONF).unwrap();
+        let conf_d = dir.path().join("placement.conf.d");
+        std::fs::create_dir(&conf_d).unwrap();
+        std::fs::write(
+            conf_d.join("20-password.conf"),
+            "[keystone_authtoken]\npassword = from-20\n",
+        )
+        .unwrap();
+        std::fs::write(
+            conf_d.join("10-password.conf"),
+            "[keystone_authtoken]\npassword = from-10\nregion_name = RegionTwo\n",
+        )
+        .unwrap();
+        std::fs::write(conf_d.join("notes.txt"), "not read").unwrap();
+        std::fs::write(conf_d.join("30-other.conf"), "[DEFAULT]\ndebug = false\n").unwrap();
+        let c = load_all(&[main.clone(), conf_d.clone()]).unwrap();
+        let Credential::Password { password, .. } = &c.credential else {
+            panic!()
+        };
+        assert_eq!(password, "from-20", "the last file in name order wins");
+        assert_eq!(c.region_name.as_deref(), Some("RegionTwo"));
+        assert_eq!(
+            c.identity_url, "http://keystone:5000/v3",
+            "kept from the first"
+        );
+
+        let broken = conf_d.join("40-broken.conf");
+        std::fs::write(&broken, "[keystone_authtoken\nx = 1\n").unwrap();
+        let e = load_all(&[main.clone(), conf_d.clone()]).unwrap_err();
+        assert_eq!(
+            e.path,
+            broken.display().to_string(),
+            "the file at fault named"
+        );
+        std::fs::remove_file(&broken).unwrap();
+
+        let e = load_all(&[conf_d.join("30-other.conf")]).unwrap_err();
+        assert!(e.reason.contains("no [keystone_authtoken] section"), "{e}");
+        let e = load_all(&[dir.path().join("missing.conf")]).unwrap_err();
+        assert!(e.reason.contains("cannot read it"), "{e}");
     }
 }

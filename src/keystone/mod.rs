@@ -6,6 +6,7 @@
 
 pub mod catalog;
 pub mod client;
+pub mod clouds;
 pub mod config;
 pub mod registration;
 pub mod service;

@@ -10,7 +10,7 @@ use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use super::client::{self, Client};
-use super::config::{Domain, KeystoneConfig, Named};
+use super::config::{Credential, Domain, KeystoneConfig, Named};
 
 /// The service token is renewed this long before it expires at the most (less for tokens
 /// that live shorter).
@@ -27,7 +27,7 @@ pub enum LoginError {
     },
     /// Keystone answered the login with a refusal: the credentials are wrong.
     #[error(
-        "Keystone at {identity_url} (auth_url) refused the login of {user} in {project} ({status}): check username, password, project_name and their domains in [keystone_authtoken]"
+        "Keystone at {identity_url} (auth_url) refused the login of {user} in {project} ({status}): check username, password, project_name and their domains in [keystone_authtoken] (application_credential_id and application_credential_secret for an application credential, which may have expired or been deleted)"
     )]
     Refused {
         identity_url: String,
@@ -86,12 +86,27 @@ impl ServiceUser {
         &self.config
     }
 
-    /// The user and project, for messages: `user "placement" (domain Default)`.
+    /// Who logs in and to what, for messages: `user "placement" (domain Default)` in
+    /// `project "service" (domain Default)`, or the application credential and `its project`.
     pub fn who(&self) -> (String, String) {
-        (
-            describe("user", &self.config.user),
-            describe("project", &self.config.project),
-        )
+        match &self.config.credential {
+            Credential::Password { user, project, .. } => {
+                (describe("user", user), describe("project", project))
+            }
+            Credential::ApplicationCredential { id, name, user, .. } => {
+                let credential = match (id, name, user) {
+                    (Some(id), _, _) => format!("application credential id {id}"),
+                    (None, Some(name), Some(user)) => {
+                        format!(
+                            "application credential {name:?} of {}",
+                            describe("user", user)
+                        )
+                    }
+                    _ => "an application credential".to_string(),
+                };
+                (credential, "its project".to_string())
+            }
+        }
     }
 
     /// A token to send: the one held while it is fresh, else a new login. `refused` is a
@@ -123,20 +138,37 @@ impl ServiceUser {
     /// Password authentication as the service user, scoped to its project.
     async fn login(&self, catalog: bool) -> Result<Login, LoginError> {
         let c = &self.config;
-        let user = match &c.user {
-            Named::Id(id) => json!({"id": id, "password": c.password}),
-            Named::Name { name, domain } => {
-                json!({"name": name, "domain": domain_json(domain), "password": c.password})
+        let body = match &c.credential {
+            Credential::Password {
+                user,
+                project,
+                password,
+            } => {
+                let mut user = named_json(user);
+                user["password"] = json!(password);
+                json!({"auth": {
+                    "identity": {"methods": ["password"], "password": {"user": user}},
+                    "scope": {"project": named_json(project)},
+                }})
+            }
+            // Scoped to the project it was made in; a scope may not be asked for.
+            Credential::ApplicationCredential {
+                id,
+                name,
+                user,
+                secret,
+            } => {
+                let mut credential = json!({"secret": secret});
+                if let Some(id) = id {
+                    credential["id"] = json!(id);
+                } else {
+                    credential["name"] = json!(name);
+                    credential["user"] = user.as_ref().map(named_json).unwrap_or_default();
+                }
+                json!({"auth": {"identity": {"methods": ["application_credential"],
+                    "application_credential": credential}}})
             }
         };
-        let project = match &c.project {
-            Named::Id(id) => json!({"id": id}),
-            Named::Name { name, domain } => json!({"name": name, "domain": domain_json(domain)}),
-        };
-        let body = json!({"auth": {
-            "identity": {"methods": ["password"], "password": {"user": user}},
-            "scope": {"project": project},
-        }});
         let url = if catalog {
             format!("{}/auth/tokens", c.identity_url)
         } else {
@@ -155,7 +187,7 @@ impl ServiceUser {
         {
             tracing::error!(
                 status = %answer.status,
-                "kubeplace's service user could not log in to Keystone: check username, password, project_name and their domains in [keystone_authtoken]"
+                "kubeplace's service user could not log in to Keystone: check its credentials in [keystone_authtoken]"
             );
             let (user, project) = self.who();
             return Err(LoginError::Refused {
@@ -236,6 +268,13 @@ impl Held {
             token: login.token.clone(),
             renew_at: login.expires - RENEW_BEFORE.min(life / 4),
         }
+    }
+}
+
+fn named_json(named: &Named) -> Value {
+    match named {
+        Named::Id(id) => json!({"id": id}),
+        Named::Name { name, domain } => json!({"name": name, "domain": domain_json(domain)}),
     }
 }
 

@@ -320,7 +320,7 @@ impl Flags {
                 "--placement-service {service} names the Placement Service for the certificate kubeplace makes with --tls-secret; a certificate from --tls-cert-file or --self-signed carries its own names (give the Service's names to its issuer, as the chart does for cert-manager)"
             ));
         }
-        if self.placement.keystone.keystone_authtoken.is_some()
+        if !self.placement.keystone.keystone_authtoken.is_empty()
             && self.placement.placement_addr.is_none()
         {
             return Err("--keystone-authtoken configures the Placement API's Keystone tokens: give --placement-addr ADDR:PORT too".into());
