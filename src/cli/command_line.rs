@@ -7,7 +7,7 @@ use clap::{Parser, Subcommand};
 use super::output::Output;
 use super::{
     apply, extra_specs, placement, placement_export, placement_import, placement_register,
-    placement_serve, probe, provider_config, top,
+    placement_serve, probe, provider_config, top, upgrade_check,
 };
 use crate::args::{HeadroomCap, MirrorTraits, Weighing};
 
@@ -114,4 +114,8 @@ pub enum PlacementCall {
     /// user with its role in the service project; only what differs is changed, and
     /// --dry-run changes nothing.
     Register(Box<placement_register::RegisterArgs>),
+    /// Whether the cluster is ready to serve Placement, as `placement-status upgrade check`
+    /// says it: CRDs, the admission webhook, a leader, Keystone and the catalog, consumers
+    /// without a project. Exit 0 passed, 1 a warning, 2 a failure, 255 not checked.
+    UpgradeCheck(Box<upgrade_check::UpgradeCheckArgs>),
 }

@@ -18,6 +18,7 @@ pub mod probe;
 pub mod provider_config;
 pub mod run;
 pub mod top;
+pub mod upgrade_check;
 
 use std::io::{Read, Write};
 use std::process::ExitCode;
@@ -38,7 +39,13 @@ pub struct Process {
 
 /// Runs the command line and returns the process's exit code.
 pub fn main(process: Process) -> ExitCode {
-    ExitCode::from(command(Cli::parse().command, process))
+    match Cli::parse().command {
+        // placement-status' exit codes, 255 among them.
+        Command::Placement {
+            call: PlacementCall::UpgradeCheck(args),
+        } => upgrade_check::exit_of(upgrade_check::main(&args)),
+        other => ExitCode::from(command(other, process)),
+    }
 }
 
 fn command(command: Command, process: Process) -> Exit {
@@ -78,6 +85,7 @@ fn command(command: Command, process: Process) -> Exit {
             PlacementCall::Import(a) => placement_import::main(a),
             PlacementCall::Export(a) => placement_export::main(a),
             PlacementCall::Register(a) => placement_register::main(a),
+            PlacementCall::UpgradeCheck(a) => upgrade_check::main(a).into(),
         },
         Command::ProviderConfig { command } => {
             with_stdio(|_, o, e| provider_config::run(&command, o, e))

@@ -34,6 +34,7 @@ mod quotas;
 mod rbac;
 mod servers;
 mod shares;
+mod upgrade_check;
 mod zones;
 
 use std::sync::Once;
