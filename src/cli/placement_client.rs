@@ -274,18 +274,7 @@ impl SourceAuth {
             return Ok((client, None));
         };
         let ca_file = self.ca_file.clone().or(config.cafile.clone());
-        let wanted = Wanted {
-            service_type: "placement".into(),
-            interfaces: if config.interfaces.is_empty() {
-                catalog::DEFAULT_INTERFACES
-                    .iter()
-                    .map(|i| i.to_string())
-                    .collect()
-            } else {
-                config.interfaces.clone()
-            },
-            region: config.region_name.clone(),
-        };
+        let wanted = Wanted::placement(&config);
         let user = Arc::new(ServiceUser::new(config).map_err(Opening::BadInput)?);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()

@@ -431,18 +431,7 @@ async fn gather(
     }
 
     if let Some(config) = keystone {
-        let wanted = Wanted {
-            service_type: "placement".into(),
-            interfaces: if config.interfaces.is_empty() {
-                catalog::DEFAULT_INTERFACES
-                    .iter()
-                    .map(|i| i.to_string())
-                    .collect()
-            } else {
-                config.interfaces.clone()
-            },
-            region: config.region_name.clone(),
-        };
+        let wanted = Wanted::placement(&config);
         let user = ServiceUser::new(config)?;
         facts.keystone = Some(match user.login_with_catalog().await {
             Err(e) => KeystoneSeen::LoginFailed(e.to_string()),

@@ -20,6 +20,22 @@ pub struct Wanted {
     pub region: Option<String>,
 }
 
+impl Wanted {
+    /// Placement's endpoint, in the section's interfaces (default internal, then public)
+    /// and region.
+    pub fn placement(config: &super::config::KeystoneConfig) -> Wanted {
+        Wanted {
+            service_type: "placement".into(),
+            interfaces: if config.interfaces.is_empty() {
+                DEFAULT_INTERFACES.iter().map(|i| i.to_string()).collect()
+            } else {
+                config.interfaces.clone()
+            },
+            region: config.region_name.clone(),
+        }
+    }
+}
+
 /// The catalog has no endpoint that fits.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NotInCatalog {
