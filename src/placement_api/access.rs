@@ -29,7 +29,10 @@ impl Who {
                 user: c.user_id.clone(),
                 project: c.project_id.clone(),
             },
-            Caller::Unrestricted => Who::default(),
+            Caller::Unrestricted(user) => Who {
+                user: user.clone(),
+                project: None,
+            },
         }
     }
 }

@@ -29,7 +29,7 @@ impl PlacementApi {
                 Err(refused) => return refused.reply(&request_id, &parts.headers),
             }
         } else {
-            Caller::Unrestricted
+            Caller::Unrestricted(None)
         };
         let mut call = Call::new(parts, body, caller);
         call.origin = self.origin;
@@ -51,7 +51,7 @@ impl PlacementApi {
                 Err(refused) => return Some(refused.reply(&request_id, &parts.headers)),
             }
         } else {
-            Caller::Unrestricted
+            Caller::Unrestricted(None)
         };
         let call = Call::new(parts.clone(), Bytes::new(), caller);
         self.refusal_before_body(&call, &request_id)

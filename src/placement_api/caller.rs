@@ -5,8 +5,8 @@
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Caller {
     /// May call every endpoint: the static token, or a Kubernetes caller whose RBAC verb
-    /// was allowed.
-    Unrestricted,
+    /// was allowed (its user, as the TokenReview named it, for logs).
+    Unrestricted(Option<String>),
     /// Placement's policies decide, from these roles and scope.
     Roles(Credentials),
 }

@@ -70,7 +70,7 @@ fn guarded(api: &PlacementApi, work: impl FnOnce() -> Result<Reply, ApiError>) -
             .into_parts()
             .0,
         Bytes::from_static("body with é".as_bytes()),
-        Caller::Unrestricted,
+        Caller::Unrestricted(None),
     );
     let ctx = Ctx {
         mv: version::MAX,

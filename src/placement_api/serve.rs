@@ -78,7 +78,7 @@ async fn handle(api: Arc<PlacementApi>, request: Request<Incoming>) -> Reply {
             }
         }
     } else {
-        Caller::Unrestricted
+        Caller::Unrestricted(None)
     };
     let who = access::Who::of(&caller);
     let mut reply = answer_checked(api, parts, body, caller, request_id).await;

@@ -727,6 +727,20 @@ fn only_tokens_for_the_placement_audience_are_taken_and_they_open_nothing_else()
     let op = start(cp, port);
     let (status, body) = call(port, "GET", "/resource_providers", Some(&ours), None);
     assert_eq!(status, 200, "{body}");
+    // The request log names the Kubernetes caller as its TokenReview did.
+    let logged = (0..50).find_map(|_| {
+        let lines = op.log_lines(&["placement_api::access"], usize::MAX);
+        if lines.contains("user=\"system:serviceaccount:default:placement-reader\"") {
+            return Some(lines);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        None
+    });
+    assert!(
+        logged.is_some(),
+        "no request log line naming the caller:\n{}",
+        op.log_lines(&["placement_api::access"], 20)
+    );
     let (status, refused) = call(port, "GET", "/resource_providers", Some(&plain), None);
     assert_eq!(status, 401, "{refused}");
     let said = refused.to_string();

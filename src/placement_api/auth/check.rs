@@ -102,7 +102,9 @@ impl Auth {
     pub(crate) fn check(&self, method: &Method, headers: &HeaderMap) -> Result<Caller, Refusal> {
         match self.sent(headers)? {
             Checked::Done(answer) => answer,
-            Checked::Review(k, sent) => k.check(sent, verb(method)).map(|()| Caller::Unrestricted),
+            Checked::Review(k, sent) => k
+                .check(sent, verb(method))
+                .map(|user| Caller::Unrestricted(Some(user))),
             Checked::Keystone(k, sent) => k
                 .validate_blocking(sent)
                 .map(Caller::Roles)
@@ -121,7 +123,7 @@ impl Auth {
             Checked::Review(k, sent) => k
                 .check_async(sent, verb(method))
                 .await
-                .map(|()| Caller::Unrestricted),
+                .map(|user| Caller::Unrestricted(Some(user))),
             Checked::Keystone(k, sent) => k
                 .validate(sent)
                 .await
@@ -171,7 +173,7 @@ impl Auth {
             Auth::Token(expected)
                 if same_token(sent, expected) | same_token(caller(sent), expected) =>
             {
-                Ok(Checked::Done(Ok(Caller::Unrestricted)))
+                Ok(Checked::Done(Ok(Caller::Unrestricted(None))))
             }
             // Placement's noauth2 answers a token other than its own with 403.
             Auth::Token(_) => Ok(Checked::Done(Err(Refusal::forbidden(
@@ -298,7 +300,7 @@ mod tests {
         let auth = Auth::Token("sesame".into());
         assert_eq!(
             auth.check(&Method::GET, &headers("sesame")),
-            Ok(Caller::Unrestricted)
+            Ok(Caller::Unrestricted(None))
         );
         for other in ["sesam", "sesame!", "SESAME", "x"] {
             let refused = auth.check(&Method::GET, &headers(other)).unwrap_err();
@@ -308,7 +310,7 @@ mod tests {
         // `TOKEN:PROJECT` is the same caller in a project, as in Placement's noauth2.
         assert_eq!(
             auth.check(&Method::GET, &headers("sesame:p1")),
-            Ok(Caller::Unrestricted)
+            Ok(Caller::Unrestricted(None))
         );
         for other in ["sesam:p1", "p1:sesame", ":sesame"] {
             let refused = auth.check(&Method::GET, &headers(other)).unwrap_err();

@@ -42,10 +42,13 @@ const REMEMBERED_BYTES: usize = 4 << 20;
 const REVIEWS_PER_SECOND: f64 = 20.0;
 const REVIEWS_BURST: f64 = 40.0;
 
+/// A review's answer: the user Kubernetes named, allowed the verb; or why not.
+type Answer = Result<String, Refusal>;
+
 /// What reviews answered, and how many more may be asked for now.
 struct Reviews {
     /// Answers for tokens Kubernetes accepted (allowed or forbidden), by token and verb.
-    accepted: Remembered<(TokenDigest, &'static str), Result<(), Refusal>>,
+    accepted: Remembered<(TokenDigest, &'static str), Answer>,
     /// Tokens Kubernetes refused, and why.
     refused: Remembered<TokenDigest, Refusal>,
     /// Reviews of unremembered tokens that may start now (a token bucket).
@@ -64,11 +67,7 @@ impl Reviews {
     }
 
     /// A remembered answer still fresh at `now`.
-    fn recall(
-        &mut self,
-        key: &(TokenDigest, &'static str),
-        now: Instant,
-    ) -> Option<Result<(), Refusal>> {
+    fn recall(&mut self, key: &(TokenDigest, &'static str), now: Instant) -> Option<Answer> {
         if let Some(answer) = self.accepted.recall(key, now) {
             return Some(answer);
         }
@@ -98,12 +97,7 @@ impl Reviews {
         }
     }
 
-    fn remember(
-        &mut self,
-        key: (TokenDigest, &'static str),
-        answer: Result<(), Refusal>,
-        now: Instant,
-    ) {
+    fn remember(&mut self, key: (TokenDigest, &'static str), answer: Answer, now: Instant) {
         match answer {
             Err(why) if why.status == StatusCode::UNAUTHORIZED => {
                 let bytes = why.message.len();
@@ -111,7 +105,10 @@ impl Reviews {
             }
             answer => {
                 self.refused.forget(&key.0);
-                let bytes = answer.as_ref().err().map_or(0, |why| why.message.len());
+                let bytes = match &answer {
+                    Ok(user) => user.len(),
+                    Err(why) => why.message.len(),
+                };
                 self.accepted.keep(key, answer, bytes, now + REMEMBER, now);
             }
         }
@@ -123,9 +120,9 @@ async fn decide<F>(
     remembered: &Mutex<Reviews>,
     key: (TokenDigest, &'static str),
     review: impl FnOnce() -> F,
-) -> Result<(), Refusal>
+) -> Answer
 where
-    F: std::future::Future<Output = Result<(), Refusal>>,
+    F: std::future::Future<Output = Answer>,
 {
     {
         // A cache: whatever a panicking holder left in it is still a cache.
@@ -178,18 +175,19 @@ impl KubernetesAuth {
         }
     }
 
-    pub(super) fn check(&self, token: &str, verb: &'static str) -> Result<(), Refusal> {
+    /// The user the token is of, when it may `verb`; why not otherwise.
+    pub(super) fn check(&self, token: &str, verb: &'static str) -> Answer {
         self.runtime.block_on(self.check_async(token, verb))
     }
 
-    pub(super) async fn check_async(&self, token: &str, verb: &'static str) -> Result<(), Refusal> {
+    pub(super) async fn check_async(&self, token: &str, verb: &'static str) -> Answer {
         decide(&self.remembered, (TokenDigest::of(token), verb), || {
             self.review(token, verb)
         })
         .await
     }
 
-    async fn review(&self, token: &str, verb: &'static str) -> Result<(), Refusal> {
+    async fn review(&self, token: &str, verb: &'static str) -> Answer {
         let review = TokenReview {
             spec: TokenReviewSpec {
                 token: Some(token.to_string()),
@@ -235,7 +233,7 @@ impl KubernetesAuth {
                 ))
             })?;
         match decided.status {
-            Some(s) if s.allowed => Ok(()),
+            Some(s) if s.allowed => Ok(name),
             _ => Err(Refusal::forbidden(format!(
                 "{name:?} may not {verb} {RBAC_RESOURCE}.{RBAC_GROUP}: grant it with a ClusterRole (the chart's kubeplace-placement-reader or kubeplace-placement-writer)."
             ))),
@@ -291,11 +289,11 @@ mod tests {
         remembered: &Mutex<Reviews>,
         calls: &std::cell::Cell<usize>,
         token: &str,
-    ) -> Result<(), Refusal> {
+    ) -> Answer {
         futures::executor::block_on(decide(remembered, (TokenDigest::of(token), "get"), || {
             calls.set(calls.get() + 1);
             let answer = if token == "good" {
-                Ok(())
+                Ok("system:serviceaccount:nova:nova".to_string())
             } else {
                 Err(Refusal::unauthorized("not accepted"))
             };
@@ -318,14 +316,17 @@ mod tests {
     fn many_bad_tokens_neither_evict_a_user_nor_pass_the_review_budget() {
         let remembered = Mutex::new(Reviews::new(Instant::now()));
         let calls = std::cell::Cell::new(0);
-        assert_eq!(reviewing(&remembered, &calls, "good"), Ok(()));
+        assert_eq!(
+            reviewing(&remembered, &calls, "good").as_deref(),
+            Ok("system:serviceaccount:nova:nova")
+        );
         let started = Instant::now();
         let mut too_many = 0;
         for i in 0..(REMEMBERED + REFUSED) {
             match reviewing(&remembered, &calls, &format!("bad-{i}")) {
                 Err(r) if r.status == StatusCode::TOO_MANY_REQUESTS => too_many += 1,
                 Err(r) => assert_eq!(r.status, StatusCode::UNAUTHORIZED),
-                Ok(()) => panic!("a bad token was accepted"),
+                Ok(_) => panic!("a bad token was accepted"),
             }
         }
         // At most the burst and what refilled meanwhile were reviewed; the rest got 429s.
@@ -338,7 +339,10 @@ mod tests {
         assert!(too_many > 0);
         // The valid user is still remembered: no review for it.
         let before = calls.get();
-        assert_eq!(reviewing(&remembered, &calls, "good"), Ok(()));
+        assert_eq!(
+            reviewing(&remembered, &calls, "good").as_deref(),
+            Ok("system:serviceaccount:nova:nova")
+        );
         assert_eq!(calls.get(), before);
         // Bad tokens past the refused cache's bound keep it bounded, and never touch the user.
         let mut r = remembered.lock().unwrap();
@@ -351,21 +355,24 @@ mod tests {
             );
         }
         assert!(r.refused.len() <= REFUSED);
-        assert!(r.recall(&("good".into(), "get"), now) == Some(Ok(())));
+        assert!(
+            r.recall(&("good".into(), "get"), now)
+                .is_some_and(|a| a.is_ok())
+        );
     }
 
     #[test]
     fn a_full_cache_of_users_lets_the_least_recently_used_go() {
         let mut r = Reviews::new(Instant::now());
         let now = Instant::now();
-        r.remember(("first".into(), "get"), Ok(()), now);
+        r.remember(("first".into(), "get"), Ok("first".into()), now);
         for i in 0..REMEMBERED {
             // "first" is used between every insert, so it is never the least recent.
             let later = now + Duration::from_millis(1 + i as u64);
             assert!(r.recall(&("first".into(), "get"), later).is_some(), "{i}");
             r.remember(
                 (TokenDigest::of(&format!("user-{i}")), "get"),
-                Ok(()),
+                Ok(format!("user-{i}")),
                 later,
             );
         }
@@ -532,7 +539,11 @@ mod tests {
                 "system:serviceaccount:openstack:nova"
             );
             assert_eq!(asked["spec"]["resourceAttributes"]["verb"], "update");
-            assert_eq!(checked.await.unwrap(), Ok(()));
+            assert_eq!(
+                checked.await.unwrap().as_deref(),
+                Ok("system:serviceaccount:openstack:nova"),
+                "allowed, and who it is"
+            );
         }
 
         #[tokio::test]
@@ -547,7 +558,11 @@ mod tests {
             .await;
             assert!(sent["spec"].get("audiences").is_none(), "{sent}");
             answer(&mut h, ACCESS_REVIEWS, json!({"allowed": true})).await;
-            assert_eq!(checked.await.unwrap(), Ok(()));
+            assert_eq!(
+                checked.await.unwrap().as_deref(),
+                Ok("system:serviceaccount:openstack:nova"),
+                "allowed, and who it is"
+            );
         }
     }
 }
