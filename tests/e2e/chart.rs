@@ -1074,6 +1074,34 @@ fn the_keystone_secret_reaches_kubeplace_run() {
         .clone();
     assert_eq!(volume["secret"]["secretName"], "placement-keystone");
     assert_eq!(volume["secret"]["items"][0]["key"], "placement.conf");
+    // An empty key: the whole Secret, passed as a directory of *.conf files.
+    let whole = [
+        "--set",
+        "placement.keystone.secretName=placement-keystone",
+        "--set",
+        "placement.keystone.key=",
+    ];
+    let deployment = &rendered_of_kind(cp, &whole, "Deployment")[0];
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert!(
+        pod["containers"][0]["args"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!("--keystone-authtoken=/keystone/")),
+        "{pod}"
+    );
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "keystone")
+        .expect("the keystone volume")
+        .clone();
+    assert_eq!(
+        volume["secret"],
+        serde_json::json!({"secretName": "placement-keystone"}),
+        "every key mounted"
+    );
     for off in [
         &[][..],
         &[
