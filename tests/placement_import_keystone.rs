@@ -781,6 +781,23 @@ fn an_openrc_files_variables_and_a_cloud_of_clouds_yaml_log_in() {
         err.contains("refused the login") && err.contains("401"),
         "{err}"
     );
+    // A flag wins over OS_CLOUD: the token given is sent (and refused by keystonemiddleware).
+    let out = kubeplace_with(
+        &[
+            "placement",
+            "import",
+            "--from",
+            &source.url,
+            "--token",
+            "not-a-keystone-token",
+            "--to-file",
+            "-",
+        ],
+        &env,
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("refused the token"), "{err}");
     let out = kubeplace_with(
         &[
             "placement",

@@ -139,14 +139,9 @@ pub struct SourceAuth {
     /// Log in as cloud NAME of clouds.yaml (OS_CLIENT_CONFIG_FILE, ./clouds.yaml,
     /// ~/.config/openstack/clouds.yaml, /etc/openstack/clouds.yaml; secrets from
     /// secure.yaml), as openstackclient does, and find Placement in the catalog. Without
-    /// it, --token or --keystone-authtoken, the OS_* variables of an openrc file are used
-    /// when OS_AUTH_URL is set.
-    #[arg(
-        long,
-        env = "OS_CLOUD",
-        value_name = "NAME",
-        conflicts_with = "keystone_authtoken"
-    )]
+    /// it, --token or --keystone-authtoken: $OS_CLOUD, else $OS_TOKEN, else the OS_*
+    /// variables of an openrc file when OS_AUTH_URL is set.
+    #[arg(long, value_name = "NAME", conflicts_with = "keystone_authtoken")]
     pub os_cloud: Option<String>,
     /// The CA (PEM) an `https://` Placement's certificate is checked against [default: the
     /// `cafile` of --keystone-authtoken's section, if any].
@@ -231,17 +226,24 @@ pub enum Opening {
 }
 
 impl SourceAuth {
-    /// The Keystone login asked for: `--keystone-authtoken`, `--os-cloud`, or the `OS_*`
-    /// variables when no token is given; `None` for a static token.
+    /// The Keystone login asked for: the flags first (`--os-cloud`, `--keystone-authtoken`,
+    /// `--token`), then the environment (`OS_CLOUD`, `OS_TOKEN`, an openrc file's `OS_*`);
+    /// `None` for a static token.
     fn login(&self) -> Result<Option<KeystoneConfig>, String> {
-        let var = |k: &str| std::env::var(k).ok();
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         if let Some(cloud) = &self.os_cloud {
             return crate::keystone::clouds::from_clouds_yaml(cloud, var).map(Some);
         }
         if let Some(config) = self.keystone.config()? {
             return Ok(Some(config));
         }
-        if self.token.is_some() || std::env::var_os("OS_TOKEN").is_some() {
+        if self.token.is_some() {
+            return Ok(None);
+        }
+        if let Some(cloud) = var("OS_CLOUD") {
+            return crate::keystone::clouds::from_clouds_yaml(&cloud, var).map(Some);
+        }
+        if var("OS_TOKEN").is_some() {
             return Ok(None);
         }
         crate::keystone::clouds::from_environment(var)

@@ -398,9 +398,10 @@ async fn gather(
         .map(|l| {
             let spec = l.spec.unwrap_or_default();
             let holder = spec.holder_identity.filter(|h| !h.is_empty());
-            let age = spec.renew_time.and_then(|t| {
-                let now = jiff::Timestamp::now();
-                now.duration_since(t.0).try_into().ok()
+            // A renewal stamped ahead of this clock (clocks differ) counts as just now.
+            let age = spec.renew_time.map(|t| {
+                Duration::try_from(jiff::Timestamp::now().duration_since(t.0))
+                    .unwrap_or(Duration::ZERO)
             });
             let duration =
                 Duration::from_secs(spec.lease_duration_seconds.unwrap_or(15).max(1) as u64);

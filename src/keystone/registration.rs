@@ -285,59 +285,54 @@ impl Admin<'_> {
             }
         };
         let service_name = format!("{} (type {})", desired.service_name, desired.service_type);
-        match id_of(service) {
-            None => plan.push(Action::Create, "service", service_name, None, Step::Service),
-            Some(id) => {
-                plan.service_id = Some(id.clone());
-                let endpoints = self
-                    .list(
-                        &format!(
-                            "/endpoints?service_id={}&region_id={}",
-                            query(&id),
-                            query(&desired.region)
-                        ),
-                        "endpoints",
-                    )
-                    .await?;
-                for (interface, url) in &desired.endpoints {
-                    let same: Vec<&Value> = endpoints
-                        .iter()
-                        .filter(|e| e["interface"].as_str() == Some(interface))
-                        .collect();
-                    match same.as_slice() {
-                        [] => {}
-                        [one] => {
-                            let now = one["url"].as_str().unwrap_or_default();
-                            if now != url {
-                                plan.push(
-                                    Action::Update,
-                                    "endpoint",
-                                    format!("{interface} in {}", desired.region),
-                                    Some(now.to_string()),
-                                    Step::EndpointUrl {
-                                        id: id_of(Some(one)).unwrap_or_default(),
-                                        url: url.clone(),
-                                    },
-                                );
-                            }
-                            continue;
-                        }
-                        many => {
-                            return Err(RegistrationError::ManyEndpoints {
-                                service_type: desired.service_type.clone(),
-                                interface: interface.clone(),
-                                region: desired.region.clone(),
-                                count: many.len(),
-                            });
-                        }
-                    }
-                    plan.push_endpoint(interface, url, &desired.region);
-                }
+        plan.service_id = id_of(service);
+        let endpoints = match &plan.service_id {
+            None => {
+                plan.push(Action::Create, "service", service_name, None, Step::Service);
+                Vec::new()
             }
-        }
-        if plan.service_id.is_none() {
-            for (interface, url) in &desired.endpoints {
-                plan.push_endpoint(interface, url, &desired.region);
+            Some(id) => {
+                self.list(
+                    &format!(
+                        "/endpoints?service_id={}&region_id={}",
+                        query(id),
+                        query(&desired.region)
+                    ),
+                    "endpoints",
+                )
+                .await?
+            }
+        };
+        for (interface, url) in &desired.endpoints {
+            let same: Vec<&Value> = endpoints
+                .iter()
+                .filter(|e| e["interface"].as_str() == Some(interface))
+                .collect();
+            match same.as_slice() {
+                [] => plan.push_endpoint(interface, url, &desired.region),
+                [one] => {
+                    let now = one["url"].as_str().unwrap_or_default();
+                    if now != url {
+                        plan.push(
+                            Action::Update,
+                            "endpoint",
+                            format!("{interface} in {}", desired.region),
+                            Some(now.to_string()),
+                            Step::EndpointUrl {
+                                id: id_of(Some(one)).unwrap_or_default(),
+                                url: url.clone(),
+                            },
+                        );
+                    }
+                }
+                many => {
+                    return Err(RegistrationError::ManyEndpoints {
+                        service_type: desired.service_type.clone(),
+                        interface: interface.clone(),
+                        region: desired.region.clone(),
+                        count: many.len(),
+                    });
+                }
             }
         }
         if let Some(user) = &desired.user {
