@@ -184,6 +184,19 @@ pub async fn run(flags: Flags) -> Result<(), Error> {
         ));
     }
     if let Some(ca) = &certificate.register_ca {
+        // This replica's own configuration: the API server calls every configuration's
+        // webhook, so one registered before the store is synced would hold every write
+        // until it is. Registered once synced (or, should the sync not come, after a while).
+        let mut synced = shared.ready.clone();
+        if tokio::time::timeout(REGISTER_WAITS_FOR_SYNC, synced.wait_for(|s| *s))
+            .await
+            .is_err()
+        {
+            warn!(
+                waited_s = REGISTER_WAITS_FOR_SYNC.as_secs(),
+                "the store is not synced yet; registering the webhook anyway"
+            );
+        }
         register_webhook(&flags, &shared.client, webhook_port, ca).await?;
     }
     if let Some(listener) = listeners.placement {
@@ -452,6 +465,9 @@ fn watch_every_kind(shared: &Shared) -> Vec<JoinHandle<()>> {
     }
     watches
 }
+
+/// Longest a replica that registers its own webhook waits for its store to sync first.
+const REGISTER_WAITS_FOR_SYNC: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Points the ValidatingWebhookConfiguration at this replica with a CA made at start.
 async fn register_webhook(
