@@ -12,3 +12,10 @@ pub enum Output {
     /// JSON.
     Json,
 }
+
+/// Output of a command that reports rather than prints objects: lines for people, or JSON.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Report {
+    Text,
+    Json,
+}

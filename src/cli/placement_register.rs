@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use serde_json::json;
 
 use super::exit::Exit;
+use super::output::Report;
 use crate::keystone::config::{self, Credential, Domain, KeystoneConfig, Named};
 use crate::keystone::registration::{Admin, Desired, DesiredUser};
 use crate::keystone::service::ServiceUser;
@@ -92,15 +93,8 @@ pub struct RegisterArgs {
     pub dry_run: bool,
     /// `text`: a line per change; `json`: `{"dryRun", "changes": [{"action", "kind",
     /// "name", "from"?, "to"?}]}`.
-    #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
-    pub output: Format,
-}
-
-/// How the changes are printed.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
-    Text,
-    Json,
+    #[arg(short = 'o', long, value_enum, default_value_t = Report::Text)]
+    pub output: Report,
 }
 
 /// Runs the command.
@@ -139,12 +133,12 @@ pub fn main(args: &RegisterArgs) -> Exit {
     };
     let mut out = std::io::stdout().lock();
     let _ = match args.output {
-        Format::Json => writeln!(
+        Report::Json => writeln!(
             out,
             "{}",
             json!({"dryRun": args.dry_run, "changes": changes})
         ),
-        Format::Text => {
+        Report::Text => {
             let verb = if args.dry_run { "would " } else { "" };
             for change in &changes {
                 let _ = writeln!(out, "{verb}{change}");

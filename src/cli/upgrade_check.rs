@@ -17,6 +17,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::exit::Exit;
+use super::output::Report;
 use crate::args::KeystoneArgs;
 use crate::keystone::catalog::{self, Wanted};
 use crate::keystone::service::ServiceUser;
@@ -40,8 +41,8 @@ pub struct UpgradeCheckArgs {
     pub placement_url: Option<String>,
     /// `text`: placement-status' table; `json`: `{"checks": [{"check", "result",
     /// "details"}]}`.
-    #[arg(short = 'o', long, value_enum, default_value_t = super::placement_register::Format::Text)]
-    pub output: super::placement_register::Format,
+    #[arg(short = 'o', long, value_enum, default_value_t = Report::Text)]
+    pub output: Report,
 }
 
 /// A check's verdict, in placement-status' words.
@@ -306,10 +307,10 @@ pub fn main(args: &UpgradeCheckArgs) -> Ended {
     let outcomes = judge(&facts);
     let mut out = std::io::stdout().lock();
     let _ = match args.output {
-        super::placement_register::Format::Json => {
+        Report::Json => {
             writeln!(out, "{}", json!({"checks": outcomes}))
         }
-        super::placement_register::Format::Text => writeln!(out, "{}", table(&outcomes)),
+        Report::Text => writeln!(out, "{}", table(&outcomes)),
     };
     Ended::Code(exit_code(&outcomes))
 }

@@ -18,6 +18,14 @@ use crate::placement_api::request::{accept, version};
 use crate::placement_api::router;
 
 impl PlacementApi {
+    /// A request as this server takes it: its caller checked, and how it reached the server
+    /// (what its answer's URLs say).
+    pub(crate) fn call(&self, parts: http::request::Parts, body: Bytes, caller: Caller) -> Call {
+        let mut call = Call::new(parts, body, caller);
+        call.origin = self.origin;
+        call
+    }
+
     /// Answers one request whose body has been read whole: what the server does with every
     /// request once it is read, usable without a listener. The token is checked here.
     pub fn answer_request(&self, request: Request<Bytes>) -> http::Response<ReplyBody> {
@@ -31,8 +39,7 @@ impl PlacementApi {
         } else {
             Caller::Unrestricted(None)
         };
-        let mut call = Call::new(parts, body, caller);
-        call.origin = self.origin;
+        let call = self.call(parts, body, caller);
         self.answer(&call, request_id)
     }
 
@@ -53,7 +60,7 @@ impl PlacementApi {
         } else {
             Caller::Unrestricted(None)
         };
-        let call = Call::new(parts.clone(), Bytes::new(), caller);
+        let call = self.call(parts.clone(), Bytes::new(), caller);
         self.refusal_before_body(&call, &request_id)
     }
 

@@ -16,7 +16,6 @@ use crate::placement_api::access;
 use crate::placement_api::answer::needs_token;
 use crate::placement_api::api::PlacementApi;
 use crate::placement_api::caller::Caller;
-use crate::placement_api::request::call::Call;
 use crate::placement_api::request::ctx::Ctx;
 use crate::placement_api::request::routes::Route;
 use crate::placement_api::request::searches::{self, StopOnDrop};
@@ -94,8 +93,7 @@ async fn answer_checked(
     caller: Caller,
     request_id: String,
 ) -> Reply {
-    let mut call = Call::new(parts, Bytes::new(), caller);
-    call.origin = api.origin;
+    let mut call = api.call(parts, Bytes::new(), caller);
     // Nor does a caller the route's policy refuses, or a request the route would refuse
     // from its headers alone: the same answer as after reading the body, sent before it.
     if intake::has_body(&call.headers)
