@@ -147,6 +147,15 @@ impl Replica {
 /// A replica's resident memory (KiB) and open file descriptors, when it runs.
 type Footprint = Option<(u64, usize)>;
 
+/// What the replicas hold, every 30 s: the consumers with an allocation the clients were
+/// told is made, which replica leads, and each replica's footprint.
+struct Sample {
+    at: u64,
+    held: usize,
+    leader: Option<usize>,
+    replicas: [Footprint; 2],
+}
+
 /// One operation as its client saw it.
 #[derive(Clone)]
 struct Op {
@@ -703,17 +712,22 @@ fn main() {
 
     let started = Instant::now();
     let mut faults: Vec<(String, Instant)> = Vec::new();
-    let mut footprints: Vec<(u64, [Footprint; 2])> = Vec::new();
+    let mut footprints: Vec<Sample> = Vec::new();
     let (mut apiserver_restarted, mut etcd_restarted) = (false, false);
     let mut next_kill = started + kill_every;
     let mut next_sample = started;
     while started.elapsed() < length {
         let now = Instant::now();
         if now >= next_sample {
-            footprints.push((
-                started.elapsed().as_secs(),
-                [replicas[0].footprint(), replicas[1].footprint()],
-            ));
+            let e = expected.lock().unwrap();
+            let held = e.consumers.values().filter(|w| **w == Some(1)).count() + e.reshaped.len();
+            drop(e);
+            footprints.push(Sample {
+                at: started.elapsed().as_secs(),
+                held,
+                leader: replicas.iter().position(Replica::leading),
+                replicas: [replicas[0].footprint(), replicas[1].footprint()],
+            });
             next_sample = now + Duration::from_secs(30);
         }
         // The restarts come halfway between two kills, so that each fault's cost is its own.
@@ -916,15 +930,37 @@ fn main() {
     );
     println!("open PlacementWrite records: {open_writes}");
     println!();
-    println!("| minute | replica 0 RSS MiB | fds | replica 1 RSS MiB | fds |");
-    println!("|---|---|---|---|---|");
-    for (at, f) in footprints.iter().step_by(2) {
-        let cell = |f: &Footprint| match f {
-            Some((rss, fds)) => (format!("{:.0}", *rss as f64 / 1024.0), fds.to_string()),
+    println!(
+        "| minute | consumers held | replica 0 RSS MiB | fds | replica 1 RSS MiB | fds | leader KiB per 1,000 held |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for s in footprints.iter().step_by(2) {
+        let cell = |i: usize| match &s.replicas[i] {
+            Some((rss, fds)) => {
+                let mark = if s.leader == Some(i) { " (leader)" } else { "" };
+                (
+                    format!("{:.0}{mark}", *rss as f64 / 1024.0),
+                    fds.to_string(),
+                )
+            }
             None => ("—".into(), "—".into()),
         };
-        let (a, b) = (cell(&f[0]), cell(&f[1]));
-        println!("| {} | {} | {} | {} | {} |", at / 60, a.0, a.1, b.0, b.1);
+        // The leader keeps the ledger and the kept answers: its memory over what it holds
+        // says whether memory grows with the objects or with time.
+        let per = match s.leader.and_then(|l| s.replicas[l]) {
+            Some((rss, _)) if s.held > 0 => format!("{:.0}", rss as f64 * 1000.0 / s.held as f64),
+            _ => "—".into(),
+        };
+        let (a, b) = (cell(0), cell(1));
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {per} |",
+            s.at / 60,
+            s.held,
+            a.0,
+            a.1,
+            b.0,
+            b.1
+        );
     }
     for r in &mut replicas {
         if let Some(p) = r.process.take() {

@@ -785,9 +785,10 @@ const USED_TRAIT: &str = "CUSTOM_ON_A_PROVIDER";
 fn custom_names_no_provider_uses_survive_a_file_import() {
     let placement = RealPlacement::start();
     let url = placement.url.as_str();
+    // Created out of name order: the file keeps the order they were created in.
     for (path, mv) in [
-        (format!("/traits/{UNUSED_TRAIT}"), "1.39"),
         (format!("/traits/{USED_TRAIT}"), "1.39"),
+        (format!("/traits/{UNUSED_TRAIT}"), "1.39"),
         (format!("/resource_classes/{UNUSED_CLASS}"), "1.7"),
     ] {
         let r = call(url, "PUT", &path, mv, None);
@@ -828,17 +829,17 @@ fn custom_names_no_provider_uses_survive_a_file_import() {
             .iter()
             .map(|path| {
                 let r = call(url, "GET", path, "1.39", None);
-                let mut v = r.json();
-                // Names are listed in an order of each server's own (a known difference).
-                if let Some(list) = v.get_mut("traits").and_then(Value::as_array_mut) {
-                    list.sort_by_key(|t| t.to_string());
-                }
-                (r.status, v)
+                (r.status, r.json())
             })
             .collect()
     };
     let want = answers(url);
     assert_eq!(want[3].0, 200, "{:?}", want[3]);
+    assert_eq!(
+        want[0].1["traits"],
+        json!([USED_TRAIT, UNUSED_TRAIT]),
+        "Placement lists custom traits as created"
+    );
     let dir = tempfile::tempdir().unwrap();
     for (format, name) in [("yaml", "cloud.yaml"), ("json", "cloud.json")] {
         let file = dir.path().join(name);
@@ -888,15 +889,23 @@ fn custom_names_no_provider_uses_survive_a_file_import() {
     }
 }
 
-/// Trait lists in Placement's order: standard traits before custom ones (custom ones
-/// created in name order, which kubeplace's order of them is) in a provider's traits,
-/// provider summaries at 1.17 and 1.39 and `GET /traits?name=startswith:`; by name in the
-/// answer to setting them and in `GET /traits?name=in:`, where Placement looks the names up.
+/// Trait lists in Placement's order: standard traits before custom ones, and custom ones in
+/// the order they were created (a trait deleted and created again goes last), in a
+/// provider's traits, provider summaries at 1.17 and 1.39 and `GET /traits` with and
+/// without `startswith:`; by name in the answer to setting them and in
+/// `GET /traits?name=in:`, where Placement looks the names up. Custom resource classes are
+/// listed in the order they were created too.
 #[test]
-fn trait_lists_put_standard_traits_first() {
+fn trait_lists_put_standard_traits_first_then_custom_ones_as_created() {
     let both = Both::start(&[]);
-    for name in ["CUSTOM_A", "CUSTOM_B"] {
+    for name in ["CUSTOM_Z", "CUSTOM_B", "CUSTOM_GONE", "CUSTOM_A"] {
         both.ok("PUT", &format!("/traits/{name}"), "1.39", None);
+    }
+    both.ok("DELETE", "/traits/CUSTOM_Z", "1.39", None);
+    both.ok("PUT", "/traits/CUSTOM_Z", "1.39", None);
+    both.ok("DELETE", "/traits/CUSTOM_GONE", "1.39", None);
+    for name in ["CUSTOM_ZETA", "CUSTOM_ALPHA"] {
+        both.ok("PUT", &format!("/resource_classes/{name}"), "1.7", None);
     }
     both.ok(
         "POST",
@@ -911,9 +920,10 @@ fn trait_lists_put_standard_traits_first() {
         Some(&json!({"resource_provider_generation": 0, "inventories": {"VCPU": inventory(4)}})),
     );
     let traits = json!({"resource_provider_generation": 1,
-                        "traits": ["CUSTOM_B", "HW_NUMA_ROOT", "CUSTOM_A"]});
+                        "traits": ["CUSTOM_B", "CUSTOM_Z", "HW_NUMA_ROOT", "CUSTOM_A"]});
     let same = |[p, k]: [Reply; 2], what: &str| {
         assert_eq!(k.json(), p.json(), "{what}");
+        k.json()
     };
     same(
         both.ok(
@@ -924,7 +934,8 @@ fn trait_lists_put_standard_traits_first() {
         ),
         "PUT traits",
     );
-    same(
+    let as_created = json!(["HW_NUMA_ROOT", "CUSTOM_B", "CUSTOM_A", "CUSTOM_Z"]);
+    let got = same(
         both.ok(
             "GET",
             &format!("/resource_providers/{P_A}/traits"),
@@ -933,6 +944,7 @@ fn trait_lists_put_standard_traits_first() {
         ),
         "GET a provider's traits",
     );
+    assert_eq!(got["traits"], as_created);
     same(
         both.ok(
             "GET",
@@ -942,25 +954,45 @@ fn trait_lists_put_standard_traits_first() {
         ),
         "GET /traits?name=in:",
     );
-    same(
+    let got = same(
         both.ok("GET", "/traits?name=startswith:CUSTOM_", "1.39", None),
         "GET /traits?name=startswith:",
     );
-    let [_, k] = both.ok(
-        "GET",
-        &format!("/resource_providers/{P_A}/traits"),
-        "1.39",
-        None,
-    );
+    assert_eq!(got["traits"], json!(["CUSTOM_B", "CUSTOM_A", "CUSTOM_Z"]));
+    // Every trait: Placement's standard ones are in an order of its own (a Python set's),
+    // so only the custom ones' order is compared, and that the standard ones come first.
+    let [p, k] = both.ok("GET", "/traits", "1.39", None);
+    let custom_part = |r: &Reply| -> Vec<String> {
+        let all: Vec<String> = serde_json::from_value(r.json()["traits"].clone()).unwrap();
+        let first_custom = all.iter().position(|t| t.starts_with("CUSTOM_")).unwrap();
+        assert!(
+            all[first_custom..].iter().all(|t| t.starts_with("CUSTOM_")),
+            "{all:?}"
+        );
+        all[first_custom..].to_vec()
+    };
+    assert_eq!(custom_part(&k), custom_part(&p), "GET /traits");
+    let [p, k] = both.ok("GET", "/resource_classes", "1.7", None);
+    let custom_classes = |r: &Reply| -> Vec<String> {
+        r.json()["resource_classes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|c| c["name"].as_str().filter(|n| n.starts_with("CUSTOM_")))
+            .map(str::to_string)
+            .collect()
+    };
     assert_eq!(
-        k.json()["traits"],
-        json!(["HW_NUMA_ROOT", "CUSTOM_A", "CUSTOM_B"])
+        custom_classes(&k),
+        custom_classes(&p),
+        "GET /resource_classes"
     );
+    assert_eq!(custom_classes(&k), ["CUSTOM_ZETA", "CUSTOM_ALPHA"]);
     for mv in ["1.17", "1.39"] {
         let [p, k] = both.ok("GET", "/allocation_candidates?resources=VCPU:1", mv, None);
         let summary = |r: &Reply| r.json()["provider_summaries"][P_A]["traits"].clone();
         assert_eq!(summary(&k), summary(&p), "summaries at {mv}");
-        assert_eq!(summary(&k), json!(["HW_NUMA_ROOT", "CUSTOM_A", "CUSTOM_B"]));
+        assert_eq!(summary(&k), as_created, "summaries at {mv}");
     }
 }
 

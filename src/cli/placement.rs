@@ -201,7 +201,7 @@ pub fn run(
             return Exit::BadInput;
         }
     };
-    let store = match load_state(files, stdin) {
+    let mut store = match load_state(files, stdin) {
         Ok(s) => s,
         Err(e) => {
             let _ = writeln!(err, "kubeplace placement: {e}");
@@ -210,6 +210,7 @@ pub fn run(
     };
     // The custom names the files use, which a query may name: once, not in each answer.
     let book = Book::new(&store, Backing::Memory);
+    book.order_traits_of(&mut store);
     if time_repeat > 0 {
         let mut times: Vec<f64> = (0..time_repeat)
             .map(|_| {

@@ -11,7 +11,7 @@
 //! plan of writes are the policy crate's ([`kubeplace_policy::sync`]); here are the reads,
 //! and the writes with the generations they carry.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -21,6 +21,7 @@ use kube::api::Api;
 use serde_json::{Value, json};
 
 use kubeplace_api::{Allocation, Object, ResourceProvider};
+use kubeplace_policy::placement_records::CustomNameSet;
 use kubeplace_policy::store::{Change, Store};
 use kubeplace_policy::sync::export::{self, Op};
 use kubeplace_policy::sync::{Snapshot, snapshot_of};
@@ -65,7 +66,7 @@ pub fn main(args: &ExportArgs) -> Exit {
         from_cluster(args)
     } else {
         super::placement::load_state(&args.files, &mut std::io::stdin().lock())
-            .map(|store| snapshot_of(&store, &BTreeSet::new(), &BTreeSet::new()))
+            .map(|store| snapshot_of(&store, &CustomNameSet::new(), &CustomNameSet::new()))
     };
     let source = match source {
         Ok(s) => s,

@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 
 use kubeplace_api::manifest::{CONFIGMAP_API_VERSION, CONFIGMAP_KIND, REGISTRY_CONFIGMAP};
 use kubeplace_api::{Allocation, Object, ResourceProvider};
+use kubeplace_policy::placement_records::CustomNameSet;
 use kubeplace_policy::store::ObjectKey;
 use kubeplace_policy::sync::import::{self, Level, Plan, Registered, describe};
 use kubeplace_policy::sync::{Desired, desired};
@@ -381,9 +382,7 @@ fn registry_value(desired: &Desired) -> Option<Value> {
     if desired.custom_traits.is_empty() && desired.custom_classes.is_empty() {
         return None;
     }
-    let lines = |names: &std::collections::BTreeSet<String>| {
-        names.iter().map(|n| format!("{n}\n")).collect::<String>()
-    };
+    let lines = |names: &CustomNameSet| names.iter().map(|n| format!("{n}\n")).collect::<String>();
     Some(json!({
         "apiVersion": CONFIGMAP_API_VERSION,
         "kind": CONFIGMAP_KIND,

@@ -27,6 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use kubeplace_api::Inventory;
+use kubeplace_policy::placement_records::CustomNameSet;
 use kubeplace_policy::sync::{Consumer, Provider, Snapshot, parents_first};
 
 pub(crate) use self::answers::Scalar;
@@ -310,7 +311,8 @@ pub fn read(
     })
 }
 
-fn custom_classes(client: &mut PlacementClient) -> Result<BTreeSet<String>, ClientError> {
+/// The custom resource classes, in Placement's order: the order they were created.
+fn custom_classes(client: &mut PlacementClient) -> Result<CustomNameSet, ClientError> {
     let body: answers::ResourceClasses = client.get("/resource_classes")?;
     Ok(body
         .resource_classes
@@ -320,9 +322,15 @@ fn custom_classes(client: &mut PlacementClient) -> Result<BTreeSet<String>, Clie
         .collect())
 }
 
-fn custom_traits(client: &mut PlacementClient) -> Result<BTreeSet<String>, ClientError> {
-    let body: answers::Traits = client.get("/traits?name=startswith:CUSTOM_")?;
-    Ok(body.traits)
+/// The custom traits, in the order Placement lists every trait (its rows: the order they
+/// were created); asked by prefix, it would list them by name.
+fn custom_traits(client: &mut PlacementClient) -> Result<CustomNameSet, ClientError> {
+    let body: answers::Traits = client.get("/traits")?;
+    Ok(body
+        .traits
+        .into_iter()
+        .filter(|t| t.starts_with("CUSTOM_"))
+        .collect())
 }
 
 /// The providers Placement lists, by uuid: each uuid a uuid, each generation a whole

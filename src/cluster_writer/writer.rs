@@ -16,7 +16,7 @@
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams, Preconditions};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use kubeplace_api::{Kind, Object};
 use kubeplace_policy::admission::Refusal;
@@ -24,7 +24,7 @@ use kubeplace_policy::store::ObjectKey;
 
 use super::error::{WriteError, Written};
 use crate::metrics::{WriteMetrics, WriteOutcome};
-use kubeplace_policy::placement_records::{RegistryChange, apply_registry_changes};
+use kubeplace_policy::placement_records::{CustomNameSet, RegistryChange, apply_registry_changes};
 
 /// How many times saving the registries is tried while other replicas save theirs.
 const REGISTRY_ATTEMPTS: usize = 20;
@@ -230,7 +230,7 @@ impl Cluster {
     }
 
     /// The custom traits and resource classes kept in the cluster.
-    pub(crate) fn load_registries(&self) -> Result<(BTreeSet<String>, BTreeSet<String>), String> {
+    pub(crate) fn load_registries(&self) -> Result<(CustomNameSet, CustomNameSet), String> {
         let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.namespace);
         let found = self
             .runtime
@@ -259,8 +259,7 @@ impl Cluster {
                 .map_err(unavailable)?;
             let (mut traits, mut classes) = registry_sets(found.as_ref());
             apply_registry_changes(&mut traits, &mut classes, changes, false);
-            let join =
-                |s: &BTreeSet<String>| s.iter().map(|n| format!("{n}\n")).collect::<String>();
+            let join = |s: &CustomNameSet| s.iter().map(|n| format!("{n}\n")).collect::<String>();
             let body = ConfigMap {
                 metadata: kube::api::ObjectMeta {
                     name: Some(REGISTRY_CONFIGMAP.to_string()),
@@ -299,10 +298,11 @@ impl Cluster {
     }
 }
 
-/// The names kept in the registry ConfigMap, traits and resource classes.
-fn registry_sets(found: Option<&ConfigMap>) -> (BTreeSet<String>, BTreeSet<String>) {
+/// The names kept in the registry ConfigMap, traits and resource classes, each in the order
+/// of its lines: the order they were created.
+fn registry_sets(found: Option<&ConfigMap>) -> (CustomNameSet, CustomNameSet) {
     let data = found.and_then(|c| c.data.as_ref());
-    let set = |key: &str| -> BTreeSet<String> {
+    let set = |key: &str| -> CustomNameSet {
         data.and_then(|d| d.get(key))
             .map(|v| {
                 v.lines()
@@ -389,8 +389,36 @@ pub(crate) fn refused_by_api_server(kind: Kind, e: kube::Error) -> WriteError {
 
 #[cfg(test)]
 mod tests {
-    use super::whole_numbers_as_integers;
+    use super::{registry_sets, whole_numbers_as_integers};
     use serde_json::json;
+
+    #[test]
+    fn the_registry_is_read_in_the_order_of_its_lines() {
+        let map = k8s_openapi::api::core::v1::ConfigMap {
+            data: Some(
+                [
+                    (
+                        "traits".to_string(),
+                        "CUSTOM_Z\n\nCUSTOM_A\nCUSTOM_M\n".to_string(),
+                    ),
+                    (
+                        "resourceClasses".to_string(),
+                        "CUSTOM_B\nCUSTOM_A".to_string(),
+                    ),
+                ]
+                .into(),
+            ),
+            ..Default::default()
+        };
+        let (traits, classes) = registry_sets(Some(&map));
+        assert_eq!(
+            traits.iter().collect::<Vec<_>>(),
+            ["CUSTOM_Z", "CUSTOM_A", "CUSTOM_M"]
+        );
+        assert_eq!(classes.iter().collect::<Vec<_>>(), ["CUSTOM_B", "CUSTOM_A"]);
+        let (traits, classes) = registry_sets(None);
+        assert!(traits.is_empty() && classes.is_empty());
+    }
 
     #[test]
     fn whole_numbers_are_sent_as_the_api_server_stores_them() {

@@ -96,8 +96,9 @@ pub struct PlacementApi {
 
 impl PlacementApi {
     /// An API over a store of its own (seeded from manifests, or empty), accepting `token`.
-    pub fn new(store: Store, token: String) -> PlacementApi {
+    pub fn new(mut store: Store, token: String) -> PlacementApi {
         let book = Book::new(&store, Backing::Memory);
+        book.order_traits_of(&mut store);
         panics::note_panics_of_requests();
         PlacementApi {
             store: Arc::new(RwLock::new(store)),
@@ -125,8 +126,12 @@ impl PlacementApi {
     /// An API over the operator's watched store, committing writes to the cluster. Give it
     /// the flag the operator's `/readyz` reads with [`PlacementApi::reporting_to`].
     pub fn over_cluster(store: SharedStore, cluster: Cluster, auth: Auth) -> PlacementApi {
-        let book = match store.read() {
-            Ok(s) => Book::new(&s, Backing::Cluster),
+        let book = match store.write() {
+            Ok(mut s) => {
+                let book = Book::new(&s, Backing::Cluster);
+                book.order_traits_of(&mut s);
+                book
+            }
             Err(_) => Book::default(),
         };
         panics::note_panics_of_requests();
@@ -237,16 +242,24 @@ impl PlacementApi {
             .book
             .write()
             .map_err(|_| self.lose_soundness("the book's lock is poisoned").detail)?;
-        let store = self
-            .store
-            .read()
-            .map_err(|_| self.lose_soundness("the store's lock is poisoned").detail)?;
+        let poisoned = || self.lose_soundness("the store's lock is poisoned").detail;
+        let store = self.store.read().map_err(|_| poisoned())?;
         if let Some((traits, classes)) = kept
             && book.may_set_registries(epoch)
         {
             book.set_registries(traits, classes);
         }
         book.learn_registries(&store);
+        // The store is written only when the order of traits changed (rarely: a trait
+        // created or deleted), so a re-read holds up no admission.
+        let rows = book.trait_rows();
+        if *store.index().trait_rows() != rows {
+            drop(store);
+            self.store
+                .write()
+                .map_err(|_| poisoned())?
+                .set_trait_rows(rows);
+        }
         Ok(())
     }
     /// A request id in Placement's form, new for each request.
@@ -551,10 +564,11 @@ impl PlacementApi {
         if !undone.is_empty() && self.backing == Backing::Cluster {
             book.registry_settled();
         }
-        let store = self
+        let mut store = self
             .store
             .write()
             .map_err(|_| self.lose_soundness("the store's lock is poisoned"))?;
+        book.order_traits_of(&mut store);
         let mut state = State::new(Guard::Write(store), Guard::Write(book), self.backing);
         state.restore_generations(&journal.generations_before)?;
         state.restore_consumers(&journal.consumers_before)?;

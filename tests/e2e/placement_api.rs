@@ -304,6 +304,8 @@ fn the_placement_api_over_the_cluster() {
     .concat());
     ok(&split("trait create CUSTOM_API_GOLD"));
     ok(&split("trait create CUSTOM_API_UNUSED"));
+    // Created last and first by name: Placement lists custom traits as they were created.
+    ok(&split("trait create CUSTOM_API_AFTER"));
     ok(&[
         &split("resource provider trait set")[..],
         &[&cn1, "--trait", "CUSTOM_API_GOLD", "-f", "json"],
@@ -533,7 +535,8 @@ fn the_placement_api_over_the_cluster() {
     );
     assert_eq!(usages["usages"]["VCPU"], 4, "{usages}");
 
-    // A restart loses nothing: providers, allocations and the created traits are there.
+    // A restart loses nothing: providers, allocations and the created traits are there, in
+    // the order they were created (the registry ConfigMap's lines).
     assert!(
         op.process.stop(Duration::from_secs(10)),
         "the operator did not stop"
@@ -548,7 +551,7 @@ fn the_placement_api_over_the_cluster() {
     );
     assert_eq!(
         traits["traits"],
-        json!(["CUSTOM_API_GOLD", "CUSTOM_API_UNUSED"]),
+        json!(["CUSTOM_API_GOLD", "CUSTOM_API_UNUSED", "CUSTOM_API_AFTER"]),
         "{traits}"
     );
 

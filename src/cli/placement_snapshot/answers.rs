@@ -262,7 +262,7 @@ pub struct Named {
 #[derive(Deserialize)]
 pub struct Traits {
     #[serde(deserialize_with = "list::<_, _, _, MAX_ENTRIES>")]
-    pub traits: BTreeSet<String>,
+    pub traits: Vec<String>,
 }
 
 /// One entry of `GET /resource_providers`.

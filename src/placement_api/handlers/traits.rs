@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use kubeplace_api::{Kind, Object};
 use kubeplace_core::placement::query::decode_pairs;
-use kubeplace_core::placement::{standard_traits, trait_order};
+use kubeplace_core::placement::standard_traits;
 
 use crate::placement_api::request::body;
 use crate::placement_api::request::call::Call;
@@ -27,13 +27,13 @@ fn provider_traits(state: &State<'_>, name: &str, order: Order) -> Vec<String> {
         .effective(name)
         .map(|(_, traits)| traits.into_iter().collect())
         .unwrap_or_default();
-    order.sort(&mut traits);
+    order.sort(state, &mut traits);
     traits
 }
 
 /// How Placement orders a list of traits: its SQL reads them by the name's index when it
 /// asks for names it was given (`name=in:`, the answer to a PUT), else in the order of the
-/// rows, which puts the standard traits before every custom one.
+/// rows: the standard traits, then the custom ones as they were created.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Order {
     ByName,
@@ -41,10 +41,10 @@ enum Order {
 }
 
 impl Order {
-    fn sort(self, traits: &mut [String]) {
+    fn sort(self, state: &State<'_>, traits: &mut [String]) {
         match self {
             Order::ByName => traits.sort(),
-            Order::Rows => traits.sort_by(|a, b| trait_order(a).cmp(&trait_order(b))),
+            Order::Rows => state.store().index().trait_rows().sort(traits),
         }
     }
 }
@@ -190,7 +190,7 @@ pub(crate) fn list(state: &State<'_>, query: &str) -> Result<Reply, ApiError> {
         }
     }
     let mut names: Vec<String> = names.into_iter().collect();
-    order.sort(&mut names);
+    order.sort(state, &mut names);
     Ok(json_reply(StatusCode::OK, &json!({"traits": names})))
 }
 

@@ -46,11 +46,11 @@ impl NameRanks {
             .all(is_plain);
         NameRanks {
             classes: ranks(index.classes.iter().map(|(id, n)| (id.raw(), n)), |n| n),
-            // Placement's order of traits: the standard ones first.
-            traits: ranks(
-                index.traits.iter().map(|(id, n)| (id.raw(), n)),
-                super::trait_order,
-            ),
+            // Placement's order of traits: the standard ones first, then the custom ones as
+            // they were created.
+            traits: ranks(index.traits.iter().map(|(id, n)| (id.raw(), n)), |n| {
+                index.trait_rows().key(n)
+            }),
             plain,
         }
     }

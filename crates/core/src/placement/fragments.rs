@@ -134,6 +134,7 @@ mod tests {
     use super::super::query::{parse_candidates_query, parse_providers_query};
     use super::super::resource_providers::matching_providers;
     use super::super::response::{FreshBuffers, candidates_body, providers_json_parts};
+    use super::super::trait_rows::TraitRows;
     use super::*;
     use crate::placement::Inventory;
 
@@ -398,10 +399,20 @@ mod tests {
 
         // Traits, aggregates, and a Placement name that is not the object name.
         let mut r = record("cn2", None, &[("VCPU", 4)]);
-        r.traits = BTreeSet::from(["CUSTOM_X".to_string(), "HW_CPU_X86_AVX2".to_string()]);
+        r.traits = BTreeSet::from([
+            "CUSTOM_X".to_string(),
+            "CUSTOM_Y".to_string(),
+            "HW_CPU_X86_AVX2".to_string(),
+        ]);
         r.aggregates = BTreeSet::from(["agg-1".to_string()]);
         r.placement_name = Some("cn2 \"the second\"".into());
         index.upsert_provider(r);
+        check(&index);
+
+        // The order custom traits were created in (a summary lists them in it).
+        assert!(check(&index) > 0);
+        index.set_trait_rows(TraitRows::new(["CUSTOM_Y", "CUSTOM_X"]));
+        assert_eq!(kept(&index, "cn2"), 0);
         check(&index);
 
         // The root's uuid changes: its descendants show it as their root (and parent).

@@ -26,6 +26,7 @@ pub(crate) mod resource_class;
 pub mod resource_providers;
 pub mod response;
 pub mod trait_name;
+pub mod trait_rows;
 pub(crate) mod tree_shapes;
 pub mod weighers;
 
@@ -199,39 +200,9 @@ pub fn is_uuid_like(s: &str) -> bool {
     n == 32
 }
 
-/// Where a trait goes in the lists Placement answers (`GET /traits`, a provider's traits,
-/// provider summaries): Placement lists traits in the order of their rows, the standard
-/// ones (written at its first start) before every custom one. kubeplace keeps no creation
-/// order, so each part is in name order.
-pub fn trait_order(name: &str) -> (bool, &str) {
-    (name.starts_with("CUSTOM_"), name)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn standard_traits_come_before_custom_ones() {
-        let mut traits = vec![
-            "CUSTOM_A",
-            "HW_NUMA_ROOT",
-            "CUSTOM_",
-            "COMPUTE_NODE",
-            "CUSTOMER",
-        ];
-        traits.sort_by_key(|t| trait_order(t));
-        assert_eq!(
-            traits,
-            [
-                "COMPUTE_NODE",
-                "CUSTOMER",
-                "HW_NUMA_ROOT",
-                "CUSTOM_",
-                "CUSTOM_A"
-            ]
-        );
-    }
 
     #[test]
     fn uuid_like_is_oslo_utils_rule() {

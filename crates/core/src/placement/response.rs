@@ -525,7 +525,7 @@ impl Serialize for Summary<'_> {
         if mv.at_least(17) {
             let mut traits: Vec<&str> =
                 prov.traits().iter().map(|t| index.traits.name(t)).collect();
-            traits.sort_unstable_by_key(|t| super::trait_order(t));
+            index.trait_rows().sort(&mut traits);
             summary.serialize_entry("traits", &traits)?;
         }
         summary.end()

@@ -26,6 +26,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use kubeplace_api::{Kind, Object};
 use kubeplace_core::placement::query::CandidatesQuery;
+use kubeplace_core::placement::trait_rows::TraitRows;
 use kubeplace_core::placement::{standard_resource_classes, standard_traits};
 
 use crate::store::Store;
@@ -37,7 +38,7 @@ pub use consumers::{
 };
 pub use error::RecordError;
 pub use footprint::Footprint;
-pub use registries::{Registry, RegistryChange, apply_registry_changes};
+pub use registries::{CustomNameSet, Registry, RegistryChange, apply_registry_changes};
 pub use state::{Guard, Journal, State};
 
 /// Where the objects live, which decides where Placement's records are kept.
@@ -55,8 +56,8 @@ pub struct Book {
     generations: HashMap<String, u64>,
     /// Grows with every change to `generations` (made through [`Book::generations_mut`]).
     generations_moved: u64,
-    custom_traits: BTreeSet<String>,
-    custom_classes: BTreeSet<String>,
+    custom_traits: CustomNameSet,
+    custom_classes: CustomNameSet,
     consumers: HashMap<String, Consumer>,
     /// Grows with every change a write makes to the registries (or undoes).
     registry_epoch: u64,
@@ -171,10 +172,20 @@ impl Book {
 
     /// Sets the registries to what was saved (over a cluster, before learning what the
     /// objects use).
-    pub fn set_registries(&mut self, traits: BTreeSet<String>, classes: BTreeSet<String>) {
+    pub fn set_registries(&mut self, traits: CustomNameSet, classes: CustomNameSet) {
         self.registry_epoch += 1;
         self.custom_traits = traits;
         self.custom_classes = classes;
+    }
+
+    /// The order traits are listed in: custom ones as they were created.
+    pub fn trait_rows(&self) -> TraitRows {
+        TraitRows::new(self.custom_traits.iter().map(String::as_str))
+    }
+
+    /// Has `store` list traits in this book's order.
+    pub fn order_traits_of(&self, store: &mut Store) {
+        store.set_trait_rows(self.trait_rows());
     }
 
     /// Applies registry changes to this book, or undoes them.

@@ -1,6 +1,6 @@
 //! One request's view of the store and the book, with the journal of what a write changed.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::ops::Deref;
 use std::sync::{RwLockReadGuard, RwLockWriteGuard};
 
@@ -10,7 +10,7 @@ use kubeplace_core::placement::ids::ProviderId;
 use kubeplace_core::placement::query::CandidatesQuery;
 
 use super::consumers::{Consumer, consumer_from_objects};
-use super::{Backing, Book, RecordError, Registry, RegistryChange};
+use super::{Backing, Book, CustomNameSet, RecordError, Registry, RegistryChange};
 use crate::admission::{PendingUsage, admit_and_store, admit_and_store_beside};
 use crate::claims::Ledger;
 use crate::store::generations::{
@@ -667,12 +667,12 @@ impl<'a> State<'a> {
     }
 
     /// The custom traits created.
-    pub fn custom_traits(&self) -> &BTreeSet<String> {
+    pub fn custom_traits(&self) -> &CustomNameSet {
         &self.book.custom_traits
     }
 
     /// The custom resource classes created.
-    pub fn custom_classes(&self) -> &BTreeSet<String> {
+    pub fn custom_classes(&self) -> &CustomNameSet {
         &self.book.custom_classes
     }
 
@@ -705,15 +705,21 @@ impl<'a> State<'a> {
         name: &str,
         added: bool,
     ) -> Result<bool, RecordError> {
+        // Both taken before anything changes: a trait created or deleted changes the order
+        // the store's index lists traits in.
+        let store = self.store.get_mut()?;
         let book = self.book.get_mut()?;
         let set = match registry {
             Registry::Traits => &mut book.custom_traits,
             Registry::ResourceClasses => &mut book.custom_classes,
         };
-        let changed = if added {
-            set.insert(name.to_string())
+        let (changed, was_at) = if added {
+            (set.insert(name.to_string()), None)
         } else {
-            set.remove(name)
+            match set.shift_remove_full(name) {
+                Some((at, _)) => (true, Some(at)),
+                None => (false, None),
+            }
         };
         if changed {
             book.registry_epoch += 1;
@@ -721,7 +727,11 @@ impl<'a> State<'a> {
                 registry,
                 name: name.to_string(),
                 added,
+                was_at,
             });
+            if registry == Registry::Traits {
+                book.order_traits_of(store);
+            }
         }
         Ok(changed)
     }

@@ -28,6 +28,7 @@ use kubeplace_core::extra_specs::registry::{Registry, Rejected};
 
 use crate::translate;
 use kubeplace_core::placement::ProviderIndex;
+use kubeplace_core::placement::trait_rows::TraitRows;
 use kubeplace_core::provider_config::{MergeResult, ProviderFacts};
 
 /// Where an object lives: kind, namespace (empty for cluster-scoped kinds) and name. Keys
@@ -329,6 +330,14 @@ impl Store {
     /// The keys of a consumer's Allocations, in key order.
     pub fn allocations_of_consumer(&self, consumer: &str) -> impl Iterator<Item = &ObjectKey> {
         self.by_consumer.get(consumer).into_iter().flatten()
+    }
+
+    /// Lists traits in the order of `rows` from now on (a change of order is a change of
+    /// the index: answers kept from it are not sent again).
+    pub fn set_trait_rows(&mut self, rows: TraitRows) {
+        if *self.index.trait_rows() != rows {
+            self.index_mut().set_trait_rows(rows);
+        }
     }
 
     /// The index to change: copied first when a search still holds it.

@@ -3,7 +3,7 @@
 //! per consumer (its project, user and type in annotations); or every reason kubeplace
 //! cannot carry it, each naming the provider, consumer or name.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 use kubeplace_api::provider_name::{name_provider, object_name};
 use kubeplace_api::{
@@ -13,6 +13,7 @@ use kubeplace_api::{
 use kubeplace_core::placement::{NameError, check_resource_class, check_trait};
 
 use super::snapshot::Snapshot;
+use crate::placement_records::CustomNameSet;
 use crate::placement_records::{CONSUMER_TYPE_ANNOTATION, PROJECT_ANNOTATION, USER_ANNOTATION};
 
 /// What kubeplace's objects for a Placement are.
@@ -20,8 +21,8 @@ use crate::placement_records::{CONSUMER_TYPE_ANNOTATION, PROJECT_ANNOTATION, USE
 pub struct Desired {
     /// Providers parents first, then Allocations by consumer.
     pub objects: Vec<Object>,
-    pub custom_classes: BTreeSet<String>,
-    pub custom_traits: BTreeSet<String>,
+    pub custom_classes: CustomNameSet,
+    pub custom_traits: CustomNameSet,
 }
 
 /// Something of a Placement that kubeplace cannot carry.

@@ -502,7 +502,7 @@ fn fits(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::{BTreeMap, BTreeSet};
+    use std::collections::BTreeMap;
 
     use super::*;
     use crate::sync::snapshot::Consumer;
@@ -528,7 +528,7 @@ mod tests {
             .insert("VCPU".to_string(), kubeplace_api::Inventory::with_total(4));
         let numa = Provider::new("u2", "cn1_NUMA0", Some("u1"));
         let source = Snapshot {
-            custom_traits: BTreeSet::from(["CUSTOM_X".to_string()]),
+            custom_traits: crate::placement_records::CustomNameSet::from(["CUSTOM_X".to_string()]),
             providers: vec![cn1.clone(), numa],
             consumers: BTreeMap::from([("c1".to_string(), consumer("c1", "u1", "INSTANCE"))]),
             ..Default::default()

@@ -3,12 +3,13 @@
 //! each consumer's allocations summed over its Allocation objects, with its project, user
 //! and type. Generations are left at 0 and none: Placement counts its own.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 use kubeplace_api::provider_name::placement_name;
 use kubeplace_api::{Allocation, Kind, Object};
 
 use super::snapshot::{Consumer, Provider, Snapshot, parents_first};
+use crate::placement_records::CustomNameSet;
 use crate::placement_records::{
     CONSUMER_TYPE_ANNOTATION, PROJECT_ANNOTATION, UNKNOWN_PROJECT, USER_ANNOTATION,
 };
@@ -18,11 +19,7 @@ use crate::translate::{APPLIED, OVER_CAPACITY};
 
 /// `store` as a snapshot, with the custom names a registry keeps (`classes`, `traits`)
 /// beside those its objects use.
-pub fn snapshot_of(
-    store: &Store,
-    classes: &BTreeSet<String>,
-    traits: &BTreeSet<String>,
-) -> Snapshot {
+pub fn snapshot_of(store: &Store, classes: &CustomNameSet, traits: &CustomNameSet) -> Snapshot {
     let index = store.index();
     let records = index.providers();
     let uuid_of: HashMap<&str, &str> = records

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use super::desired::Desired;
 use crate::admission::admit_and_store_in_order;
+use crate::placement_records::CustomNameSet;
 use crate::placement_records::{
     CONSUMER_TYPE_ANNOTATION, PROJECT_ANNOTATION, Registry, RegistryChange, USER_ANNOTATION,
 };
@@ -210,8 +211,8 @@ fn managed(o: &Object) -> Value {
 /// The custom names already registered where the objects go (the cluster's registry).
 #[derive(Debug, Clone, Default)]
 pub struct Registered {
-    pub traits: BTreeSet<String>,
-    pub classes: BTreeSet<String>,
+    pub traits: CustomNameSet,
+    pub classes: CustomNameSet,
 }
 
 /// What an import writes: each desired object's step, the custom names to register, and
@@ -247,21 +248,13 @@ pub fn plan(
             .custom_traits
             .iter()
             .filter(|t| !registered.traits.contains(*t))
-            .map(|t| RegistryChange {
-                registry: Registry::Traits,
-                name: t.clone(),
-                added: true,
-            })
+            .map(|t| RegistryChange::added(Registry::Traits, t))
             .chain(
                 desired
                     .custom_classes
                     .iter()
                     .filter(|c| !registered.classes.contains(*c))
-                    .map(|c| RegistryChange {
-                        registry: Registry::ResourceClasses,
-                        name: c.clone(),
-                        added: true,
-                    }),
+                    .map(|c| RegistryChange::added(Registry::ResourceClasses, c)),
             )
             .collect(),
     };

@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use crate::placement_records::CustomNameSet;
 use kubeplace_api::Inventory;
 
 /// One provider as Placement has it.
@@ -59,8 +60,9 @@ pub struct Consumer {
 /// A whole Placement.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Snapshot {
-    pub custom_classes: BTreeSet<String>,
-    pub custom_traits: BTreeSet<String>,
+    /// Custom names in the order they were created.
+    pub custom_classes: CustomNameSet,
+    pub custom_traits: CustomNameSet,
     /// Parents before their children; roots by name, then each tree depth-first by name.
     pub providers: Vec<Provider>,
     pub consumers: BTreeMap<String, Consumer>,

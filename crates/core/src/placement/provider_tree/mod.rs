@@ -29,6 +29,7 @@ use super::ids::{AggregateId, ClassId, ProviderId, TraitId};
 use super::interner::{HashMap, Interner};
 use super::packed_tree::PackedTrees;
 use super::provider::Provider;
+use super::trait_rows::TraitRows;
 
 pub use figures::{ClassFigures, ProviderFigures};
 
@@ -151,6 +152,8 @@ pub struct ProviderIndex {
     tree_order: OnceLock<TreeOrder>,
     pub(crate) classes: Interner<ClassId>,
     pub(crate) traits: Interner<TraitId>,
+    /// The order traits are listed in ([`TraitRows`]).
+    trait_rows: TraitRows,
     pub(crate) aggregate_names: Interner<AggregateId>,
     /// Providers per aggregate.
     pub(crate) aggregate_members: Vec<Vec<ProviderId>>,
@@ -200,6 +203,23 @@ impl ProviderIndex {
         let p = self.slots[id.index()].as_mut().expect("live provider slot");
         p.fragments = Default::default();
         p
+    }
+
+    /// The order traits are listed in: custom ones as they were created.
+    pub fn trait_rows(&self) -> &TraitRows {
+        &self.trait_rows
+    }
+
+    /// Lists traits in the order of `rows` from now on. Every provider's rendered JSON is
+    /// dropped when the order changes, as it lists the provider's traits.
+    pub fn set_trait_rows(&mut self, rows: TraitRows) {
+        if rows == self.trait_rows {
+            return;
+        }
+        self.trait_rows = rows;
+        for p in self.slots.iter_mut().flatten() {
+            p.fragments = Default::default();
+        }
     }
 
     /// The slot of a provider by name.

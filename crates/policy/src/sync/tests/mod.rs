@@ -310,8 +310,8 @@ fn snapshot(seed: &Seed) -> Snapshot {
     }
     let by_uuid = providers.into_iter().map(|p| (p.uuid.clone(), p)).collect();
     Snapshot {
-        custom_classes,
-        custom_traits,
+        custom_classes: custom_classes.into_iter().collect(),
+        custom_traits: custom_traits.into_iter().collect(),
         providers: super::parents_first(by_uuid),
         consumers,
     }
@@ -372,7 +372,7 @@ proptest! {
         prop_assert!(again.is_empty(), "{:?}", again);
         // Into a file: the same, less the custom names no object uses.
         let unused = import::unused_names(&desired);
-        let from_file = snapshot_of(&store, &BTreeSet::new(), &BTreeSet::new());
+        let from_file = snapshot_of(&store, &Default::default(), &Default::default());
         prop_assert_eq!(shown(from_file), shown(without_unused(original, &unused)));
         // And a second import over the objects written finds nothing to do.
         let there = desired

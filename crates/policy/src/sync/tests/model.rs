@@ -46,8 +46,8 @@ impl Placement {
     /// A Placement that shows `snapshot`.
     pub fn from(snapshot: &Snapshot) -> Placement {
         Placement {
-            classes: snapshot.custom_classes.clone(),
-            traits: snapshot.custom_traits.clone(),
+            classes: snapshot.custom_classes.iter().cloned().collect(),
+            traits: snapshot.custom_traits.iter().cloned().collect(),
             providers: snapshot
                 .providers
                 .iter()
@@ -95,8 +95,8 @@ impl Placement {
     /// The state as Placement's reads show it.
     pub fn read(&self) -> Snapshot {
         Snapshot {
-            custom_classes: self.classes.clone(),
-            custom_traits: self.traits.clone(),
+            custom_classes: self.classes.iter().cloned().collect(),
+            custom_traits: self.traits.iter().cloned().collect(),
             providers: parents_first(self.providers.clone()),
             consumers: self.consumers.clone(),
         }
