@@ -24,6 +24,10 @@
 //! `cargo bench --bench failover_soak` runs one hour; `KUBEPLACE_SOAK_SECONDS` makes it
 //! shorter (the kill interval stays two minutes unless `KUBEPLACE_SOAK_KILL_EVERY` says
 //! otherwise, in seconds); `KUBEPLACE_SOAK_LOGS=DIR` keeps every replica's log there.
+//! `KUBEPLACE_SOAK_HELD=N` holds the cloud at a steady size: each Placement client claims
+//! only while it holds fewer than N consumers (as a cloud whose servers are deleted as fast
+//! as they are made), so that memory after warm-up is read at a constant number of objects;
+//! without it the consumers held grow through the run.
 
 #[path = "../tests/support/mod.rs"]
 #[allow(unused_imports)]
@@ -290,12 +294,16 @@ fn placement_client(
 ) -> Vec<Op> {
     let mut ops = Vec::new();
     let mut mine: Vec<String> = Vec::new();
+    let held_at_most = std::env::var("KUBEPLACE_SOAK_HELD")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(usize::MAX);
     let mut n = 0u64;
     while !stop.load(Ordering::Relaxed) {
         n += 1;
         let sent = Instant::now();
         let (kind, outcome) = match n % 8 {
-            1 | 2 | 5 => {
+            1 | 2 | 5 if mine.len() < held_at_most => {
                 let consumer = uuid(0x50a00000 + id, n);
                 let body = json!({"allocations": {&host: {"resources": {"VCPU": 1}}},
                     "project_id": "soak", "user_id": "soak",

@@ -10,6 +10,7 @@
 
 pub mod args;
 pub mod cache;
+pub mod capacity_page;
 pub mod cli;
 pub(crate) mod cluster_writer;
 pub(crate) mod controllers;

@@ -1,10 +1,13 @@
 //! The chart's monitoring: its PrometheusRule passes `promtool check rules` and the unit
 //! tests of tests/data/alerts/rules-test.yaml (`promtool test rules`, series of our own);
 //! its Grafana dashboard is a ConfigMap Grafana's sidecar loads, made for Grafana 11
-//! (schema 39), each query PromQL that promtool parses; every metric a rule or panel reads
-//! is documented. That each exists on a real operator's /metrics: tests/e2e/observability.rs.
+//! (schema 39): the type Grafana 11.6 publishes for a dashboard (`@grafana/schema`, checked
+//! by TypeScript) takes it, and each query is PromQL that promtool parses; every metric a
+//! rule or panel reads is documented. That each exists on a real operator's /metrics: tests/e2e/observability.rs.
 
 mod monitoring;
+#[path = "support/npm.rs"]
+mod npm;
 
 use std::collections::BTreeSet;
 use std::process::Command;
@@ -216,4 +219,43 @@ fn every_metric_a_rule_or_panel_reads_is_documented() {
             "{what} reads {family}, which docs/observability.md does not name"
         );
     }
+}
+
+/// The dashboard as the chart renders it, checked against the `Dashboard` type of
+/// `@grafana/schema` 11.6.16 (Grafana's own, generated from its schema) by TypeScript: every
+/// field known to it, of its type (enums as the strings and numbers JSON holds). A field
+/// Grafana 11.6 does not know, or one of the wrong type, fails here.
+#[test]
+fn the_dashboard_is_a_grafana_11_6_dashboard() {
+    let docs = rendered(ALL_ON);
+    let dash = dashboard(&docs);
+    let modules = npm::node_modules();
+    let dir = tempfile::tempdir().unwrap();
+    let check = format!(
+        "import type {{ Dashboard }} from '@grafana/schema';\n\
+         // Grafana's enums as the strings and numbers a dashboard's JSON holds.\n\
+         type Json<T> = T extends string ? `${{T}}` : T extends number | boolean | null | undefined ? T\n\
+           : T extends Array<infer U> ? Array<Json<U>> : T extends object ? {{ [K in keyof T]: Json<T[K]> }} : T;\n\
+         export const dashboard: Json<Dashboard> = {};\n",
+        serde_json::to_string_pretty(&dash).unwrap()
+    );
+    std::fs::write(dir.path().join("dashboard.ts"), check).unwrap();
+    let config = serde_json::json!({
+        "compilerOptions": {
+            "strict": true, "noEmit": true, "skipLibCheck": true,
+            "module": "esnext", "moduleResolution": "bundler", "target": "es2022",
+            "baseUrl": ".",
+            "paths": {"@grafana/schema": [modules.join("@grafana/schema")]},
+        },
+        "files": ["dashboard.ts"],
+    });
+    std::fs::write(dir.path().join("tsconfig.json"), config.to_string()).unwrap();
+    let (ok, out) = run(Command::new("node")
+        .arg(modules.join("typescript/bin/tsc"))
+        .args(["-p", "tsconfig.json"])
+        .current_dir(dir.path()));
+    assert!(
+        ok,
+        "Grafana 11.6's Dashboard type refuses the dashboard:\n{out}"
+    );
 }

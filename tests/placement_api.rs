@@ -2210,6 +2210,31 @@ fn reshaper_moves_inventory_and_allocations_to_a_child_all_or_nothing() {
     assert_eq!(usages.json()["usages"]["VGPU"], 1);
 }
 
+/// A claim of `resources` on the provider named `provider`, for a new consumer.
+fn claim_on(s: &Server, provider: &str, consumer: &str, resources: Value) {
+    let uuid = s
+        .call(
+            "GET",
+            &format!("/resource_providers?name={provider}"),
+            LATEST,
+            None,
+        )
+        .expect(200)
+        .json()["resource_providers"][0]["uuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    s.call(
+        "PUT",
+        &format!("/allocations/{consumer}"),
+        LATEST,
+        Some(&json!({"allocations": {uuid: {"resources": resources}},
+                     "project_id": "p", "user_id": "u", "consumer_generation": null,
+                     "consumer_type": "INSTANCE"})),
+    )
+    .expect(204);
+}
+
 #[test]
 fn kubeplace_explain_and_headroom_beside_placements_paths() {
     let s = Server::start(&["-f", "examples/cloud"]);
@@ -2275,24 +2300,12 @@ fn kubeplace_explain_and_headroom_beside_placements_paths() {
             .unwrap()
     };
     let before = fits();
-    let numa = s
-        .call("GET", "/resource_providers?name=cn3-numa0", LATEST, None)
-        .expect(200)
-        .json()["resource_providers"][0]["uuid"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    s.call(
-        "PUT",
-        "/allocations/9e000000-0000-4000-8000-0000000000f1",
-        LATEST,
-        Some(
-            &json!({"allocations": {numa: {"resources": {"MEMORY_MB": 8192}}},
-                     "project_id": "p", "user_id": "u", "consumer_generation": null,
-                     "consumer_type": "INSTANCE"}),
-        ),
-    )
-    .expect(204);
+    claim_on(
+        &s,
+        "cn3-numa0",
+        "9e000000-0000-4000-8000-0000000000f1",
+        json!({"MEMORY_MB": 8192}),
+    );
     let after = fits();
     assert!(after < before, "{before} then {after}");
     // Bad input is named, with what is accepted.
@@ -2856,4 +2869,72 @@ fn each_request_is_logged_with_its_request_ids() {
         "{second}"
     );
     assert!(!second.contains("not-a-request-id"), "{second}");
+}
+
+/// The capacity page over the served state (`serve` runs no controllers: the files'
+/// statuses and allocations as they are); a claim through the API shows in the next one;
+/// the token is needed, a caller that takes only JSON is told what the path answers with,
+/// and a bad `rows` names what is accepted.
+#[test]
+fn the_capacity_page_is_served_behind_the_token() {
+    let s = Server::start(&["-f", "examples/cloud"]);
+    let browser = |path: &str, token: Option<&str>| {
+        let mut headers = vec![(
+            "Accept",
+            "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8".to_string(),
+        )];
+        if let Some(t) = token {
+            headers.push(("X-Auth-Token", t.to_string()));
+        }
+        s.raw("GET", path, &headers, None)
+    };
+    let served = browser("/kubeplace/capacity?rows=10", Some("admin"));
+    served.expect(200);
+    assert_eq!(
+        served.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    let cn2_disk = |page: &str| {
+        let at = page
+            .find(r#"<tr class="host" data-host="cn2">"#)
+            .expect("cn2's row");
+        let row = &page[at..at + page[at..].find("</tr>").unwrap()];
+        let bar = row
+            .find(r#"data-class="DISK_GB" data-used=""#)
+            .expect("a DISK_GB bar");
+        let used = &row[bar + r#"data-class="DISK_GB" data-used=""#.len()..];
+        used[..used.find('"').unwrap()].parse::<i64>().unwrap()
+    };
+    let before = cn2_disk(&served.body);
+    // A claim on cn2 through the API shows in the next page.
+    claim_on(
+        &s,
+        "cn2",
+        "9e000000-0000-4000-8000-0000000000c1",
+        json!({"DISK_GB": 10}),
+    );
+    let after = browser("/kubeplace/capacity", Some("admin"));
+    assert_eq!(cn2_disk(&after.body), before + 10);
+    // No token, another token, JSON only, a bad parameter.
+    assert_eq!(browser("/kubeplace/capacity", None).status, 401);
+    assert_eq!(browser("/kubeplace/capacity", Some("nope")).status, 403);
+    let json_only = s.raw(
+        "GET",
+        "/kubeplace/capacity",
+        &[
+            ("X-Auth-Token", "admin".to_string()),
+            ("Accept", "application/json".to_string()),
+        ],
+        None,
+    );
+    assert_eq!(json_only.status, 406, "{}", json_only.body);
+    assert!(json_only.body.contains("text/html"), "{}", json_only.body);
+    let bad = s.call("GET", "/kubeplace/capacity?rows=many", LATEST, None);
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    assert!(
+        bad.body
+            .contains(r#"rows=\"many\" is not a number of rows"#),
+        "{}",
+        bad.body
+    );
 }

@@ -13,6 +13,20 @@ pub enum Output {
     Json,
 }
 
+/// Output of `kubeplace top`: the formats of [`Output`], or the capacity page.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TopOutput {
+    /// A table for people.
+    Table,
+    /// YAML.
+    Yaml,
+    /// JSON.
+    Json,
+    /// The capacity page: one self-contained HTML page of every section (`--limit` rows
+    /// each; the section, `--class` and `--providers` are for the other formats).
+    Html,
+}
+
 /// Output of a command that reports rather than prints objects: lines for people, or JSON.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Report {

@@ -12,8 +12,9 @@ use serde::Serialize;
 
 use super::apply::{Applier, Options};
 use super::exit::Exit;
-use super::output::Output;
+use super::output::TopOutput;
 use crate::args::HeadroomCap;
+use crate::capacity_page::{self, PageLimits, reason};
 use crate::operator::flags::ClusterFlags;
 use kubeplace_api::Object;
 use kubeplace_api::manifest::read_paths_each;
@@ -31,8 +32,8 @@ pub struct TopArgs {
     #[arg(short = 'f', long = "filename", num_args = 1..)]
     pub files: Vec<PathBuf>,
     /// Output format.
-    #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
-    pub output: Output,
+    #[arg(short = 'o', long, value_enum, default_value_t = TopOutput::Table)]
+    pub output: TopOutput,
     /// Rank hosts by the share of this resource class they use (hosts without it are left
     /// out); without it, by the largest share of any class.
     #[arg(long, value_name = "CLASS")]
@@ -200,6 +201,18 @@ pub fn main(
             return Exit::BadInput;
         }
     };
+    if args.output == TopOutput::Html {
+        let limits = PageLimits { rows: args.limit };
+        let written = capacity_page::render(&store, limits, &capacity_page::generated_now())
+            .and_then(|page| out.write_all(page.as_bytes()).map_err(|e| e.to_string()));
+        return match written {
+            Ok(()) => Exit::Ok,
+            Err(e) => {
+                let _ = writeln!(err, "kubeplace top: {e}");
+                Exit::BadInput
+            }
+        };
+    }
     let report = match report(&store, args) {
         Ok(r) => r,
         Err(e) => {
@@ -208,13 +221,15 @@ pub fn main(
         }
     };
     let written = match args.output {
-        Output::Json => serde_json::to_string_pretty(&report)
+        TopOutput::Json => serde_json::to_string_pretty(&report)
             .map_err(|e| e.to_string())
             .and_then(|t| writeln!(out, "{t}").map_err(|e| e.to_string())),
-        Output::Yaml => serde_saphyr::to_string(&report)
+        TopOutput::Yaml => serde_saphyr::to_string(&report)
             .map_err(|e| e.to_string())
             .and_then(|t| write!(out, "{t}").map_err(|e| e.to_string())),
-        Output::Table => write!(out, "{}", table(&report)).map_err(|e| e.to_string()),
+        TopOutput::Table | TopOutput::Html => {
+            write!(out, "{}", table(&report)).map_err(|e| e.to_string())
+        }
     };
     match written {
         Ok(()) => Exit::Ok,
@@ -414,19 +429,6 @@ fn cut(text: &str, width: usize) -> String {
     }
 }
 
-/// Why a server would not fit, without the request it restates: what follows the
-/// search's `(query): `, when there is one.
-fn reason(stopped_by: &str) -> &str {
-    match (stopped_by.split_once(": "), stopped_by.find("): ")) {
-        (Some((kind, _)), Some(at)) => {
-            let rest = &stopped_by[at + 3..];
-            // The kind (NoValidHost, QuotaExceeded…) says which check stopped it.
-            if rest.is_empty() { kind } else { rest }
-        }
-        _ => stopped_by,
-    }
-}
-
 /// The table for people.
 pub fn table(report: &Report) -> String {
     use std::fmt::Write as _;
@@ -584,17 +586,6 @@ mod tests {
         assert_eq!(bar(3.0), format!("[{}!", "█".repeat(BAR)));
         assert_eq!(bar(f64::INFINITY), format!("[{}!", "█".repeat(BAR)));
         assert_eq!(bar(f64::NAN).chars().count(), BAR + 2);
-    }
-
-    #[test]
-    fn a_reason_without_the_request_it_restates() {
-        assert_eq!(
-            reason(
-                "NoValidHost: no provider tree can host m1 (resources=VCPU:1): no room for VCPU:1: 3 trees"
-            ),
-            "no room for VCPU:1: 3 trees"
-        );
-        assert_eq!(reason("QuotaExceeded"), "QuotaExceeded");
     }
 
     #[test]

@@ -31,7 +31,7 @@ fn gate_route(ctx: &Ctx, call: &Call, route: &Route<'_>) -> Result<(), ApiError>
     if matches!(route, Route::Inventories(_)) && call.method == M::DELETE && ctx.mv.0 < 5 {
         return Err(not_allowed(&call.method, [M::GET, M::PUT, M::POST].iter()));
     }
-    served(ctx, call, route.methods())?;
+    served(ctx, call, route)?;
     if (call.method == Method::PUT || call.method == Method::POST)
         && route.writes_with_body(ctx.mv.0)
     {
@@ -106,6 +106,7 @@ pub(crate) fn route(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply,
         R::Explain => extensions::explain_candidates(api, ctx, &call.query, &call.stop),
         R::Headroom => extensions::flavor_headroom(api, &call.query),
         R::Quotas => api.read(|s| extensions::project_quota(s.store(), &call.query)),
+        R::Capacity => api.read(|s| extensions::capacity_page(s.store(), &call.query)),
         R::Candidates => allocations::candidates(api, ctx, call),
         R::Allocations => api.write(|s| allocations::post(s, ctx, call)),
         R::Usages => api.read(|s| allocations::project_usages(s, ctx, &call.query)),
@@ -141,14 +142,18 @@ fn authorized(call: &Call) -> Result<(), ApiError> {
 }
 
 /// Whether the route serves the method at the requested version and can answer it.
-fn served(ctx: &Ctx, call: &Call, methods: Methods<'_>) -> Result<(), ApiError> {
+fn served(ctx: &Ctx, call: &Call, route: &Route<'_>) -> Result<(), ApiError> {
     let method = &call.method;
+    let methods: Methods<'_> = route.methods();
     match methods.iter().find(|(m, _)| m == method) {
         Some((_, from)) if ctx.mv.0 >= *from => {
-            if method == Method::GET && !accept::takes_json(&call.headers) {
+            let (kind, sub) = route.media();
+            if method == Method::GET && !accept::takes(&call.headers, kind, sub) {
                 return Err(ApiError::new(
                     StatusCode::NOT_ACCEPTABLE,
-                    "this server answers with application/json only; send an Accept header that takes it, or none",
+                    format!(
+                        "this path answers with {kind}/{sub} only; send an Accept header that takes it, or none"
+                    ),
                 ));
             }
             Ok(())

@@ -535,6 +535,30 @@ fn the_placement_api_over_the_cluster() {
     );
     assert_eq!(usages["usages"]["VCPU"], 4, "{usages}");
 
+    // The capacity page, of the cluster's state, for a reader's token; not without one.
+    let page = |token: Option<&str>| {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).expect("the API listens");
+        s.set_read_timeout(Some(Duration::from_secs(30))).ok();
+        let auth = token
+            .map(|t| format!("X-Auth-Token: {t}\r\n"))
+            .unwrap_or_default();
+        write!(
+            s,
+            "GET /kubeplace/capacity HTTP/1.0\r\nHost: 127.0.0.1\r\nAccept: text/html\r\n{auth}\r\n"
+        )
+        .expect("request sent");
+        let mut reply = String::new();
+        s.read_to_string(&mut reply).expect("a reply");
+        reply
+    };
+    let shown = page(Some(&reader));
+    assert!(shown.starts_with("HTTP/1.0 200"), "{shown}");
+    assert!(
+        shown.contains("<td>cn-api-1</td>") && shown.contains(r#"data-class="VCPU" data-used=""#),
+        "{shown}"
+    );
+    assert!(page(None).starts_with("HTTP/1.0 401"));
+
     // A restart loses nothing: providers, allocations and the created traits are there, in
     // the order they were created (the registry ConfigMap's lines).
     assert!(

@@ -371,10 +371,93 @@ pub fn projects(store: &Store) -> Vec<ProjectUse> {
     out
 }
 
+/// A Server not placed, and why, as its `Scheduled` condition says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WaitingServer {
+    pub namespace: String,
+    pub name: String,
+    pub flavor: String,
+    /// The condition's reason (`Pending`, `NoValidHost`, …), or `Pending` before the
+    /// controller wrote one.
+    pub reason: String,
+    pub message: String,
+    /// When the condition last changed, as written.
+    pub since: Option<String>,
+}
+
+/// Every Server that holds no placement, the latest to wait first (then by namespace and
+/// name): what an operator looks at when a boot does not start.
+pub fn waiting_servers(store: &Store) -> Vec<WaitingServer> {
+    let mut out: Vec<WaitingServer> = store
+        .list(Kind::Server)
+        .filter_map(|o| match o {
+            Object::Server(s) => Some(s),
+            _ => None,
+        })
+        .filter(|s| s.status.as_ref().is_none_or(|st| st.host.is_none()))
+        .map(|s| {
+            let scheduled = s
+                .status
+                .as_ref()
+                .and_then(|st| st.conditions.iter().find(|c| c.type_ == "Scheduled"));
+            WaitingServer {
+                namespace: s.metadata.namespace.clone().unwrap_or_default(),
+                name: s.metadata.name.clone().unwrap_or_default(),
+                flavor: s.spec.flavor.clone(),
+                reason: scheduled.map_or_else(|| "Pending".into(), |c| c.reason.clone()),
+                message: scheduled.map(|c| c.message.clone()).unwrap_or_default(),
+                since: scheduled.and_then(|c| c.last_transition_time.clone()),
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        b.since
+            .cmp(&a.since)
+            .then(a.namespace.cmp(&b.namespace))
+            .then(a.name.cmp(&b.name))
+    });
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::test_objects::object;
+
+    #[test]
+    fn servers_without_a_host_wait_with_their_conditions_reason() {
+        let store = store(&[
+            "apiVersion: kubeplace.io/v1alpha1
+kind: Server
+metadata: {name: placed, namespace: p1}
+spec: {flavor: small, image: img}
+status: {host: cn1}",
+            "apiVersion: kubeplace.io/v1alpha1
+kind: Server
+metadata: {name: stuck, namespace: p1}
+spec: {flavor: large, image: img}
+status:
+  conditions:
+  - {type: Scheduled, status: 'False', reason: NoValidHost, message: no host has 64 VCPU free, lastTransitionTime: '2026-12-07T10:00:00Z'}",
+            "apiVersion: kubeplace.io/v1alpha1
+kind: Server
+metadata: {name: new, namespace: p2}
+spec: {flavor: small, image: img}",
+        ]);
+        let waiting = waiting_servers(&store);
+        let seen: Vec<(&str, &str, &str)> = waiting
+            .iter()
+            .map(|w| (w.name.as_str(), w.flavor.as_str(), w.reason.as_str()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("stuck", "large", "NoValidHost"),
+                ("new", "small", "Pending")
+            ]
+        );
+        assert_eq!(waiting[0].message, "no host has 64 VCPU free");
+    }
 
     fn store(yaml: &[&str]) -> Store {
         let mut store = Store::default();

@@ -264,6 +264,13 @@ pub const TABLE: &[Entry] = &[
         "placement:usages",
         ProjectReader,
     ),
+    // Every provider's usage and every project's quota: what listing providers shows.
+    entry(
+        "GET",
+        "/kubeplace/capacity",
+        "placement:resource_providers:list",
+        AdminOrService,
+    ),
 ];
 
 /// The policy of a request, by method and path; `None` for a path not served (its 404 or

@@ -7,7 +7,9 @@
 //!   of a flavor fit over the cluster's state now, as `kubeplace placement headroom -o json`;
 //!   with `project=P`, also how many of them P's quota allows;
 //! - `GET /kubeplace/quotas?project_id=P`: the quota that governs project P (a namespace or
-//!   a Placement project id), its limits and what P's claims hold against each.
+//!   a Placement project id), its limits and what P's claims hold against each;
+//! - `GET /kubeplace/capacity[?rows=N]`: the capacity page (`crate::capacity_page`), as
+//!   `kubeplace top -o html` writes it, of the cluster's state now.
 
 use std::time::{Duration, Instant};
 
@@ -19,6 +21,7 @@ use kubeplace_core::placement::query::{decode_pairs, parse_candidates_query};
 use kubeplace_policy::scheduling::headroom::{DEFAULT_CAP, HeadroomError, headroom_of_copy};
 use kubeplace_policy::store::Store;
 
+use crate::capacity_page::{self, PageLimits};
 use crate::placement_api::api::PlacementApi;
 use crate::placement_api::request::ctx::Ctx;
 use crate::placement_api::request::searches;
@@ -185,6 +188,37 @@ pub(crate) fn project_quota(store: &Store, query: &str) -> Result<Reply, ApiErro
             "servers": used.servers,
         }),
     ))
+}
+
+/// Rows per section of the capacity page unless `rows` says otherwise.
+pub(crate) const CAPACITY_ROWS: usize = 20;
+
+/// `GET /kubeplace/capacity[?rows=N]`: the capacity page, `N` rows a section (0: every one).
+pub(crate) fn capacity_page(store: &Store, query: &str) -> Result<Reply, ApiError> {
+    let mut rows = CAPACITY_ROWS;
+    for (key, value) in decode_pairs(query).map_err(ApiError::from)? {
+        match key.as_str() {
+            "rows" => {
+                rows = value.parse().map_err(|_| {
+                    ApiError::bad_request(format!(
+                        "rows={value:?} is not a number of rows; give a whole number, 0 (every row) or more"
+                    ))
+                })?;
+            }
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "unknown parameter {other:?}; the capacity page takes rows"
+                )));
+            }
+        }
+    }
+    let page = capacity_page::render(store, PageLimits { rows }, &capacity_page::generated_now())
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+    Ok(http::Response::builder()
+        .status(StatusCode::OK)
+        .header(http::header::CONTENT_TYPE, "text/html; charset=utf-8")
+        .body(page.into_bytes().into())
+        .unwrap_or_default())
 }
 
 #[cfg(test)]

@@ -54,10 +54,17 @@ fn weight(ranges: &[Range<'_>], kind: &str, sub: &str) -> f32 {
 
 /// Whether the caller takes JSON: no `Accept` (or an empty one), or one that gives
 /// `application/json` a weight above 0.
+#[cfg(test)]
 pub(crate) fn takes_json(headers: &HeaderMap) -> bool {
+    takes(headers, "application", "json")
+}
+
+/// Whether the caller takes `kind/sub`: no `Accept` (or an empty one), or one that gives
+/// it a weight above 0.
+pub(crate) fn takes(headers: &HeaderMap, kind: &str, sub: &str) -> bool {
     match ranges(headers) {
         None => true,
-        Some(r) => weight(&r, "application", "json") > 0.0,
+        Some(r) => weight(&r, kind, sub) > 0.0,
     }
 }
 

@@ -35,6 +35,7 @@ pub(crate) enum Route<'p> {
     Explain,
     Headroom,
     Quotas,
+    Capacity,
     Candidates,
     Allocations,
     Usages,
@@ -63,6 +64,7 @@ impl<'p> Route<'p> {
             ["kubeplace", "explain"] => R::Explain,
             ["kubeplace", "headroom"] => R::Headroom,
             ["kubeplace", "quotas"] => R::Quotas,
+            ["kubeplace", "capacity"] => R::Capacity,
             ["allocation_candidates"] => R::Candidates,
             ["allocations"] => R::Allocations,
             ["usages"] => R::Usages,
@@ -92,10 +94,19 @@ impl<'p> Route<'p> {
             R::Explain => "/kubeplace/explain",
             R::Headroom => "/kubeplace/headroom",
             R::Quotas => "/kubeplace/quotas",
+            R::Capacity => "/kubeplace/capacity",
             R::Candidates => "/allocation_candidates",
             R::Allocations => "/allocations",
             R::Usages => "/usages",
             R::Reshaper => "/reshaper",
+        }
+    }
+
+    /// The media type a GET here answers with.
+    pub(crate) fn media(&self) -> (&'static str, &'static str) {
+        match self {
+            Route::Capacity => ("text", "html"),
+            _ => ("application", "json"),
         }
     }
 
@@ -111,7 +122,7 @@ impl<'p> Route<'p> {
         use Route as R;
         match self {
             R::Root | R::ProviderUsages(_) | R::ProviderAllocations(_) => &[(M::GET, 0)],
-            R::Explain | R::Headroom | R::Quotas => &[(M::GET, 0)],
+            R::Explain | R::Headroom | R::Quotas | R::Capacity => &[(M::GET, 0)],
             R::Providers => &[(M::GET, 0), (M::POST, 0)],
             R::Provider(_) | R::Inventory(..) | R::Consumer(_) => {
                 &[(M::GET, 0), (M::PUT, 0), (M::DELETE, 0)]
