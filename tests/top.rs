@@ -187,3 +187,26 @@ fn bad_input_is_refused_with_what_would_be_accepted() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `-o html` writes the capacity page (its figures are checked in a browser by
+/// tests/capacity_page.rs); `-n` bounds its rows; unreadable input is refused as for the
+/// other formats, and an unknown format names the ones there are.
+#[test]
+fn the_capacity_page_as_html() {
+    let out = top(&["-o", "html", "-n", "1", "-f", CLOUD]);
+    assert!(out.status.success(), "{out:?}");
+    let page = String::from_utf8(out.stdout).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>"), "{page}");
+    assert_eq!(page.matches(r#"class="hot-host""#).count(), 1, "{page}");
+    assert!(page.contains("(1 of 4, by the largest share"), "{page}");
+    let missing = top(&["-o", "html", "-f", "/nonexistent/cloud.yaml"]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/cloud.yaml"),
+        "{missing:?}"
+    );
+    let unknown = top(&["-o", "pdf", "-f", CLOUD]);
+    assert_eq!(unknown.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&unknown.stderr);
+    assert!(said.contains("pdf") && said.contains("html"), "{said}");
+}

@@ -201,43 +201,35 @@ pub fn main(
             return Exit::BadInput;
         }
     };
-    if args.output == TopOutput::Html {
-        let limits = PageLimits { rows: args.limit };
-        let written = capacity_page::render(&store, limits, &capacity_page::generated_now())
-            .and_then(|page| out.write_all(page.as_bytes()).map_err(|e| e.to_string()));
-        return match written {
-            Ok(()) => Exit::Ok,
-            Err(e) => {
-                let _ = writeln!(err, "kubeplace top: {e}");
-                Exit::BadInput
-            }
-        };
-    }
-    let report = match report(&store, args) {
-        Ok(r) => r,
-        Err(e) => {
-            let _ = writeln!(err, "kubeplace top: {e}");
-            return Exit::BadInput;
-        }
-    };
+    // The page is written from the store; every other format from the report.
     let written = match args.output {
-        TopOutput::Json => serde_json::to_string_pretty(&report)
-            .map_err(|e| e.to_string())
-            .and_then(|t| writeln!(out, "{t}").map_err(|e| e.to_string())),
-        TopOutput::Yaml => serde_saphyr::to_string(&report)
-            .map_err(|e| e.to_string())
-            .and_then(|t| write!(out, "{t}").map_err(|e| e.to_string())),
-        TopOutput::Table | TopOutput::Html => {
-            write!(out, "{}", table(&report)).map_err(|e| e.to_string())
+        TopOutput::Html => {
+            let limits = PageLimits { rows: args.limit };
+            capacity_page::render(&store, limits, &capacity_page::generated_now())
+                .and_then(|page| write_out(out, page.as_bytes()))
         }
+        format => report(&store, args).and_then(|report| match format {
+            TopOutput::Json => serde_json::to_string_pretty(&report)
+                .map_err(|e| e.to_string())
+                .and_then(|t| write_out(out, format!("{t}\n").as_bytes())),
+            TopOutput::Yaml => serde_saphyr::to_string(&report)
+                .map_err(|e| e.to_string())
+                .and_then(|t| write_out(out, t.as_bytes())),
+            _ => write_out(out, table(&report).as_bytes()),
+        }),
     };
     match written {
         Ok(()) => Exit::Ok,
         Err(e) => {
-            let _ = writeln!(err, "kubeplace top: cannot write output: {e}");
+            let _ = writeln!(err, "kubeplace top: {e}");
             Exit::BadInput
         }
     }
+}
+
+fn write_out(out: &mut dyn Write, bytes: &[u8]) -> Result<(), String> {
+    out.write_all(bytes)
+        .map_err(|e| format!("cannot write output: {e}"))
 }
 
 /// The files admitted and reconciled as `kubeplace apply` does, headroom counted.
