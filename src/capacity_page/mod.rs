@@ -53,13 +53,19 @@ fn bar(class: &str, a: &Amounts) -> Bar {
         class: class.to_string(),
         used: a.used,
         capacity: a.capacity,
-        width: if share.is_finite() {
-            (share.clamp(0.0, 1.0) * 1000.0).round() / 10.0
-        } else {
-            100.0
-        },
+        width: width(share),
         percent: percent(share),
         level: level(share),
+    }
+}
+
+/// A bar's width for a share, in percent to a tenth: full for anything over (or a share
+/// of nothing).
+fn width(share: f64) -> f64 {
+    if share.is_finite() {
+        (share.clamp(0.0, 1.0) * 1000.0).round() / 10.0
+    } else {
+        100.0
     }
 }
 
@@ -175,13 +181,7 @@ fn project_view(p: ProjectUse) -> ProjectView {
     let share = p.used_fraction();
     let limited = p.max >= 0;
     ProjectView {
-        width: if !limited {
-            0.0
-        } else if share.is_finite() {
-            (share.clamp(0.0, 1.0) * 1000.0).round() / 10.0
-        } else {
-            100.0
-        },
+        width: if limited { width(share) } else { 0.0 },
         percent: if limited {
             percent(share)
         } else {
