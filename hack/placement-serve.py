@@ -59,6 +59,8 @@ def main():
     ap.add_argument("--proxy-headers", action="store_true",
                     help="believe Forwarded and X-Forwarded-* ([oslo_middleware] "
                          "enable_proxy_headers_parsing)")
+    ap.add_argument("--placement-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="a [placement] option for placement.conf (repeatable)")
     ap.add_argument("--workers", type=int, default=1,
                     help="processes serving the one socket (1 to 16; keep 1 for writes)")
     args = ap.parse_args()
@@ -81,9 +83,13 @@ def main():
             "[DEFAULT]\nlog_file = %s\n"
             "[api]\nauth_strategy = %s\n"
             "[placement_database]\nconnection = %s\nsqlite_synchronous = False\n"
-            "[placement]\nrandomize_allocation_candidates = False\n"
+            "[placement]\n"
             % (os.path.join(d, "placement.log"), strategy, database)
         )
+        options = dict(o.split("=", 1) for o in args.placement_option)
+        options.setdefault("randomize_allocation_candidates", "False")
+        for key, value in options.items():
+            f.write("%s = %s\n" % (key, value))
     if args.proxy_headers:
         from oslo_config import cfg
         from oslo_middleware import http_proxy_to_wsgi

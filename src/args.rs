@@ -159,6 +159,51 @@ pub struct ProxyArgs {
     pub proxy_headers: bool,
 }
 
+/// Placement's `[placement]` options for choosing among the allocation candidates found.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ChoosingArgs {
+    /// Answer `GET /allocation_candidates` with a random sample of `limit` candidates (all
+    /// of them shuffled without one), as `[placement] randomize_allocation_candidates`:
+    /// schedulers asking at once then claim on different hosts.
+    #[arg(long = "randomize-allocation-candidates")]
+    pub randomize: bool,
+    /// Generate at most N candidates a request before `limit` is applied, as
+    /// `[placement] max_allocation_candidates` (-1: no cap).
+    #[arg(long = "max-allocation-candidates", value_name = "N", default_value_t = -1,
+          allow_hyphen_values = true, value_parser = max_candidates)]
+    pub max: i64,
+    /// With a cap: every candidate of the first tree before the next (depth-first) or one
+    /// of each tree in turn (breadth-first), as `[placement]
+    /// allocation_candidates_generation_strategy`.
+    #[arg(
+        long = "allocation-candidates-generation-strategy",
+        value_name = "STRATEGY",
+        default_value = "depth-first"
+    )]
+    pub strategy: kubeplace_core::placement::candidates::choice::Strategy,
+}
+
+impl ChoosingArgs {
+    /// The options these flags give.
+    pub fn choosing(&self) -> kubeplace_core::placement::candidates::choice::Choosing {
+        kubeplace_core::placement::candidates::choice::Choosing {
+            randomize: self.randomize,
+            max: usize::try_from(self.max).ok(),
+            strategy: self.strategy,
+        }
+    }
+}
+
+/// A cap of candidates: -1 (none) or 1 and more.
+fn max_candidates(value: &str) -> Result<i64, String> {
+    match value.parse::<i64>() {
+        Ok(n) if n == -1 || n >= 1 => Ok(n),
+        _ => Err(format!(
+            "{value:?} is not a number of candidates; give -1 (no cap) or 1 or more"
+        )),
+    }
+}
+
 /// `--cors-*`: which other origins' web pages may call the Placement API, as Placement's
 /// `[cors]` section says (oslo.middleware's options and defaults). Off without an origin.
 #[derive(clap::Args, Debug, Clone)]

@@ -1749,3 +1749,44 @@ fn cors_flags_refuse_what_is_not_an_origin_or_a_header_name() {
         );
     }
 }
+
+/// Placement's `[placement]` candidate options as flags: a cap that is not -1 or a number
+/// of candidates, or an unknown strategy, is refused naming what is accepted, on `serve`
+/// and `run`.
+#[test]
+fn candidate_option_flags_refuse_what_placement_would_not_mean() {
+    for (args, flag, value, accepted) in [
+        (
+            vec!["placement", "serve", "--max-allocation-candidates", "0"],
+            "--max-allocation-candidates",
+            "\"0\" is not a number of candidates",
+            "-1 (no cap) or 1 or more",
+        ),
+        (
+            vec!["placement", "serve", "--max-allocation-candidates", "-5"],
+            "--max-allocation-candidates",
+            "\"-5\" is not a number of candidates",
+            "-1 (no cap) or 1 or more",
+        ),
+        (
+            vec![
+                "run",
+                "--placement-addr",
+                "127.0.0.1:0",
+                "--allocation-candidates-generation-strategy",
+                "widest-first",
+            ],
+            "--allocation-candidates-generation-strategy",
+            "\"widest-first\" is not a generation strategy",
+            "depth-first or breadth-first",
+        ),
+    ] {
+        let out = kubeplace(&args, None);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(flag) && err.contains(value) && err.contains(accepted),
+            "{args:?}: {err}"
+        );
+    }
+}

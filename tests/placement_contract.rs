@@ -185,6 +185,15 @@ impl Both {
         }
     }
 
+    /// Both with the same `[placement]` options: Placement's as `KEY=VALUE`, kubeplace's
+    /// as its flags.
+    fn start_with_options(placement: &[&str], kubeplace_args: &[&str]) -> Both {
+        Both {
+            placement: RealPlacement::start_with_options(placement),
+            kubeplace: Server::start(kubeplace_args),
+        }
+    }
+
     fn urls(&self) -> [(&'static str, String); 2] {
         [
             ("Placement", self.placement.url.clone()),
@@ -1075,6 +1084,131 @@ fn location_follows_how_the_caller_reached_the_server() {
                     .is_some_and(|l| l.ends_with(&trait_path)),
                 "{:?}",
                 answers[1]
+            );
+        }
+    }
+}
+
+/// Three hosts, each with two NUMA cells of 4 VCPU: two candidates a host for one VCPU.
+fn three_hosts_of_two_cells(both: &Both) {
+    for (h, host) in ["a", "b", "c"].iter().enumerate() {
+        let root = format!("c0a80001-0000-4000-8000-0000000ee{h}00");
+        both.ok(
+            "POST",
+            "/resource_providers",
+            "1.39",
+            Some(&json!({"name": format!("host-{host}"), "uuid": root})),
+        );
+        for cell in 0..2 {
+            let uuid = format!("c0a80001-0000-4000-8000-0000000ee{h}0{}", cell + 1);
+            both.ok(
+                "POST",
+                "/resource_providers",
+                "1.39",
+                Some(
+                    &json!({"name": format!("host-{host}-cell{cell}"), "uuid": uuid,
+                             "parent_provider_uuid": root}),
+                ),
+            );
+            both.ok(
+                "PUT",
+                &format!("/resource_providers/{uuid}/inventories"),
+                "1.39",
+                Some(&json!({"resource_provider_generation": 0,
+                             "inventories": {"VCPU": inventory(4)}})),
+            );
+        }
+    }
+}
+
+/// The roots an answer's candidates are on, and the roots it summarises.
+fn hosts_of(reply: &Reply) -> (Vec<String>, std::collections::BTreeSet<String>) {
+    let body = reply.json();
+    let root = |rp: &str| rp[..rp.len() - 2].to_string() + "00";
+    let chosen = body["allocation_requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| root(r["allocations"].as_object().unwrap().keys().next().unwrap()))
+        .collect();
+    let summarised = body["provider_summaries"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|rp| root(rp))
+        .collect();
+    (chosen, summarised)
+}
+
+/// Placement's `[placement]` options for choosing candidates, set the same way on both:
+/// a cap of 3 depth-first takes two hosts' candidates, breadth-first one of each host; the
+/// summaries are the chosen hosts' trees; randomized, a limit of 1 is a sample that (over
+/// 60 asks) lands on every host, where without it every ask gets the same first host.
+#[test]
+fn the_candidate_options_choose_as_placements_do() {
+    let count_hosts = |chosen: &[String]| {
+        chosen
+            .iter()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+    };
+    for (strategy, hosts) in [("depth-first", 2), ("breadth-first", 3)] {
+        let both = Both::start_with_options(
+            &[
+                "max_allocation_candidates=3",
+                &format!("allocation_candidates_generation_strategy={strategy}"),
+            ],
+            &[
+                "--max-allocation-candidates=3",
+                &format!("--allocation-candidates-generation-strategy={strategy}"),
+            ],
+        );
+        three_hosts_of_two_cells(&both);
+        for (who, reply) in ["Placement", "kubeplace"].iter().zip(both.ok(
+            "GET",
+            "/allocation_candidates?resources=VCPU:1",
+            "1.39",
+            None,
+        )) {
+            let (chosen, summarised) = hosts_of(&reply);
+            assert_eq!(chosen.len(), 3, "{who} {strategy}: {}", reply.body);
+            assert_eq!(count_hosts(&chosen), hosts, "{who} {strategy}: {chosen:?}");
+            let trees: std::collections::BTreeSet<String> = chosen.iter().cloned().collect();
+            assert_eq!(
+                summarised, trees,
+                "{who} {strategy}: summaries of the chosen trees"
+            );
+        }
+    }
+    for randomize in [false, true] {
+        let both = Both::start_with_options(
+            &[&format!("randomize_allocation_candidates={randomize}")],
+            if randomize {
+                &["--randomize-allocation-candidates"]
+            } else {
+                &[]
+            },
+        );
+        three_hosts_of_two_cells(&both);
+        for who in 0..2 {
+            let mut seen = Vec::new();
+            for _ in 0..60 {
+                let reply = &both.ok(
+                    "GET",
+                    "/allocation_candidates?resources=VCPU:1&limit=1",
+                    "1.39",
+                    None,
+                )[who];
+                let (chosen, summarised) = hosts_of(reply);
+                assert_eq!(chosen.len(), 1, "{}", reply.body);
+                assert_eq!(summarised.len(), 1, "only the chosen tree: {}", reply.body);
+                seen.push(chosen[0].clone());
+            }
+            let want = if randomize { 3 } else { 1 };
+            assert_eq!(
+                count_hosts(&seen),
+                want,
+                "randomize={randomize}, server {who}: {seen:?}"
             );
         }
     }

@@ -101,7 +101,7 @@ pub enum PlacementCall {
     Headroom(placement::HeadroomArgs),
     /// Placement's REST API (microversions 1.0–1.39, reads and writes) over an in-memory
     /// store seeded from manifests; docs/placement-api.md.
-    Serve(placement_serve::ServeArgs),
+    Serve(Box<placement_serve::ServeArgs>),
     /// Copy a live Placement's whole state (custom classes and traits, providers,
     /// inventories, traits, aggregates, consumers' allocations) into the cluster, or into a
     /// manifest file with `--to-file`; only differences are written.

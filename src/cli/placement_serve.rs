@@ -4,7 +4,7 @@ use super::exit::Exit;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use crate::args::{CapacityArgs, CorsArgs, KeystoneArgs, ProxyArgs, Searching};
+use crate::args::{CapacityArgs, ChoosingArgs, CorsArgs, KeystoneArgs, ProxyArgs, Searching};
 use crate::operator::standalone::{self, Callers, Standalone, StandaloneError};
 
 /// Arguments of `kubeplace placement serve`.
@@ -32,6 +32,8 @@ pub struct ServeArgs {
     pub test_roles_from_headers: bool,
     #[command(flatten)]
     pub searching: Searching,
+    #[command(flatten)]
+    pub choosing: ChoosingArgs,
     #[command(flatten)]
     pub cors: CorsArgs,
     #[command(flatten)]
@@ -128,6 +130,7 @@ pub fn main(args: &ServeArgs) -> Exit {
         store,
         callers,
         searches: args.searching.limits(),
+        choosing: args.choosing.choosing(),
         cors: args.cors.cors(),
         proxy_headers: args.proxy.proxy_headers,
         listen: args.listen,

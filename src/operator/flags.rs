@@ -7,7 +7,8 @@ use std::time::Duration;
 use clap::{ArgAction, ValueEnum};
 
 use crate::args::{
-    CapacityArgs, CorsArgs, HeadroomCap, KeystoneArgs, MirrorTraits, ProxyArgs, Searching, Weighing,
+    CapacityArgs, ChoosingArgs, CorsArgs, HeadroomCap, KeystoneArgs, MirrorTraits, ProxyArgs,
+    Searching, Weighing,
 };
 
 /// Every flag of `kubeplace run`.
@@ -218,6 +219,8 @@ pub struct PlacementFlags {
     pub keystone: KeystoneArgs,
     #[command(flatten)]
     pub searching: Searching,
+    #[command(flatten)]
+    pub choosing: ChoosingArgs,
     #[command(flatten)]
     pub cors: CorsArgs,
     #[command(flatten)]

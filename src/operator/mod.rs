@@ -434,6 +434,7 @@ fn serve_placement(
         weighers: flags.scheduling.weighing.weighers.clone(),
         soundness: shared.placement.clone(),
         searches: flags.placement.searching.limits(),
+        choosing: flags.placement.choosing.choosing(),
         cors: flags.placement.cors.cors(),
         proxy_headers: flags.placement.proxy.proxy_headers,
         audience: flags.placement_audience().map(str::to_string),

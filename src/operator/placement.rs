@@ -11,6 +11,7 @@ use kube::Client;
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
+use kubeplace_core::placement::candidates::choice::Choosing;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
@@ -49,6 +50,8 @@ pub(crate) struct PlacementOverCluster {
     pub soundness: Soundness,
     /// How much search work it takes on at once.
     pub searches: SearchLimits,
+    /// How it chooses among the candidates found (Placement's `[placement]` options).
+    pub choosing: Choosing,
     /// Which other origins' pages may call it.
     pub cors: crate::placement_api::cors::Cors,
     /// Whether a proxy's headers say how callers reached it.
@@ -152,6 +155,7 @@ impl PlacementOverCluster {
             PlacementApi::over_cluster(self.store, cluster, auth)
                 .weighing_by(self.weighers)
                 .limiting_searches(self.searches)
+                .choosing_candidates(self.choosing)
                 .allowing_origins(self.cors)
                 .served_as(Origin {
                     https: tls.is_some(),

@@ -15,6 +15,7 @@ use crate::metrics::{CapacitySettings, Metrics};
 use crate::placement_api::origin::Origin;
 use crate::placement_api::{self, Auth, KeystoneAuth, PlacementApi, SearchLimits};
 use crate::serving::http::Lifecycle;
+use kubeplace_core::placement::candidates::choice::Choosing;
 use kubeplace_policy::store::Store;
 
 /// Who may call the API.
@@ -32,6 +33,8 @@ pub struct Standalone {
     pub store: Store,
     pub callers: Callers,
     pub searches: SearchLimits,
+    /// How it chooses among the candidates found (Placement's `[placement]` options).
+    pub choosing: Choosing,
     /// Which other origins' pages may call it.
     pub cors: crate::placement_api::cors::Cors,
     /// Whether a proxy's headers say how callers reached it.
@@ -65,6 +68,7 @@ pub fn serve(standalone: Standalone) -> Result<(), StandaloneError> {
     let metrics = Arc::new(Metrics::new());
     let mut api = PlacementApi::new(standalone.store, String::new())
         .limiting_searches(standalone.searches)
+        .choosing_candidates(standalone.choosing)
         .allowing_origins(standalone.cors)
         .served_as(Origin {
             https: false,

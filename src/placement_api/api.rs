@@ -18,6 +18,7 @@ use crate::placement_api::request::intake;
 use crate::placement_api::request::searches::{SearchLimits, Searches};
 use crate::placement_api::request::wire::{self, ApiError};
 use crate::placement_api::{kept_answers, panics};
+use kubeplace_core::placement::candidates::choice::Choosing;
 use kubeplace_core::placement::weighers::Weighers;
 use kubeplace_policy::claims::Ledger;
 use kubeplace_policy::placement_records::{Backing, Book, Guard, Journal, State};
@@ -88,6 +89,8 @@ pub struct PlacementApi {
     pub(crate) answers: Arc<kept_answers::Answers>,
     /// What its serving layer counts: requests, latency, searches refused and queued.
     pub(crate) metrics: Arc<PlacementMetrics>,
+    /// How it chooses among the candidates found (Placement's `[placement]` options).
+    pub(crate) choosing: Choosing,
     /// Which other origins' pages may call it (off unless an origin is allowed).
     pub(crate) cors: Arc<Cors>,
     /// How callers reach it: the scheme and host of the URLs it answers with.
@@ -118,6 +121,7 @@ impl PlacementApi {
             ledger: None,
             answers: Arc::new(kept_answers::Answers::new()),
             metrics: Arc::default(),
+            choosing: Choosing::default(),
             cors: Arc::default(),
             origin: Origin::default(),
         }
@@ -153,6 +157,7 @@ impl PlacementApi {
             ledger: None,
             answers: Arc::new(kept_answers::Answers::new()),
             metrics: Arc::default(),
+            choosing: Choosing::default(),
             cors: Arc::default(),
             origin: Origin::default(),
         }
@@ -167,6 +172,12 @@ impl PlacementApi {
     /// Counts headroom weighing candidates by `weighers`, as the scheduler does.
     pub fn weighing_by(mut self, weighers: Weighers) -> PlacementApi {
         self.weighers = weighers;
+        self
+    }
+
+    /// Chooses among the candidates found as Placement's `[placement]` options say.
+    pub fn choosing_candidates(mut self, choosing: Choosing) -> PlacementApi {
+        self.choosing = choosing;
         self
     }
 

@@ -76,6 +76,16 @@ impl RealPlacement {
         RealPlacement::start_with(&["--proxy-headers"])
     }
 
+    /// A fresh, empty Placement with these `[placement]` options (`KEY=VALUE`).
+    pub fn start_with_options(options: &[&str]) -> RealPlacement {
+        let args: Vec<String> = options
+            .iter()
+            .map(|o| format!("--placement-option={o}"))
+            .collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        RealPlacement::start_with(&args)
+    }
+
     fn start_with(args: &[&str]) -> RealPlacement {
         let python = python();
         let dir = tempfile::tempdir().expect("a temporary directory");

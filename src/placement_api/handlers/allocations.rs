@@ -13,6 +13,7 @@ use http::StatusCode;
 use serde_json::{Map, Value, json};
 
 use kubeplace_api::{Allocation, AllocationSpec, Object, ProviderAllocation};
+use kubeplace_core::placement::candidates::choice::choose;
 use kubeplace_core::placement::candidates::{
     SpareCandidates, allocation_candidates_within, try_allocation_candidates_until,
 };
@@ -704,7 +705,14 @@ static KEPT_CANDIDATES_PARTS: LazyLock<CandidatesParts> =
 /// `GET /allocation_candidates`: what `kubeplace placement candidates` answers, after
 /// Placement's checks that every class and trait named exists.
 pub(crate) fn candidates(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<Reply, ApiError> {
-    let q = parse_candidates_query(&call.query, ctx.mv).map_err(ApiError::from)?;
+    let mut q = parse_candidates_query(&call.query, ctx.mv).map_err(ApiError::from)?;
+    // Placement's `[placement]` options: the search may need more than the limit to choose
+    // from, and a random choice is never the answer kept for the next caller.
+    let choosing = api.choosing;
+    let limit = q.limit;
+    if !choosing.is_plain() {
+        q.limit = choosing.search_limit(limit);
+    }
     // The names are checked under the lock; the search runs over the index as it was then,
     // without the lock, so a long search keeps no write (and no reader behind it) waiting.
     let index = api.read(|state| match state.unknown_names(&q) {
@@ -712,7 +720,11 @@ pub(crate) fn candidates(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<R
         None => Ok(state.store().index_now()),
     })?;
     let asked = asked(ctx, call);
-    if let Some(answer) = api.answers.candidates(&asked, &index) {
+    if let Some(answer) = api
+        .answers
+        .candidates(&asked, &index)
+        .filter(|_| !choosing.randomize)
+    {
         return Ok(json_bytes_reply(
             StatusCode::OK,
             ReplyBody::from_parts(answer),
@@ -734,7 +746,12 @@ pub(crate) fn candidates(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<R
     }
     // Without a limit, a search that runs out of budget is a 400 naming the budget; with
     // one, it answers with the candidates found.
-    let set = searched.map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let mut set = searched.map_err(|e| ApiError::bad_request(e.to_string()))?;
+    if !choosing.is_plain() {
+        choose(&index, &mut set, limit, &choosing, &mut |n| {
+            fastrand::usize(..n)
+        });
+    }
     // A large answer (tens of megabytes) is written on every core, and sent in the parts
     // written apart.
     let threads = kubeplace_core::runs::cores();
@@ -751,7 +768,9 @@ pub(crate) fn candidates(api: &PlacementApi, ctx: &Ctx, call: &Call) -> Result<R
     } else {
         SPARE_CANDIDATES.give_back(set.candidates);
     }
-    api.answers.keep_candidates(asked, &index, &parts);
+    if !choosing.randomize {
+        api.answers.keep_candidates(asked, &index, &parts);
+    }
     Ok(json_bytes_reply(
         StatusCode::OK,
         ReplyBody::from_parts(parts.into_iter().map(candidates_part)),

@@ -40,6 +40,7 @@
 
 mod answer;
 mod budget;
+pub mod choice;
 mod closed_form;
 mod combinations;
 mod facts;
