@@ -246,7 +246,7 @@ pub fn render(store: &Store, limits: PageLimits, generated: &str) -> Result<Stri
         z.more = of - shown.len();
         z.hosts = shown
             .into_iter()
-            .map(|h| host_view(h, largest_share(h)))
+            .map(|h| host_view(h, h.share(None)))
             .collect();
     }
     let host_count = hosts.len();
@@ -297,14 +297,6 @@ pub fn generated_now() -> String {
     jiff::Timestamp::now()
         .strftime("%Y-%m-%d %H:%M:%S UTC")
         .to_string()
-}
-
-/// The largest share of any class a host uses.
-fn largest_share(h: &Host) -> Option<f64> {
-    h.classes
-        .values()
-        .map(Amounts::used_fraction)
-        .max_by(f64::total_cmp)
 }
 
 fn environment() -> &'static Environment<'static> {

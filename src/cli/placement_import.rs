@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 
 use kubeplace_api::manifest::{CONFIGMAP_API_VERSION, CONFIGMAP_KIND, REGISTRY_CONFIGMAP};
 use kubeplace_api::{Allocation, Object, ResourceProvider};
-use kubeplace_policy::placement_records::CustomNameSet;
+use kubeplace_policy::placement_records::registry_lines;
 use kubeplace_policy::store::ObjectKey;
 use kubeplace_policy::sync::import::{self, Level, Plan, Registered, describe};
 use kubeplace_policy::sync::{Desired, desired};
@@ -382,14 +382,13 @@ fn registry_value(desired: &Desired) -> Option<Value> {
     if desired.custom_traits.is_empty() && desired.custom_classes.is_empty() {
         return None;
     }
-    let lines = |names: &CustomNameSet| names.iter().map(|n| format!("{n}\n")).collect::<String>();
     Some(json!({
         "apiVersion": CONFIGMAP_API_VERSION,
         "kind": CONFIGMAP_KIND,
         "metadata": {"name": REGISTRY_CONFIGMAP},
         "data": {
-            "traits": lines(&desired.custom_traits),
-            "resourceClasses": lines(&desired.custom_classes),
+            "traits": registry_lines(&desired.custom_traits),
+            "resourceClasses": registry_lines(&desired.custom_classes),
         },
     }))
 }

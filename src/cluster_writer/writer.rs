@@ -24,7 +24,9 @@ use kubeplace_policy::store::ObjectKey;
 
 use super::error::{WriteError, Written};
 use crate::metrics::{WriteMetrics, WriteOutcome};
-use kubeplace_policy::placement_records::{CustomNameSet, RegistryChange, apply_registry_changes};
+use kubeplace_policy::placement_records::{
+    CustomNameSet, RegistryChange, apply_registry_changes, registry_lines,
+};
 
 /// How many times saving the registries is tried while other replicas save theirs.
 const REGISTRY_ATTEMPTS: usize = 20;
@@ -259,7 +261,6 @@ impl Cluster {
                 .map_err(unavailable)?;
             let (mut traits, mut classes) = registry_sets(found.as_ref());
             apply_registry_changes(&mut traits, &mut classes, changes, false);
-            let join = |s: &CustomNameSet| s.iter().map(|n| format!("{n}\n")).collect::<String>();
             let body = ConfigMap {
                 metadata: kube::api::ObjectMeta {
                     name: Some(REGISTRY_CONFIGMAP.to_string()),
@@ -270,8 +271,8 @@ impl Cluster {
                     ..Default::default()
                 },
                 data: Some(BTreeMap::from([
-                    ("traits".to_string(), join(&traits)),
-                    ("resourceClasses".to_string(), join(&classes)),
+                    ("traits".to_string(), registry_lines(&traits)),
+                    ("resourceClasses".to_string(), registry_lines(&classes)),
                 ])),
                 ..Default::default()
             };

@@ -38,7 +38,9 @@ pub use consumers::{
 };
 pub use error::RecordError;
 pub use footprint::Footprint;
-pub use registries::{CustomNameSet, Registry, RegistryChange, apply_registry_changes};
+pub use registries::{
+    CustomNameSet, Registry, RegistryChange, apply_registry_changes, registry_lines,
+};
 pub use state::{Guard, Journal, State};
 
 /// Where the objects live, which decides where Placement's records are kept.

@@ -8,6 +8,11 @@ use indexmap::IndexSet;
 /// Custom names in the order they were created.
 pub type CustomNameSet = IndexSet<String>;
 
+/// A registry as the registry ConfigMap keeps it: one name a line, in the order created.
+pub fn registry_lines(names: &CustomNameSet) -> String {
+    names.iter().map(|n| format!("{n}\n")).collect()
+}
+
 /// Applies registry changes to a pair of trait and class sets (the book's, or the ones kept
 /// in the cluster), or undoes them: a name added goes last, a name removed and put back
 /// goes where it was.
