@@ -59,6 +59,54 @@ pub struct AllocationSpec {
     /// One entry per provider the consumer takes resources from.
     #[serde(default)]
     pub allocations: Vec<ProviderAllocation>,
+    /// The NUMA cells, CPUs and pages a server with a NUMA topology holds, as kubeplace's
+    /// scheduler chose them. No host CPU is pinned by two claims and no cell's pages are
+    /// held past its pools: the claims ledger decides these with the capacity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa: Option<NumaClaim>,
+}
+
+/// A guest's NUMA cells on a host's cells.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NumaClaim {
+    /// One entry per guest cell, in guest cell order.
+    pub cells: Vec<NumaCellClaim>,
+}
+
+/// One guest cell on one host cell.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NumaCellClaim {
+    /// The guest cell's number.
+    pub guest_cell: u32,
+    /// The ResourceProvider of the host cell (with the trait `HW_NUMA_ROOT`).
+    pub provider: String,
+    /// The host cell's NUMA node number.
+    pub host_cell: u32,
+    /// The guest cell's memory, MiB.
+    #[serde(rename = "memoryMiB")]
+    pub memory_mib: u64,
+    /// The page size backing it, KiB, when the guest asked for one.
+    #[serde(
+        default,
+        rename = "pageSizeKiB",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub page_size_kib: Option<u64>,
+    /// Unpinned vCPUs of the cell (they float over the host cell's shared CPUs).
+    #[serde(default)]
+    pub shared_vcpus: u64,
+    /// Each pinned vCPU's host CPU, by vCPU number.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pinning: BTreeMap<u32, u32>,
+    /// The host CPU the emulator threads run on (`hw:emulator_threads_policy=isolate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulator_cpus: Option<String>,
+    /// Every host CPU the guest cell holds for itself, as a CPU list: its pinned CPUs, the
+    /// emulator's, and with thread policy `isolate` their sibling threads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_cpus: Option<String>,
 }
 
 /// The resources taken from one provider.

@@ -127,6 +127,7 @@ mod tests {
         let mut rp = ResourceProvider::new(
             "x",
             crate::ResourceProviderSpec {
+                numa_cell: None,
                 uuid: None,
                 parent: None,
                 inventories: Default::default(),

@@ -97,6 +97,68 @@ pub struct ResourceProviderSpec {
     /// `MISC_SHARES_VIA_AGGREGATE` trait shares its inventory with the trees in its aggregates.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub aggregates: Vec<String>,
+    /// What a NUMA cell (a provider with the trait `HW_NUMA_ROOT`) has beyond its counts:
+    /// its CPUs by use, thread siblings, socket, memory and page pools. Servers with a NUMA
+    /// topology (pinned CPUs, hugepages, `hw:numa_nodes`) are fitted onto these cells as
+    /// Nova's NUMATopologyFilter fits them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa_cell: Option<NumaCell>,
+}
+
+/// A NUMA cell's detail. Every field is optional: without CPU lists the cell's dedicated
+/// CPUs are as many as its `PCPU` inventory and its shared CPUs as many as its `VCPU`
+/// inventory (numbered after the host's earlier cells), no siblings are known, and its
+/// memory is its `MEMORY_MB` inventory in 4 KiB pages.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NumaCell {
+    /// The cell's NUMA node number on its host. Default: its place among the host's cells
+    /// ordered by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 1023))]
+    pub id: Option<u32>,
+    /// CPUs for unpinned guests, as a CPU list (`0-3,8`; Nova's `cpu_shared_set` in this
+    /// cell). With neither list, every CPU of `cpus` is both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_cpus: Option<String>,
+    /// CPUs for pinned guests (Nova's `cpu_dedicated_set` in this cell).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedicated_cpus: Option<String>,
+    /// Every CPU of the cell, for a host that sets neither list apart: each is both shared
+    /// and dedicated, as in Nova without `cpu_shared_set` and `cpu_dedicated_set`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<String>,
+    /// Thread siblings: one CPU list per core (`["0,8", "1,9"]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub siblings: Vec<String>,
+    /// The socket the cell is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket: Option<u32>,
+    /// The cell's memory, MiB. Default: its `MEMORY_MB` inventory's total.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub memory_mib: Option<u64>,
+    /// Page pools by size. Default: the memory in 4 KiB pages; listing hugepages without the
+    /// 4 KiB pool gives the memory the hugepages leave as 4 KiB pages.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pages: Vec<NumaPagePool>,
+}
+
+/// The pages of one size in a NUMA cell.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NumaPagePool {
+    /// The page size, KiB: 4, 2048 or 1048576 (4K, 2M, 1G), or another power of two.
+    #[serde(rename = "sizeKiB")]
+    #[schemars(range(min = 1))]
+    pub size_kib: u64,
+    /// Pages of this size the cell has.
+    #[schemars(range(min = 0))]
+    pub total: u64,
+    /// Pages the host keeps for itself (Nova's `reserved_huge_pages`).
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub reserved: u64,
 }
 
 /// One resource class's inventory, with Placement's fields and defaults.

@@ -4,7 +4,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{CandidateAllocationStatus, Condition};
+use super::{CandidateAllocationStatus, Condition, NumaClaim};
 
 /// A server: a consumer that asks for a flavor and an image, is placed on providers, and
 /// whose driver metadata is rendered from its service profile.
@@ -91,6 +91,10 @@ pub struct ServerStatus {
     /// The providers and amounts the server holds.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allocation: Vec<CandidateAllocationStatus>,
+    /// For a server with a NUMA topology: each guest cell's host cell, pinned host CPUs per
+    /// vCPU, emulator CPU and page size (its Allocation's `spec.numa`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa: Option<NumaClaim>,
     /// The service profile whose template was rendered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_profile: Option<String>,

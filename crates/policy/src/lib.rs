@@ -12,6 +12,7 @@ pub mod capacity;
 pub mod claims;
 pub mod mirror;
 pub mod namespaces;
+pub mod numa;
 pub mod pass;
 pub mod placement_records;
 pub mod quota;

@@ -538,6 +538,7 @@ pub(super) fn apply_after(
         let mut a = Allocation::new(
             &p.consumer,
             AllocationSpec {
+                numa: None,
                 consumer: p.consumer.clone(),
                 allocations: p.entries.clone(),
             },

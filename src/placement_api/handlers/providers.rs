@@ -277,6 +277,7 @@ pub(crate) fn create(state: &mut State<'_>, ctx: &Ctx, call: &Call) -> Result<Re
     let mut rp = ResourceProvider::new(
         &name,
         ResourceProviderSpec {
+            numa_cell: None,
             uuid: Some(uuid.clone()),
             parent,
             inventories: SortedMap::new(),

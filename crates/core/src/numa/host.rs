@@ -96,6 +96,18 @@ impl HostCell {
         i128::from(self.memory_mib) - i128::from(self.memory_usage_mib)
     }
 
+    /// The CPUs and every thread sibling of theirs: what a guest with thread policy
+    /// `isolate` holds.
+    pub fn with_siblings(&self, cpus: &CpuSet) -> CpuSet {
+        let mut all = CpuSet::new();
+        for core in &self.siblings {
+            if core.iter().any(|c| cpus.contains(c)) {
+                all.extend(core);
+            }
+        }
+        all
+    }
+
     /// Whether any core has more than one thread.
     pub fn has_threads(&self) -> bool {
         self.siblings.iter().any(|core| core.len() > 1)

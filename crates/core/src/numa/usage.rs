@@ -66,7 +66,7 @@ pub fn with_guest(
         let mut cpus: CpuSet = fitted.pinning.values().copied().collect();
         cpus.extend(&fitted.emulator_cpus);
         if guest_cell.thread_policy == Some(ThreadPolicy::Isolate) {
-            cpus = with_siblings(cell, &cpus);
+            cpus = cell.with_siblings(&cpus);
         }
         if leaving {
             unpin(cell, &cpus)?;
@@ -75,17 +75,6 @@ pub fn with_guest(
         }
     }
     Ok(HostTopology { cells })
-}
-
-/// The CPUs and every thread sibling of theirs.
-fn with_siblings(cell: &HostCell, cpus: &CpuSet) -> CpuSet {
-    let mut all = CpuSet::new();
-    for core in &cell.siblings {
-        if core.iter().any(|c| cpus.contains(c)) {
-            all.extend(core);
-        }
-    }
-    all
 }
 
 fn pin(cell: &mut HostCell, cpus: &CpuSet) -> Result<(), UsageError> {

@@ -130,4 +130,11 @@ pub(super) fn review_capacity(
             }
         }
     }
+    let numa = crate::numa::judge_record(a, store, |provider, key| pending.of(provider, key));
+    for problem in numa.problems {
+        review.problem(problem);
+    }
+    for why in numa.no_room {
+        review.refuse(super::Refusal::NoRoom, why);
+    }
 }

@@ -7,6 +7,9 @@ use kubeplace_api::ResourceProvider;
 use kubeplace_core::placement::{check_resource_class, check_trait, is_uuid, is_uuid_like};
 
 pub(super) fn review(rp: &ResourceProvider, store: &Store, review: &mut Review) {
+    for problem in crate::numa::check_detail(rp) {
+        review.problem(problem);
+    }
     let name = rp.metadata.name.as_deref().unwrap_or("");
     let index = store.index();
     if let Some(uuid) = &rp.spec.uuid

@@ -88,6 +88,15 @@ fn misfit(store: &Store, a: &Allocation) -> Option<String> {
             )
         })
     });
+    let capacity = capacity.or_else(|| {
+        let held = crate::numa::judge_record(a, store, |_, _| 0).no_room;
+        (!held.is_empty()).then(|| {
+            format!(
+                "{}; claims made before it hold them, so it does not count",
+                held.join("; ")
+            )
+        })
+    });
     capacity.or_else(|| {
         let name = a.metadata.name.as_deref().unwrap_or("");
         let charge = crate::quota::charge_of(a);

@@ -76,6 +76,7 @@ pub(super) fn provider(
     Ok(ResourceProvider {
         metadata: mirrored_meta(&name, from),
         spec: ResourceProviderSpec {
+            numa_cell: None,
             uuid: None,
             parent: None,
             inventories,

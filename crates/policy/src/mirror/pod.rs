@@ -48,6 +48,7 @@ pub(super) fn allocation(pod: &Pod, from: &str) -> Result<Option<Allocation>, Mi
     }
     let consumer = Consumer::of(&pod.metadata, "Pod", POD_CONSUMER_TYPE);
     let spec = AllocationSpec {
+        numa: None,
         consumer: consumer.uuid.clone(),
         allocations: vec![ProviderAllocation {
             provider: node.to_string(),

@@ -115,6 +115,7 @@ fn allocation_with(
     }
     let consumer = Consumer::of(&claim.metadata, "ResourceClaim", CLAIM_CONSUMER_TYPE);
     let spec = AllocationSpec {
+        numa: None,
         consumer: consumer.uuid.clone(),
         allocations: by_provider
             .into_iter()

@@ -360,6 +360,7 @@ pub(super) fn providers(
         out.push(ResourceProvider {
             metadata,
             spec: ResourceProviderSpec {
+                numa_cell: None,
                 uuid: None,
                 parent,
                 inventories,

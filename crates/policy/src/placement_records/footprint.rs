@@ -93,6 +93,7 @@ mod tests {
         Object::Allocation(Allocation::new(
             name,
             AllocationSpec {
+                numa: None,
                 consumer: name.to_string(),
                 allocations: vec![ProviderAllocation {
                     provider: provider.to_string(),

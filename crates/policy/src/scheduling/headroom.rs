@@ -25,6 +25,7 @@ use kubeplace_core::placement::weighers::Weighers;
 use super::place::schedule_pending;
 use super::plan::{Unplaceable, Weighing, choose, host};
 use crate::admission::admit_and_store;
+use crate::numa::NumaJudge;
 use crate::store::{ObjectKey, Store};
 use crate::translate::flavor_request;
 
@@ -414,8 +415,28 @@ fn claim_one(
     flavor: &str,
     n: usize,
 ) -> Result<(String, ObjectKey), Unplaceable> {
-    let per_provider = choose(store.index(), weighing, request, flavor, None)?;
-    let allocations: Vec<ProviderAllocation> = per_provider
+    let name = format!("headroom-{n}");
+    let chosen = {
+        // A flavor with a NUMA topology counts on the hosts its cells fit, with the cells,
+        // CPUs and pages the servers before it took.
+        let flavor_object = match store.get_cluster(Kind::Flavor, flavor) {
+            Some(Object::Flavor(f)) => Some(f.clone()),
+            _ => None,
+        };
+        let mut judge = flavor_object
+            .as_ref()
+            .and_then(|f| NumaJudge::new(store, f, None, &name).ok().flatten());
+        choose(
+            store.index(),
+            weighing,
+            request,
+            flavor,
+            None,
+            judge.as_mut(),
+        )?
+    };
+    let allocations: Vec<ProviderAllocation> = chosen
+        .per_provider
         .into_iter()
         .map(|(provider, resources)| ProviderAllocation {
             provider,
@@ -424,8 +445,9 @@ fn claim_one(
         .collect();
     let root = host(store.index(), &allocations).unwrap_or_default();
     let allocation = Allocation::new(
-        &format!("headroom-{n}"),
+        &name,
         AllocationSpec {
+            numa: chosen.numa,
             consumer: consumer(n),
             allocations,
         },

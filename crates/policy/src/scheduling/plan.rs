@@ -30,8 +30,10 @@ use kubeplace_core::placement::weighers::{WEIGHERS, Weigher, Weighers, weigh_eac
 
 use super::aggregates::Placing;
 use super::server_groups::{Members, host_of};
+use crate::numa::NumaJudge;
 use crate::translate::server_request;
 use kubeplace_api::Kind;
+use kubeplace_api::NumaClaim;
 use kubeplace_api::{ServerRef, allocation_name, consumer_uuid};
 
 /// Candidates the scheduler weighs at most: Nova's default `max_placement_results`.
@@ -142,19 +144,29 @@ pub(crate) fn plan_weighed(
     if let Some(host) = members.as_ref().and_then(|m| m.affinity_host()) {
         request.in_tree = index.provider(host).map(|r| r.uuid);
     }
-    let per_provider = choose(
+    let mut numa = NumaJudge::new(store, flavor, Some(image), &name).map_err(|e| Unplaceable {
+        reason: "InvalidRequest",
+        message: format!(
+            "flavor {:?} with image {:?} makes no guest Nova would boot: {e}",
+            server.spec.flavor, server.spec.image
+        ),
+    })?;
+    let chosen = choose(
         index,
         weighing,
         &request,
         &server.spec.flavor,
         members.as_ref(),
+        numa.as_mut(),
     )
     .map_err(|u| with_aggregate_names(store, u))?;
     let mut allocation = Allocation::new(
         &name,
         AllocationSpec {
+            numa: chosen.numa,
             consumer: consumer_uuid(server),
-            allocations: per_provider
+            allocations: chosen
+                .per_provider
                 .into_iter()
                 .map(|(provider, resources)| ProviderAllocation {
                     provider,
@@ -185,16 +197,25 @@ pub(crate) fn plan_weighed(
     Ok(allocation)
 }
 
+/// What the scheduler chose: amounts per provider and class, and for a guest with a NUMA
+/// topology its cells, CPUs and pages on the chosen host.
+pub(crate) struct Chosen {
+    pub per_provider: BTreeMap<String, BTreeMap<String, i64>>,
+    pub numa: Option<NumaClaim>,
+}
+
 /// What the scheduler chooses for a request over the index: the best weighed of at most
-/// [`MAX_PLACEMENT_RESULTS`] candidates, as amounts per provider and class. `flavor` names
-/// the request in messages.
+/// [`MAX_PLACEMENT_RESULTS`] candidates, as amounts per provider and class; with `numa`,
+/// only candidates on hosts the guest's NUMA topology fits, their amounts on the cells it
+/// fits. `flavor` names the request in messages.
 pub(crate) fn choose(
     index: &ProviderIndex,
     weighing: &Weighing,
     request: &Request,
     flavor: &str,
     members: Option<&Members>,
-) -> Result<BTreeMap<String, BTreeMap<String, i64>>, Unplaceable> {
+    mut numa: Option<&mut NumaJudge<'_>>,
+) -> Result<Chosen, Unplaceable> {
     let query_string = format!("{}&limit={MAX_PLACEMENT_RESULTS}", request.to_query());
     let query =
         parse_candidates_query(&query_string, Microversion::LATEST).map_err(|e| Unplaceable {
@@ -212,13 +233,14 @@ pub(crate) fn choose(
         return Err(budget(e));
     }
     let mut refused_hosts: Vec<String> = Vec::new();
+    let mut numa_refused: BTreeMap<String, String> = BTreeMap::new();
     let mut free_on_host = HashMap::new();
     let mut instances: Option<HashMap<String, usize>> = None;
     let mut weighed: Vec<_> = set
         .candidates
         .iter()
         .filter_map(|c| {
-            let named = set.named(index, c);
+            let mut named = set.named(index, c);
             let host = host_of(index, named.iter().map(|(p, _, _)| p.as_str())).unwrap_or_default();
             if let Some(m) = members
                 && !m.allows(&host)
@@ -226,6 +248,14 @@ pub(crate) fn choose(
                 refused_hosts.push(host);
                 return None;
             }
+            let cells = match numa.as_deref_mut().map(|j| j.fit(index, &host, &mut named)) {
+                None => None,
+                Some(Ok(claim)) => Some(claim),
+                Some(Err(why)) => {
+                    numa_refused.entry(host).or_insert(why);
+                    return None;
+                }
+            };
             let preference = members.map_or(0, |m| m.preference(&host));
             let multipliers = weighing.multipliers(&host);
             let mut raw = [0.0; WEIGHERS];
@@ -244,7 +274,7 @@ pub(crate) fn choose(
             let mut providers: Vec<String> = named.iter().map(|(p, _, _)| p.clone()).collect();
             providers.sort();
             providers.dedup();
-            Some((preference, (raw, multipliers), providers, named))
+            Some((preference, (raw, multipliers), providers, (named, cells)))
         })
         .collect();
     let raw: Vec<[f64; WEIGHERS]> = weighed.iter().map(|w| w.1.0).collect();
@@ -272,7 +302,29 @@ pub(crate) fn choose(
             ),
         });
     }
-    let Some((_, _, _, named)) = best else {
+    if best.is_none() && !numa_refused.is_empty() {
+        let why: Vec<String> = numa_refused
+            .iter()
+            .take(EXPLAIN_LINES)
+            .map(|(host, why)| format!("{host}: {why}"))
+            .collect();
+        let more = numa_refused.len().saturating_sub(EXPLAIN_LINES);
+        return Err(Unplaceable {
+            reason: "NoValidHost",
+            message: format!(
+                "no host's NUMA cells fit {flavor} ({} of {} candidate hosts refused): {}{}",
+                numa_refused.len(),
+                numa_refused.len() + refused_hosts.len(),
+                why.join("; "),
+                if more > 0 {
+                    format!("; and {more} more")
+                } else {
+                    String::new()
+                }
+            ),
+        });
+    }
+    let Some((_, _, _, (named, cells))) = best else {
         // Why, in the few lines that matter most: a bounded status and Event, not a log.
         let why = explain(index, &query).summary(EXPLAIN_LINES);
         return Err(Unplaceable {
@@ -289,7 +341,10 @@ pub(crate) fn choose(
     for (p, class, amount) in named {
         *per_provider.entry(p).or_default().entry(class).or_default() += amount;
     }
-    Ok(per_provider)
+    Ok(Chosen {
+        per_provider,
+        numa: cells,
+    })
 }
 
 /// How candidates are weighed: the operator's weighers, and the multipliers of hosts

@@ -38,6 +38,7 @@ pub(super) fn status(server: &Server, world: &World<'_>, generation: Option<i64>
                 })
                 .collect();
             status.host = host(store.index(), &a.spec.allocations);
+            status.numa = a.spec.numa.clone();
             held_condition(store, server, a, &name)
         }
         _ => waiting_condition(store, server),

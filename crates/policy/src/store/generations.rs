@@ -333,6 +333,7 @@ mod tests {
         let mut a = Allocation::new(
             name,
             AllocationSpec {
+                numa: None,
                 consumer: "c".into(),
                 allocations: providers
                     .iter()
@@ -371,6 +372,7 @@ mod tests {
         let mut rp = ResourceProvider::new(
             "cn1",
             ResourceProviderSpec {
+                numa_cell: None,
                 uuid: None,
                 parent: None,
                 inventories: Default::default(),

@@ -130,6 +130,7 @@ pub fn desired(snapshot: &Snapshot) -> Result<Desired, Vec<Uncarried>> {
             None => None,
         };
         let spec = ResourceProviderSpec {
+            numa_cell: None,
             uuid: Some(p.uuid.clone()),
             parent,
             inventories: {
@@ -168,6 +169,7 @@ pub fn desired(snapshot: &Snapshot) -> Result<Desired, Vec<Uncarried>> {
         let mut a = Allocation::new(
             &c.uuid,
             AllocationSpec {
+                numa: None,
                 consumer: c.uuid.clone(),
                 allocations,
             },

@@ -13,7 +13,9 @@ pub mod resource_provider;
 pub mod server;
 
 pub use allocation::{APPLIED, OVER_CAPACITY};
-pub(crate) use allocation::{consumer_allocations, is_decided, is_refused, takes};
+pub(crate) use allocation::{
+    consumer_allocations, is_decided, is_refused, numa_cpu_key, numa_pages_key, takes,
+};
 pub use extra_spec_definition::custom_definitions;
 pub(crate) use extra_spec_definition::definition_shadowing;
 pub(crate) use flavor::{check_flavor_extra_specs, flavor_request, validation_mode};
