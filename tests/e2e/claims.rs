@@ -162,6 +162,55 @@ pub(super) fn replica_with(
     )
 }
 
+/// Two replicas behind one webhook address for Allocations (registered as `config_name`),
+/// each deciding the claims that reach it through the leader's ledger: the replicas, which
+/// of them leads, and how many connections each received.
+pub(super) fn allocation_replicas(
+    cp: &ControlPlane,
+    config_name: &str,
+) -> ([Operator; 2], usize, Arc<Vec<AtomicUsize>>) {
+    let certs = kubeplace::serving::certs::self_signed("127.0.0.1").unwrap();
+    let file = |suffix: &str| {
+        cp.kubeconfig
+            .with_file_name(format!("{config_name}{suffix}"))
+    };
+    let (cert, key, ca) = (file(".crt"), file(".key"), file("-ca.crt"));
+    std::fs::write(&cert, &certs.cert_pem).unwrap();
+    std::fs::write(&key, &certs.key_pem).unwrap();
+    std::fs::write(&ca, &certs.ca_pem).unwrap();
+    let ports = [support::free_port(), support::free_port()];
+    let (proxy, connections) = round_robin(ports.to_vec());
+    let mut config = kubeplace::webhook::config::webhook_configuration(
+        config_name,
+        &kubeplace::webhook::config::base_url("127.0.0.1", proxy),
+        &certs.ca_pem,
+    );
+    config
+        .webhooks
+        .get_or_insert_with(Vec::new)
+        .retain(|w| w.name == "allocations.kubeplace.io");
+    cp.kubectl_stdin(
+        &["apply", "-f", "-"],
+        &serde_json::to_string(&config).unwrap(),
+    )
+    .ok();
+    let files: (&Path, &Path, &Path) = (&cert, &key, &ca);
+    let replica = |i: usize, side: &str| {
+        replica_on(
+            cp,
+            &format!("{config_name}-{side}"),
+            files,
+            config_name,
+            ports[i],
+            support::free_port(),
+        )
+        .0
+    };
+    let replicas = [replica(0, "a"), replica(1, "b")];
+    let leader = deciding_leader(&[&replicas[0], &replicas[1]]);
+    (replicas, leader, connections)
+}
+
 /// Waits until one of the replicas leads and decides claims; its position.
 pub(super) fn deciding_leader(replicas: &[&Operator]) -> usize {
     for _ in 0..120 {

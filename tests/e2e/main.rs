@@ -23,6 +23,7 @@ mod keystone;
 mod mirror;
 mod node;
 mod nova;
+mod numa;
 mod observability;
 mod placement_api;
 mod placement_crashes;

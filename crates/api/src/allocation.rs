@@ -99,6 +99,7 @@ pub struct NumaCellClaim {
     pub shared_vcpus: u64,
     /// Each pinned vCPU's host CPU, by vCPU number.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "cpu_by_vcpu")]
     pub pinning: BTreeMap<u32, u32>,
     /// The host CPU the emulator threads run on (`hw:emulator_threads_policy=isolate`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -134,4 +135,14 @@ pub struct AllocationStatus {
     /// The `metadata.generation` this status was computed from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+}
+
+/// A map from vCPU number (a key of digits) to host CPU, in a form the API server's
+/// structural schemas accept (no `patternProperties`).
+fn cpu_by_vcpu(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "description": "Each pinned vCPU's host CPU, by vCPU number.",
+        "additionalProperties": {"type": "integer", "format": "uint32", "minimum": 0}
+    })
 }
