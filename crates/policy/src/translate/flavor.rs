@@ -1,22 +1,99 @@
 //! Flavors: the core placement request a flavor asks for, and how strictly its extra
 //! specs are checked.
 
+use std::collections::BTreeMap;
+
 use kubeplace_api::{EXTRA_SPEC_VALIDATION_ANNOTATION, Flavor};
 use kubeplace_core::extra_specs::registry::Registry;
 use kubeplace_core::extra_specs::{SpecReport, ValidationMode, Validators, check_extra_specs};
+use kubeplace_core::numa::{GuestSource, guest_topology};
 use kubeplace_core::placement::request::{FlavorShape, Request};
 
-/// The core request of a flavor.
+/// The core request of a flavor (booted from an image that says nothing of CPUs).
 pub(crate) fn flavor_request(f: &Flavor) -> Request {
-    Request::from_flavor(&FlavorShape {
+    flavor_request_with_image(f, &BTreeMap::new())
+}
+
+/// The core request of a flavor booted from an image with these properties: the CPU
+/// pinning policies translated as Nova's scheduler does (`_translate_pinning_policies`).
+pub(crate) fn flavor_request_with_image(f: &Flavor, image: &BTreeMap<String, String>) -> Request {
+    let mut request = Request::from_flavor(&FlavorShape {
         vcpus: f.spec.vcpus,
         memory_mb: f.spec.memory_mb,
         disk_gb: f.spec.disk_gb,
         ephemeral_gb: f.spec.ephemeral_gb,
         swap_mb: f.spec.swap_mb,
         extra_specs: f.spec.extra_specs.clone(),
-    })
+    });
+    translate_pinning(&mut request, f, image);
+    request
 }
+
+/// Nova's translation of CPU policies to Placement's classes, beyond the flavor's own
+/// `hw:cpu_policy=dedicated` (which `Request::from_flavor` turns into PCPU): a dedicated
+/// policy the image asks for, `mixed` (its pinned vCPUs as PCPU, the rest as VCPU), one more
+/// PCPU for `hw:emulator_threads_policy=isolate`, and the thread policy as the trait
+/// `HW_CPU_HYPERTHREADING` (forbidden for `isolate`, required for `require`). A flavor that
+/// names VCPU or PCPU itself (`resources:PCPU`) keeps what it names.
+fn translate_pinning(request: &mut Request, f: &Flavor, image: &BTreeMap<String, String>) {
+    let specs = &f.spec.extra_specs;
+    if ["resources:VCPU", "resources:PCPU"]
+        .iter()
+        .any(|k| specs.contains_key(*k))
+    {
+        return;
+    }
+    let said = |flavor_key: &str, image_key: &str| {
+        specs
+            .get(flavor_key)
+            .or_else(|| image.get(image_key))
+            .map(String::as_str)
+    };
+    let pcpus = match said("hw:cpu_policy", "hw_cpu_policy") {
+        Some("dedicated") => f.spec.vcpus,
+        Some("mixed") => {
+            let source = GuestSource {
+                vcpus: u32::try_from(f.spec.vcpus).unwrap_or(0),
+                memory_mib: u64::try_from(f.spec.memory_mb).unwrap_or(0),
+                extra_specs: specs,
+                image,
+            };
+            match guest_topology(source) {
+                Ok(Some(guest)) => guest.cells.iter().map(|c| c.pcpuset.len() as i64).sum(),
+                // Admission refuses such a pair; the request stays as the flavor's.
+                _ => return,
+            }
+        }
+        _ => return,
+    };
+    let emulator =
+        i64::from(specs.get("hw:emulator_threads_policy").map(String::as_str) == Some("isolate"));
+    let unnumbered = request.groups.entry(String::new()).or_default();
+    let vcpus = f.spec.vcpus - pcpus;
+    unnumbered.resources.remove("VCPU");
+    unnumbered.resources.remove("PCPU");
+    if vcpus > 0 {
+        unnumbered.resources.insert("VCPU".to_string(), vcpus);
+    }
+    if pcpus + emulator > 0 {
+        unnumbered
+            .resources
+            .insert("PCPU".to_string(), pcpus + emulator);
+    }
+    match said("hw:cpu_thread_policy", "hw_cpu_thread_policy") {
+        Some("isolate") => {
+            unnumbered.required.remove(HYPERTHREADING);
+            unnumbered.forbidden.insert(HYPERTHREADING.to_string());
+        }
+        Some("require") => {
+            unnumbered.forbidden.remove(HYPERTHREADING);
+            unnumbered.required.insert(HYPERTHREADING.to_string());
+        }
+        _ => {}
+    }
+}
+
+const HYPERTHREADING: &str = "HW_CPU_HYPERTHREADING";
 
 /// The flavor's validation mode, or the error for an unknown one.
 pub(crate) fn validation_mode(f: &Flavor) -> Result<ValidationMode, String> {
@@ -47,4 +124,60 @@ pub(crate) fn check_flavor_extra_specs(
         mode,
         &Validators::with_custom(custom),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_objects::object;
+    use kubeplace_api::Object;
+
+    fn flavor(vcpus: i64, specs: &str) -> Flavor {
+        let yaml = format!(
+            "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata:\n  name: f\nspec:\n  vcpus: {vcpus}\n  memoryMb: 1024\n  extraSpecs: {{{specs}}}\n"
+        );
+        match object(&yaml) {
+            Object::Flavor(f) => f,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn query(f: &Flavor, image: &[(&str, &str)]) -> String {
+        let image: BTreeMap<String, String> = image
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        flavor_request_with_image(f, &image).to_query()
+    }
+
+    // Each expectation follows Nova 34's translation of the same flavor and image
+    // (`ResourceRequest._translate_pinning_policies`).
+    #[test]
+    fn pinning_policies_become_placement_classes_as_nova_translates_them() {
+        let isolated_emulator = flavor(
+            4,
+            "hw:cpu_policy: dedicated, hw:emulator_threads_policy: isolate",
+        );
+        assert_eq!(
+            query(&isolated_emulator, &[]),
+            "resources=MEMORY_MB:1024,PCPU:5"
+        );
+        let mixed = flavor(4, "hw:cpu_policy: mixed, hw:cpu_dedicated_mask: \"^0\"");
+        assert_eq!(query(&mixed, &[]), "resources=MEMORY_MB:1024,PCPU:3,VCPU:1");
+        let plain = flavor(2, "");
+        assert_eq!(
+            query(
+                &plain,
+                &[
+                    ("hw_cpu_policy", "dedicated"),
+                    ("hw_cpu_thread_policy", "require")
+                ]
+            ),
+            "resources=MEMORY_MB:1024,PCPU:2&required=HW_CPU_HYPERTHREADING"
+        );
+        assert_eq!(query(&plain, &[]), "resources=MEMORY_MB:1024,VCPU:2");
+        // A flavor that names its CPU classes keeps them.
+        let named = flavor(2, "\"resources:PCPU\": \"1\", \"resources:VCPU\": \"1\"");
+        assert_eq!(query(&named, &[]), "resources=MEMORY_MB:1024,PCPU:1,VCPU:1");
+    }
 }
