@@ -417,3 +417,45 @@ fn cell_detail_that_cannot_be_read_is_refused_naming_the_field() {
         report.items[0].admission.message
     );
 }
+
+#[test]
+fn the_numa_example_cloud_places_each_kind_of_guest_and_one_waits_saying_why() {
+    let documents =
+        kubeplace_api::manifest::read_paths(&["examples/numa".into()], &mut std::io::empty())
+            .expect("examples/numa reads");
+    let (report, store) = apply_documents(documents, Validate::Strict);
+    assert_eq!(report.summary.rejected, 0, "{:?}", report.items);
+    let status = |name: &str| {
+        let key = ObjectKey {
+            kind: Kind::Server,
+            namespace: "nfv".into(),
+            name: name.into(),
+        };
+        store.get(&key).expect("server stored").status_value()
+    };
+    let cells = |name: &str| status(name)["numa"]["cells"].as_array().unwrap().clone();
+    let pinned = cells("router-pinned");
+    assert_eq!(pinned[0]["pinning"].as_object().unwrap().len(), 4);
+    let split = cells("router-split");
+    assert_eq!(split.len(), 2);
+    assert_ne!(split[0]["hostCell"], split[1]["hostCell"]);
+    assert_eq!(cells("router-huge")[0]["pageSizeKiB"], 1048576);
+    let realtime = cells("router-realtime");
+    assert!(realtime[0]["emulatorCpus"].is_string(), "{realtime:?}");
+    // The emulator's CPU is counted as Placement's PCPU, as Nova asks for it.
+    let provider = realtime[0]["provider"].as_str().unwrap();
+    let pcpu = status("router-realtime")["allocation"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["provider"] == provider)
+        .map(|a| a["resources"]["PCPU"].clone());
+    assert_eq!(pcpu, Some(serde_json::json!(3)));
+    let waiting = &status("router-isolated-wide")["conditions"][0];
+    assert_eq!(waiting["reason"], "NoValidHost");
+    let message = waiting["message"].as_str().unwrap();
+    assert!(
+        message.contains("nfv1: guest cell 0 on host cell 0: has not enough whole free cores"),
+        "{message}"
+    );
+}
