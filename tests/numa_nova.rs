@@ -6,7 +6,11 @@
 //! (`numa_fit_instance_to_host` with the host's ratios), and the host's cells after the
 //! claim (`numa_usage_from_instance_numa`). Each step is compared with kubeplace's answer
 //! from the same host: the error, the guest's cells, fit or not, each guest cell's host
-//! cell, pinned CPUs, emulator CPU and page size, and the cells after.
+//! cell, pinned CPUs, emulator CPU and page size, and the cells after (both as the core's
+//! usage computes them and as the record a placed server's Allocation keeps reads back).
+//! For every pair Nova accepts, the request for Placement is compared too: the unnumbered
+//! group's VCPU, PCPU and HW_CPU_HYPERTHREADING as kubeplace's scheduler asks
+//! (`translate::server_request`) and as Nova's does (`ResourceRequest.from_request_spec`).
 //!
 //! Every difference must be one docs/numa.md explains (Nova's fit accepting a guest cell
 //! it never checked, or pinning CPUs already pinned), and at least 99.5% of the steps must
@@ -23,6 +27,7 @@ use kubeplace_core::numa::usage::with_guest;
 use kubeplace_core::numa::{
     FittedCell, GuestSource, HostTopology, Limits, NumaFit, guest_topology, numa_filter,
 };
+use kubeplace_policy::numa::{HostCells, cells_after, claim_of};
 use serde_json::Value;
 
 /// What one step's answers differ on.
@@ -45,6 +50,9 @@ enum Difference {
     NovaUncheckedCell,
     /// Nova's code raised.
     NovaCrashed,
+    /// What the pair asks of Placement (VCPU, PCPU and the trait HW_CPU_HYPERTHREADING in
+    /// the unnumbered group) differs from Nova's scheduler's request.
+    PlacementRequest,
 }
 
 fn run_nova(seed: u64, hosts: u32, edges: bool) -> Vec<Value> {
@@ -120,6 +128,9 @@ fn compare(step: &Value) -> Vec<(Difference, String)> {
         return vec![(Difference::NovaCrashed, crash.to_string())];
     }
     let mut found = Vec::new();
+    if let Some(why) = compare_request(step) {
+        found.push((Difference::PlacementRequest, why));
+    }
     let host: HostTopology = serde_json::from_value(step["host"].clone()).expect("host");
     let limits = Limits {
         cpu_allocation_ratio: step["limits"]["cpu_allocation_ratio"].as_f64().unwrap(),
@@ -234,6 +245,24 @@ fn compare(step: &Value) -> Vec<(Difference, String)> {
                     format!("kubeplace {other:?}; Nova {nova_after:?}"),
                 )),
             }
+            // What the scheduler records on the Allocation, read back as every later fit
+            // reads it, leaves the host as Nova's claim does.
+            let cells = HostCells {
+                topology: host.clone(),
+                providers: host
+                    .cells
+                    .iter()
+                    .map(|c| (c.id, format!("cell-{}", c.id)))
+                    .collect(),
+                limits,
+            };
+            let recorded = cells_after(&cells, &claim_of(&guest, &theirs, &cells));
+            if recorded != nova_after {
+                found.push((
+                    Difference::Usage,
+                    format!("kubeplace's record {recorded:?}; Nova {nova_after:?}"),
+                ));
+            }
         }
         (Ok(fit), true) => found.push((
             Difference::FitOrNot,
@@ -245,6 +274,51 @@ fn compare(step: &Value) -> Vec<(Difference, String)> {
         )),
     }
     found
+}
+
+/// kubeplace's request for the step's flavor and image (`server_request`, which the
+/// scheduler searches with) against Nova's scheduler's, on what the CPU policies decide:
+/// the unnumbered group's VCPU and PCPU and the trait HW_CPU_HYPERTHREADING. `None` when
+/// they agree or Nova made no request.
+fn compare_request(step: &Value) -> Option<String> {
+    let nova = step["nova"]["placement"].as_object()?;
+    let flavor: kubeplace_api::Flavor = serde_json::from_value(serde_json::json!({
+        "apiVersion": "kubeplace.io/v1alpha1", "kind": "Flavor", "metadata": {"name": "f"},
+        "spec": {"vcpus": step["flavor"]["vcpus"], "memoryMb": step["flavor"]["memory_mib"],
+                 "extraSpecs": step["flavor"]["extra_specs"]}
+    }))
+    .expect("a flavor");
+    let image: kubeplace_api::Image = serde_json::from_value(serde_json::json!({
+        "apiVersion": "kubeplace.io/v1alpha1", "kind": "Image", "metadata": {"name": "i"},
+        "spec": {"properties": step["image"]}
+    }))
+    .expect("an image");
+    if let Some(error) = nova.get("error") {
+        return Some(format!("Nova's scheduler refuses the pair ({error})"));
+    }
+    let ours = match kubeplace_policy::translate::server_request(&flavor, &image) {
+        Ok(request) => {
+            let group = request.groups.get("").cloned().unwrap_or_default();
+            let class = |c: &str| group.resources.get(c).copied().unwrap_or(0);
+            let ht = "HW_CPU_HYPERTHREADING";
+            let trait_said = if group.required.contains(ht) {
+                Value::from("required")
+            } else if group.forbidden.contains(ht) {
+                Value::from("forbidden")
+            } else {
+                Value::Null
+            };
+            serde_json::json!({"VCPU": class("VCPU"), "PCPU": class("PCPU"), "hyperthreading": trait_said})
+        }
+        Err(e) => serde_json::json!({"error": e.to_string()}),
+    };
+    let theirs = Value::Object(nova.clone());
+    (ours != theirs).then(|| {
+        format!(
+            "flavor {} image {}: kubeplace {ours}; Nova {theirs}",
+            step["flavor"], step["image"]
+        )
+    })
 }
 
 /// Whether Nova's fit pins fewer CPUs for a guest cell than the cell dedicates.
@@ -355,13 +429,28 @@ fn numa_fit_agrees_with_novas_own_code() {
             by_kind.entry(kind).or_default().push(text);
         }
     }
+    if let Ok(path) = std::env::var("KUBEPLACE_NUMA_DIFFERENCES") {
+        std::fs::write(path, format!("{by_kind:#?}")).ok();
+    }
+    let requests = steps
+        .iter()
+        .filter(|s| {
+            s["nova"]["placement"]
+                .as_object()
+                .is_some_and(|p| !p.contains_key("error"))
+        })
+        .count();
+    assert!(
+        requests > steps.len() / 2,
+        "too few pairs Nova accepts to judge the requests: {requests}"
+    );
     let share = agreeing as f64 / steps.len() as f64;
     let summary: Vec<String> = by_kind
         .iter()
         .map(|(k, v)| format!("{k:?}: {} (first: {})", v.len(), v[0]))
         .collect();
     eprintln!(
-        "{} steps ({fits} fit in Nova), {agreeing} agree ({:.2}%)\n{}\nfits by what they exercise: {covered:?}\nNova's errors: {errors:?}",
+        "{} steps ({fits} fit in Nova; {requests} with a request for Placement from Nova's scheduler), {agreeing} agree ({:.2}%)\n{}\nfits by what they exercise: {covered:?}\nNova's errors: {errors:?}",
         steps.len(),
         share * 100.0,
         summary.join("\n")

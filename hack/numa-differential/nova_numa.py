@@ -29,6 +29,7 @@ from nova import objects  # noqa: E402
 objects.register_all()
 nova.conf.CONF([], project='nova', default_config_files=[])
 
+from nova.scheduler import utils as scheduler_utils  # noqa: E402
 from nova.scheduler.filters import numa_topology_filter  # noqa: E402
 from nova.virt import hardware  # noqa: E402
 
@@ -235,7 +236,32 @@ def make_image(rng):
     return props
 
 
+def nova_placement(flavor, image):
+    """What Nova's scheduler asks of Placement's unnumbered group for the pair: its VCPU
+    and PCPU, and the HW_CPU_HYPERTHREADING trait (ResourceRequest.from_request_spec)."""
+    fl = objects.Flavor(vcpus=flavor['vcpus'], memory_mb=flavor['memory_mib'], root_gb=0,
+                        ephemeral_gb=0, swap=0, extra_specs=dict(flavor['extra_specs']),
+                        name='f')
+    im = objects.ImageMeta.from_dict({'name': 'img', 'properties': dict(image)})
+    spec = objects.RequestSpec(flavor=fl, image=im, is_bfv=False)
+    try:
+        group = scheduler_utils.ResourceRequest.from_request_spec(spec).get_request_group(None)
+    except (exception.NovaException, ValueError) as e:
+        return {'error': type(e).__name__}
+    ht = 'HW_CPU_HYPERTHREADING'
+    return {'VCPU': group.resources.get('VCPU', 0), 'PCPU': group.resources.get('PCPU', 0),
+            'hyperthreading': 'required' if ht in group.required_traits
+            else 'forbidden' if ht in group.forbidden_traits else None}
+
+
 def nova_verdict(host, limits, flavor, image):
+    verdict, after, fitted = numa_verdict(host, limits, flavor, image)
+    if 'error' not in verdict:
+        verdict['placement'] = nova_placement(flavor, image)
+    return verdict, after, fitted
+
+
+def numa_verdict(host, limits, flavor, image):
     fl = objects.Flavor(vcpus=flavor['vcpus'], memory_mb=flavor['memory_mib'],
                         extra_specs=dict(flavor['extra_specs']), name='f')
     im = objects.ImageMeta.from_dict({'name': 'img', 'properties': dict(image)})

@@ -52,23 +52,34 @@ pub struct FlavorShape {
 pub struct TraitConflict(pub String);
 
 impl Request {
-    /// The request Nova builds from a flavor: VCPU (PCPU with `hw:cpu_policy=dedicated`),
-    /// MEMORY_MB and DISK_GB (root + ephemeral + swap rounded up to GiB), then the
-    /// `resources*:`, `trait*:` and `group_policy` extra specs; an amount of 0 removes a class.
-    /// Malformed placement extra specs are skipped here; admission rejects them.
+    /// The request Nova builds from a flavor: the `resources*:`, `trait*:` and
+    /// `group_policy` extra specs, then in the unnumbered group what the flavor's size asks
+    /// for and no group names already (any amount, 0 included, in any group): VCPU (PCPU
+    /// with `hw:cpu_policy=dedicated`) unless VCPU or PCPU is named, MEMORY_MB, and DISK_GB
+    /// (root + ephemeral + swap rounded up to GiB). Malformed placement extra specs are
+    /// skipped here; admission rejects them.
     pub fn from_flavor(flavor: &FlavorShape) -> Request {
         let mut request = Request::default();
+        let named: BTreeSet<String> = flavor
+            .extra_specs
+            .iter()
+            .filter_map(|(key, value)| match parse_placement_key(key, value) {
+                Some(Ok(PlacementKey::Resources { class, .. })) => Some(class),
+                _ => None,
+            })
+            .collect();
         let unnumbered = request.groups.entry(String::new()).or_default();
         let dedicated =
             flavor.extra_specs.get("hw:cpu_policy").map(String::as_str) == Some("dedicated");
         let cpu_class = if dedicated { "PCPU" } else { "VCPU" };
         let disk = flavor.disk_gb + flavor.ephemeral_gb + (flavor.swap_mb + 1023) / 1024;
-        for (class, amount) in [
-            (cpu_class, flavor.vcpus),
-            ("MEMORY_MB", flavor.memory_mb),
-            ("DISK_GB", disk),
+        let cpus_named = named.contains("VCPU") || named.contains("PCPU");
+        for (class, amount, is_named) in [
+            (cpu_class, flavor.vcpus, cpus_named),
+            ("MEMORY_MB", flavor.memory_mb, named.contains("MEMORY_MB")),
+            ("DISK_GB", disk, named.contains("DISK_GB")),
         ] {
-            if amount > 0 {
+            if amount > 0 && !is_named {
                 unnumbered.resources.insert(class.to_string(), amount);
             }
         }

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 
 use kubeplace_api::{Allocation, NumaCellClaim, NumaClaim};
 use kubeplace_core::numa::{
-    CpuPolicy, CpuSet, GuestTopology, NumaFit, ThreadPolicy, format_cpu_set, parse_cpu_set,
+    CpuPolicy, CpuSet, GuestTopology, HostTopology, NumaFit, ThreadPolicy, format_cpu_set,
+    parse_cpu_set,
 };
 
 use super::cells::{HostCells, host_cells};
@@ -57,6 +58,19 @@ pub fn claim_of(guest: &GuestTopology, fit: &NumaFit, host: &HostCells) -> NumaC
         })
         .collect();
     NumaClaim { cells }
+}
+
+/// The host's cells after a guest's record is added to them: what every later fit on the
+/// host sees of it (the same as `kubeplace_core::numa::usage::with_guest` for the fit the
+/// record was made from).
+pub fn cells_after(host: &HostCells, claim: &NumaClaim) -> HostTopology {
+    let mut after = host.topology.clone();
+    for cell in &claim.cells {
+        if let Some(at) = after.cells.iter_mut().find(|c| c.id == cell.host_cell) {
+            super::cells::add_usage(at, cell);
+        }
+    }
+    after
 }
 
 /// What each cell of a record asks of Placement's counts: dedicated CPUs pinned (the

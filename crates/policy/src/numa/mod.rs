@@ -9,5 +9,5 @@ pub mod claim;
 pub mod host_fit;
 
 pub use cells::{HostCells, NUMA_ROOT, check_detail, host_cells};
-pub use claim::{RecordVerdict, claim_of, judge_record};
+pub use claim::{RecordVerdict, cells_after, claim_of, judge_record};
 pub use host_fit::{Named, NumaJudge};

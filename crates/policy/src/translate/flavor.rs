@@ -33,22 +33,28 @@ pub(crate) fn flavor_request_with_image(f: &Flavor, image: &BTreeMap<String, Str
 /// `hw:cpu_policy=dedicated` (which `Request::from_flavor` turns into PCPU): a dedicated
 /// policy the image asks for, `mixed` (its pinned vCPUs as PCPU, the rest as VCPU), one more
 /// PCPU for `hw:emulator_threads_policy=isolate`, and the thread policy as the trait
-/// `HW_CPU_HYPERTHREADING` (forbidden for `isolate`, required for `require`). A flavor that
-/// names VCPU or PCPU itself (`resources:PCPU`) keeps what it names.
+/// `HW_CPU_HYPERTHREADING` (forbidden for `isolate`, required for `require`); all in the
+/// unnumbered group, as Nova adds them.
 fn translate_pinning(request: &mut Request, f: &Flavor, image: &BTreeMap<String, String>) {
     let specs = &f.spec.extra_specs;
-    if ["resources:VCPU", "resources:PCPU"]
-        .iter()
-        .any(|k| specs.contains_key(*k))
-    {
-        return;
-    }
     let said = |flavor_key: &str, image_key: &str| {
         specs
             .get(flavor_key)
             .or_else(|| image.get(image_key))
             .map(String::as_str)
     };
+    let unnumbered = request.groups.entry(String::new()).or_default();
+    match said("hw:cpu_thread_policy", "hw_cpu_thread_policy") {
+        Some("isolate") => {
+            unnumbered.required.remove(HYPERTHREADING);
+            unnumbered.forbidden.insert(HYPERTHREADING.to_string());
+        }
+        Some("require") => {
+            unnumbered.forbidden.remove(HYPERTHREADING);
+            unnumbered.required.insert(HYPERTHREADING.to_string());
+        }
+        _ => {}
+    }
     let pcpus = match said("hw:cpu_policy", "hw_cpu_policy") {
         Some("dedicated") => f.spec.vcpus,
         Some("mixed") => {
@@ -68,28 +74,18 @@ fn translate_pinning(request: &mut Request, f: &Flavor, image: &BTreeMap<String,
     };
     let emulator =
         i64::from(specs.get("hw:emulator_threads_policy").map(String::as_str) == Some("isolate"));
-    let unnumbered = request.groups.entry(String::new()).or_default();
     let vcpus = f.spec.vcpus - pcpus;
-    unnumbered.resources.remove("VCPU");
-    unnumbered.resources.remove("PCPU");
-    if vcpus > 0 {
+    if !specs.contains_key("resources:VCPU") {
+        // The flavor's size, asked as VCPU before the policy was known, is pinned now.
+        unnumbered.resources.remove("VCPU");
+    }
+    if vcpus > 0 && pcpus > 0 && pcpus < f.spec.vcpus {
         unnumbered.resources.insert("VCPU".to_string(), vcpus);
     }
     if pcpus + emulator > 0 {
         unnumbered
             .resources
             .insert("PCPU".to_string(), pcpus + emulator);
-    }
-    match said("hw:cpu_thread_policy", "hw_cpu_thread_policy") {
-        Some("isolate") => {
-            unnumbered.required.remove(HYPERTHREADING);
-            unnumbered.forbidden.insert(HYPERTHREADING.to_string());
-        }
-        Some("require") => {
-            unnumbered.forbidden.remove(HYPERTHREADING);
-            unnumbered.required.insert(HYPERTHREADING.to_string());
-        }
-        _ => {}
     }
 }
 
@@ -179,5 +175,16 @@ mod tests {
         // A flavor that names its CPU classes keeps them.
         let named = flavor(2, "\"resources:PCPU\": \"1\", \"resources:VCPU\": \"1\"");
         assert_eq!(query(&named, &[]), "resources=MEMORY_MB:1024,PCPU:1,VCPU:1");
+        // A class another group names is not asked of the unnumbered group as well.
+        let memory_apart = flavor(2, "\"resources1:MEMORY_MB\": \"512\"");
+        assert_eq!(
+            query(&memory_apart, &[]),
+            "resources=VCPU:2&resources1=MEMORY_MB:512"
+        );
+        let cpu_apart = flavor(2, "\"resources1:VCPU\": \"1\"");
+        assert_eq!(
+            query(&cpu_apart, &[]),
+            "resources=MEMORY_MB:1024&resources1=VCPU:1"
+        );
     }
 }
