@@ -5,6 +5,10 @@
 //! admission, up to a cap; a flavor only the gold nodes (which supply DISK_GB, so their
 //! trait counts) can take; and with one tree drained.
 //!
+//! The same cloud with every cell described (`HW_NUMA_ROOT`, 32 CPUs in cores of two
+//! threads, 1 GiB pages) for flavors with a NUMA topology (pinned, hugepages) next to a
+//! plain one.
+//!
 //! Run: `cargo bench -p kubeplace-policy --bench headroom`.
 
 use std::hint::black_box;
@@ -19,6 +23,31 @@ use kubeplace_policy::store::{Change, Store};
 const TREES: usize = 10_000;
 
 fn cloud_yaml(trees: usize) -> String {
+    cloud_yaml_with(trees, false)
+}
+
+/// The cloud with its cells described: each cell a `HW_NUMA_ROOT` provider with 32 CPUs in
+/// 16 cores of two threads (each CPU shared and dedicated) and 16 of its 128 GiB in 1 GiB
+/// pages; and flavors with a NUMA topology.
+fn cloud_yaml_with_cells(trees: usize) -> String {
+    cloud_yaml_with(trees, true)
+        + "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata: {name: nfv.pinned}\nspec: {vcpus: 4, memoryMb: 8192, extraSpecs: {\"hw:cpu_policy\": dedicated}}\n---\n"
+        + "apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata: {name: nfv.huge}\nspec: {vcpus: 2, memoryMb: 4096, extraSpecs: {\"hw:mem_page_size\": 1GB}}\n---\n"
+}
+
+fn cell_detail(first_cpu: usize) -> String {
+    let siblings: Vec<String> = (0..16)
+        .map(|core| format!("\"{},{}\"", first_cpu + core, first_cpu + core + 16))
+        .collect();
+    format!(
+        "  numaCell: {{cpus: \"{}-{}\", siblings: [{}], memoryMib: 131072, pages: [{{sizeKiB: 1048576, total: 16}}]}}\n",
+        first_cpu,
+        first_cpu + 31,
+        siblings.join(", ")
+    )
+}
+
+fn cloud_yaml_with(trees: usize, cells_described: bool) -> String {
     let mut y = String::new();
     let rp = |y: &mut String, name: &str, parent: Option<&str>, inv: &str, traits: &[&str]| {
         let parent = parent.map_or(String::new(), |p| format!("  parent: {p}\n"));
@@ -47,13 +76,23 @@ fn cloud_yaml(trees: usize) -> String {
         };
         rp(&mut y, &cn, None, disk, &traits);
         for cell in 0..2 {
+            let traits: &[&str] = if cells_described {
+                &["HW_NUMA_ROOT"]
+            } else {
+                &[]
+            };
             rp(
                 &mut y,
                 &format!("{cn}-numa{cell}"),
                 Some(&cn),
                 "{VCPU: {total: 32, allocationRatio: 4.0}, PCPU: {total: 16}, MEMORY_MB: {total: 131072, allocationRatio: 1.5}}",
-                &[],
+                traits,
             );
+            if cells_described {
+                // The detail goes under the provider's spec, before the document ends.
+                let end = y.len() - "---\n".len();
+                y.insert_str(end, &cell_detail(cell * 32));
+            }
         }
     }
     y.push_str("apiVersion: kubeplace.io/v1alpha1\nkind: Flavor\nmetadata: {name: m1.small}\nspec: {vcpus: 1, memoryMb: 2048, diskGb: 20}\n---\n");
@@ -119,6 +158,40 @@ fn main() {
     for (flavor, cap) in [("m1.small", 10), ("m1.small", 100), ("gold.xl", 10)] {
         group.bench_function(format!("round/{flavor}/cap={cap}"), |b| {
             b.iter(|| black_box(round.count(flavor, cap).expect("flavor exists").servers))
+        });
+    }
+    group.finish();
+
+    // The same cloud with every cell described: flavors with a NUMA topology are fitted on
+    // each candidate host's cells, and their CPUs and pages recorded; a plain flavor is not.
+    let changes: Vec<Change> = parse_stream("bench.yaml", &cloud_yaml_with_cells(TREES))
+        .expect("bench YAML parses")
+        .into_iter()
+        .filter_map(|d| d.object().and_then(Result::ok))
+        .map(|o| Change::Put(Box::new(o)))
+        .collect();
+    let mut cells = Store::default();
+    cells.apply_changes(changes);
+    let mut group = c.benchmark_group("headroom/10k-cells");
+    for (flavor, cap) in [
+        ("m1.small", 10),
+        ("nfv.pinned", 10),
+        ("nfv.pinned", 100),
+        ("nfv.huge", 10),
+    ] {
+        let h = headroom(&cells, &weighers, flavor, &[], cap).expect("flavor exists");
+        eprintln!(
+            "10k-cells {flavor} cap {cap}: {} fit, capped {}",
+            h.fits, h.capped
+        );
+        group.bench_function(format!("{flavor}/cap={cap}"), |b| {
+            b.iter(|| {
+                black_box(
+                    headroom(&cells, &weighers, flavor, &[], cap)
+                        .expect("flavor exists")
+                        .fits,
+                )
+            })
         });
     }
     group.finish();

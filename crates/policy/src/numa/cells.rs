@@ -3,7 +3,7 @@
 //! `spec.numaCell` (or its inventories where that says nothing), and what the counted
 //! claims' NUMA records already hold of them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use kubeplace_api::{Kind, NumaCell, NumaCellClaim, Object, ResourceProvider};
 use kubeplace_core::numa::{CpuSet, HostCell, HostTopology, Limits, PagePool, parse_cpu_set};
@@ -52,17 +52,29 @@ fn detail_error(field: impl Into<String>, message: impl Into<String>) -> DetailE
     }
 }
 
+/// Cell detail for a cell that gives none.
+static NO_DETAIL: NumaCell = NumaCell {
+    id: None,
+    shared_cpus: None,
+    dedicated_cpus: None,
+    cpus: None,
+    siblings: Vec::new(),
+    socket: None,
+    memory_mib: None,
+    pages: Vec::new(),
+};
+
 /// The NUMA-cell providers of the tree rooted at `root`, ordered by name.
 pub fn cell_providers<'s>(store: &'s Store, root: &str) -> Vec<&'s ResourceProvider> {
+    cell_providers_among(store, &store.index().tree_members(root))
+}
+
+/// The NUMA-cell providers among a tree's `members`, ordered by name.
+fn cell_providers_among<'s>(store: &'s Store, members: &[String]) -> Vec<&'s ResourceProvider> {
     let index = store.index();
-    let mut cells: Vec<&ResourceProvider> = index
-        .tree_members(root)
+    let mut cells: Vec<&ResourceProvider> = members
         .iter()
-        .filter(|name| {
-            index
-                .effective(name)
-                .is_some_and(|(_, traits)| traits.contains(NUMA_ROOT))
-        })
+        .filter(|name| index.has_trait(name, NUMA_ROOT))
         .filter_map(
             |name| match store.get_cluster(Kind::ResourceProvider, name) {
                 Some(Object::ResourceProvider(rp)) => Some(rp),
@@ -80,17 +92,59 @@ pub fn cell_providers<'s>(store: &'s Store, root: &str) -> Vec<&'s ResourceProvi
 /// reports; `None` for a provider that is not a root. A cell whose detail cannot be read is
 /// left out.
 pub fn host_cells(store: &Store, root: &str, excluding: Option<&str>) -> Option<HostCells> {
+    host_cells_with(store, root, &Records::of(store, excluding))
+}
+
+/// The NUMA records of the counted claims, by cell provider: read once for a choice among
+/// many hosts.
+#[derive(Debug, Default)]
+pub struct Records<'s> {
+    by_provider: HashMap<&'s str, Vec<&'s NumaCellClaim>>,
+}
+
+impl<'s> Records<'s> {
+    /// Every counted claim's record but `excluding`'s.
+    pub fn of(store: &'s Store, excluding: Option<&str>) -> Records<'s> {
+        let index = store.index();
+        let mut by_provider: HashMap<&str, Vec<&NumaCellClaim>> = HashMap::new();
+        let claims = store
+            .list(Kind::Allocation)
+            .filter_map(|o| match o {
+                Object::Allocation(a) if a.spec.numa.is_some() => Some(a),
+                _ => None,
+            })
+            .filter(|a| {
+                let name = a.metadata.name.as_deref().unwrap_or("");
+                Some(name) != excluding && index.allocations(name).is_some()
+            });
+        for cell in claims.flat_map(|a| a.spec.numa.iter().flat_map(|n| &n.cells)) {
+            by_provider.entry(&cell.provider).or_default().push(cell);
+        }
+        Records { by_provider }
+    }
+
+    fn on(&self, provider: &str) -> &[&'s NumaCellClaim] {
+        self.by_provider.get(provider).map_or(&[], Vec::as_slice)
+    }
+}
+
+/// [`host_cells`] with the records read already.
+pub fn host_cells_with(store: &Store, root: &str, records: &Records<'_>) -> Option<HostCells> {
     let index = store.index();
     if index.root_of(root).ok()? != root {
         return None;
     }
-    let providers = cell_providers(store, root);
+    let members = index.tree_members(root);
+    let providers = cell_providers_among(store, &members);
     let mut cells: Vec<(u32, String, HostCell)> = Vec::new();
     if providers.is_empty() {
         let mut counts = CellCounts::default();
-        for member in index.tree_members(root) {
-            let (inventories, _) = index.effective(&member).unwrap_or_default();
-            let total = |class: &str| inventories.get(class).map_or(0, |i| i.total.max(0) as u64);
+        for member in &members {
+            let total = |class: &str| {
+                index
+                    .inventory(member, class)
+                    .map_or(0, |i| i.total.max(0) as u64)
+            };
             counts.pcpu += total("PCPU");
             counts.vcpu += total("VCPU");
             counts.memory_mib += total("MEMORY_MB");
@@ -101,16 +155,19 @@ pub fn host_cells(store: &Store, root: &str, excluding: Option<&str>) -> Option<
     let mut next_cpu = 0u32;
     for (position, rp) in providers.iter().enumerate() {
         let name = rp.metadata.name.clone().unwrap_or_default();
-        let detail = rp.spec.numa_cell.clone().unwrap_or_default();
+        let detail = rp.spec.numa_cell.as_ref().unwrap_or(&NO_DETAIL);
         let id = detail.id.unwrap_or(position as u32);
-        let (inventories, _) = index.effective(&name).unwrap_or_default();
-        let total = |class: &str| inventories.get(class).map_or(0, |i| i.total.max(0) as u64);
+        let total = |class: &str| {
+            index
+                .inventory(&name, class)
+                .map_or(0, |i| i.total.max(0) as u64)
+        };
         let counts = CellCounts {
             pcpu: total("PCPU"),
             vcpu: total("VCPU"),
             memory_mib: total("MEMORY_MB"),
         };
-        if let Ok(cell) = host_cell(id, &detail, &counts, next_cpu) {
+        if let Ok(cell) = host_cell(id, detail, &counts, next_cpu) {
             next_cpu = cell
                 .cpuset
                 .iter()
@@ -122,43 +179,30 @@ pub fn host_cells(store: &Store, root: &str, excluding: Option<&str>) -> Option<
     }
     cells.sort_by_key(|(id, _, _)| *id);
     cells.dedup_by_key(|(id, _, _)| *id);
+    let mut providers: BTreeMap<u32, String> = BTreeMap::new();
     let mut topology = HostTopology {
-        cells: cells.iter().map(|(_, _, c)| c.clone()).collect(),
+        cells: Vec::with_capacity(cells.len()),
     };
-    let providers: BTreeMap<u32, String> =
-        cells.into_iter().map(|(id, name, _)| (id, name)).collect();
-    for claim in records_on(store, &providers, excluding) {
-        if let Some(cell) = topology.cells.iter_mut().find(|c| c.id == claim.host_cell) {
-            add_usage(cell, claim);
+    for (id, name, cell) in cells {
+        providers.insert(id, name);
+        topology.cells.push(cell);
+    }
+    for cell in &mut topology.cells {
+        let Some(provider) = providers.get(&cell.id) else {
+            continue;
+        };
+        for claim in records.on(provider) {
+            if claim.host_cell == cell.id {
+                add_usage(cell, claim);
+            }
         }
     }
+    let limits = limits(store, root, providers.values(), &members);
     Some(HostCells {
         topology,
         providers,
-        limits: limits(store, root),
+        limits,
     })
-}
-
-/// The counted claims' records on the given cell providers, but `excluding`'s.
-fn records_on<'s>(
-    store: &'s Store,
-    providers: &BTreeMap<u32, String>,
-    excluding: Option<&str>,
-) -> Vec<&'s NumaCellClaim> {
-    let index = store.index();
-    store
-        .list(Kind::Allocation)
-        .filter_map(|o| match o {
-            Object::Allocation(a) if a.spec.numa.is_some() => Some(a),
-            _ => None,
-        })
-        .filter(|a| {
-            let name = a.metadata.name.as_deref().unwrap_or("");
-            Some(name) != excluding && index.allocations(name).is_some()
-        })
-        .flat_map(|a| a.spec.numa.iter().flat_map(|n| &n.cells))
-        .filter(|c| providers.get(&c.host_cell) == Some(&c.provider))
-        .collect()
 }
 
 /// What a guest cell's record takes from its host cell.
@@ -350,17 +394,19 @@ fn page_pools(detail: &NumaCell, memory_mib: u64) -> Result<Vec<PagePool>, Detai
 
 /// The host's ratios: the first `VCPU` and `MEMORY_MB` inventory of its cells, else of its
 /// root, else of the rest of its tree; 1.0 where it has none.
-fn limits(store: &Store, root: &str) -> Limits {
+fn limits<'a>(
+    store: &Store,
+    root: &'a str,
+    cells: impl Iterator<Item = &'a String> + Clone,
+    members: &'a [String],
+) -> Limits {
     let index = store.index();
-    let mut cells: Vec<String> = cell_providers(store, root)
-        .iter()
-        .filter_map(|rp| rp.metadata.name.clone())
-        .collect();
-    cells.push(root.to_string());
-    cells.extend(index.tree_members(root));
     let ratio = |class: &str| {
         cells
-            .iter()
+            .clone()
+            .map(String::as_str)
+            .chain([root])
+            .chain(members.iter().map(String::as_str))
             .find_map(|p| index.inventory(p, class))
             .map_or(1.0, |i| i.allocation_ratio)
     };

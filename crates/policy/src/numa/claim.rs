@@ -10,7 +10,7 @@ use kubeplace_core::numa::{
     parse_cpu_set,
 };
 
-use super::cells::{HostCells, host_cells};
+use super::cells::{HostCells, Records, host_cells_with};
 use crate::store::Store;
 use crate::translate::{numa_cpu_key, numa_pages_key};
 
@@ -131,6 +131,7 @@ pub fn judge_record(
         .iter()
         .filter_map(|pa| index.root_of(&pa.provider).ok())
         .collect();
+    let records = Records::of(store, Some(name));
     let mut hosts: BTreeMap<String, Option<HostCells>> = BTreeMap::new();
     // What this record itself takes, so that two of its cells do not share a CPU or pages.
     let mut taken_here: BTreeMap<String, CpuSet> = BTreeMap::new();
@@ -153,7 +154,7 @@ pub fn judge_record(
         }
         let host = hosts
             .entry(root.clone())
-            .or_insert_with(|| host_cells(store, &root, Some(name)));
+            .or_insert_with(|| host_cells_with(store, &root, &records));
         let Some(host) = host.as_ref() else {
             verdict.problems.push(format!(
                 "{at}.provider {:?}: the cells of host {root:?} cannot be read",

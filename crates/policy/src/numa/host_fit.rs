@@ -10,7 +10,7 @@ use kubeplace_core::numa::{
 };
 use kubeplace_core::placement::ProviderIndex;
 
-use super::cells::{HostCells, host_cells};
+use super::cells::{HostCells, Records, host_cells_with};
 use super::claim::{claim_of, counted_amounts};
 use crate::store::Store;
 
@@ -34,8 +34,8 @@ pub struct NumaJudge<'s> {
     flavor: &'s Flavor,
     image: BTreeMap<String, String>,
     guest: GuestTopology,
-    /// The server's own claim, not competing with it.
-    excluding: String,
+    /// The counted claims' records, but the server's own (it does not compete with itself).
+    records: Records<'s>,
     /// Each host judged: its cells and the fit's record, or why it does not fit.
     judged: HashMap<String, Result<(HostCells, NumaClaim), String>>,
 }
@@ -56,7 +56,7 @@ impl<'s> NumaJudge<'s> {
             flavor,
             image,
             guest,
-            excluding: excluding.to_string(),
+            records: Records::of(store, Some(excluding)),
             judged: HashMap::new(),
         }))
     }
@@ -71,17 +71,17 @@ impl<'s> NumaJudge<'s> {
         host: &str,
         named: &mut Named,
     ) -> Result<NumaClaim, String> {
-        let (store, flavor, image, guest, excluding) = (
+        let (store, flavor, image, guest, records) = (
             self.store,
             self.flavor,
             &self.image,
             &self.guest,
-            &self.excluding,
+            &self.records,
         );
         let judged = self
             .judged
             .entry(host.to_string())
-            .or_insert_with(|| judge_host(store, source(flavor, image), guest, host, excluding));
+            .or_insert_with(|| judge_host(store, source(flavor, image), guest, host, records));
         let (cells, claim) = judged.as_ref().map_err(Clone::clone)?;
         move_onto_cells(index, host, cells, claim, named)?;
         Ok(claim.clone())
@@ -93,9 +93,9 @@ fn judge_host(
     source: GuestSource<'_>,
     guest: &GuestTopology,
     host: &str,
-    excluding: &str,
+    records: &Records<'_>,
 ) -> Result<(HostCells, NumaClaim), String> {
-    let Some(cells) = host_cells(store, host, Some(excluding)) else {
+    let Some(cells) = host_cells_with(store, host, records) else {
         return Err(Misfit::NoCells.to_string());
     };
     let fit = numa_filter(

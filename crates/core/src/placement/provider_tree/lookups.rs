@@ -140,6 +140,14 @@ impl ProviderIndex {
         p.parent_name.is_none() && p.own_traits.binary_search(&t).is_ok()
     }
 
+    /// Whether a provider has a trait, provider configs included.
+    pub fn has_trait(&self, name: &str, trait_name: &str) -> bool {
+        let (Some(id), Some(t)) = (self.id(name), self.traits.get(trait_name)) else {
+            return false;
+        };
+        self.get(id).traits().contains(t)
+    }
+
     /// A provider's inventory of a class, provider configs included.
     pub fn inventory(&self, name: &str, class: &str) -> Option<Inventory> {
         let p = self.get(self.id(name)?);
