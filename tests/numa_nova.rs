@@ -432,6 +432,36 @@ fn numa_fit_agrees_with_novas_own_code() {
     if let Ok(path) = std::env::var("KUBEPLACE_NUMA_DIFFERENCES") {
         std::fs::write(path, format!("{by_kind:#?}")).ok();
     }
+    // A flavor refused at admission alone (`no_image_helps`) is refused by Nova with every
+    // image the differential pairs it with.
+    let (mut alone_refused, mut alone_with_image) = (0usize, 0usize);
+    for step in steps.iter().filter(|s| s["nova"].get("crash").is_none()) {
+        let extra_specs = strings(&step["flavor"]["extra_specs"]);
+        let no_image = BTreeMap::new();
+        let alone = guest_topology(GuestSource {
+            vcpus: step["flavor"]["vcpus"].as_u64().unwrap() as u32,
+            memory_mib: step["flavor"]["memory_mib"].as_u64().unwrap(),
+            extra_specs: &extra_specs,
+            image: &no_image,
+        });
+        if let Err(e) = alone
+            && e.no_image_helps()
+        {
+            alone_refused += 1;
+            alone_with_image +=
+                usize::from(step["image"].as_object().is_some_and(|i| !i.is_empty()));
+            assert!(
+                step["nova"]["error"].is_string(),
+                "flavor {} is refused alone ({e}), and Nova boots it with image {}",
+                step["flavor"],
+                step["image"]
+            );
+        }
+    }
+    assert!(
+        alone_refused > 100,
+        "too few flavors refused alone: {alone_refused}"
+    );
     let requests = steps
         .iter()
         .filter(|s| {
@@ -450,7 +480,7 @@ fn numa_fit_agrees_with_novas_own_code() {
         .map(|(k, v)| format!("{k:?}: {} (first: {})", v.len(), v[0]))
         .collect();
     eprintln!(
-        "{} steps ({fits} fit in Nova; {requests} with a request for Placement from Nova's scheduler), {agreeing} agree ({:.2}%)\n{}\nfits by what they exercise: {covered:?}\nNova's errors: {errors:?}",
+        "{} steps ({fits} fit in Nova; {requests} with a request for Placement from Nova's scheduler; {alone_refused} with a flavor refused alone, {alone_with_image} of them with an image, each refused by Nova), {agreeing} agree ({:.2}%)\n{}\nfits by what they exercise: {covered:?}\nNova's errors: {errors:?}",
         steps.len(),
         share * 100.0,
         summary.join("\n")

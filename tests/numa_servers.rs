@@ -459,3 +459,55 @@ fn the_numa_example_cloud_places_each_kind_of_guest_and_one_waits_saying_why() {
         "{message}"
     );
 }
+
+#[test]
+fn a_flavor_no_image_could_boot_is_refused_at_admission() {
+    let cases = [
+        (
+            flavor("page-text", 2, 1024, &[("hw:mem_page_size", "2M")]),
+            "hw:mem_page_size",
+            "MemoryPageSizeInvalid",
+        ),
+        (
+            flavor(
+                "every-cpu-pinned",
+                4,
+                2048,
+                &[("hw:cpu_policy", "mixed"), ("hw:cpu_dedicated_mask", "0-3")],
+            ),
+            "hw:cpu_dedicated_mask",
+            "InvalidMixedInstanceDedicatedMask",
+        ),
+        (
+            flavor("three-cells-two-cpus", 2, 6144, &[("hw:numa_nodes", "3")]),
+            "hw:numa_nodes",
+            "ImageNUMATopologyAsymmetric",
+        ),
+    ];
+    for (yaml, key, nova) in cases {
+        let (report, _) = run(&yaml);
+        let item = &report.items[0];
+        assert!(!item.admission.allowed, "{yaml} admitted");
+        let message = &item.admission.message;
+        assert!(
+            message.contains("whatever the image")
+                && message.contains(key)
+                && message.contains(nova),
+            "{message}"
+        );
+    }
+    // A flavor an image may complete is admitted: the realtime mask's CPU policy can come
+    // from the image, so only the pair is judged (at the Server).
+    let completable = flavor(
+        "realtime",
+        2,
+        1024,
+        &[("hw:cpu_realtime", "yes"), ("hw:cpu_realtime_mask", "^0")],
+    );
+    let (report, _) = run(&completable);
+    assert!(
+        report.items[0].admission.allowed,
+        "{}",
+        report.items[0].admission.message
+    );
+}

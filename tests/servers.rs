@@ -226,35 +226,47 @@ fn a_flavor_and_image_nova_would_not_boot_are_refused_with_novas_reason() {
     };
     let base = node("cn1", 8, &[])
         + &flavor("plain", 2, "")
-        + &flavor(
-            "two-cells",
-            4,
-            &extra(&[
-                ("hw:numa_nodes", "2"),
-                ("hw:numa_cpus.0", "0,1"),
-                ("hw:numa_mem.0", "256"),
-                ("hw:numa_cpus.1", "2"),
-                ("hw:numa_mem.1", "256"),
-            ]),
-        )
+        + &flavor("two-cells", 4, &extra(&[("hw:numa_nodes", "2")]))
         + &flavor("shared", 2, &extra(&[("hw:cpu_policy", "shared")]))
         + &image_with("img", &[])
+        + &image_with("one-cell", &[("hw_numa_nodes", "1")])
         + &image_with("wants-pinning", &[("hw_cpu_policy", "dedicated")]);
     let verdict = |yaml: &str| {
         let (report, _) = run(yaml);
         report.items.last().unwrap().admission.clone()
     };
-    let refused = verdict(&(base.clone() + &server("s", "two-cells", "img", "")));
-    assert!(!refused.allowed);
+    // A flavor whose cells leave a vCPU out boots with no image: refused on its own.
+    let unassigned = flavor(
+        "unassigned",
+        4,
+        &extra(&[
+            ("hw:numa_nodes", "2"),
+            ("hw:numa_cpus.0", "0,1"),
+            ("hw:numa_mem.0", "256"),
+            ("hw:numa_cpus.1", "2"),
+            ("hw:numa_mem.1", "256"),
+        ]),
+    );
+    let refused = verdict(&unassigned);
     assert!(
-        refused
-            .message
-            .contains("flavor \"two-cells\" with image \"img\" makes no guest Nova would boot")
+        !refused.allowed
+            && refused.message.contains("whatever the image")
             && refused.message.contains("ImageNUMATopologyCPUsUnassigned")
             && refused.message.contains("vCPUs 3"),
         "{}",
         refused.message
     );
+    let refused = verdict(&(base.clone() + &server("s", "two-cells", "one-cell", "")));
+    assert!(!refused.allowed);
+    assert!(
+        refused
+            .message
+            .contains("flavor \"two-cells\" with image \"one-cell\" makes no guest Nova would boot")
+            && refused.message.contains("ImageNUMATopologyForbidden"),
+        "{}",
+        refused.message
+    );
+    assert!(verdict(&(base.clone() + &server("s", "two-cells", "img", ""))).allowed);
     let refused = verdict(&(base.clone() + &server("s", "shared", "wants-pinning", "")));
     assert!(
         !refused.allowed && refused.message.contains("ImageCPUPinningForbidden"),
@@ -263,10 +275,10 @@ fn a_flavor_and_image_nova_would_not_boot_are_refused_with_novas_reason() {
     );
     assert!(verdict(&(base.clone() + &server("s", "plain", "wants-pinning", ""))).allowed);
     // Resize and rebuild are judged by the pair they choose.
-    let running = base.clone() + &server("s", "plain", "img", "");
-    let resized = verdict(&(running.clone() + &server("s", "two-cells", "img", "")));
+    let running = base.clone() + &server("s", "plain", "one-cell", "");
+    let resized = verdict(&(running.clone() + &server("s", "two-cells", "one-cell", "")));
     assert!(
-        !resized.allowed && resized.message.contains("ImageNUMATopologyCPUsUnassigned"),
+        !resized.allowed && resized.message.contains("ImageNUMATopologyForbidden"),
         "{}",
         resized.message
     );

@@ -120,6 +120,48 @@ pub enum RequestError {
 }
 
 impl RequestError {
+    /// Whether the flavor's own extra specs cause this, so that no image's properties can
+    /// make the flavor boot (an image may complete a flavor's CPU policy, realtime mask or
+    /// page size, never its dedicated mask, page size text, NUMA node count or cells).
+    pub fn no_image_helps(&self) -> bool {
+        use RequestError as E;
+        matches!(
+            self,
+            E::CpuMask { .. }
+                | E::DedicatedMask(_)
+                | E::NodesNumber(_)
+                | E::PageSize(_)
+                | E::Asymmetric { .. }
+                | E::Incomplete { .. }
+                | E::CpuOutOfRange { .. }
+                | E::CpuInTwoCells(_)
+                | E::CpusUnassigned(_)
+                | E::MemoryMismatch { .. }
+                | E::CellMemory { .. }
+        )
+    }
+
+    /// The flavor's extra spec that causes an error no image helps (see
+    /// [`RequestError::no_image_helps`]); for the cells' errors, `hw:numa_nodes`, which the
+    /// `hw:numa_cpus.N` and `hw:numa_mem.N` it names divide.
+    pub fn flavor_key(&self) -> Option<&'static str> {
+        use RequestError as E;
+        match self {
+            E::CpuMask { key, .. } => Some(key),
+            E::DedicatedMask(_) => Some("hw:cpu_dedicated_mask"),
+            E::PageSize(_) => Some("hw:mem_page_size"),
+            E::NodesNumber(_)
+            | E::Asymmetric { .. }
+            | E::Incomplete { .. }
+            | E::CpuOutOfRange { .. }
+            | E::CpuInTwoCells(_)
+            | E::CpusUnassigned(_)
+            | E::MemoryMismatch { .. }
+            | E::CellMemory { .. } => Some("hw:numa_nodes"),
+            _ => None,
+        }
+    }
+
     /// The name of the exception Nova raises for the same case.
     pub fn nova_name(&self) -> &'static str {
         use RequestError as E;

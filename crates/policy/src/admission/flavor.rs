@@ -1,10 +1,14 @@
-//! Flavor admission: sizes, the validation mode, and the extra specs under it.
+//! Flavor admission: sizes, the validation mode, the extra specs under it, and NUMA specs
+//! no image could make bootable.
+
+use std::collections::BTreeMap;
 
 use super::Review;
 use crate::store::Store;
 use crate::translate::{check_flavor_extra_specs, validation_mode};
 use kubeplace_api::Flavor;
 use kubeplace_api::Kind;
+use kubeplace_core::numa::{GuestSource, guest_topology};
 
 pub(super) fn review(f: &Flavor, store: &Store, review: &mut Review) {
     for (field, value, min) in [
@@ -29,8 +33,32 @@ pub(super) fn review(f: &Flavor, store: &Store, review: &mut Review) {
     };
     let (custom, _) = store.custom_definitions();
     let report = check_flavor_extra_specs(f, mode, &custom);
+    let specs_valid = report.problems.is_empty();
     for p in report.problems {
         review.problem(format!("spec.{p}"));
+    }
+    // What Nova's API admits and its boot then refuses whatever the image: refused now.
+    let no_image = BTreeMap::new();
+    let alone = GuestSource {
+        vcpus: u32::try_from(f.spec.vcpus).unwrap_or(0),
+        memory_mib: u64::try_from(f.spec.memory_mb).unwrap_or(0),
+        extra_specs: &f.spec.extra_specs,
+        image: &no_image,
+    };
+    if specs_valid
+        && let Err(e) = guest_topology(alone)
+        && e.no_image_helps()
+    {
+        let key = e.flavor_key().unwrap_or("hw:numa_nodes");
+        let value = f
+            .spec
+            .extra_specs
+            .get(key)
+            .map_or(String::new(), |v| format!("={v:?}"));
+        review.problem(format!(
+            "spec.extraSpecs[{key:?}]{value} makes no guest Nova would boot, whatever the image: {e} (Nova: {})",
+            e.nova_name()
+        ));
     }
     for w in report.warnings {
         review.warn(format!("spec.{w}"));
