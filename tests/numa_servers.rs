@@ -277,6 +277,22 @@ fn headroom_counts_what_the_cells_fit_not_what_placement_counts() {
     };
     assert_eq!(count("pinned"), 4);
     assert_eq!(count("iso"), 2);
+    // The operator's rounds do not take Placement's counts for the fit: three isolated
+    // vCPUs fit the cell's 4 PCPU, and not its two cores.
+    let wide = yaml
+        + &flavor(
+            "iso3",
+            3,
+            1024,
+            &[
+                ("hw:cpu_policy", "dedicated"),
+                ("hw:cpu_thread_policy", "isolate"),
+            ],
+        );
+    let (_, store) = run(&wide);
+    let mut round = scheduler::HeadroomRound::new(&store, &Weighers::default());
+    assert_eq!(round.count("iso3", 1).unwrap().servers, 0);
+    assert_eq!(round.count("pinned", 1).unwrap().servers, 1);
 }
 
 #[test]

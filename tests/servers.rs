@@ -259,10 +259,9 @@ fn a_flavor_and_image_nova_would_not_boot_are_refused_with_novas_reason() {
     let refused = verdict(&(base.clone() + &server("s", "two-cells", "one-cell", "")));
     assert!(!refused.allowed);
     assert!(
-        refused
-            .message
-            .contains("flavor \"two-cells\" with image \"one-cell\" makes no guest Nova would boot")
-            && refused.message.contains("ImageNUMATopologyForbidden"),
+        refused.message.contains(
+            "flavor \"two-cells\" with image \"one-cell\" makes no guest Nova would boot"
+        ) && refused.message.contains("ImageNUMATopologyForbidden"),
         "{}",
         refused.message
     );

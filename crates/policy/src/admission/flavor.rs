@@ -8,7 +8,7 @@ use crate::store::Store;
 use crate::translate::{check_flavor_extra_specs, validation_mode};
 use kubeplace_api::Flavor;
 use kubeplace_api::Kind;
-use kubeplace_core::numa::{GuestSource, guest_topology};
+use kubeplace_core::numa::guest_topology;
 
 pub(super) fn review(f: &Flavor, store: &Store, review: &mut Review) {
     for (field, value, min) in [
@@ -39,14 +39,8 @@ pub(super) fn review(f: &Flavor, store: &Store, review: &mut Review) {
     }
     // What Nova's API admits and its boot then refuses whatever the image: refused now.
     let no_image = BTreeMap::new();
-    let alone = GuestSource {
-        vcpus: u32::try_from(f.spec.vcpus).unwrap_or(0),
-        memory_mib: u64::try_from(f.spec.memory_mb).unwrap_or(0),
-        extra_specs: &f.spec.extra_specs,
-        image: &no_image,
-    };
     if specs_valid
-        && let Err(e) = guest_topology(alone)
+        && let Err(e) = guest_topology(crate::numa::guest_source(f, &no_image))
         && e.no_image_helps()
     {
         let key = e.flavor_key().unwrap_or("hw:numa_nodes");

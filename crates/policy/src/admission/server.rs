@@ -5,7 +5,7 @@
 use super::Review;
 use kubeplace_api::allocation_name;
 use kubeplace_api::{Object, Server};
-use kubeplace_core::numa::{GuestSource, guest_topology};
+use kubeplace_core::numa::guest_topology;
 use kubeplace_core::placement::rebuild::missing_traits;
 
 use crate::store::Store;
@@ -103,13 +103,7 @@ pub(super) fn review(server: &Server, old: Option<&Server>, store: &Store, revie
     let chosen_now = old
         .is_none_or(|o| o.spec.flavor != server.spec.flavor || o.spec.image != server.spec.image);
     if let (true, Some(f), Some(i)) = (chosen_now, flavor, image) {
-        let source = GuestSource {
-            vcpus: u32::try_from(f.spec.vcpus).unwrap_or(0),
-            memory_mib: u64::try_from(f.spec.memory_mb).unwrap_or(0),
-            extra_specs: &f.spec.extra_specs,
-            image: &i.spec.properties,
-        };
-        if let Err(e) = guest_topology(source) {
+        if let Err(e) = guest_topology(crate::numa::guest_source(f, &i.spec.properties)) {
             review.problem(format!(
                 "flavor {:?} with image {:?} makes no guest Nova would boot: {e} (Nova: {}); change the flavor's extra specs or the image's properties, or choose others",
                 server.spec.flavor,

@@ -19,7 +19,10 @@ pub type Named = Vec<(String, String, i64)>;
 
 /// What a server's guest is built from: its flavor's size and extra specs and its image's
 /// properties (none when counting a flavor's headroom).
-fn source<'a>(flavor: &'a Flavor, image: &'a BTreeMap<String, String>) -> GuestSource<'a> {
+pub fn guest_source<'a>(
+    flavor: &'a Flavor,
+    image: &'a BTreeMap<String, String>,
+) -> GuestSource<'a> {
     GuestSource {
         vcpus: u32::try_from(flavor.spec.vcpus).unwrap_or(0),
         memory_mib: u64::try_from(flavor.spec.memory_mb).unwrap_or(0),
@@ -50,7 +53,7 @@ impl<'s> NumaJudge<'s> {
         excluding: &str,
     ) -> Result<Option<NumaJudge<'s>>, RequestError> {
         let image = image.map(|i| i.spec.properties.clone()).unwrap_or_default();
-        let guest = guest_topology(source(flavor, &image))?;
+        let guest = guest_topology(guest_source(flavor, &image))?;
         Ok(guest.map(|guest| NumaJudge {
             store,
             flavor,
@@ -78,10 +81,9 @@ impl<'s> NumaJudge<'s> {
             &self.guest,
             &self.records,
         );
-        let judged = self
-            .judged
-            .entry(host.to_string())
-            .or_insert_with(|| judge_host(store, source(flavor, image), guest, host, records));
+        let judged = self.judged.entry(host.to_string()).or_insert_with(|| {
+            judge_host(store, guest_source(flavor, image), guest, host, records)
+        });
         let (cells, claim) = judged.as_ref().map_err(Clone::clone)?;
         move_onto_cells(index, host, cells, claim, named)?;
         Ok(claim.clone())

@@ -10,4 +10,4 @@ pub mod host_fit;
 
 pub use cells::{HostCells, NUMA_ROOT, check_detail, host_cells};
 pub use claim::{RecordVerdict, cells_after, claim_of, judge_record};
-pub use host_fit::{Named, NumaJudge};
+pub use host_fit::{Named, NumaJudge, guest_source};

@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use kubeplace_api::provider_name::placement_name;
 use kubeplace_api::{Allocation, AllocationSpec, HeadroomStatus, Kind, Object, ProviderAllocation};
+use kubeplace_core::numa::guest_topology;
 use kubeplace_core::placement::candidates::trees_fitting_alone;
 use kubeplace_core::placement::microversion::Microversion;
 use kubeplace_core::placement::query::parse_candidates_query;
@@ -289,7 +290,10 @@ impl HeadroomRound {
             return None;
         }
         let request = headroom_request(&self.copy, flavor)?;
-        if trees_each_take_one(&self.copy, &request, cap) {
+        // A tree that can take a server by Placement's counts may not fit its NUMA cells:
+        // a flavor with a NUMA topology is counted by placing.
+        if !has_numa_topology(&self.copy, flavor) && trees_each_take_one(&self.copy, &request, cap)
+        {
             return Some(HeadroomStatus {
                 servers: i64::try_from(cap).unwrap_or(i64::MAX),
                 capped: true,
@@ -309,6 +313,21 @@ impl HeadroomRound {
                 .map(|s| kubeplace_core::text::truncated(&s, STOPPED_BY_MAX)),
             within_quota: Vec::new(),
         })
+    }
+}
+
+/// Whether the flavor (booted from an image that says nothing) makes a guest with a NUMA
+/// topology, which the scheduler fits on each host's cells.
+fn has_numa_topology(store: &Store, flavor: &str) -> bool {
+    let no_image = BTreeMap::new();
+    match store.get_cluster(Kind::Flavor, flavor) {
+        Some(Object::Flavor(f)) => {
+            matches!(
+                guest_topology(crate::numa::guest_source(f, &no_image)),
+                Ok(Some(_))
+            )
+        }
+        _ => false,
     }
 }
 
