@@ -16,6 +16,9 @@ use std::time::Instant;
 
 use criterion::Criterion;
 use kubeplace_api::manifest::parse_stream;
+use kubeplace_core::placement::candidates::try_allocation_candidates;
+use kubeplace_core::placement::microversion::Microversion;
+use kubeplace_core::placement::query::parse_candidates_query;
 use kubeplace_core::placement::weighers::Weighers;
 use kubeplace_policy::scheduling::{HeadroomRound, headroom};
 use kubeplace_policy::store::{Change, Store};
@@ -172,6 +175,26 @@ fn main() {
         .collect();
     let mut cells = Store::default();
     cells.apply_changes(changes);
+    // How many hosts one placement fits: the distinct trees of the scheduler's candidates.
+    let query = parse_candidates_query(
+        "resources=PCPU:4,MEMORY_MB:8192&root_required=!COMPUTE_STATUS_DISABLED&limit=1000",
+        Microversion::LATEST,
+    )
+    .expect("the query parses");
+    let set = try_allocation_candidates(cells.index(), &query).expect("within budget");
+    let hosts: std::collections::BTreeSet<String> = set
+        .candidates
+        .iter()
+        .filter_map(|c| {
+            let named = set.named(cells.index(), c);
+            cells.index().root_of(&named[0].0).ok()
+        })
+        .collect();
+    eprintln!(
+        "10k-cells nfv.pinned: {} candidates over {} hosts per placement",
+        set.candidates.len(),
+        hosts.len()
+    );
     let mut group = c.benchmark_group("headroom/10k-cells");
     for (flavor, cap) in [
         ("m1.small", 10),
