@@ -165,10 +165,7 @@ pub(super) fn replica_with(
 /// Two replicas behind one webhook address for Allocations (registered as `config_name`),
 /// each deciding the claims that reach it through the leader's ledger: the replicas, which
 /// of them leads, and how many connections each received.
-pub(super) fn allocation_replicas(
-    cp: &ControlPlane,
-    config_name: &str,
-) -> ([Operator; 2], usize, Arc<Vec<AtomicUsize>>) {
+pub(super) fn allocation_replicas(cp: &ControlPlane, config_name: &str) -> AllocationReplicas {
     let certs = kubeplace::serving::certs::self_signed("127.0.0.1").unwrap();
     let file = |suffix: &str| {
         cp.kubeconfig
@@ -195,6 +192,7 @@ pub(super) fn allocation_replicas(
     )
     .ok();
     let files: (&Path, &Path, &Path) = (&cert, &key, &ca);
+    let api_ports = [support::free_port(), support::free_port()];
     let replica = |i: usize, side: &str| {
         replica_on(
             cp,
@@ -202,13 +200,29 @@ pub(super) fn allocation_replicas(
             files,
             config_name,
             ports[i],
-            support::free_port(),
+            api_ports[i],
         )
         .0
     };
     let replicas = [replica(0, "a"), replica(1, "b")];
     let leader = deciding_leader(&[&replicas[0], &replicas[1]]);
-    (replicas, leader, connections)
+    AllocationReplicas {
+        replicas,
+        leader,
+        connections,
+        api_ports,
+    }
+}
+
+/// What [`allocation_replicas`] starts.
+pub(super) struct AllocationReplicas {
+    pub replicas: [Operator; 2],
+    /// Which of them leads.
+    pub leader: usize,
+    /// Webhook connections each received.
+    pub connections: Arc<Vec<AtomicUsize>>,
+    /// Each one's Placement API port.
+    pub api_ports: [u16; 2],
 }
 
 /// Waits until one of the replicas leads and decides claims; its position.
@@ -234,47 +248,12 @@ fn twenty_racing_kubectl_claims_on_two_replicas_never_oversubscribe() {
     const CONFIG: &str = "kubeplace-claims";
     const CLAIMS: usize = 20;
     // Two replicas behind one address, each deciding the claims that reach it.
-    let certs = kubeplace::serving::certs::self_signed("127.0.0.1").unwrap();
-    let cert = cp.kubeconfig.with_file_name("claims-webhook.crt");
-    let key = cp.kubeconfig.with_file_name("claims-webhook.key");
-    let ca = cp.kubeconfig.with_file_name("claims-ca.crt");
-    std::fs::write(&cert, &certs.cert_pem).unwrap();
-    std::fs::write(&key, &certs.key_pem).unwrap();
-    std::fs::write(&ca, &certs.ca_pem).unwrap();
-    let ports = [support::free_port(), support::free_port()];
-    let (proxy, connections) = round_robin(ports.to_vec());
-    let mut config = kubeplace::webhook::config::webhook_configuration(
-        CONFIG,
-        &kubeplace::webhook::config::base_url("127.0.0.1", proxy),
-        &certs.ca_pem,
-    );
-    config
-        .webhooks
-        .get_or_insert_with(Vec::new)
-        .retain(|w| w.name == "allocations.kubeplace.io");
-    cp.kubectl_stdin(
-        &["apply", "-f", "-"],
-        &serde_json::to_string(&config).unwrap(),
-    )
-    .ok();
-    let api_ports = [support::free_port(), support::free_port()];
-    let (a, _) = replica_on(
-        cp,
-        "kubeplace-claims-a",
-        (&cert, &key, &ca),
-        CONFIG,
-        ports[0],
-        api_ports[0],
-    );
-    let (b, _) = replica_on(
-        cp,
-        "kubeplace-claims-b",
-        (&cert, &key, &ca),
-        CONFIG,
-        ports[1],
-        api_ports[1],
-    );
-    let leader = deciding_leader(&[&a, &b]);
+    let AllocationReplicas {
+        replicas: [a, b],
+        leader,
+        connections,
+        api_ports,
+    } = allocation_replicas(cp, CONFIG);
     cp.kubectl_stdin(&["apply", "-f", "-"], &provider(HOST, 4))
         .ok();
     eventually(

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use kubeplace_core::numa::{CpuSet, parse_cpu_set};
 use serde_json::Value;
 
-use super::claims::{allocation_replicas, settled};
+use super::claims::{AllocationReplicas, allocation_replicas, settled};
 use super::support::exclusive_lock;
 use super::{ControlPlane, crds_installed, eventually};
 
@@ -121,7 +121,12 @@ fn create(cp: &ControlPlane, i: usize) -> bool {
 fn pinned_cpus_and_hugepages_are_never_held_twice_through_two_replicas_and_a_killed_leader() {
     let _exclusive = exclusive_lock();
     let cp = crds_installed();
-    let ([a, b], leader, connections) = allocation_replicas(cp, "kubeplace-numa");
+    let AllocationReplicas {
+        replicas: [a, b],
+        leader,
+        connections,
+        ..
+    } = allocation_replicas(cp, "kubeplace-numa");
     cp.kubectl_stdin(&["apply", "-f", "-"], &cloud()).ok();
     for cell in ["e2e-numa-cpus-n0", "e2e-numa-pages-n0"] {
         let root = cell.trim_end_matches("-n0");

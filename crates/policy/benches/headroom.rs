@@ -103,6 +103,32 @@ fn cloud_yaml_with(trees: usize, cells_described: bool) -> String {
     y
 }
 
+/// One row per flavor and cap: a one-off headroom count over `store`, copy included.
+fn bench_headroom(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    cloud: &str,
+    store: &Store,
+    weighers: &Weighers,
+    rows: &[(&str, usize)],
+) {
+    for &(flavor, cap) in rows {
+        let h = headroom(store, weighers, flavor, &[], cap).expect("flavor exists");
+        eprintln!(
+            "{cloud} {flavor} cap {cap}: {} fit, capped {}",
+            h.fits, h.capped
+        );
+        group.bench_function(format!("{flavor}/cap={cap}"), |b| {
+            b.iter(|| {
+                black_box(
+                    headroom(store, weighers, flavor, &[], cap)
+                        .expect("flavor exists")
+                        .fits,
+                )
+            })
+        });
+    }
+}
+
 fn main() {
     let mut c = Criterion::default().sample_size(10).configure_from_args();
     let started = Instant::now();
@@ -121,27 +147,18 @@ fn main() {
         started.elapsed().as_secs_f64() * 1e3
     );
     let mut group = c.benchmark_group("headroom/10k");
-    for (flavor, cap) in [
-        ("m1.small", 1),
-        ("m1.small", 10),
-        ("m1.small", 100),
-        ("gold.xl", 10),
-    ] {
-        let h = headroom(&store, &weighers, flavor, &[], cap).expect("flavor exists");
-        eprintln!(
-            "10k {flavor} cap {cap}: {} fit, capped {}",
-            h.fits, h.capped
-        );
-        group.bench_function(format!("{flavor}/cap={cap}"), |b| {
-            b.iter(|| {
-                black_box(
-                    headroom(&store, &weighers, flavor, &[], cap)
-                        .expect("flavor exists")
-                        .fits,
-                )
-            })
-        });
-    }
+    bench_headroom(
+        &mut group,
+        "10k",
+        &store,
+        &weighers,
+        &[
+            ("m1.small", 1),
+            ("m1.small", 10),
+            ("m1.small", 100),
+            ("gold.xl", 10),
+        ],
+    );
     let without = vec!["cn000003".to_string()];
     group.bench_function("m1.small/cap=10/without-one-tree", |b| {
         b.iter(|| {
@@ -196,27 +213,18 @@ fn main() {
         hosts.len()
     );
     let mut group = c.benchmark_group("headroom/10k-cells");
-    for (flavor, cap) in [
-        ("m1.small", 10),
-        ("nfv.pinned", 10),
-        ("nfv.pinned", 100),
-        ("nfv.huge", 10),
-    ] {
-        let h = headroom(&cells, &weighers, flavor, &[], cap).expect("flavor exists");
-        eprintln!(
-            "10k-cells {flavor} cap {cap}: {} fit, capped {}",
-            h.fits, h.capped
-        );
-        group.bench_function(format!("{flavor}/cap={cap}"), |b| {
-            b.iter(|| {
-                black_box(
-                    headroom(&cells, &weighers, flavor, &[], cap)
-                        .expect("flavor exists")
-                        .fits,
-                )
-            })
-        });
-    }
+    bench_headroom(
+        &mut group,
+        "10k-cells",
+        &cells,
+        &weighers,
+        &[
+            ("m1.small", 10),
+            ("nfv.pinned", 10),
+            ("nfv.pinned", 100),
+            ("nfv.huge", 10),
+        ],
+    );
     group.finish();
     c.final_summary();
 }

@@ -124,26 +124,12 @@ impl RequestError {
     /// make the flavor boot (an image may complete a flavor's CPU policy, realtime mask or
     /// page size, never its dedicated mask, page size text, NUMA node count or cells).
     pub fn no_image_helps(&self) -> bool {
-        use RequestError as E;
-        matches!(
-            self,
-            E::CpuMask { .. }
-                | E::DedicatedMask(_)
-                | E::NodesNumber(_)
-                | E::PageSize(_)
-                | E::Asymmetric { .. }
-                | E::Incomplete { .. }
-                | E::CpuOutOfRange { .. }
-                | E::CpuInTwoCells(_)
-                | E::CpusUnassigned(_)
-                | E::MemoryMismatch { .. }
-                | E::CellMemory { .. }
-        )
+        self.flavor_key().is_some()
     }
 
-    /// The flavor's extra spec that causes an error no image helps (see
-    /// [`RequestError::no_image_helps`]); for the cells' errors, `hw:numa_nodes`, which the
-    /// `hw:numa_cpus.N` and `hw:numa_mem.N` it names divide.
+    /// The flavor's extra spec that causes an error no image helps, `None` for an error an
+    /// image may mend; for the cells' errors `hw:numa_nodes`, which the `hw:numa_cpus.N` and
+    /// `hw:numa_mem.N` divide.
     pub fn flavor_key(&self) -> Option<&'static str> {
         use RequestError as E;
         match self {
