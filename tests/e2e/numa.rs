@@ -15,6 +15,8 @@ use super::support::exclusive_lock;
 use super::{ControlPlane, crds_installed, eventually};
 
 const PREFIX: &str = "e2e-numa-";
+/// The webhook registration of the two replicas.
+const CONFIG: &str = "kubeplace-numa";
 /// Claims, half pinning one of two CPUs, half taking two of four 1 GiB pages.
 const CLAIMS: usize = 24;
 
@@ -126,7 +128,7 @@ fn pinned_cpus_and_hugepages_are_never_held_twice_through_two_replicas_and_a_kil
         leader,
         connections,
         ..
-    } = allocation_replicas(cp, "kubeplace-numa");
+    } = allocation_replicas(cp, CONFIG);
     cp.kubectl_stdin(&["apply", "-f", "-"], &cloud()).ok();
     for cell in ["e2e-numa-cpus-n0", "e2e-numa-pages-n0"] {
         let root = cell.trim_end_matches("-n0");
@@ -218,6 +220,15 @@ fn pinned_cpus_and_hugepages_are_never_held_twice_through_two_replicas_and_a_kil
     ])
     .ok();
     following.process.stop(Duration::from_secs(10));
+    // The webhook registration goes with the replicas: the tests after this one share the
+    // API server.
+    cp.kubectl(&[
+        "delete",
+        "validatingwebhookconfiguration",
+        CONFIG,
+        "--ignore-not-found",
+    ])
+    .ok();
     eprintln!(
         "NUMA race: {} of {CLAIMS} claims admitted ({pinned} pinning, {paged} with 1 GiB pages counted), {} samples, webhook connections per replica {per_replica:?}",
         admitted.iter().filter(|a| **a).count(),
