@@ -96,6 +96,35 @@ impl HostCell {
         i128::from(self.memory_mib) - i128::from(self.memory_usage_mib)
     }
 
+    /// Adds what a guest cell uses of this cell besides its pinned CPUs (or, `leaving`,
+    /// takes it back): its memory, in pages of `page_size_kib` (the cell's smallest when the
+    /// guest asked for no size), and its unpinned vCPUs on the shared CPUs.
+    pub fn add_use(
+        &mut self,
+        memory_mib: u64,
+        shared_vcpus: u64,
+        page_size_kib: Option<u64>,
+        leaving: bool,
+    ) {
+        if let Some(size) = page_size_kib.or_else(|| self.smallest_page())
+            && let Some(pool) = self.pages.iter_mut().find(|p| p.size_kib == size)
+        {
+            let pages = memory_mib * 1024 / size.max(1);
+            pool.used = if leaving {
+                pool.used.saturating_sub(pages)
+            } else {
+                pool.used + pages
+            };
+        }
+        if leaving {
+            self.memory_usage_mib = self.memory_usage_mib.saturating_sub(memory_mib);
+            self.cpu_usage = self.cpu_usage.saturating_sub(shared_vcpus);
+        } else {
+            self.memory_usage_mib += memory_mib;
+            self.cpu_usage += shared_vcpus;
+        }
+    }
+
     /// The CPUs and every thread sibling of theirs: what a guest with thread policy
     /// `isolate` holds.
     pub fn with_siblings(&self, cpus: &CpuSet) -> CpuSet {

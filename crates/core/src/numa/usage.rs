@@ -42,24 +42,12 @@ pub fn with_guest(
             .iter_mut()
             .find(|c| c.id == fitted.host_cell)
             .ok_or(UsageError::NoSuchCell(fitted.host_cell))?;
-        if let Some(size) = fitted.page_size_kib.or_else(|| cell.smallest_page())
-            && let Some(pool) = cell.pages.iter_mut().find(|p| p.size_kib == size)
-        {
-            let pages = guest_cell.memory_mib * 1024 / size.max(1);
-            pool.used = if leaving {
-                pool.used.saturating_sub(pages)
-            } else {
-                pool.used + pages
-            };
-        }
-        let shared = guest_cell.cpuset.len() as u64;
-        if leaving {
-            cell.memory_usage_mib = cell.memory_usage_mib.saturating_sub(guest_cell.memory_mib);
-            cell.cpu_usage = cell.cpu_usage.saturating_sub(shared);
-        } else {
-            cell.memory_usage_mib += guest_cell.memory_mib;
-            cell.cpu_usage += shared;
-        }
+        cell.add_use(
+            guest_cell.memory_mib,
+            guest_cell.cpuset.len() as u64,
+            fitted.page_size_kib,
+            leaving,
+        );
         if !CpuPolicy::pins(guest_cell.cpu_policy) {
             continue;
         }

@@ -40,7 +40,7 @@ pub(super) fn review(f: &Flavor, store: &Store, review: &mut Review) {
     // What Nova's API admits and its boot then refuses whatever the image: refused now.
     let no_image = BTreeMap::new();
     if specs_valid
-        && let Err(e) = guest_topology(crate::numa::guest_source(f, &no_image))
+        && let Err(e) = guest_topology(crate::translate::guest_source(f, &no_image))
         && e.no_image_helps()
     {
         let key = e.flavor_key().unwrap_or("hw:numa_nodes");

@@ -103,7 +103,7 @@ pub(super) fn review(server: &Server, old: Option<&Server>, store: &Store, revie
     let chosen_now = old
         .is_none_or(|o| o.spec.flavor != server.spec.flavor || o.spec.image != server.spec.image);
     if let (true, Some(f), Some(i)) = (chosen_now, flavor, image) {
-        if let Err(e) = guest_topology(crate::numa::guest_source(f, &i.spec.properties)) {
+        if let Err(e) = guest_topology(crate::translate::guest_source(f, &i.spec.properties)) {
             review.problem(format!(
                 "flavor {:?} with image {:?} makes no guest Nova would boot: {e} (Nova: {}); change the flavor's extra specs or the image's properties, or choose others",
                 server.spec.flavor,

@@ -64,13 +64,8 @@ static NO_DETAIL: NumaCell = NumaCell {
     pages: Vec::new(),
 };
 
-/// The NUMA-cell providers of the tree rooted at `root`, ordered by name.
-pub fn cell_providers<'s>(store: &'s Store, root: &str) -> Vec<&'s ResourceProvider> {
-    cell_providers_among(store, &store.index().tree_members(root))
-}
-
 /// The NUMA-cell providers among a tree's `members`, ordered by name.
-fn cell_providers_among<'s>(store: &'s Store, members: &[String]) -> Vec<&'s ResourceProvider> {
+fn cell_providers<'s>(store: &'s Store, members: &[String]) -> Vec<&'s ResourceProvider> {
     let index = store.index();
     let mut cells: Vec<&ResourceProvider> = members
         .iter()
@@ -84,15 +79,6 @@ fn cell_providers_among<'s>(store: &'s Store, members: &[String]) -> Vec<&'s Res
         .collect();
     cells.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     cells
-}
-
-/// The host's cells with the usage of every counted claim's NUMA record but `excluding`'s
-/// (a server placed again does not compete with itself). A tree that describes no cells is
-/// one cell, its root, with what the whole tree counts, as a host with a single NUMA node
-/// reports; `None` for a provider that is not a root. A cell whose detail cannot be read is
-/// left out.
-pub fn host_cells(store: &Store, root: &str, excluding: Option<&str>) -> Option<HostCells> {
-    host_cells_with(store, root, &Records::of(store, excluding))
 }
 
 /// The NUMA records of the counted claims, by cell provider: read once for a choice among
@@ -128,14 +114,18 @@ impl<'s> Records<'s> {
     }
 }
 
-/// [`host_cells`] with the records read already.
-pub fn host_cells_with(store: &Store, root: &str, records: &Records<'_>) -> Option<HostCells> {
+/// The host's cells with the usage the claims' `records` give them (read once for a
+/// choice among many hosts, without the claim of a server placed again). A tree that describes no cells is
+/// one cell, its root, with what the whole tree counts, as a host with a single NUMA node
+/// reports; `None` for a provider that is not a root. A cell whose detail cannot be read is
+/// left out.
+pub fn host_cells(store: &Store, root: &str, records: &Records<'_>) -> Option<HostCells> {
     let index = store.index();
     if index.root_of(root).ok()? != root {
         return None;
     }
     let members = index.tree_members(root);
-    let providers = cell_providers_among(store, &members);
+    let providers = cell_providers(store, &members);
     let mut cells: Vec<(u32, String, HostCell)> = Vec::new();
     if providers.is_empty() {
         let mut counts = CellCounts::default();
@@ -207,20 +197,18 @@ pub fn host_cells_with(store: &Store, root: &str, records: &Records<'_>) -> Opti
 
 /// What a guest cell's record takes from its host cell.
 pub(crate) fn add_usage(cell: &mut HostCell, claim: &NumaCellClaim) {
-    cell.cpu_usage += claim.shared_vcpus;
-    cell.memory_usage_mib += claim.memory_mib;
+    cell.add_use(
+        claim.memory_mib,
+        claim.shared_vcpus,
+        claim.page_size_kib,
+        false,
+    );
     if let Some(held) = claim
         .held_cpus
         .as_deref()
         .and_then(|h| parse_cpu_set(h).ok())
     {
         cell.pinned.extend(held);
-    }
-    let size = claim.page_size_kib.or_else(|| cell.smallest_page());
-    if let Some(size) = size
-        && let Some(pool) = cell.pages.iter_mut().find(|p| p.size_kib == size)
-    {
-        pool.used += claim.memory_mib * 1024 / size.max(1);
     }
 }
 

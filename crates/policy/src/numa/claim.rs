@@ -10,13 +10,12 @@ use kubeplace_core::numa::{
     parse_cpu_set,
 };
 
-use super::cells::{HostCells, Records, host_cells_with};
+use super::cells::{HostCells, Records, host_cells};
 use crate::store::Store;
 use crate::translate::{numa_cpu_key, numa_pages_key};
 
 /// The record of a guest placed on a host's cells by `fit`.
 pub fn claim_of(guest: &GuestTopology, fit: &NumaFit, host: &HostCells) -> NumaClaim {
-    let mut vcpu = 0u32;
     let cells = guest
         .cells
         .iter()
@@ -38,7 +37,6 @@ pub fn claim_of(guest: &GuestTopology, fit: &NumaFit, host: &HostCells) -> NumaC
             if !CpuPolicy::pins(guest_cell.cpu_policy) {
                 held.clear();
             }
-            vcpu += guest_cell.vcpus().len() as u32;
             NumaCellClaim {
                 guest_cell: i as u32,
                 provider: host
@@ -154,7 +152,7 @@ pub fn judge_record(
         }
         let host = hosts
             .entry(root.clone())
-            .or_insert_with(|| host_cells_with(store, &root, &records));
+            .or_insert_with(|| host_cells(store, &root, &records));
         let Some(host) = host.as_ref() else {
             verdict.problems.push(format!(
                 "{at}.provider {:?}: the cells of host {root:?} cannot be read",

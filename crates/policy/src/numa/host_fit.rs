@@ -10,26 +10,13 @@ use kubeplace_core::numa::{
 };
 use kubeplace_core::placement::ProviderIndex;
 
-use super::cells::{HostCells, Records, host_cells_with};
+use super::cells::{HostCells, Records, host_cells};
 use super::claim::{claim_of, counted_amounts};
 use crate::store::Store;
+use crate::translate::guest_source;
 
 /// A candidate's amounts: provider, resource class, amount.
 pub type Named = Vec<(String, String, i64)>;
-
-/// What a server's guest is built from: its flavor's size and extra specs and its image's
-/// properties (none when counting a flavor's headroom).
-pub fn guest_source<'a>(
-    flavor: &'a Flavor,
-    image: &'a BTreeMap<String, String>,
-) -> GuestSource<'a> {
-    GuestSource {
-        vcpus: u32::try_from(flavor.spec.vcpus).unwrap_or(0),
-        memory_mib: u64::try_from(flavor.spec.memory_mb).unwrap_or(0),
-        extra_specs: &flavor.spec.extra_specs,
-        image,
-    }
-}
 
 /// Judges hosts for one server with a NUMA topology, each host once.
 pub struct NumaJudge<'s> {
@@ -39,8 +26,8 @@ pub struct NumaJudge<'s> {
     guest: GuestTopology,
     /// The counted claims' records, but the server's own (it does not compete with itself).
     records: Records<'s>,
-    /// Each host judged: its cells and the fit's record, or why it does not fit.
-    judged: HashMap<String, Result<(HostCells, NumaClaim), String>>,
+    /// Each host judged once: the fit's cells and record, or why it does not fit.
+    judged: HashMap<String, Result<Judged, String>>,
 }
 
 impl<'s> NumaJudge<'s> {
@@ -82,22 +69,40 @@ impl<'s> NumaJudge<'s> {
             &self.records,
         );
         let judged = self.judged.entry(host.to_string()).or_insert_with(|| {
-            judge_host(store, guest_source(flavor, image), guest, host, records)
+            judge_host(
+                index,
+                store,
+                guest_source(flavor, image),
+                guest,
+                host,
+                records,
+            )
         });
-        let (cells, claim) = judged.as_ref().map_err(Clone::clone)?;
-        move_onto_cells(index, host, cells, claim, named)?;
-        Ok(claim.clone())
+        let judged = judged.as_ref().map_err(Clone::clone)?;
+        move_onto_cells(index, host, judged, named)?;
+        Ok(judged.claim.clone())
     }
 }
 
+/// A host the guest fits, with what every candidate in its tree is moved onto.
+struct Judged {
+    cells: HostCells,
+    claim: NumaClaim,
+    /// What the record asks of Placement's counts, by cell provider and class.
+    wanted: BTreeMap<(String, &'static str), i64>,
+    /// The classes the host's cells have inventory of (the ones moved onto the cells).
+    on_cells: Vec<&'static str>,
+}
+
 fn judge_host(
+    index: &ProviderIndex,
     store: &Store,
     source: GuestSource<'_>,
     guest: &GuestTopology,
     host: &str,
     records: &Records<'_>,
-) -> Result<(HostCells, NumaClaim), String> {
-    let Some(cells) = host_cells_with(store, host, records) else {
+) -> Result<Judged, String> {
+    let Some(cells) = host_cells(store, host, records) else {
         return Err(Misfit::NoCells.to_string());
     };
     let fit = numa_filter(
@@ -111,7 +116,21 @@ fn judge_host(
     .map_err(|m| m.to_string())?
     .expect("a guest with a topology has a fit or a misfit");
     let claim = claim_of(guest, &fit, &cells);
-    Ok((cells, claim))
+    let on_cells = ["PCPU", "VCPU", "MEMORY_MB"]
+        .into_iter()
+        .filter(|class| {
+            cells
+                .providers
+                .values()
+                .any(|p| index.inventory(p, class).is_some())
+        })
+        .collect();
+    Ok(Judged {
+        wanted: counted_amounts(&claim),
+        cells,
+        claim,
+        on_cells,
+    })
 }
 
 /// Moves the candidate's `PCPU`, `VCPU` and `MEMORY_MB` onto the cells the fit chose, for
@@ -120,20 +139,12 @@ fn judge_host(
 fn move_onto_cells(
     index: &ProviderIndex,
     host: &str,
-    cells: &HostCells,
-    claim: &NumaClaim,
+    judged: &Judged,
     named: &mut Named,
 ) -> Result<(), String> {
-    let is_cell = |p: &str| cells.cell_id(p).is_some();
-    let wanted = counted_amounts(claim);
-    for class in ["PCPU", "VCPU", "MEMORY_MB"] {
-        let cells_have = cells
-            .providers
-            .values()
-            .any(|p| index.inventory(p, class).is_some());
-        if !cells_have {
-            continue;
-        }
+    let is_cell = |p: &str| judged.cells.cell_id(p).is_some();
+    let wanted = &judged.wanted;
+    for &class in &judged.on_cells {
         let on_cells: i64 = named
             .iter()
             .filter(|(p, c, _)| c == class && is_cell(p))

@@ -8,6 +8,6 @@ pub mod cells;
 pub mod claim;
 pub mod host_fit;
 
-pub use cells::{HostCells, NUMA_ROOT, check_detail, host_cells};
+pub use cells::{HostCells, NUMA_ROOT, Records, check_detail, host_cells};
 pub use claim::{RecordVerdict, cells_after, claim_of, judge_record};
-pub use host_fit::{Named, NumaJudge, guest_source};
+pub use host_fit::{Named, NumaJudge};

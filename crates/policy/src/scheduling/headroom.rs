@@ -323,7 +323,7 @@ fn has_numa_topology(store: &Store, flavor: &str) -> bool {
     match store.get_cluster(Kind::Flavor, flavor) {
         Some(Object::Flavor(f)) => {
             matches!(
-                guest_topology(crate::numa::guest_source(f, &no_image)),
+                guest_topology(crate::translate::guest_source(f, &no_image)),
                 Ok(Some(_))
             )
         }

@@ -58,13 +58,7 @@ fn translate_pinning(request: &mut Request, f: &Flavor, image: &BTreeMap<String,
     let pcpus = match said("hw:cpu_policy", "hw_cpu_policy") {
         Some("dedicated") => f.spec.vcpus,
         Some("mixed") => {
-            let source = GuestSource {
-                vcpus: u32::try_from(f.spec.vcpus).unwrap_or(0),
-                memory_mib: u64::try_from(f.spec.memory_mb).unwrap_or(0),
-                extra_specs: specs,
-                image,
-            };
-            match guest_topology(source) {
+            match guest_topology(guest_source(f, image)) {
                 Ok(Some(guest)) => guest.cells.iter().map(|c| c.pcpuset.len() as i64).sum(),
                 // Admission refuses such a pair; the request stays as the flavor's.
                 _ => return,
@@ -90,6 +84,20 @@ fn translate_pinning(request: &mut Request, f: &Flavor, image: &BTreeMap<String,
 }
 
 const HYPERTHREADING: &str = "HW_CPU_HYPERTHREADING";
+
+/// What a server's guest is built from, as Nova's `numa_get_constraints` reads it: its
+/// flavor's size and extra specs and its image's properties (none for a flavor alone).
+pub(crate) fn guest_source<'a>(
+    flavor: &'a Flavor,
+    image: &'a BTreeMap<String, String>,
+) -> GuestSource<'a> {
+    GuestSource {
+        vcpus: u32::try_from(flavor.spec.vcpus).unwrap_or(0),
+        memory_mib: u64::try_from(flavor.spec.memory_mb).unwrap_or(0),
+        extra_specs: &flavor.spec.extra_specs,
+        image,
+    }
+}
 
 /// The flavor's validation mode, or the error for an unknown one.
 pub(crate) fn validation_mode(f: &Flavor) -> Result<ValidationMode, String> {

@@ -18,7 +18,7 @@ pub(crate) use allocation::{
 };
 pub use extra_spec_definition::custom_definitions;
 pub(crate) use extra_spec_definition::definition_shadowing;
-pub(crate) use flavor::{check_flavor_extra_specs, flavor_request, validation_mode};
+pub(crate) use flavor::{check_flavor_extra_specs, flavor_request, guest_source, validation_mode};
 pub use image::{required_traits, server_request};
 pub use resource_provider::inventory;
 pub(crate) use resource_provider::{provider_record, provider_uuid};
